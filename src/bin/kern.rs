@@ -1,1 +1,208 @@
-fn main(){}
+//! `kern`: the runtime executable. `kern box` is what the Node addon spawns for every call (a
+//! spec on fd 3, a report on fd 4); `kern run` is the same box from a terminal, with flags named
+//! like the Sandbox options.
+
+use clap::{Parser, Subcommand};
+use kern_sandbox::engine::monitor::{self, run_box};
+use kern_sandbox::engine::spec::{
+    BoxSpec, Limits, RootSpec, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET,
+};
+use kern_sandbox::session::options::{
+    parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
+};
+use std::io::{Read, Write};
+use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "kern",
+    version,
+    about = "Run code in a fresh, isolated Linux box"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run a command in a fresh box: kern run --image DIR -- python3 -c 'print(1)'
+    Run(RunArgs),
+    /// Internal: build one box from a JSON spec on --spec-fd, report on --status-fd.
+    #[command(hide = true)]
+    Box {
+        #[arg(long)]
+        spec_fd: RawFd,
+        #[arg(long)]
+        status_fd: RawFd,
+    },
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// "host" (the host's programs, read-only) or the absolute path of a root filesystem.
+    #[arg(long, default_value = "host")]
+    image: String,
+    /// Host directory bound read-write at /workspace (default: a temporary one, deleted after).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// Memory cap in MiB; 0 = uncapped.
+    #[arg(long, default_value_t = DEFAULT_MEMORY_MB)]
+    memory: u64,
+    /// Task cap; 0 = uncapped.
+    #[arg(long = "pids-limit", default_value_t = DEFAULT_PIDS)]
+    pids_limit: u64,
+    /// CPU cap in cores.
+    #[arg(long)]
+    cpus: Option<f64>,
+    /// Wall-clock limit in seconds.
+    #[arg(long, default_value_t = 30.0)]
+    timeout: f64,
+    /// Scratch tmpfs, PATH[:SIZE] (repeatable). Default /tmp:64m; "none" for no scratch.
+    #[arg(long)]
+    tmpfs: Vec<String>,
+    /// Environment variable for the workload, KEY=VALUE (repeatable).
+    #[arg(long, short)]
+    env: Vec<String>,
+    /// Caps as best-effort rlimits instead of cgroups.
+    #[arg(long)]
+    no_enforce_limits: bool,
+    /// The command to run.
+    #[arg(last = true, required = true)]
+    argv: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Box { spec_fd, status_fd } => boxed(spec_fd, status_fd),
+        Command::Run(args) => match run(args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("kern: {e}");
+                ExitCode::from(125)
+            }
+        },
+    }
+}
+
+/// Reads the spec line from the addon, runs the box, writes the report.
+fn boxed(spec_fd: RawFd, status_fd: RawFd) -> ExitCode {
+    if spec_fd < 3 || status_fd < 3 || spec_fd == status_fd {
+        eprintln!("kern box: --spec-fd and --status-fd must be distinct inherited fds above 2");
+        return ExitCode::from(125);
+    }
+    // SAFETY: the addon placed these two fds for us; nothing else in this process owns them.
+    let (spec_pipe, status) = unsafe {
+        (
+            OwnedFd::from_raw_fd(spec_fd),
+            OwnedFd::from_raw_fd(status_fd),
+        )
+    };
+    let _ = kern_sandbox::engine::sys::set_cloexec(spec_fd);
+    let _ = kern_sandbox::engine::sys::set_cloexec(status_fd);
+    let mut status = std::fs::File::from(status);
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    let mut reader = std::fs::File::from(spec_pipe.try_clone().expect("dup spec fd"));
+    // The addon keeps its end open as our lifeline, so read up to the newline, not to EOF.
+    while let Ok(1) = reader.read(&mut byte) {
+        if byte[0] == b'\n' {
+            break;
+        }
+        line.push(byte[0]);
+    }
+    drop(reader);
+    let spec: BoxSpec = match serde_json::from_slice(&line) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("kern box: bad spec: {e}");
+            return ExitCode::from(125);
+        }
+    };
+    let lifeline: BorrowedFd<'_> = std::os::fd::AsFd::as_fd(&spec_pipe);
+    let report = run_box(&spec, Some(lifeline));
+    let mut out = serde_json::to_vec(&report).unwrap_or_default();
+    out.push(b'\n');
+    let _ = status.write_all(&out);
+    ExitCode::SUCCESS
+}
+
+fn run(a: RunArgs) -> Result<ExitCode, String> {
+    let root = if a.image == "host" {
+        RootSpec::Host
+    } else if a.image.starts_with('/') {
+        RootSpec::Dir {
+            path: PathBuf::from(&a.image),
+        }
+    } else {
+        return Err(format!("--image {:?}: use \"host\" or an absolute rootfs path (registry images are not built yet)", a.image));
+    };
+    let mut tmpfs = Vec::new();
+    if a.tmpfs.is_empty() {
+        tmpfs.push(TmpfsSpec {
+            target: "/tmp".into(),
+            size_bytes: DEFAULT_TMPFS_MB << 20,
+        });
+    }
+    for t in a.tmpfs.iter().filter(|t| t.as_str() != "none") {
+        let (target, size) = t.split_once(':').unwrap_or((t, "64m"));
+        let size_bytes =
+            parse_size(size).ok_or_else(|| format!("--tmpfs {t}: bad size {size:?}"))?;
+        tmpfs.push(TmpfsSpec {
+            target: target.to_string(),
+            size_bytes,
+        });
+    }
+    let mut env = vec![
+        ("PATH".to_string(), DEFAULT_PATH.to_string()),
+        ("HOME".to_string(), "/tmp".to_string()),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+    ];
+    for kv in &a.env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--env {kv:?}: expected KEY=VALUE"))?;
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.to_string(), v.to_string()));
+    }
+    let temp;
+    let workspace = match a.workspace {
+        Some(w) => w,
+        None => {
+            temp = tempfile::Builder::new()
+                .prefix("kern-ws-")
+                .tempdir()
+                .map_err(|e| e.to_string())?;
+            temp.path().to_path_buf()
+        }
+    };
+    if !(a.timeout.is_finite() && a.timeout > 0.0) {
+        return Err("--timeout must be a positive number of seconds".into());
+    }
+    let spec = BoxSpec {
+        root,
+        workspace,
+        workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
+        tmpfs,
+        limits: Limits {
+            memory_bytes: (a.memory > 0).then_some(a.memory << 20),
+            pids: (a.pids_limit > 0).then_some(a.pids_limit),
+            cpus: a.cpus,
+            enforce: !a.no_enforce_limits,
+        },
+        timeout_ms: (a.timeout * 1000.0).ceil() as u64,
+        argv: a.argv,
+        env,
+        hostname: DEFAULT_HOSTNAME.into(),
+    };
+    let report = run_box(&spec, None);
+    if let Some(f) = &report.fault {
+        monitor::note(
+            "warning",
+            &format!("fault {}: {}", f.kind.as_str(), f.message),
+        );
+    }
+    Ok(ExitCode::from(report.exit_code.clamp(0, 255) as u8))
+}

@@ -1,0 +1,267 @@
+'use strict';
+// Shared helpers for the kern-sandbox Jest suite. No mocks: everything here looks at the real host.
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const crypto = require('crypto');
+const { spawn } = require('child_process');
+
+/** The Debian bookworm test rootfs built by scripts/build-test-rootfs.sh. */
+const ROOTFS = process.env.KERN_TEST_ROOTFS || '/var/cache/kern-sandbox-test/rootfs-bookworm';
+const ROOTFS_STAMP = path.join(ROOTFS, '.kern-test-rootfs');
+const isRoot = process.getuid() === 0;
+
+function rootfsReady() {
+  return fs.existsSync(ROOTFS_STAMP);
+}
+
+/** Throws a clear message (instead of a cascade of odd failures) when the test image is missing. */
+function requireRootfs() {
+  if (!rootfsReady()) {
+    throw new Error(
+      `test rootfs missing: ${ROOTFS_STAMP} not found. Build it with scripts/build-test-rootfs.sh ` +
+        '(or point KERN_TEST_ROOTFS at one).'
+    );
+  }
+  return ROOTFS;
+}
+
+/** Sandbox options on the test image, plus overrides. */
+function opts(extra = {}) {
+  return { image: ROOTFS, ...extra };
+}
+
+/** A name nobody else on the host uses: safe as a canary file name, env value or process marker. */
+function uniqueName(prefix = 'kerncanary') {
+  return `${prefix}${process.pid}x${crypto.randomBytes(6).toString('hex')}`;
+}
+
+function readProcFile(pid, name) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/${name}`);
+  } catch {
+    return null;
+  }
+}
+
+function listPids() {
+  return fs
+    .readdirSync('/proc')
+    .filter((d) => /^\d+$/.test(d))
+    .map(Number);
+}
+
+/** Host processes (any namespace: the host /proc sees them all) whose cmdline contains `marker`. */
+function hostProcessesMatching(marker) {
+  const out = [];
+  for (const pid of listPids()) {
+    if (pid === process.pid) continue;
+    const raw = readProcFile(pid, 'cmdline');
+    if (!raw || raw.length === 0) continue;
+    const cmdline = raw.toString('utf8').split('\0').join(' ').trim();
+    if (cmdline.includes(marker)) out.push({ pid, cmdline });
+  }
+  return out;
+}
+
+/** Parsed /proc/<pid>/stat: { pid, comm, state, ppid }, or null if the process is gone. */
+function procStat(pid) {
+  const raw = readProcFile(pid, 'stat');
+  if (!raw) return null;
+  const s = raw.toString();
+  const open = s.indexOf('(');
+  const close = s.lastIndexOf(')');
+  const rest = s.slice(close + 2).split(' ');
+  return { pid, comm: s.slice(open + 1, close), state: rest[0], ppid: Number(rest[1]) };
+}
+
+/** Direct children of `ppid` (default: this process) whose comm is `comm`. */
+function childrenNamed(comm, ppid = process.pid) {
+  const out = [];
+  for (const pid of listPids()) {
+    const st = procStat(pid);
+    if (st && st.ppid === ppid && st.comm === comm) out.push(pid);
+  }
+  return out;
+}
+
+function isAlive(pid) {
+  const st = procStat(pid);
+  return !!st && st.state !== 'Z' && st.state !== 'X';
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Polls `pred` until true or `ms` elapse; returns the last value. A grace period, not a timing assertion. */
+async function waitFor(pred, ms = 5000, step = 100) {
+  const end = Date.now() + ms;
+  let v = pred();
+  while (!v && Date.now() < end) {
+    await sleep(step);
+    v = pred();
+  }
+  return v;
+}
+
+/**
+ * Starts a long-lived HOST process whose cmdline carries `marker` (a `sh -c` that stays alive because
+ * its command is not a single exec). Returns { pid, kill() }.
+ */
+function startHostCanaryProcess(marker, seconds = 300) {
+  const child = spawn('/bin/sh', ['-c', `sleep ${seconds}; echo ${marker} >/dev/null`], {
+    detached: true,
+    stdio: 'ignore',
+  });
+  child.unref();
+  return {
+    pid: child.pid,
+    kill() {
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        /* already gone */
+      }
+    },
+  };
+}
+
+/** Creates a host canary file with known content in `dir` (default os.tmpdir()). */
+function makeCanaryFile(dir = os.tmpdir(), content) {
+  const name = uniqueName('kerncanaryfile');
+  const file = path.join(dir, name);
+  const body = content || `canary ${name}\n`;
+  fs.writeFileSync(file, body);
+  return {
+    name,
+    file,
+    body,
+    intact() {
+      try {
+        return fs.readFileSync(file, 'utf8') === body;
+      } catch {
+        return false;
+      }
+    },
+    remove() {
+      fs.rmSync(file, { force: true });
+    },
+  };
+}
+
+/** Makes a host directory for a user-provided workspace; returns its absolute path. */
+function makeTempDir(prefix = 'kern-test-') {
+  return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/** Finds files named `name` under `root`, at most `depth` levels deep (skips unreadable dirs). */
+function findFileNamed(root, name, depth = 3) {
+  const hits = [];
+  const walk = (dir, d) => {
+    let entries;
+    try {
+      entries = fs.readdirSync(dir, { withFileTypes: true });
+    } catch {
+      return;
+    }
+    for (const e of entries) {
+      const p = path.join(dir, e.name);
+      if (e.name === name) hits.push(p);
+      if (e.isDirectory() && !e.isSymbolicLink() && d > 0) walk(p, d - 1);
+    }
+  };
+  walk(root, depth);
+  return hits;
+}
+
+/**
+ * Asserts that `fn()` (sync throw or async rejection) fails with a SandboxError whose message
+ * matches every regex in `patterns`. Returns the error.
+ */
+async function expectSandboxError(fn, SandboxError, ...patterns) {
+  let err = null;
+  try {
+    await fn();
+  } catch (e) {
+    err = e;
+  }
+  if (!err) throw new Error(`expected a SandboxError matching ${patterns.join(', ')}, got success`);
+  if (!(err instanceof SandboxError)) {
+    throw new Error(`expected a SandboxError, got ${err && err.constructor && err.constructor.name}: ${err && err.message}`);
+  }
+  for (const p of patterns) {
+    if (!p.test(err.message)) throw new Error(`SandboxError message ${JSON.stringify(err.message)} does not match ${p}`);
+  }
+  return err;
+}
+
+/** Opens a Sandbox with `o`, closing it again if it opened: the option-error probe. */
+async function openAndClose(Sandbox, o) {
+  const sb = new Sandbox(o);
+  try {
+    await sb.open();
+  } finally {
+    try {
+      await sb.close();
+    } catch {
+      /* close of a never-opened sandbox may legitimately complain */
+    }
+  }
+}
+
+/** A compact description of a result for failure messages. */
+function describeResult(r) {
+  if (!r) return String(r);
+  return JSON.stringify(
+    {
+      exitCode: r.exitCode,
+      fault: r.fault,
+      stdout: String(r.stdout).slice(0, 2000),
+      stderr: String(r.stderr).slice(0, 2000),
+      truncated: r.truncated,
+    },
+    null,
+    1
+  );
+}
+
+/** Compact view of a result whose diff shows stdout/stderr when an assertion on it fails. */
+function summary(r) {
+  return {
+    exitCode: r.exitCode,
+    fault: r.fault,
+    stdout: String(r.stdout).slice(0, 3000),
+    stderr: String(r.stderr).slice(0, 3000),
+  };
+}
+
+/** Asserts the call exited 0 with no fault, printing stdout/stderr if not. */
+function expectOk(r) {
+  expect(summary(r)).toMatchObject({ exitCode: 0, fault: null });
+  expect(r.success).toBe(true);
+}
+
+module.exports = {
+  summary,
+  expectOk,
+  ROOTFS,
+  ROOTFS_STAMP,
+  isRoot,
+  rootfsReady,
+  requireRootfs,
+  opts,
+  uniqueName,
+  hostProcessesMatching,
+  procStat,
+  childrenNamed,
+  isAlive,
+  sleep,
+  waitFor,
+  startHostCanaryProcess,
+  makeCanaryFile,
+  makeTempDir,
+  findFileNamed,
+  expectSandboxError,
+  openAndClose,
+  describeResult,
+};

@@ -1,0 +1,341 @@
+'use strict';
+// What the box can see and touch. Every attack test asserts the attack failed AND the host canary
+// (file, process, setting) is untouched.
+
+const fs = require('fs');
+const os = require('os');
+const {
+  ROOTFS,
+  isRoot,
+  requireRootfs,
+  opts,
+  uniqueName,
+  hostProcessesMatching,
+  isAlive,
+  startHostCanaryProcess,
+  makeCanaryFile,
+  summary,
+  expectOk,
+} = require('./helpers');
+
+const { Sandbox } = require('..');
+
+let sb; // test rootfs
+let hostSb; // image "host"
+
+beforeAll(async () => {
+  requireRootfs();
+  sb = await new Sandbox(opts()).open();
+  hostSb = await new Sandbox({ image: 'host' }).open();
+});
+
+afterAll(async () => {
+  if (sb) await sb.close();
+  if (hostSb) await hostSb.close();
+});
+
+describe('host filesystem', () => {
+  test('a canary file in the host temp dir is invisible in the box /tmp and untouched by box writes', async () => {
+    const canary = makeCanaryFile(os.tmpdir());
+    try {
+      for (const s of [sb, hostSb]) {
+        const r = await s.run([
+          'sh',
+          '-c',
+          `ls -a /tmp; cat /tmp/${canary.name} 2>/dev/null && echo SEEN; echo overwritten > /tmp/${canary.name}; echo done`,
+        ]);
+        expectOk(r);
+        expect(r.stdout).not.toContain(canary.name);
+        expect(r.stdout).not.toContain('SEEN');
+        expect(r.stdout).toMatch(/done\n$/);
+        expect(canary.intact()).toBe(true);
+      }
+    } finally {
+      canary.remove();
+    }
+  });
+
+  test('image "host": /root and /home are absent or empty, shadow files absent', async () => {
+    if (isRoot) expect(fs.readdirSync('/root').length).toBeGreaterThan(0); // the host's are not empty
+    const r = await hostSb.run([
+      'sh',
+      '-c',
+      'ls -A /root /home 2>/dev/null; for f in /etc/shadow /etc/gshadow /etc/shadow- /etc/gshadow-; do [ -e $f ] && echo "$f present"; done; echo end',
+    ]);
+    expect(r.fault).toBeNull();
+    const lines = r.stdout.split('\n').filter((l) => l && !/^\/(root|home):$/.test(l));
+    expect(lines).toEqual(['end']);
+  });
+
+  test('image "host": /var, the repo checkout and the host temp dir are not exposed', async () => {
+    const repo = process.cwd();
+    const marker = uniqueName('hostfile');
+    fs.writeFileSync(`${repo}/__tests__/.${marker}`, 'x');
+    try {
+      const r = await hostSb.run([
+        'sh',
+        '-c',
+        `[ -e "${repo}/__tests__/.${marker}" ] && echo REPO; ls -A /var 2>/dev/null | grep -qx log && echo VARLOG; echo end`,
+      ]);
+      expect(r.fault).toBeNull();
+      expect(r.stdout).toBe('end\n');
+    } finally {
+      fs.rmSync(`${repo}/__tests__/.${marker}`, { force: true });
+    }
+  });
+
+  test('image "host": a usable toolchain (python3 runs)', async () => {
+    const r = await hostSb.runCode('import sys; print(sys.version_info[0])');
+    expectOk(r);
+    expect(r.stdout).toBe('3\n');
+  });
+
+  test('the root filesystem is read-only; the host image stays untouched', async () => {
+    const name = uniqueName('rofile');
+    for (const [s, root] of [
+      [sb, ROOTFS],
+      [hostSb, '/'],
+    ]) {
+      const r = await s.run([
+        'sh',
+        '-c',
+        `for d in /usr /etc /bin /; do echo x > $d/${name} 2>/dev/null && echo "wrote $d"; done; ` +
+          `echo ok > /tmp/${name} && echo tmp-ok; echo ok > /workspace/${name} && echo ws-ok`,
+      ]);
+      expectOk(r);
+      expect(r.stdout).toBe('tmp-ok\nws-ok\n');
+      for (const d of ['usr', 'etc', 'bin', '']) expect(fs.existsSync(`${root}/${d}/${name}`)).toBe(false);
+    }
+  });
+});
+
+describe('host processes and environment', () => {
+  test('a host process is invisible in the box /proc and survives the call', async () => {
+    const marker = uniqueName('hostproc');
+    const canary = startHostCanaryProcess(marker);
+    try {
+      expect(hostProcessesMatching(marker).length).toBeGreaterThan(0); // the scan itself works
+      const r = await sb.runCode(
+        'import os\nfor p in os.listdir("/proc"):\n    if p.isdigit():\n' +
+          '        try: print(p, open(f"/proc/{p}/cmdline","rb").read().replace(b"\\0", b" ").decode())\n' +
+          '        except OSError: pass\n' +
+          `print("kill:", __import__("subprocess").run(["kill", "-9", "${canary.pid}"]).returncode)\n`
+      );
+      expectOk(r);
+      expect(r.stdout).not.toContain(marker);
+      expect(r.stdout).toMatch(/kill: [1-9]/); // the host pid does not exist in the box's namespace
+      const boxPids = r.stdout.split('\n').filter((l) => /^\d+ /.test(l)).map((l) => Number(l.split(' ')[0]));
+      expect(boxPids.length).toBeLessThan(10);
+      expect(isAlive(canary.pid)).toBe(true);
+    } finally {
+      canary.kill();
+    }
+  });
+
+  test('the host environment does not leak into the box', async () => {
+    const value = uniqueName('hostenv');
+    process.env.KERN_CANARY_X = value;
+    try {
+      const s = await new Sandbox(opts()).open();
+      try {
+        const r = await s.run(['sh', '-c', 'env; cat /proc/1/environ 2>/dev/null; echo end']);
+        expect(r.fault).toBeNull();
+        expect(r.stdout).not.toContain(value);
+        expect(r.stdout).not.toContain('KERN_CANARY_X');
+      } finally {
+        await s.close();
+      }
+    } finally {
+      delete process.env.KERN_CANARY_X;
+    }
+  });
+
+  test('an env secret reaches the workload but appears in no cmdline (box or host)', async () => {
+    const secret = uniqueName('secret');
+    const s = await new Sandbox(opts({ env: { KERN_SECRET: secret } })).open();
+    let hostSeen = null;
+    try {
+      const r = await s.run(
+        ['sh', '-c', 'test -n "$KERN_SECRET" && echo has-secret; cat /proc/*/cmdline | tr "\\0" " "; echo; echo ready; sleep 1; echo end'],
+        {
+          onStdout: (c) => {
+            if (hostSeen === null && c.toString().includes('ready')) hostSeen = hostProcessesMatching(secret);
+          },
+        }
+      );
+      expectOk(r);
+      expect(r.stdout).toMatch(/^has-secret\n/);
+      expect(r.stdout).not.toContain(secret);
+      expect(hostSeen).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('privileges', () => {
+  test('all capability sets are empty and no_new_privs is set', async () => {
+    const r = await sb.runCode('print(open("/proc/self/status").read())');
+    expectOk(r);
+    for (const cap of ['CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'CapInh']) {
+      expect(r.stdout).toMatch(new RegExp(`^${cap}:\\s+0{16}$`, 'm'));
+    }
+    expect(r.stdout).toMatch(/^NoNewPrivs:\s+1$/m);
+  });
+
+  test('privileged operations fail: mount, sethostname, chroot', async () => {
+    const r = await sb.runCode(
+      [
+        'import ctypes, os, socket',
+        'libc = ctypes.CDLL(None, use_errno=True)',
+        'print("mount", libc.mount(b"none", b"/mnt", b"tmpfs", 0, None))',
+        'print("sethostname", libc.sethostname(b"pwned", 5))',
+        'try:\n    os.chroot("/tmp"); print("chroot ok")\nexcept OSError: print("chroot denied")',
+        'print(socket.gethostname())',
+      ].join('\n')
+    );
+    expectOk(r);
+    expect(r.stdout).toBe('mount -1\nsethostname -1\nchroot denied\nkern\n');
+    expect(os.hostname()).not.toBe('pwned');
+  });
+
+  test('PID 1 is the reaper, not the workload, and its /proc/1/exe cannot be read', async () => {
+    const r = await sb.run([
+      'sh',
+      '-c',
+      'echo "me $$"; readlink /proc/1/exe && echo EXE-READABLE; cat /proc/1/exe >/dev/null 2>&1 && echo EXE-OPENED; ' +
+        'cat /proc/1/environ >/dev/null 2>&1 && echo ENV-OPENED; ls /proc/1/fd >/dev/null 2>&1 && echo FD-LISTED; echo end',
+    ]);
+    expect(r.fault).toBeNull();
+    const me = Number((r.stdout.match(/^me (\d+)$/m) || [])[1]);
+    expect(me).toBeGreaterThan(1);
+    expect(r.stdout).not.toMatch(/EXE-READABLE|EXE-OPENED|ENV-OPENED|FD-LISTED/);
+    expect(r.stdout).toMatch(/end\n$/);
+  });
+
+  test('the box hostname is "kern" and changing the domainname via /proc/sys fails', async () => {
+    const hostDomain = fs.readFileSync('/proc/sys/kernel/domainname', 'utf8');
+    const r = await sb.run([
+      'sh',
+      '-c',
+      'cat /proc/sys/kernel/hostname; echo pwned > /proc/sys/kernel/domainname 2>/dev/null && echo WROTE; echo end',
+    ]);
+    expect(r.fault).toBeNull();
+    expect(r.stdout).toBe('kern\nend\n');
+    expect(fs.readFileSync('/proc/sys/kernel/domainname', 'utf8')).toBe(hostDomain);
+  });
+});
+
+describe('network', () => {
+  test('only lo in /proc/net/dev', async () => {
+    const r = await sb.run(['cat', '/proc/net/dev']);
+    expectOk(r);
+    const ifaces = r.stdout
+      .split('\n')
+      .slice(2)
+      .filter(Boolean)
+      .map((l) => l.split(':')[0].trim());
+    expect(ifaces).toEqual(['lo']);
+  });
+
+  test('TCP to 1.1.1.1:80 fails and name resolution fails', async () => {
+    const r = await sb.runCode(
+      [
+        'import socket',
+        's = socket.socket(); s.settimeout(5)',
+        'try:\n    s.connect(("1.1.1.1", 80)); print("CONNECTED")\nexcept OSError as e: print("connect failed")',
+        'try:\n    socket.getaddrinfo("deb.debian.org", 80); print("RESOLVED")\nexcept OSError as e: print("resolve failed")',
+      ].join('\n'),
+      { timeoutS: 60 }
+    );
+    expectOk(r);
+    expect(r.stdout).toBe('connect failed\nresolve failed\n');
+  });
+});
+
+describe('/proc and /dev', () => {
+  test('Docker-masked /proc paths read empty or are denied', async () => {
+    // /proc/timer_list is readable with content on this host; in the box it must be masked.
+    const paths = ['kcore', 'keys', 'timer_list', 'sched_debug', 'latency_stats', 'timer_stats'];
+    const r = await sb.runCode(
+      [
+        'import os',
+        `for p in ${JSON.stringify(paths)}:`,
+        '    f = "/proc/" + p',
+        '    try:',
+        '        with open(f, "rb") as fh: n = len(fh.read(65536))',
+        '        print(p, "read", n)',
+        '    except OSError as e: print(p, "denied")',
+        'for d in ["acpi", "scsi", "asound"]:',
+        '    try: print(d, "entries", len(os.listdir("/proc/" + d)))',
+        '    except OSError: print(d, "denied")',
+      ].join('\n')
+    );
+    expectOk(r);
+    expect(fs.readFileSync('/proc/timer_list').length).toBeGreaterThan(0);
+    for (const line of r.stdout.trim().split('\n')) {
+      expect(line).toMatch(/ (read 0|denied|entries 0)$/);
+    }
+  });
+
+  test('/proc/sys is mounted read-only', async () => {
+    // The topmost mount covering /proc/sys (a /proc/sys bind, else /proc itself) must carry "ro".
+    const r = await sb.runCode(
+      [
+        'best = None',
+        'for line in open("/proc/self/mountinfo"):',
+        '    f = line.split()',
+        '    if f[4] == "/proc/sys" or (f[4] == "/proc" and (best is None or best[4] != "/proc/sys")): best = f',
+        'print(best[4], "ro" in best[5].split(","))',
+        'try:\n    open("/proc/sys/kernel/domainname", "w").write("pwned"); print("WROTE")\nexcept OSError as e: print("denied")',
+      ].join('\n')
+    );
+    expectOk(r);
+    expect(r.stdout).toMatch(/^\/proc(\/sys)? True\ndenied\n$/);
+  });
+
+  test('/dev holds only the safe devices', async () => {
+    const r = await sb.run(['sh', '-c', 'ls -A /dev; head -c 4 /dev/zero | od -An -tx1; echo x > /dev/null && echo null-ok']);
+    expectOk(r);
+    const lines = r.stdout.trim().split('\n');
+    const entries = lines.slice(0, -2);
+    for (const want of ['null', 'zero', 'full', 'random', 'urandom', 'tty', 'pts', 'shm']) expect(entries).toContain(want);
+    const allowed = ['null', 'zero', 'full', 'random', 'urandom', 'tty', 'pts', 'shm', 'fd', 'stdin', 'stdout', 'stderr', 'ptmx', 'core', 'mqueue'];
+    expect(entries.filter((e) => !allowed.includes(e))).toEqual([]);
+    expect(lines.slice(-2)).toEqual([' 00 00 00 00', 'null-ok']);
+  });
+
+  test('host block and memory devices cannot be created or opened', async () => {
+    const r = await sb.runCode(
+      [
+        'import os',
+        'for name, dev in [("mem", os.makedev(1, 1)), ("sda", os.makedev(8, 0)), ("vda", os.makedev(253, 0))]:',
+        '    try: os.mknod("/tmp/" + name, 0o600 | 0o060000, dev); print(name, "MKNOD-OK")',
+        '    except OSError: print(name, "mknod denied")',
+        'for p in ["/dev/mem", "/dev/kmsg", "/dev/sda", "/dev/vda", "/dev/loop0"]:',
+        '    try: open(p, "rb").close(); print(p, "OPENED")',
+        '    except OSError: pass',
+        'print("end")',
+      ].join('\n')
+    );
+    expectOk(r);
+    expect(r.stdout).toBe('mem mknod denied\nsda mknod denied\nvda mknod denied\nend\n');
+  });
+
+  test('only fds 0, 1, 2 are open in the workload (plus the one ls opens for the listing)', async () => {
+    const r = await sb.run(['ls', '/proc/self/fd']);
+    expectOk(r);
+    const fds = r.stdout.split(/\s+/).filter(Boolean).map(Number);
+    expect(fds.slice(0, 3)).toEqual([0, 1, 2]);
+    expect(fds.length).toBeLessThanOrEqual(4);
+    expect(fds.every((fd) => fd <= 3)).toBe(true);
+  });
+
+  test('python sees no inherited fds above 2 either', async () => {
+    const r = await sb.runCode(
+      'import os\nfor fd in range(3, 1024):\n    try: os.fstat(fd); print("open", fd, os.readlink(f"/proc/self/fd/{fd}"))\n    except OSError: pass\nprint("end")'
+    );
+    expectOk(r);
+    expect(summary(r).stdout).toBe('end\n');
+  });
+});

@@ -1,0 +1,298 @@
+'use strict';
+// Resource caps and deadlines. Runs as root in CI: caps are asserted as enforced there; where a cap
+// is legitimately best-effort (rootless), the test asserts the runtime note instead.
+
+const fs = require('fs');
+const path = require('path');
+const { spawnSync } = require('child_process');
+const {
+  isRoot,
+  requireRootfs,
+  opts,
+  uniqueName,
+  hostProcessesMatching,
+  waitFor,
+  makeTempDir,
+  summary,
+  expectOk,
+} = require('./helpers');
+
+const { Sandbox } = require('..');
+
+const rootTest = isRoot ? test : test.skip;
+
+beforeAll(() => requireRootfs());
+
+/** Runs fn with an opened sandbox and always closes it. */
+async function withOpen(o, fn) {
+  const s = await new Sandbox(opts(o)).open();
+  try {
+    return await fn(s);
+  } finally {
+    await s.close();
+  }
+}
+
+/** A marker split in two so the outer script's cmdline never holds it whole; only the child's does. */
+function splitMarker() {
+  const m = uniqueName('mk');
+  return { a: m.slice(0, 8), b: m.slice(8), whole: m };
+}
+
+/** Reads the memory/pids/cpu caps of the cgroup `pid` is in, from the host side (v1 or v2). */
+function hostCgroupCaps(pid) {
+  const lines = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
+  const v1 = {};
+  let v2 = null;
+  for (const l of lines) {
+    const [, ctrls, p] = l.match(/^\d+:([^:]*):(.*)$/);
+    if (ctrls === '') v2 = p;
+    for (const c of ctrls.split(',')) v1[c] = p;
+  }
+  const rd = (f) => fs.readFileSync(f, 'utf8').trim();
+  if (fs.existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes')) {
+    const quota = Number(rd(`/sys/fs/cgroup/cpu${v1.cpu}/cpu.cfs_quota_us`));
+    const period = Number(rd(`/sys/fs/cgroup/cpu${v1.cpu}/cpu.cfs_period_us`));
+    return {
+      memory: Number(rd(`/sys/fs/cgroup/memory${v1.memory}/memory.limit_in_bytes`)),
+      pids: rd(`/sys/fs/cgroup/pids${v1.pids}/pids.max`),
+      cpus: quota > 0 ? quota / period : null,
+    };
+  }
+  const [q, per] = rd(`/sys/fs/cgroup${v2}/cpu.max`).split(' ');
+  return {
+    memory: Number(rd(`/sys/fs/cgroup${v2}/memory.max`)),
+    pids: rd(`/sys/fs/cgroup${v2}/pids.max`),
+    cpus: q === 'max' ? null : Number(q) / Number(per),
+  };
+}
+
+describe('memory', () => {
+  rootTest('400 MB allocation under memoryMb 64 -> oom fault; the sandbox stays usable', async () => {
+    await withOpen({ memoryMb: 64 }, async (s) => {
+      const r = await s.runCode('b = b"x" * (400 * 1024 * 1024)\nprint("ALLOCATED")\n', { timeoutS: 60 });
+      expect(summary(r)).toMatchObject({ fault: { type: 'oom' } });
+      expect(r.stdout).not.toContain('ALLOCATED');
+      expect(r.success).toBe(false);
+      expectOk(await s.runCode('print("after")'));
+    });
+  });
+
+  rootTest('100 MB written to a 512m /tmp under memoryMb 64 -> oom fault that names /tmp', async () => {
+    await withOpen({ memoryMb: 64, tmpfs: { '/tmp': '512m' } }, async (s) => {
+      const r = await s.runCode(
+        'chunk = b"x" * (1024 * 1024)\nwith open("/tmp/fill", "wb") as f:\n    for i in range(100):\n        f.write(chunk)\n        f.flush()\nprint("WROTE-ALL")\n',
+        { timeoutS: 60 }
+      );
+      expect(summary(r)).toMatchObject({ fault: { type: 'oom' } });
+      expect(r.fault.message).toMatch(/\/tmp/);
+      expect(r.stdout).not.toContain('WROTE-ALL');
+    });
+  });
+
+  rootTest('caps are really set on the box cgroup (read back from the host)', async () => {
+    const ws = makeTempDir('kern-limits-ws-');
+    const { a, b, whole } = splitMarker();
+    let caps = null;
+    let capsErr = null;
+    try {
+      await withOpen({ workspace: ws, memoryMb: 100, pids: 40, cpus: 0.5 }, async (s) => {
+        const r = await s.run(
+          ['sh', '-c', `a=${a}; b=${b}; sh -c "while [ ! -e go ]; do sleep 0.1; done; : $a$b" & until pgrep -f "$a$b" >/dev/null; do sleep 0.1; done; echo ready; wait`],
+          {
+            timeoutS: 60,
+            onStdout: (c) => {
+              if (!c.toString().includes('ready') || caps) return;
+              try {
+                const procs = hostProcessesMatching(whole);
+                caps = hostCgroupCaps(procs[0].pid);
+              } catch (e) {
+                capsErr = e;
+              }
+              fs.writeFileSync(path.join(ws, 'go'), '');
+            },
+          }
+        );
+        expectOk(r);
+      });
+      expect(capsErr).toBeNull();
+      expect(caps.memory).toBe(100 * 1024 * 1024);
+      expect(['40', '41']).toContain(caps.pids); // N, or N plus kern's own reaper
+      expect(caps.cpus).toBeCloseTo(0.5, 2);
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('pids', () => {
+  rootTest('spawning 100 processes under pids 32 fails part-way', async () => {
+    await withOpen({ pids: 32 }, async (s) => {
+      const r = await s.runCode(
+        'import subprocess\nn = 0\ntry:\n    for i in range(100):\n        subprocess.Popen(["sleep", "30"]); n += 1\nexcept OSError as e:\n    print("refused", type(e).__name__)\nprint("started", n)\n',
+        { timeoutS: 60 }
+      );
+      expect(r.fault).toBeNull();
+      expect(r.stdout).toMatch(/^refused \w+\nstarted (\d+)\n$/);
+      expect(Number(r.stdout.match(/started (\d+)/)[1])).toBeLessThan(32);
+    });
+  });
+
+  test('a fork bomb under pids 32 ends, stays within the cap, and the next call succeeds', async () => {
+    const marker = uniqueName('bomb');
+    let maxSeen = 0;
+    const poll = setInterval(() => {
+      maxSeen = Math.max(maxSeen, hostProcessesMatching(marker).length);
+    }, 100);
+    await withOpen({ pids: 32, timeoutS: 5 }, async (s) => {
+      let r;
+      try {
+        r = await s.run(['bash', '-c', `bomb() { bomb | bomb & }; bomb; sleep 30 # ${marker}`]);
+      } finally {
+        clearInterval(poll);
+      }
+      expect(r).toBeDefined();
+      expect(r.success).toBe(false); // it cannot have exited cleanly: it sleeps 30 s under timeoutS 5
+      expect(maxSeen).toBeGreaterThan(1); // the bomb really ran (the host scan saw it)
+      if (isRoot) expect(maxSeen).toBeLessThanOrEqual(32);
+      expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 10000)).toBe(true);
+      expect(spawnSync('true').status).toBe(0); // the host can still fork
+      const next = await s.runCode('print("alive")');
+      expectOk(next);
+      expect(next.stdout).toBe('alive\n');
+    });
+  });
+});
+
+describe('deadlines and process lifetime', () => {
+  test('sleep 100 with timeoutS 1 -> timeout fault', async () => {
+    await withOpen({}, async (s) => {
+      const r = await s.run(['sleep', '100'], { timeoutS: 1 });
+      expect(summary(r)).toMatchObject({ fault: { type: 'timeout' } });
+      expect(r.success).toBe(false);
+    });
+  });
+
+  test('a setsid double-forked grandchild does not survive the timeout', async () => {
+    const { a, b, whole } = splitMarker();
+    let seenDuring = null;
+    await withOpen({}, async (s) => {
+      const r = await s.run(
+        [
+          'sh',
+          '-c',
+          `a=${a}; b=${b}; (setsid sh -c "sleep 1000; : $a$b" >/dev/null 2>&1 &); ` +
+            `until pgrep -f "$a$b" >/dev/null; do sleep 0.1; done; echo started; sleep 100`,
+        ],
+        {
+          timeoutS: 3,
+          onStdout: (c) => {
+            if (seenDuring === null && c.toString().includes('started')) seenDuring = hostProcessesMatching(whole).length;
+          },
+        }
+      );
+      expect(summary(r)).toMatchObject({ fault: { type: 'timeout' }, stdout: 'started\n' });
+    });
+    expect(seenDuring).toBeGreaterThan(0); // it was alive on the host during the call
+    const left = await waitFor(() => hostProcessesMatching(whole).length === 0, 5000);
+    expect(left ? [] : hostProcessesMatching(whole)).toEqual([]);
+  });
+
+  test('a background child does not hold the call open: exit 0, no timeout, child gone', async () => {
+    const { a, b, whole } = splitMarker();
+    await withOpen({ timeoutS: 20 }, async (s) => {
+      const r = await s.run([
+        'sh',
+        '-c',
+        `a=${a}; b=${b}; sh -c "sleep 1000; : $a$b" & until pgrep -f "$a$b" >/dev/null; do sleep 0.1; done; echo started`,
+      ]);
+      expect(summary(r)).toMatchObject({ exitCode: 0, fault: null, stdout: 'started\n' });
+      const left = await waitFor(() => hostProcessesMatching(whole).length === 0, 5000);
+      expect(left ? [] : hostProcessesMatching(whole)).toEqual([]);
+      // and the sandbox is immediately usable
+      expectOk(await s.run(['true']));
+    });
+  });
+});
+
+describe('tmpfs', () => {
+  const statvfsMiB = (p) =>
+    `import os\nst = os.statvfs("${p}")\nprint(st.f_blocks * st.f_frsize / 1048576)\n` +
+    `open("${p}/probe", "w").write("x")\nprint("writable")\n`;
+
+  test('default /tmp is a ~64 MiB writable tmpfs', async () => {
+    await withOpen({}, async (s) => {
+      const r = await s.runCode(statvfsMiB('/tmp'));
+      expectOk(r);
+      const [mib, w] = r.stdout.trim().split('\n');
+      expect(Number(mib)).toBeGreaterThanOrEqual(60);
+      expect(Number(mib)).toBeLessThanOrEqual(70);
+      expect(w).toBe('writable');
+      const mounts = await s.run(['cat', '/proc/self/mountinfo']);
+      expect(mounts.stdout).toMatch(/ \/tmp .* - tmpfs /);
+    });
+  });
+
+  test('tmpfs {} means no /tmp scratch: /tmp is not writable', async () => {
+    await withOpen({ tmpfs: {} }, async (s) => {
+      const r = await s.run(['sh', '-c', 'echo x > /tmp/probe 2>/dev/null && echo WROTE; echo end']);
+      expect(r.fault).toBeNull();
+      expect(r.stdout).toBe('end\n');
+    });
+  });
+
+  test('tmpfs {"/tmp": "16m"} resizes /tmp', async () => {
+    await withOpen({ tmpfs: { '/tmp': '16m' } }, async (s) => {
+      const r = await s.runCode(statvfsMiB('/tmp'));
+      expectOk(r);
+      const mib = Number(r.stdout.split('\n')[0]);
+      expect(mib).toBeGreaterThanOrEqual(15);
+      expect(mib).toBeLessThanOrEqual(17);
+    });
+  });
+
+  test.each([[{ '/mnt': '16m' }], [['/mnt']]])('tmpfs %j mounts a writable scratch at /mnt', async (tmpfs) => {
+    await withOpen({ tmpfs }, async (s) => {
+      const r = await s.runCode(statvfsMiB('/mnt'));
+      expectOk(r);
+      expect(r.stdout).toMatch(/\nwritable\n$/);
+      if (!Array.isArray(tmpfs)) {
+        const mib = Number(r.stdout.split('\n')[0]);
+        expect(mib).toBeGreaterThanOrEqual(15);
+        expect(mib).toBeLessThanOrEqual(17);
+      }
+    });
+  });
+
+  test('scratch written in one call is gone in the next', async () => {
+    await withOpen({}, async (s) => {
+      expectOk(await s.run(['sh', '-c', 'echo x > /tmp/keep']));
+      const r = await s.run(['sh', '-c', 'ls -A /tmp']);
+      expectOk(r);
+      expect(r.stdout).toBe('');
+    });
+  });
+});
+
+describe('enforceLimits', () => {
+  test('enforceLimits:false runs best-effort and says so in a runtime note', async () => {
+    await withOpen({ enforceLimits: false }, async (s) => {
+      const r = await s.run(['true']);
+      expectOk(r);
+      expect(r.runtimeNotes.join('\n')).toMatch(/best.effort/i);
+      expect(r.codeStderr).toBe('');
+    });
+  });
+
+  test('enforceLimits:false still stops a 400 MB allocation under memoryMb 64', async () => {
+    await withOpen({ enforceLimits: false, memoryMb: 64 }, async (s) => {
+      const r = await s.runCode('b = b"x" * (400 * 1024 * 1024)\nprint("ALLOCATED")\n', { timeoutS: 60 });
+      expect(r.stdout).not.toContain('ALLOCATED');
+      expect(r.success).toBe(false);
+      if (!r.fault) {
+        expect(r.codeStderr).toMatch(/MemoryError/);
+        expect(r.runtimeNotes.join('\n')).toMatch(/memory/);
+      }
+    });
+  });
+});

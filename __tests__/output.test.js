@@ -1,0 +1,203 @@
+'use strict';
+// Output capture, caps and live streaming.
+
+const { spawnSync } = require('child_process');
+const { requireRootfs, opts, uniqueName, sleep, summary, expectOk } = require('./helpers');
+
+const { Sandbox } = require('..');
+
+let sb;
+
+beforeAll(async () => {
+  requireRootfs();
+  sb = await new Sandbox(opts()).open();
+});
+
+afterAll(async () => {
+  if (sb) await sb.close();
+});
+
+describe('capture', () => {
+  test('stdout and stderr are captured exactly: unicode, NUL, no trailing newline', async () => {
+    const r = await sb.runCode(
+      'import sys\nsys.stdout.write("h\\u00e9llo \\u2713 \\u65e5\\u672c\\n\\ttab\\x00nul\\r\\nlast")\nsys.stderr.write("e1\\ne2")\n'
+    );
+    expectOk(r);
+    expect(r.stdout).toBe('h\u00e9llo \u2713 \u65e5\u672c\n\ttab\u0000nul\r\nlast');
+    expect(r.codeStderr).toBe('e1\ne2');
+    expect(r.truncated).toBe(false);
+  });
+
+  test('empty output is the empty string', async () => {
+    const r = await sb.run(['true']);
+    expectOk(r);
+    expect(r.stdout).toBe('');
+    expect(r.codeStderr).toBe('');
+  });
+
+  test('binary bytes arrive intact through onStdout Buffers', async () => {
+    const chunks = [];
+    const r = await sb.runCode(
+      'const b = Buffer.alloc(1024); for (let i = 0; i < b.length; i++) b[i] = (i * 7) & 255; process.stdout.write(b);',
+      { language: 'node', onStdout: (c) => chunks.push(c) }
+    );
+    expectOk(r);
+    expect(chunks.every((c) => Buffer.isBuffer(c))).toBe(true);
+    const got = Buffer.concat(chunks);
+    const want = Buffer.alloc(1024);
+    for (let i = 0; i < want.length; i++) want[i] = (i * 7) & 255;
+    expect(got.equals(want)).toBe(true);
+  });
+
+  test('a 5 MB stream is captured whole and in order', async () => {
+    const r = await sb.runCode('import sys\nfor i in range(100000):\n    sys.stdout.write("%09d%040d\\n" % (i, i))\n');
+    expectOk(r);
+    expect(r.stdout.length).toBe(100000 * 50);
+    const lines = r.stdout.split('\n');
+    expect(lines[0]).toBe(`000000000${'0'.repeat(40)}`);
+    expect(lines[99999]).toBe(`000099999${'99999'.padStart(40, '0')}`);
+    for (let i = 0; i < 100000; i += 997) expect(lines[i].slice(0, 9)).toBe(String(i).padStart(9, '0'));
+    expect(r.truncated).toBe(false);
+  });
+});
+
+describe('maxOutputBytes', () => {
+  test('1 MB printed under maxOutputBytes 1000 -> truncated, capped, and the workload was not blocked', async () => {
+    const s = await new Sandbox(opts({ maxOutputBytes: 1000 })).open();
+    try {
+      const r = await s.runCode(
+        'import sys\nsys.stdout.write("a" * (1024 * 1024))\nsys.stdout.flush()\nsys.stderr.write("done\\n")\n',
+        { timeoutS: 60 }
+      );
+      expect(summary(r)).toMatchObject({ exitCode: 0, fault: null });
+      expect(r.truncated).toBe(true);
+      expect(Buffer.byteLength(r.stdout)).toBeLessThanOrEqual(1000);
+      expect(r.stdout).toMatch(/^a+$/);
+      expect(r.codeStderr).toBe('done\n'); // the stderr stream has its own cap and was not clipped
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('output under the cap is not marked truncated', async () => {
+    const s = await new Sandbox(opts({ maxOutputBytes: 1000 })).open();
+    try {
+      const r = await s.run(['sh', '-c', 'printf "%0500d" 0']);
+      expectOk(r);
+      expect(r.truncated).toBe(false);
+      expect(r.stdout).toBe('0'.repeat(500));
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('stderr is capped too', async () => {
+    const s = await new Sandbox(opts({ maxOutputBytes: 1000 })).open();
+    try {
+      const r = await s.runCode('import sys\nsys.stderr.write("e" * 200000)\nprint("ok")\n');
+      expect(summary(r)).toMatchObject({ exitCode: 0, fault: null, stdout: 'ok\n' });
+      expect(r.truncated).toBe(true);
+      expect(Buffer.byteLength(r.stderr)).toBeLessThanOrEqual(1000);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('streaming callbacks', () => {
+  test('onStdout/onStderr chunks concatenate to the result and all arrive before the promise resolves', async () => {
+    const out = [];
+    const err = [];
+    const r = await sb.runCode(
+      'import sys, time\nfor i in range(50):\n    print("line", i, flush=True)\n    sys.stderr.write("err %d\\n" % i); sys.stderr.flush()\n    time.sleep(0.01)\n',
+      { onStdout: (c) => out.push(c), onStderr: (c) => err.push(c) }
+    );
+    const atResolve = { out: out.length, err: err.length };
+    expectOk(r);
+    expect(Buffer.concat(out).toString()).toBe(r.stdout);
+    const streamedErr = Buffer.concat(err).toString();
+    expect(streamedErr.split(/(?<=\n)/).filter((l) => !/^(note|warning): /.test(l)).join('')).toBe(r.codeStderr);
+    expect(r.codeStderr).toContain('err 49\n');
+    expect(r.stdout.split('\n').length).toBe(51);
+    await sleep(300);
+    expect({ out: out.length, err: err.length }).toEqual(atResolve); // nothing trickles in afterwards
+  });
+
+  test('session callbacks stream every call; a per-call callback overrides them', async () => {
+    const session = [];
+    const perCall = [];
+    const s = await new Sandbox(opts({ onStdout: (c) => session.push(c) })).open();
+    try {
+      const r1 = await s.run(['echo', 'one']);
+      expectOk(r1);
+      expect(Buffer.concat(session).toString()).toBe('one\n');
+      const r2 = await s.run(['echo', 'two'], { onStdout: (c) => perCall.push(c) });
+      expectOk(r2);
+      expect(Buffer.concat(perCall).toString()).toBe('two\n');
+      expect(Buffer.concat(session).toString()).toBe('one\n');
+      const r3 = await s.run(['echo', 'three']);
+      expect(r3.stdout).toBe('three\n');
+      expect(Buffer.concat(session).toString()).toBe('one\nthree\n'); // the override was for one call only
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('a per-call null disables the session callback for that call; output is still captured', async () => {
+    const session = [];
+    const sessionErr = [];
+    const s = await new Sandbox(opts({ onStdout: (c) => session.push(c), onStderr: (c) => sessionErr.push(c) })).open();
+    try {
+      const r = await s.run(['sh', '-c', 'echo quiet; echo loud >&2'], { onStdout: null, onStderr: null });
+      expectOk(r);
+      expect(r.stdout).toBe('quiet\n');
+      expect(r.codeStderr).toBe('loud\n');
+      expect(session).toEqual([]);
+      expect(sessionErr).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  test('a throwing onStdout neither breaks the call nor crashes the process', () => {
+    const pkg = require.resolve('..');
+    const script = `
+      const k = require(${JSON.stringify(pkg)});
+      (async () => {
+        const r = await k.withSandbox({ image: ${JSON.stringify(opts().image)} }, (s) =>
+          s.run(['sh', '-c', 'echo first; echo second'], { onStdout: () => { throw new Error('callback boom'); } }));
+        console.log(JSON.stringify({ exitCode: r.exitCode, fault: r.fault, stdout: r.stdout }));
+      })().catch((e) => { console.log(JSON.stringify({ rejected: String(e && e.message) })); process.exitCode = 2; });
+    `;
+    const p = spawnSync(process.execPath, ['-e', script], { timeout: 60000, encoding: 'utf8' });
+    expect({ status: p.status, signal: p.signal, stderr: p.stderr }).toMatchObject({ status: 0, signal: null });
+    const last = p.stdout.trim().split('\n').pop();
+    expect(JSON.parse(last)).toEqual({ exitCode: 0, fault: null, stdout: 'first\nsecond\n' });
+  });
+});
+
+describe('runtime notes vs code stderr', () => {
+  test('note:/warning: lines split exactly into runtimeNotes and codeStderr; stderr keeps both in order', async () => {
+    const m = uniqueName('n');
+    const script = [
+      'echo a >&2',
+      `echo "note: n-${m}" >&2`,
+      'echo "not a note: x" >&2',
+      `echo "warning: w-${m}" >&2`,
+      'echo c >&2',
+    ].join('; ');
+    const r = await sb.run(['sh', '-c', script]);
+    expectOk(r);
+    expect(r.codeStderr).toBe('a\nnot a note: x\nc\n');
+    const mine = r.runtimeNotes.filter((n) => n.includes(m));
+    expect(mine.length).toBe(2);
+    expect(mine[0]).toMatch(new RegExp(`n-${m}$`));
+    expect(mine[1]).toMatch(new RegExp(`w-${m}$`));
+    const order = ['a\n', `note: n-${m}\n`, 'not a note: x\n', `warning: w-${m}\n`, 'c\n'].map((l) => r.stderr.indexOf(l));
+    expect(order.every((i) => i >= 0)).toBe(true);
+    expect([...order].sort((x, y) => x - y)).toEqual(order);
+    // every stderr line is in exactly one of the two views
+    const lines = r.stderr.split('\n').filter(Boolean);
+    expect(lines.length).toBe(r.codeStderr.split('\n').filter(Boolean).length + r.runtimeNotes.length);
+  });
+});

@@ -1,0 +1,226 @@
+// Type-level test of the published surface in ../../index.d.ts. Compiled (never run) by
+// __tests__/types.test.js with `tsc --noEmit --strict`. Every export, option and overload is used with
+// correct types; the `@ts-expect-error` lines must stay errors.
+import {
+  DEFAULT_TMPFS_MB,
+  ExecutionResult,
+  FileInfo,
+  Kernel,
+  Language,
+  MountRefused,
+  MountSpec,
+  PerCallOptions,
+  Result,
+  Sandbox,
+  SandboxError,
+  SandboxFault,
+  SandboxFaultType,
+  SandboxOptions,
+  runCode,
+  version,
+  withSandbox,
+} from '../..';
+
+// ---- constants -------------------------------------------------------------------------------
+const v: string = version;
+const tmpMb: number = DEFAULT_TMPFS_MB;
+
+// ---- unions / aliases ------------------------------------------------------------------------
+const faultTypes: SandboxFaultType[] = [
+  'timeout', 'oom', 'escape_blocked', 'killed', 'startup_failed', 'exec_failed', 'workspace_full',
+];
+const languages: Language[] = ['python', 'bash', 'sh', 'node'];
+const mountA: MountSpec = '/data';
+const mountB: MountSpec = ['/data', 'ro'];
+const mountC: MountSpec = ['/out', 'rw'];
+
+// ---- every SandboxOptions member -------------------------------------------------------------
+const onChunk = (chunk: Buffer): void => { void chunk.length; };
+const fullOpts: SandboxOptions = {
+  image: 'host',
+  setup: 'pip install pandas',
+  workspace: '/tmp/ws',
+  workspaceMaxBytes: 1 << 30,
+  name: 'agent-1',
+  persist: false,
+  persistTtlS: 3600,
+  memoryMb: 512,
+  cpus: 1.5,
+  pids: 256,
+  timeoutS: 30,
+  network: false,
+  egressAllow: ['pypi.org', 'files.pythonhosted.org'],
+  mounts: { '/srv/a': mountA, '/srv/b': mountB, '/srv/c': mountC },
+  tmpfs: { '/tmp': `${DEFAULT_TMPFS_MB * 2}m`, '/scratch': null },
+  profiles: ['vcpu:heavy', 'vgpio:leds', 'vdisk:scratch'],
+  env: { FOO: 'bar' },
+  maxOutputBytes: 64 * 1024 * 1024,
+  enforceLimits: true,
+  requireLimits: false,
+  securityProfile: 'untrusted',
+  apparmor: 'kern-box',
+  capDrop: ['ALL'],
+  user: '1000:1000',
+  depsReadonly: true,
+  pycCache: false,
+  trackFiles: true,
+  onStdout: onChunk,
+  onStderr: onChunk,
+  prewarm: 0,
+};
+const nullOpts: SandboxOptions = {
+  workspaceMaxBytes: null,
+  name: null,
+  memoryMb: null,
+  cpus: null,
+  pids: null,
+  tmpfs: ['/tmp', '/scratch'],
+  securityProfile: null,
+  apparmor: null,
+  user: null,
+};
+const emptyOpts: SandboxOptions = { tmpfs: {}, mounts: {}, capDrop: [] };
+
+// ---- per-call options ------------------------------------------------------------------------
+const perCall: PerCallOptions = { timeoutS: 5, onStdout: onChunk, onStderr: null };
+const perCallEmpty: PerCallOptions = {};
+
+// ---- result shapes ---------------------------------------------------------------------------
+function inspectResult(r: ExecutionResult): void {
+  const stdout: string = r.stdout;
+  const stderr: string = r.stderr;
+  const exitCode: number = r.exitCode;
+  const durationMs: number = r.durationMs;
+  const fault: SandboxFault | null = r.fault;
+  if (fault !== null) {
+    const t: SandboxFaultType = fault.type;
+    const m: string = fault.message;
+    void t; void m;
+  }
+  const files: FileInfo[] = r.files;
+  for (const f of files) {
+    const p: string = f.path;
+    const size: number = f.size;
+    const change: 'created' | 'modified' = f.change;
+    void p; void size; void change;
+  }
+  const truncated: boolean = r.truncated;
+  const success: boolean = r.success;
+  const codeStderr: string = r.codeStderr;
+  const notes: string[] = r.runtimeNotes;
+  for (const res of r.results) inspectRich(res);
+  void stdout; void stderr; void exitCode; void durationMs; void truncated; void success;
+  void codeStderr; void notes;
+  // @ts-expect-error success is readonly
+  r.success = true;
+}
+
+function inspectRich(res: Result): void {
+  const data: Record<string, string> = res.data;
+  const text: string | undefined = res.text;
+  const html: string | undefined = res.html;
+  const md: string | undefined = res.markdown;
+  const svg: string | undefined = res.svg;
+  const json: string | undefined = res.json;
+  const png: Buffer | null = res.png;
+  const jpeg: Buffer | null = res.jpeg;
+  const formats: string[] = res.formats();
+  void data; void text; void html; void md; void svg; void json; void png; void jpeg; void formats;
+}
+
+// ---- errors ----------------------------------------------------------------------------------
+function classify(e: unknown): string {
+  if (e instanceof MountRefused) {
+    const asBase: SandboxError = e;
+    return asBase.message;
+  }
+  if (e instanceof SandboxError) {
+    const asError: Error = e;
+    return asError.name;
+  }
+  return 'other';
+}
+const madeErr: SandboxError = new SandboxError('bad option');
+const madeMount: MountRefused = new MountRefused('refused');
+
+// ---- Sandbox / Kernel ------------------------------------------------------------------------
+async function sandboxApi(): Promise<void> {
+  const bare = new Sandbox();
+  const sb: Sandbox = await new Sandbox(fullOpts).open();
+  const opened: Sandbox = await bare.open();
+  void opened;
+
+  inspectResult(await sb.runCode('print(1)'));
+  inspectResult(await sb.runCode('echo hi', { language: 'bash' }));
+  inspectResult(await sb.runCode('echo hi', { language: 'sh', timeoutS: 3, onStdout: null, onStderr: onChunk }));
+  inspectResult(await sb.runCode('console.log(1)', { language: 'node', ...perCall }));
+  inspectResult(await sb.run(['ls', '-la']));
+  inspectResult(await sb.run(['sleep', '1'], perCall));
+  inspectResult(await sb.run(['true'], perCallEmpty));
+
+  const w: void = await sb.writeFile('a.txt', 'hello');
+  await sb.writeFile('b.bin', Buffer.from([1, 2, 3]));
+  const buf: Buffer = await sb.readFile('a.txt');
+  const capped: Buffer = await sb.readFile('a.txt', { maxBytes: 1024 });
+  await sb.readFile('a.txt', {});
+  const listed: FileInfo[] = await sb.listFiles();
+  const listedSub: FileInfo[] = await sb.listFiles('out');
+  const snap: void = sb.snapshot('/tmp/ws.tar.gz');
+  const rest: void = sb.restore('/tmp/ws.tar.gz');
+  void w; void buf; void capped; void listed; void listedSub; void snap; void rest;
+
+  const k: Kernel = await sb.kernel();
+  const k2: Kernel = await sb.kernel({ timeoutS: 10 });
+  inspectResult(await k.runCode('x = 1'));
+  inspectResult(await k.runCode('x + 1', { timeoutS: 2 }));
+  await k.close();
+  await k2.close();
+
+  const d: void = await sb.destroy();
+  const c: void = await sb.close();
+  void d; void c;
+}
+
+// ---- withSandbox overloads and one-shot runCode ----------------------------------------------
+async function helpers(): Promise<void> {
+  const n: number = await withSandbox(async (sb: Sandbox) => (await sb.runCode('1')).exitCode);
+  const s: string = await withSandbox({ image: 'host', timeoutS: 5 }, async (sb) => (await sb.run(['id'])).stdout);
+  const inferred = await withSandbox(nullOpts, async () => ({ ok: true as const }));
+  const ok: true = inferred.ok;
+
+  inspectResult(await runCode('print(1)'));
+  inspectResult(await runCode('print(1)', { image: 'host' }));
+  inspectResult(await runCode('echo 1', { ...emptyOpts, image: '/srv/rootfs', language: 'bash' }));
+  void n; void s; void ok;
+}
+
+// ---- wrong usages ----------------------------------------------------------------------------
+// @ts-expect-error unknown option
+const badUnknown: SandboxOptions = { imagee: 'host' };
+// @ts-expect-error image must be a string
+const badImage: SandboxOptions = { image: 3 };
+async function wrongUsages(sb: Sandbox): Promise<void> {
+  // @ts-expect-error not a Language
+  await sb.runCode('puts 1', { language: 'ruby' });
+  // @ts-expect-error not a Language (one-shot)
+  await runCode('puts 1', { language: 'ruby' });
+  // @ts-expect-error run takes an argv array, not a shell string
+  await sb.run('ls -la');
+  // @ts-expect-error unknown per-call option
+  await sb.run(['ls'], { network: true });
+  // @ts-expect-error the session callback cannot be null (only the per-call one can)
+  new Sandbox({ onStdout: null });
+  // @ts-expect-error timeoutS cannot be null
+  new Sandbox({ timeoutS: null });
+  // @ts-expect-error withSandbox needs a callback
+  await withSandbox({ image: 'host' });
+  // @ts-expect-error tmpfs size must be a string
+  new Sandbox({ tmpfs: { '/tmp': 64 } });
+  // @ts-expect-error mount mode is "ro" | "rw"
+  new Sandbox({ mounts: { '/a': ['/b', 'rx'] } });
+}
+
+export {
+  v, tmpMb, faultTypes, languages, fullOpts, nullOpts, emptyOpts, classify, madeErr, madeMount,
+  sandboxApi, helpers, wrongUsages, badUnknown, badImage,
+};

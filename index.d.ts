@@ -1,0 +1,396 @@
+// Type definitions for kern-sandbox
+// Execute code written by an LLM or agent in a fresh, isolated Linux box on the local machine,
+// with no daemon to run.
+//
+// Several members of this surface use Node's `Buffer` (streaming chunk callbacks, `readFile`, the
+// decoded images on `Result`), so a TypeScript consumer needs `@types/node` installed
+// (`npm i --save-dev @types/node`). This file intentionally has no `/// <reference types="node" />`
+// directive: when `@types/node` is missing, such a directive only adds a "cannot find type
+// definition file" error next to the `Buffer` errors, which already tell you what to install.
+// Retyping these members as `Uint8Array` (which `Buffer` extends) would drop the requirement, but that
+// changes the published surface and is left for a later minor release.
+//
+// Release 0.1 ships part of this surface. An option or method that is declared here but not built yet
+// is REFUSED: using it throws a `SandboxError` naming it, rather than being silently ignored. Each
+// affected doc comment below says so.
+
+/** Why the SANDBOX (not the user's code) ended or blocked a call. Always returned as data on an
+ * `ExecutionResult`, never thrown. */
+export type SandboxFaultType = "timeout" | "oom" | "escape_blocked" | "killed" | "startup_failed" | "exec_failed" | "workspace_full";
+
+/** A sandbox-level fault: what kind, plus a human-readable explanation. */
+export interface SandboxFault {
+  type: SandboxFaultType;
+  message: string;
+}
+
+/** One workspace file that a call created or changed. */
+export interface FileInfo {
+  /** Path relative to the workspace root. */
+  path: string;
+  /** Size in bytes. */
+  size: number;
+  /** Whether the call created the file or modified an existing one. */
+  change: "created" | "modified";
+}
+
+/** A rich value produced by Python code, in the style of Jupyter display data: the value of a final
+ * bare expression, each `display(obj)`, and any matplotlib figure still open at the end. `data` maps
+ * each MIME type to its payload: text types and application/json as strings, image types as base64.
+ * The convenience getters below read individual entries of `data`.
+ *
+ * Not built yet in 0.1: rich results are not captured, so `ExecutionResult.results` is always `[]`
+ * and no `Result` is ever produced. */
+export class Result {
+  data: Record<string, string>;
+  /** The `text/plain` entry, if present. */
+  readonly text?: string;
+  /** The `text/html` entry, if present. */
+  readonly html?: string;
+  /** The `text/markdown` entry, if present. */
+  readonly markdown?: string;
+  /** The `image/svg+xml` entry, if present. */
+  readonly svg?: string;
+  /** The `application/json` entry (as JSON text), if present. */
+  readonly json?: string;
+  /** The `image/png` entry, base64-decoded, or null when absent. */
+  readonly png: Buffer | null;
+  /** The `image/jpeg` entry, base64-decoded, or null when absent. */
+  readonly jpeg: Buffer | null;
+  /** Every MIME type present in `data`. */
+  formats(): string[];
+}
+
+/** What one `runCode()`/`run()` call produced. Two separate questions are answered here: `fault` says
+ * whether the sandbox intervened; `exitCode`, `stdout` and `stderr` describe what the user's code did.
+ * `success` is true only when both are clean. */
+export class ExecutionResult {
+  stdout: string;
+  stderr: string;
+  exitCode: number;
+  /** Wall-clock duration of the call in milliseconds. */
+  durationMs: number;
+  /** null exactly when the sandbox did not intervene; a non-zero `exitCode` with a null `fault` is the
+   * user's code failing on its own. */
+  fault: SandboxFault | null;
+  /** Workspace files this call created or modified (empty when `trackFiles` is false). */
+  files: FileInfo[];
+  /** True when stdout or stderr reached `maxOutputBytes` and the excess was dropped. */
+  truncated: boolean;
+  /** Rich MIME-typed values (see `Result`).
+   *
+   * Not built yet in 0.1: always `[]`. */
+  results: Result[];
+  /** `exitCode === 0` and `fault === null`. */
+  readonly success: boolean;
+  /** `stderr` minus the `note:`/`warning:` lines the sandbox runtime wrote itself, i.e. only what the
+   * code printed. Prefer this over `stderr` when showing output to a model. */
+  readonly codeStderr: string;
+  /** The runtime's own `note:`/`warning:` lines from `stderr`, one per element; the counterpart of
+   * `codeStderr`. `stderr` keeps both, interleaved as written. */
+  readonly runtimeNotes: string[];
+}
+
+/** THROWN for caller or configuration mistakes: an invalid argument, a refused mount, a missing `kern`
+ * runtime, or (in 0.1) an option or method that is not built yet. Sandbox-level outcomes of running
+ * code are never thrown; they are reported as `ExecutionResult.fault`. */
+export class SandboxError extends Error {}
+/** Thrown when a requested host mount is unsafe: a sensitive host source, or a target path that is
+ * relative or escapes. */
+export class MountRefused extends SandboxError {}
+
+/** The value side of a `mounts` entry: a box target path, or a `[target, mode]` pair. */
+export type MountSpec = string | [target: string, mode: "ro" | "rw"];
+
+/** Options for `new Sandbox()`, `withSandbox()` and the one-shot `runCode()`. Everything is safe by
+ * default; each option that loosens isolation says so. */
+export interface SandboxOptions {
+  /** The root filesystem boxes run from. Default: "python:3.12-slim" (an OCI image).
+   *
+   * In 0.1 only two forms are accepted: `"host"` (the host's own root filesystem) or an
+   * absolute path to a directory holding an unpacked root filesystem. Registry images are not built
+   * yet: any other value throws SandboxError, and so does omitting `image`; the error asks for
+   * `image: "host"` or a rootfs directory. */
+  image?: string;
+  /** A shell command run once during `open()`, in a box that has network access, to install
+   * dependencies (for example "pip install pandas").
+   *
+   * Not built yet in 0.1: passing it throws SandboxError. */
+  setup?: string;
+  /** A host directory to use as the persistent workspace. When omitted, a temporary directory is
+   * created by `open()` and removed by `close()`. */
+  workspace?: string;
+  /** Upper bound, in bytes, on how large the workspace may grow across calls. Checked between calls
+   * rather than enforced as a hard limit: the call that crosses it completes, and later calls are
+   * refused. Default null (unbounded).
+   *
+   * Not built yet in 0.1: a non-null value throws SandboxError. */
+  workspaceMaxBytes?: number | null;
+  /** Stable identifier for a `persist` sandbox, so separate processes using the same name share one
+   * resident box.
+   *
+   * Not built yet in 0.1: passing it throws SandboxError. */
+  name?: string | null;
+  /** Keep a single resident box alive and run each call inside it (`kern exec`) instead of starting a
+   * fresh box. The interpreter is still started anew for every call, so the saving over a fresh box is
+   * small (see BENCHMARKS.md). Requires `name` and `workspace`. The box outlives `close()`; `destroy()`
+   * ends it. It is weaker isolation than a fresh box: `/tmp` persists between calls and the PID
+   * namespace is shared. Reusing a name whose box was created with a different security posture is
+   * refused. Default false.
+   *
+   * Not built yet in 0.1: passing it throws SandboxError. */
+  persist?: boolean;
+  /** Lifetime of the resident `persist` box, in seconds; the box carries this as its own kern timeout,
+   * so it goes away even if the process that created it dies. Default 3600.
+   *
+   * Not built yet in 0.1: passing it throws SandboxError. */
+  persistTtlS?: number;
+  /** Memory limit in MiB (kern `--memory`). Default 512. Because it is always passed explicitly, it
+   * takes precedence over any `memory=` in a `vcpu:` profile; pass `null` to defer to the profile (no
+   * limit if the profile sets none). */
+  memoryMb?: number | null;
+  /** CPU limit in cores (kern `--cpus`). Default null: no CPU limit. */
+  cpus?: number | null;
+  /** Maximum number of tasks in the box, which stops fork bombs (kern `--pids-limit`). Default 256. */
+  pids?: number | null;
+  /** Wall-clock limit per call, in seconds; always applied, and enforced by this binding. Default 30. */
+  timeoutS?: number;
+  /** LOOSENS ISOLATION when true: every `runCode`/`run` box shares the host's network. Default false
+   * (no network).
+   *
+   * Not built yet in 0.1: `network: true` throws SandboxError; `false` is supported. */
+  network?: boolean;
+  /**
+   * Allow outbound traffic only to the listed domains (for example ["pypi.org",
+   * "files.pythonhosted.org"]) rather than choosing between all or no network. Boxes get a private
+   * network namespace whose only route out is kern's filtering proxy. Cannot be combined with
+   * `network: true`. Applies to `runCode`/`run`; the `setup` box keeps unrestricted network.
+   *
+   * Not built yet in 0.1: passing it throws SandboxError.
+   */
+  egressAllow?: string[];
+  /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`.
+   * Sensitive host sources are refused with `MountRefused`.
+   *
+   * Not built yet in 0.1: a non-empty value throws SandboxError. */
+  mounts?: Record<string, MountSpec>;
+  /**
+   * In-box scratch filesystems (kern `--tmpfs`), given as `{ "/path": "64m" }` or `["/path"]`.
+   *
+   * **By default `/tmp` gets a tmpfs of `DEFAULT_TMPFS_MB` MiB.** The box root is read-only; without a
+   * writable `/tmp`, tools that want a temp file tend to fall back to the working directory and leave
+   * their scratch in the persistent workspace. Use `{ "/tmp": "512m" }` to change the size or `{}` for
+   * no scratch at all; binding your own directory at `/tmp` through `mounts` also replaces the
+   * default. tmpfs pages count against the box's memory limit, so an unbounded writer is killed for
+   * memory instead of filling the host's disk.
+   *
+   * **Scratch is per call.** Each `runCode`/`run` starts a new box with a new, empty tmpfs; only the
+   * workspace carries over. (Inside a `kernel()`, which is one long-lived box, scratch would persist and
+   * its usage would add up across cells.) Anything a later call needs to find belongs in the
+   * workspace, not in `/tmp`.
+   *
+   * The real limit is the smaller of the tmpfs size and `memoryMb`, which tools such as `df` inside the
+   * box cannot see: an oversized tmpfs reports plenty of free space, and writing past the memory limit
+   * ends in an `oom` fault rather than `ENOSPC`. That fault's message points at the scratch mount.
+   */
+  tmpfs?: Record<string, string | null> | string[];
+  /**
+   * kern resource profiles to attach, such as ["vcpu:heavy", "vgpio:leds", "vdisk:scratch"], each
+   * referring to a `[[vcpu]]`, `[[vgpio]]` or `[[vdisk]]` section of `~/.config/kern/kern.toml`: a
+   * CPU/memory allotment, a set of GPIO/I2C/SPI devices (the only route to host hardware), or a
+   * size-limited scratch disk. Every entry must be a known prefix plus an alphanumeric name, so an
+   * entry cannot be used to inject a command-line flag.
+   *
+   * Not built yet in 0.1: a non-empty value throws SandboxError.
+   */
+  profiles?: string[];
+  /** Extra environment variables for the code. They reach the box through a private file readable only
+   * by its owner, never on the command line. */
+  env?: Record<string, string>;
+  /** Capture limit for stdout and for stderr, each, in bytes; output beyond it is dropped and
+   * `truncated` is set. Default 64 MiB. */
+  maxOutputBytes?: number;
+  /** true (default): limits are enforced strictly by placing the box in a systemd scope, at a small
+   * extra start-up cost. false: limits are applied on a best-effort basis and start-up is a little
+   * faster. See BENCHMARKS.md for the difference. */
+  enforceLimits?: boolean;
+  /** When true, refuse to start a box unless its memory and pids limits are verifiably in force (checked
+   * against the cgroup), instead of falling back to running without them (kern `--require-limits`).
+   * Default false.
+   *
+   * Not built yet in 0.1: `requireLimits: true` throws SandboxError. */
+  requireLimits?: boolean;
+  /** `"untrusted"` opts into an extra hardening bundle: a seccomp allowlist, dropping all capabilities
+   * and a read-only root; paths bound through `mounts` remain writable. Default null: kern's standard
+   * posture.
+   *
+   * Not built yet in 0.1: a non-null value throws SandboxError. */
+  securityProfile?: string | null;
+  /** Name of an AppArmor profile, already loaded on the host, to apply when the box starts its
+   * process; kern refuses to start the box if the profile is not loaded. Default null (no AppArmor
+   * profile).
+   *
+   * Not built yet in 0.1: a non-null value throws SandboxError. */
+  apparmor?: string | null;
+  /** Linux capabilities removed in every box (kern `--cap-drop`). Default ["ALL"]. This can affect
+   * workloads: for example, listening on a port below 1024 inside the box needs NET_BIND_SERVICE.
+   * `[]` removes none.
+   *
+   * Not built yet in 0.1: any value other than ["ALL"] throws SandboxError. */
+  capDrop?: string[];
+  /** The account every box runs as, `"<user>[:<group>]"`, each part a name or a numeric id (e.g.
+   * "node", "1000", "1000:1000"). Default null: the image's configured user. A non-root account gets
+   * access to the workspace through a POSIX ACL, which needs `setfacl` and a subordinate id range in
+   * /etc/subuid.
+   *
+   * Not built yet in 0.1: a non-null value throws SandboxError. */
+  user?: string | null;
+  /** Mount what `setup` installed read-only during `runCode`, so one call cannot tamper with
+   * dependencies that later calls load. Default true.
+   *
+   * Accepted in 0.1, but since `setup` is not built yet there are no installed dependencies for it to
+   * protect. */
+  depsReadonly?: boolean;
+  /** Byte-compile the image's Python standard library once and mount the result read-only in every
+   * box. Default true.
+   *
+   * Not built yet in 0.1: no cache is built, and passing `pycCache: true` explicitly throws
+   * SandboxError (omit it or pass false). */
+  pycCache?: boolean;
+  /** true (default): `result.files` lists the workspace files each call created or modified, found by
+   * scanning the workspace before and after the call, so its cost grows with the number of files.
+   * false: `result.files` is always `[]` and no scan happens. */
+  trackFiles?: boolean;
+  /** Receives each stdout chunk as a Buffer while the code runs. Streaming does not replace capture:
+   * `result.stdout` still holds the (capped) full output. */
+  onStdout?: (chunk: Buffer) => void;
+  /** Receives each stderr chunk as a Buffer while the code runs; `result.stderr` is still filled. */
+  onStderr?: (chunk: Buffer) => void;
+  /** Number of boxes to start ahead of time, each with an idle, booted interpreter, so that a Python
+   * `runCode` can take one instead of paying for a box and interpreter start itself (see
+   * BENCHMARKS.md).
+   *
+   * Isolation is unchanged: a pre-started box runs exactly one call and is then discarded, so every
+   * call still gets a box in which nothing else has run; only the start-up happens earlier. Calls that
+   * stream output, use a language other than Python, or need a different posture than the pooled
+   * boxes start a box the normal way.
+   *
+   * Default 0. Each warm box keeps an interpreter resident for the whole session whether it is used or
+   * not, so the caller decides whether that is worth it. Refilling a slot takes time, so N behaves as a
+   * burst allowance: up to N calls in quick succession are served warm and later ones start normally.
+   *
+   * Not built yet in 0.1: a value greater than 0 throws SandboxError. */
+  prewarm?: number;
+}
+
+/** The interpreter a snippet runs under. `bash` and `sh` are distinct shells (bash vs. the POSIX
+ * shell), and the image must contain the one requested; asking for a shell the image lacks (bash on
+ * alpine, say) yields an `exec_failed` fault that names it, never a silent substitute. */
+export type Language = "python" | "bash" | "sh" | "node";
+
+/** Overrides for a single `runCode()`/`run()` call. Anything omitted falls back to the value given to
+ * the Sandbox; a value given here affects only this call. Passing `null` for a callback turns streaming
+ * off for this call. */
+export interface PerCallOptions {
+  /** Wall-clock limit in seconds for this call; omitted means the sandbox's `timeoutS`. */
+  timeoutS?: number;
+  /** stdout chunk callback for this call, or null for none; omitted means the sandbox's `onStdout`. */
+  onStdout?: ((chunk: Buffer) => void) | null;
+  /** stderr chunk callback for this call, or null for none; omitted means the sandbox's `onStderr`. */
+  onStderr?: ((chunk: Buffer) => void) | null;
+}
+
+/** A configured sandbox session. Files persist between calls in an on-disk workspace, while every
+ * `runCode`/`run` executes in a brand-new, short-lived box. Defaults are the safe choice; options that
+ * weaken isolation are marked. */
+export class Sandbox {
+  constructor(opts?: SandboxOptions);
+  /** Prepare the session: create or check the workspace (and run `setup`, once it is built). Must be
+   * awaited before `runCode`/`run`. Resolves to the sandbox itself. */
+  open(): Promise<this>;
+  /** End the session, removing the workspace only if `open()` created it. Safe to call more than once. */
+  close(): Promise<void>;
+  /** Stop the resident box of a `persist` sandbox ahead of its TTL. Idempotent; with no resident box it
+   * does nothing.
+   *
+   * Not built yet in 0.1 (since `persist` is not): there is never a resident box, so this resolves
+   * without doing anything. */
+  destroy(): Promise<void>;
+  /** Run a code snippet against the workspace in a new box with no network. Files written to the
+   * workspace persist; in-memory state does not. `timeoutS`,
+   * `onStdout` and `onStderr` override the session's values for this call only. */
+  runCode(code: string, opts?: { language?: Language } & PerCallOptions): Promise<ExecutionResult>;
+  /** Run a command given as an argv array (never parsed by a shell) in a new box. `timeoutS`,
+   * `onStdout` and `onStderr` override the session's values for this call only. */
+  run(command: string[], opts?: PerCallOptions): Promise<ExecutionResult>;
+  /** Write `data` to a workspace-relative path directly from the host, refusing to follow a symlink.
+   *
+   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+  writeFile(path: string, data: Buffer | string): Promise<void>;
+  /**
+   * Read a workspace-relative file directly from the host, refusing to follow a symlink in any path
+   * component.
+   *
+   * `maxBytes` is a size limit that REJECTS, not a length to read: a file larger than it makes the call
+   * throw and returns nothing. It never hands back the first `maxBytes` bytes, so do not use it to peek
+   * at a file header.
+   *
+   * Not built yet in 0.1: throws SandboxError ("not built yet").
+   */
+  readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
+  /** Save the entire workspace as a gzip-compressed tar at `dest`: a filesystem checkpoint only, with
+   * no process memory.
+   *
+   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+  snapshot(dest: string): void;
+  /** Unpack an archive made by `snapshot()` into the workspace, rejecting symlink, `..` and absolute
+   * members.
+   *
+   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+  restore(src: string): void;
+  /** List the regular files in the workspace, or under `subdir` of it (the `.deps` directory is
+   * omitted).
+   *
+   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+  listFiles(subdir?: string): Promise<FileInfo[]>;
+  /** Start a long-lived Python interpreter in one box and return it, already open. Cells sent to it run
+   * in the same process, so variables and imports carry over between cells and each cell avoids an
+   * interpreter start. The trade-off against `runCode`: cells are fast but NOT isolated from one
+   * another (the box is still network-off and resource-limited). Call `await kernel.close()` when
+   * finished. A cell that exceeds its timeout ends the kernel.
+   *
+   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+  kernel(opts?: { timeoutS?: number }): Promise<Kernel>;
+}
+
+/** A warm Python interpreter living in one long-lived box, obtained from `Sandbox.kernel()`. State in
+ * memory survives from cell to cell; the box stays network-off and resource-limited until `close()` or
+ * a cell timeout ends it.
+ *
+ * Not built yet in 0.1: `Sandbox.kernel()` throws, so no instance can be obtained. */
+export class Kernel {
+  /** Run `code` as the next cell, seeing the state left by earlier cells. A final expression,
+   * `display()` calls and matplotlib figures are captured into `results`. `timeoutS` overrides the
+   * kernel's deadline for this cell; going over it ends the kernel and yields a `timeout` fault. */
+  runCode(code: string, opts?: { timeoutS?: number }): Promise<ExecutionResult>;
+  /** Shut the kernel down: close its input, kill its process group and clean up. */
+  close(): Promise<void>;
+}
+
+/** Open a Sandbox, pass it to `fn`, and close it afterwards whether `fn` resolves or rejects.
+ * Resolves to whatever `fn` resolves to. */
+export function withSandbox<T>(fn: (sandbox: Sandbox) => Promise<T>): Promise<T>;
+export function withSandbox<T>(opts: SandboxOptions, fn: (sandbox: Sandbox) => Promise<T>): Promise<T>;
+
+/** Run `code` once in a temporary session whose workspace is created beforehand and deleted afterwards. */
+export function runCode(code: string, opts?: SandboxOptions & { language?: Language }): Promise<ExecutionResult>;
+
+/** This package's version string. */
+export const version: string;
+
+/** Size in MiB of the tmpfs mounted at `/tmp` when `tmpfs` is not given.
+ *
+ * Exposed so callers who want a different size can derive it from this value (e.g. a multiple of it)
+ * instead of hard-coding a second number that may fall out of step.
+ */
+export const DEFAULT_TMPFS_MB: number;

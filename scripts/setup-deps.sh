@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Installs what building and testing kern-sandbox needs on a Debian machine, and nothing that is
+# already there. Idempotent and quiet on success; loud (with the failing tool's output) on failure.
+#
+#   bash scripts/setup-deps.sh            # Debian packages + toolchain checks + npm ci if needed
+#
+# Debian packages: debootstrap (test rootfs), bubblewrap (benchmarks), acl (setfacl for workspace
+# ACLs), uidmap (newuidmap/newgidmap for rootless id ranges), hyperfine, procps, util-linux.
+# It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
+# only checks they are there and says what to do if not.
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export PATH="${HOME:-/root}/.cargo/bin:/root/.cargo/bin:$PATH"
+
+die() {
+  echo "setup-deps: ERROR: $*" >&2
+  exit 1
+}
+
+# --- Debian packages ---------------------------------------------------------------------------
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux)
+missing=()
+for p in "${packages[@]}"; do
+  status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  command -v apt-get >/dev/null || die "missing packages (${missing[*]}) and no apt-get to install them"
+  if [[ "$(id -u)" != 0 ]]; then
+    die "missing Debian packages: ${missing[*]} — run as root, or: sudo apt-get install -y ${missing[*]}"
+  fi
+  echo "setup-deps: installing ${missing[*]}"
+  log="$(mktemp)"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! apt-get update -qq >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    die "apt-get update failed"
+  fi
+  if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    die "apt-get install ${missing[*]} failed"
+  fi
+  rm -f "$log"
+fi
+
+# --- toolchains --------------------------------------------------------------------------------
+command -v cargo >/dev/null ||
+  die "cargo not found (looked in PATH and ~/.cargo/bin). Install Rust with rustup (https://rustup.rs), then re-run."
+command -v node >/dev/null ||
+  die "node not found in PATH. Install Node.js >= 20.17 (e.g. apt-get install nodejs npm), then re-run."
+command -v npm >/dev/null ||
+  die "npm not found in PATH. Install npm (it ships with Node.js), then re-run."
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+((node_major >= 20)) || die "node $(node --version) is too old: kern-sandbox needs Node >= 20.17"
+
+# --- npm dependencies --------------------------------------------------------------------------
+# npm writes node_modules/.package-lock.json on every install; if package-lock.json is newer than
+# it (or node_modules is missing), the installed tree may be stale.
+cd "$repo"
+[[ -f package-lock.json ]] || die "package-lock.json is missing in $repo (npm ci needs it)"
+if [[ ! -d node_modules || ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
+  echo "setup-deps: npm ci"
+  log="$(mktemp)"
+  if ! npm ci --no-audit --no-fund >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    die "npm ci failed"
+  fi
+  rm -f "$log"
+fi

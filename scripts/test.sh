@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# THE test command (README, `npm test`, and CI through .ci/run):
+#
+#   bash scripts/test.sh
+#
+# Steps: install deps -> build (napi addon + kern binary) -> cargo fmt/clippy -> cargo test
+# (pure Rust) -> test rootfs -> Jest as root -> Jest core suite as the unprivileged user
+# `kerntest` (the rootless path) -> summary. A build failure stops at once; every other failure
+# is recorded and the remaining steps still run, so one report shows everything. The very last
+# line is always `N passed, N failed`, summed over both Jest runs.
+#
+# Environment:
+#   KERN_SKIP_ROOTLESS=1     skip the run as `kerntest` (quick local runs)
+#   KERN_TEST_FILTER=regex   only Jest test files whose path matches (Jest's positional pattern);
+#                            the rootless run is skipped when it does not match core.test.js
+#   KERN_TEST_ROOTFS=dir     test rootfs location (default: see scripts/build-test-rootfs.sh)
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo" || exit 1
+export PATH="${HOME:-/root}/.cargo/bin:/root/.cargo/bin:$PATH"
+
+filter="${KERN_TEST_FILTER:-}"
+skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
+rootless_user=kerntest
+
+root_report="$repo/.jest-results.json"
+rootless_report=""     # set once the rootless run has an output location
+rootless_expected=0    # 1 when the rootless run is part of this invocation
+rootless_copy=""       # temp copy of the repo, when kerntest cannot read it in place
+rootless_outdir=""
+failures=()
+
+step() {
+  printf '\n==> %s\n' "$*"
+}
+fail() {
+  failures+=("$1")
+  printf '!!! FAILED: %s\n' "$1" >&2
+}
+
+cleanup() {
+  [[ -n "$rootless_copy" ]] && rm -rf "$rootless_copy"
+  [[ -n "$rootless_outdir" ]] && rm -rf "$rootless_outdir"
+}
+trap cleanup EXIT
+
+# Prints the summary; the LAST line is `N passed, N failed` over the Jest runs. A Jest run that
+# was expected but left no report, or whose suites failed to run, counts as failed.
+summary() {
+  local counts
+  counts="$(node - "$root_report" "${rootless_expected}" "${rootless_report}" <<'EOF'
+const fs = require('fs');
+const [rootReport, rootlessExpected, rootlessReport] = process.argv.slice(2);
+const runs = [['root', rootReport]];
+if (rootlessExpected === '1') runs.push(['rootless', rootlessReport]);
+let passed = 0, failed = 0;
+for (const [name, file] of runs) {
+  let r;
+  try {
+    r = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (e) {
+    console.error(`jest ${name}: no report (${file || 'not run'}) -> counted as 1 failure`);
+    failed += 1;
+    continue;
+  }
+  const p = r.numPassedTests || 0;
+  let f = (r.numFailedTests || 0) + (r.numRuntimeErrorTestSuites || 0);
+  if (r.success === false && f === 0) f = 1; // e.g. no tests found, or a run-level error
+  console.error(`jest ${name}: ${p} passed, ${f} failed` +
+    (r.numRuntimeErrorTestSuites ? ` (${r.numRuntimeErrorTestSuites} suite(s) failed to run)` : '') +
+    (r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''));
+  passed += p;
+  failed += f;
+}
+console.log(`${passed} passed, ${failed} failed`);
+EOF
+)" || counts="0 passed, 1 failed"
+  printf '\n==> summary\n'
+  if ((${#failures[@]})); then
+    printf 'failed steps:\n'
+    printf '  - %s\n' "${failures[@]}"
+  else
+    printf 'all steps passed\n'
+  fi
+  echo "$counts"
+}
+
+# Stop now (a build step failed): still end with the summary line.
+abort() {
+  fail "$1"
+  summary
+  exit 1
+}
+
+rm -f "$root_report"
+if [[ "$skip_rootless" != 1 ]]; then
+  if [[ -z "$filter" || "__tests__/core.test.js" =~ $filter ]]; then
+    rootless_expected=1
+  fi
+fi
+
+step "setup: Debian packages, toolchain check, npm ci (scripts/setup-deps.sh)"
+bash scripts/setup-deps.sh || abort "setup-deps.sh"
+
+step "build: npm run build (napi addon + kern binary)"
+npm run build || abort "npm run build"
+[[ -x "$repo/kern" ]] || abort "npm run build did not produce ./kern"
+
+step "lint: cargo fmt --check"
+cargo fmt --check || fail "cargo fmt --check (run: cargo fmt)"
+
+step "lint: cargo clippy --all-targets --no-default-features -- -D warnings"
+cargo clippy --quiet --all-targets --no-default-features -- -D warnings ||
+  fail "cargo clippy --all-targets --no-default-features"
+
+step "lint: cargo clippy --lib -- -D warnings"
+cargo clippy --quiet --lib -- -D warnings || fail "cargo clippy --lib"
+
+step "unit: cargo test --no-default-features"
+cargo test --no-default-features || fail "cargo test --no-default-features"
+
+step "image: test rootfs (scripts/build-test-rootfs.sh)"
+bash scripts/build-test-rootfs.sh || abort "scripts/build-test-rootfs.sh"
+
+step "jest (root): npx jest${filter:+ $filter}"
+jest_args=(--json "--outputFile=$root_report")
+[[ -n "$filter" ]] && jest_args+=("$filter")
+npx jest "${jest_args[@]}" || fail "jest (root)"
+
+if [[ "$rootless_expected" == 1 ]]; then
+  step "jest (rootless, as $rootless_user): npx jest __tests__/core.test.js"
+  ok=1
+  if ! id -u "$rootless_user" >/dev/null 2>&1; then
+    if [[ "$(id -u)" != 0 ]]; then
+      fail "rootless: user $rootless_user does not exist and only root can create it"
+      ok=0
+    else
+      useradd --create-home --shell /bin/bash "$rootless_user" || {
+        fail "rootless: useradd $rootless_user"
+        ok=0
+      }
+    fi
+  fi
+  if ((ok)) && [[ "$(id -u)" != 0 && "$(id -un)" != "$rootless_user" ]]; then
+    fail "rootless: must run as root (to su to $rootless_user)"
+    ok=0
+  fi
+  if ((ok)); then
+    rootless_home="$(getent passwd "$rootless_user" | cut -d: -f6)"
+    run_dir="$repo"
+    if ! su "$rootless_user" -s /bin/bash -c "test -r '$repo/package.json' && test -x '$repo/kern' && test -r '$repo/node_modules/.bin/jest'" 2>/dev/null; then
+      # Some parent of the repo is not traversable by kerntest: test a copy it owns.
+      rootless_copy="$(mktemp -d /tmp/kern-rootless.XXXXXX)"
+      echo "rootless: $rootless_user cannot read $repo in place; testing a copy in $rootless_copy"
+      tar -C "$repo" --exclude=./target -cf - . | tar -C "$rootless_copy" -xf - &&
+        chown -R "$rootless_user:" "$rootless_copy" && chmod 755 "$rootless_copy" ||
+        { fail "rootless: copying the repo to $rootless_copy"; ok=0; }
+      run_dir="$rootless_copy"
+    fi
+  fi
+  if ((ok)); then
+    rootless_outdir="$(mktemp -d /tmp/kern-rootless-out.XXXXXX)"
+    chown "$rootless_user:" "$rootless_outdir"
+    rootless_report="$rootless_outdir/jest-rootless.json"
+    rootless_env=(HOME="$rootless_home" USER="$rootless_user" LOGNAME="$rootless_user"
+      PATH="/usr/local/bin:/usr/bin:/bin" LANG="${LANG:-C.UTF-8}")
+    [[ -n "${CI:-}" ]] && rootless_env+=(CI="$CI")
+    [[ -n "${KERN_TEST_ROOTFS:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS="$KERN_TEST_ROOTFS")
+    # shellcheck disable=SC2016
+    su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
+      kern-rootless "$run_dir" "${rootless_env[@]}" \
+      npx jest __tests__/core.test.js --json "--outputFile=$rootless_report" </dev/null ||
+      fail "jest (rootless, as $rootless_user)"
+  fi
+elif [[ "$skip_rootless" == 1 ]]; then
+  step "jest (rootless): skipped (KERN_SKIP_ROOTLESS=1)"
+else
+  step "jest (rootless): skipped (KERN_TEST_FILTER='$filter' does not match core.test.js)"
+fi
+
+summary
+((${#failures[@]} == 0))

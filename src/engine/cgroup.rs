@@ -1,0 +1,328 @@
+//! Resource caps through cgroupfs, written directly (a handful of files does not justify a
+//! D-Bus stack). v1 (this test machine: hybrid, no systemd) and v2 (laptops: unified, systemd
+//! with a delegated subtree for an unprivileged user) both end in one leaf per box that `kern`
+//! creates before the box starts and removes after it ended.
+
+use super::spec::Limits;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+const CFS_PERIOD_US: u64 = 100_000;
+
+/// Which of the caps asked for a cgroup really enforces.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Enforced {
+    pub memory: bool,
+    pub pids: bool,
+    pub cpu: bool,
+}
+
+#[derive(Debug)]
+enum Layout {
+    /// One directory per controller (memory, pids, cpu).
+    V1 {
+        memory: Option<PathBuf>,
+        pids: Option<PathBuf>,
+        cpu: Option<PathBuf>,
+    },
+    V2 {
+        leaf: PathBuf,
+    },
+}
+
+/// One box's cgroup leaf (or leaves, on v1).
+#[derive(Debug)]
+pub struct BoxCgroup {
+    layout: Layout,
+    pub enforced: Enforced,
+}
+
+impl BoxCgroup {
+    /// Creates the leaf and writes the caps. `Err` carries a reason for the runtime note when no
+    /// cap could be applied through a cgroup at all.
+    pub fn create(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
+        if Path::new(CGROUP_ROOT).join("cgroup.controllers").exists() {
+            create_v2(limits, id)
+        } else if Path::new(CGROUP_ROOT).join("memory").is_dir() {
+            create_v1(limits, id)
+        } else {
+            Err(format!("no cgroup filesystem is mounted at {CGROUP_ROOT}"))
+        }
+    }
+
+    /// Moves `pid` (and so every process it will start) into the box's cgroup.
+    pub fn add(&self, pid: libc::pid_t) -> io::Result<()> {
+        let pid = pid.to_string();
+        for dir in self.dirs() {
+            fs::write(dir.join("cgroup.procs"), &pid)?;
+        }
+        Ok(())
+    }
+
+    /// How many times the kernel's OOM killer acted in this box.
+    pub fn oom_kills(&self) -> u64 {
+        let (file, key) = match &self.layout {
+            Layout::V1 {
+                memory: Some(m), ..
+            } => (m.join("memory.oom_control"), "oom_kill"),
+            Layout::V1 { memory: None, .. } => return 0,
+            Layout::V2 { leaf } => (leaf.join("memory.events"), "oom_kill"),
+        };
+        read_keyed(&file, key).unwrap_or(0)
+    }
+
+    /// Kills anything left (v2 `cgroup.kill`) and removes the leaf. Best effort: a leaf that
+    /// can't be removed is left for the next run of the same parent to find, never an error for
+    /// the caller's result.
+    pub fn remove(&self) {
+        if let Layout::V2 { leaf } = &self.layout {
+            let _ = fs::write(leaf.join("cgroup.kill"), "1");
+        }
+        for dir in self.dirs() {
+            for attempt in 0..50 {
+                match fs::remove_dir(dir) {
+                    Ok(()) => break,
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) && attempt < 49 => {
+                        // The last task of the box is still being torn down by the kernel.
+                        std::thread::sleep(std::time::Duration::from_micros(200));
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    fn dirs(&self) -> Vec<&Path> {
+        match &self.layout {
+            Layout::V1 { memory, pids, cpu } => [memory, pids, cpu]
+                .into_iter()
+                .filter_map(|d| d.as_deref())
+                .collect(),
+            Layout::V2 { leaf } => vec![leaf.as_path()],
+        }
+    }
+}
+
+fn read_keyed(file: &Path, key: &str) -> Option<u64> {
+    let text = fs::read_to_string(file).ok()?;
+    text.lines().find_map(|line| {
+        let (k, v) = line.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
+/// This process's cgroup path for one v1 controller, or the v2 path (`controller` = "").
+fn own_path(controller: &str) -> Option<String> {
+    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let _id = parts.next()?;
+        let ctrls = parts.next()?;
+        let path = parts.next()?;
+        let matches = if controller.is_empty() {
+            ctrls.is_empty()
+        } else {
+            ctrls.split(',').any(|c| c == controller)
+        };
+        matches.then(|| path.to_string())
+    })
+}
+
+fn v1_mount(controller: &str) -> Option<PathBuf> {
+    let direct = Path::new(CGROUP_ROOT).join(controller);
+    if direct.is_dir() {
+        return Some(direct);
+    }
+    // Some distributions mount cpu as "cpu,cpuacct" without a "cpu" symlink.
+    fs::read_dir(CGROUP_ROOT).ok()?.flatten().find_map(|e| {
+        let name = e.file_name().into_string().ok()?;
+        name.split(',').any(|c| c == controller).then(|| e.path())
+    })
+}
+
+fn v1_leaf(controller: &str, id: &str) -> io::Result<PathBuf> {
+    let mount = v1_mount(controller).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("{controller} controller not mounted"),
+        )
+    })?;
+    let own = own_path(controller).unwrap_or_else(|| "/".into());
+    let leaf = mount
+        .join(own.trim_start_matches('/'))
+        .join("kern-sandbox")
+        .join(id);
+    fs::create_dir_all(&leaf)?;
+    Ok(leaf)
+}
+
+fn create_v1(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
+    let mut enforced = Enforced::default();
+    let mut errors = Vec::new();
+    let mut memory = None;
+    let mut pids = None;
+    let mut cpu = None;
+    if let Some(bytes) = limits.memory_bytes {
+        match v1_leaf("memory", id).and_then(|leaf| {
+            fs::write(leaf.join("memory.limit_in_bytes"), bytes.to_string())?;
+            // Without a memsw cap the box could push its pages to swap and exceed the cap.
+            let memsw = leaf.join("memory.memsw.limit_in_bytes");
+            if memsw.exists() {
+                fs::write(memsw, bytes.to_string())?;
+            }
+            Ok(leaf)
+        }) {
+            Ok(leaf) => {
+                memory = Some(leaf);
+                enforced.memory = true;
+            }
+            Err(e) => errors.push(format!("memory: {e}")),
+        }
+    }
+    if let Some(max) = limits.pids {
+        match v1_leaf("pids", id).and_then(|leaf| {
+            fs::write(leaf.join("pids.max"), max.to_string())?;
+            Ok(leaf)
+        }) {
+            Ok(leaf) => {
+                pids = Some(leaf);
+                enforced.pids = true;
+            }
+            Err(e) => errors.push(format!("pids: {e}")),
+        }
+    }
+    if let Some(cores) = limits.cpus {
+        match v1_leaf("cpu", id).and_then(|leaf| {
+            fs::write(leaf.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string())?;
+            fs::write(leaf.join("cpu.cfs_quota_us"), cfs_quota(cores).to_string())?;
+            Ok(leaf)
+        }) {
+            Ok(leaf) => {
+                cpu = Some(leaf);
+                enforced.cpu = true;
+            }
+            Err(e) => errors.push(format!("cpu: {e}")),
+        }
+    }
+    let cg = BoxCgroup {
+        layout: Layout::V1 { memory, pids, cpu },
+        enforced,
+    };
+    if !errors.is_empty() && cg.dirs().is_empty() {
+        return Err(format!("cgroup v1: {}", errors.join("; ")));
+    }
+    Ok(cg)
+}
+
+fn cfs_quota(cores: f64) -> u64 {
+    ((cores * CFS_PERIOD_US as f64).round() as u64).max(1000)
+}
+
+fn create_v2(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
+    let parent = v2_parent().map_err(|e| format!("cgroup v2: {e}"))?;
+    let available = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let has = |c: &str| available.split_whitespace().any(|x| x == c);
+    let leaf = parent.join(id);
+    fs::create_dir(&leaf).map_err(|e| format!("cgroup v2: mkdir {}: {e}", leaf.display()))?;
+    let mut enforced = Enforced::default();
+    if let (Some(bytes), true) = (limits.memory_bytes, has("memory")) {
+        enforced.memory = fs::write(leaf.join("memory.max"), bytes.to_string()).is_ok();
+        let _ = fs::write(leaf.join("memory.swap.max"), "0");
+    }
+    if let (Some(max), true) = (limits.pids, has("pids")) {
+        enforced.pids = fs::write(leaf.join("pids.max"), max.to_string()).is_ok();
+    }
+    if let (Some(cores), true) = (limits.cpus, has("cpu")) {
+        let value = format!("{} {CFS_PERIOD_US}", cfs_quota(cores));
+        enforced.cpu = fs::write(leaf.join("cpu.max"), value).is_ok();
+    }
+    Ok(BoxCgroup {
+        layout: Layout::V2 { leaf },
+        enforced,
+    })
+}
+
+/// The v2 directory under which box leaves are made, with the controllers enabled for them.
+/// `KERN_CGROUP_PARENT` names one explicitly (a delegated subtree the caller prepared). As root,
+/// `kern-sandbox` at the root of the hierarchy. Unprivileged under systemd, a delegated user
+/// service started once per user (see `systemd_delegated`).
+fn v2_parent() -> io::Result<PathBuf> {
+    let parent = if let Ok(p) = std::env::var("KERN_CGROUP_PARENT") {
+        PathBuf::from(p)
+    } else if nix::unistd::geteuid().is_root() {
+        Path::new(CGROUP_ROOT).join("kern-sandbox")
+    } else {
+        systemd_delegated()?
+    };
+    fs::create_dir_all(&parent)?;
+    enable_controllers(&parent)?;
+    Ok(parent)
+}
+
+/// Enables memory, pids and cpu (those the parent offers) for `dir`'s children. Fails with EBUSY
+/// if `dir` holds processes itself (the no-internal-process rule): those are moved into a child
+/// `idle` leaf first.
+fn enable_controllers(dir: &Path) -> io::Result<()> {
+    let offered = fs::read_to_string(dir.join("cgroup.controllers"))?;
+    let wanted: Vec<String> = ["memory", "pids", "cpu"]
+        .iter()
+        .filter(|c| offered.split_whitespace().any(|o| o == **c))
+        .map(|c| format!("+{c}"))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+    if !procs.trim().is_empty() {
+        let idle = dir.join("idle");
+        fs::create_dir_all(&idle)?;
+        for pid in procs.lines() {
+            let _ = fs::write(idle.join("cgroup.procs"), pid);
+        }
+    }
+    fs::write(dir.join("cgroup.subtree_control"), wanted.join(" "))
+}
+
+/// Unprivileged on cgroup v2 under systemd: the user manager delegates a subtree only to a unit
+/// started with `Delegate=yes`. One such unit per user (`kern-sandbox.service`, a `sleep`
+/// that holds it open) is started at first use with `systemd-run --user`; every box of every
+/// process of that user then costs a mkdir, not a D-Bus round trip.
+fn systemd_delegated() -> io::Result<PathBuf> {
+    use std::process::Command;
+    let unit = "kern-sandbox.service";
+    let show = || -> io::Result<Option<PathBuf>> {
+        let out = Command::new("systemctl")
+            .args(["--user", "show", "-p", "ControlGroup", "--value", unit])
+            .output()?;
+        let cg = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        Ok((out.status.success() && !cg.is_empty())
+            .then(|| Path::new(CGROUP_ROOT).join(cg.trim_start_matches('/'))))
+    };
+    if let Some(dir) = show()? {
+        if dir.is_dir() {
+            return Ok(dir);
+        }
+    }
+    let status = Command::new("systemd-run")
+        .args([
+            "--user",
+            "--quiet",
+            "--collect",
+            "--unit",
+            unit,
+            "-p",
+            "Delegate=yes",
+            "--",
+            "sleep",
+            "infinity",
+        ])
+        .status()?;
+    if !status.success() {
+        return Err(io::Error::other(
+            "systemd-run --user could not start a delegated kern-sandbox.service",
+        ));
+    }
+    show()?.ok_or_else(|| io::Error::other("the delegated kern-sandbox.service has no cgroup"))
+}

@@ -1,0 +1,175 @@
+//! The box's PID 1 and the workload's last steps before exec.
+//!
+//! PID 1 is `kern`'s own code, forked (never re-exec'd) inside the box: it builds the mount tree,
+//! forks the workload, reaps every zombie, and reports the workload's end to the monitor outside.
+//! It is non-dumpable, and its memory map still belongs to the host's user namespace (it was
+//! forked from there), so the workload can open neither `/proc/1/exe` nor `/proc/1/mem`.
+
+use super::mounts::{self, Sources};
+use super::spec::BoxSpec;
+use super::sys::{self, Forked};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
+use std::ffi::CString;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+
+/// Messages PID 1 and the workload send to the monitor on the init pipe. One line each, short
+/// enough to be written atomically.
+pub mod msg {
+    /// Setup failed before the workload existed: `S <reason>`.
+    pub const SETUP_FAILED: char = 'S';
+    /// The workload could not be exec'd: `E <errno> <program>`.
+    pub const EXEC_FAILED: char = 'E';
+    /// The workload ended: `X <code-or-128+signal> <tmpfs-used-bytes> <tmpfs-target>...`.
+    pub const EXITED: char = 'X';
+}
+
+/// rlimits the workload gets when a cap is not enforced by a cgroup.
+#[derive(Debug, Default, Clone)]
+pub struct Fallback {
+    pub data_bytes: Option<u64>,
+    pub nproc: Option<u64>,
+}
+
+fn send(pipe: &OwnedFd, line: &str) {
+    let mut f = std::fs::File::from(pipe.try_clone().expect("dup init pipe"));
+    let mut line = line.replace('\n', " ");
+    line.truncate(3800);
+    line.push('\n');
+    let _ = f.write_all(line.as_bytes());
+}
+
+/// Runs as the box's PID 1 after the monitor wrote the id maps. Never returns.
+pub fn pid1(spec: &BoxSpec, src: &Sources, init_pipe: OwnedFd, fallback: &Fallback) -> ! {
+    // Non-dumpable: /proc/1 stays out of the workload's reach.
+    let _ = nix::sys::prctl::set_dumpable(false);
+    if let Err(e) = setup(spec, src) {
+        send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, e.0));
+        sys::exit_now(1);
+    }
+    let workload = match sys::clone_fork(0) {
+        Ok(Forked::Child) => exec_workload(spec, &init_pipe, fallback),
+        Ok(Forked::Parent(pid)) => pid,
+        Err(e) => {
+            send(
+                &init_pipe,
+                &format!("{} fork the workload: {e}", msg::SETUP_FAILED),
+            );
+            sys::exit_now(1);
+        }
+    };
+    let code = reap_until(workload);
+    // How full each scratch tmpfs was, so an OOM can name the scratch that held the bytes.
+    let mut line = format!("{} {code}", msg::EXITED);
+    for t in &spec.tmpfs {
+        let used = nix::sys::statvfs::statvfs(t.target.as_str())
+            .map(|s| (s.blocks() - s.blocks_free()) * s.fragment_size())
+            .unwrap_or(0);
+        line.push_str(&format!(" {used} {}", t.target));
+    }
+    send(&init_pipe, &line);
+    sys::exit_now(0)
+}
+
+fn setup(spec: &BoxSpec, src: &Sources) -> Result<(), mounts::SetupError> {
+    mounts::build(spec, src)?;
+    nix::unistd::sethostname(&spec.hostname)
+        .map_err(|e| mounts::SetupError(format!("sethostname: {e}")))?;
+    sys::loopback_up().map_err(|e| mounts::SetupError(format!("bring up lo: {e}")))
+}
+
+/// Reaps every child until the workload itself has ended; returns its exit code (128+signal).
+fn reap_until(workload: libc::pid_t) -> i32 {
+    loop {
+        match waitpid(Pid::from_raw(-1), None) {
+            Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == workload => return code,
+            Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == workload => {
+                return 128 + sig as i32
+            }
+            Ok(_) => continue,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return 255,
+        }
+    }
+}
+
+/// In the workload's process: drop everything, then exec. Never returns.
+fn exec_workload(spec: &BoxSpec, init_pipe: &OwnedFd, fallback: &Fallback) -> ! {
+    let fail = |what: &str, e: std::io::Error| -> ! {
+        send(init_pipe, &format!("{} {what}: {e}", msg::SETUP_FAILED));
+        sys::exit_now(127)
+    };
+    // A new session: the workload can't reach a controlling terminal of the host (TIOCSTI).
+    if let Err(e) = nix::unistd::setsid() {
+        fail("setsid", e.into());
+    }
+    if let Err(e) = apply_rlimits(fallback) {
+        fail("setrlimit", e);
+    }
+    if let Err(e) = sys::cloexec_from(3) {
+        fail("close fds", e);
+    }
+    if let Err(e) = drop_privileges() {
+        fail("drop capabilities", e);
+    }
+    let argv: Vec<CString> = match spec.argv.iter().map(|a| sys::cstr(a)).collect() {
+        Ok(v) => v,
+        Err(e) => fail("argv", e),
+    };
+    let env: Vec<CString> = match spec
+        .env
+        .iter()
+        .map(|(k, v)| sys::cstr(&format!("{k}={v}")))
+        .collect()
+    {
+        Ok(v) => v,
+        Err(e) => fail("env", e),
+    };
+    let program = &spec.argv[0];
+    let candidates: Vec<String> = if program.contains('/') {
+        vec![program.clone()]
+    } else {
+        spec.path_var()
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(|d| format!("{d}/{program}"))
+            .collect()
+    };
+    let mut last = libc::ENOENT;
+    for c in candidates {
+        let Ok(path) = sys::cstr(&c) else { continue };
+        let err = sys::execve(&path, &argv, &env);
+        let errno = err.raw_os_error().unwrap_or(libc::ENOENT);
+        // As execvp does: keep looking past a missing or unusable entry, remember EACCES.
+        if errno != libc::ENOENT && errno != libc::ENOTDIR {
+            last = errno;
+            if errno != libc::EACCES {
+                break;
+            }
+        }
+    }
+    send(init_pipe, &format!("{} {last} {program}", msg::EXEC_FAILED));
+    sys::exit_now(127)
+}
+
+fn apply_rlimits(fallback: &Fallback) -> std::io::Result<()> {
+    use nix::sys::resource::{setrlimit, Resource};
+    setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
+    if let Some(bytes) = fallback.data_bytes {
+        setrlimit(Resource::RLIMIT_DATA, bytes, bytes)?;
+    }
+    if let Some(n) = fallback.nproc {
+        setrlimit(Resource::RLIMIT_NPROC, n, n)?;
+    }
+    Ok(())
+}
+
+/// Empties every capability set (bounding and ambient included) and sets no_new_privs, so no
+/// exec can ever give a capability back.
+fn drop_privileges() -> std::io::Result<()> {
+    sys::capbset_drop_all()?;
+    sys::ambient_clear()?;
+    nix::sys::prctl::set_no_new_privs()?;
+    sys::capset_clear()
+}

@@ -1,0 +1,14 @@
+//! The box: spec, namespaces, mounts, cgroups, init and faults. Knows nothing of napi.
+//!
+//! `launch` runs in the caller's process (the Node addon) and only spawns the `kern` binary;
+//! everything else runs inside `kern`, which is single-threaded where it clones.
+
+pub mod cgroup;
+pub mod init;
+pub mod launch;
+pub mod monitor;
+pub mod mounts;
+pub mod rootfs;
+pub mod spec;
+pub mod status;
+pub mod sys;

@@ -1,0 +1,399 @@
+//! `kern`'s outer process: it stays in the host's namespaces, prepares the cgroup and the
+//! sources, clones the box's PID 1 into new namespaces, writes its id maps, then enforces the
+//! deadline and reports how the box ended. It is single-threaded, which is what makes the plain
+//! `clone` in `sys::clone_fork` sound.
+
+use super::cgroup::BoxCgroup;
+use super::init::{self, msg, Fallback};
+use super::mounts::{self, Sources};
+use super::rootfs::{top_component, RootPlan};
+use super::spec::BoxSpec;
+use super::status::{BoxReport, Fault, FaultKind};
+use super::sys::{self, Forked};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::Pid;
+use std::io::Read;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// Writes one of kern's own diagnostics to stderr, where it lands in order with the workload's
+/// output. The `note:`/`warning:` prefixes are the contract `runtimeNotes` splits on.
+pub fn note(kind: &str, text: &str) {
+    eprintln!("{kind}: {text}");
+}
+
+fn startup_failed(message: impl Into<String>) -> BoxReport {
+    BoxReport {
+        exit_code: 125,
+        fault: Some(Fault::new(FaultKind::StartupFailed, message)),
+        setup_us: 0,
+    }
+}
+
+/// Builds, runs and tears down one box. `lifeline`, when given, is a pipe whose other end the
+/// caller holds: if it closes early (the caller died), the box is killed.
+pub fn run_box(spec: &BoxSpec, lifeline: Option<BorrowedFd<'_>>) -> BoxReport {
+    let start = Instant::now();
+    if spec.argv.is_empty() {
+        return startup_failed("nothing to run: the argv is empty");
+    }
+    let extra_reserved: Vec<String> = spec
+        .tmpfs
+        .iter()
+        .filter(|t| t.target.trim_matches('/').split('/').count() == 1)
+        .filter_map(|t| top_component(&t.target))
+        .collect();
+    let plan = match RootPlan::build(&spec.root, &spec.workspace_target, &extra_reserved) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("cannot read the image {:?}: {e}", spec.root)),
+    };
+    if let Err(e) = mounts::open_dir(&spec.workspace) {
+        return startup_failed(format!(
+            "cannot open the workspace {}: {e}",
+            spec.workspace.display()
+        ));
+    }
+    let sources = Sources {
+        plan,
+        workspace: spec.workspace.clone(),
+    };
+
+    let (cgroup, fallback) = limits(spec);
+
+    let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("pipe: {e}")),
+    };
+    let (go_r, go_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("pipe: {e}")),
+    };
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    let pid = match sys::clone_fork(flags) {
+        Ok(Forked::Child) => {
+            drop(init_r);
+            drop(go_w);
+            child(spec, &sources, init_w, go_r, &fallback, cgroup.is_some())
+        }
+        Ok(Forked::Parent(pid)) => pid,
+        Err(e) => {
+            if let Some(cg) = &cgroup {
+                cg.remove();
+            }
+            return startup_failed(format!(
+                "cannot create the box's namespaces: {e}. kern needs unprivileged user namespaces \
+                 (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ an AppArmor profile \
+                 allowing userns for the kern binary)"
+            ));
+        }
+    };
+    drop(init_w);
+    drop(go_r);
+    let report = supervise(spec, pid, &cgroup, init_r, go_w, lifeline, start);
+    if let Some(cg) = &cgroup {
+        cg.remove();
+    }
+    report
+}
+
+/// The clone child, before it becomes PID 1 proper: wait for the maps, then hand over.
+fn child(
+    spec: &BoxSpec,
+    src: &Sources,
+    init_w: OwnedFd,
+    go_r: OwnedFd,
+    fallback: &Fallback,
+    in_cgroup: bool,
+) -> ! {
+    // If kern dies, the box dies with it (and with PID 1 the whole PID namespace).
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let mut byte = [0u8; 1];
+    let mut go = std::fs::File::from(go_r);
+    if !matches!(go.read(&mut byte), Ok(1)) {
+        sys::exit_now(1);
+    }
+    drop(go);
+    if in_cgroup {
+        // The box sees its own cgroup as the root of the hierarchy.
+        let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
+    }
+    init::pid1(spec, src, init_w, fallback)
+}
+
+/// Creates the cgroup and decides which caps fall back to rlimits, saying so for each.
+fn limits(spec: &BoxSpec) -> (Option<BoxCgroup>, Fallback) {
+    let l = &spec.limits;
+    let any = l.memory_bytes.is_some() || l.pids.is_some() || l.cpus.is_some();
+    let mut fallback = Fallback::default();
+    let mut cg = None;
+    let mut reason = String::from("enforceLimits is false");
+    if l.enforce && any {
+        match BoxCgroup::create(l, &box_id()) {
+            Ok(c) => cg = Some(c),
+            Err(e) => reason = format!("no writable cgroup ({e})"),
+        }
+    }
+    let enforced = cg.as_ref().map(|c| c.enforced).unwrap_or_default();
+    if let (Some(bytes), false) = (l.memory_bytes, enforced.memory) {
+        fallback.data_bytes = Some(bytes);
+        note(
+            "warning",
+            &format!(
+                "memory cap of {} MiB is best-effort: {reason}; applied as RLIMIT_DATA, which does not count /tmp or shared memory",
+                bytes >> 20
+            ),
+        );
+    }
+    if let (Some(max), false) = (l.pids, enforced.pids) {
+        fallback.nproc = Some(max + processes_of_uid(nix::unistd::getuid().as_raw()));
+        note(
+            "warning",
+            &format!("pids cap of {max} is best-effort: {reason}; applied as RLIMIT_NPROC over this user's current processes"),
+        );
+    }
+    if let (Some(cores), false) = (l.cpus, enforced.cpu) {
+        note("warning", &format!("cpu cap of {cores} cores is not enforced: {reason}; there is no rlimit for a CPU rate"));
+    }
+    (cg, fallback)
+}
+
+/// RLIMIT_NPROC counts every process of the real uid host-wide, so the fallback cap is set on
+/// top of what this user already runs.
+fn processes_of_uid(uid: u32) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+                })
+                .filter(|e| e.metadata().map(|m| m.uid() == uid).unwrap_or(false))
+                .count() as u64
+        })
+        .unwrap_or(0)
+}
+
+fn box_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("box-{}-{nanos:09}", std::process::id())
+}
+
+fn write_id_maps(pid: libc::pid_t) -> std::io::Result<()> {
+    let uid = nix::unistd::getuid().as_raw();
+    let gid = nix::unistd::getgid().as_raw();
+    let base = format!("/proc/{pid}");
+    std::fs::write(format!("{base}/uid_map"), format!("0 {uid} 1"))?;
+    // Unprivileged, setgroups must be denied before a gid map may be written (CVE-2014-8989).
+    std::fs::write(format!("{base}/setgroups"), "deny")?;
+    std::fs::write(format!("{base}/gid_map"), format!("0 {gid} 1"))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn supervise(
+    spec: &BoxSpec,
+    pid: libc::pid_t,
+    cgroup: &Option<BoxCgroup>,
+    init_r: OwnedFd,
+    go_w: OwnedFd,
+    lifeline: Option<BorrowedFd<'_>>,
+    start: Instant,
+) -> BoxReport {
+    let kill_and_reap = |pid: libc::pid_t| {
+        let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let _ = waitpid(Pid::from_raw(pid), None);
+    };
+    let pidfd = match sys::pidfd_open(pid) {
+        Ok(fd) => fd,
+        Err(e) => {
+            kill_and_reap(pid);
+            return startup_failed(format!("pidfd_open: {e}"));
+        }
+    };
+    if let Some(cg) = cgroup {
+        if let Err(e) = cg.add(pid) {
+            kill_and_reap(pid);
+            return startup_failed(format!("cannot move the box into its cgroup: {e}"));
+        }
+    }
+    if let Err(e) = write_id_maps(pid) {
+        kill_and_reap(pid);
+        return startup_failed(format!("cannot write the box's uid/gid maps: {e}"));
+    }
+    if nix::unistd::write(&go_w, b"g").is_err() {
+        kill_and_reap(pid);
+        return startup_failed("the box's init exited before it could start");
+    }
+    drop(go_w);
+    let setup_us = start.elapsed().as_micros() as u64;
+
+    let deadline = start + Duration::from_millis(spec.timeout_ms);
+    let mut ended_by: Option<Fault> = None;
+    loop {
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+            ended_by = Some(Fault::new(
+                FaultKind::Timeout,
+                format!(
+                    "the call ran past its timeout of {}; kern killed the box and every process in it",
+                    human_secs(spec.timeout_ms)
+                ),
+            ));
+            break;
+        }
+        let ms = remaining.as_millis().min(60_000) as u16;
+        let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        if let Some(l) = lifeline {
+            fds.push(PollFd::new(l, PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::from(ms.max(1))) {
+            Ok(_) => {
+                if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+                    break;
+                }
+                if fds
+                    .get(1)
+                    .and_then(|f| f.revents())
+                    .is_some_and(|r| !r.is_empty())
+                {
+                    let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+                    ended_by = Some(Fault::new(
+                        FaultKind::Killed,
+                        "the caller went away; kern killed the box",
+                    ));
+                    break;
+                }
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => break,
+        }
+    }
+    let init_status = waitpid(Pid::from_raw(pid), None);
+
+    let mut messages = String::new();
+    let _ = std::fs::File::from(init_r).read_to_string(&mut messages);
+    let mut report = BoxReport {
+        exit_code: 0,
+        fault: None,
+        setup_us,
+    };
+    let mut exited = false;
+    let mut tmpfs_used: Vec<(u64, String)> = Vec::new();
+    for line in messages.lines() {
+        let (kind, rest) = line.split_at(
+            line.char_indices()
+                .nth(1)
+                .map(|(i, _)| i)
+                .unwrap_or(line.len()),
+        );
+        let rest = rest.trim_start();
+        match kind.chars().next() {
+            Some(msg::SETUP_FAILED) if report.fault.is_none() => {
+                report.exit_code = 125;
+                report.fault = Some(Fault::new(
+                    FaultKind::StartupFailed,
+                    format!("the box could not be built: {rest}"),
+                ));
+            }
+            Some(msg::EXEC_FAILED) if report.fault.is_none() => {
+                let (errno, program) = rest.split_once(' ').unwrap_or((rest, ""));
+                let errno: i32 = errno.parse().unwrap_or(libc::ENOENT);
+                let why = std::io::Error::from_raw_os_error(errno);
+                let hint = if errno == libc::ENOENT {
+                    if program.contains('/') {
+                        " (no such file in the box)".to_string()
+                    } else {
+                        format!(" (not found in the box's PATH {})", spec.path_var())
+                    }
+                } else {
+                    String::new()
+                };
+                report.exit_code = 127;
+                report.fault = Some(Fault::new(
+                    FaultKind::ExecFailed,
+                    format!("cannot run \"{program}\": {why}{hint}"),
+                ));
+            }
+            Some(msg::EXITED) => {
+                let mut parts = rest.split(' ');
+                let code = parts.next().and_then(|c| c.parse().ok()).unwrap_or(255);
+                if report.fault.is_none() {
+                    report.exit_code = code;
+                }
+                exited = true;
+                while let (Some(used), Some(target)) = (parts.next(), parts.next()) {
+                    tmpfs_used.push((used.parse().unwrap_or(0), target.to_string()));
+                }
+            }
+            _ => {}
+        }
+    }
+    if let Some(fault) = ended_by {
+        report.exit_code = 137;
+        report.fault = Some(fault);
+        return report;
+    }
+    if cgroup.as_ref().is_some_and(|cg| cg.oom_kills() > 0) {
+        report.fault = Some(oom_fault(spec, &tmpfs_used));
+        if !exited {
+            report.exit_code = 137;
+        }
+        return report;
+    }
+    if !exited && report.fault.is_none() {
+        report.exit_code = 125;
+        report.fault = Some(Fault::new(
+            FaultKind::Killed,
+            format!("the box's init ended before the workload reported an exit ({init_status:?})"),
+        ));
+    }
+    if let Ok(WaitStatus::Signaled(_, sig, _)) = init_status {
+        if report.fault.is_none() {
+            report.fault = Some(Fault::new(
+                FaultKind::Killed,
+                format!("the box's init was killed by {sig}"),
+            ));
+        }
+    }
+    report
+}
+
+fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)]) -> Fault {
+    let cap = spec.limits.memory_bytes.unwrap_or(0);
+    let mut message = format!(
+        "the box reached its memory cap of {} MiB and the kernel's OOM killer ended a process",
+        cap >> 20
+    );
+    // Scratch tmpfs pages are charged to the box: name the scratch when it held a real share.
+    let scratch: Vec<String> = tmpfs_used
+        .iter()
+        .filter(|(used, _)| cap > 0 && *used * 4 >= cap)
+        .map(|(used, target)| format!("{target} held {} MiB", used >> 20))
+        .collect();
+    if !scratch.is_empty() {
+        message.push_str(&format!(
+            "; scratch files count against memoryMb and {}: delete scratch files or raise memoryMb",
+            scratch.join(", ")
+        ));
+    }
+    Fault::new(FaultKind::Oom, message)
+}
+
+fn human_secs(ms: u64) -> String {
+    if ms % 1000 == 0 {
+        format!("{} s", ms / 1000)
+    } else {
+        format!("{:.3} s", ms as f64 / 1000.0)
+    }
+}

@@ -1,0 +1,355 @@
+//! Builds the box's mount tree inside its new mount namespace and pivots into it. Runs in the
+//! box's PID 1 before anything of the workload exists.
+//!
+//! Order matters: sources are reached through fds opened before any mount (so mounting the
+//! skeleton over the host's `/tmp` can't hide a workspace that lives there), every mount target
+//! is a path we created ourselves in our own tmpfs, and the workspace is mounted last of the
+//! binds so nothing is ever mounted beneath a directory the box can write.
+
+use super::rootfs::{Entry, RootPlan};
+use super::spec::{BoxSpec, TmpfsSpec};
+use super::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use std::fs;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{symlink, DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Where the skeleton is assembled before the pivot. Any existing directory works: it is only
+/// shadowed inside the box's own mount namespace, and sources are reached through fds.
+const STAGE: &str = "/tmp";
+
+/// Docker's masked paths: hidden behind /dev/null (files) or an empty read-only tmpfs (dirs).
+const PROC_MASKED: &[&str] = &[
+    "acpi",
+    "asound",
+    "interrupts",
+    "kcore",
+    "keys",
+    "latency_stats",
+    "sched_debug",
+    "scsi",
+    "timer_list",
+    "timer_stats",
+];
+/// Docker's read-only paths under /proc.
+const PROC_READONLY: &[&str] = &["bus", "fs", "irq", "sys", "sysrq-trigger"];
+const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
+
+/// A failed setup step, with what was being done.
+#[derive(Debug)]
+pub struct SetupError(pub String);
+
+trait Ctx<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T, SetupError>;
+}
+impl<T, E: std::fmt::Display> Ctx<T> for Result<T, E> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T, SetupError> {
+        self.map_err(|e| SetupError(format!("{}: {e}", what())))
+    }
+}
+
+/// What `kern` prepared before the clone: the root plan and the workspace path.
+pub struct Sources {
+    pub plan: RootPlan,
+    pub workspace: PathBuf,
+}
+
+fn fd_path(fd: &OwnedFd) -> PathBuf {
+    PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+}
+
+fn mkdir(path: &Path, mode: u32) -> Result<(), SetupError> {
+    match fs::DirBuilder::new().mode(mode).create(path) {
+        Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
+            Err(SetupError(format!("mkdir {}: {e}", path.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn touch(path: &Path) -> Result<(), SetupError> {
+    fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o644)
+        .open(path)
+        .map(drop)
+        .ctx(|| format!("create {}", path.display()))
+}
+
+fn bind(source: &Path, target: &Path, attrs: u64) -> Result<(), SetupError> {
+    mount(
+        Some(source),
+        target,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .ctx(|| format!("bind {} on {}", source.display(), target.display()))?;
+    let t = target.to_str().unwrap_or_default();
+    sys::mount_setattr(t, attrs, true).ctx(|| format!("set flags on {}", target.display()))
+}
+
+fn tmpfs(target: &Path, size: u64, mode: u32, flags: MsFlags) -> Result<(), SetupError> {
+    let data = format!("size={size},mode={mode:o}");
+    mount(
+        Some("tmpfs"),
+        target,
+        Some("tmpfs"),
+        flags,
+        Some(data.as_str()),
+    )
+    .ctx(|| format!("mount tmpfs on {}", target.display()))
+}
+
+/// Builds the whole tree and pivots into it; on return the process's root is the box's root
+/// and its cwd is the workspace.
+pub fn build(spec: &BoxSpec, src: &Sources) -> Result<(), SetupError> {
+    let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
+    // Nothing we mount may propagate back to the host.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .ctx(|| "make / private".into())?;
+    // Sources are opened here, in the box's mount namespace (a bind from an fd of another
+    // namespace is refused), and before the stage can hide them.
+    let image_fd = match &src.plan.image {
+        Some(p) => Some(open_dir(p).ctx(|| format!("open the image {}", p.display()))?),
+        None => None,
+    };
+    let workspace_fd = open_dir(&src.workspace)
+        .ctx(|| format!("open the workspace {}", src.workspace.display()))?;
+    let root = Path::new(STAGE);
+    tmpfs(root, 1 << 20, 0o755, nosuid_nodev)?;
+
+    let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    let mut etc_made = false;
+    for entry in &src.plan.entries {
+        match entry {
+            Entry::Bind { name, source, dir } => {
+                let target = root.join(name);
+                // Reach the image entry through the image fd: its path may be hidden by now.
+                let source = match &image_fd {
+                    Some(fd) => fd_path(fd).join(name),
+                    None => source.clone(),
+                };
+                if *dir {
+                    mkdir(&target, 0o755)?;
+                } else {
+                    touch(&target)?;
+                }
+                bind(&source, &target, ro)?;
+            }
+            Entry::Symlink { name, target } => {
+                symlink(target, root.join(name)).ctx(|| format!("symlink /{name}"))?;
+            }
+            Entry::EtcFile { name, contents } => {
+                if !etc_made {
+                    mkdir(&root.join("etc"), 0o755)?;
+                    etc_made = true;
+                }
+                fs::write(root.join("etc").join(name), contents)
+                    .ctx(|| format!("write /etc/{name}"))?;
+            }
+            Entry::EtcBind { name, source, dir } => {
+                if !etc_made {
+                    mkdir(&root.join("etc"), 0o755)?;
+                    etc_made = true;
+                }
+                let target = root.join("etc").join(name);
+                if *dir {
+                    mkdir(&target, 0o755)?;
+                } else {
+                    touch(&target)?;
+                }
+                bind(source, &target, ro)?;
+            }
+        }
+    }
+
+    build_dev(root)?;
+    for t in &spec.tmpfs {
+        mount_scratch(root, t)?;
+    }
+
+    let ws = root.join(spec.workspace_target.trim_start_matches('/'));
+    make_mount_point(root, &ws)?;
+    bind(
+        &fd_path(&workspace_fd),
+        &ws,
+        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+    )?;
+
+    build_proc(root)?;
+
+    // The skeleton itself becomes read-only: the box can't add files next to /usr.
+    sys::mount_setattr(STAGE, MOUNT_ATTR_RDONLY, false).ctx(|| "make the root read-only".into())?;
+    pivot(root)?;
+    std::env::set_current_dir(&spec.workspace_target)
+        .ctx(|| format!("chdir {}", spec.workspace_target))?;
+    // A cwd that escaped the new root would show up as unreachable (CVE-2024-21626).
+    let cwd = std::env::current_dir().ctx(|| "getcwd".into())?;
+    if cwd != Path::new(&spec.workspace_target) {
+        return Err(SetupError(format!(
+            "cwd is {} after chdir, not {}",
+            cwd.display(),
+            spec.workspace_target
+        )));
+    }
+    Ok(())
+}
+
+/// Creates the mount point for `target` (inside the skeleton). Directly under the root we make
+/// it; deeper, it must already exist in the image as a real directory: we never create anything
+/// inside the image, and never follow one of its symlinks to find a target.
+fn make_mount_point(root: &Path, target: &Path) -> Result<(), SetupError> {
+    let rel = target.strip_prefix(root).unwrap_or(target);
+    let depth = rel.components().count();
+    if depth <= 1 {
+        return mkdir(target, 0o755);
+    }
+    let mut cur = root.to_path_buf();
+    for c in rel.components() {
+        cur.push(c);
+        match fs::symlink_metadata(&cur) {
+            Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {}
+            Ok(_) => {
+                return Err(SetupError(format!(
+                    "/{} is not a directory in the image (symlinks are not followed for mount targets)",
+                    rel.display()
+                )))
+            }
+            Err(_) => {
+                return Err(SetupError(format!(
+                    "/{} does not exist in the image; mount points below the top level must exist in the image",
+                    rel.display()
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+fn mount_scratch(root: &Path, t: &TmpfsSpec) -> Result<(), SetupError> {
+    let target = root.join(t.target.trim_start_matches('/'));
+    make_mount_point(root, &target)?;
+    tmpfs(
+        &target,
+        t.size_bytes,
+        0o1777,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+    )
+}
+
+fn build_dev(root: &Path) -> Result<(), SetupError> {
+    let dev = root.join("dev");
+    mkdir(&dev, 0o755)?;
+    tmpfs(
+        &dev,
+        64 << 10,
+        0o755,
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+    )?;
+    for node in DEV_NODES {
+        let target = dev.join(node);
+        touch(&target)?;
+        // Bind the host's node: mknod is impossible in a user namespace, and a node we bind from
+        // the host's /dev can't have been swapped for a symlink by the image.
+        bind(
+            &Path::new("/dev").join(node),
+            &target,
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+        )?;
+    }
+    for (name, target) in [
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+        ("ptmx", "pts/ptmx"),
+    ] {
+        symlink(target, dev.join(name)).ctx(|| format!("symlink /dev/{name}"))?;
+    }
+    let pts = dev.join("pts");
+    mkdir(&pts, 0o755)?;
+    mount(
+        Some("devpts"),
+        &pts,
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620"),
+    )
+    .ctx(|| "mount /dev/pts".into())?;
+    let shm = dev.join("shm");
+    mkdir(&shm, 0o1777)?;
+    tmpfs(
+        &shm,
+        64 << 20,
+        0o1777,
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+    )?;
+    sys::mount_setattr(dev.to_str().unwrap_or_default(), MOUNT_ATTR_RDONLY, false)
+        .ctx(|| "make /dev read-only".into())
+}
+
+fn build_proc(root: &Path) -> Result<(), SetupError> {
+    let proc_dir = root.join("proc");
+    mkdir(&proc_dir, 0o555)?;
+    mount(
+        Some("proc"),
+        &proc_dir,
+        Some("proc"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        None::<&str>,
+    )
+    .ctx(|| "mount /proc (is the host's /proc partly covered, as in some containers?)".into())?;
+    let null = root.join("dev/null");
+    for name in PROC_MASKED {
+        let p = proc_dir.join(name);
+        match fs::symlink_metadata(&p) {
+            Ok(m) if m.is_dir() => tmpfs(
+                &p,
+                4096,
+                0o555,
+                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            )?,
+            Ok(_) => bind(&null, &p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)?,
+            Err(_) => {}
+        }
+    }
+    for name in PROC_READONLY {
+        let p = proc_dir.join(name);
+        if p.exists() {
+            bind(
+                &p,
+                &p,
+                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `pivot_root(".", ".")` then detach the old root: the host's tree is unreachable afterwards.
+fn pivot(root: &Path) -> Result<(), SetupError> {
+    std::env::set_current_dir(root).ctx(|| "chdir to the new root".into())?;
+    nix::unistd::pivot_root(".", ".").ctx(|| "pivot_root".into())?;
+    umount2(".", MntFlags::MNT_DETACH).ctx(|| "detach the old root".into())?;
+    std::env::set_current_dir("/").ctx(|| "chdir /".into())
+}
+
+/// Opens a directory as an O_PATH fd for `Sources`.
+pub fn open_dir(path: &Path) -> io::Result<OwnedFd> {
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(path)?;
+    Ok(f.into())
+}

@@ -1,0 +1,183 @@
+//! What goes at the top of the box's root. The root itself is a fresh tmpfs "skeleton" that
+//! `kern` fills with read-only binds of the image's top-level entries, so a mount point we need
+//! (`/workspace`, `/tmp`) never has to be created inside the caller's image directory, and the
+//! image's own symlinks are recreated as symlinks, never followed to a host path.
+
+use super::spec::RootSpec;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One top-level entry of the box's root.
+#[derive(Debug)]
+pub enum Entry {
+    /// Bind this host path (a directory or a regular file) read-only at `/name`.
+    Bind {
+        name: String,
+        source: PathBuf,
+        dir: bool,
+    },
+    /// Recreate a symlink `/name -> target`.
+    Symlink { name: String, target: PathBuf },
+    /// Write a small generated file at `/etc/<name>` (only for the host image's reduced /etc).
+    EtcFile { name: String, contents: String },
+    /// Bind a host file or directory read-only at `/etc/<name>`.
+    EtcBind {
+        name: String,
+        source: PathBuf,
+        dir: bool,
+    },
+}
+
+/// The entries, and the image directory they come from (None for the host image).
+#[derive(Debug)]
+pub struct RootPlan {
+    pub entries: Vec<Entry>,
+    /// Names the box mounts itself; the image's own entries of these names are not bound.
+    pub reserved: Vec<String>,
+    pub image: Option<PathBuf>,
+}
+
+/// Top-level names the box always provides itself.
+const BOX_OWNED: &[&str] = &["proc", "dev", "sys", "tmp"];
+
+/// The host image: the system's programs and libraries, never the host's data.
+const HOST_TOP: &[&str] = &[
+    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt",
+];
+
+/// The parts of the host's /etc that programs need to start and to verify TLS. Everything else
+/// (shadow files, ssh keys, sudoers, machine credentials) stays outside the box.
+const HOST_ETC: &[&str] = &[
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ld.so.cache",
+    "alternatives",
+    "ssl",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "nsswitch.conf",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "os-release",
+    "debian_version",
+    "bash.bashrc",
+    "inputrc",
+    "profile",
+    "python3",
+    "python3.11",
+    "python3.12",
+    "python3.13",
+];
+
+impl RootPlan {
+    pub fn build(
+        root: &RootSpec,
+        workspace_target: &str,
+        extra_reserved: &[String],
+    ) -> io::Result<RootPlan> {
+        let mut reserved: Vec<String> = BOX_OWNED.iter().map(|s| s.to_string()).collect();
+        if let Some(top) = top_component(workspace_target) {
+            reserved.push(top);
+        }
+        reserved.extend(extra_reserved.iter().cloned());
+        match root {
+            RootSpec::Dir { path } => Self::from_dir(path, reserved),
+            RootSpec::Host => Ok(Self::host(reserved)),
+        }
+    }
+
+    fn from_dir(path: &Path, reserved: Vec<String>) -> io::Result<RootPlan> {
+        let mut entries = Vec::new();
+        let mut names: Vec<_> = fs::read_dir(path)?.collect::<Result<_, _>>()?;
+        names.sort_by_key(|e| e.file_name());
+        for e in names {
+            let Some(name) = e.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            if reserved.contains(&name) {
+                continue;
+            }
+            let ft = e.file_type()?;
+            if ft.is_symlink() {
+                entries.push(Entry::Symlink {
+                    target: fs::read_link(e.path())?,
+                    name,
+                });
+            } else if ft.is_dir() || ft.is_file() {
+                entries.push(Entry::Bind {
+                    source: e.path(),
+                    dir: ft.is_dir(),
+                    name,
+                });
+            }
+        }
+        Ok(RootPlan {
+            entries,
+            reserved,
+            image: Some(path.to_path_buf()),
+        })
+    }
+
+    fn host(mut reserved: Vec<String>) -> RootPlan {
+        let mut entries = Vec::new();
+        for name in HOST_TOP {
+            let source = Path::new("/").join(name);
+            match fs::symlink_metadata(&source) {
+                Ok(m) if m.file_type().is_symlink() => {
+                    if let Ok(target) = fs::read_link(&source) {
+                        entries.push(Entry::Symlink {
+                            name: name.to_string(),
+                            target,
+                        });
+                    }
+                }
+                Ok(m) if m.is_dir() => entries.push(Entry::Bind {
+                    name: name.to_string(),
+                    source,
+                    dir: true,
+                }),
+                _ => {}
+            }
+        }
+        for name in HOST_ETC {
+            let source = Path::new("/etc").join(name);
+            if let Ok(m) = fs::metadata(&source) {
+                entries.push(Entry::EtcBind {
+                    name: name.to_string(),
+                    source,
+                    dir: m.is_dir(),
+                });
+            }
+        }
+        // The box's only accounts: its root (the caller, mapped) and nobody.
+        let generated = [
+            ("passwd", "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
+            ("group", "root:x:0:\nnogroup:x:65534:\n"),
+            ("hosts", "127.0.0.1\tlocalhost kern\n::1\tlocalhost ip6-localhost ip6-loopback\n"),
+            ("hostname", "kern\n"),
+        ];
+        for (name, contents) in generated {
+            entries.push(Entry::EtcFile {
+                name: name.into(),
+                contents: contents.into(),
+            });
+        }
+        reserved.push("etc".into());
+        RootPlan {
+            entries,
+            reserved,
+            image: None,
+        }
+    }
+}
+
+/// `/a/b` -> `a`.
+pub fn top_component(path: &str) -> Option<String> {
+    path.trim_start_matches('/')
+        .split('/')
+        .next()
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+}

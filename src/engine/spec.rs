@@ -1,0 +1,70 @@
+//! `BoxSpec`: everything `kern` needs to build one box, as plain data. The addon serialises it to
+//! JSON and hands it to `kern` on an inherited pipe (never argv, never a path on disk), so the
+//! caller's `env` is never visible in any process's command line.
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Where the box's read-only root comes from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum RootSpec {
+    /// A directory holding a complete root filesystem (debootstrap output, an unpacked image).
+    Dir { path: PathBuf },
+    /// The host's own `/usr`, `/bin`, `/lib*` and a reduced `/etc`, read-only.
+    Host,
+}
+
+/// One scratch tmpfs inside the box.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TmpfsSpec {
+    /// Absolute path inside the box.
+    pub target: String,
+    /// Size cap in bytes.
+    pub size_bytes: u64,
+}
+
+/// Resource caps. `None` means uncapped.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct Limits {
+    pub memory_bytes: Option<u64>,
+    pub pids: Option<u64>,
+    /// CPU cap in cores (fractional allowed).
+    pub cpus: Option<f64>,
+    /// true: cgroups (hard); false: rlimits only (best effort).
+    pub enforce: bool,
+}
+
+/// One box, one workload.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BoxSpec {
+    pub root: RootSpec,
+    /// Host directory bound read-write at `workspace_target`, the workload's cwd.
+    pub workspace: PathBuf,
+    pub workspace_target: String,
+    pub tmpfs: Vec<TmpfsSpec>,
+    pub limits: Limits,
+    /// Wall-clock limit in milliseconds, enforced by `kern` outside the box.
+    pub timeout_ms: u64,
+    /// The argv to exec; `argv[0]` without a slash is looked up in the box's PATH.
+    pub argv: Vec<String>,
+    /// The complete environment of the workload (defaults already merged by the caller).
+    pub env: Vec<(String, String)>,
+    pub hostname: String,
+}
+
+impl BoxSpec {
+    /// The PATH the workload's `argv[0]` is resolved with.
+    pub fn path_var(&self) -> &str {
+        self.env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.as_str())
+            .unwrap_or(DEFAULT_PATH)
+    }
+}
+
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+pub const DEFAULT_HOSTNAME: &str = "kern";
+pub const DEFAULT_WORKSPACE_TARGET: &str = "/workspace";

@@ -1,0 +1,58 @@
+//! What `kern` reports about a box on its status pipe: one JSON object per line. The addon reads
+//! them after the workload's stdout/stderr, so the outcome never has to be parsed out of the
+//! workload's own output.
+
+use serde::{Deserialize, Serialize};
+
+/// Why the sandbox, not the workload, ended or refused the run.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    Timeout,
+    Oom,
+    EscapeBlocked,
+    Killed,
+    StartupFailed,
+    ExecFailed,
+    WorkspaceFull,
+}
+
+impl FaultKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FaultKind::Timeout => "timeout",
+            FaultKind::Oom => "oom",
+            FaultKind::EscapeBlocked => "escape_blocked",
+            FaultKind::Killed => "killed",
+            FaultKind::StartupFailed => "startup_failed",
+            FaultKind::ExecFailed => "exec_failed",
+            FaultKind::WorkspaceFull => "workspace_full",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Fault {
+    #[serde(rename = "type")]
+    pub kind: FaultKind,
+    pub message: String,
+}
+
+impl Fault {
+    pub fn new(kind: FaultKind, message: impl Into<String>) -> Self {
+        Fault {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+/// The last line `kern` writes: how the box ended.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BoxReport {
+    /// The workload's exit code; 128+N when a signal N ended it (the shell convention).
+    pub exit_code: i32,
+    pub fault: Option<Fault>,
+    /// Microseconds from `kern` start to the workload's exec, for the benchmarks.
+    pub setup_us: u64,
+}

@@ -1,0 +1,253 @@
+//! The syscall edge: the few calls that neither `std` nor `nix` wraps. Every `unsafe` block in
+//! the engine lives here, each with the reason it is sound.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+/// What `clone` returned in this process.
+pub enum Forked {
+    Parent(libc::pid_t),
+    Child,
+}
+
+/// `clone(2)` with namespace flags and fork semantics (no new stack: the child gets a copy of
+/// ours). Only sound in a single-threaded process, which `kern` is when it calls this.
+pub fn clone_fork(flags: libc::c_int) -> io::Result<Forked> {
+    // SAFETY: with a null stack pointer, `clone` behaves like `fork`: the child continues on a
+    // copy-on-write copy of this stack. `kern` is single-threaded here, so no lock held by another
+    // thread can be copied into the child. glibc no longer caches the pid, so a raw clone leaves
+    // libc consistent.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            (flags | libc::SIGCHLD) as libc::c_ulong,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            std::ptr::null_mut::<libc::c_int>(),
+            0 as libc::c_ulong,
+        )
+    };
+    match check(ret)? {
+        0 => Ok(Forked::Child),
+        pid => Ok(Forked::Parent(pid as libc::pid_t)),
+    }
+}
+
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+pub const MOUNT_ATTR_RDONLY: u64 = 0x0000_0001;
+pub const MOUNT_ATTR_NOSUID: u64 = 0x0000_0002;
+pub const MOUNT_ATTR_NODEV: u64 = 0x0000_0004;
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x0000_0008;
+
+/// `mount_setattr(2)`: set flags on a mount (recursively with `recursive`). Unlike a
+/// `MS_REMOUNT|MS_BIND`, it only adds the flags asked for, so flags the kernel locked on a bind
+/// made in a user namespace are kept instead of making the call fail with EPERM.
+pub fn mount_setattr(path: &str, set: u64, recursive: bool) -> io::Result<()> {
+    let cpath = cstr(path)?;
+    let attr = MountAttr {
+        attr_set: set,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let flags = if recursive { libc::AT_RECURSIVE } else { 0 } as libc::c_uint;
+    // SAFETY: `cpath` is a valid NUL-terminated string and `attr` a properly laid out
+    // `struct mount_attr` that outlives the call; the size passed is its exact size.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            libc::AT_FDCWD,
+            cpath.as_ptr(),
+            flags,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret).map(|_| ())
+}
+
+/// Marks every fd from `first` up close-on-exec (`close_range(2)`, Linux 5.11), falling back to
+/// walking `/proc/self/fd` on older kernels.
+pub fn cloexec_from(first: u32) -> io::Result<()> {
+    const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+    // SAFETY: close_range only changes fd flags; no memory is passed.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first as libc::c_uint,
+            libc::c_uint::MAX,
+            CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if check(ret).is_ok() {
+        return Ok(());
+    }
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let fd: RawFd = match entry?.file_name().to_str().and_then(|s| s.parse().ok()) {
+            Some(fd) => fd,
+            None => continue,
+        };
+        if fd >= first as RawFd {
+            // An fd that closed since the listing just fails; nothing to do about it.
+            let _ = set_cloexec(fd);
+        }
+    }
+    Ok(())
+}
+
+pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: fcntl on an integer fd touches no memory; a stale fd yields EBADF.
+    let ret = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+    check(ret as libc::c_long).map(|_| ())
+}
+
+pub fn clear_cloexec(fd: RawFd) -> io::Result<()> {
+    // SAFETY: as in `set_cloexec`.
+    let ret = unsafe { libc::fcntl(fd, libc::F_SETFD, 0) };
+    check(ret as libc::c_long).map(|_| ())
+}
+
+/// `pidfd_open(2)`: a handle on a process that a recycled pid can never alias.
+pub fn pidfd_open(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    // SAFETY: no memory is passed; on success the kernel returns a new fd that we own.
+    let ret = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+    let fd = check(ret)? as RawFd;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn pidfd_kill(pidfd: BorrowedFd<'_>, sig: libc::c_int) -> io::Result<()> {
+    // SAFETY: a null siginfo is allowed (the kernel fills it as for kill(2)).
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
+    };
+    check(ret).map(|_| ())
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// Empties the effective, permitted and inheritable capability sets of this thread.
+pub fn capset_clear() -> io::Result<()> {
+    const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+    let header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let data = [CapData::default(); 2];
+    // SAFETY: header and a two-element data array (the v3 layout) are valid for the call.
+    let ret =
+        unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) };
+    check(ret).map(|_| ())
+}
+
+/// Drops every capability from the bounding set, up to the kernel's last one.
+pub fn capbset_drop_all() -> io::Result<()> {
+    for cap in 0..64 {
+        // SAFETY: PR_CAPBSET_DROP takes integer arguments only.
+        let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        if ret != 0 {
+            let e = io::Error::last_os_error();
+            // EINVAL: past the kernel's last capability.
+            return if e.raw_os_error() == Some(libc::EINVAL) {
+                Ok(())
+            } else {
+                Err(e)
+            };
+        }
+    }
+    Ok(())
+}
+
+/// Clears the ambient capability set.
+pub fn ambient_clear() -> io::Result<()> {
+    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL takes integer arguments only.
+    let ret = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    check(ret as libc::c_long).map(|_| ())
+}
+
+/// Brings up the loopback interface in the current network namespace (a fresh one has `lo`
+/// down), with the classic SIOCSIFFLAGS ioctl rather than a netlink round trip.
+pub fn loopback_up() -> io::Result<()> {
+    // SAFETY: socket() takes no pointers; the result is checked before use.
+    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if sock < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `sock` is a fresh fd nobody else owns.
+    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    req.ifr_ifru.ifru_flags =
+        (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
+    // SAFETY: `req` is a valid ifreq naming "lo"; SIOCSIFFLAGS reads it only.
+    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
+    check(ret as libc::c_long).map(|_| ())
+}
+
+/// `execve` with an explicit environment. Returns only on failure.
+pub fn execve(path: &CString, argv: &[CString], env: &[CString]) -> io::Error {
+    let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    argv_ptrs.push(std::ptr::null());
+    let mut env_ptrs: Vec<*const libc::c_char> = env.iter().map(|e| e.as_ptr()).collect();
+    env_ptrs.push(std::ptr::null());
+    // SAFETY: every pointer comes from a CString alive for the call, and both arrays are
+    // NULL-terminated as execve requires.
+    unsafe { libc::execve(path.as_ptr(), argv_ptrs.as_ptr(), env_ptrs.as_ptr()) };
+    io::Error::last_os_error()
+}
+
+/// `_exit(2)`: leave a forked child without running atexit handlers or flushing stdio buffers
+/// that belong to the parent.
+pub fn exit_now(code: i32) -> ! {
+    // SAFETY: _exit never returns and touches no Rust-managed state.
+    unsafe { libc::_exit(code) }
+}
+
+pub fn cstr(s: &str) -> io::Result<CString> {
+    CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in string"))
+}

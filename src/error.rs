@@ -1,0 +1,39 @@
+//! The one error type of the crate's public operations. Each variant has a stable `code` that
+//! the JS layer maps to a class (`SandboxError`, `MountRefused`); faults of a run are not errors
+//! and never come through here.
+
+/// A programmer or configuration mistake, or a missing runtime: thrown in JS.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A bad option, a bad argument, a call in the wrong state.
+    #[error("{0}")]
+    Invalid(String),
+    /// An option or method accepted by the spec that this release does not build yet.
+    #[error("{0} is not built yet in kern-sandbox {ver}; leave it out (see the README's \"Not built yet\")", ver = env!("CARGO_PKG_VERSION"))]
+    NotBuilt(String),
+    /// A host mount refused as unsafe.
+    #[error("{0}")]
+    MountRefused(String),
+    /// The runtime could not be started or talked to.
+    #[error("{0}")]
+    Runtime(String),
+}
+
+impl Error {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::MountRefused(_) => "ERR_MOUNT_REFUSED",
+            _ => "ERR_SANDBOX",
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Shorthand for `Err(Error::Invalid(format!(...)))`.
+#[macro_export]
+macro_rules! invalid {
+    ($($arg:tt)*) => {
+        Err($crate::error::Error::Invalid(format!($($arg)*)))
+    };
+}

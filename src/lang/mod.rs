@@ -1,0 +1,83 @@
+//! Per-language launch: which interpreter a `runCode` snippet goes to, and how.
+
+use crate::error::{Error, Result};
+
+/// Largest snippet `runCode` passes: the kernel refuses a single argv string over 128 KiB
+/// (MAX_ARG_STRLEN), and the code travels as `-c`/`-e` so that Python's `sys.path[0]` and
+/// Node's `require` resolve against the workspace as they do for an interactive cell.
+pub const MAX_CODE_BYTES: usize = 128 * 1024 - 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Language {
+    Python,
+    Bash,
+    Sh,
+    Node,
+}
+
+impl Language {
+    pub fn parse(name: &str) -> Result<Language> {
+        match name {
+            "python" => Ok(Language::Python),
+            "bash" => Ok(Language::Bash),
+            "sh" => Ok(Language::Sh),
+            "node" => Ok(Language::Node),
+            other => Err(Error::Invalid(format!(
+                "language {other:?} is not supported; use one of \"python\", \"bash\", \"sh\", \"node\""
+            ))),
+        }
+    }
+
+    /// The argv that runs `code`, and extra environment the interpreter wants in a box.
+    pub fn argv(self, code: &str) -> Result<(Vec<String>, Vec<(String, String)>)> {
+        if code.len() > MAX_CODE_BYTES {
+            return Err(Error::Invalid(format!(
+                "the code is {} bytes; runCode passes code as one argument, which Linux caps at 128 KiB. \
+                 Write it to a workspace file and run it with run([\"python3\", \"file.py\"])",
+                code.len()
+            )));
+        }
+        if code.contains('\0') {
+            return Err(Error::Invalid(
+                "the code contains a NUL byte, which no interpreter's argument can carry".into(),
+            ));
+        }
+        let (prog, flag, env): (&str, &str, &[(&str, &str)]) = match self {
+            // Unbuffered, so onStdout sees prints as they happen rather than at exit.
+            Language::Python => ("python3", "-c", &[("PYTHONUNBUFFERED", "1")]),
+            Language::Bash => ("bash", "-c", &[]),
+            Language::Sh => ("sh", "-c", &[]),
+            Language::Node => ("node", "-e", &[]),
+        };
+        let env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Ok((vec![prog.into(), flag.into(), code.into()], env))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn languages_map_to_their_interpreters() {
+        assert_eq!(
+            Language::parse("python").unwrap().argv("1").unwrap().0,
+            ["python3", "-c", "1"]
+        );
+        assert_eq!(
+            Language::parse("node").unwrap().argv("1").unwrap().0,
+            ["node", "-e", "1"]
+        );
+        assert!(Language::parse("ruby").is_err());
+    }
+
+    #[test]
+    fn oversized_or_nul_code_is_refused() {
+        let big = "x".repeat(MAX_CODE_BYTES + 1);
+        assert!(Language::Python.argv(&big).is_err());
+        assert!(Language::Sh.argv("a\0b").is_err());
+    }
+}

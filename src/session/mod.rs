@@ -1,0 +1,249 @@
+//! A Sandbox session: options, the workspace, and one fresh box per call. The binding is a thin
+//! layer over this; nothing here knows napi.
+
+pub mod options;
+
+use crate::engine::launch::{self, Chunk, Launch};
+use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::status::Fault;
+use crate::error::{Error, Result};
+use crate::lang::Language;
+use crate::workspace::track::{self, FileInfo};
+use crate::workspace::Workspace;
+use options::Config;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::Mutex;
+
+/// What one call asks for.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecRequest {
+    /// `run(argv)`.
+    pub argv: Option<Vec<String>>,
+    /// `runCode(code)`.
+    pub code: Option<String>,
+    pub language: Option<String>,
+    /// Per-call override of `timeoutS`.
+    pub timeout_s: Option<serde_json::Value>,
+}
+
+/// What one call produced, as the JS layer receives it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecResult {
+    pub stdout: String,
+    pub stderr: String,
+    pub exit_code: i32,
+    pub duration_ms: f64,
+    pub fault: Option<Fault>,
+    pub files: Vec<FileInfo>,
+    pub truncated: bool,
+}
+
+struct Opened {
+    config: Config,
+    workspace: std::sync::Mutex<Workspace>,
+}
+
+enum State {
+    New,
+    Open(Arc<Opened>),
+    Closed,
+}
+
+pub struct Sandbox {
+    options: serde_json::Value,
+    kern: PathBuf,
+    state: Mutex<State>,
+}
+
+impl Sandbox {
+    pub fn new(options: serde_json::Value, kern: PathBuf) -> Sandbox {
+        Sandbox {
+            options,
+            kern,
+            state: Mutex::new(State::New),
+        }
+    }
+
+    /// Validates the options and prepares the workspace. A second call is a no-op.
+    pub async fn open(&self) -> Result<()> {
+        let mut state = self.state.lock().await;
+        match &*state {
+            State::Open(_) => return Ok(()),
+            State::Closed => {
+                return Err(Error::Invalid(
+                    "this Sandbox was closed; create a new Sandbox".into(),
+                ))
+            }
+            State::New => {}
+        }
+        let config = options::parse(&self.options)?;
+        if !self.kern.is_file() {
+            return Err(Error::Runtime(format!(
+                "the kern runtime is missing: looked for {}. Run `npm run build` in the package, or set KERN_BIN to a kern binary",
+                self.kern.display()
+            )));
+        }
+        let workspace = match &config.workspace {
+            Some(p) => Workspace::existing(p)?,
+            None => Workspace::temporary()?,
+        };
+        *state = State::Open(Arc::new(Opened {
+            config,
+            workspace: std::sync::Mutex::new(workspace),
+        }));
+        Ok(())
+    }
+
+    /// Deletes the workspace if the session created it. Idempotent.
+    pub async fn close(&self) -> Result<()> {
+        let mut state = self.state.lock().await;
+        let previous = std::mem::replace(&mut *state, State::Closed);
+        if let State::Open(opened) = previous {
+            let mut ws = opened
+                .workspace
+                .lock()
+                .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?;
+            ws.dispose()?;
+        }
+        Ok(())
+    }
+
+    async fn opened(&self) -> Result<Arc<Opened>> {
+        match &*self.state.lock().await {
+            State::Open(o) => Ok(o.clone()),
+            State::New => Err(Error::Invalid(
+                "the Sandbox is not open; call `await sandbox.open()` first (or use withSandbox)"
+                    .into(),
+            )),
+            State::Closed => Err(Error::Invalid(
+                "the Sandbox is closed; open a new Sandbox to run more code".into(),
+            )),
+        }
+    }
+
+    /// Runs one call in a fresh box.
+    pub async fn exec(
+        &self,
+        req: ExecRequest,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> Result<ExecResult> {
+        let opened = self.opened().await?;
+        let cfg = &opened.config;
+        let (argv, lang_env) = match (&req.argv, &req.code) {
+            (Some(argv), None) => {
+                if argv.is_empty() || argv[0].is_empty() {
+                    return Err(Error::Invalid(
+                        "run() needs a non-empty argv array, e.g. run([\"ls\", \"-la\"])".into(),
+                    ));
+                }
+                if argv.iter().any(|a| a.contains('\0')) {
+                    return Err(Error::Invalid("an argv element contains a NUL byte".into()));
+                }
+                (argv.clone(), Vec::new())
+            }
+            (None, Some(code)) => {
+                Language::parse(req.language.as_deref().unwrap_or("python"))?.argv(code)?
+            }
+            _ => return Err(Error::Invalid("a call needs either argv or code".into())),
+        };
+        let timeout_ms = match &req.timeout_s {
+            None | Some(serde_json::Value::Null) => cfg.timeout_ms,
+            Some(v) => options::timeout_ms("timeoutS", v)?,
+        };
+        let workspace = opened
+            .workspace
+            .lock()
+            .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?
+            .path
+            .clone();
+
+        let home = if cfg.tmpfs.iter().any(|t| t.target == "/tmp") {
+            "/tmp"
+        } else {
+            DEFAULT_WORKSPACE_TARGET
+        };
+        let mut env: Vec<(String, String)> = vec![
+            ("PATH".into(), DEFAULT_PATH.into()),
+            ("HOME".into(), home.into()),
+            ("LANG".into(), "C.UTF-8".into()),
+            ("HOSTNAME".into(), DEFAULT_HOSTNAME.into()),
+        ];
+        env.extend(lang_env);
+        for (k, v) in &cfg.env {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
+        let spec = BoxSpec {
+            root: cfg.root.clone(),
+            workspace: workspace.clone(),
+            workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
+            tmpfs: cfg.tmpfs.clone(),
+            limits: cfg.limits.clone(),
+            timeout_ms,
+            argv,
+            env,
+            hostname: DEFAULT_HOSTNAME.into(),
+        };
+
+        let track = cfg.track_files;
+        let before = if track {
+            let ws = workspace.clone();
+            Some(
+                tokio::task::spawn_blocking(move || track::snapshot(&ws))
+                    .await
+                    .unwrap_or_default(),
+            )
+        } else {
+            None
+        };
+        let outcome = launch::run(Launch {
+            kern: self.kern.clone(),
+            spec,
+            max_output: cfg.max_output,
+            sink,
+        })
+        .await?;
+        let mut stderr = String::from_utf8_lossy(&outcome.stderr).into_owned();
+        let files = match before {
+            Some(before) => {
+                let ws = workspace.clone();
+                let after = tokio::task::spawn_blocking(move || track::snapshot(&ws))
+                    .await
+                    .unwrap_or_default();
+                if before.capped || after.capped {
+                    push_note(
+                        &mut stderr,
+                        &format!(
+                            "note: the workspace has more than {} entries; result.files covers only the first ones walked (trackFiles: false skips the walk)",
+                            track::MAX_ENTRIES
+                        ),
+                    );
+                }
+                track::diff(&before, &after)
+            }
+            None => Vec::new(),
+        };
+        Ok(ExecResult {
+            stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),
+            stderr,
+            exit_code: outcome.report.exit_code,
+            duration_ms: outcome.duration.as_secs_f64() * 1000.0,
+            fault: outcome.report.fault,
+            files,
+            truncated: outcome.truncated,
+        })
+    }
+}
+
+fn push_note(stderr: &mut String, line: &str) {
+    if !stderr.is_empty() && !stderr.ends_with('\n') {
+        stderr.push('\n');
+    }
+    stderr.push_str(line);
+    stderr.push('\n');
+}

@@ -1,0 +1,572 @@
+//! The Sandbox options as the spec defines them, checked one by one so that every mistake names
+//! the option and says what to do. Options this release does not build are refused here, never
+//! accepted and ignored.
+
+use crate::engine::spec::{Limits, RootSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::error::{Error, Result};
+use serde_json::{Map, Value};
+use std::path::PathBuf;
+
+const MIB: u64 = 1 << 20;
+pub const DEFAULT_TMPFS_MB: u64 = 64;
+pub const DEFAULT_MEMORY_MB: u64 = 512;
+pub const DEFAULT_PIDS: u64 = 256;
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
+/// The spec's default image, which needs a registry pull.
+pub const DEFAULT_IMAGE: &str = "python:3.12-slim";
+
+const KNOWN: &[&str] = &[
+    "image",
+    "setup",
+    "workspace",
+    "workspaceMaxBytes",
+    "name",
+    "persist",
+    "persistTtlS",
+    "memoryMb",
+    "cpus",
+    "pids",
+    "timeoutS",
+    "network",
+    "egressAllow",
+    "mounts",
+    "tmpfs",
+    "profiles",
+    "env",
+    "maxOutputBytes",
+    "enforceLimits",
+    "requireLimits",
+    "securityProfile",
+    "apparmor",
+    "capDrop",
+    "user",
+    "depsReadonly",
+    "pycCache",
+    "trackFiles",
+    "onStdout",
+    "onStderr",
+    "prewarm",
+];
+
+/// Everything a session needs, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub root: RootSpec,
+    pub workspace: Option<PathBuf>,
+    pub limits: Limits,
+    pub timeout_ms: u64,
+    pub max_output: usize,
+    pub tmpfs: Vec<TmpfsSpec>,
+    pub env: Vec<(String, String)>,
+    pub track_files: bool,
+}
+
+fn type_err(key: &str, want: &str, v: &Value) -> Error {
+    Error::Invalid(format!(
+        "option `{key}` must be {want}, got {}",
+        describe(v)
+    ))
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+fn positive(key: &str, v: &Value, integer: bool) -> Result<f64> {
+    let want = if integer {
+        "a positive integer"
+    } else {
+        "a positive number"
+    };
+    let n = v.as_f64().ok_or_else(|| type_err(key, want, v))?;
+    if !n.is_finite() || n <= 0.0 || (integer && n.fract() != 0.0) {
+        return Err(type_err(key, want, v));
+    }
+    Ok(n)
+}
+
+fn boolean(key: &str, v: &Value) -> Result<bool> {
+    v.as_bool().ok_or_else(|| type_err(key, "true or false", v))
+}
+
+fn strings(key: &str, v: &Value) -> Result<Vec<String>> {
+    let arr = v
+        .as_array()
+        .ok_or_else(|| type_err(key, "an array of strings", v))?;
+    arr.iter()
+        .map(|s| {
+            s.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| type_err(key, "an array of strings", v))
+        })
+        .collect()
+}
+
+fn not_built(what: impl Into<String>) -> Error {
+    Error::NotBuilt(what.into())
+}
+
+/// Closest known option name, for "did you mean".
+fn suggest(key: &str) -> Option<&'static str> {
+    fn dist(a: &str, b: &str) -> usize {
+        let (a, b): (Vec<char>, Vec<char>) = (
+            a.to_lowercase().chars().collect(),
+            b.to_lowercase().chars().collect(),
+        );
+        let mut prev: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.iter().enumerate() {
+            let mut cur = vec![i + 1];
+            for (j, cb) in b.iter().enumerate() {
+                let cost = usize::from(ca != cb);
+                cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+            }
+            prev = cur;
+        }
+        prev[b.len()]
+    }
+    KNOWN
+        .iter()
+        .map(|k| (dist(key, k), *k))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, k)| k)
+}
+
+/// Parses "64m", "1g", "512k", "1048576" (bytes) into bytes.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim().to_ascii_lowercase();
+    let s = s
+        .strip_suffix('b')
+        .filter(|r| !r.is_empty() && r.ends_with(['k', 'm', 'g', 't']))
+        .unwrap_or(&s);
+    let (num, mult) = match s.chars().last()? {
+        'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'm' => (&s[..s.len() - 1], 1 << 20),
+        'g' => (&s[..s.len() - 1], 1 << 30),
+        't' => (&s[..s.len() - 1], 1 << 40),
+        _ => (s, 1),
+    };
+    let n: f64 = num.parse().ok()?;
+    (n.is_finite() && n > 0.0)
+        .then(|| (n * mult as f64) as u64)
+        .filter(|b| *b > 0)
+}
+
+/// A mount target inside the box: absolute, normalised, and not one of the box's own.
+fn check_target(key: &str, t: &str) -> Result<String> {
+    let bad = |why: &str| {
+        Err(Error::Invalid(format!(
+            "option `{key}`: target {t:?} {why}"
+        )))
+    };
+    if !t.starts_with('/') {
+        return bad("is not an absolute path inside the box");
+    }
+    let norm = t.trim_end_matches('/');
+    if norm.is_empty() {
+        return bad("is the box's root, which is the image");
+    }
+    if norm
+        .split('/')
+        .skip(1)
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return bad("is not a normalised path (no '.', '..' or '//')");
+    }
+    for reserved in ["/proc", "/dev", "/sys", DEFAULT_WORKSPACE_TARGET] {
+        if norm == reserved || norm.starts_with(&format!("{reserved}/")) {
+            return bad(&format!(
+                "is inside {reserved}, which the box mounts itself"
+            ));
+        }
+    }
+    Ok(norm.to_string())
+}
+
+fn parse_tmpfs(v: &Value) -> Result<Vec<TmpfsSpec>> {
+    let key = "tmpfs";
+    let default = DEFAULT_TMPFS_MB * MIB;
+    let mut out: Vec<TmpfsSpec> = Vec::new();
+    let mut push = |target: &str, size: u64| -> Result<()> {
+        let target = check_target(key, target)?;
+        if out.iter().any(|t| t.target == target) {
+            return crate::invalid!("option `tmpfs` names {target:?} twice");
+        }
+        out.push(TmpfsSpec {
+            target,
+            size_bytes: size,
+        });
+        Ok(())
+    };
+    match v {
+        Value::Array(items) => {
+            for item in items {
+                let t = item
+                    .as_str()
+                    .ok_or_else(|| type_err(key, "an array of absolute paths", item))?;
+                push(t, default)?;
+            }
+        }
+        Value::Object(map) => {
+            for (target, size) in map {
+                let bytes = match size {
+                    Value::Null => default,
+                    Value::String(s) => parse_size(s).ok_or_else(|| {
+                        Error::Invalid(format!("option `tmpfs`: size {s:?} for {target:?} is not a size like \"64m\", \"1g\" or \"512k\""))
+                    })?,
+                    other => return Err(type_err(key, "a map of path -> size string (\"64m\") or null", other)),
+                };
+                push(target, bytes)?;
+            }
+        }
+        other => {
+            return Err(type_err(
+                key,
+                "a map { \"/path\": \"64m\" } or an array [\"/path\"]",
+                other,
+            ))
+        }
+    }
+    Ok(out)
+}
+
+fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
+    let map = v
+        .as_object()
+        .ok_or_else(|| type_err("env", "an object of string values", v))?;
+    map.iter()
+        .map(|(k, val)| {
+            let s = val
+                .as_str()
+                .ok_or_else(|| Error::Invalid(format!("option `env`: the value of {k:?} must be a string, got {}", describe(val))))?;
+            if k.is_empty() || k.contains('=') || k.contains('\0') || s.contains('\0') {
+                return crate::invalid!("option `env`: {k:?} is not a valid variable (no empty name, '=' in the name, or NUL bytes)");
+            }
+            Ok((k.clone(), s.to_string()))
+        })
+        .collect()
+}
+
+fn parse_image(v: &str) -> Result<RootSpec> {
+    if v == "host" {
+        return Ok(RootSpec::Host);
+    }
+    if v.starts_with('/') {
+        let path = PathBuf::from(v);
+        if !path.is_dir() {
+            return crate::invalid!("image {v:?} is not a directory; pass the absolute path of a root filesystem directory, or \"host\"");
+        }
+        if !path.join("usr").exists() && !path.join("bin").exists() {
+            return crate::invalid!(
+                "image {v:?} has neither usr/ nor bin/; is it really a root filesystem?"
+            );
+        }
+        return Ok(RootSpec::Dir { path });
+    }
+    if v.starts_with('.') {
+        return crate::invalid!(
+            "image {v:?} is a relative path; pass an absolute path to a rootfs directory"
+        );
+    }
+    Err(not_built(format!(
+        "image {v:?} (pulling from a registry); pass image: \"host\" or the absolute path of a root filesystem directory instead"
+    )))
+}
+
+/// Validates the options object (`null` = defaults).
+pub fn parse(v: &Value) -> Result<Config> {
+    let empty = Map::new();
+    let map = match v {
+        Value::Null => &empty,
+        Value::Object(m) => m,
+        other => return Err(type_err("options", "an object", other)),
+    };
+    for key in map.keys() {
+        if !KNOWN.contains(&key.as_str()) {
+            let hint = suggest(key)
+                .map(|s| format!(" Did you mean `{s}`?"))
+                .unwrap_or_default();
+            return crate::invalid!(
+                "unknown option `{key}`.{hint} See index.d.ts for the options a Sandbox takes."
+            );
+        }
+    }
+    let get = |k: &str| map.get(k);
+    let mut cfg = Config {
+        root: RootSpec::Host,
+        workspace: None,
+        limits: Limits {
+            memory_bytes: Some(DEFAULT_MEMORY_MB * MIB),
+            pids: Some(DEFAULT_PIDS),
+            cpus: None,
+            enforce: true,
+        },
+        timeout_ms: DEFAULT_TIMEOUT_MS,
+        max_output: DEFAULT_MAX_OUTPUT,
+        tmpfs: vec![TmpfsSpec {
+            target: "/tmp".into(),
+            size_bytes: DEFAULT_TMPFS_MB * MIB,
+        }],
+        env: Vec::new(),
+        track_files: true,
+    };
+
+    // Mutually exclusive before "not built": the mistake is the combination.
+    let network = match get("network") {
+        None => false,
+        Some(v) => boolean("network", v)?,
+    };
+    let egress = match get("egressAllow") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(v) => strings("egressAllow", v)?,
+    };
+    if network && get("egressAllow").is_some_and(|v| !v.is_null()) {
+        return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
+    }
+    if network {
+        return Err(not_built("`network: true` (sharing the host network)"));
+    }
+    if !egress.is_empty() {
+        return Err(not_built("`egressAllow` (the domain allowlist proxy)"));
+    }
+
+    match get("image") {
+        None | Some(Value::Null) => {
+            return Err(not_built(format!(
+                "the default image {DEFAULT_IMAGE:?} (pulling from a registry); pass image: \"host\" or the absolute path of a root filesystem directory"
+            )))
+        }
+        Some(Value::String(s)) => cfg.root = parse_image(s)?,
+        Some(v) => return Err(type_err("image", "a string (\"host\" or an absolute rootfs path)", v)),
+    }
+    if let Some(v) = get("setup") {
+        match v {
+            Value::Null => {}
+            Value::String(_) => return Err(not_built("`setup`")),
+            other => return Err(type_err("setup", "a shell command string", other)),
+        }
+    }
+    if let Some(v) = get("workspace") {
+        match v {
+            Value::Null => {}
+            Value::String(s) if s.is_empty() => return crate::invalid!("option `workspace` is empty; pass an absolute directory path or leave it out"),
+            Value::String(s) if !s.starts_with('/') => {
+                return crate::invalid!("option `workspace` {s:?} is relative; pass an absolute path (e.g. path.resolve({s:?}))")
+            }
+            Value::String(s) => cfg.workspace = Some(PathBuf::from(s)),
+            other => return Err(type_err("workspace", "an absolute directory path", other)),
+        }
+    }
+    if let Some(v) = get("workspaceMaxBytes").filter(|v| !v.is_null()) {
+        positive("workspaceMaxBytes", v, true)?;
+        return Err(not_built("`workspaceMaxBytes`"));
+    }
+    if let Some(v) = get("name").filter(|v| !v.is_null()) {
+        v.as_str()
+            .ok_or_else(|| type_err("name", "a string or null", v))?;
+        return Err(not_built("`name` (resident boxes)"));
+    }
+    if let Some(v) = get("persist") {
+        if boolean("persist", v)? {
+            return Err(not_built("`persist` (resident boxes)"));
+        }
+    }
+    if let Some(v) = get("persistTtlS") {
+        positive("persistTtlS", v, false)?;
+    }
+    match get("memoryMb") {
+        None => {}
+        Some(Value::Null) => cfg.limits.memory_bytes = None,
+        Some(v) => {
+            cfg.limits.memory_bytes = Some((positive("memoryMb", v, false)? * MIB as f64) as u64)
+        }
+    }
+    match get("cpus") {
+        None | Some(Value::Null) => {}
+        Some(v) => cfg.limits.cpus = Some(positive("cpus", v, false)?),
+    }
+    match get("pids") {
+        None => {}
+        Some(Value::Null) => cfg.limits.pids = None,
+        Some(v) => cfg.limits.pids = Some(positive("pids", v, true)? as u64),
+    }
+    if let Some(v) = get("timeoutS") {
+        cfg.timeout_ms = timeout_ms("timeoutS", v)?;
+    }
+    if let Some(v) = get("mounts").filter(|v| !v.is_null()) {
+        let m = v
+            .as_object()
+            .ok_or_else(|| type_err("mounts", "an object { hostSrc: boxTarget }", v))?;
+        if !m.is_empty() {
+            return Err(not_built("`mounts` (extra host binds)"));
+        }
+    }
+    if let Some(v) = get("tmpfs").filter(|v| !v.is_null()) {
+        cfg.tmpfs = parse_tmpfs(v)?;
+    }
+    if let Some(v) = get("profiles").filter(|v| !v.is_null()) {
+        if !strings("profiles", v)?.is_empty() {
+            return Err(not_built("`profiles` (kern.toml resource profiles)"));
+        }
+    }
+    if let Some(v) = get("env").filter(|v| !v.is_null()) {
+        cfg.env = parse_env(v)?;
+    }
+    if let Some(v) = get("maxOutputBytes") {
+        cfg.max_output = positive("maxOutputBytes", v, true)? as usize;
+    }
+    if let Some(v) = get("enforceLimits") {
+        cfg.limits.enforce = boolean("enforceLimits", v)?;
+    }
+    if let Some(v) = get("requireLimits") {
+        if boolean("requireLimits", v)? {
+            return Err(not_built("`requireLimits`"));
+        }
+    }
+    for (key, what) in [
+        (
+            "securityProfile",
+            "`securityProfile` (the untrusted seccomp profile)",
+        ),
+        ("apparmor", "`apparmor`"),
+        ("user", "`user` (running as an image account)"),
+    ] {
+        if let Some(v) = get(key).filter(|v| !v.is_null()) {
+            v.as_str()
+                .ok_or_else(|| type_err(key, "a string or null", v))?;
+            return Err(not_built(what));
+        }
+    }
+    if let Some(v) = get("capDrop") {
+        let caps = strings("capDrop", v)?;
+        if !(caps.len() == 1 && caps[0].eq_ignore_ascii_case("ALL")) {
+            return Err(not_built(
+                "`capDrop` other than [\"ALL\"] (keeping capabilities)",
+            ));
+        }
+    }
+    if let Some(v) = get("depsReadonly") {
+        // Honoured trivially: without `setup` there are no deps to protect.
+        boolean("depsReadonly", v)?;
+    }
+    if let Some(v) = get("pycCache") {
+        if boolean("pycCache", v)? {
+            return Err(not_built(
+                "`pycCache: true` (the shared compiled stdlib); leave it out or pass false",
+            ));
+        }
+    }
+    if let Some(v) = get("trackFiles") {
+        cfg.track_files = boolean("trackFiles", v)?;
+    }
+    if let Some(v) = get("prewarm") {
+        let n = v
+            .as_f64()
+            .ok_or_else(|| type_err("prewarm", "a non-negative integer", v))?;
+        if !n.is_finite() || n < 0.0 || n.fract() != 0.0 {
+            return Err(type_err("prewarm", "a non-negative integer", v));
+        }
+        if n > 0.0 {
+            return Err(not_built("`prewarm` (the prewarmed pool)"));
+        }
+    }
+    Ok(cfg)
+}
+
+/// A timeout in seconds as milliseconds, checked.
+pub fn timeout_ms(key: &str, v: &Value) -> Result<u64> {
+    let s = positive(key, v, false)?;
+    if s > 7.0 * 86_400.0 {
+        return crate::invalid!("option `{key}` is {s} s; the longest supported timeout is 7 days");
+    }
+    Ok(((s * 1000.0).ceil() as u64).max(1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn err(v: Value) -> String {
+        parse(&v).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_follow_the_spec() {
+        let c = parse(&json!({"image": "host"})).unwrap();
+        assert_eq!(c.limits.memory_bytes, Some(512 * MIB));
+        assert_eq!(c.limits.pids, Some(256));
+        assert_eq!(c.limits.cpus, None);
+        assert_eq!(c.timeout_ms, 30_000);
+        assert_eq!(c.max_output, 64 << 20);
+        assert_eq!(
+            c.tmpfs,
+            vec![TmpfsSpec {
+                target: "/tmp".into(),
+                size_bytes: 64 * MIB
+            }]
+        );
+        assert!(c.track_files && c.limits.enforce);
+    }
+
+    #[test]
+    fn null_uncaps_and_absent_keeps_the_default() {
+        let c = parse(&json!({"image": "host", "memoryMb": null, "pids": null})).unwrap();
+        assert_eq!((c.limits.memory_bytes, c.limits.pids), (None, None));
+    }
+
+    #[test]
+    fn mistakes_name_the_option() {
+        assert!(err(json!({"image": "host", "memoryMB": 1})).contains("Did you mean `memoryMb`"));
+        assert!(err(json!({"image": "host", "memoryMb": -1})).contains("memoryMb"));
+        assert!(err(json!({"image": "host", "pids": 1.5})).contains("pids"));
+        assert!(err(json!({"image": "host", "workspace": "rel/dir"})).contains("relative"));
+        assert!(
+            err(json!({"image": "host", "network": true, "egressAllow": ["a.com"]}))
+                .contains("mutually exclusive")
+        );
+        assert!(err(json!({"image": "/nonexistent-rootfs"})).contains("not a directory"));
+        assert!(err(json!({"image": "host", "tmpfs": {"/proc/x": "1m"}})).contains("/proc"));
+        assert!(err(json!({"image": "host", "tmpfs": {"/a/../b": "1m"}})).contains("normalised"));
+        assert!(err(json!({"image": "host", "tmpfs": {"/x": "lots"}})).contains("size"));
+    }
+
+    #[test]
+    fn unbuilt_options_are_refused_by_name() {
+        for (k, v) in [
+            ("setup", json!("pip install x")),
+            ("persist", json!(true)),
+            ("egressAllow", json!(["pypi.org"])),
+            ("mounts", json!({"/a": "/b"})),
+            ("securityProfile", json!("untrusted")),
+            ("capDrop", json!([])),
+            ("prewarm", json!(2)),
+            ("pycCache", json!(true)),
+        ] {
+            let mut o = json!({"image": "host"});
+            o[k] = v;
+            let e = err(o);
+            assert!(e.contains(k) && e.contains("not built yet"), "{k}: {e}");
+        }
+        assert!(err(json!({})).contains("python:3.12-slim"));
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("64m"), Some(64 << 20));
+        assert_eq!(parse_size("1G"), Some(1 << 30));
+        assert_eq!(parse_size("512kb"), Some(512 << 10));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("0"), None);
+        assert_eq!(parse_size("-1m"), None);
+        assert_eq!(parse_size("m"), None);
+    }
+}
