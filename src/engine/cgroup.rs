@@ -73,6 +73,16 @@ impl BoxCgroup {
         read_keyed(&file, key).unwrap_or(0)
     }
 
+    /// Bytes of shared memory (tmpfs, /dev/shm) charged to the box: the pages stay charged
+    /// while the box's mount namespace lives, even after its last process ended.
+    pub fn shmem_bytes(&self) -> u64 {
+        match &self.layout {
+            Layout::V1 { memory: Some(m), .. } => read_keyed(&m.join("memory.stat"), "total_shmem").unwrap_or(0),
+            Layout::V1 { memory: None, .. } => 0,
+            Layout::V2 { leaf } => read_keyed(&leaf.join("memory.stat"), "shmem").unwrap_or(0),
+        }
+    }
+
     /// Kills anything left (v2 `cgroup.kill`) and removes the leaf. Best effort: a leaf that
     /// can't be removed is left for the next run of the same parent to find, never an error for
     /// the caller's result.

@@ -213,6 +213,9 @@ fn supervise(
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         let _ = waitpid(Pid::from_raw(pid), None);
     };
+    // Holding the box's mount namespace keeps its tmpfs pages (and their memory charge) alive
+    // after PID 1 ends, so an OOM can be traced to scratch files. Dropped when we return.
+    let _mnt_ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt")).ok();
     let pidfd = match sys::pidfd_open(pid) {
         Ok(fd) => fd,
         Err(e) => {
@@ -345,7 +348,8 @@ fn supervise(
         return report;
     }
     if cgroup.as_ref().is_some_and(|cg| cg.oom_kills() > 0) {
-        report.fault = Some(oom_fault(spec, &tmpfs_used));
+        let shmem = cgroup.as_ref().map(|cg| cg.shmem_bytes()).unwrap_or(0);
+        report.fault = Some(oom_fault(spec, &tmpfs_used, shmem));
         if !exited {
             report.exit_code = 137;
         }
@@ -369,22 +373,32 @@ fn supervise(
     report
 }
 
-fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)]) -> Fault {
+fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault {
     let cap = spec.limits.memory_bytes.unwrap_or(0);
     let mut message = format!(
         "the box reached its memory cap of {} MiB and the kernel's OOM killer ended a process",
         cap >> 20
     );
     // Scratch tmpfs pages are charged to the box: name the scratch when it held a real share.
-    let scratch: Vec<String> = tmpfs_used
+    // PID 1's own reading names each mount, but PID 1 may itself have been OOM-killed; the
+    // cgroup's shmem figure survives that.
+    let significant = |bytes: u64| cap > 0 && bytes * 4 >= cap;
+    let named: Vec<String> = tmpfs_used
         .iter()
-        .filter(|(used, _)| cap > 0 && *used * 4 >= cap)
+        .filter(|(used, _)| significant(*used))
         .map(|(used, target)| format!("{target} held {} MiB", used >> 20))
         .collect();
-    if !scratch.is_empty() {
+    let scratch = if !named.is_empty() {
+        Some(named.join(", "))
+    } else if significant(shmem) {
+        let targets: Vec<&str> = spec.tmpfs.iter().map(|t| t.target.as_str()).chain(["/dev/shm"]).collect();
+        Some(format!("scratch filesystems ({}) held {} MiB", targets.join(", "), shmem >> 20))
+    } else {
+        None
+    };
+    if let Some(s) = scratch {
         message.push_str(&format!(
-            "; scratch files count against memoryMb and {}: delete scratch files or raise memoryMb",
-            scratch.join(", ")
+            "; files in scratch tmpfs count against memoryMb, and {s}: delete scratch files, write big files to the workspace, or raise memoryMb"
         ));
     }
     Fault::new(FaultKind::Oom, message)
