@@ -204,13 +204,16 @@ describe('privileges', () => {
       'sh',
       '-c',
       'echo "me $$"; readlink /proc/1/exe && echo EXE-READABLE; cat /proc/1/exe >/dev/null 2>&1 && echo EXE-OPENED; ' +
-        'cat /proc/1/environ >/dev/null 2>&1 && echo ENV-OPENED; ls /proc/1/fd >/dev/null 2>&1 && echo FD-LISTED; echo end',
+        'cat /proc/1/environ >/dev/null 2>&1 && echo ENV-OPENED; ' +
+        // listing /proc/1/fd only shows numbers; following one of its links is the runc-style escape
+        'for f in /proc/1/fd/* /proc/1/cwd /proc/1/root; do readlink "$f" >/dev/null 2>&1 && echo "LINK-READ $f"; done; ' +
+        'ls /proc/1/root/ >/dev/null 2>&1 && echo ROOT-LISTED; cat /proc/1/cmdline >/dev/null && echo cmdline-ok; echo end',
     ]);
     expect(r.fault).toBeNull();
     const me = Number((r.stdout.match(/^me (\d+)$/m) || [])[1]);
     expect(me).toBeGreaterThan(1);
-    expect(r.stdout).not.toMatch(/EXE-READABLE|EXE-OPENED|ENV-OPENED|FD-LISTED/);
-    expect(r.stdout).toMatch(/end\n$/);
+    expect(r.stdout).not.toMatch(/EXE-READABLE|EXE-OPENED|ENV-OPENED|LINK-READ|ROOT-LISTED/);
+    expect(r.stdout).toMatch(/cmdline-ok\nend\n$/);
   });
 
   test('the box hostname is "kern" and changing the domainname via /proc/sys fails', async () => {

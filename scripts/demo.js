@@ -15,7 +15,8 @@ print("primes below 60:", primes)
 with open("primes.txt", "w") as f:
     f.write("\\n".join(map(str, primes)) + "\\n")
 
-print("uid in the box:", os.getuid())
+uid_map = open("/proc/self/uid_map").read().split()
+print("uid in the box:", os.getuid(), "= host uid", uid_map[1] if uid_map else "?", "(user namespace)")
 print("hostname:", socket.gethostname())
 print("network interfaces:", [name for _, name in socket.if_nameindex()])
 home = sorted(os.listdir("/home")) if os.path.isdir("/home") else None

@@ -14,9 +14,8 @@ export PATH="${HOME:-/root}/.cargo/bin:/root/.cargo/bin:$PATH"
 
 bash scripts/setup-deps.sh
 
-shopt -s nullglob
-node_files=(./*.node)
-if [[ ! -x ./kern || ${#node_files[@]} -eq 0 || ! -f js/native.js ]]; then
+# Built = the kern runtime is there and the addon (js/native.js + its .node file) loads.
+if [[ ! -x ./kern ]] || ! node -e 'require("./js/native.js")' >/dev/null 2>&1; then
   echo "demo: building the addon and the kern runtime (npm run build; a few minutes the first time)"
   npm run build
 fi

@@ -77,7 +77,9 @@ impl BoxCgroup {
     /// while the box's mount namespace lives, even after its last process ended.
     pub fn shmem_bytes(&self) -> u64 {
         match &self.layout {
-            Layout::V1 { memory: Some(m), .. } => read_keyed(&m.join("memory.stat"), "total_shmem").unwrap_or(0),
+            Layout::V1 {
+                memory: Some(m), ..
+            } => read_keyed(&m.join("memory.stat"), "total_shmem").unwrap_or(0),
             Layout::V1 { memory: None, .. } => 0,
             Layout::V2 { leaf } => read_keyed(&leaf.join("memory.stat"), "shmem").unwrap_or(0),
         }

@@ -391,8 +391,17 @@ fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault 
     let scratch = if !named.is_empty() {
         Some(named.join(", "))
     } else if significant(shmem) {
-        let targets: Vec<&str> = spec.tmpfs.iter().map(|t| t.target.as_str()).chain(["/dev/shm"]).collect();
-        Some(format!("scratch filesystems ({}) held {} MiB", targets.join(", "), shmem >> 20))
+        let targets: Vec<&str> = spec
+            .tmpfs
+            .iter()
+            .map(|t| t.target.as_str())
+            .chain(["/dev/shm"])
+            .collect();
+        Some(format!(
+            "scratch filesystems ({}) held {} MiB",
+            targets.join(", "),
+            shmem >> 20
+        ))
     } else {
         None
     };
@@ -405,7 +414,7 @@ fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault 
 }
 
 fn human_secs(ms: u64) -> String {
-    if ms % 1000 == 0 {
+    if ms.is_multiple_of(1000) {
         format!("{} s", ms / 1000)
     } else {
         format!("{:.3} s", ms as f64 / 1000.0)

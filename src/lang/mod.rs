@@ -7,6 +7,9 @@ use crate::error::{Error, Result};
 /// Node's `require` resolve against the workspace as they do for an interactive cell.
 pub const MAX_CODE_BYTES: usize = 128 * 1024 - 1;
 
+/// Extra environment variables, in order.
+pub type Env = Vec<(String, String)>;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Language {
     Python,
@@ -29,7 +32,7 @@ impl Language {
     }
 
     /// The argv that runs `code`, and extra environment the interpreter wants in a box.
-    pub fn argv(self, code: &str) -> Result<(Vec<String>, Vec<(String, String)>)> {
+    pub fn argv(self, code: &str) -> Result<(Vec<String>, Env)> {
         if code.len() > MAX_CODE_BYTES {
             return Err(Error::Invalid(format!(
                 "the code is {} bytes; runCode passes code as one argument, which Linux caps at 128 KiB. \

@@ -156,7 +156,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
     };
     let n: f64 = num.parse().ok()?;
     (n.is_finite() && n > 0.0)
-        .then(|| (n * mult as f64) as u64)
+        .then_some((n * mult as f64) as u64)
         .filter(|b| *b > 0)
 }
 
