@@ -4,8 +4,19 @@
 // cap vs a best-effort rlimit with a runtime note).
 
 const fs = require('fs');
+const os = require('os');
 const path = require('path');
-const { ROOTFS, isRoot, requireRootfs, opts, uniqueName, makeTempDir, summary, expectOk } = require('./helpers');
+const {
+  ROOTFS,
+  isRoot,
+  requireRootfs,
+  opts,
+  uniqueName,
+  makeTempDir,
+  findFileNamed,
+  summary,
+  expectOk,
+} = require('./helpers');
 
 const kern = require('..');
 const { Sandbox, ExecutionResult } = kern;
@@ -225,6 +236,26 @@ describe('workspace and box state', () => {
       await s.close();
       fs.rmSync(ws, { recursive: true, force: true });
     }
+  });
+});
+
+describe('temp workspace cleanup', () => {
+  test('close() deletes the temp workspace even when the box left read-only dirs in it', async () => {
+    const s = await new Sandbox(opts()).open();
+    const name = uniqueName('wsprobe');
+    let wsDir = null;
+    try {
+      expectOk(
+        await s.run(['sh', '-c', `printf probe > ${name} && mkdir -p ro/deeper && echo x > ro/deeper/f && chmod 0500 ro/deeper ro`])
+      );
+      const hits = findFileNamed(os.tmpdir(), name, 3);
+      expect(hits.length).toBe(1); // the temp workspace lives under os.tmpdir()
+      wsDir = path.dirname(hits[0]);
+      expect(fs.existsSync(path.join(wsDir, 'ro', 'deeper', 'f'))).toBe(true);
+    } finally {
+      await s.close();
+    }
+    expect(fs.existsSync(wsDir)).toBe(false);
   });
 });
 

@@ -67,21 +67,17 @@ describe('host filesystem', () => {
     expect(lines).toEqual(['end']);
   });
 
-  test('image "host": /var, the repo checkout and the host temp dir are not exposed', async () => {
-    const repo = process.cwd();
-    const marker = uniqueName('hostfile');
-    fs.writeFileSync(`${repo}/__tests__/.${marker}`, 'x');
-    try {
-      const r = await hostSb.run([
-        'sh',
-        '-c',
-        `[ -e "${repo}/__tests__/.${marker}" ] && echo REPO; ls -A /var 2>/dev/null | grep -qx log && echo VARLOG; echo end`,
-      ]);
-      expect(r.fault).toBeNull();
-      expect(r.stdout).toBe('end\n');
-    } finally {
-      fs.rmSync(`${repo}/__tests__/.${marker}`, { force: true });
-    }
+  test('image "host": /var and the repo checkout are not exposed', async () => {
+    const here = __filename; // exists on the host; must not in the box
+    expect(fs.existsSync(here)).toBe(true);
+    const r = await hostSb.run([
+      'sh',
+      '-c',
+      `[ -e "${here}" ] && echo REPO; ` +
+        'ls -A /var 2>/dev/null | grep -qx log && echo VARLOG; echo end',
+    ]);
+    expect(r.fault).toBeNull();
+    expect(r.stdout).toBe('end\n');
   });
 
   test('image "host": a usable toolchain (python3 runs)', async () => {
@@ -275,7 +271,7 @@ describe('/proc and /dev', () => {
       ].join('\n')
     );
     expectOk(r);
-    expect(fs.readFileSync('/proc/timer_list').length).toBeGreaterThan(0);
+    if (isRoot) expect(fs.readFileSync('/proc/timer_list').length).toBeGreaterThan(0); // so masking is what empties it
     for (const line of r.stdout.trim().split('\n')) {
       expect(line).toMatch(/ (read 0|denied|entries 0)$/);
     }

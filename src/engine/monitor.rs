@@ -14,7 +14,7 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::io::Read;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// Writes one of kern's own diagnostics to stderr, where it lands in order with the workload's
@@ -119,6 +119,8 @@ fn child(
         sys::exit_now(1);
     }
     drop(go);
+    // PID 1 lives as long as the box: it keeps only its report pipe, not the caller's fds.
+    sys::close_others(&[init_w.as_raw_fd()]);
     if in_cgroup {
         // The box sees its own cgroup as the root of the hierarchy.
         let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);

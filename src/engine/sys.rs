@@ -111,6 +111,23 @@ pub fn cloexec_from(first: u32) -> io::Result<()> {
     Ok(())
 }
 
+/// Closes every fd above 2 except those in `keep` (sorted or not), with `close_range` over the
+/// gaps.
+pub fn close_others(keep: &[RawFd]) {
+    let mut keep: Vec<RawFd> = keep.iter().copied().filter(|fd| *fd > 2).collect();
+    keep.sort_unstable();
+    let mut from: libc::c_uint = 3;
+    for fd in keep.into_iter().chain([libc::c_int::MAX]) {
+        let fd = fd as libc::c_uint;
+        if fd > from {
+            // SAFETY: close_range takes integers only; the fds in the range are not owned by any
+            // Rust object this process still uses (callers keep what they need in `keep`).
+            unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0 as libc::c_uint) };
+        }
+        from = fd.saturating_add(1);
+    }
+}
+
 pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl on an integer fd touches no memory; a stale fd yields EBADF.
     let ret = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
