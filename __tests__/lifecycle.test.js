@@ -216,11 +216,14 @@ describe('the host process', () => {
   });
 
   test('a script that forgets close() on a sandbox with session callbacks still exits', () => {
+    const name = uniqueName('leftws');
     const p = runNode(`
       const s = await new k.Sandbox({ image: ${JSON.stringify(image)}, onStdout: () => {}, onStderr: () => {} }).open();
-      const r = await s.run(['echo', 'x']);
+      const r = await s.run(['sh', '-c', 'printf x > ${name}; echo x']);
       console.log(r.stdout.trim());
     `);
+    // the unclosed session's temp workspace is ours to clean up
+    for (const f of findFileNamed(os.tmpdir(), name, 3)) fs.rmSync(path.dirname(f), { recursive: true, force: true });
     expect({ status: p.status, signal: p.signal, stderr: p.stderr }).toMatchObject({ status: 0, signal: null });
     expect(p.stdout.trim()).toBe('x');
   });
