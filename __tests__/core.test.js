@@ -240,6 +240,21 @@ describe('workspace and box state', () => {
 });
 
 describe('temp workspace cleanup', () => {
+  test('the temp workspace is private to the caller (no group/other access)', async () => {
+    const s = await new Sandbox(opts()).open();
+    try {
+      const name = uniqueName('wsmode');
+      expectOk(await s.run(['sh', '-c', `printf x > ${name}`]));
+      const hits = findFileNamed(os.tmpdir(), name, 3);
+      expect(hits.length).toBe(1);
+      const st = fs.statSync(path.dirname(hits[0]));
+      expect((st.mode & 0o777).toString(8)).toBe('700');
+      expect(st.uid).toBe(process.getuid());
+    } finally {
+      await s.close();
+    }
+  });
+
   test('close() deletes the temp workspace even when the box left read-only dirs in it', async () => {
     const s = await new Sandbox(opts()).open();
     const name = uniqueName('wsprobe');

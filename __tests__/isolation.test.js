@@ -278,6 +278,7 @@ describe('/proc and /dev', () => {
   });
 
   test('/proc/sys is mounted read-only', async () => {
+    const hostDomain = fs.readFileSync('/proc/sys/kernel/domainname', 'utf8');
     // The topmost mount covering /proc/sys (a /proc/sys bind, else /proc itself) must carry "ro".
     const r = await sb.runCode(
       [
@@ -291,6 +292,7 @@ describe('/proc and /dev', () => {
     );
     expectOk(r);
     expect(r.stdout).toMatch(/^\/proc(\/sys)? True\ndenied\n$/);
+    expect(fs.readFileSync('/proc/sys/kernel/domainname', 'utf8')).toBe(hostDomain);
   });
 
   test('/dev holds only the safe devices', async () => {

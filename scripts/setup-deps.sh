@@ -50,6 +50,10 @@ fi
 # --- toolchains --------------------------------------------------------------------------------
 command -v cargo >/dev/null ||
   die "cargo not found (looked in PATH and ~/.cargo/bin). Install Rust with rustup (https://rustup.rs), then re-run."
+for comp in fmt clippy; do
+  cargo "$comp" --version >/dev/null 2>&1 ||
+    echo "setup-deps: WARNING: cargo $comp is missing (the lint steps of scripts/test.sh need it): rustup component add ${comp/fmt/rustfmt}" >&2
+done
 command -v node >/dev/null ||
   die "node not found in PATH. Install Node.js >= 20.17 (e.g. apt-get install nodejs npm), then re-run."
 command -v npm >/dev/null ||

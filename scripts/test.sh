@@ -19,6 +19,7 @@ set -uo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo" || exit 1
 export PATH="${HOME:-/root}/.cargo/bin:/root/.cargo/bin:$PATH"
+export NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false
 
 filter="${KERN_TEST_FILTER:-}"
 skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
@@ -29,6 +30,8 @@ rootless_report=""     # set once the rootless run has an output location
 rootless_expected=0    # 1 when the rootless run is part of this invocation
 rootless_copy=""       # temp copy of the repo, when kerntest cannot read it in place
 rootless_outdir=""
+root_rc=""             # Jest exit statuses, for the summary
+rootless_rc=""
 failures=()
 
 step() {
@@ -49,13 +52,14 @@ trap cleanup EXIT
 # was expected but left no report, or whose suites failed to run, counts as failed.
 summary() {
   local counts
-  counts="$(node - "$root_report" "${rootless_expected}" "${rootless_report}" <<'EOF'
+  printf '\n==> summary\n'
+  counts="$(node - "$root_report" "$root_rc" "$rootless_expected" "$rootless_report" "$rootless_rc" <<'EOF'
 const fs = require('fs');
-const [rootReport, rootlessExpected, rootlessReport] = process.argv.slice(2);
-const runs = [['root', rootReport]];
-if (rootlessExpected === '1') runs.push(['rootless', rootlessReport]);
+const [rootReport, rootRc, rootlessExpected, rootlessReport, rootlessRc] = process.argv.slice(2);
+const runs = [['root', rootReport, rootRc]];
+if (rootlessExpected === '1') runs.push(['rootless', rootlessReport, rootlessRc]);
 let passed = 0, failed = 0;
-for (const [name, file] of runs) {
+for (const [name, file, rc] of runs) {
   let r;
   try {
     r = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -66,7 +70,9 @@ for (const [name, file] of runs) {
   }
   const p = r.numPassedTests || 0;
   let f = (r.numFailedTests || 0) + (r.numRuntimeErrorTestSuites || 0);
-  if (r.success === false && f === 0) f = 1; // e.g. no tests found, or a run-level error
+  // A run Jest itself called failed (success false, or a non-zero exit: no tests found, a
+  // run-level error) never reads as "0 failed".
+  if (f === 0 && (r.success === false || (rc !== '' && rc !== '0'))) f = 1;
   console.error(`jest ${name}: ${p} passed, ${f} failed` +
     (r.numRuntimeErrorTestSuites ? ` (${r.numRuntimeErrorTestSuites} suite(s) failed to run)` : '') +
     (r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''));
@@ -76,7 +82,6 @@ for (const [name, file] of runs) {
 console.log(`${passed} passed, ${failed} failed`);
 EOF
 )" || counts="0 passed, 1 failed"
-  printf '\n==> summary\n'
   if ((${#failures[@]})); then
     printf 'failed steps:\n'
     printf '  - %s\n' "${failures[@]}"
@@ -126,7 +131,9 @@ bash scripts/build-test-rootfs.sh || abort "scripts/build-test-rootfs.sh"
 step "jest (root): npx jest${filter:+ $filter}"
 jest_args=(--json "--outputFile=$root_report")
 [[ -n "$filter" ]] && jest_args+=("$filter")
-npx jest "${jest_args[@]}" || fail "jest (root)"
+npx jest "${jest_args[@]}"
+root_rc=$?
+((root_rc == 0)) || fail "jest (root)"
 
 if [[ "$rootless_expected" == 1 ]]; then
   step "jest (rootless, as $rootless_user): npx jest __tests__/core.test.js"
@@ -149,10 +156,12 @@ if [[ "$rootless_expected" == 1 ]]; then
   if ((ok)); then
     rootless_home="$(getent passwd "$rootless_user" | cut -d: -f6)"
     run_dir="$repo"
-    if ! su "$rootless_user" -s /bin/bash -c "test -r '$repo/package.json' && test -x '$repo/kern' && test -r '$repo/node_modules/.bin/jest'" 2>/dev/null; then
+    # KERN_ROOTLESS_FORCE_COPY=1 takes the copy path even when the repo is readable (to test it).
+    if [[ "${KERN_ROOTLESS_FORCE_COPY:-0}" == 1 ]] ||
+      ! su "$rootless_user" -s /bin/bash -c "test -r '$repo/package.json' && test -x '$repo/kern' && test -r '$repo/node_modules/.bin/jest'" 2>/dev/null; then
       # Some parent of the repo is not traversable by kerntest: test a copy it owns.
       rootless_copy="$(mktemp -d /tmp/kern-rootless.XXXXXX)"
-      echo "rootless: $rootless_user cannot read $repo in place; testing a copy in $rootless_copy"
+      echo "rootless: testing a copy owned by $rootless_user in $rootless_copy ($rootless_user cannot read $repo in place, or KERN_ROOTLESS_FORCE_COPY=1)"
       tar -C "$repo" --exclude=./target -cf - . | tar -C "$rootless_copy" -xf - &&
         chown -R "$rootless_user:" "$rootless_copy" && chmod 755 "$rootless_copy" ||
         { fail "rootless: copying the repo to $rootless_copy"; ok=0; }
@@ -164,14 +173,15 @@ if [[ "$rootless_expected" == 1 ]]; then
     chown "$rootless_user:" "$rootless_outdir"
     rootless_report="$rootless_outdir/jest-rootless.json"
     rootless_env=(HOME="$rootless_home" USER="$rootless_user" LOGNAME="$rootless_user"
-      PATH="/usr/local/bin:/usr/bin:/bin" LANG="${LANG:-C.UTF-8}")
+      PATH="/usr/local/bin:/usr/bin:/bin" LANG="${LANG:-C.UTF-8}" NPM_CONFIG_UPDATE_NOTIFIER=false)
     [[ -n "${CI:-}" ]] && rootless_env+=(CI="$CI")
     [[ -n "${KERN_TEST_ROOTFS:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS="$KERN_TEST_ROOTFS")
     # shellcheck disable=SC2016
     su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
       kern-rootless "$run_dir" "${rootless_env[@]}" \
-      npx jest __tests__/core.test.js --json "--outputFile=$rootless_report" </dev/null ||
-      fail "jest (rootless, as $rootless_user)"
+      npx jest __tests__/core.test.js --json "--outputFile=$rootless_report" </dev/null
+    rootless_rc=$?
+    ((rootless_rc == 0)) || fail "jest (rootless, as $rootless_user)"
   fi
 elif [[ "$skip_rootless" == 1 ]]; then
   step "jest (rootless): skipped (KERN_SKIP_ROOTLESS=1)"

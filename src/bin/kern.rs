@@ -93,6 +93,8 @@ fn boxed(spec_fd: RawFd, status_fd: RawFd) -> ExitCode {
         eprintln!("kern box: --spec-fd and --status-fd must be distinct inherited fds above 2");
         return ExitCode::from(125);
     }
+    // Whatever else the caller's process leaked to us stays out of the box's reach.
+    kern_sandbox::engine::sys::close_others(&[spec_fd, status_fd]);
     // SAFETY: the addon placed these two fds for us; nothing else in this process owns them.
     let (spec_pipe, status) = unsafe {
         (

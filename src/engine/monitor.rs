@@ -69,6 +69,13 @@ pub fn run_box(spec: &BoxSpec, lifeline: Option<BorrowedFd<'_>>) -> BoxReport {
         Ok(p) => p,
         Err(e) => return startup_failed(format!("pipe: {e}")),
     };
+    // Moving a process into a cgroup waits for an RCU grace period (cgroup v1 and v2 alike,
+    // several ms under load), so the monitor does it while PID 1 builds the mount tree and
+    // PID 1 waits for "in the cgroup" only before it starts the workload.
+    let (cg_r, cg_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("pipe: {e}")),
+    };
     let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNS
@@ -79,7 +86,16 @@ pub fn run_box(spec: &BoxSpec, lifeline: Option<BorrowedFd<'_>>) -> BoxReport {
         Ok(Forked::Child) => {
             drop(init_r);
             drop(go_w);
-            child(spec, &sources, init_w, go_r, &fallback, cgroup.is_some())
+            drop(cg_w);
+            child(
+                spec,
+                &sources,
+                init_w,
+                go_r,
+                cg_r,
+                &fallback,
+                cgroup.is_some(),
+            )
         }
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => {
@@ -95,7 +111,8 @@ pub fn run_box(spec: &BoxSpec, lifeline: Option<BorrowedFd<'_>>) -> BoxReport {
     };
     drop(init_w);
     drop(go_r);
-    let report = supervise(spec, pid, &cgroup, init_r, go_w, lifeline, start);
+    drop(cg_r);
+    let report = supervise(spec, pid, &cgroup, init_r, go_w, cg_w, lifeline, start);
     if let Some(cg) = &cgroup {
         cg.remove();
     }
@@ -108,6 +125,7 @@ fn child(
     src: &Sources,
     init_w: OwnedFd,
     go_r: OwnedFd,
+    cg_r: OwnedFd,
     fallback: &Fallback,
     in_cgroup: bool,
 ) -> ! {
@@ -119,13 +137,9 @@ fn child(
         sys::exit_now(1);
     }
     drop(go);
-    // PID 1 lives as long as the box: it keeps only its report pipe, not the caller's fds.
-    sys::close_others(&[init_w.as_raw_fd()]);
-    if in_cgroup {
-        // The box sees its own cgroup as the root of the hierarchy.
-        let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
-    }
-    init::pid1(spec, src, init_w, fallback)
+    // PID 1 lives as long as the box: it keeps only its own pipes, not the caller's fds.
+    sys::close_others(&[init_w.as_raw_fd(), cg_r.as_raw_fd()]);
+    init::pid1(spec, src, init_w, cg_r, in_cgroup, fallback)
 }
 
 /// Creates the cgroup and decides which caps fall back to rlimits, saying so for each.
@@ -208,6 +222,7 @@ fn supervise(
     cgroup: &Option<BoxCgroup>,
     init_r: OwnedFd,
     go_w: OwnedFd,
+    cg_w: OwnedFd,
     lifeline: Option<BorrowedFd<'_>>,
     start: Instant,
 ) -> BoxReport {
@@ -225,12 +240,6 @@ fn supervise(
             return startup_failed(format!("pidfd_open: {e}"));
         }
     };
-    if let Some(cg) = cgroup {
-        if let Err(e) = cg.add(pid) {
-            kill_and_reap(pid);
-            return startup_failed(format!("cannot move the box into its cgroup: {e}"));
-        }
-    }
     if let Err(e) = write_id_maps(pid) {
         kill_and_reap(pid);
         return startup_failed(format!("cannot write the box's uid/gid maps: {e}"));
@@ -240,6 +249,15 @@ fn supervise(
         return startup_failed("the box's init exited before it could start");
     }
     drop(go_w);
+    if let Some(cg) = cgroup {
+        if let Err(e) = cg.add(pid) {
+            kill_and_reap(pid);
+            return startup_failed(format!("cannot move the box into its cgroup: {e}"));
+        }
+    }
+    // PID 1 may already be gone (a failed setup); its report says why.
+    let _ = nix::unistd::write(&cg_w, b"c");
+    drop(cg_w);
     let setup_us = start.elapsed().as_micros() as u64;
 
     let deadline = start + Duration::from_millis(spec.timeout_ms);

@@ -16,8 +16,11 @@ pub struct Workspace {
 impl Workspace {
     /// A fresh private (0700) directory under the system temp dir, deleted at close.
     pub fn temporary() -> Result<Workspace> {
+        use std::os::unix::fs::PermissionsExt;
+        // tempfile's mkdir mode is 0777 less the umask: ask for 0700 explicitly.
         let dir = tempfile::Builder::new()
             .prefix("kern-ws-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
             .tempdir()
             .map_err(|e| Error::Runtime(format!("cannot create a temporary workspace: {e}")))?;
         Ok(Workspace {
@@ -59,6 +62,9 @@ impl Workspace {
     /// Deletes the directory if we created it. Idempotent.
     pub fn dispose(&mut self) -> Result<()> {
         if self.owned && self.path.exists() {
+            // The box may have left directories it closed (chmod 0500); as the owner we may
+            // reopen them, and must, or an unprivileged caller can't delete the tree.
+            make_deletable(&self.path);
             std::fs::remove_dir_all(&self.path).map_err(|e| {
                 Error::Runtime(format!(
                     "cannot delete the workspace {}: {e}",
@@ -68,5 +74,29 @@ impl Workspace {
         }
         self.owned = false;
         Ok(())
+    }
+}
+
+/// Gives the owner rwx on every directory under `root` (never following symlinks), so that
+/// `remove_dir_all` can empty them.
+fn make_deletable(root: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        if let Ok(m) = std::fs::symlink_metadata(&dir) {
+            if m.is_dir() && m.permissions().mode() & 0o700 != 0o700 {
+                let _ = std::fs::set_permissions(
+                    &dir,
+                    std::fs::Permissions::from_mode(m.permissions().mode() | 0o700),
+                );
+            }
+        }
+        if let Ok(rd) = std::fs::read_dir(&dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
     }
 }
