@@ -60,6 +60,13 @@ pub fn run_box(spec: &BoxSpec, lifeline: Option<BorrowedFd<'_>>) -> BoxReport {
     };
 
     let (cgroup, fallback) = limits(spec);
+    if nix::unistd::getuid().is_root() {
+        note(
+            "note",
+            "running as root, the box's uid 0 is host uid 0 (mapping it to an unprivileged id range is not built yet); \
+             it holds no capabilities and can write only its workspace and scratch",
+        );
+    }
 
     let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
