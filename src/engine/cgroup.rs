@@ -170,54 +170,52 @@ fn v1_leaf(controller: &str, id: &str) -> io::Result<PathBuf> {
     Ok(leaf)
 }
 
+/// Makes the v1 leaf of one controller and writes its caps with `write`; on failure the
+/// reason goes to `errors` and the cap stays unenforced.
+fn v1_capped(
+    controller: &str,
+    id: &str,
+    errors: &mut Vec<String>,
+    write: impl FnOnce(&Path) -> io::Result<()>,
+) -> Option<PathBuf> {
+    match v1_leaf(controller, id).and_then(|leaf| write(&leaf).map(|()| leaf)) {
+        Ok(leaf) => Some(leaf),
+        Err(e) => {
+            errors.push(format!("{controller}: {e}"));
+            None
+        }
+    }
+}
+
 fn create_v1(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
-    let mut enforced = Enforced::default();
     let mut errors = Vec::new();
-    let mut memory = None;
-    let mut pids = None;
-    let mut cpu = None;
-    if let Some(bytes) = limits.memory_bytes {
-        match v1_leaf("memory", id).and_then(|leaf| {
+    let memory = limits.memory_bytes.and_then(|bytes| {
+        v1_capped("memory", id, &mut errors, |leaf| {
             fs::write(leaf.join("memory.limit_in_bytes"), bytes.to_string())?;
             // Without a memsw cap the box could push its pages to swap and exceed the cap.
             let memsw = leaf.join("memory.memsw.limit_in_bytes");
             if memsw.exists() {
                 fs::write(memsw, bytes.to_string())?;
             }
-            Ok(leaf)
-        }) {
-            Ok(leaf) => {
-                memory = Some(leaf);
-                enforced.memory = true;
-            }
-            Err(e) => errors.push(format!("memory: {e}")),
-        }
-    }
-    if let Some(max) = limits.pids {
-        match v1_leaf("pids", id).and_then(|leaf| {
-            fs::write(leaf.join("pids.max"), max.to_string())?;
-            Ok(leaf)
-        }) {
-            Ok(leaf) => {
-                pids = Some(leaf);
-                enforced.pids = true;
-            }
-            Err(e) => errors.push(format!("pids: {e}")),
-        }
-    }
-    if let Some(cores) = limits.cpus {
-        match v1_leaf("cpu", id).and_then(|leaf| {
+            Ok(())
+        })
+    });
+    let pids = limits.pids.and_then(|max| {
+        v1_capped("pids", id, &mut errors, |leaf| {
+            fs::write(leaf.join("pids.max"), max.to_string())
+        })
+    });
+    let cpu = limits.cpus.and_then(|cores| {
+        v1_capped("cpu", id, &mut errors, |leaf| {
             fs::write(leaf.join("cpu.cfs_period_us"), CFS_PERIOD_US.to_string())?;
-            fs::write(leaf.join("cpu.cfs_quota_us"), cfs_quota(cores).to_string())?;
-            Ok(leaf)
-        }) {
-            Ok(leaf) => {
-                cpu = Some(leaf);
-                enforced.cpu = true;
-            }
-            Err(e) => errors.push(format!("cpu: {e}")),
-        }
-    }
+            fs::write(leaf.join("cpu.cfs_quota_us"), cfs_quota(cores).to_string())
+        })
+    });
+    let enforced = Enforced {
+        memory: memory.is_some(),
+        pids: pids.is_some(),
+        cpu: cpu.is_some(),
+    };
     let cg = BoxCgroup {
         layout: Layout::V1 { memory, pids, cpu },
         enforced,

@@ -93,6 +93,16 @@ fn bind(source: &Path, target: &Path, attrs: u64) -> Result<(), SetupError> {
     sys::mount_setattr(t, attrs, true).ctx(|| format!("set flags on {}", target.display()))
 }
 
+/// Creates the mount point (a directory or an empty file) in our own tmpfs, then binds.
+fn bind_new(source: &Path, target: &Path, dir: bool, attrs: u64) -> Result<(), SetupError> {
+    if dir {
+        mkdir(target, 0o755)?;
+    } else {
+        touch(target)?;
+    }
+    bind(source, target, attrs)
+}
+
 fn tmpfs(target: &Path, size: u64, mode: u32, flags: MsFlags) -> Result<(), SetupError> {
     let data = format!("size={size},mode={mode:o}");
     mount(
@@ -130,46 +140,27 @@ pub fn build(spec: &BoxSpec, src: &Sources) -> Result<(), SetupError> {
     tmpfs(root, 1 << 20, 0o755, nosuid_nodev)?;
 
     let ro = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    let mut etc_made = false;
+    let etc = root.join("etc");
     for entry in &src.plan.entries {
         match entry {
             Entry::Bind { name, source, dir } => {
-                let target = root.join(name);
                 // Reach the image entry through the image fd: its path may be hidden by now.
                 let source = match &image_fd {
                     Some(fd) => fd_path(fd).join(name),
                     None => source.clone(),
                 };
-                if *dir {
-                    mkdir(&target, 0o755)?;
-                } else {
-                    touch(&target)?;
-                }
-                bind(&source, &target, ro)?;
+                bind_new(&source, &root.join(name), *dir, ro)?;
             }
             Entry::Symlink { name, target } => {
                 symlink(target, root.join(name)).ctx(|| format!("symlink /{name}"))?;
             }
             Entry::EtcFile { name, contents } => {
-                if !etc_made {
-                    mkdir(&root.join("etc"), 0o755)?;
-                    etc_made = true;
-                }
-                fs::write(root.join("etc").join(name), contents)
-                    .ctx(|| format!("write /etc/{name}"))?;
+                mkdir(&etc, 0o755)?;
+                fs::write(etc.join(name), contents).ctx(|| format!("write /etc/{name}"))?;
             }
             Entry::EtcBind { name, source, dir } => {
-                if !etc_made {
-                    mkdir(&root.join("etc"), 0o755)?;
-                    etc_made = true;
-                }
-                let target = root.join("etc").join(name);
-                if *dir {
-                    mkdir(&target, 0o755)?;
-                } else {
-                    touch(&target)?;
-                }
-                bind(source, &target, ro)?;
+                mkdir(&etc, 0o755)?;
+                bind_new(source, &etc.join(name), *dir, ro)?;
             }
         }
     }
