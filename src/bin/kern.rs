@@ -87,7 +87,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// Reads the spec line from the addon, runs the box, writes the report.
+/// Reads one `\n`-terminated line; `None` at EOF before any byte.
+fn read_line(r: &mut impl Read) -> Option<Vec<u8>> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match r.read(&mut byte) {
+            Ok(1) if byte[0] == b'\n' => return Some(line),
+            Ok(1) => line.push(byte[0]),
+            _ => return (!line.is_empty()).then_some(line),
+        }
+    }
+}
+
+/// The addon's protocol on the spec fd: line 1 is the caps (kern prepares the cgroup and moves
+/// into it at once), line 2 the box spec, which may come much later (a spare kern waits for
+/// the next call). EOF instead of line 2 means "not needed": clean up and leave.
 fn boxed(spec_fd: RawFd, status_fd: RawFd) -> ExitCode {
     if spec_fd < 3 || status_fd < 3 || spec_fd == status_fd {
         eprintln!("kern box: --spec-fd and --status-fd must be distinct inherited fds above 2");
@@ -104,30 +119,41 @@ fn boxed(spec_fd: RawFd, status_fd: RawFd) -> ExitCode {
     };
     let _ = kern_sandbox::engine::sys::set_cloexec(spec_fd);
     let _ = kern_sandbox::engine::sys::set_cloexec(status_fd);
-    let mut status = std::fs::File::from(status);
-    let mut line = Vec::new();
-    let mut byte = [0u8; 1];
+    let mut status = Some(std::fs::File::from(status));
+    // The addon keeps its end open as our lifeline, so read lines, never to EOF.
     let mut reader = std::fs::File::from(spec_pipe.try_clone().expect("dup spec fd"));
-    // The addon keeps its end open as our lifeline, so read up to the newline, not to EOF.
-    while let Ok(1) = reader.read(&mut byte) {
-        if byte[0] == b'\n' {
-            break;
-        }
-        line.push(byte[0]);
-    }
-    drop(reader);
-    let spec: BoxSpec = match serde_json::from_slice(&line) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("kern box: bad spec: {e}");
+    let limits: Limits = match read_line(&mut reader).map(|l| serde_json::from_slice(&l)) {
+        Some(Ok(l)) => l,
+        Some(Err(e)) => {
+            eprintln!("kern box: bad caps line: {e}");
             return ExitCode::from(125);
         }
+        None => return ExitCode::SUCCESS,
     };
+    let prepared = monitor::prepare(&limits);
+    let spec: BoxSpec = match read_line(&mut reader).map(|l| serde_json::from_slice(&l)) {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
+            eprintln!("kern box: bad spec: {e}");
+            prepared.release();
+            return ExitCode::from(125);
+        }
+        None => {
+            prepared.release();
+            return ExitCode::SUCCESS;
+        }
+    };
+    drop(reader);
     let lifeline: BorrowedFd<'_> = std::os::fd::AsFd::as_fd(&spec_pipe);
-    let report = run_box(&spec, Some(lifeline));
-    let mut out = serde_json::to_vec(&report).unwrap_or_default();
-    out.push(b'\n');
-    let _ = status.write_all(&out);
+    run_box(&spec, prepared, Some(lifeline), &mut |report| {
+        let mut out = serde_json::to_vec(report).unwrap_or_default();
+        out.push(b'\n');
+        if let Some(mut f) = status.take() {
+            let _ = f.write_all(&out);
+        }
+        // The caller is done once these close: the cgroup teardown that follows is ours.
+        let _ = kern_sandbox::engine::sys::detach_stdio();
+    });
     ExitCode::SUCCESS
 }
 
@@ -199,12 +225,16 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         env,
         hostname: DEFAULT_HOSTNAME.into(),
     };
-    let report = run_box(&spec, None);
-    if let Some(f) = &report.fault {
-        monitor::note(
-            "warning",
-            &format!("fault {}: {}", f.kind.as_str(), f.message),
-        );
-    }
-    Ok(ExitCode::from(report.exit_code.clamp(0, 255) as u8))
+    let prepared = monitor::prepare(&spec.limits);
+    let mut code = 125;
+    run_box(&spec, prepared, None, &mut |report| {
+        if let Some(f) = &report.fault {
+            monitor::note(
+                "warning",
+                &format!("fault {}: {}", f.kind.as_str(), f.message),
+            );
+        }
+        code = report.exit_code.clamp(0, 255);
+    });
+    Ok(ExitCode::from(code as u8))
 }

@@ -27,8 +27,10 @@ enum Layout {
         pids: Option<PathBuf>,
         cpu: Option<PathBuf>,
     },
+    /// `origin`: the cgroup this process was in before it moved into `leaf`.
     V2 {
         leaf: PathBuf,
+        origin: Option<PathBuf>,
     },
 }
 
@@ -68,7 +70,7 @@ impl BoxCgroup {
                 memory: Some(m), ..
             } => (m.join("memory.oom_control"), "oom_kill"),
             Layout::V1 { memory: None, .. } => return 0,
-            Layout::V2 { leaf } => (leaf.join("memory.events"), "oom_kill"),
+            Layout::V2 { leaf, .. } => (leaf.join("memory.events"), "oom_kill"),
         };
         read_keyed(&file, key).unwrap_or(0)
     }
@@ -81,7 +83,22 @@ impl BoxCgroup {
                 memory: Some(m), ..
             } => read_keyed(&m.join("memory.stat"), "total_shmem").unwrap_or(0),
             Layout::V1 { memory: None, .. } => 0,
-            Layout::V2 { leaf } => read_keyed(&leaf.join("memory.stat"), "shmem").unwrap_or(0),
+            Layout::V2 { leaf, .. } => read_keyed(&leaf.join("memory.stat"), "shmem").unwrap_or(0),
+        }
+    }
+
+    /// Moves this process back to the cgroup(s) it came from, so the leaf can be removed.
+    pub fn leave(&self) {
+        let pid = std::process::id().to_string();
+        for dir in self.dirs() {
+            // v1: <mount>/<own>/kern-sandbox/<id> -> <mount>/<own>; v2: <parent>/<id> -> own.
+            let origin = match &self.layout {
+                Layout::V1 { .. } => dir.parent().and_then(Path::parent).map(Path::to_path_buf),
+                Layout::V2 { origin, .. } => origin.clone(),
+            };
+            if let Some(origin) = origin {
+                let _ = fs::write(origin.join("cgroup.procs"), &pid);
+            }
         }
     }
 
@@ -89,7 +106,7 @@ impl BoxCgroup {
     /// can't be removed is left for the next run of the same parent to find, never an error for
     /// the caller's result.
     pub fn remove(&self) {
-        if let Layout::V2 { leaf } = &self.layout {
+        if let Layout::V2 { leaf, .. } = &self.layout {
             let _ = fs::write(leaf.join("cgroup.kill"), "1");
         }
         for dir in self.dirs() {
@@ -112,7 +129,7 @@ impl BoxCgroup {
                 .into_iter()
                 .filter_map(|d| d.as_deref())
                 .collect(),
-            Layout::V2 { leaf } => vec![leaf.as_path()],
+            Layout::V2 { leaf, .. } => vec![leaf.as_path()],
         }
     }
 }
@@ -154,6 +171,32 @@ fn v1_mount(controller: &str) -> Option<PathBuf> {
     })
 }
 
+/// Removes leaves of boxes whose `kern` died without cleaning up (killed with SIGKILL): the
+/// leaf's name carries the kern pid, and a leaf is removed only when that pid is gone and the
+/// leaf holds no process.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("box-"))
+            .and_then(|n| n.split('-').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+        let empty =
+            fs::read_to_string(e.path().join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
+        if !alive && empty {
+            let _ = fs::remove_dir(e.path());
+        }
+    }
+}
+
 fn v1_leaf(controller: &str, id: &str) -> io::Result<PathBuf> {
     let mount = v1_mount(controller).ok_or_else(|| {
         io::Error::new(
@@ -162,10 +205,9 @@ fn v1_leaf(controller: &str, id: &str) -> io::Result<PathBuf> {
         )
     })?;
     let own = own_path(controller).unwrap_or_else(|| "/".into());
-    let leaf = mount
-        .join(own.trim_start_matches('/'))
-        .join("kern-sandbox")
-        .join(id);
+    let parent = mount.join(own.trim_start_matches('/')).join("kern-sandbox");
+    sweep_stale(&parent);
+    let leaf = parent.join(id);
     fs::create_dir_all(&leaf)?;
     Ok(leaf)
 }
@@ -234,6 +276,7 @@ fn create_v2(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
     let parent = v2_parent().map_err(|e| format!("cgroup v2: {e}"))?;
     let available = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
     let has = |c: &str| available.split_whitespace().any(|x| x == c);
+    sweep_stale(&parent);
     let leaf = parent.join(id);
     fs::create_dir(&leaf).map_err(|e| format!("cgroup v2: mkdir {}: {e}", leaf.display()))?;
     let mut enforced = Enforced::default();
@@ -249,7 +292,10 @@ fn create_v2(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
         enforced.cpu = fs::write(leaf.join("cpu.max"), value).is_ok();
     }
     Ok(BoxCgroup {
-        layout: Layout::V2 { leaf },
+        layout: Layout::V2 {
+            leaf,
+            origin: own_path("").map(|p| Path::new(CGROUP_ROOT).join(p.trim_start_matches('/'))),
+        },
         enforced,
     })
 }

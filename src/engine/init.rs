@@ -11,7 +11,7 @@ use super::sys::{self, Forked};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::OwnedFd;
 
 /// Messages PID 1 and the workload send to the monitor on the init pipe. One line each, short
@@ -41,35 +41,12 @@ fn send(pipe: &OwnedFd, line: &str) {
 }
 
 /// Runs as the box's PID 1 after the monitor wrote the id maps. Never returns.
-pub fn pid1(
-    spec: &BoxSpec,
-    src: &Sources,
-    init_pipe: OwnedFd,
-    cg_ready: OwnedFd,
-    in_cgroup: bool,
-    fallback: &Fallback,
-) -> ! {
+pub fn pid1(spec: &BoxSpec, src: &Sources, init_pipe: OwnedFd, fallback: &Fallback) -> ! {
     // Non-dumpable: /proc/1 stays out of the workload's reach.
     let _ = nix::sys::prctl::set_dumpable(false);
     if let Err(e) = setup(spec, src) {
         send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, e.0));
         sys::exit_now(1);
-    }
-    // The workload must start inside the box's cgroup: wait until the monitor has moved us.
-    let mut byte = [0u8; 1];
-    if !matches!(std::fs::File::from(cg_ready).read(&mut byte), Ok(1)) {
-        send(
-            &init_pipe,
-            &format!(
-                "{} the monitor did not place the box in its cgroup",
-                msg::SETUP_FAILED
-            ),
-        );
-        sys::exit_now(1);
-    }
-    if in_cgroup {
-        // The box sees its own cgroup as the root of the hierarchy.
-        let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
     }
     let workload = match sys::clone_fork(0) {
         Ok(Forked::Child) => exec_workload(spec, &init_pipe, fallback),

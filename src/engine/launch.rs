@@ -3,12 +3,12 @@
 //! kern's report. Runs on tokio in the addon's process; it never forks anything itself except
 //! through `Command`, which execs `kern` straight away.
 
-use super::spec::BoxSpec;
+use super::spec::{BoxSpec, Limits};
 use super::status::{BoxReport, Fault, FaultKind};
 use crate::error::{Error, Result};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncReadExt;
@@ -35,14 +35,6 @@ pub struct Chunk {
     pub data: Vec<u8>,
 }
 
-pub struct Launch {
-    pub kern: PathBuf,
-    pub spec: BoxSpec,
-    /// Cap per stream, in bytes.
-    pub max_output: usize,
-    pub sink: Option<UnboundedSender<Chunk>>,
-}
-
 #[derive(Debug)]
 pub struct Outcome {
     pub stdout: Vec<u8>,
@@ -52,144 +44,199 @@ pub struct Outcome {
     pub duration: Duration,
 }
 
-/// Runs one box to the end. `Err` only when `kern` could not be started at all; everything that
-/// happens after is in the `Outcome`.
-pub async fn run(l: Launch) -> Result<Outcome> {
-    let start = Instant::now();
-    let pipe = || {
-        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| Error::Runtime(format!("pipe: {e}")))
-    };
-    let (spec_r, spec_w) = pipe()?;
-    let (status_r, status_w) = pipe()?;
-    let mut json = serde_json::to_vec(&l.spec)
-        .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
-    json.push(b'\n');
+/// A started `kern` that has its caps (line 1 of the protocol) and waits for a box spec. A
+/// session keeps one spare, so the cgroup move (an RCU grace period) happens between calls.
+pub struct Kern {
+    child: tokio::process::Child,
+    spec_w: OwnedFd,
+    status_r: OwnedFd,
+    limits: Limits,
+}
 
-    let mut cmd = std::process::Command::new(&l.kern);
-    cmd.args(["box", "--spec-fd", "3", "--status-fd", "4"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let (sr, sw) = (spec_r.as_raw_fd(), status_w.as_raw_fd());
-    // SAFETY: the closure runs between fork and exec in the child and only calls dup2/fcntl,
-    // which are async-signal-safe; it allocates nothing.
-    unsafe {
-        cmd.pre_exec(move || {
-            place_fd(sr, SPEC_FD)?;
-            place_fd(sw, STATUS_FD)
-        });
-    }
-    let mut child = tokio::process::Command::from(cmd)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| {
+impl Kern {
+    /// Starts `kern box` and hands it the caps. `Err` only when `kern` can't be started.
+    pub fn spawn(kern: &Path, limits: &Limits) -> Result<Kern> {
+        let pipe = || {
+            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| Error::Runtime(format!("pipe: {e}")))
+        };
+        let (spec_r, spec_w) = pipe()?;
+        let (status_r, status_w) = pipe()?;
+        let mut cmd = std::process::Command::new(kern);
+        cmd.args(["box", "--spec-fd", "3", "--status-fd", "4"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let (sr, sw) = (spec_r.as_raw_fd(), status_w.as_raw_fd());
+        // SAFETY: the closure runs between fork and exec in the child and only calls dup2/fcntl,
+        // which are async-signal-safe; it allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || {
+                place_fd(sr, SPEC_FD)?;
+                place_fd(sw, STATUS_FD)
+            });
+        }
+        let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
             Error::Runtime(format!(
                 "cannot start the kern runtime at {}: {e}. Reinstall kern-sandbox, or point KERN_BIN at a kern binary",
-                l.kern.display()
+                kern.display()
             ))
         })?;
-    drop(spec_r);
-    drop(status_w);
-
-    // The spec may exceed a pipe's buffer (large code); write it without blocking a runtime
-    // thread. The write end stays open as kern's lifeline until the run is over.
-    let lifeline = tokio::task::spawn_blocking(move || -> std::io::Result<OwnedFd> {
-        let mut f = std::fs::File::from(spec_w);
-        std::io::Write::write_all(&mut f, &json)?;
-        Ok(f.into())
-    });
-
-    let out = child
-        .stdout
-        .take()
-        .map(|s| tokio::spawn(drain(s, Stream::Stdout, l.max_output, l.sink.clone())));
-    let err = child
-        .stderr
-        .take()
-        .map(|s| tokio::spawn(drain(s, Stream::Stderr, l.max_output, l.sink.clone())));
-    let status = tokio::spawn(async move {
-        let mut buf = Vec::new();
-        if let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(status_r) {
-            let _ = rx.read_to_end(&mut buf).await;
-        }
-        buf
-    });
-
-    let backstop = Duration::from_millis(l.spec.timeout_ms) + BACKSTOP;
-    let waited = tokio::time::timeout(backstop, child.wait()).await;
-    let mut backstop_fault = None;
-    let exit = match waited {
-        Ok(r) => r.ok(),
-        Err(_) => {
-            let _ = child.start_kill();
-            backstop_fault = Some(Fault::new(
-                FaultKind::Killed,
-                "the kern runtime did not end the box at its deadline; the caller killed it",
-            ));
-            child.wait().await.ok()
-        }
-    };
-    let lifeline = lifeline.await.ok().and_then(|r| r.ok());
-    drop(lifeline);
-
-    let mut truncated = false;
-    let collect = |h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async {
-        match h {
-            Some(mut h) => match tokio::time::timeout(DRAIN_GRACE, &mut h).await {
-                Ok(Ok(r)) => r,
-                _ => {
-                    h.abort();
-                    (Vec::new(), false)
-                }
-            },
-            None => (Vec::new(), false),
-        }
-    };
-    let (stdout, t1) = collect(out).await;
-    let (stderr, t2) = collect(err).await;
-    truncated |= t1 || t2;
-    let status = tokio::time::timeout(DRAIN_GRACE, status)
-        .await
-        .ok()
-        .and_then(|r| r.ok())
-        .unwrap_or_default();
-
-    let mut report = parse_report(&status).unwrap_or_else(|| {
-        let how = match exit {
-            Some(s) => {
-                use std::os::unix::process::ExitStatusExt;
-                match s.signal() {
-                    Some(sig) => format!("was killed by signal {sig}"),
-                    None => format!("exited with code {}", s.code().unwrap_or(-1)),
-                }
-            }
-            None => "could not be waited for".to_string(),
-        };
-        let kind = if how.contains("signal") {
-            FaultKind::Killed
-        } else {
-            FaultKind::StartupFailed
-        };
-        BoxReport {
-            exit_code: 125,
-            fault: Some(Fault::new(
-                kind,
-                format!("the kern runtime {how} without reporting how the box ended"),
-            )),
-            setup_us: 0,
-        }
-    });
-    if let Some(f) = backstop_fault {
-        report.fault = Some(f);
+        drop(spec_r);
+        drop(status_w);
+        let mut line = serde_json::to_vec(limits)
+            .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
+        line.push(b'\n');
+        // A few hundred bytes into an empty pipe: never blocks.
+        nix::unistd::write(&spec_w, &line)
+            .map_err(|e| Error::Runtime(format!("write to kern: {e}")))?;
+        Ok(Kern {
+            child,
+            spec_w,
+            status_r,
+            limits: limits.clone(),
+        })
     }
-    Ok(Outcome {
-        stdout,
-        stderr,
-        truncated,
-        report,
-        duration: start.elapsed(),
-    })
+
+    /// False once the process has exited (a spare killed from outside).
+    pub fn is_alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// The caps this kern prepared.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Runs one box to the end. Everything that happens is in the `Outcome`; `Ok(None)` means
+    /// this kern had already died before it got the spec (a spare killed from outside), so
+    /// nothing ran and the caller may use another.
+    pub async fn run(
+        mut self,
+        spec: &BoxSpec,
+        max_output: usize,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> Result<Option<Outcome>> {
+        let start = Instant::now();
+        let mut json = serde_json::to_vec(spec)
+            .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
+        json.push(b'\n');
+        // The spec may exceed a pipe's buffer (large code): write it off the runtime's threads.
+        // kern reads it at once; the write end then stays open as kern's lifeline.
+        let spec_w = self.spec_w;
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<OwnedFd> {
+            let mut f = std::fs::File::from(spec_w);
+            std::io::Write::write_all(&mut f, &json)?;
+            Ok(f.into())
+        })
+        .await
+        .map_err(|e| Error::Runtime(format!("write the spec: {e}")))?;
+        let lifeline = match written {
+            Ok(fd) => fd,
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => return Ok(None),
+            Err(e) => return Err(Error::Runtime(format!("write the spec to kern: {e}"))),
+        };
+        let out = self
+            .child
+            .stdout
+            .take()
+            .map(|s| tokio::spawn(drain(s, Stream::Stdout, max_output, sink.clone())));
+        let err = self
+            .child
+            .stderr
+            .take()
+            .map(|s| tokio::spawn(drain(s, Stream::Stderr, max_output, sink.clone())));
+        let status_r = self.status_r;
+        let mut status = tokio::spawn(async move {
+            let mut buf = Vec::new();
+            if let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(status_r) {
+                let _ = rx.read_to_end(&mut buf).await;
+            }
+            buf
+        });
+
+        // kern closes the status pipe and its stdio as soon as the box has ended; its cgroup
+        // teardown after that is not the caller's wait.
+        let backstop = Duration::from_millis(spec.timeout_ms) + BACKSTOP;
+        let mut backstop_fault = None;
+        let status = match tokio::time::timeout(backstop, &mut status).await {
+            Ok(r) => r.unwrap_or_default(),
+            Err(_) => {
+                let _ = self.child.start_kill();
+                backstop_fault = Some(Fault::new(
+                    FaultKind::Killed,
+                    "the kern runtime did not end the box at its deadline; the caller killed it",
+                ));
+                status.await.unwrap_or_default()
+            }
+        };
+        drop(lifeline);
+
+        let collect = |h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async {
+            match h {
+                Some(mut h) => match tokio::time::timeout(DRAIN_GRACE, &mut h).await {
+                    Ok(Ok(r)) => r,
+                    _ => {
+                        h.abort();
+                        (Vec::new(), false)
+                    }
+                },
+                None => (Vec::new(), false),
+            }
+        };
+        let (stdout, t1) = collect(out).await;
+        let (stderr, t2) = collect(err).await;
+
+        let mut child = self.child;
+        let mut report = match parse_report(&status) {
+            Some(r) => {
+                // Reap kern once it finished its teardown, off the caller's path.
+                tokio::spawn(async move {
+                    let _ = child.wait().await;
+                });
+                r
+            }
+            None => crash_report(
+                tokio::time::timeout(DRAIN_GRACE, child.wait())
+                    .await
+                    .ok()
+                    .and_then(|r| r.ok()),
+            ),
+        };
+        if let Some(f) = backstop_fault {
+            report.fault = Some(f);
+        }
+        Ok(Some(Outcome {
+            stdout,
+            stderr,
+            truncated: t1 || t2,
+            report,
+            duration: start.elapsed(),
+        }))
+    }
+}
+
+/// What to report when kern ended without saying how the box ended.
+fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
+    use std::os::unix::process::ExitStatusExt;
+    let (kind, how) = match exit {
+        Some(s) => match s.signal() {
+            Some(sig) => (FaultKind::Killed, format!("was killed by signal {sig}")),
+            None => (
+                FaultKind::StartupFailed,
+                format!("exited with code {}", s.code().unwrap_or(-1)),
+            ),
+        },
+        None => (FaultKind::Killed, "did not exit".to_string()),
+    };
+    BoxReport {
+        exit_code: 125,
+        fault: Some(Fault::new(
+            kind,
+            format!("the kern runtime {how} without reporting how the box ended"),
+        )),
+        setup_us: 0,
+    }
 }
 
 /// Puts `fd` at `target` without CLOEXEC. Async-signal-safe (used between fork and exec).

@@ -7,7 +7,7 @@ use super::cgroup::BoxCgroup;
 use super::init::{self, msg, Fallback};
 use super::mounts::{self, Sources};
 use super::rootfs::{top_component, RootPlan};
-use super::spec::BoxSpec;
+use super::spec::{BoxSpec, Limits};
 use super::status::{BoxReport, Fault, FaultKind};
 use super::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -31,134 +31,44 @@ fn startup_failed(message: impl Into<String>) -> BoxReport {
     }
 }
 
-/// Builds, runs and tears down one box. `lifeline`, when given, is a pipe whose other end the
-/// caller holds: if it closes early (the caller died), the box is killed.
-pub fn run_box(spec: &BoxSpec, lifeline: Option<BorrowedFd<'_>>) -> BoxReport {
-    let start = Instant::now();
-    if spec.argv.is_empty() {
-        return startup_failed("nothing to run: the argv is empty");
-    }
-    let extra_reserved: Vec<String> = spec
-        .tmpfs
-        .iter()
-        .filter(|t| t.target.trim_matches('/').split('/').count() == 1)
-        .filter_map(|t| top_component(&t.target))
-        .collect();
-    let plan = match RootPlan::build(&spec.root, &spec.workspace_target, &extra_reserved) {
-        Ok(p) => p,
-        Err(e) => return startup_failed(format!("cannot read the image {:?}: {e}", spec.root)),
-    };
-    if let Err(e) = mounts::open_dir(&spec.workspace) {
-        return startup_failed(format!(
-            "cannot open the workspace {}: {e}",
-            spec.workspace.display()
-        ));
-    }
-    let sources = Sources {
-        plan,
-        workspace: spec.workspace.clone(),
-    };
-
-    let (cgroup, fallback) = limits(spec);
-    if nix::unistd::getuid().is_root() {
-        note(
-            "note",
-            "running as root, the box's uid 0 is host uid 0 (mapping it to an unprivileged id range is not built yet); \
-             it holds no capabilities and can write only its workspace and scratch",
-        );
-    }
-
-    let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
-        Ok(p) => p,
-        Err(e) => return startup_failed(format!("pipe: {e}")),
-    };
-    let (go_r, go_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
-        Ok(p) => p,
-        Err(e) => return startup_failed(format!("pipe: {e}")),
-    };
-    // Moving a process into a cgroup waits for an RCU grace period (cgroup v1 and v2 alike,
-    // several ms under load), so the monitor does it while PID 1 builds the mount tree and
-    // PID 1 waits for "in the cgroup" only before it starts the workload.
-    let (cg_r, cg_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
-        Ok(p) => p,
-        Err(e) => return startup_failed(format!("pipe: {e}")),
-    };
-    let flags = libc::CLONE_NEWUSER
-        | libc::CLONE_NEWPID
-        | libc::CLONE_NEWNS
-        | libc::CLONE_NEWNET
-        | libc::CLONE_NEWIPC
-        | libc::CLONE_NEWUTS;
-    let pid = match sys::clone_fork(flags) {
-        Ok(Forked::Child) => {
-            drop(init_r);
-            drop(go_w);
-            drop(cg_w);
-            child(
-                spec,
-                &sources,
-                init_w,
-                go_r,
-                cg_r,
-                &fallback,
-                cgroup.is_some(),
-            )
-        }
-        Ok(Forked::Parent(pid)) => pid,
-        Err(e) => {
-            if let Some(cg) = &cgroup {
-                cg.remove();
-            }
-            return startup_failed(format!(
-                "cannot create the box's namespaces: {e}. kern needs unprivileged user namespaces \
-                 (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ an AppArmor profile \
-                 allowing userns for the kern binary)"
-            ));
-        }
-    };
-    drop(init_w);
-    drop(go_r);
-    drop(cg_r);
-    let report = supervise(spec, pid, &cgroup, init_r, go_w, cg_w, lifeline, start);
-    if let Some(cg) = &cgroup {
-        cg.remove();
-    }
-    report
+/// The caps of a box, applied before its spec is known: the cgroup exists and this process
+/// (the monitor) has already moved itself in, so the box is born inside it. Moving a process
+/// between cgroups waits for an RCU grace period (often 5-40 ms on this kind of machine), so
+/// the addon prepares a spare `kern` ahead of each call and that wait leaves the call's path.
+pub struct Prepared {
+    limits: Limits,
+    cgroup: Option<BoxCgroup>,
+    fallback: Fallback,
 }
 
-/// The clone child, before it becomes PID 1 proper: wait for the maps, then hand over.
-fn child(
-    spec: &BoxSpec,
-    src: &Sources,
-    init_w: OwnedFd,
-    go_r: OwnedFd,
-    cg_r: OwnedFd,
-    fallback: &Fallback,
-    in_cgroup: bool,
-) -> ! {
-    // If kern dies, the box dies with it (and with PID 1 the whole PID namespace).
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    let mut byte = [0u8; 1];
-    let mut go = std::fs::File::from(go_r);
-    if !matches!(go.read(&mut byte), Ok(1)) {
-        sys::exit_now(1);
-    }
-    drop(go);
-    // PID 1 lives as long as the box: it keeps only its own pipes, not the caller's fds.
-    sys::close_others(&[init_w.as_raw_fd(), cg_r.as_raw_fd()]);
-    init::pid1(spec, src, init_w, cg_r, in_cgroup, fallback)
-}
-
-/// Creates the cgroup and decides which caps fall back to rlimits, saying so for each.
-fn limits(spec: &BoxSpec) -> (Option<BoxCgroup>, Fallback) {
-    let l = &spec.limits;
+/// Creates the cgroup, moves this process into it, and decides which caps fall back to
+/// rlimits, saying so for each on stderr (where the next box's output follows).
+pub fn prepare(limits: &Limits) -> Prepared {
+    let l = limits;
     let any = l.memory_bytes.is_some() || l.pids.is_some() || l.cpus.is_some();
     let mut fallback = Fallback::default();
     let mut cg = None;
     let mut reason = String::from("enforceLimits is false");
     if l.enforce && any {
-        match BoxCgroup::create(l, &box_id()) {
-            Ok(c) => cg = Some(c),
+        // The monitor itself is one more task in the box's pids cgroup.
+        let with_monitor = Limits {
+            pids: l.pids.map(|p| p + 1),
+            ..l.clone()
+        };
+        match BoxCgroup::create(&with_monitor, &box_id()) {
+            Ok(c) => match c.add(std::process::id() as libc::pid_t) {
+                Ok(()) => {
+                    // The box's OOM killer must pick the workload, never its monitor: the
+                    // monitor is what reports the OOM. Only root may lower this; elsewhere
+                    // an OOM that outlives the workload may end in a `killed` fault.
+                    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+                    cg = Some(c);
+                }
+                Err(e) => {
+                    c.remove();
+                    reason = format!("cannot move into the box's cgroup ({e})");
+                }
+            },
             Err(e) => reason = format!("no writable cgroup ({e})"),
         }
     }
@@ -183,7 +93,137 @@ fn limits(spec: &BoxSpec) -> (Option<BoxCgroup>, Fallback) {
     if let (Some(cores), false) = (l.cpus, enforced.cpu) {
         note("warning", &format!("cpu cap of {cores} cores is not enforced: {reason}; there is no rlimit for a CPU rate"));
     }
-    (cg, fallback)
+    if nix::unistd::getuid().is_root() {
+        note(
+            "note",
+            "running as root, the box's uid 0 is host uid 0 (mapping it to an unprivileged id range is not built yet); \
+             it holds no capabilities and can write only its workspace and scratch",
+        );
+    }
+    Prepared {
+        limits: limits.clone(),
+        cgroup: cg,
+        fallback,
+    }
+}
+
+impl Prepared {
+    /// Leaves and removes the cgroup (when nothing ran in it, or after the box ended).
+    pub fn release(self) {
+        if let Some(cg) = &self.cgroup {
+            cg.leave();
+            cg.remove();
+        }
+    }
+}
+
+/// Builds, runs and tears down one box. `lifeline`, when given, is a pipe whose other end the
+/// caller holds: if it closes early (the caller died), the box is killed. `on_report` gets the
+/// outcome as soon as the box has ended, before the slower cgroup teardown.
+pub fn run_box(
+    spec: &BoxSpec,
+    prepared: Prepared,
+    lifeline: Option<BorrowedFd<'_>>,
+    on_report: &mut dyn FnMut(&BoxReport),
+) {
+    let report = build_and_supervise(spec, &prepared, lifeline);
+    on_report(&report);
+    prepared.release();
+}
+
+fn build_and_supervise(
+    spec: &BoxSpec,
+    prepared: &Prepared,
+    lifeline: Option<BorrowedFd<'_>>,
+) -> BoxReport {
+    let start = Instant::now();
+    if spec.limits != prepared.limits {
+        return startup_failed("internal error: the box's caps differ from the caps kern prepared");
+    }
+    if spec.argv.is_empty() {
+        return startup_failed("nothing to run: the argv is empty");
+    }
+    let extra_reserved: Vec<String> = spec
+        .tmpfs
+        .iter()
+        .filter(|t| t.target.trim_matches('/').split('/').count() == 1)
+        .filter_map(|t| top_component(&t.target))
+        .collect();
+    let plan = match RootPlan::build(&spec.root, &spec.workspace_target, &extra_reserved) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("cannot read the image {:?}: {e}", spec.root)),
+    };
+    if let Err(e) = mounts::open_dir(&spec.workspace) {
+        return startup_failed(format!(
+            "cannot open the workspace {}: {e}",
+            spec.workspace.display()
+        ));
+    }
+    let sources = Sources {
+        plan,
+        workspace: spec.workspace.clone(),
+    };
+    let cgroup = &prepared.cgroup;
+    let fallback = &prepared.fallback;
+
+    let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("pipe: {e}")),
+    };
+    let (go_r, go_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("pipe: {e}")),
+    };
+    let flags = libc::CLONE_NEWUSER
+        | libc::CLONE_NEWPID
+        | libc::CLONE_NEWNS
+        | libc::CLONE_NEWNET
+        | libc::CLONE_NEWIPC
+        | libc::CLONE_NEWUTS;
+    let pid = match sys::clone_fork(flags) {
+        Ok(Forked::Child) => {
+            drop(init_r);
+            drop(go_w);
+            child(spec, &sources, init_w, go_r, fallback, cgroup.is_some())
+        }
+        Ok(Forked::Parent(pid)) => pid,
+        Err(e) => {
+            return startup_failed(format!(
+                "cannot create the box's namespaces: {e}. kern needs unprivileged user namespaces \
+                 (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ an AppArmor profile \
+                 allowing userns for the kern binary)"
+            ));
+        }
+    };
+    drop(init_w);
+    drop(go_r);
+    supervise(spec, pid, cgroup, init_r, go_w, lifeline, start)
+}
+
+/// The clone child, before it becomes PID 1 proper: wait for the maps, then hand over.
+fn child(
+    spec: &BoxSpec,
+    src: &Sources,
+    init_w: OwnedFd,
+    go_r: OwnedFd,
+    fallback: &Fallback,
+    in_cgroup: bool,
+) -> ! {
+    // If kern dies, the box dies with it (and with PID 1 the whole PID namespace).
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let mut byte = [0u8; 1];
+    let mut go = std::fs::File::from(go_r);
+    if !matches!(go.read(&mut byte), Ok(1)) {
+        sys::exit_now(1);
+    }
+    drop(go);
+    // PID 1 lives as long as the box: it keeps only its report pipe, not the caller's fds.
+    sys::close_others(&[init_w.as_raw_fd()]);
+    if in_cgroup {
+        // The box sees its own cgroup as the root of the hierarchy.
+        let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
+    }
+    init::pid1(spec, src, init_w, fallback)
 }
 
 /// RLIMIT_NPROC counts every process of the real uid host-wide, so the fallback cap is set on
@@ -229,7 +269,6 @@ fn supervise(
     cgroup: &Option<BoxCgroup>,
     init_r: OwnedFd,
     go_w: OwnedFd,
-    cg_w: OwnedFd,
     lifeline: Option<BorrowedFd<'_>>,
     start: Instant,
 ) -> BoxReport {
@@ -256,15 +295,6 @@ fn supervise(
         return startup_failed("the box's init exited before it could start");
     }
     drop(go_w);
-    if let Some(cg) = cgroup {
-        if let Err(e) = cg.add(pid) {
-            kill_and_reap(pid);
-            return startup_failed(format!("cannot move the box into its cgroup: {e}"));
-        }
-    }
-    // PID 1 may already be gone (a failed setup); its report says why.
-    let _ = nix::unistd::write(&cg_w, b"c");
-    drop(cg_w);
     let setup_us = start.elapsed().as_micros() as u64;
 
     let deadline = start + Duration::from_millis(spec.timeout_ms);

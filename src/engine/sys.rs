@@ -128,6 +128,18 @@ pub fn close_others(keep: &[RawFd]) {
     }
 }
 
+/// Points stdout and stderr at /dev/null, so whoever reads our output sees EOF now.
+pub fn detach_stdio() -> io::Result<()> {
+    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+    for target in [1, 2] {
+        // SAFETY: dup2 on integer fds touches no memory.
+        if unsafe { libc::dup2(null.as_raw_fd(), target) } < 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
 pub fn set_cloexec(fd: RawFd) -> io::Result<()> {
     // SAFETY: fcntl on an integer fd touches no memory; a stale fd yields EBADF.
     let ret = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };

@@ -3,7 +3,7 @@
 
 pub mod options;
 
-use crate::engine::launch::{self, Chunk, Launch};
+use crate::engine::launch::{Chunk, Kern};
 use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::status::Fault;
 use crate::error::{Error, Result};
@@ -46,6 +46,29 @@ pub struct ExecResult {
 struct Opened {
     config: Config,
     workspace: std::sync::Mutex<Workspace>,
+    /// A kern that already sits in its cgroup, for the next call.
+    spare: std::sync::Mutex<Option<Kern>>,
+}
+
+impl Opened {
+    /// Takes the spare kern (or starts one) and starts the next spare right away, so its
+    /// cgroup move overlaps this call.
+    fn kern(&self, path: &std::path::Path) -> Result<Kern> {
+        let mut spare = self
+            .spare
+            .lock()
+            .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
+        let taken = spare
+            .take()
+            .filter(|k| k.limits() == &self.config.limits)
+            .and_then(|mut k| k.is_alive().then_some(k));
+        let kern = match taken {
+            Some(k) => k,
+            None => Kern::spawn(path, &self.config.limits)?,
+        };
+        *spare = Kern::spawn(path, &self.config.limits).ok();
+        Ok(kern)
+    }
 }
 
 enum State {
@@ -92,9 +115,11 @@ impl Sandbox {
             Some(p) => Workspace::existing(p)?,
             None => Workspace::temporary()?,
         };
+        let spare = Kern::spawn(&self.kern, &config.limits).ok();
         *state = State::Open(Arc::new(Opened {
             config,
             workspace: std::sync::Mutex::new(workspace),
+            spare: std::sync::Mutex::new(spare),
         }));
         Ok(())
     }
@@ -104,6 +129,10 @@ impl Sandbox {
         let mut state = self.state.lock().await;
         let previous = std::mem::replace(&mut *state, State::Closed);
         if let State::Open(opened) = previous {
+            // Dropping the spare closes its lifeline: it leaves its cgroup and exits.
+            if let Ok(mut spare) = opened.spare.lock() {
+                spare.take();
+            }
             let mut ws = opened
                 .workspace
                 .lock()
@@ -201,13 +230,17 @@ impl Sandbox {
         } else {
             None
         };
-        let outcome = launch::run(Launch {
-            kern: self.kern.clone(),
-            spec,
-            max_output: cfg.max_output,
-            sink,
-        })
-        .await?;
+        let kern = opened.kern(&self.kern)?;
+        let outcome = match kern.run(&spec, cfg.max_output, sink.clone()).await? {
+            Some(o) => o,
+            // The spare died before it got the spec: nothing ran; use a fresh kern.
+            None => Kern::spawn(&self.kern, &cfg.limits)?
+                .run(&spec, cfg.max_output, sink)
+                .await?
+                .ok_or_else(|| {
+                    Error::Runtime("the kern runtime exited before it read the box spec".into())
+                })?,
+        };
         let mut stderr = String::from_utf8_lossy(&outcome.stderr).into_owned();
         let files = match before {
             Some(before) => {
