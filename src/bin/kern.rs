@@ -7,11 +7,12 @@ use kern_sandbox::engine::monitor::{self, run_box};
 use kern_sandbox::engine::spec::{
     BoxSpec, Limits, RootSpec, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET,
 };
+use kern_sandbox::engine::sys;
 use kern_sandbox::session::options::{
     parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
-use std::io::{Read, Write};
-use std::os::fd::{BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::io::BufRead;
+use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,14 +31,9 @@ struct Cli {
 enum Command {
     /// Run a command in a fresh box: kern run --image DIR -- python3 -c 'print(1)'
     Run(RunArgs),
-    /// Internal: build one box from a JSON spec on --spec-fd, report on --status-fd.
+    /// Internal: build one box from the JSON lines on stdin (a socket), report on it.
     #[command(hide = true)]
-    Box {
-        #[arg(long)]
-        spec_fd: RawFd,
-        #[arg(long)]
-        status_fd: RawFd,
-    },
+    Box,
 }
 
 #[derive(clap::Args)]
@@ -76,7 +72,7 @@ struct RunArgs {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Box { spec_fd, status_fd } => boxed(spec_fd, status_fd),
+        Command::Box => boxed(),
         Command::Run(args) => match run(args) {
             Ok(code) => code,
             Err(e) => {
@@ -88,40 +84,28 @@ fn main() -> ExitCode {
 }
 
 /// Reads one `\n`-terminated line; `None` at EOF before any byte.
-fn read_line(r: &mut impl Read) -> Option<Vec<u8>> {
+fn read_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
     let mut line = Vec::new();
-    let mut byte = [0u8; 1];
-    loop {
-        match r.read(&mut byte) {
-            Ok(1) if byte[0] == b'\n' => return Some(line),
-            Ok(1) => line.push(byte[0]),
-            _ => return (!line.is_empty()).then_some(line),
+    match r.read_until(b'\n', &mut line) {
+        Ok(0) | Err(_) => None,
+        Ok(_) => {
+            if line.last() == Some(&b'\n') {
+                line.pop();
+            }
+            Some(line)
         }
     }
 }
 
-/// The addon's protocol on the spec fd: line 1 is the caps (kern prepares the cgroup and moves
-/// into it at once), line 2 the box spec, which may come much later (a spare kern waits for
-/// the next call). EOF instead of line 2 means "not needed": clean up and leave.
-fn boxed(spec_fd: RawFd, status_fd: RawFd) -> ExitCode {
-    if spec_fd < 3 || status_fd < 3 || spec_fd == status_fd {
-        eprintln!("kern box: --spec-fd and --status-fd must be distinct inherited fds above 2");
-        return ExitCode::from(125);
-    }
+/// The addon's protocol on stdin, a socketpair: line 1 is the caps (kern prepares the cgroup
+/// and moves into it at once), line 2 the box spec, which may come much later (a spare kern
+/// waits for the next call); the report goes back on the same socket. EOF instead of line 2
+/// means "not needed": clean up and leave.
+fn boxed() -> ExitCode {
     // Whatever else the caller's process leaked to us stays out of the box's reach.
-    kern_sandbox::engine::sys::close_others(&[spec_fd, status_fd]);
-    // SAFETY: the addon placed these two fds for us; nothing else in this process owns them.
-    let (spec_pipe, status) = unsafe {
-        (
-            OwnedFd::from_raw_fd(spec_fd),
-            OwnedFd::from_raw_fd(status_fd),
-        )
-    };
-    let _ = kern_sandbox::engine::sys::set_cloexec(spec_fd);
-    let _ = kern_sandbox::engine::sys::set_cloexec(status_fd);
-    let mut status = Some(std::fs::File::from(status));
-    // The addon keeps its end open as our lifeline, so read lines, never to EOF.
-    let mut reader = std::fs::File::from(spec_pipe.try_clone().expect("dup spec fd"));
+    sys::close_others(&[]);
+    let stdin = std::io::stdin();
+    let mut reader = stdin.lock();
     let limits: Limits = match read_line(&mut reader).map(|l| serde_json::from_slice(&l)) {
         Some(Ok(l)) => l,
         Some(Err(e)) => {
@@ -144,15 +128,15 @@ fn boxed(spec_fd: RawFd, status_fd: RawFd) -> ExitCode {
         }
     };
     drop(reader);
-    let lifeline: BorrowedFd<'_> = std::os::fd::AsFd::as_fd(&spec_pipe);
-    run_box(&spec, prepared, Some(lifeline), &mut |report| {
+    // SAFETY: fd 0 is the control socket for the whole life of this process; this borrow ends
+    // before `detach_stdio` replaces it.
+    let control = unsafe { BorrowedFd::borrow_raw(0) };
+    run_box(&spec, prepared, Some(control), &mut |report| {
         let mut out = serde_json::to_vec(report).unwrap_or_default();
         out.push(b'\n');
-        if let Some(mut f) = status.take() {
-            let _ = f.write_all(&out);
-        }
+        let _ = nix::unistd::write(control, &out);
         // The caller is done once these close: the cgroup teardown that follows is ours.
-        let _ = kern_sandbox::engine::sys::detach_stdio();
+        let _ = sys::detach_stdio();
     });
     ExitCode::SUCCESS
 }

@@ -6,12 +6,12 @@
 use super::spec::{BoxSpec, Limits};
 use super::status::{BoxReport, Fault, FaultKind};
 use crate::error::{Error, Result};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::os::unix::process::CommandExt as _;
+use std::io::Write as _;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Extra time past the box's own deadline before the caller gives up on `kern` itself.
@@ -19,8 +19,6 @@ const BACKSTOP: Duration = Duration::from_secs(10);
 /// How long to keep reading output after `kern` exited (the box is dead by then; this only
 /// guards against a pipe some other process still holds).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
-const SPEC_FD: RawFd = 3;
-const STATUS_FD: RawFd = 4;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -46,54 +44,45 @@ pub struct Outcome {
 
 /// A started `kern` that has its caps (line 1 of the protocol) and waits for a box spec. A
 /// session keeps one spare, so the cgroup move (an RCU grace period) happens between calls.
+///
+/// The control channel is a socketpair on kern's stdin: spec lines go in, the report comes
+/// back, and our end closing is kern's signal that the caller is gone. Using stdin (rather
+/// than extra fds placed in a `pre_exec` hook) lets std spawn kern with `posix_spawn`, which
+/// does not copy the address space of a large Node process the way `fork` does.
 pub struct Kern {
     child: tokio::process::Child,
-    spec_w: OwnedFd,
-    status_r: OwnedFd,
+    control: std::os::unix::net::UnixStream,
     limits: Limits,
 }
 
 impl Kern {
     /// Starts `kern box` and hands it the caps. `Err` only when `kern` can't be started.
     pub fn spawn(kern: &Path, limits: &Limits) -> Result<Kern> {
-        let pipe = || {
-            nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                .map_err(|e| Error::Runtime(format!("pipe: {e}")))
-        };
-        let (spec_r, spec_w) = pipe()?;
-        let (status_r, status_w) = pipe()?;
-        let mut cmd = std::process::Command::new(kern);
-        cmd.args(["box", "--spec-fd", "3", "--status-fd", "4"])
-            .stdin(Stdio::null())
+        let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
+        let (ours, theirs) =
+            std::os::unix::net::UnixStream::pair().map_err(|e| io("socketpair", e))?;
+        let child = tokio::process::Command::new(kern)
+            .arg("box")
+            .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let (sr, sw) = (spec_r.as_raw_fd(), status_w.as_raw_fd());
-        // SAFETY: the closure runs between fork and exec in the child and only calls dup2/fcntl,
-        // which are async-signal-safe; it allocates nothing.
-        unsafe {
-            cmd.pre_exec(move || {
-                place_fd(sr, SPEC_FD)?;
-                place_fd(sw, STATUS_FD)
-            });
-        }
-        let child = tokio::process::Command::from(cmd).spawn().map_err(|e| {
-            Error::Runtime(format!(
-                "cannot start the kern runtime at {}: {e}. Reinstall kern-sandbox, or point KERN_BIN at a kern binary",
-                kern.display()
-            ))
-        })?;
-        drop(spec_r);
-        drop(status_w);
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                Error::Runtime(format!(
+                    "cannot start the kern runtime at {}: {e}. Reinstall kern-sandbox, or point KERN_BIN at a kern binary",
+                    kern.display()
+                ))
+            })?;
         let mut line = serde_json::to_vec(limits)
             .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
         line.push(b'\n');
-        // A few hundred bytes into an empty pipe: never blocks.
-        nix::unistd::write(&spec_w, &line)
-            .map_err(|e| Error::Runtime(format!("write to kern: {e}")))?;
+        // A few hundred bytes into an empty socket buffer: never blocks.
+        (&ours)
+            .write_all(&line)
+            .map_err(|e| io("write to kern", e))?;
         Ok(Kern {
             child,
-            spec_w,
-            status_r,
+            control: ours,
             limits: limits.clone(),
         })
     }
@@ -121,21 +110,20 @@ impl Kern {
         let mut json = serde_json::to_vec(spec)
             .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
         json.push(b'\n');
-        // The spec may exceed a pipe's buffer (large code): write it off the runtime's threads.
-        // kern reads it at once; the write end then stays open as kern's lifeline.
-        let spec_w = self.spec_w;
-        let written = tokio::task::spawn_blocking(move || -> std::io::Result<OwnedFd> {
-            let mut f = std::fs::File::from(spec_w);
-            std::io::Write::write_all(&mut f, &json)?;
-            Ok(f.into())
-        })
-        .await
-        .map_err(|e| Error::Runtime(format!("write the spec: {e}")))?;
-        let lifeline = match written {
-            Ok(fd) => fd,
-            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => return Ok(None),
+        let control = self.control;
+        control
+            .set_nonblocking(true)
+            .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;
+        let mut control = tokio::net::UnixStream::from_std(control)
+            .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;
+        match control.write_all(&json).await {
+            Ok(()) => {}
+            // The spare died before it got the spec: nothing ran.
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => {
+                return Ok(None)
+            }
             Err(e) => return Err(Error::Runtime(format!("write the spec to kern: {e}"))),
-        };
+        }
         let out = self
             .child
             .stdout
@@ -146,16 +134,15 @@ impl Kern {
             .stderr
             .take()
             .map(|s| tokio::spawn(drain(s, Stream::Stderr, max_output, sink.clone())));
-        let status_r = self.status_r;
+        // The report arrives on the control socket, which then closes; until then our end is
+        // kern's lifeline.
         let mut status = tokio::spawn(async move {
             let mut buf = Vec::new();
-            if let Ok(mut rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(status_r) {
-                let _ = rx.read_to_end(&mut buf).await;
-            }
+            let _ = control.read_to_end(&mut buf).await;
             buf
         });
 
-        // kern closes the status pipe and its stdio as soon as the box has ended; its cgroup
+        // kern closes the control socket and its stdio as soon as the box has ended; its cgroup
         // teardown after that is not the caller's wait.
         let backstop = Duration::from_millis(spec.timeout_ms) + BACKSTOP;
         let mut backstop_fault = None;
@@ -170,7 +157,6 @@ impl Kern {
                 status.await.unwrap_or_default()
             }
         };
-        drop(lifeline);
 
         let collect = |h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async {
             match h {
@@ -237,18 +223,6 @@ fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
         )),
         setup_us: 0,
     }
-}
-
-/// Puts `fd` at `target` without CLOEXEC. Async-signal-safe (used between fork and exec).
-fn place_fd(fd: RawFd, target: RawFd) -> std::io::Result<()> {
-    if fd == target {
-        return crate::engine::sys::clear_cloexec(fd);
-    }
-    // SAFETY: dup2 on integer fds touches no memory; it is async-signal-safe.
-    if unsafe { libc::dup2(fd, target) } < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Reads a stream to EOF, keeping the first `cap` bytes and discarding the rest (but still

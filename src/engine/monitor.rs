@@ -211,6 +211,10 @@ fn child(
 ) -> ! {
     // If kern dies, the box dies with it (and with PID 1 the whole PID namespace).
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    // kern's stdin is its control socket: the box reads /dev/null instead.
+    if sys::stdin_null().is_err() {
+        sys::exit_now(1);
+    }
     let mut byte = [0u8; 1];
     let mut go = std::fs::File::from(go_r);
     if !matches!(go.read(&mut byte), Ok(1)) {

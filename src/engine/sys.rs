@@ -128,10 +128,23 @@ pub fn close_others(keep: &[RawFd]) {
     }
 }
 
-/// Points stdout and stderr at /dev/null, so whoever reads our output sees EOF now.
+/// Points stdin at /dev/null (the box must never read kern's control socket).
+pub fn stdin_null() -> io::Result<()> {
+    let null = std::fs::File::open("/dev/null")?;
+    // SAFETY: dup2 on integer fds touches no memory.
+    if unsafe { libc::dup2(null.as_raw_fd(), 0) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Points stdin, stdout and stderr at /dev/null, so whoever holds the other ends sees EOF.
 pub fn detach_stdio() -> io::Result<()> {
-    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
-    for target in [1, 2] {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")?;
+    for target in [0, 1, 2] {
         // SAFETY: dup2 on integer fds touches no memory.
         if unsafe { libc::dup2(null.as_raw_fd(), target) } < 0 {
             return Err(io::Error::last_os_error());
