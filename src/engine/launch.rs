@@ -52,7 +52,6 @@ pub struct Outcome {
 pub struct Kern {
     child: tokio::process::Child,
     control: std::os::unix::net::UnixStream,
-    limits: Limits,
 }
 
 impl Kern {
@@ -83,18 +82,12 @@ impl Kern {
         Ok(Kern {
             child,
             control: ours,
-            limits: limits.clone(),
         })
     }
 
     /// False once the process has exited (a spare killed from outside).
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
-    }
-
-    /// The caps this kern prepared.
-    pub fn limits(&self) -> &Limits {
-        &self.limits
     }
 
     /// Runs one box to the end. Everything that happens is in the `Outcome`; `Ok(None)` means

@@ -43,30 +43,44 @@ pub struct ExecResult {
     pub truncated: bool,
 }
 
+/// How many prepared kerns a session keeps. Each has moved into its cgroup (an RCU grace
+/// period, 5-40 ms here) before a call takes it; with two, a call that follows another at once
+/// still finds one that finished its move during the call before.
+const SPARES: usize = 2;
+
 struct Opened {
     config: Config,
     workspace: std::sync::Mutex<Workspace>,
-    /// A kern that already sits in its cgroup, for the next call.
-    spare: std::sync::Mutex<Option<Kern>>,
+    /// Kerns that already sit in their cgroups, oldest first.
+    spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
 }
 
 impl Opened {
-    /// Takes the spare kern (or starts one) and starts the next spare right away, so its
-    /// cgroup move overlaps this call.
+    /// Takes the oldest live spare (or starts a kern) and tops the spares up, so their cgroup
+    /// moves overlap this call.
     fn kern(&self, path: &std::path::Path) -> Result<Kern> {
-        let mut spare = self
-            .spare
+        let mut spares = self
+            .spares
             .lock()
             .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
-        let taken = spare
-            .take()
-            .filter(|k| k.limits() == &self.config.limits)
-            .and_then(|mut k| k.is_alive().then_some(k));
+        let mut taken = None;
+        while let Some(mut k) = spares.pop_front() {
+            // A spare killed from outside is skipped; dropping it reaps it.
+            if k.is_alive() {
+                taken = Some(k);
+                break;
+            }
+        }
         let kern = match taken {
             Some(k) => k,
             None => Kern::spawn(path, &self.config.limits)?,
         };
-        *spare = Kern::spawn(path, &self.config.limits).ok();
+        while spares.len() < SPARES {
+            match Kern::spawn(path, &self.config.limits) {
+                Ok(k) => spares.push_back(k),
+                Err(_) => break,
+            }
+        }
         Ok(kern)
     }
 }
@@ -115,11 +129,13 @@ impl Sandbox {
             Some(p) => Workspace::existing(p)?,
             None => Workspace::temporary()?,
         };
-        let spare = Kern::spawn(&self.kern, &config.limits).ok();
+        let spares = (0..SPARES)
+            .filter_map(|_| Kern::spawn(&self.kern, &config.limits).ok())
+            .collect();
         *state = State::Open(Arc::new(Opened {
             config,
             workspace: std::sync::Mutex::new(workspace),
-            spare: std::sync::Mutex::new(spare),
+            spares: std::sync::Mutex::new(spares),
         }));
         Ok(())
     }
@@ -129,9 +145,9 @@ impl Sandbox {
         let mut state = self.state.lock().await;
         let previous = std::mem::replace(&mut *state, State::Closed);
         if let State::Open(opened) = previous {
-            // Dropping the spare closes its lifeline: it leaves its cgroup and exits.
-            if let Ok(mut spare) = opened.spare.lock() {
-                spare.take();
+            // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
+            if let Ok(mut spares) = opened.spares.lock() {
+                spares.clear();
             }
             let mut ws = opened
                 .workspace
