@@ -20,7 +20,10 @@ use std::time::{Duration, Instant};
 /// Writes one of kern's own diagnostics to stderr, where it lands in order with the workload's
 /// output. The `note:`/`warning:` prefixes are the contract `runtimeNotes` splits on.
 pub fn note(kind: &str, text: &str) {
-    eprintln!("{kind}: {text}");
+    use std::io::Write;
+    // Never `eprintln!`: it panics when the reader has gone (a caller that exited while this
+    // kern was a spare), and a panic would skip the cgroup cleanup.
+    let _ = writeln!(std::io::stderr(), "{kind}: {text}");
 }
 
 fn startup_failed(message: impl Into<String>) -> BoxReport {
