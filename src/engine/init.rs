@@ -5,7 +5,7 @@
 //! It is non-dumpable, and its memory map still belongs to the host's user namespace (it was
 //! forked from there), so the workload can open neither `/proc/1/exe` nor `/proc/1/mem`.
 
-use super::mounts::{self, Sources};
+use super::mounts::{self, Sources, Trees};
 use super::spec::BoxSpec;
 use super::sys::{self, Forked};
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -41,10 +41,16 @@ fn send(pipe: &OwnedFd, line: &str) {
 }
 
 /// Runs as the box's PID 1 after the monitor wrote the id maps. Never returns.
-pub fn pid1(spec: &BoxSpec, src: &Sources, init_pipe: OwnedFd, fallback: &Fallback) -> ! {
+pub fn pid1(
+    spec: &BoxSpec,
+    src: &Sources,
+    trees: &Trees,
+    init_pipe: OwnedFd,
+    fallback: &Fallback,
+) -> ! {
     // Non-dumpable: /proc/1 stays out of the workload's reach.
     let _ = nix::sys::prctl::set_dumpable(false);
-    if let Err(e) = setup(spec, src) {
+    if let Err(e) = setup(spec, src, trees) {
         send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, e.0));
         sys::exit_now(1);
     }
@@ -72,8 +78,8 @@ pub fn pid1(spec: &BoxSpec, src: &Sources, init_pipe: OwnedFd, fallback: &Fallba
     sys::exit_now(0)
 }
 
-fn setup(spec: &BoxSpec, src: &Sources) -> Result<(), mounts::SetupError> {
-    mounts::build(spec, src)?;
+fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::SetupError> {
+    mounts::build(spec, src, trees)?;
     nix::unistd::sethostname(&spec.hostname)
         .map_err(|e| mounts::SetupError(format!("sethostname: {e}")))?;
     sys::loopback_up().map_err(|e| mounts::SetupError(format!("bring up lo: {e}")))

@@ -4,13 +4,15 @@
 //! `clone` in `sys::clone_fork` sound.
 
 use super::cgroup::BoxCgroup;
+use super::idmap::{self, Mapping};
 use super::init::{self, msg, Fallback};
-use super::mounts::{self, Sources};
+use super::mounts::{self, Sources, Trees};
 use super::rootfs::{top_component, RootPlan};
-use super::spec::{BoxSpec, Limits};
+use super::spec::{BoxSpec, Limits, RootSpec};
 use super::status::{BoxReport, Fault, FaultKind};
 use super::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket;
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::io::Read;
@@ -96,13 +98,6 @@ pub fn prepare(limits: &Limits) -> Prepared {
     if let (Some(cores), false) = (l.cpus, enforced.cpu) {
         note("warning", &format!("cpu cap of {cores} cores is not enforced: {reason}; there is no rlimit for a CPU rate"));
     }
-    if nix::unistd::getuid().is_root() {
-        note(
-            "note",
-            "running as root, the box's uid 0 is host uid 0 (mapping it to an unprivileged id range is not built yet); \
-             it holds no capabilities and can write only its workspace and scratch",
-        );
-    }
     Prepared {
         limits: limits.clone(),
         cgroup: cg,
@@ -129,22 +124,42 @@ pub fn run_box(
     lifeline: Option<BorrowedFd<'_>>,
     on_report: &mut dyn FnMut(&BoxReport),
 ) {
-    let report = build_and_supervise(spec, &prepared, lifeline);
+    let mapping = Mapping::for_this_process();
+    let report = match build_and_supervise(spec, &prepared, lifeline, mapping) {
+        Ok(r) => r,
+        Err(NoIdmap(why)) => {
+            note(
+                "note",
+                &format!(
+                    "running as root, the box's uid 0 is host uid 0: an unprivileged id range needs idmapped mounts, \
+                     which failed here ({why}); the box holds no capabilities and can write only its workspace and scratch"
+                ),
+            );
+            build_and_supervise(spec, &prepared, lifeline, Mapping::host_root())
+                .unwrap_or_else(|NoIdmap(why)| startup_failed(why))
+        }
+    };
     on_report(&report);
     prepared.release();
 }
+
+/// Idmapped mounts are unavailable (kernel or filesystem): the box must map host root instead.
+struct NoIdmap(String);
 
 fn build_and_supervise(
     spec: &BoxSpec,
     prepared: &Prepared,
     lifeline: Option<BorrowedFd<'_>>,
-) -> BoxReport {
+    mapping: Mapping,
+) -> Result<BoxReport, NoIdmap> {
     let start = Instant::now();
     if spec.limits != prepared.limits {
-        return startup_failed("internal error: the box's caps differ from the caps kern prepared");
+        return Ok(startup_failed(
+            "internal error: the box's caps differ from the caps kern prepared",
+        ));
     }
     if spec.argv.is_empty() {
-        return startup_failed("nothing to run: the argv is empty");
+        return Ok(startup_failed("nothing to run: the argv is empty"));
     }
     let extra_reserved: Vec<String> = spec
         .tmpfs
@@ -154,13 +169,18 @@ fn build_and_supervise(
         .collect();
     let plan = match RootPlan::build(&spec.root, &spec.workspace_target, &extra_reserved) {
         Ok(p) => p,
-        Err(e) => return startup_failed(format!("cannot read the image {:?}: {e}", spec.root)),
+        Err(e) => {
+            return Ok(startup_failed(format!(
+                "cannot read the image {:?}: {e}",
+                spec.root
+            )))
+        }
     };
     if let Err(e) = mounts::open_dir(&spec.workspace) {
-        return startup_failed(format!(
+        return Ok(startup_failed(format!(
             "cannot open the workspace {}: {e}",
             spec.workspace.display()
-        ));
+        )));
     }
     let sources = Sources {
         plan,
@@ -171,11 +191,17 @@ fn build_and_supervise(
 
     let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
-        Err(e) => return startup_failed(format!("pipe: {e}")),
+        Err(e) => return Ok(startup_failed(format!("pipe: {e}"))),
     };
-    let (go_r, go_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+    // "go" travels on a socket so it can carry the idmapped trees (SCM_RIGHTS).
+    let (go_w, go_r) = match socket::socketpair(
+        socket::AddressFamily::Unix,
+        socket::SockType::Stream,
+        None,
+        socket::SockFlag::SOCK_CLOEXEC,
+    ) {
         Ok(p) => p,
-        Err(e) => return startup_failed(format!("pipe: {e}")),
+        Err(e) => return Ok(startup_failed(format!("socketpair: {e}"))),
     };
     let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWPID
@@ -187,23 +213,32 @@ fn build_and_supervise(
         Ok(Forked::Child) => {
             drop(init_r);
             drop(go_w);
-            child(spec, &sources, init_w, go_r, fallback, cgroup.is_some())
+            child(
+                spec,
+                &sources,
+                init_w,
+                go_r,
+                fallback,
+                cgroup.is_some(),
+                mapping,
+            )
         }
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => {
-            return startup_failed(format!(
+            return Ok(startup_failed(format!(
                 "cannot create the box's namespaces: {e}. kern needs unprivileged user namespaces \
                  (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ an AppArmor profile \
                  allowing userns for the kern binary)"
-            ));
+            )));
         }
     };
     drop(init_w);
     drop(go_r);
-    supervise(spec, pid, cgroup, init_r, go_w, lifeline, start)
+    supervise(spec, pid, cgroup, init_r, go_w, lifeline, start, mapping)
 }
 
-/// The clone child, before it becomes PID 1 proper: wait for the maps, then hand over.
+/// The clone child, before it becomes PID 1 proper: wait for the maps (and the idmapped trees
+/// when the box has a range), take uid/gid 0 of the box, then hand over.
 fn child(
     spec: &BoxSpec,
     src: &Sources,
@@ -211,26 +246,93 @@ fn child(
     go_r: OwnedFd,
     fallback: &Fallback,
     in_cgroup: bool,
+    mapping: Mapping,
 ) -> ! {
-    // If kern dies, the box dies with it (and with PID 1 the whole PID namespace).
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     // kern's stdin is its control socket: the box reads /dev/null instead.
     if sys::stdin_null().is_err() {
         sys::exit_now(1);
     }
-    let mut byte = [0u8; 1];
-    let mut go = std::fs::File::from(go_r);
-    if !matches!(go.read(&mut byte), Ok(1)) {
+    let Some(trees) = receive_go(&go_r) else {
+        sys::exit_now(1);
+    };
+    if become_box_root(mapping).is_err() {
         sys::exit_now(1);
     }
-    drop(go);
-    // PID 1 lives as long as the box: it keeps only its report pipe, not the caller's fds.
-    sys::close_others(&[init_w.as_raw_fd()]);
+    // If kern dies, the box dies with it (and with PID 1 the whole PID namespace). Set only now:
+    // a change of credentials clears it. kern holds its end of `go` until we acknowledge, so a
+    // hang-up here means it died before the signal was armed.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let mut hup = [PollFd::new(go_r.as_fd(), PollFlags::empty())];
+    let gone = poll(&mut hup, PollTimeout::ZERO).is_ok_and(|n| n > 0);
+    if gone || nix::unistd::write(&go_r, b"a").is_err() {
+        sys::exit_now(1);
+    }
+    drop(go_r);
+    // PID 1 lives as long as the box: it keeps only its report pipe and its trees.
+    let mut keep = vec![init_w.as_raw_fd()];
+    keep.extend(trees.workspace.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(trees.image.as_ref().map(|f| f.as_raw_fd()));
+    sys::close_others(&keep);
     if in_cgroup {
         // The box sees its own cgroup as the root of the hierarchy.
         let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
     }
-    init::pid1(spec, src, init_w, fallback)
+    init::pid1(spec, src, &trees, init_w, fallback)
+}
+
+/// Which of `Trees` follow the "go" byte.
+const GO_WORKSPACE: u8 = 1;
+const GO_IMAGE: u8 = 2;
+
+fn receive_go(go: &OwnedFd) -> Option<Trees> {
+    let mut buf = [0u8; 2];
+    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+    let msg = socket::recvmsg::<()>(
+        go.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        socket::MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .ok()?;
+    if msg.bytes != 2 {
+        return None;
+    }
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for c in msg.cmsgs().ok()? {
+        if let socket::ControlMessageOwned::ScmRights(raw) = c {
+            // SAFETY: SCM_RIGHTS just installed these fds in this process; nothing else owns them.
+            fds.extend(
+                raw.into_iter()
+                    .map(|fd| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    let flags = buf[1];
+    let mut fds = fds.into_iter();
+    let workspace = if flags & GO_WORKSPACE != 0 {
+        Some(fds.next()?)
+    } else {
+        None
+    };
+    let image = if flags & GO_IMAGE != 0 {
+        Some(fds.next()?)
+    } else {
+        None
+    };
+    Some(Trees { workspace, image })
+}
+
+/// Takes uid/gid 0 of the box. With a range the clone still holds the host's ids (unmapped in
+/// the box); the supplementary groups of host root go too.
+fn become_box_root(mapping: Mapping) -> nix::Result<()> {
+    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+    let (root_u, root_g) = (Uid::from_raw(0), Gid::from_raw(0));
+    setresgid(root_g, root_g, root_g)?;
+    if matches!(mapping, Mapping::Range { .. }) {
+        setgroups(&[])?;
+    }
+    setresuid(root_u, root_u, root_u)
 }
 
 /// RLIMIT_NPROC counts every process of the real uid host-wide, so the fallback cap is set on
@@ -259,16 +361,6 @@ fn box_id() -> String {
     format!("box-{}-{nanos:09}", std::process::id())
 }
 
-fn write_id_maps(pid: libc::pid_t) -> std::io::Result<()> {
-    let uid = nix::unistd::getuid().as_raw();
-    let gid = nix::unistd::getgid().as_raw();
-    let base = format!("/proc/{pid}");
-    std::fs::write(format!("{base}/uid_map"), format!("0 {uid} 1"))?;
-    // Unprivileged, setgroups must be denied before a gid map may be written (CVE-2014-8989).
-    std::fs::write(format!("{base}/setgroups"), "deny")?;
-    std::fs::write(format!("{base}/gid_map"), format!("0 {gid} 1"))
-}
-
 #[allow(clippy::too_many_arguments)]
 fn supervise(
     spec: &BoxSpec,
@@ -278,7 +370,8 @@ fn supervise(
     go_w: OwnedFd,
     lifeline: Option<BorrowedFd<'_>>,
     start: Instant,
-) -> BoxReport {
+    mapping: Mapping,
+) -> Result<BoxReport, NoIdmap> {
     let kill_and_reap = |pid: libc::pid_t| {
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         let _ = waitpid(Pid::from_raw(pid), None);
@@ -290,16 +383,39 @@ fn supervise(
         Ok(fd) => fd,
         Err(e) => {
             kill_and_reap(pid);
-            return startup_failed(format!("pidfd_open: {e}"));
+            return Ok(startup_failed(format!("pidfd_open: {e}")));
         }
     };
-    if let Err(e) = write_id_maps(pid) {
+    if let Err(e) = mapping.write(pid) {
         kill_and_reap(pid);
-        return startup_failed(format!("cannot write the box's uid/gid maps: {e}"));
+        return Ok(startup_failed(format!(
+            "cannot write the box's uid/gid maps: {e}"
+        )));
     }
-    if nix::unistd::write(&go_w, b"g").is_err() {
+    let trees = match mapping {
+        Mapping::Range { .. } => match idmapped_trees(spec, pid) {
+            Ok(t) => t,
+            Err(why) => {
+                kill_and_reap(pid);
+                return Err(NoIdmap(why));
+            }
+        },
+        Mapping::Caller { .. } => Trees::default(),
+    };
+    if send_go(&go_w, &trees).is_err() {
         kill_and_reap(pid);
-        return startup_failed("the box's init exited before it could start");
+        return Ok(startup_failed(
+            "the box's init exited before it could start",
+        ));
+    }
+    drop(trees);
+    // Wait for the box to arm its parent-death signal before anything can kill us.
+    let mut ack = [0u8; 1];
+    if !matches!(nix::unistd::read(&go_w, &mut ack), Ok(1)) {
+        kill_and_reap(pid);
+        return Ok(startup_failed(
+            "the box's init exited before it could start",
+        ));
     }
     drop(go_w);
     let setup_us = start.elapsed().as_micros() as u64;
@@ -409,7 +525,7 @@ fn supervise(
     if let Some(fault) = ended_by {
         report.exit_code = 137;
         report.fault = Some(fault);
-        return report;
+        return Ok(report);
     }
     if cgroup.as_ref().is_some_and(|cg| cg.oom_kills() > 0) {
         let shmem = cgroup.as_ref().map(|cg| cg.shmem_bytes()).unwrap_or(0);
@@ -417,7 +533,7 @@ fn supervise(
         if !exited {
             report.exit_code = 137;
         }
-        return report;
+        return Ok(report);
     }
     if !exited && report.fault.is_none() {
         report.exit_code = 125;
@@ -434,7 +550,49 @@ fn supervise(
             ));
         }
     }
-    report
+    Ok(report)
+}
+
+/// Detached, idmapped copies of the workspace and the image directory, made here because only
+/// the host's root may idmap them, and because box root (an unprivileged host id) may not even
+/// be able to traverse their paths.
+fn idmapped_trees(spec: &BoxSpec, pid: libc::pid_t) -> Result<Trees, String> {
+    let ws = spec.workspace.to_string_lossy();
+    let workspace = idmap::idmapped_tree(&ws, pid, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV)
+        .map_err(|e| format!("idmapping the workspace {ws}: {e}"))?;
+    let image = match &spec.root {
+        RootSpec::Dir { path } => {
+            let p = path.to_string_lossy();
+            let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+            Some(
+                idmap::idmapped_tree(&p, pid, ro)
+                    .map_err(|e| format!("idmapping the image {p}: {e}"))?,
+            )
+        }
+        RootSpec::Host => None,
+    };
+    Ok(Trees {
+        workspace: Some(workspace),
+        image,
+    })
+}
+
+fn send_go(go: &OwnedFd, trees: &Trees) -> nix::Result<()> {
+    let mut flags = 0u8;
+    let mut fds = Vec::new();
+    if let Some(w) = &trees.workspace {
+        flags |= GO_WORKSPACE;
+        fds.push(w.as_raw_fd());
+    }
+    if let Some(i) = &trees.image {
+        flags |= GO_IMAGE;
+        fds.push(i.as_raw_fd());
+    }
+    let buf = [b'g', flags];
+    let iov = [std::io::IoSlice::new(&buf)];
+    let cmsg = [socket::ControlMessage::ScmRights(&fds)];
+    let cmsgs: &[socket::ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
+    socket::sendmsg::<()>(go.as_raw_fd(), &iov, cmsgs, socket::MsgFlags::empty(), None).map(drop)
 }
 
 fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault {

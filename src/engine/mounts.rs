@@ -12,13 +12,16 @@ use super::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, M
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::fs;
 use std::io;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::{symlink, DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 /// Where the skeleton is assembled before the pivot. Any existing directory works: it is only
 /// shadowed inside the box's own mount namespace, and sources are reached through fds.
 const STAGE: &str = "/tmp";
+/// Where an image tree from the monitor is attached while its entries are bound (the host's
+/// `/mnt`, shadowed only in the box's namespace).
+const IMAGE_STAGE: &str = "/mnt";
 
 /// Docker's masked paths: hidden behind /dev/null (files) or an empty read-only tmpfs (dirs).
 const PROC_MASKED: &[&str] = &[
@@ -48,6 +51,14 @@ impl<T, E: std::fmt::Display> Ctx<T> for Result<T, E> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T, SetupError> {
         self.map_err(|e| SetupError(format!("{}: {e}", what())))
     }
+}
+
+/// Detached mount trees the monitor made for the box (as root: idmapped through the box's
+/// user namespace). Without them the box binds the paths itself.
+#[derive(Debug, Default)]
+pub struct Trees {
+    pub workspace: Option<OwnedFd>,
+    pub image: Option<OwnedFd>,
 }
 
 /// What `kern` prepared before the clone: the root plan and the workspace path.
@@ -117,7 +128,7 @@ fn tmpfs(target: &Path, size: u64, mode: u32, flags: MsFlags) -> Result<(), Setu
 
 /// Builds the whole tree and pivots into it; on return the process's root is the box's root
 /// and its cwd is the workspace.
-pub fn build(spec: &BoxSpec, src: &Sources) -> Result<(), SetupError> {
+pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupError> {
     let nosuid_nodev = MsFlags::MS_NOSUID | MsFlags::MS_NODEV;
     // Nothing we mount may propagate back to the host.
     mount(
@@ -129,13 +140,31 @@ pub fn build(spec: &BoxSpec, src: &Sources) -> Result<(), SetupError> {
     )
     .ctx(|| "make / private".into())?;
     // Sources are opened here, in the box's mount namespace (a bind from an fd of another
-    // namespace is refused), and before the stage can hide them.
-    let image_fd = match &src.plan.image {
-        Some(p) => Some(open_dir(p).ctx(|| format!("open the image {}", p.display()))?),
-        None => None,
+    // namespace is refused), and before the stage can hide them. The monitor's trees are
+    // attached first for the same reason, under a private staging directory.
+    let image_fd = match (&trees.image, &src.plan.image) {
+        (Some(tree), _) => {
+            let at = format!("{IMAGE_STAGE}/image");
+            tmpfs(
+                Path::new(IMAGE_STAGE),
+                4096,
+                0o700,
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            )?;
+            mkdir(Path::new(&at), 0o755)?;
+            sys::move_mount_to(tree.as_fd(), &at).ctx(|| "attach the image".into())?;
+            Some(open_dir(Path::new(&at)).ctx(|| "open the image".into())?)
+        }
+        (None, Some(p)) => Some(open_dir(p).ctx(|| format!("open the image {}", p.display()))?),
+        (None, None) => None,
     };
-    let workspace_fd = open_dir(&src.workspace)
-        .ctx(|| format!("open the workspace {}", src.workspace.display()))?;
+    let workspace_fd = match &trees.workspace {
+        Some(_) => None,
+        None => Some(
+            open_dir(&src.workspace)
+                .ctx(|| format!("open the workspace {}", src.workspace.display()))?,
+        ),
+    };
     let root = Path::new(STAGE);
     tmpfs(root, 1 << 20, 0o755, nosuid_nodev)?;
 
@@ -172,11 +201,18 @@ pub fn build(spec: &BoxSpec, src: &Sources) -> Result<(), SetupError> {
 
     let ws = root.join(spec.workspace_target.trim_start_matches('/'));
     make_mount_point(root, &ws)?;
-    bind(
-        &fd_path(&workspace_fd),
-        &ws,
-        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
-    )?;
+    match (&trees.workspace, &workspace_fd) {
+        (Some(tree), _) => sys::move_mount_to(tree.as_fd(), ws.to_str().unwrap_or_default())
+            .ctx(|| "attach the workspace".into())?,
+        (None, Some(fd)) => bind(&fd_path(fd), &ws, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?,
+        (None, None) => return Err(SetupError("no workspace to mount".into())),
+    }
+    if trees.image.is_some() {
+        // The binds hold the image now; the staging mount leaves with the old root anyway,
+        // but nothing should keep it reachable in between.
+        drop(image_fd);
+        umount2(IMAGE_STAGE, MntFlags::MNT_DETACH).ctx(|| "detach the image stage".into())?;
+    }
 
     build_proc(root)?;
 

@@ -293,3 +293,76 @@ pub fn exit_now(code: i32) -> ! {
 pub fn cstr(s: &str) -> io::Result<CString> {
     CString::new(s).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL byte in string"))
 }
+
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
+
+/// `open_tree(OPEN_TREE_CLONE)`: a detached copy of the mount tree at `path`, as an fd. Only
+/// the monitor (in the host's namespaces) can reach some sources, and only it may idmap them.
+pub fn open_tree_clone(path: &str, recursive: bool) -> io::Result<OwnedFd> {
+    let cpath = cstr(path)?;
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: `cpath` is NUL-terminated and outlives the call; on success the kernel returns a
+    // new fd that we own.
+    let ret = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, cpath.as_ptr(), flags) };
+    let fd = check(ret)? as RawFd;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sets flags on a detached tree, and with `userns` makes it an idmapped mount: files appear
+/// owned through that user namespace's map, and what the box writes lands with the ids it maps
+/// to on the host (box root writes as the owner the host sees for uid 0).
+pub fn mount_setattr_fd(
+    tree: BorrowedFd<'_>,
+    set: u64,
+    userns: Option<BorrowedFd<'_>>,
+) -> io::Result<()> {
+    let attr = MountAttr {
+        attr_set: set
+            | if userns.is_some() {
+                MOUNT_ATTR_IDMAP
+            } else {
+                0
+            },
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: userns.map(|u| u.as_raw_fd() as u64).unwrap_or(0),
+    };
+    let empty = c"";
+    // SAFETY: the empty path is NUL-terminated, `attr` is a properly laid out
+    // `struct mount_attr` alive for the call, and the size passed is its exact size.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    check(ret).map(|_| ())
+}
+
+/// Attaches a detached tree (from `open_tree_clone`) at `target` in this mount namespace.
+pub fn move_mount_to(tree: BorrowedFd<'_>, target: &str) -> io::Result<()> {
+    let ctarget = cstr(target)?;
+    let empty = c"";
+    // SAFETY: both paths are NUL-terminated and outlive the call; the fds are valid.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            ctarget.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    check(ret).map(|_| ())
+}
