@@ -4,6 +4,7 @@
 
 const fs = require('fs');
 const os = require('os');
+const path = require('path');
 const {
   ROOTFS,
   isRoot,
@@ -14,6 +15,7 @@ const {
   isAlive,
   startHostCanaryProcess,
   makeCanaryFile,
+  makeTempDir,
   summary,
   expectOk,
 } = require('./helpers');
@@ -193,6 +195,49 @@ describe('privileges', () => {
     expectOk(r);
     expect(r.stdout).toBe('mount -1\nsethostname -1\nchroot denied\nkern\n');
     expect(os.hostname()).not.toBe('pwned');
+  });
+
+  test('box root is never host root: the workload runs as an unprivileged host uid', async () => {
+    const marker = uniqueName('idmap');
+    let hostUid = null;
+    const r = await sb.run(['sh', '-c', `cat /proc/self/uid_map; echo ready; sleep 2; : ${marker}`], {
+      onStdout: (c) => {
+        if (hostUid !== null || !c.toString().includes('ready')) return;
+        const [p] = hostProcessesMatching(marker);
+        if (p) hostUid = fs.statSync(`/proc/${p.pid}`).uid;
+      },
+    });
+    expectOk(r);
+    const [inside, outside, count] = r.stdout.trim().split('\n')[0].trim().split(/\s+/).map(Number);
+    expect(inside).toBe(0);
+    // The box's uid 0 is what the host sees for the workload's process.
+    expect(hostUid).toBe(outside);
+    if (isRoot) {
+      // Root maps the box to a range of unprivileged host ids, never to host uid 0.
+      expect(outside).not.toBe(0);
+      expect(count).toBe(65536);
+    } else {
+      expect(outside).toBe(process.getuid());
+      expect(count).toBe(1);
+    }
+  });
+
+  test('what box root writes in the workspace belongs to the workspace owner on the host', async () => {
+    const ws = makeTempDir('kern-owner-ws-');
+    const own = await new Sandbox(opts({ workspace: ws })).open();
+    try {
+      const r = await own.run(['sh', '-c', 'id -u; echo x > made.txt; mkdir made.d; echo y > made.d/inner']);
+      expectOk(r);
+      expect(r.stdout.trim()).toBe('0');
+      const owner = fs.statSync(ws).uid;
+      expect(owner).toBe(process.getuid());
+      for (const f of ['made.txt', 'made.d', 'made.d/inner']) {
+        expect(fs.statSync(path.join(ws, f)).uid).toBe(owner);
+      }
+    } finally {
+      await own.close();
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
   });
 
   test('PID 1 is the reaper, not the workload, and its /proc/1/exe cannot be read', async () => {

@@ -12,7 +12,7 @@
 # Environment:
 #   KERN_SKIP_ROOTLESS=1     skip the run as `kerntest` (quick local runs)
 #   KERN_TEST_FILTER=regex   only Jest test files whose path matches (Jest's positional pattern);
-#                            the rootless run is skipped when it does not match core.test.js
+#                            the rootless run is skipped when it matches none of its suites
 #   KERN_TEST_ROOTFS=dir     test rootfs location (default: see scripts/build-test-rootfs.sh)
 set -uo pipefail
 
@@ -24,6 +24,8 @@ export NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false
 filter="${KERN_TEST_FILTER:-}"
 skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
+# The suites that run a second time as an unprivileged user: the rootless path is real.
+rootless_tests=(__tests__/core.test.js __tests__/isolation.test.js)
 
 root_report="$repo/.jest-results.json"
 rootless_report=""     # set once the rootless run has an output location
@@ -100,7 +102,7 @@ abort() {
 
 rm -f "$root_report"
 if [[ "$skip_rootless" != 1 ]]; then
-  if [[ -z "$filter" || "__tests__/core.test.js" =~ $filter ]]; then
+  if [[ -z "$filter" || "__tests__/core.test.js" =~ $filter || "__tests__/isolation.test.js" =~ $filter ]]; then
     rootless_expected=1
   fi
 fi
@@ -136,7 +138,7 @@ root_rc=$?
 ((root_rc == 0)) || fail "jest (root)"
 
 if [[ "$rootless_expected" == 1 ]]; then
-  step "jest (rootless, as $rootless_user): npx jest __tests__/core.test.js"
+  step "jest (rootless, as $rootless_user): npx jest ${rootless_tests[*]}"
   ok=1
   if ! id -u "$rootless_user" >/dev/null 2>&1; then
     if [[ "$(id -u)" != 0 ]]; then
@@ -179,14 +181,14 @@ if [[ "$rootless_expected" == 1 ]]; then
     # shellcheck disable=SC2016
     su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
       kern-rootless "$run_dir" "${rootless_env[@]}" \
-      npx jest __tests__/core.test.js --json "--outputFile=$rootless_report" </dev/null
+      npx jest "${rootless_tests[@]}" --json "--outputFile=$rootless_report" </dev/null
     rootless_rc=$?
     ((rootless_rc == 0)) || fail "jest (rootless, as $rootless_user)"
   fi
 elif [[ "$skip_rootless" == 1 ]]; then
   step "jest (rootless): skipped (KERN_SKIP_ROOTLESS=1)"
 else
-  step "jest (rootless): skipped (KERN_TEST_FILTER='$filter' does not match core.test.js)"
+  step "jest (rootless): skipped (KERN_TEST_FILTER='$filter' matches none of ${rootless_tests[*]})"
 fi
 
 summary
