@@ -107,8 +107,10 @@ export type MountSpec = string | [target: string, mode: "ro" | "rw"];
 export interface SandboxOptions {
   /** The root filesystem boxes run from. Default: "python:3.12-slim" (an OCI image).
    *
-   * In 0.1 only two forms are accepted: `"host"` (the host's own root filesystem) or an
-   * absolute path to a directory holding an unpacked root filesystem. Registry images are not built
+   * In 0.1 only two forms are accepted: `"host"` (the host's `/usr`, `/bin`, `/lib*` and a reduced
+   * `/etc`, read-only; never `/home`, `/root`, `/var`, `/tmp` or credential files) or an absolute
+   * path to a directory holding an unpacked root filesystem (mounted read-only; nothing is ever
+   * written into it). Registry images are not built
    * yet: any other value throws SandboxError, and so does omitting `image`; the error asks for
    * `image: "host"` or a rootfs directory. */
   image?: string;
@@ -145,15 +147,17 @@ export interface SandboxOptions {
    *
    * Not built yet in 0.1: passing it throws SandboxError. */
   persistTtlS?: number;
-  /** Memory limit in MiB (kern `--memory`). Default 512. Because it is always passed explicitly, it
-   * takes precedence over any `memory=` in a `vcpu:` profile; pass `null` to defer to the profile (no
-   * limit if the profile sets none). */
+  /** Memory limit in MiB (kern `--memory`), counting the box's `/tmp` scratch. Default 512. `null`
+   * means no memory limit (and, once `profiles` are built, defers to a `vcpu:` profile's `memory=`).
+   * Exceeding it ends the call with an `oom` fault. */
   memoryMb?: number | null;
   /** CPU limit in cores (kern `--cpus`). Default null: no CPU limit. */
   cpus?: number | null;
   /** Maximum number of tasks in the box, which stops fork bombs (kern `--pids-limit`). Default 256. */
   pids?: number | null;
-  /** Wall-clock limit per call, in seconds; always applied, and enforced by this binding. Default 30. */
+  /** Wall-clock limit per call, in seconds; always applied. The kern runtime enforces it from outside
+   * the box by killing the box's PID 1, which ends every process in it (double-forked and `setsid`
+   * ones too); the call then has a `timeout` fault. Default 30. */
   timeoutS?: number;
   /** LOOSENS ISOLATION when true: every `runCode`/`run` box shares the host's network. Default false
    * (no network).
@@ -204,15 +208,19 @@ export interface SandboxOptions {
    * Not built yet in 0.1: a non-empty value throws SandboxError.
    */
   profiles?: string[];
-  /** Extra environment variables for the code. They reach the box through a private file readable only
-   * by its owner, never on the command line. */
+  /** Extra environment variables for the code, on top of PATH, HOME, LANG and HOSTNAME (yours win).
+   * They travel to the runtime over its private control socket: never on a command line, never in a
+   * file. The host's own environment never reaches the box. */
   env?: Record<string, string>;
   /** Capture limit for stdout and for stderr, each, in bytes; output beyond it is dropped and
    * `truncated` is set. Default 64 MiB. */
   maxOutputBytes?: number;
-  /** true (default): limits are enforced strictly by placing the box in a systemd scope, at a small
-   * extra start-up cost. false: limits are applied on a best-effort basis and start-up is a little
-   * faster. See BENCHMARKS.md for the difference. */
+  /** true (default): `memoryMb`, `pids` and `cpus` are enforced by a cgroup of the box's own (cgroup
+   * v1 or v2; unprivileged on v2 through a systemd-delegated subtree). Where no cgroup can be
+   * written (an unprivileged user on cgroup v1), the caps fall back to rlimits and a `warning:` line
+   * in `runtimeNotes` says so. false: rlimits only (memory as RLIMIT_DATA, which does not count
+   * `/tmp`; pids as RLIMIT_NPROC; no CPU cap), with a note. The cgroup costs nothing per call: see
+   * BENCHMARKS.md. */
   enforceLimits?: boolean;
   /** When true, refuse to start a box unless its memory and pids limits are verifiably in force (checked
    * against the cgroup), instead of falling back to running without them (kern `--require-limits`).
@@ -316,7 +324,8 @@ export class Sandbox {
    * Not built yet in 0.1 (since `persist` is not): there is never a resident box, so this resolves
    * without doing anything. */
   destroy(): Promise<void>;
-  /** Run a code snippet against the workspace in a new box with no network. Files written to the
+  /** Run a code snippet (`language` defaults to "python") against the workspace in a new box with
+   * no network. Files written to the
    * workspace persist; in-memory state does not. `timeoutS`,
    * `onStdout` and `onStderr` override the session's values for this call only. */
   runCode(code: string, opts?: { language?: Language } & PerCallOptions): Promise<ExecutionResult>;

@@ -42,6 +42,7 @@ describe('not built in this release: refused with a SandboxError naming the opti
     ['setup', { setup: 'pip install pandas' }, /setup/],
     ['name', { name: 'box1' }, /name/],
     ['persist', { persist: true }, /persist/],
+    ['persistTtlS', { persistTtlS: 60 }, /persistTtlS/],
     ['egressAllow', { egressAllow: ['pypi.org'] }, /egressAllow/],
     ['network: true', { network: true }, /network/],
     ['mounts', { mounts: { '/usr/share': '/data' } }, /mounts/],

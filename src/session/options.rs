@@ -381,6 +381,7 @@ pub fn parse(v: &Value) -> Result<Config> {
     }
     if let Some(v) = get("persistTtlS") {
         positive("persistTtlS", v, false)?;
+        return Err(not_built("`persistTtlS` (resident boxes)"));
     }
     match get("memoryMb") {
         None => {}
@@ -544,6 +545,7 @@ mod tests {
         for (k, v) in [
             ("setup", json!("pip install x")),
             ("persist", json!(true)),
+            ("persistTtlS", json!(60)),
             ("egressAllow", json!(["pypi.org"])),
             ("mounts", json!({"/a": "/b"})),
             ("securityProfile", json!("untrusted")),
