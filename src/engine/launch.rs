@@ -85,6 +85,16 @@ impl Kern {
         })
     }
 
+    /// Lets a spare go: closing the control socket tells kern to leave its cgroup and exit, and
+    /// a task reaps it so no zombie stays behind.
+    pub fn retire(self) {
+        let mut child = self.child;
+        drop(self.control);
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+    }
+
     /// False once the process has exited (a spare killed from outside).
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -214,7 +224,6 @@ fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
             kind,
             format!("the kern runtime {how} without reporting how the box ended"),
         )),
-        setup_us: 0,
     }
 }
 

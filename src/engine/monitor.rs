@@ -32,7 +32,6 @@ fn startup_failed(message: impl Into<String>) -> BoxReport {
     BoxReport {
         exit_code: 125,
         fault: Some(Fault::new(FaultKind::StartupFailed, message)),
-        setup_us: 0,
     }
 }
 
@@ -418,7 +417,6 @@ fn supervise(
         ));
     }
     drop(go_w);
-    let setup_us = start.elapsed().as_micros() as u64;
 
     let deadline = start + Duration::from_millis(spec.timeout_ms);
     let mut ended_by: Option<Fault> = None;
@@ -469,7 +467,6 @@ fn supervise(
     let mut report = BoxReport {
         exit_code: 0,
         fault: None,
-        setup_us,
     };
     let mut exited = false;
     let mut tmpfs_used: Vec<(u64, String)> = Vec::new();

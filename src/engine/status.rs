@@ -53,6 +53,4 @@ pub struct BoxReport {
     /// The workload's exit code; 128+N when a signal N ended it (the shell convention).
     pub exit_code: i32,
     pub fault: Option<Fault>,
-    /// Microseconds from `kern` start to the workload's exec, for the benchmarks.
-    pub setup_us: u64,
 }

@@ -65,7 +65,7 @@ impl Opened {
             .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
         let mut taken = None;
         while let Some(mut k) = spares.pop_front() {
-            // A spare killed from outside is skipped; dropping it reaps it.
+            // A spare killed from outside is skipped (`is_alive` reaped it).
             if k.is_alive() {
                 taken = Some(k);
                 break;
@@ -147,7 +147,7 @@ impl Sandbox {
         if let State::Open(opened) = previous {
             // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
             if let Ok(mut spares) = opened.spares.lock() {
-                spares.clear();
+                spares.drain(..).for_each(Kern::retire);
             }
             let mut ws = opened
                 .workspace
