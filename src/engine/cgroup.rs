@@ -39,6 +39,8 @@ enum Layout {
 pub struct BoxCgroup {
     layout: Layout,
     pub enforced: Enforced,
+    /// This process already moved itself into the leaf while creating it.
+    inside: bool,
 }
 
 impl BoxCgroup {
@@ -56,6 +58,9 @@ impl BoxCgroup {
 
     /// Moves `pid` (and so every process it will start) into the box's cgroup.
     pub fn add(&self, pid: libc::pid_t) -> io::Result<()> {
+        if self.inside && pid as u32 == std::process::id() {
+            return Ok(());
+        }
         let pid = pid.to_string();
         for dir in self.dirs() {
             fs::write(dir.join("cgroup.procs"), &pid)?;
@@ -106,6 +111,10 @@ impl BoxCgroup {
     /// can't be removed is left for the next run of the same parent to find, never an error for
     /// the caller's result.
     pub fn remove(&self) {
+        if self.inside && matches!(self.layout, Layout::V2 { origin: None, .. }) {
+            // Still inside our own delegated scope: systemd removes it after we exit.
+            return;
+        }
         if let Layout::V2 { leaf, .. } = &self.layout {
             let _ = fs::write(leaf.join("cgroup.kill"), "1");
         }
@@ -261,6 +270,7 @@ fn create_v1(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
     let cg = BoxCgroup {
         layout: Layout::V1 { memory, pids, cpu },
         enforced,
+        inside: false,
     };
     if !errors.is_empty() && cg.dirs().is_empty() {
         return Err(format!("cgroup v1: {}", errors.join("; ")));
@@ -273,12 +283,21 @@ fn cfs_quota(cores: f64) -> u64 {
 }
 
 fn create_v2(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
-    let parent = v2_parent().map_err(|e| format!("cgroup v2: {e}"))?;
-    let available = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
-    let has = |c: &str| available.split_whitespace().any(|x| x == c);
+    let own = own_path("").map(|p| Path::new(CGROUP_ROOT).join(p.trim_start_matches('/')));
+    let (parent, delegated_self) =
+        v2_parent(own.as_deref()).map_err(|e| format!("cgroup v2: {e}"))?;
     sweep_stale(&parent);
     let leaf = parent.join(id);
     fs::create_dir(&leaf).map_err(|e| format!("cgroup v2: mkdir {}: {e}", leaf.display()))?;
+    if delegated_self {
+        // Our own delegated scope: leave it for the leaf first, since controllers can only be
+        // enabled for a cgroup's children while it holds no process itself.
+        fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())
+            .map_err(|e| format!("cgroup v2: move into {}: {e}", leaf.display()))?;
+        enable_controllers(&parent).map_err(|e| format!("cgroup v2: enable controllers: {e}"))?;
+    }
+    let available = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
+    let has = |c: &str| available.split_whitespace().any(|x| x == c);
     let mut enforced = Enforced::default();
     if let (Some(bytes), true) = (limits.memory_bytes, has("memory")) {
         enforced.memory = fs::write(leaf.join("memory.max"), bytes.to_string()).is_ok();
@@ -294,27 +313,47 @@ fn create_v2(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
     Ok(BoxCgroup {
         layout: Layout::V2 {
             leaf,
-            origin: own_path("").map(|p| Path::new(CGROUP_ROOT).join(p.trim_start_matches('/'))),
+            // In our own scope there is nowhere to go back to: systemd removes the scope and
+            // everything under it once kern has exited.
+            origin: if delegated_self { None } else { own },
         },
         enforced,
+        inside: delegated_self,
     })
 }
 
-/// The v2 directory under which box leaves are made, with the controllers enabled for them.
-/// `KERN_CGROUP_PARENT` names one explicitly (a delegated subtree the caller prepared). As root,
-/// `kern-sandbox` at the root of the hierarchy. Unprivileged under systemd, a delegated user
-/// service started once per user (see `systemd_delegated`).
-fn v2_parent() -> io::Result<PathBuf> {
-    let parent = if let Ok(p) = std::env::var("KERN_CGROUP_PARENT") {
-        PathBuf::from(p)
-    } else if nix::unistd::geteuid().is_root() {
-        Path::new(CGROUP_ROOT).join("kern-sandbox")
-    } else {
-        systemd_delegated()?
-    };
-    fs::create_dir_all(&parent)?;
-    enable_controllers(&parent)?;
-    Ok(parent)
+/// The v2 directory under which box leaves are made, and whether it is this process's own
+/// delegated cgroup. `KERN_CGROUP_PARENT` names one explicitly (a delegated subtree the caller
+/// prepared). As root, `kern-sandbox` at the root of the hierarchy. Unprivileged, the cgroup
+/// kern was started in, when it is delegated to us: the addon starts kern under
+/// `systemd-run --user --scope -p Delegate=yes` where a systemd user manager runs.
+fn v2_parent(own: Option<&Path>) -> io::Result<(PathBuf, bool)> {
+    if let Ok(p) = std::env::var("KERN_CGROUP_PARENT") {
+        let parent = PathBuf::from(p);
+        fs::create_dir_all(&parent)?;
+        enable_controllers(&parent)?;
+        return Ok((parent, false));
+    }
+    if nix::unistd::geteuid().is_root() {
+        let parent = Path::new(CGROUP_ROOT).join("kern-sandbox");
+        fs::create_dir_all(&parent)?;
+        enable_controllers(&parent)?;
+        return Ok((parent, false));
+    }
+    let writable = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
+    match own {
+        Some(dir)
+            if writable(&dir.join("cgroup.procs"))
+                && writable(&dir.join("cgroup.subtree_control")) =>
+        {
+            Ok((dir.to_path_buf(), true))
+        }
+        _ => Err(io::Error::other(
+            "this process's cgroup is not delegated to this user (no systemd user manager to \
+             delegate one, or kern was not started in a delegated scope); set KERN_CGROUP_PARENT \
+             to a delegated cgroup directory",
+        )),
+    }
 }
 
 /// Enables memory, pids and cpu (those the parent offers) for `dir`'s children. Fails with EBUSY
@@ -339,46 +378,4 @@ fn enable_controllers(dir: &Path) -> io::Result<()> {
         }
     }
     fs::write(dir.join("cgroup.subtree_control"), wanted.join(" "))
-}
-
-/// Unprivileged on cgroup v2 under systemd: the user manager delegates a subtree only to a unit
-/// started with `Delegate=yes`. One such unit per user (`kern-sandbox.service`, a `sleep`
-/// that holds it open) is started at first use with `systemd-run --user`; every box of every
-/// process of that user then costs a mkdir, not a D-Bus round trip.
-fn systemd_delegated() -> io::Result<PathBuf> {
-    use std::process::Command;
-    let unit = "kern-sandbox.service";
-    let show = || -> io::Result<Option<PathBuf>> {
-        let out = Command::new("systemctl")
-            .args(["--user", "show", "-p", "ControlGroup", "--value", unit])
-            .output()?;
-        let cg = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        Ok((out.status.success() && !cg.is_empty())
-            .then(|| Path::new(CGROUP_ROOT).join(cg.trim_start_matches('/'))))
-    };
-    if let Some(dir) = show()? {
-        if dir.is_dir() {
-            return Ok(dir);
-        }
-    }
-    let status = Command::new("systemd-run")
-        .args([
-            "--user",
-            "--quiet",
-            "--collect",
-            "--unit",
-            unit,
-            "-p",
-            "Delegate=yes",
-            "--",
-            "sleep",
-            "infinity",
-        ])
-        .status()?;
-    if !status.success() {
-        return Err(io::Error::other(
-            "systemd-run --user could not start a delegated kern-sandbox.service",
-        ));
-    }
-    show()?.ok_or_else(|| io::Error::other("the delegated kern-sandbox.service has no cgroup"))
 }

@@ -8,8 +8,10 @@ use super::status::{BoxReport, Fault, FaultKind};
 use crate::error::{Error, Result};
 use std::io::Write as _;
 use std::os::fd::OwnedFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::UnboundedSender;
@@ -52,6 +54,46 @@ pub struct Outcome {
 pub struct Kern {
     child: tokio::process::Child,
     control: std::os::unix::net::UnixStream,
+    /// Started through `systemd-run --user --scope` (see `use_systemd_scope`).
+    scoped: bool,
+}
+
+/// Cleared when a `systemd-run --user --scope` start failed: later kerns start directly (their
+/// caps then fall back to rlimits, with a warning from kern).
+static SYSTEMD_SCOPE_WORKS: AtomicBool = AtomicBool::new(true);
+
+/// Unprivileged on cgroup v2, the only cgroups a user may write are those systemd delegated,
+/// and a process may only move between cgroups below a common delegated ancestor. So kern must
+/// *start* in a delegated cgroup: a transient scope with `Delegate=yes`, one per kern. That
+/// costs a D-Bus round trip to the user manager, which the session's spares keep off a call's
+/// path. `None`: start kern directly (root, cgroup v1, no user manager, `KERN_CGROUP_PARENT`
+/// set, or nothing to cap).
+fn use_systemd_scope(limits: &Limits) -> Option<&'static Path> {
+    static SYSTEMD_RUN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    let caps = limits.memory_bytes.is_some() || limits.pids.is_some() || limits.cpus.is_some();
+    if !limits.enforce
+        || !caps
+        || nix::unistd::geteuid().is_root()
+        || std::env::var_os("KERN_CGROUP_PARENT").is_some()
+        || !SYSTEMD_SCOPE_WORKS.load(Ordering::Relaxed)
+        || !Path::new("/sys/fs/cgroup/cgroup.controllers").exists()
+    {
+        return None;
+    }
+    let manager =
+        std::env::var_os("XDG_RUNTIME_DIR").map(|d| Path::new(&d).join("systemd/private"));
+    if !manager.is_some_and(|m| m.exists()) {
+        return None;
+    }
+    SYSTEMD_RUN
+        .get_or_init(|| {
+            std::env::var_os("PATH").and_then(|paths| {
+                std::env::split_paths(&paths)
+                    .map(|d| d.join("systemd-run"))
+                    .find(|p| p.is_file())
+            })
+        })
+        .as_deref()
 }
 
 impl Kern {
@@ -60,7 +102,25 @@ impl Kern {
         let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| io("socketpair", e))?;
-        let child = tokio::process::Command::new(kern)
+        let scoped = use_systemd_scope(limits);
+        let mut cmd = match scoped {
+            Some(systemd_run) => {
+                let mut c = tokio::process::Command::new(systemd_run);
+                c.args([
+                    "--user",
+                    "--scope",
+                    "--quiet",
+                    "--collect",
+                    "-p",
+                    "Delegate=yes",
+                    "--",
+                ])
+                .arg(kern);
+                c
+            }
+            None => tokio::process::Command::new(kern),
+        };
+        let child = cmd
             .arg("box")
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::piped())
@@ -82,6 +142,7 @@ impl Kern {
         Ok(Kern {
             child,
             control: ours,
+            scoped: scoped.is_some(),
         })
     }
 
@@ -97,7 +158,17 @@ impl Kern {
 
     /// False once the process has exited (a spare killed from outside).
     pub fn is_alive(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(None))
+        match self.child.try_wait() {
+            Ok(None) => true,
+            Ok(Some(status)) => {
+                // systemd-run exits on its own only when it could not start the scope.
+                if self.scoped && !status.success() {
+                    SYSTEMD_SCOPE_WORKS.store(false, Ordering::Relaxed);
+                }
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// Runs one box to the end. Everything that happens is in the `Outcome`; `Ok(None)` means
@@ -121,9 +192,13 @@ impl Kern {
             .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;
         match control.write_all(&json).await {
             Ok(()) => {}
-            // The spare died before it got the spec: nothing ran.
+            // kern died before it got the spec (a spare killed from outside, or systemd-run
+            // that could not start its scope): nothing ran.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => {
-                return Ok(None)
+                if self.scoped {
+                    SYSTEMD_SCOPE_WORKS.store(false, Ordering::Relaxed);
+                }
+                return Ok(None);
             }
             Err(e) => return Err(Error::Runtime(format!("write the spec to kern: {e}"))),
         }
