@@ -9,28 +9,19 @@ const path = require('path');
 const {
   ROOTFS,
   isRoot,
-  requireRootfs,
   opts,
   uniqueName,
   makeTempDir,
   findFileNamed,
   summary,
   expectOk,
+  sharedSandbox,
 } = require('./helpers');
 
 const kern = require('..');
 const { Sandbox, ExecutionResult } = kern;
 
-let sb;
-
-beforeAll(async () => {
-  requireRootfs();
-  sb = await new Sandbox(opts()).open();
-});
-
-afterAll(async () => {
-  if (sb) await sb.close();
-});
+const sb = sharedSandbox();
 
 describe('languages', () => {
   test.each([

@@ -241,7 +241,35 @@ function expectOk(r) {
   expect(r.success).toBe(true);
 }
 
+/**
+ * Opens one Sandbox on the test rootfs (plus `extra` options) for the enclosing test file or
+ * describe block, and closes it afterwards. Returns a handle that forwards to the open Sandbox,
+ * so tests call `sb.runCode(...)` as on the Sandbox itself.
+ */
+function sharedSandbox(extra = {}) {
+  const { Sandbox } = require('..');
+  let sb = null;
+  beforeAll(async () => {
+    requireRootfs();
+    sb = await new Sandbox(opts(extra)).open();
+  });
+  afterAll(async () => {
+    if (sb) await sb.close();
+  });
+  return new Proxy(
+    {},
+    {
+      get(_target, key) {
+        if (!sb) throw new Error('sharedSandbox used outside its tests (before beforeAll ran)');
+        const v = sb[key];
+        return typeof v === 'function' ? v.bind(sb) : v;
+      },
+    }
+  );
+}
+
 module.exports = {
+  sharedSandbox,
   summary,
   expectOk,
   ROOTFS,

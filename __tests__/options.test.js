@@ -1,7 +1,7 @@
 'use strict';
 // Option validation: what this release refuses, what is a programmer mistake, and the error classes.
 
-const { ROOTFS, requireRootfs, opts, expectSandboxError, openAndClose, expectOk } = require('./helpers');
+const { ROOTFS, requireRootfs, opts, expectSandboxError, openAndClose, expectOk, sharedSandbox } = require('./helpers');
 
 const kern = require('..');
 const { Sandbox, SandboxError, MountRefused, ExecutionResult, Result } = kern;
@@ -186,13 +186,7 @@ describe('programmer mistakes throw SandboxError', () => {
   });
 
   describe('per-call mistakes', () => {
-    let sb;
-    beforeAll(async () => {
-      sb = await new Sandbox(opts()).open();
-    });
-    afterAll(async () => {
-      if (sb) await sb.close();
-    });
+    const sb = sharedSandbox();
 
     test('run() with a shell string instead of an argv array', async () => {
       await expectSandboxError(() => sb.run('echo hi'), SandboxError, /argv|array/i);

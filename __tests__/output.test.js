@@ -2,20 +2,11 @@
 // Output capture, caps and live streaming.
 
 const { spawnSync } = require('child_process');
-const { requireRootfs, opts, uniqueName, sleep, summary, expectOk } = require('./helpers');
+const { opts, uniqueName, sleep, summary, expectOk, sharedSandbox } = require('./helpers');
 
 const { Sandbox } = require('..');
 
-let sb;
-
-beforeAll(async () => {
-  requireRootfs();
-  sb = await new Sandbox(opts()).open();
-});
-
-afterAll(async () => {
-  if (sb) await sb.close();
-});
+const sb = sharedSandbox();
 
 describe('capture', () => {
   test('stdout and stderr are captured exactly: unicode, NUL, no trailing newline', async () => {

@@ -114,6 +114,12 @@ fn bind_new(source: &Path, target: &Path, dir: bool, attrs: u64) -> Result<(), S
     bind(source, target, attrs)
 }
 
+/// Makes the directory `target` in our own tmpfs and mounts a fresh tmpfs on it.
+fn new_tmpfs(target: &Path, size: u64, mode: u32, flags: MsFlags) -> Result<(), SetupError> {
+    mkdir(target, mode)?;
+    tmpfs(target, size, mode, flags)
+}
+
 fn tmpfs(target: &Path, size: u64, mode: u32, flags: MsFlags) -> Result<(), SetupError> {
     let data = format!("size={size},mode={mode:o}");
     mount(
@@ -277,8 +283,7 @@ fn mount_scratch(root: &Path, t: &TmpfsSpec) -> Result<(), SetupError> {
 
 fn build_dev(root: &Path) -> Result<(), SetupError> {
     let dev = root.join("dev");
-    mkdir(&dev, 0o755)?;
-    tmpfs(
+    new_tmpfs(
         &dev,
         64 << 10,
         0o755,
@@ -315,8 +320,7 @@ fn build_dev(root: &Path) -> Result<(), SetupError> {
     )
     .ctx(|| "mount /dev/pts".into())?;
     let shm = dev.join("shm");
-    mkdir(&shm, 0o1777)?;
-    tmpfs(
+    new_tmpfs(
         &shm,
         64 << 20,
         0o1777,
