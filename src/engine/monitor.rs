@@ -88,10 +88,10 @@ pub fn prepare(limits: &Limits) -> Prepared {
         );
     }
     if let (Some(max), false) = (l.pids, enforced.pids) {
-        fallback.nproc = Some(max + processes_of_uid(nix::unistd::getuid().as_raw()));
+        fallback.nproc = Some(nproc_cap(max));
         note(
             "warning",
-            &format!("pids cap of {max} is best-effort: {reason}; applied as RLIMIT_NPROC over this user's current processes"),
+            &format!("pids cap of {max} is best-effort: {reason}; applied as RLIMIT_NPROC"),
         );
     }
     if let (Some(cores), false) = (l.cpus, enforced.cpu) {
@@ -334,8 +334,28 @@ fn become_box_root(mapping: Mapping) -> nix::Result<()> {
     setresuid(root_u, root_u, root_u)
 }
 
-/// RLIMIT_NPROC counts every process of the real uid host-wide, so the fallback cap is set on
-/// top of what this user already runs.
+/// The RLIMIT_NPROC that caps the box at `max` tasks. Since Linux 5.14 the count is kept per
+/// user namespace, so the box's own namespace counts only the box's processes; before, it counted
+/// every process of the real uid host-wide, so the cap goes on top of what that user already
+/// runs.
+fn nproc_cap(max: u64) -> u64 {
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut parts = release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|p| p.parse::<u32>().ok());
+    let version = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    if version >= (5, 14) {
+        return max;
+    }
+    let uid = match Mapping::for_this_process() {
+        Mapping::Caller { uid, .. } => uid,
+        Mapping::Range { uid_base, .. } => uid_base,
+    };
+    max + processes_of_uid(uid)
+}
+
 fn processes_of_uid(uid: u32) -> u64 {
     use std::os::unix::fs::MetadataExt;
     std::fs::read_dir("/proc")
