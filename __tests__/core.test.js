@@ -188,6 +188,38 @@ describe('memory cap', () => {
   });
 });
 
+describe('task cap', () => {
+  test('pids 32 stops a process that forks without end (cgroup, or RLIMIT_NPROC when best-effort)', async () => {
+    const s = await new Sandbox(opts({ pids: 32 })).open();
+    try {
+      const r = await s.runCode(
+        [
+          'import os, time',
+          'n = 0',
+          'for _ in range(200):',
+          '    try:',
+          '        pid = os.fork()',
+          '    except OSError:',
+          '        break',
+          '    if pid == 0:',
+          '        time.sleep(5)',
+          '        os._exit(0)',
+          '    n += 1',
+          'print("forked", n)',
+        ].join('\n'),
+        { timeoutS: 30 }
+      );
+      expect(r.fault).toBeNull();
+      const forked = Number((r.stdout.match(/^forked (\d+)$/m) || [])[1]);
+      // The box's PID 1 and python itself are two of the 32 tasks.
+      expect(forked).toBeGreaterThan(0);
+      expect(forked).toBeLessThanOrEqual(30);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe('workspace and box state', () => {
   test('cwd is /workspace; files persist across calls, /tmp does not', async () => {
     const name = uniqueName('f');
