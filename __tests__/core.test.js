@@ -188,6 +188,17 @@ describe('memory cap', () => {
   });
 });
 
+describe('signals', () => {
+  test('the workload starts with default signal dispositions (SIGPIPE ends a writer, as in a shell)', async () => {
+    const r = await sb.runCode('yes | head -c1 >/dev/null; echo "${PIPESTATUS[@]}"; grep SigIgn /proc/self/status', {
+      language: 'bash',
+    });
+    expectOk(r);
+    expect(r.stdout).toMatch(/^141 0\n/);
+    expect(r.stdout).toMatch(/SigIgn:\s+0{16}/);
+  });
+});
+
 describe('task cap', () => {
   test('pids 32 stops a process that forks without end (cgroup, or RLIMIT_NPROC when best-effort)', async () => {
     const s = await new Sandbox(opts({ pids: 32 })).open();

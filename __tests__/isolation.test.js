@@ -240,6 +240,43 @@ describe('privileges', () => {
     }
   });
 
+  test('nested user namespaces are refused (no capabilities come back inside one)', async () => {
+    const r = await sb.runCode(
+      [
+        'import ctypes, os',
+        'libc = ctypes.CDLL(None, use_errno=True)',
+        'CLONE_NEWUSER = 0x10000000',
+        'print("unshare", libc.unshare(CLONE_NEWUSER), os.strerror(ctypes.get_errno()))',
+        'print(open("/proc/self/status").read().split("CapEff:")[1].split()[0])',
+        'print(open("/proc/sys/user/max_user_namespaces").read().strip())',
+      ].join('\n')
+    );
+    expectOk(r);
+    const [unshare, capEff, max] = r.stdout.trim().split('\n');
+    expect(unshare).toMatch(/^unshare -1 /);
+    expect(capEff).toBe('0000000000000000');
+    expect(max).toBe('0');
+    // The host's own limit is untouched.
+    expect(Number(fs.readFileSync('/proc/sys/user/max_user_namespaces', 'utf8'))).toBeGreaterThan(0);
+  });
+
+  test('a file the box makes setuid/setgid in the workspace is not set-id on the host after the call', async () => {
+    for (const trackFiles of [true, false]) {
+      const ws = makeTempDir('kern-suid-ws-');
+      const own = await new Sandbox(opts({ workspace: ws, trackFiles })).open();
+      try {
+        const r = await own.run(['sh', '-c', 'cp /bin/sh planted && chmod 6755 planted && stat -c %a planted']);
+        expectOk(r);
+        expect(r.stdout.trim()).toBe('6755'); // the box could set the bits...
+        const mode = fs.statSync(path.join(ws, 'planted')).mode & 0o7777;
+        expect(mode.toString(8)).toBe('755'); // ...but they are gone once the call returns
+      } finally {
+        await own.close();
+        fs.rmSync(ws, { recursive: true, force: true });
+      }
+    }
+  });
+
   test('PID 1 is the reaper, not the workload, and its /proc/1/exe cannot be read', async () => {
     const r = await sb.run([
       'sh',

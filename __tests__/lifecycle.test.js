@@ -133,6 +133,28 @@ describe('open/close', () => {
   });
 });
 
+describe('close() while a call runs', () => {
+  test('ends the running box, resolves the call with a killed fault, then deletes the temp workspace', async () => {
+    const s = await new Sandbox(opts({ timeoutS: 60 })).open();
+    const ws = await locateTempWorkspace(s);
+    const marker = uniqueName('closing');
+    let started;
+    const ready = new Promise((r) => (started = r));
+    const call = s.run(['sh', '-c', `echo ready; sleep 100; : ${marker}`], {
+      onStdout: (c) => c.toString().includes('ready') && started(),
+    });
+    await ready;
+    expect(hostProcessesMatching(marker)).not.toEqual([]);
+    await s.close();
+    const r = await call;
+    expect(r.fault).toMatchObject({ type: 'killed' });
+    expect(r.fault.message).toMatch(/close/);
+    // Nothing of the box survives close(), and its workspace is gone.
+    expect(hostProcessesMatching(marker)).toEqual([]);
+    expect(fs.existsSync(ws)).toBe(false);
+  });
+});
+
 describe('one-shot runCode', () => {
   test('runs and leaves no workspace behind', async () => {
     const name = uniqueName('oneshot');

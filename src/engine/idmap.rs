@@ -4,8 +4,8 @@
 //! setuid helpers). As root, the box gets an unprivileged range of host ids instead, so its
 //! root is never host root; the workspace (and the image directory) are then attached as
 //! idmapped mounts through the box's user namespace, so what box root writes still lands owned
-//! by the workspace's owner. Where the kernel or filesystem can't idmap, the box falls back to
-//! host root and says so in a runtime note.
+//! by the workspace's owner. Where the workspace can't be idmapped the box is refused: there is
+//! no fallback to host root.
 
 use super::sys;
 use std::io;
@@ -39,11 +39,6 @@ impl Mapping {
         }
     }
 
-    /// The host root fallback, used only where idmapped mounts are unavailable.
-    pub fn host_root() -> Mapping {
-        Mapping::Caller { uid: 0, gid: 0 }
-    }
-
     /// Writes the maps of the box's user namespace.
     pub fn write(self, pid: libc::pid_t) -> io::Result<()> {
         let base = format!("/proc/{pid}");
@@ -51,8 +46,7 @@ impl Mapping {
             Mapping::Caller { uid, gid } => {
                 std::fs::write(format!("{base}/uid_map"), format!("0 {uid} 1"))?;
                 // Unprivileged, setgroups must be denied before a gid map may be written
-                // (CVE-2014-8989); as root too, when the box is host root, so it keeps no way to
-                // change its groups.
+                // (CVE-2014-8989).
                 std::fs::write(format!("{base}/setgroups"), "deny")?;
                 std::fs::write(format!("{base}/gid_map"), format!("0 {gid} 1"))
             }

@@ -11,7 +11,6 @@ use super::sys::{self, Forked};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
-use std::io::Write;
 use std::os::fd::OwnedFd;
 
 /// Messages PID 1 and the workload send to the monitor on the init pipe. One line each, short
@@ -33,11 +32,15 @@ pub struct Fallback {
 }
 
 fn send(pipe: &OwnedFd, line: &str) {
-    let mut f = std::fs::File::from(pipe.try_clone().expect("dup init pipe"));
     let mut line = line.replace('\n', " ");
-    line.truncate(3800);
+    // Short enough to be one atomic pipe write, cut on a character boundary.
+    let mut end = line.len().min(3800);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line.truncate(end);
     line.push('\n');
-    let _ = f.write_all(line.as_bytes());
+    let _ = nix::unistd::write(pipe, line.as_bytes());
 }
 
 /// Runs as the box's PID 1 after the monitor wrote the id maps. Never returns.
@@ -118,6 +121,11 @@ fn exec_workload(spec: &BoxSpec, init_pipe: &OwnedFd, fallback: &Fallback) -> ! 
     }
     if let Err(e) = drop_privileges() {
         fail("drop capabilities", e);
+    }
+    // Ignored signals stay ignored across exec (kern's runtime ignores SIGPIPE): the workload
+    // starts with every disposition at its default and nothing blocked, as from a shell.
+    if let Err(e) = sys::default_signals() {
+        fail("reset signals", e);
     }
     let argv: Vec<CString> = match spec.argv.iter().map(|a| sys::cstr(a)).collect() {
         Ok(v) => v,

@@ -174,11 +174,14 @@ impl Kern {
     /// Runs one box to the end. Everything that happens is in the `Outcome`; `Ok(None)` means
     /// this kern had already died before it got the spec (a spare killed from outside), so
     /// nothing ran and the caller may use another.
+    /// `cancel` turning true (the session is closing) ends the box early: closing our end of
+    /// the control socket is kern's signal to kill it.
     pub async fn run(
         mut self,
         spec: &BoxSpec,
         max_output: usize,
         sink: Option<UnboundedSender<Chunk>>,
+        mut cancel: tokio::sync::watch::Receiver<bool>,
     ) -> Result<Option<Outcome>> {
         let start = Instant::now();
         let mut json = serde_json::to_vec(spec)
@@ -188,9 +191,10 @@ impl Kern {
         control
             .set_nonblocking(true)
             .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;
-        let mut control = tokio::net::UnixStream::from_std(control)
+        let control = tokio::net::UnixStream::from_std(control)
             .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;
-        match control.write_all(&json).await {
+        let (mut report_rx, mut lifeline) = control.into_split();
+        match lifeline.write_all(&json).await {
             Ok(()) => {}
             // kern died before it got the spec (a spare killed from outside, or systemd-run
             // that could not start its scope): nothing ran.
@@ -216,7 +220,7 @@ impl Kern {
         // kern's lifeline.
         let mut status = tokio::spawn(async move {
             let mut buf = Vec::new();
-            let _ = control.read_to_end(&mut buf).await;
+            let _ = report_rx.read_to_end(&mut buf).await;
             buf
         });
 
@@ -224,8 +228,23 @@ impl Kern {
         // teardown after that is not the caller's wait.
         let backstop = Duration::from_millis(spec.timeout_ms) + BACKSTOP;
         let mut backstop_fault = None;
-        let status = match tokio::time::timeout(backstop, &mut status).await {
-            Ok(r) => r.unwrap_or_default(),
+        let mut lifeline = Some(lifeline);
+        let waited = tokio::time::timeout(backstop, async {
+            loop {
+                tokio::select! {
+                    r = &mut status => return r.unwrap_or_default(),
+                    // Dropping the write half shuts it down: kern sees EOF and kills the box.
+                    changed = cancel.changed(), if lifeline.is_some() => {
+                        if changed.is_err() || *cancel.borrow() {
+                            lifeline = None;
+                        }
+                    }
+                }
+            }
+        })
+        .await;
+        let status = match waited {
+            Ok(r) => r,
             Err(_) => {
                 let _ = self.child.start_kill();
                 backstop_fault = Some(Fault::new(

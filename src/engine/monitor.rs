@@ -43,6 +43,8 @@ pub struct Prepared {
     limits: Limits,
     cgroup: Option<BoxCgroup>,
     fallback: Fallback,
+    /// Our oom_score_adj before we protected ourselves: the box gets it back (see `supervise`).
+    oom_adj: Option<String>,
 }
 
 /// Creates the cgroup, moves this process into it, and decides which caps fall back to
@@ -53,6 +55,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
     let mut fallback = Fallback::default();
     let mut cg = None;
     let mut reason = String::from("enforceLimits is false");
+    let mut oom_adj = None;
     if l.enforce && any {
         // The monitor itself is one more task in the box's pids cgroup.
         let with_monitor = Limits {
@@ -65,7 +68,10 @@ pub fn prepare(limits: &Limits) -> Prepared {
                     // The box's OOM killer must pick the workload, never its monitor: the
                     // monitor is what reports the OOM. Only root may lower this; elsewhere
                     // an OOM that outlives the workload may end in a `killed` fault.
-                    let _ = std::fs::write("/proc/self/oom_score_adj", "-1000");
+                    let before = std::fs::read_to_string("/proc/self/oom_score_adj").ok();
+                    if std::fs::write("/proc/self/oom_score_adj", "-1000").is_ok() {
+                        oom_adj = before.map(|b| b.trim().to_string());
+                    }
                     cg = Some(c);
                 }
                 Err(e) => {
@@ -101,6 +107,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
         limits: limits.clone(),
         cgroup: cg,
         fallback,
+        oom_adj,
     }
 }
 
@@ -123,42 +130,23 @@ pub fn run_box(
     lifeline: Option<BorrowedFd<'_>>,
     on_report: &mut dyn FnMut(&BoxReport),
 ) {
-    let mapping = Mapping::for_this_process();
-    let report = match build_and_supervise(spec, &prepared, lifeline, mapping) {
-        Ok(r) => r,
-        Err(NoIdmap(why)) => {
-            note(
-                "note",
-                &format!(
-                    "running as root, the box's uid 0 is host uid 0: an unprivileged id range needs idmapped mounts, \
-                     which failed here ({why}); the box holds no capabilities and can write only its workspace and scratch"
-                ),
-            );
-            build_and_supervise(spec, &prepared, lifeline, Mapping::host_root())
-                .unwrap_or_else(|NoIdmap(why)| startup_failed(why))
-        }
-    };
+    let report = build_and_supervise(spec, &prepared, lifeline, Mapping::for_this_process());
     on_report(&report);
     prepared.release();
 }
-
-/// Idmapped mounts are unavailable (kernel or filesystem): the box must map host root instead.
-struct NoIdmap(String);
 
 fn build_and_supervise(
     spec: &BoxSpec,
     prepared: &Prepared,
     lifeline: Option<BorrowedFd<'_>>,
     mapping: Mapping,
-) -> Result<BoxReport, NoIdmap> {
+) -> BoxReport {
     let start = Instant::now();
     if spec.limits != prepared.limits {
-        return Ok(startup_failed(
-            "internal error: the box's caps differ from the caps kern prepared",
-        ));
+        return startup_failed("internal error: the box's caps differ from the caps kern prepared");
     }
     if spec.argv.is_empty() {
-        return Ok(startup_failed("nothing to run: the argv is empty"));
+        return startup_failed("nothing to run: the argv is empty");
     }
     let extra_reserved: Vec<String> = spec
         .tmpfs
@@ -168,18 +156,13 @@ fn build_and_supervise(
         .collect();
     let plan = match RootPlan::build(&spec.root, &spec.workspace_target, &extra_reserved) {
         Ok(p) => p,
-        Err(e) => {
-            return Ok(startup_failed(format!(
-                "cannot read the image {:?}: {e}",
-                spec.root
-            )))
-        }
+        Err(e) => return startup_failed(format!("cannot read the image {:?}: {e}", spec.root)),
     };
     if let Err(e) = mounts::open_dir(&spec.workspace) {
-        return Ok(startup_failed(format!(
+        return startup_failed(format!(
             "cannot open the workspace {}: {e}",
             spec.workspace.display()
-        )));
+        ));
     }
     let sources = Sources {
         plan,
@@ -190,7 +173,7 @@ fn build_and_supervise(
 
     let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
-        Err(e) => return Ok(startup_failed(format!("pipe: {e}"))),
+        Err(e) => return startup_failed(format!("pipe: {e}")),
     };
     // "go" travels on a socket so it can carry the idmapped trees (SCM_RIGHTS).
     let (go_w, go_r) = match socket::socketpair(
@@ -200,7 +183,7 @@ fn build_and_supervise(
         socket::SockFlag::SOCK_CLOEXEC,
     ) {
         Ok(p) => p,
-        Err(e) => return Ok(startup_failed(format!("socketpair: {e}"))),
+        Err(e) => return startup_failed(format!("socketpair: {e}")),
     };
     let flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWPID
@@ -224,15 +207,24 @@ fn build_and_supervise(
         }
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => {
-            return Ok(startup_failed(format!(
+            return startup_failed(format!(
                 "cannot create the box's namespaces: {e}. kern needs unprivileged user namespaces \
                  (sysctl kernel.unprivileged_userns_clone=1; on Ubuntu 24.04+ an AppArmor profile \
                  allowing userns for the kern binary)"
-            )));
+            ));
         }
     };
     drop(init_w);
     drop(go_r);
+    // The clone inherited the monitor's oom_score_adj and its floor: put back the caller's, as
+    // the privileged writer, which resets the floor too, so nothing in the box is OOM-immune.
+    if let Some(adj) = &prepared.oom_adj {
+        if let Err(e) = std::fs::write(format!("/proc/{pid}/oom_score_adj"), adj) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(pid), None);
+            return startup_failed(format!("cannot reset the box's oom_score_adj: {e}"));
+        }
+    }
     supervise(spec, pid, cgroup, init_r, go_w, lifeline, start, mapping)
 }
 
@@ -247,6 +239,14 @@ fn child(
     in_cgroup: bool,
     mapping: Mapping,
 ) -> ! {
+    // A panic here would unwind through the monitor's frames copied into this process.
+    std::panic::set_hook(Box::new(|info| {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("kern: internal error in the box: {info}\n").as_bytes(),
+        );
+        sys::exit_now(125)
+    }));
     // kern's stdin is its control socket: the box reads /dev/null instead.
     if sys::stdin_null().is_err() {
         sys::exit_now(1);
@@ -255,6 +255,12 @@ fn child(
         sys::exit_now(1);
     };
     if become_box_root(mapping).is_err() {
+        sys::exit_now(1);
+    }
+    // No nested user namespaces: inside one, the workload would hold every capability again
+    // (the door to much of the kernel's attack surface). The limit is per user namespace, so
+    // this sets the box's own, through the host's /proc that is still mounted here.
+    if std::fs::write("/proc/sys/user/max_user_namespaces", "0").is_err() {
         sys::exit_now(1);
     }
     // If kern dies, the box dies with it (and with PID 1 the whole PID namespace). Set only now:
@@ -390,7 +396,7 @@ fn supervise(
     lifeline: Option<BorrowedFd<'_>>,
     start: Instant,
     mapping: Mapping,
-) -> Result<BoxReport, NoIdmap> {
+) -> BoxReport {
     let kill_and_reap = |pid: libc::pid_t| {
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         let _ = waitpid(Pid::from_raw(pid), None);
@@ -402,39 +408,33 @@ fn supervise(
         Ok(fd) => fd,
         Err(e) => {
             kill_and_reap(pid);
-            return Ok(startup_failed(format!("pidfd_open: {e}")));
+            return startup_failed(format!("pidfd_open: {e}"));
         }
     };
     if let Err(e) = mapping.write(pid) {
         kill_and_reap(pid);
-        return Ok(startup_failed(format!(
-            "cannot write the box's uid/gid maps: {e}"
-        )));
+        return startup_failed(format!("cannot write the box's uid/gid maps: {e}"));
     }
     let trees = match mapping {
         Mapping::Range { .. } => match idmapped_trees(spec, pid) {
             Ok(t) => t,
             Err(why) => {
                 kill_and_reap(pid);
-                return Err(NoIdmap(why));
+                return startup_failed(why);
             }
         },
         Mapping::Caller { .. } => Trees::default(),
     };
     if send_go(&go_w, &trees).is_err() {
         kill_and_reap(pid);
-        return Ok(startup_failed(
-            "the box's init exited before it could start",
-        ));
+        return startup_failed("the box's init exited before it could start");
     }
     drop(trees);
     // Wait for the box to arm its parent-death signal before anything can kill us.
     let mut ack = [0u8; 1];
     if !matches!(nix::unistd::read(&go_w, &mut ack), Ok(1)) {
         kill_and_reap(pid);
-        return Ok(startup_failed(
-            "the box's init exited before it could start",
-        ));
+        return startup_failed("the box's init exited before it could start");
     }
     drop(go_w);
 
@@ -471,13 +471,21 @@ fn supervise(
                     let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
                     ended_by = Some(Fault::new(
                         FaultKind::Killed,
-                        "the caller went away; kern killed the box",
+                        "the caller ended the call (Sandbox.close() while it ran, or the caller's process exited); kern killed the box",
                     ));
                     break;
                 }
             }
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => break,
+            Err(e) => {
+                // Without poll there is no deadline: end the box rather than let it run on.
+                let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+                ended_by = Some(Fault::new(
+                    FaultKind::Killed,
+                    format!("kern lost track of the box (poll: {e}) and killed it"),
+                ));
+                break;
+            }
         }
     }
     let init_status = waitpid(Pid::from_raw(pid), None);
@@ -542,7 +550,7 @@ fn supervise(
     if let Some(fault) = ended_by {
         report.exit_code = 137;
         report.fault = Some(fault);
-        return Ok(report);
+        return report;
     }
     if cgroup.as_ref().is_some_and(|cg| cg.oom_kills() > 0) {
         let shmem = cgroup.as_ref().map(|cg| cg.shmem_bytes()).unwrap_or(0);
@@ -550,7 +558,7 @@ fn supervise(
         if !exited {
             report.exit_code = 137;
         }
-        return Ok(report);
+        return report;
     }
     if !exited && report.fault.is_none() {
         report.exit_code = 125;
@@ -567,7 +575,7 @@ fn supervise(
             ));
         }
     }
-    Ok(report)
+    report
 }
 
 /// Detached, idmapped copies of the workspace and the image directory, made here because only
@@ -575,16 +583,26 @@ fn supervise(
 /// be able to traverse their paths.
 fn idmapped_trees(spec: &BoxSpec, pid: libc::pid_t) -> Result<Trees, String> {
     let ws = spec.workspace.to_string_lossy();
-    let workspace = idmap::idmapped_tree(&ws, pid, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV)
-        .map_err(|e| format!("idmapping the workspace {ws}: {e}"))?;
+    // Never a fallback to mapping host root: without an idmapped workspace the box can't run.
+    let workspace = idmap::idmapped_tree(&ws, pid, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| {
+        format!(
+            "running as root, kern maps the box to an unprivileged id range and attaches the workspace \
+             {ws} as an idmapped mount, which failed ({e}); use a workspace on a filesystem that \
+             supports idmapped mounts (ext4, xfs, btrfs; tmpfs from Linux 6.3), or run unprivileged"
+        )
+    })?;
     let image = match &spec.root {
         RootSpec::Dir { path } => {
             let p = path.to_string_lossy();
             let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
-            Some(
-                idmap::idmapped_tree(&p, pid, ro)
-                    .map_err(|e| format!("idmapping the image {p}: {e}"))?,
-            )
+            // An image on a filesystem that can't idmap is still usable read-only: its files
+            // then show as owned by nobody inside the box.
+            let tree = idmap::idmapped_tree(&p, pid, ro).or_else(|_| {
+                let t = sys::open_tree_clone(&p, true)?;
+                sys::mount_setattr_fd(t.as_fd(), ro, None)?;
+                Ok::<_, std::io::Error>(t)
+            });
+            Some(tree.map_err(|e| format!("cannot attach the image {p}: {e}"))?)
         }
         RootSpec::Host => None,
     };

@@ -178,14 +178,16 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
     let etc = root.join("etc");
     for entry in &src.plan.entries {
         match entry {
-            Entry::Bind { name, source, dir } => {
-                // Reach the image entry through the image fd: its path may be hidden by now.
-                let source = match &image_fd {
-                    Some(fd) => fd_path(fd).join(name),
-                    None => source.clone(),
-                };
-                bind_new(&source, &root.join(name), *dir, ro)?;
-            }
+            Entry::Bind { name, source, dir } => match &image_fd {
+                // Reach the image entry through the image fd (its path may be hidden by now),
+                // opened without following it: an entry swapped for a symlink since the plan
+                // was made is refused, never followed to a host path.
+                Some(image) => {
+                    let entry = open_entry(image, name, *dir)?;
+                    bind_new(&fd_path(&entry), &root.join(name), *dir, ro)?;
+                }
+                None => bind_new(source, &root.join(name), *dir, ro)?,
+            },
             Entry::Symlink { name, target } => {
                 symlink(target, root.join(name)).ctx(|| format!("symlink /{name}"))?;
             }
@@ -374,6 +376,32 @@ fn pivot(root: &Path) -> Result<(), SetupError> {
     nix::unistd::pivot_root(".", ".").ctx(|| "pivot_root".into())?;
     umount2(".", MntFlags::MNT_DETACH).ctx(|| "detach the old root".into())?;
     std::env::set_current_dir("/").ctx(|| "chdir /".into())
+}
+
+/// Opens `name` in the image as O_PATH without following it, and checks it is still the kind
+/// of entry (directory or regular file) the plan saw.
+fn open_entry(image: &OwnedFd, name: &str, dir: bool) -> Result<OwnedFd, SetupError> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::{fstat, Mode, SFlag};
+    let fd = openat(
+        image,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ctx(|| format!("open /{name} in the image"))?;
+    let kind = SFlag::from_bits_truncate(
+        fstat(&fd)
+            .ctx(|| format!("stat /{name} in the image"))?
+            .st_mode,
+    ) & SFlag::S_IFMT;
+    let want = if dir { SFlag::S_IFDIR } else { SFlag::S_IFREG };
+    if kind != want {
+        return Err(SetupError(format!(
+            "/{name} in the image changed while the box was being built"
+        )));
+    }
+    Ok(fd)
 }
 
 /// Opens a directory as an O_PATH fd for `Sources`.

@@ -366,3 +366,42 @@ pub fn move_mount_to(tree: BorrowedFd<'_>, target: &str) -> io::Result<()> {
     };
     check(ret).map(|_| ())
 }
+
+/// Every signal back to its default disposition, nothing blocked: what a workload expects to
+/// start with (kern's own runtime ignores SIGPIPE, a caller may have ignored others, and ignored
+/// signals survive exec). The raw syscall, because glibc refuses to touch the real-time
+/// signals it reserves for itself.
+pub fn default_signals() -> io::Result<()> {
+    // An all-zero `struct sigaction` is SIG_DFL with no flags and an empty mask, whatever the
+    // architecture's field order.
+    let default = [0u64; 4];
+    for sig in 1..=64 {
+        if sig == libc::SIGKILL || sig == libc::SIGSTOP {
+            continue;
+        }
+        // SAFETY: `default` is a valid, zeroed kernel sigaction that outlives the call; no old
+        // action is requested; the sigset size is the kernel's (8 bytes).
+        let ret = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigaction,
+                sig,
+                default.as_ptr(),
+                std::ptr::null_mut::<libc::c_void>(),
+                8usize,
+            )
+        };
+        check(ret)?;
+    }
+    let empty = 0u64;
+    // SAFETY: a valid 8-byte empty mask, no old mask requested.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_SETMASK,
+            &empty as *const u64,
+            std::ptr::null_mut::<u64>(),
+            8usize,
+        )
+    };
+    check(ret).map(|_| ())
+}

@@ -53,6 +53,10 @@ struct Opened {
     workspace: std::sync::Mutex<Workspace>,
     /// Kerns that already sit in their cgroups, oldest first.
     spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
+    /// Every call holds a read guard; `close()` takes the write guard, after `closing` has told
+    /// the calls still running to end their boxes.
+    running: tokio::sync::RwLock<()>,
+    closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl Opened {
@@ -136,6 +140,8 @@ impl Sandbox {
             config,
             workspace: std::sync::Mutex::new(workspace),
             spares: std::sync::Mutex::new(spares),
+            running: tokio::sync::RwLock::new(()),
+            closing: tokio::sync::watch::channel(false).0,
         }));
         Ok(())
     }
@@ -144,7 +150,12 @@ impl Sandbox {
     pub async fn close(&self) -> Result<()> {
         let mut state = self.state.lock().await;
         let previous = std::mem::replace(&mut *state, State::Closed);
+        drop(state);
         if let State::Open(opened) = previous {
+            // End the boxes of calls still running, and wait for them: the workspace must not
+            // be deleted (or walked) while a box can still write to it.
+            opened.closing.send_replace(true);
+            let _quiet = opened.running.write().await;
             // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
             if let Ok(mut spares) = opened.spares.lock() {
                 spares.drain(..).for_each(Kern::retire);
@@ -235,6 +246,13 @@ impl Sandbox {
             hostname: DEFAULT_HOSTNAME.into(),
         };
 
+        // Held until the workspace walks after the box are done: close() waits for it.
+        let _running = opened.running.read().await;
+        if *opened.closing.borrow() {
+            return Err(Error::Invalid(
+                "the Sandbox is closed; open a new Sandbox to run more code".into(),
+            ));
+        }
         let track = cfg.track_files;
         let before = if track {
             let ws = workspace.clone();
@@ -246,12 +264,16 @@ impl Sandbox {
         } else {
             None
         };
+        let cancel = opened.closing.subscribe();
         let kern = opened.kern(&self.kern)?;
-        let outcome = match kern.run(&spec, cfg.max_output, sink.clone()).await? {
+        let outcome = match kern
+            .run(&spec, cfg.max_output, sink.clone(), cancel.clone())
+            .await?
+        {
             Some(o) => o,
             // The spare died before it got the spec: nothing ran; use a fresh kern.
             None => Kern::spawn(&self.kern, &cfg.limits)?
-                .run(&spec, cfg.max_output, sink)
+                .run(&spec, cfg.max_output, sink, cancel)
                 .await?
                 .ok_or_else(|| {
                     Error::Runtime("the kern runtime exited before it read the box spec".into())
@@ -275,7 +297,11 @@ impl Sandbox {
                 }
                 track::diff(&before, &after)
             }
-            None => Vec::new(),
+            None => {
+                let ws = workspace.clone();
+                let _ = tokio::task::spawn_blocking(move || track::strip_setid_all(&ws)).await;
+                Vec::new()
+            }
         };
         Ok(ExecResult {
             stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),

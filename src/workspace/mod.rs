@@ -1,6 +1,7 @@
 //! The workspace on the host: creation of a temporary one, and change tracking.
 
 pub mod track;
+pub mod walk;
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -77,26 +78,17 @@ impl Workspace {
     }
 }
 
-/// Gives the owner rwx on every directory under `root` (never following symlinks), so that
-/// `remove_dir_all` can empty them.
+/// Gives the owner rwx on every directory under `root`, so that `remove_dir_all` can empty
+/// them. Only an unprivileged owner needs it (root deletes regardless of modes), and it goes
+/// through `walk`, which never follows a symlink a box may have planted.
 fn make_deletable(root: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        if let Ok(m) = std::fs::symlink_metadata(&dir) {
-            if m.is_dir() && m.permissions().mode() & 0o700 != 0o700 {
-                let _ = std::fs::set_permissions(
-                    &dir,
-                    std::fs::Permissions::from_mode(m.permissions().mode() | 0o700),
-                );
-            }
-        }
-        if let Ok(rd) = std::fs::read_dir(&dir) {
-            for e in rd.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_dir()) {
-                    stack.push(e.path());
-                }
-            }
-        }
+    if nix::unistd::geteuid().is_root() {
+        return;
     }
+    walk::walk(root, usize::MAX, |e| {
+        if e.is_dir() && e.stat.st_mode & 0o700 != 0o700 {
+            let _ = e.chmod((e.stat.st_mode & 0o7777) | 0o700);
+        }
+        true
+    });
 }

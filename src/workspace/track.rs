@@ -2,16 +2,14 @@
 //! workspace before and after the call. O(N) in the number of files each time; `trackFiles:
 //! false` skips it.
 
+use super::walk;
 use serde::Serialize;
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The walk stops after this many entries, so a million-file workspace costs a bounded amount
 /// per call; a runtime note says when it was reached.
 pub const MAX_ENTRIES: usize = 100_000;
-/// Never reported: `setup`'s dependency directory.
-const EXCLUDED: &str = ".deps";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
@@ -33,49 +31,45 @@ pub struct FileInfo {
     pub change: &'static str,
 }
 
-/// Walks `root` without following symlinks.
+/// Walks `root` without following symlinks (see `walk`), and clears the setuid/setgid bits
+/// of any regular file that has them: a box may chmod u+s a file it owns, and through the
+/// idmapped workspace that file is owned by the workspace's owner on the host (root, when run
+/// as root), so it must not stay set-id once the call is over.
 pub fn snapshot(root: &Path) -> Snapshot {
     let mut snap = Snapshot::default();
-    let mut stack = vec![(root.to_path_buf(), String::new())];
-    let mut seen = 0usize;
-    while let Some((dir, rel)) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            seen += 1;
-            if seen > MAX_ENTRIES {
-                snap.capped = true;
-                return snap;
-            }
-            let Some(name) = e.file_name().to_str().map(str::to_string) else {
-                continue;
-            };
-            if rel.is_empty() && name == EXCLUDED {
-                continue;
-            }
-            let Ok(m) = e.metadata() else { continue };
-            let path = if rel.is_empty() {
-                name
-            } else {
-                format!("{rel}/{name}")
-            };
-            if m.is_dir() {
-                stack.push((e.path(), path));
-            } else if m.is_file() {
-                let mtime_ns = m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128;
-                snap.files.insert(
-                    path,
-                    Stamp {
-                        size: m.size(),
-                        mtime_ns,
-                        ino: m.ino(),
-                    },
-                );
-            }
+    let complete = walk::walk(root, MAX_ENTRIES, |e| {
+        if e.is_file() {
+            strip_setid(e);
+            snap.files.insert(
+                e.rel.to_string(),
+                Stamp {
+                    size: e.stat.st_size as u64,
+                    mtime_ns: e.stat.st_mtime as i128 * 1_000_000_000
+                        + e.stat.st_mtime_nsec as i128,
+                    ino: e.stat.st_ino,
+                },
+            );
         }
-    }
+        true
+    });
+    snap.capped = !complete;
     snap
+}
+
+/// The set-id sweep alone, for sessions that don't track files.
+pub fn strip_setid_all(root: &Path) {
+    walk::walk(root, usize::MAX, |e| {
+        if e.is_file() {
+            strip_setid(e);
+        }
+        true
+    });
+}
+
+fn strip_setid(e: &walk::Seen<'_>) {
+    if e.stat.st_mode & 0o6000 != 0 {
+        let _ = e.chmod(e.stat.st_mode & 0o1777);
+    }
 }
 
 /// Files in `after` that are new or changed since `before`, sorted by path.
@@ -103,6 +97,28 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> Vec<FileInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn setid_bits_are_stripped_inside_and_symlinks_never_followed() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "x").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("dirlink")).unwrap();
+        std::os::unix::fs::symlink(&victim, ws.path().join("filelink")).unwrap();
+        let planted = ws.path().join("suid");
+        std::fs::write(&planted, "x").unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o6755)).unwrap();
+
+        let snap = snapshot(ws.path());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&planted), 0o755);
+        assert_eq!(mode(&victim), 0o4755, "a file behind a symlink was changed");
+        assert!(snap.files.contains_key("suid"));
+        assert!(!snap.files.keys().any(|k| k.contains("victim")));
+    }
 
     #[test]
     fn created_and_modified_files_are_reported_and_deps_ignored() {
