@@ -174,6 +174,7 @@ impl Kern {
     /// Runs one box to the end. Everything that happens is in the `Outcome`; `Ok(None)` means
     /// this kern had already died before it got the spec (a spare killed from outside), so
     /// nothing ran and the caller may use another.
+    ///
     /// `cancel` turning true (the session is closing) ends the box early: closing our end of
     /// the control socket is kern's signal to kill it.
     pub async fn run(

@@ -286,6 +286,11 @@ impl Sandbox {
                 let after = tokio::task::spawn_blocking(move || track::snapshot(&ws))
                     .await
                     .unwrap_or_default();
+                if after.capped {
+                    // The set-id sweep must not stop where the tracking walk did.
+                    let ws = workspace.clone();
+                    let _ = tokio::task::spawn_blocking(move || track::strip_setid_all(&ws)).await;
+                }
                 if before.capped || after.capped {
                     push_note(
                         &mut stderr,
