@@ -179,7 +179,8 @@ class Sandbox {
     if (!Array.isArray(command) || command.some((a) => typeof a !== 'string')) {
       throw new SandboxError('run() takes an argv array of strings, e.g. run(["ls", "-la"]); it never runs a shell string');
     }
-    return this.#exec({ argv: command, timeoutS: this.#perCall(opts, []).timeoutS }, this.#perCall(opts, []));
+    const perCall = this.#perCall(opts, []);
+    return this.#exec({ argv: command, timeoutS: perCall.timeoutS }, perCall);
   }
 
   #perCall(opts, extra) {
@@ -228,12 +229,19 @@ async function withSandbox(optsOrFn, maybeFn) {
   const [opts, fn] = typeof optsOrFn === 'function' ? [{}, optsOrFn] : [optsOrFn, maybeFn];
   if (typeof fn !== 'function') throw new SandboxError('withSandbox(opts, fn) needs an async function (sandbox) => ...');
   const sb = new Sandbox(opts);
+  let result;
   try {
     await sb.open();
-    return await fn(sb);
-  } finally {
-    await sb.close();
+    result = await fn(sb);
+  } catch (e) {
+    // The caller's error is the one to see; a failing close() rides along instead of masking it.
+    await sb.close().catch((closeError) => {
+      if (e && typeof e === 'object') e.closeError = closeError;
+    });
+    throw e;
   }
+  await sb.close();
+  return result;
 }
 
 async function runCode(code, opts) {
