@@ -122,6 +122,16 @@ describe('open/close', () => {
     await expectSandboxError(() => s.runCode('print(1)'), SandboxError, /clos/i);
   });
 
+  test('100 concurrent calls in one sandbox all succeed', async () => {
+    await withSandbox(opts(), async (s) => {
+      const rs = await Promise.all(
+        Array.from({ length: 100 }, (_, i) => s.runCode(`import os\nprint(${i}, os.getpid() < 10)`))
+      );
+      const bad = rs.map((r, i) => [i, r]).filter(([i, r]) => !r.success || r.stdout !== `${i} True\n`);
+      expect(bad.map(([i, r]) => ({ i, ...summary(r) }))).toEqual([]);
+    });
+  });
+
   test('concurrent calls in one sandbox each get their own box', async () => {
     await withSandbox(opts(), async (s) => {
       const rs = await Promise.all([0, 1, 2, 3].map((i) => s.runCode(`import os\nprint(${i}, os.getpid() < 10)`)));
