@@ -265,11 +265,23 @@ describe('privileges', () => {
       const ws = makeTempDir('kern-suid-ws-');
       const own = await new Sandbox(opts({ workspace: ws, trackFiles })).open();
       try {
-        const r = await own.run(['sh', '-c', 'cp /bin/sh planted && chmod 6755 planted && stat -c %a planted']);
+        const places = ['planted', 'sub/dir/planted', '.deps/planted', "$(printf 'bad\\377name')/planted"];
+        const script = places
+          .map((p) => `mkdir -p "$(dirname ${p})" && cp /bin/sh ${p} && chmod 6755 ${p} && stat -c %a ${p}`)
+          .join(' && ');
+        const r = await own.run(['bash', '-c', script]);
         expectOk(r);
-        expect(r.stdout.trim()).toBe('6755'); // the box could set the bits...
-        const mode = fs.statSync(path.join(ws, 'planted')).mode & 0o7777;
-        expect(mode.toString(8)).toBe('755'); // ...but they are gone once the call returns
+        expect(r.stdout.trim().split('\n')).toEqual(places.map(() => '6755')); // the box could set the bits...
+        const found = [];
+        const visit = (dir) => {
+          for (const e of fs.readdirSync(dir, { withFileTypes: true, encoding: 'buffer' })) {
+            const p = Buffer.concat([Buffer.from(dir), Buffer.from('/'), e.name]);
+            if (e.isDirectory()) visit(p);
+            else found.push((fs.statSync(p).mode & 0o7777).toString(8));
+          }
+        };
+        visit(Buffer.from(ws));
+        expect(found).toEqual(places.map(() => '755')); // ...but they are gone once the call returns
       } finally {
         await own.close();
         fs.rmSync(ws, { recursive: true, force: true });

@@ -165,6 +165,25 @@ describe('close() while a call runs', () => {
   });
 });
 
+describe('two close() calls at once', () => {
+  test('neither returns before the running box is ended and the workspace deleted', async () => {
+    const s = await new Sandbox(opts({ timeoutS: 60 })).open();
+    const ws = await locateTempWorkspace(s);
+    let started;
+    const ready = new Promise((r) => (started = r));
+    const call = s.run(['sh', '-c', 'echo ready; sleep 100'], {
+      onStdout: (c) => c.toString().includes('ready') && started(),
+    });
+    await ready;
+    const states = [];
+    await Promise.all(
+      [s.close(), s.close()].map((p) => p.then(() => states.push(fs.existsSync(ws))))
+    );
+    expect(states).toEqual([false, false]);
+    expect((await call).fault).toMatchObject({ type: 'killed' });
+  });
+});
+
 describe('one-shot runCode', () => {
   test('runs and leaves no workspace behind', async () => {
     const name = uniqueName('oneshot');

@@ -235,10 +235,10 @@ impl Kern {
                 tokio::select! {
                     r = &mut status => return r.unwrap_or_default(),
                     // Dropping the write half shuts it down: kern sees EOF and kills the box.
-                    changed = cancel.changed(), if lifeline.is_some() => {
-                        if changed.is_err() || *cancel.borrow() {
-                            lifeline = None;
-                        }
+                    // `wait_for` looks at the current value first, so a close() that came
+                    // before this point is not missed.
+                    _ = cancel.wait_for(|closing| *closing), if lifeline.is_some() => {
+                        lifeline = None;
                     }
                 }
             }

@@ -489,6 +489,8 @@ fn supervise(
         }
     }
     let init_status = waitpid(Pid::from_raw(pid), None);
+    // Every box process is gone now: no set-id file it made outlives it.
+    crate::workspace::walk::strip_setid(&spec.workspace);
 
     let mut messages = String::new();
     let _ = std::fs::File::from(init_r).read_to_string(&mut messages);

@@ -148,9 +148,10 @@ impl Sandbox {
 
     /// Deletes the workspace if the session created it. Idempotent.
     pub async fn close(&self) -> Result<()> {
+        // The state lock is held to the end, so a second close() waits for this one to finish
+        // (boxes ended, workspace deleted) before it returns.
         let mut state = self.state.lock().await;
         let previous = std::mem::replace(&mut *state, State::Closed);
-        drop(state);
         if let State::Open(opened) = previous {
             // End the boxes of calls still running, and wait for them: the workspace must not
             // be deleted (or walked) while a box can still write to it.
@@ -248,7 +249,10 @@ impl Sandbox {
 
         // Held until the workspace walks after the box are done: close() waits for it.
         let _running = opened.running.read().await;
-        if *opened.closing.borrow() {
+        // Subscribed before anything slow, and `run` checks the current value first: a close()
+        // from here on ends this call's box.
+        let cancel = opened.closing.subscribe();
+        if *cancel.borrow() {
             return Err(Error::Invalid(
                 "the Sandbox is closed; open a new Sandbox to run more code".into(),
             ));
@@ -264,7 +268,6 @@ impl Sandbox {
         } else {
             None
         };
-        let cancel = opened.closing.subscribe();
         let kern = opened.kern(&self.kern)?;
         let outcome = match kern
             .run(&spec, cfg.max_output, sink.clone(), cancel.clone())
@@ -286,11 +289,6 @@ impl Sandbox {
                 let after = tokio::task::spawn_blocking(move || track::snapshot(&ws))
                     .await
                     .unwrap_or_default();
-                if after.capped {
-                    // The set-id sweep must not stop where the tracking walk did.
-                    let ws = workspace.clone();
-                    let _ = tokio::task::spawn_blocking(move || track::strip_setid_all(&ws)).await;
-                }
                 if before.capped || after.capped {
                     push_note(
                         &mut stderr,
@@ -302,11 +300,7 @@ impl Sandbox {
                 }
                 track::diff(&before, &after)
             }
-            None => {
-                let ws = workspace.clone();
-                let _ = tokio::task::spawn_blocking(move || track::strip_setid_all(&ws)).await;
-                Vec::new()
-            }
+            None => Vec::new(),
         };
         Ok(ExecResult {
             stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),

@@ -31,17 +31,19 @@ pub struct FileInfo {
     pub change: &'static str,
 }
 
-/// Walks `root` without following symlinks (see `walk`), and clears the setuid/setgid bits
-/// of any regular file that has them: a box may chmod u+s a file it owns, and through the
-/// idmapped workspace that file is owned by the workspace's owner on the host (root, when run
-/// as root), so it must not stay set-id once the call is over.
+/// Never reported: `setup`'s dependency directory.
+const EXCLUDED: &str = ".deps";
+
+/// Walks `root` without following symlinks (see `walk`).
 pub fn snapshot(root: &Path) -> Snapshot {
     let mut snap = Snapshot::default();
     let complete = walk::walk(root, MAX_ENTRIES, |e| {
+        if e.rel == Path::new(EXCLUDED) {
+            return false;
+        }
         if e.is_file() {
-            strip_setid(e);
             snap.files.insert(
-                e.rel.to_string(),
+                e.rel.to_string_lossy().into_owned(),
                 Stamp {
                     size: e.stat.st_size as u64,
                     mtime_ns: e.stat.st_mtime as i128 * 1_000_000_000
@@ -54,22 +56,6 @@ pub fn snapshot(root: &Path) -> Snapshot {
     });
     snap.capped = !complete;
     snap
-}
-
-/// The set-id sweep alone, for sessions that don't track files.
-pub fn strip_setid_all(root: &Path) {
-    walk::walk(root, usize::MAX, |e| {
-        if e.is_file() {
-            strip_setid(e);
-        }
-        true
-    });
-}
-
-fn strip_setid(e: &walk::Seen<'_>) {
-    if e.stat.st_mode & 0o6000 != 0 {
-        let _ = e.chmod(e.stat.st_mode & 0o1777);
-    }
 }
 
 /// Files in `after` that are new or changed since `before`, sorted by path.
@@ -97,28 +83,6 @@ pub fn diff(before: &Snapshot, after: &Snapshot) -> Vec<FileInfo> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
-
-    #[test]
-    fn setid_bits_are_stripped_inside_and_symlinks_never_followed() {
-        let ws = tempfile::tempdir().unwrap();
-        let outside = tempfile::tempdir().unwrap();
-        let victim = outside.path().join("victim");
-        std::fs::write(&victim, "x").unwrap();
-        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o4755)).unwrap();
-        std::os::unix::fs::symlink(outside.path(), ws.path().join("dirlink")).unwrap();
-        std::os::unix::fs::symlink(&victim, ws.path().join("filelink")).unwrap();
-        let planted = ws.path().join("suid");
-        std::fs::write(&planted, "x").unwrap();
-        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o6755)).unwrap();
-
-        let snap = snapshot(ws.path());
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
-        assert_eq!(mode(&planted), 0o755);
-        assert_eq!(mode(&victim), 0o4755, "a file behind a symlink was changed");
-        assert!(snap.files.contains_key("suid"));
-        assert!(!snap.files.keys().any(|k| k.contains("victim")));
-    }
 
     #[test]
     fn created_and_modified_files_are_reported_and_deps_ignored() {

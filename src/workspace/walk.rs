@@ -7,19 +7,18 @@
 use nix::dir::Dir;
 use nix::fcntl::{open, openat, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
+use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::path::Path;
-
-/// Never reported or touched: `setup`'s dependency directory.
-pub const EXCLUDED: &str = ".deps";
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
 
 /// What the visitor sees of one entry.
 pub struct Seen<'a> {
-    /// Workspace-relative path.
-    pub rel: &'a str,
+    /// Workspace-relative path (names need not be UTF-8).
+    pub rel: &'a Path,
     pub stat: &'a FileStat,
     parent: &'a OwnedFd,
-    name: &'a str,
+    name: &'a OsStr,
 }
 
 impl Seen<'_> {
@@ -65,10 +64,10 @@ pub fn walk(root: &Path, max: usize, mut visit: impl FnMut(&Seen<'_>) -> bool) -
     ) else {
         return true;
     };
-    let mut stack: Vec<(OwnedFd, String)> = vec![(top, String::new())];
+    let mut stack: Vec<(OwnedFd, PathBuf)> = vec![(top, PathBuf::new())];
     let mut seen = 0usize;
     while let Some((dir_fd, rel)) = stack.pop() {
-        let names: Vec<String> = match dir_fd
+        let names: Vec<OsString> = match dir_fd
             .try_clone()
             .map_err(|_| nix::errno::Errno::EBADF)
             .and_then(Dir::from_fd)
@@ -76,31 +75,24 @@ pub fn walk(root: &Path, max: usize, mut visit: impl FnMut(&Seen<'_>) -> bool) -
             Ok(mut dir) => dir
                 .iter()
                 .flatten()
-                .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
+                .map(|e| OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
                 .filter(|n| n != "." && n != "..")
                 .collect(),
             Err(_) => continue,
         };
         for name in names {
-            if rel.is_empty() && name == EXCLUDED {
-                continue;
-            }
             seen += 1;
             if seen > max {
                 return false;
             }
             let Ok(stat) = fstatat(
                 dir_fd.as_fd(),
-                name.as_str(),
+                name.as_os_str(),
                 nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
             ) else {
                 continue;
             };
-            let path = if rel.is_empty() {
-                name.clone()
-            } else {
-                format!("{rel}/{name}")
-            };
+            let path = rel.join(&name);
             let entry = Seen {
                 rel: &path,
                 stat: &stat,
@@ -111,11 +103,61 @@ pub fn walk(root: &Path, max: usize, mut visit: impl FnMut(&Seen<'_>) -> bool) -
             if enter {
                 let flags =
                     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-                if let Ok(sub) = openat(dir_fd.as_fd(), name.as_str(), flags, Mode::empty()) {
+                if let Ok(sub) = openat(dir_fd.as_fd(), name.as_os_str(), flags, Mode::empty()) {
                     stack.push((sub, path));
                 }
             }
         }
     }
     true
+}
+
+/// Clears the setuid/setgid bits of every regular file under `root`. A box may `chmod u+s` a
+/// file it owns, and through the idmapped workspace that file is owned on the host by the
+/// workspace's owner (root, when run as root): it must not stay set-id once the box is gone.
+/// kern runs this after every box, before it reports, so it covers the CLI and a caller that
+/// died mid-call too. A directory we can't open is skipped: nobody else can reach into it either.
+pub fn strip_setid(root: &Path) {
+    walk(root, usize::MAX, |e| {
+        if e.is_file() && e.stat.st_mode & 0o6000 != 0 {
+            let _ = e.chmod(e.stat.st_mode & 0o1777);
+        }
+        true
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn setid_bits_are_stripped_inside_and_symlinks_never_followed() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "x").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("dirlink")).unwrap();
+        std::os::unix::fs::symlink(&victim, ws.path().join("filelink")).unwrap();
+        let planted = ws.path().join("suid");
+        std::fs::write(&planted, "x").unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o6755)).unwrap();
+
+        let deps = ws.path().join(".deps");
+        std::fs::create_dir(&deps).unwrap();
+        let weird = ws.path().join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
+        std::fs::create_dir(&weird).unwrap();
+        for p in [deps.join("hid"), weird.join("hid")] {
+            std::fs::write(&p, "x").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o6755)).unwrap();
+        }
+        strip_setid(ws.path());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&planted), 0o755);
+        assert_eq!(mode(&victim), 0o4755, "a file behind a symlink was changed");
+        assert_eq!(mode(&deps.join("hid")), 0o755);
+        assert_eq!(mode(&weird.join("hid")), 0o755);
+    }
 }
