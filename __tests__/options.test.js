@@ -67,6 +67,14 @@ describe('not built in this release: refused with a SandboxError naming the opti
     }
   );
 
+  test.each([['Python:3'], ['python:'], ['a//b'], ['python@sha256:abc']])(
+    'a malformed image reference %s is a mistake, not an unbuilt feature',
+    async (image) => {
+      const e = await expectSandboxError(() => openAndClose(Sandbox, { image }), SandboxError, /not a valid image reference/);
+      expect(e.message).not.toMatch(/not built yet/);
+    }
+  );
+
   test('omitting image is refused, naming image', async () => {
     await expectRefused({}, /image/);
     await expectSandboxError(() => openAndClose(Sandbox, undefined), SandboxError, /image/);

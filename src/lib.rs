@@ -6,6 +6,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod image;
 pub mod lang;
 pub mod session;
 pub mod workspace;

@@ -276,8 +276,12 @@ fn parse_image(v: &str) -> Result<RootSpec> {
             "image {v:?} is a relative path; pass an absolute path to a rootfs directory"
         );
     }
+    // A malformed reference is the caller's mistake, whatever this release can pull.
+    let reference = crate::image::reference::Reference::parse(v).map_err(|why| {
+        Error::Invalid(format!("image {v:?} is not a valid image reference: {why}"))
+    })?;
     Err(not_built(format!(
-        "image {v:?} (pulling from a registry); pass image: \"host\" or the absolute path of a root filesystem directory instead"
+        "image {v:?} ({reference}, pulled from a registry); pass image: \"host\" or the absolute path of a root filesystem directory instead"
     )))
 }
 
