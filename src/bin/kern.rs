@@ -9,7 +9,7 @@ use kern_sandbox::engine::spec::{
 };
 use kern_sandbox::engine::sys;
 use kern_sandbox::session::options::{
-    parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
+    check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
 use std::io::BufRead;
 use std::os::fd::BorrowedFd;
@@ -162,10 +162,8 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         let (target, size) = t.split_once(':').unwrap_or((t, "64m"));
         let size_bytes =
             parse_size(size).ok_or_else(|| format!("--tmpfs {t}: bad size {size:?}"))?;
-        tmpfs.push(TmpfsSpec {
-            target: target.to_string(),
-            size_bytes,
-        });
+        let target = check_target("--tmpfs", target).map_err(|e| e.to_string())?;
+        tmpfs.push(TmpfsSpec { target, size_bytes });
     }
     let mut env = vec![
         ("PATH".to_string(), DEFAULT_PATH.to_string()),

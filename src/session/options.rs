@@ -161,7 +161,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
 }
 
 /// A mount target inside the box: absolute, normalised, and not one of the box's own.
-fn check_target(key: &str, t: &str) -> Result<String> {
+pub fn check_target(key: &str, t: &str) -> Result<String> {
     let bad = |why: &str| {
         Err(Error::Invalid(format!(
             "option `{key}`: target {t:?} {why}"
