@@ -33,8 +33,6 @@ pub enum Entry {
 #[derive(Debug)]
 pub struct RootPlan {
     pub entries: Vec<Entry>,
-    /// Names the box mounts itself; the image's own entries of these names are not bound.
-    pub reserved: Vec<String>,
     pub image: Option<PathBuf>,
 }
 
@@ -77,18 +75,19 @@ impl RootPlan {
         workspace_target: &str,
         extra_reserved: &[String],
     ) -> io::Result<RootPlan> {
+        // Names the box mounts itself: the image's own entries of these names are not bound.
         let mut reserved: Vec<String> = BOX_OWNED.iter().map(|s| s.to_string()).collect();
         if let Some(top) = top_component(workspace_target) {
             reserved.push(top);
         }
         reserved.extend(extra_reserved.iter().cloned());
         match root {
-            RootSpec::Dir { path } => Self::from_dir(path, reserved),
-            RootSpec::Host => Ok(Self::host(reserved)),
+            RootSpec::Dir { path } => Self::from_dir(path, &reserved),
+            RootSpec::Host => Ok(Self::host()),
         }
     }
 
-    fn from_dir(path: &Path, reserved: Vec<String>) -> io::Result<RootPlan> {
+    fn from_dir(path: &Path, reserved: &[String]) -> io::Result<RootPlan> {
         let mut entries = Vec::new();
         let mut names: Vec<_> = fs::read_dir(path)?.collect::<Result<_, _>>()?;
         names.sort_by_key(|e| e.file_name());
@@ -115,12 +114,11 @@ impl RootPlan {
         }
         Ok(RootPlan {
             entries,
-            reserved,
             image: Some(path.to_path_buf()),
         })
     }
 
-    fn host(mut reserved: Vec<String>) -> RootPlan {
+    fn host() -> RootPlan {
         let mut entries = Vec::new();
         for name in HOST_TOP {
             let source = Path::new("/").join(name);
@@ -164,10 +162,8 @@ impl RootPlan {
                 contents: contents.into(),
             });
         }
-        reserved.push("etc".into());
         RootPlan {
             entries,
-            reserved,
             image: None,
         }
     }

@@ -38,21 +38,20 @@ impl Workspace {
                 path
             );
         }
-        match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_dir() => {}
-            Ok(m) if m.file_type().is_symlink() && path.is_dir() => {}
-            Ok(_) => {
+        // `is_dir` follows a symlink: a caller's symlink to a directory is their workspace.
+        if !path.is_dir() {
+            if std::fs::symlink_metadata(path).is_ok() {
                 return crate::invalid!(
                     "workspace {} exists and is not a directory",
                     path.display()
-                )
+                );
             }
-            Err(_) => std::fs::create_dir_all(path).map_err(|e| {
+            std::fs::create_dir_all(path).map_err(|e| {
                 Error::Invalid(format!(
                     "workspace {} does not exist and cannot be created: {e}",
                     path.display()
                 ))
-            })?,
+            })?;
         }
         Ok(Workspace {
             path: path.to_path_buf(),
