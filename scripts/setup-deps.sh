@@ -19,7 +19,7 @@ die() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux)
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd)
 missing=()
 for p in "${packages[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"

@@ -405,3 +405,20 @@ pub fn default_signals() -> io::Result<()> {
     };
     check(ret).map(|_| ())
 }
+
+/// `fsetxattr(2)`: sets one extended attribute on an open file or directory (nix has no xattr
+/// calls). Used by the layer unpacker for `user.*` attributes.
+pub fn fsetxattr(fd: BorrowedFd<'_>, name: &std::ffi::CStr, value: &[u8]) -> io::Result<()> {
+    // SAFETY: `name` is NUL-terminated and `value` is a valid slice whose exact length is
+    // passed; both outlive the call, which only reads them.
+    let ret = unsafe {
+        libc::fsetxattr(
+            fd.as_raw_fd(),
+            name.as_ptr(),
+            value.as_ptr().cast::<libc::c_void>(),
+            value.len(),
+            0,
+        )
+    };
+    check(ret as libc::c_long).map(|_| ())
+}

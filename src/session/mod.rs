@@ -7,6 +7,7 @@ use crate::engine::launch::{Chunk, Kern};
 use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::status::Fault;
 use crate::error::{Error, Result};
+use crate::image::manifest::RunConfig;
 use crate::lang::Language;
 use crate::workspace::track::{self, FileInfo};
 use crate::workspace::Workspace;
@@ -50,6 +51,10 @@ const SPARES: usize = 2;
 
 struct Opened {
     config: Config,
+    /// The resolved image; holding it marks the image in use in the store.
+    image: crate::image::Image,
+    /// The workload's environment before per-call additions.
+    base_env: Vec<(String, String)>,
     workspace: std::sync::Mutex<Workspace>,
     /// Kerns that already sit in their cgroups, oldest first.
     spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
@@ -129,6 +134,24 @@ impl Sandbox {
                 self.kern.display()
             )));
         }
+        let source = config.image.clone();
+        let image = tokio::task::spawn_blocking(move || {
+            let policy = crate::image::PullPolicy::from_env()?;
+            crate::image::open(&source, policy, &mut crate::image::Quiet)
+        })
+        .await
+        .map_err(|e| Error::Runtime(format!("the image task failed: {e}")))??;
+        if let Some(user) = image.non_root_user() {
+            return Err(Error::NotBuilt(format!(
+                "running an image as its non-root USER ({user:?}, from the image config)"
+            )));
+        }
+        let home = if config.tmpfs.iter().any(|t| t.target == "/tmp") {
+            "/tmp"
+        } else {
+            DEFAULT_WORKSPACE_TARGET
+        };
+        let base_env = base_env(&image.config, home);
         let workspace = match &config.workspace {
             Some(p) => Workspace::existing(p)?,
             None => Workspace::temporary()?,
@@ -138,6 +161,8 @@ impl Sandbox {
             .collect();
         *state = State::Open(Arc::new(Opened {
             config,
+            image,
+            base_env,
             workspace: std::sync::Mutex::new(workspace),
             spares: std::sync::Mutex::new(spares),
             running: tokio::sync::RwLock::new(()),
@@ -219,24 +244,13 @@ impl Sandbox {
             .path
             .clone();
 
-        let home = if cfg.tmpfs.iter().any(|t| t.target == "/tmp") {
-            "/tmp"
-        } else {
-            DEFAULT_WORKSPACE_TARGET
-        };
-        let mut env: Vec<(String, String)> = vec![
-            ("PATH".into(), DEFAULT_PATH.into()),
-            ("HOME".into(), home.into()),
-            ("LANG".into(), "C.UTF-8".into()),
-            ("HOSTNAME".into(), DEFAULT_HOSTNAME.into()),
-        ];
-        env.extend(lang_env);
-        for (k, v) in &cfg.env {
+        let mut env = opened.base_env.clone();
+        for (k, v) in lang_env.iter().chain(&cfg.env) {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
         }
         let spec = BoxSpec {
-            root: cfg.root.clone(),
+            root: opened.image.root.clone(),
             workspace: workspace.clone(),
             workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
             tmpfs: cfg.tmpfs.clone(),
@@ -312,6 +326,29 @@ impl Sandbox {
             truncated: outcome.truncated,
         })
     }
+}
+
+/// The environment every call starts from: the image's `Env` (PATH and all), then ours where
+/// the image is silent: HOME on the writable scratch (the image's root is read-only), a UTF-8
+/// locale, and the box's hostname. The caller's `env` and the language's own go on top per call.
+pub fn base_env(image: &RunConfig, home: &str) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    for kv in image.env.iter().flatten() {
+        if let Some((k, v)) = kv.split_once('=') {
+            if !k.is_empty() && !kv.contains('\0') {
+                env.retain(|(ek, _)| ek != k);
+                env.push((k.to_string(), v.to_string()));
+            }
+        }
+    }
+    for (k, v) in [("PATH", DEFAULT_PATH), ("HOME", home), ("LANG", "C.UTF-8")] {
+        if !env.iter().any(|(ek, _)| ek == k) {
+            env.push((k.into(), v.into()));
+        }
+    }
+    env.retain(|(k, _)| k != "HOSTNAME");
+    env.push(("HOSTNAME".into(), DEFAULT_HOSTNAME.into()));
+    env
 }
 
 fn push_note(stderr: &mut String, line: &str) {

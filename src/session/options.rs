@@ -2,8 +2,9 @@
 //! the option and says what to do. Options this release does not build are refused here, never
 //! accepted and ignored.
 
-use crate::engine::spec::{Limits, RootSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::spec::{Limits, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
+use crate::image::Source;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
@@ -13,7 +14,7 @@ pub const DEFAULT_MEMORY_MB: u64 = 512;
 pub const DEFAULT_PIDS: u64 = 256;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
-/// The spec's default image, which needs a registry pull.
+/// The spec's default image, pulled from Docker Hub on first use.
 pub const DEFAULT_IMAGE: &str = "python:3.12-slim";
 
 const KNOWN: &[&str] = &[
@@ -52,7 +53,8 @@ const KNOWN: &[&str] = &[
 /// Everything a session needs, validated.
 #[derive(Debug, Clone)]
 pub struct Config {
-    pub root: RootSpec,
+    /// Where the root comes from; resolved (pulled, imported) at open().
+    pub image: Source,
     pub workspace: Option<PathBuf>,
     pub limits: Limits,
     pub timeout_ms: u64,
@@ -255,36 +257,6 @@ fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
         .collect()
 }
 
-fn parse_image(v: &str) -> Result<RootSpec> {
-    if v == "host" {
-        return Ok(RootSpec::Host);
-    }
-    if v.starts_with('/') {
-        let path = PathBuf::from(v);
-        if !path.is_dir() {
-            return crate::invalid!("image {v:?} is not a directory; pass the absolute path of a root filesystem directory, or \"host\"");
-        }
-        if !path.join("usr").exists() && !path.join("bin").exists() {
-            return crate::invalid!(
-                "image {v:?} has neither usr/ nor bin/; is it really a root filesystem?"
-            );
-        }
-        return Ok(RootSpec::Dir { path });
-    }
-    if v.starts_with('.') {
-        return crate::invalid!(
-            "image {v:?} is a relative path; pass an absolute path to a rootfs directory"
-        );
-    }
-    // A malformed reference is the caller's mistake, whatever this release can pull.
-    let reference = crate::image::reference::Reference::parse(v).map_err(|why| {
-        Error::Invalid(format!("image {v:?} is not a valid image reference: {why}"))
-    })?;
-    Err(not_built(format!(
-        "image {v:?} ({reference}, pulled from a registry); pass image: \"host\" or the absolute path of a root filesystem directory instead"
-    )))
-}
-
 /// Validates the options object (`null` = defaults).
 pub fn parse(v: &Value) -> Result<Config> {
     let empty = Map::new();
@@ -305,7 +277,7 @@ pub fn parse(v: &Value) -> Result<Config> {
     }
     let get = |k: &str| map.get(k);
     let mut cfg = Config {
-        root: RootSpec::Host,
+        image: Source::Host,
         workspace: None,
         limits: Limits {
             memory_bytes: Some(DEFAULT_MEMORY_MB * MIB),
@@ -343,13 +315,15 @@ pub fn parse(v: &Value) -> Result<Config> {
     }
 
     match get("image") {
-        None | Some(Value::Null) => {
-            return Err(not_built(format!(
-                "the default image {DEFAULT_IMAGE:?} (pulling from a registry); pass image: \"host\" or the absolute path of a root filesystem directory"
-            )))
+        None | Some(Value::Null) => cfg.image = Source::parse(DEFAULT_IMAGE)?,
+        Some(Value::String(s)) => cfg.image = Source::parse(s)?,
+        Some(v) => {
+            return Err(type_err(
+                "image",
+                "a string (a reference like \"python:3.12-slim\", an absolute path, or \"host\")",
+                v,
+            ))
         }
-        Some(Value::String(s)) => cfg.root = parse_image(s)?,
-        Some(v) => return Err(type_err("image", "a string (\"host\" or an absolute rootfs path)", v)),
     }
     if let Some(v) = get("setup") {
         match v {
@@ -538,7 +512,7 @@ mod tests {
             err(json!({"image": "host", "network": true, "egressAllow": ["a.com"]}))
                 .contains("mutually exclusive")
         );
-        assert!(err(json!({"image": "/nonexistent-rootfs"})).contains("not a directory"));
+        assert!(err(json!({"image": "/nonexistent-rootfs"})).contains("No such file"));
         assert!(err(json!({"image": "host", "tmpfs": {"/proc/x": "1m"}})).contains("/proc"));
         assert!(err(json!({"image": "host", "tmpfs": {"/a/../b": "1m"}})).contains("normalised"));
         assert!(err(json!({"image": "host", "tmpfs": {"/x": "lots"}})).contains("size"));

@@ -5,9 +5,11 @@
 use clap::{Parser, Subcommand};
 use kern_sandbox::engine::monitor::{self, run_box};
 use kern_sandbox::engine::spec::{
-    BoxSpec, Limits, RootSpec, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET,
+    BoxSpec, Limits, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
 };
 use kern_sandbox::engine::sys;
+use kern_sandbox::image;
+use kern_sandbox::session::base_env;
 use kern_sandbox::session::options::{
     check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
@@ -15,6 +17,8 @@ use std::io::BufRead;
 use std::os::fd::BorrowedFd;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+mod images;
 
 #[derive(Parser)]
 #[command(
@@ -31,6 +35,23 @@ struct Cli {
 enum Command {
     /// Run a command in a fresh box: kern run --image DIR -- python3 -c 'print(1)'
     Run(RunArgs),
+    /// Pull an image into the store (or refresh a cached tag): kern pull python:3.12-slim
+    Pull {
+        /// A registry reference, an OCI layout directory or an image archive.
+        reference: String,
+        /// No progress bars.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// List the images in the store.
+    Images,
+    /// Remove images from the store (by reference, digest or digest prefix).
+    Rmi {
+        #[arg(required = true)]
+        images: Vec<String>,
+    },
+    /// Remove blobs no image needs and abandoned partial work.
+    Prune,
     /// Internal: build one box from the JSON lines on stdin (a socket), report on it.
     #[command(hide = true)]
     Box,
@@ -38,7 +59,8 @@ enum Command {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// "host" (the host's programs, read-only) or the absolute path of a root filesystem.
+    /// An image reference (pulled if not cached), an absolute path (OCI layout, image archive
+    /// or root filesystem directory), or "host" (the host's programs, read-only).
     #[arg(long, default_value = "host")]
     image: String,
     /// Host directory bound read-write at /workspace (default: a temporary one, deleted after).
@@ -80,6 +102,20 @@ fn main() -> ExitCode {
                 ExitCode::from(125)
             }
         },
+        Command::Pull { reference, quiet } => report(images::pull(&reference, quiet)),
+        Command::Images => report(images::list()),
+        Command::Rmi { images } => report(images::rmi(&images)),
+        Command::Prune => report(images::prune()),
+    }
+}
+
+fn report(r: Result<(), String>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kern: {e}");
+            ExitCode::from(1)
+        }
     }
 }
 
@@ -142,15 +178,16 @@ fn boxed() -> ExitCode {
 }
 
 fn run(a: RunArgs) -> Result<ExitCode, String> {
-    let root = if a.image == "host" {
-        RootSpec::Host
-    } else if a.image.starts_with('/') {
-        RootSpec::Dir {
-            path: PathBuf::from(&a.image),
-        }
-    } else {
-        return Err(format!("--image {:?}: use \"host\" or an absolute rootfs path (registry images are not built yet)", a.image));
-    };
+    let source = image::Source::parse(&a.image).map_err(|e| e.to_string())?;
+    let policy = image::PullPolicy::from_env().map_err(|e| e.to_string())?;
+    let opened = image::open(&source, policy, &mut image::Quiet).map_err(|e| e.to_string())?;
+    if let Some(user) = opened.non_root_user() {
+        return Err(format!(
+            "--image {}: the image runs as the non-root USER {user:?}; running an image as its non-root account is not built yet",
+            a.image
+        ));
+    }
+    let root = opened.root.clone();
     let mut tmpfs = Vec::new();
     if a.tmpfs.is_empty() {
         tmpfs.push(TmpfsSpec {
@@ -165,11 +202,12 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         let target = check_target("--tmpfs", target).map_err(|e| e.to_string())?;
         tmpfs.push(TmpfsSpec { target, size_bytes });
     }
-    let mut env = vec![
-        ("PATH".to_string(), DEFAULT_PATH.to_string()),
-        ("HOME".to_string(), "/tmp".to_string()),
-        ("LANG".to_string(), "C.UTF-8".to_string()),
-    ];
+    let home = if tmpfs.iter().any(|t| t.target == "/tmp") {
+        "/tmp"
+    } else {
+        DEFAULT_WORKSPACE_TARGET
+    };
+    let mut env = base_env(&opened.config, home);
     for kv in &a.env {
         let (k, v) = kv
             .split_once('=')

@@ -1,0 +1,211 @@
+//! Pulling a registry image into the store.
+//!
+//! The policy (`KERN_PULL`, see `PullPolicy`): a reference already in tags.json whose image is
+//! complete opens with no network at all. Only `always` (or `kern pull`) asks the registry
+//! again, with a HEAD (not counted against Docker Hub's pull limit), and downloads only when
+//! the tag moved. A digest reference never needs the registry once cached.
+
+use super::build::{self, Layer, Recipe};
+use super::digest::Digest;
+use super::manifest::{self, Parsed};
+use super::reference::Reference;
+use super::registry::Client;
+use super::store::{self, Store, TagEntry};
+use super::{Error, Progress, PullPolicy};
+
+const MAX_CONFIG: u64 = 16 << 20;
+
+/// Makes `reference` present in the store and returns the image digest.
+pub fn pull(
+    store: &Store,
+    reference: &Reference,
+    policy: PullPolicy,
+    progress: &mut dyn Progress,
+) -> Result<Digest, Error> {
+    let key = reference.to_string();
+    let cached = match store.tag(&key)? {
+        Some(t) => {
+            let d = Digest::parse(&t.image).map_err(Error::Store)?;
+            store.image(&d)?.map(|_| (d, t))
+        }
+        None => None,
+    };
+    match (&cached, policy) {
+        (Some((d, _)), PullPolicy::Missing | PullPolicy::Never) => return Ok(d.clone()),
+        // A digest names content that cannot change: nothing to ask.
+        (Some((d, _)), PullPolicy::Always) if reference.digest.is_some() => return Ok(d.clone()),
+        (None, PullPolicy::Never) => {
+            return Err(Error::NotFound(format!(
+                "image {reference} is not in the image store ({}) and KERN_PULL=never forbids pulling it; run `kern pull {reference}` where the registry is reachable",
+                store.root().display()
+            )))
+        }
+        _ => {}
+    }
+    let mut client = Client::new(reference)?;
+    let (top_ref, pinned) = match (&reference.digest, &reference.tag) {
+        (Some(d), _) => (d.clone(), Some(Digest::parse(d).map_err(Error::Invalid)?)),
+        (None, Some(t)) => (t.clone(), None),
+        (None, None) => unreachable_ref(reference)?,
+    };
+    // A cached tag asked again: if it still points where it did, we are done.
+    if let (Some((d, entry)), None) = (&cached, &pinned) {
+        if let Some(now) = client.head_manifest(&top_ref)? {
+            if now.as_str() == entry.resolved {
+                record_tag(store, &key, &now, d)?;
+                return Ok(d.clone());
+            }
+        }
+    }
+    progress.message(&format!("resolving {reference}"));
+    let top = client.get_manifest(&top_ref)?;
+    let top_digest = Digest::of(&top.bytes);
+    if let Some(p) = &pinned {
+        if *p != top_digest {
+            return Err(Error::Verify(format!(
+                "image {reference}: the registry answered digest {p} with content whose digest is {top_digest}; refused"
+            )));
+        }
+    }
+    let what = format!("image {reference}");
+    let (image_digest, bytes) = match manifest::parse(&top.bytes, top.content_type.as_deref())
+        .map_err(|e| Error::Registry(format!("{what}: {e}")))?
+    {
+        Parsed::Manifest { .. } => (top_digest.clone(), top.bytes),
+        Parsed::Index(entries) => {
+            let arch = manifest::host_arch();
+            let chosen = manifest::select(&entries, arch).map_err(|e| {
+                Error::Platform(format!("{what} (registry {}): {e}", reference.registry))
+            })?;
+            let d = chosen
+                .digest()
+                .map_err(|e| Error::Registry(format!("{what}: index entry: {e}")))?;
+            let m = client.get_manifest(d.as_str())?;
+            if Digest::of(&m.bytes) != d {
+                return Err(Error::Verify(format!(
+                    "{what}: manifest {d} arrived with a different digest; refused"
+                )));
+            }
+            (d, m.bytes)
+        }
+    };
+    let (config_desc, layer_descs) =
+        match manifest::parse(&bytes, None).map_err(|e| Error::Registry(format!("{what}: {e}")))? {
+            Parsed::Manifest { config, layers } => (config, layers),
+            Parsed::Index(_) => {
+                return Err(Error::Registry(format!(
+                    "{what}: the index for this platform points at another index; not supported"
+                )))
+            }
+        };
+
+    // One process downloads and unpacks an image; another waits here and then finds it done.
+    let _lock = store.lock(&format!("image-{}", image_digest.hex()), true)?;
+    if store.image(&image_digest)?.is_none() {
+        store.put_blob_bytes(&image_digest, &bytes)?;
+        let config_digest = config_desc
+            .digest()
+            .map_err(|e| Error::Registry(format!("{what}: config: {e}")))?;
+        if !store.has_blob(&config_digest) {
+            store.put_blob(&config_digest, &mut |w| {
+                client.get_blob(&config_digest, config_desc.size, w, &mut |_| {})
+            })?;
+        }
+        let config_bytes = store.read_blob(&config_digest, MAX_CONFIG)?;
+        let config = manifest::parse_config(&config_bytes)
+            .map_err(|e| Error::Registry(format!("{what}: {e}")))?;
+        check_platform(&config, &what)?;
+        let mut descs = Vec::new();
+        for l in &layer_descs {
+            let compression = manifest::layer_compression(&l.media_type).ok_or_else(|| {
+                Error::Registry(format!(
+                    "{what}: layer media type {:?} is not one we can apply (tar, tar+gzip or tar+zstd)",
+                    l.media_type
+                ))
+            })?;
+            let d = l
+                .digest()
+                .map_err(|e| Error::Registry(format!("{what}: layer: {e}")))?;
+            descs.push((d, l.size, compression));
+        }
+        let layers = build::layers(&config, &descs, &what)?;
+        for layer in &layers {
+            download_layer(store, &mut client, layer, progress)?;
+        }
+        let recipe = Recipe {
+            digest: image_digest.clone(),
+            config_digest,
+            config,
+            layers,
+            reference: key.clone(),
+        };
+        build::build(
+            store,
+            &recipe,
+            &mut |l: &Layer| {
+                let path = store.blob_path(&l.digest);
+                std::fs::File::open(&path)
+                    .map(|f| Box::new(std::io::BufReader::with_capacity(256 * 1024, f)) as _)
+                    .map_err(|e| Error::store_io(&format!("opening {}", path.display()), e))
+            },
+            progress,
+        )?;
+    } else {
+        store.note_reference(&image_digest, &key)?;
+    }
+    record_tag(store, &key, &top_digest, &image_digest)?;
+    Ok(image_digest)
+}
+
+fn unreachable_ref(reference: &Reference) -> Result<(String, Option<Digest>), Error> {
+    Err(Error::Invalid(format!(
+        "image {reference} has neither a tag nor a digest"
+    )))
+}
+
+fn download_layer(
+    store: &Store,
+    client: &mut Client,
+    layer: &Layer,
+    progress: &mut dyn Progress,
+) -> Result<(), Error> {
+    if store.has_blob(&layer.digest) {
+        progress.layer_start(&layer.digest, layer.size, true);
+        progress.layer_done(&layer.digest);
+        return Ok(());
+    }
+    progress.layer_start(&layer.digest, layer.size, false);
+    store.put_blob(&layer.digest, &mut |w| {
+        client.get_blob(&layer.digest, layer.size, w, &mut |n| {
+            progress.layer_bytes(&layer.digest, n)
+        })
+    })?;
+    progress.layer_done(&layer.digest);
+    Ok(())
+}
+
+/// An image config for another OS or architecture would fail at the first exec with a
+/// confusing "Exec format error": say so now.
+pub fn check_platform(config: &manifest::ImageConfig, what: &str) -> Result<(), Error> {
+    let arch = manifest::host_arch();
+    if (!config.os.is_empty() && config.os != "linux")
+        || (!config.architecture.is_empty() && config.architecture != arch)
+    {
+        return Err(Error::Platform(format!(
+            "{what} is built for {}/{}, and this machine is linux/{arch}; pick an image (or a tag of a multi-platform image) for linux/{arch}",
+            config.os, config.architecture
+        )));
+    }
+    Ok(())
+}
+
+fn record_tag(store: &Store, key: &str, resolved: &Digest, image: &Digest) -> Result<(), Error> {
+    let entry = TagEntry {
+        resolved: resolved.to_string(),
+        image: image.to_string(),
+        at: store::now(),
+    };
+    store.update_tags(&mut |t| {
+        t.insert(key.to_string(), entry.clone());
+    })
+}
