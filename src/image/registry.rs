@@ -135,7 +135,20 @@ impl Client {
             let resp = match self.agent.run(req) {
                 Ok(r) => r,
                 Err(e) => {
-                    let transient = matches!(e, ureq::Error::Timeout(_) | ureq::Error::Io(_));
+                    // A refused connection or an unknown host will not change in a second;
+                    // a timeout or a dropped connection may.
+                    let transient = match &e {
+                        ureq::Error::Timeout(_) => true,
+                        ureq::Error::Io(io) => matches!(
+                            io.kind(),
+                            std::io::ErrorKind::ConnectionReset
+                                | std::io::ErrorKind::ConnectionAborted
+                                | std::io::ErrorKind::BrokenPipe
+                                | std::io::ErrorKind::UnexpectedEof
+                                | std::io::ErrorKind::TimedOut
+                        ),
+                        _ => false,
+                    };
                     if transient && attempt < RETRIES {
                         attempt += 1;
                         backoff(attempt, None);
