@@ -473,9 +473,40 @@ describe('errors name the image, the registry and what to do', () => {
     }
   });
 
-  test('an image that runs as a non-root USER is refused as not built yet', async () => {
+  test('an unknown USER in the image config is refused, naming it', async () => {
     freshStore();
-    await expectOpenError({ image: `${registry.host}/kern/user:latest` }, /non-root USER/, /nobody/, /not built yet/);
+    const dir = makeTempDir('kern-layout-');
+    fs.cpSync(reg.layout('user-image'), dir, { recursive: true });
+    // Rewrite the config's User to an account the image does not have.
+    const blob = (d) => path.join(dir, 'blobs/sha256', d.slice(7));
+    const sha = (b) => 'sha256:' + crypto.createHash('sha256').update(b).digest('hex');
+    const index = JSON.parse(fs.readFileSync(path.join(dir, 'index.json')));
+    const man = JSON.parse(fs.readFileSync(blob(index.manifests[0].digest)));
+    const config = JSON.parse(fs.readFileSync(blob(man.config.digest)));
+    config.config.User = 'ghost';
+    const cb = Buffer.from(JSON.stringify(config));
+    fs.writeFileSync(blob(sha(cb)), cb);
+    man.config = { ...man.config, digest: sha(cb), size: cb.length };
+    const mb = Buffer.from(JSON.stringify(man));
+    fs.writeFileSync(blob(sha(mb)), mb);
+    index.manifests[0] = { ...index.manifests[0], digest: sha(mb), size: mb.length };
+    fs.writeFileSync(path.join(dir, 'index.json'), JSON.stringify(index));
+    await expectOpenError({ image: dir }, /USER "ghost"/, /no user "ghost" in the image's \/etc\/passwd/);
+  });
+});
+
+describe("the image's USER", () => {
+  test('the workload runs as the image USER, which owns the workspace; files land as its owner', async () => {
+    freshStore();
+    const ws = makeTempDir('kern-ws-');
+    const owner = fs.statSync(ws);
+    const r = await withSandbox({ image: `${registry.host}/kern/user:latest`, workspace: ws }, (sb) =>
+      sb.run(['sh', '-c', 'id -un; id -u; stat -c %U /workspace; echo hi > /workspace/made; cat /etc/shadow >/dev/null 2>&1 || echo no-shadow'])
+    );
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout).toBe('nobody\n65534\nnobody\nno-shadow\n');
+    const made = fs.statSync(path.join(ws, 'made'));
+    expect([made.uid, made.gid]).toEqual([owner.uid, owner.gid]);
   });
 });
 

@@ -7,9 +7,10 @@
 //! by the workspace's owner. Where the workspace can't be idmapped the box is refused: there is
 //! no fallback to host root.
 
+use super::spec::BoxUser;
 use super::sys;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// The host range for boxes started by root, when /etc/subuid has no entry for root: the top
 /// 64 Ki ids below 2^31, outside the ranges distributions hand out (useradd's SUB_UID_MAX is
@@ -19,19 +20,31 @@ pub const RANGE: u32 = 65_536;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mapping {
-    /// Box uid/gid 0 is the caller's uid/gid; nothing else is mapped.
-    Caller { uid: u32, gid: u32 },
+    /// The caller's uid/gid is the box's `box_uid`/`box_gid` (0, or the image's USER); nothing
+    /// else is mapped.
+    Caller {
+        uid: u32,
+        gid: u32,
+        box_uid: u32,
+        box_gid: u32,
+    },
     /// Box ids 0..RANGE are host ids `base..base+RANGE`.
     Range { uid_base: u32, gid_base: u32 },
 }
 
 impl Mapping {
-    /// The mapping for this process: a range as root, the caller otherwise.
-    pub fn for_this_process() -> Mapping {
+    /// The mapping for this process: a range as root, the caller otherwise, who is then the
+    /// box's one account: root, or the image's USER (`user`).
+    pub fn for_this_process(user: Option<&BoxUser>) -> Mapping {
         let uid = nix::unistd::getuid().as_raw();
         let gid = nix::unistd::getgid().as_raw();
         if uid != 0 {
-            return Mapping::Caller { uid, gid };
+            return Mapping::Caller {
+                uid,
+                gid,
+                box_uid: user.map_or(0, |u| u.uid),
+                box_gid: user.map_or(0, |u| u.gid),
+            };
         }
         Mapping::Range {
             uid_base: sub_range("/etc/subuid").unwrap_or(DEFAULT_ROOT_BASE),
@@ -39,16 +52,31 @@ impl Mapping {
         }
     }
 
+    /// The ids the box's setup runs as: box root, or with a single mapped id, that id.
+    pub fn setup_ids(self) -> (u32, u32) {
+        match self {
+            Mapping::Caller {
+                box_uid, box_gid, ..
+            } => (box_uid, box_gid),
+            Mapping::Range { .. } => (0, 0),
+        }
+    }
+
     /// Writes the maps of the box's user namespace.
     pub fn write(self, pid: libc::pid_t) -> io::Result<()> {
         let base = format!("/proc/{pid}");
         match self {
-            Mapping::Caller { uid, gid } => {
-                std::fs::write(format!("{base}/uid_map"), format!("0 {uid} 1"))?;
+            Mapping::Caller {
+                uid,
+                gid,
+                box_uid,
+                box_gid,
+            } => {
+                std::fs::write(format!("{base}/uid_map"), format!("{box_uid} {uid} 1"))?;
                 // Unprivileged, setgroups must be denied before a gid map may be written
                 // (CVE-2014-8989).
                 std::fs::write(format!("{base}/setgroups"), "deny")?;
-                std::fs::write(format!("{base}/gid_map"), format!("0 {gid} 1"))
+                std::fs::write(format!("{base}/gid_map"), format!("{box_gid} {gid} 1"))
             }
             Mapping::Range { uid_base, gid_base } => {
                 std::fs::write(format!("{base}/uid_map"), format!("0 {uid_base} {RANGE}"))?;
@@ -68,12 +96,44 @@ fn sub_range(file: &str) -> Option<u32> {
     })
 }
 
-/// A detached copy of `path`, idmapped through the user namespace of `pid`, read-only or not.
-pub fn idmapped_tree(path: &str, pid: libc::pid_t, attrs: u64) -> io::Result<OwnedFd> {
-    let userns = std::fs::File::open(format!("/proc/{pid}/ns/user"))?;
+/// A detached copy of `path`, idmapped through the user namespace `userns`, read-only or not.
+pub fn idmapped_tree(path: &str, userns: BorrowedFd<'_>, attrs: u64) -> io::Result<OwnedFd> {
     let tree = sys::open_tree_clone(path, true)?;
-    sys::mount_setattr_fd(tree.as_fd(), attrs, Some(userns.as_fd()))?;
+    sys::mount_setattr_fd(tree.as_fd(), attrs, Some(userns))?;
     Ok(tree)
+}
+
+/// The user namespace of process `pid`.
+pub fn userns_of(pid: libc::pid_t) -> io::Result<OwnedFd> {
+    Ok(std::fs::File::open(format!("/proc/{pid}/ns/user"))?.into())
+}
+
+/// A user namespace whose only mapping is its id 0 to host `uid`/`gid`: idmapping the workspace
+/// through it makes the workspace's owner (on disk, whoever it is) appear as that host id, so a
+/// box account other than root owns its workspace, with nothing on disk changed.
+/// Root only (writing another process's maps); kern is single-threaded when it calls this.
+pub fn userns_owning_as(uid: u32, gid: u32) -> io::Result<OwnedFd> {
+    let (hold_r, hold_w) = nix::unistd::pipe()?;
+    match sys::clone_fork(libc::CLONE_NEWUSER)? {
+        sys::Forked::Child => {
+            // Wait for the parent to take our namespace, then go.
+            drop(hold_w);
+            let mut b = [0u8; 1];
+            let _ = nix::unistd::read(&hold_r, &mut b);
+            sys::exit_now(0)
+        }
+        sys::Forked::Parent(pid) => {
+            drop(hold_r);
+            let made = (|| {
+                std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1"))?;
+                std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1"))?;
+                userns_of(pid)
+            })();
+            drop(hold_w);
+            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
+            made
+        }
+    }
 }
 
 #[cfg(test)]

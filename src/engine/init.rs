@@ -119,8 +119,8 @@ fn exec_workload(spec: &BoxSpec, init_pipe: &OwnedFd, fallback: &Fallback) -> ! 
     if let Err(e) = sys::cloexec_from(3) {
         fail("close fds", e);
     }
-    if let Err(e) = drop_privileges() {
-        fail("drop capabilities", e);
+    if let Err(e) = drop_privileges(spec.user.as_ref()) {
+        fail("drop privileges", e);
     }
     // Ignored signals stay ignored across exec (kern's runtime ignores SIGPIPE): the workload
     // starts with every disposition at its default and nothing blocked, as from a shell.
@@ -181,9 +181,30 @@ fn apply_rlimits(fallback: &Fallback) -> std::io::Result<()> {
 
 /// Empties every capability set (bounding and ambient included) and sets no_new_privs, so no
 /// exec can ever give a capability back.
-fn drop_privileges() -> std::io::Result<()> {
+/// Switches to the image's USER. With a range the box starts as its root and has every id;
+/// with a single mapped id it already is that account, and setgroups is denied there.
+fn become_user(u: &crate::engine::spec::BoxUser) -> std::io::Result<()> {
+    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+    if nix::unistd::getuid().as_raw() != u.uid {
+        let groups: Vec<Gid> = u.groups.iter().map(|g| Gid::from_raw(*g)).collect();
+        setgroups(&groups)?;
+    }
+    let (uid, gid) = (Uid::from_raw(u.uid), Gid::from_raw(u.gid));
+    setresgid(gid, gid, gid)?;
+    setresuid(uid, uid, uid)?;
+    Ok(())
+}
+
+/// The bounding set goes first (that needs CAP_SETPCAP, which a switch to another uid loses),
+/// then the image's USER, then no_new_privs and whatever capabilities remain.
+fn drop_privileges(user: Option<&crate::engine::spec::BoxUser>) -> std::io::Result<()> {
     sys::capbset_drop_all()?;
     sys::ambient_clear()?;
+    if let Some(u) = user {
+        become_user(u).map_err(|e| {
+            std::io::Error::new(e.kind(), format!("become uid {} gid {}: {e}", u.uid, u.gid))
+        })?;
+    }
     nix::sys::prctl::set_no_new_privs()?;
     sys::capset_clear()
 }

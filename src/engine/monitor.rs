@@ -130,7 +130,12 @@ pub fn run_box(
     lifeline: Option<BorrowedFd<'_>>,
     on_report: &mut dyn FnMut(&BoxReport),
 ) {
-    let report = build_and_supervise(spec, &prepared, lifeline, Mapping::for_this_process());
+    let report = build_and_supervise(
+        spec,
+        &prepared,
+        lifeline,
+        Mapping::for_this_process(spec.user.as_ref()),
+    );
     on_report(&report);
     prepared.release();
 }
@@ -254,7 +259,7 @@ fn child(
     let Some(trees) = receive_go(&go_r) else {
         sys::exit_now(1);
     };
-    if become_box_root(mapping).is_err() {
+    if take_setup_ids(mapping).is_err() {
         sys::exit_now(1);
     }
     // No nested user namespaces: inside one, the workload would hold every capability again
@@ -328,11 +333,14 @@ fn receive_go(go: &OwnedFd) -> Option<Trees> {
     Some(Trees { workspace, image })
 }
 
-/// Takes uid/gid 0 of the box. With a range the clone still holds the host's ids (unmapped in
-/// the box); the supplementary groups of host root go too.
-fn become_box_root(mapping: Mapping) -> nix::Result<()> {
+/// Takes the ids the box is set up as: uid/gid 0 of the box, or with a single mapped id, that
+/// one (its capabilities in the box's namespace are the creator's, whatever the uid). With a
+/// range the clone still holds the host's ids (unmapped in the box); the supplementary groups
+/// of host root go too.
+fn take_setup_ids(mapping: Mapping) -> nix::Result<()> {
     use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
-    let (root_u, root_g) = (Uid::from_raw(0), Gid::from_raw(0));
+    let (u, g) = mapping.setup_ids();
+    let (root_u, root_g) = (Uid::from_raw(u), Gid::from_raw(g));
     setresgid(root_g, root_g, root_g)?;
     if matches!(mapping, Mapping::Range { .. }) {
         setgroups(&[])?;
@@ -355,7 +363,7 @@ fn nproc_cap(max: u64) -> u64 {
     if version >= (5, 14) {
         return max;
     }
-    let uid = match Mapping::for_this_process() {
+    let uid = match Mapping::for_this_process(None) {
         Mapping::Caller { uid, .. } => uid,
         Mapping::Range { uid_base, .. } => uid_base,
     };
@@ -416,13 +424,15 @@ fn supervise(
         return startup_failed(format!("cannot write the box's uid/gid maps: {e}"));
     }
     let trees = match mapping {
-        Mapping::Range { .. } => match idmapped_trees(spec, pid) {
-            Ok(t) => t,
-            Err(why) => {
-                kill_and_reap(pid);
-                return startup_failed(why);
+        Mapping::Range { uid_base, gid_base } => {
+            match idmapped_trees(spec, pid, uid_base, gid_base) {
+                Ok(t) => t,
+                Err(why) => {
+                    kill_and_reap(pid);
+                    return startup_failed(why);
+                }
             }
-        },
+        }
         Mapping::Caller { .. } => Trees::default(),
     };
     if send_go(&go_w, &trees).is_err() {
@@ -583,10 +593,25 @@ fn supervise(
 /// Detached, idmapped copies of the workspace and the image directory, made here because only
 /// the host's root may idmap them, and because box root (an unprivileged host id) may not even
 /// be able to traverse their paths.
-fn idmapped_trees(spec: &BoxSpec, pid: libc::pid_t) -> Result<Trees, String> {
+fn idmapped_trees(
+    spec: &BoxSpec,
+    pid: libc::pid_t,
+    uid_base: u32,
+    gid_base: u32,
+) -> Result<Trees, String> {
     let ws = spec.workspace.to_string_lossy();
+    let box_ns = idmap::userns_of(pid).map_err(|e| format!("the box's user namespace: {e}"))?;
+    // The workspace's owner appears as the box's account: root through the box's own
+    // namespace, the image's USER through one made for it.
+    let ws_ns = match &spec.user {
+        Some(u) if u.uid != 0 || u.gid != 0 => {
+            idmap::userns_owning_as(uid_base + u.uid, gid_base + u.gid)
+                .map_err(|e| format!("a user namespace for the workspace of USER {}: {e}", u.uid))?
+        }
+        _ => box_ns.try_clone().map_err(|e| e.to_string())?,
+    };
     // Never a fallback to mapping host root: without an idmapped workspace the box can't run.
-    let workspace = idmap::idmapped_tree(&ws, pid, sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| {
+    let workspace = idmap::idmapped_tree(&ws, ws_ns.as_fd(), sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| {
         format!(
             "running as root, kern maps the box to an unprivileged id range and attaches the workspace \
              {ws} as an idmapped mount, which failed ({e}); use a workspace on a filesystem that \
@@ -599,7 +624,7 @@ fn idmapped_trees(spec: &BoxSpec, pid: libc::pid_t) -> Result<Trees, String> {
             let ro = sys::MOUNT_ATTR_RDONLY | sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
             // An image on a filesystem that can't idmap is still usable read-only: its files
             // then show as owned by nobody inside the box.
-            let tree = idmap::idmapped_tree(&p, pid, ro).or_else(|_| {
+            let tree = idmap::idmapped_tree(&p, box_ns.as_fd(), ro).or_else(|_| {
                 let t = sys::open_tree_clone(&p, true)?;
                 sys::mount_setattr_fd(t.as_fd(), ro, None)?;
                 Ok::<_, std::io::Error>(t)

@@ -24,6 +24,17 @@ pub struct TmpfsSpec {
     pub size_bytes: u64,
 }
 
+/// The account the workload runs as, in the box's own ids (the image's `USER`, resolved in its
+/// /etc/passwd and /etc/group). None: box root.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BoxUser {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups; only settable when the box has an id range (kern started as root).
+    #[serde(default)]
+    pub groups: Vec<u32>,
+}
+
 /// Resource caps. `None` means uncapped.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
 pub struct Limits {
@@ -51,6 +62,9 @@ pub struct BoxSpec {
     /// The complete environment of the workload (defaults already merged by the caller).
     pub env: Vec<(String, String)>,
     pub hostname: String,
+    /// Who the workload runs as; None is box root.
+    #[serde(default)]
+    pub user: Option<BoxUser>,
 }
 
 impl BoxSpec {

@@ -19,8 +19,9 @@ pub mod reference;
 pub mod registry;
 pub mod store;
 pub mod unpack;
+pub mod user;
 
-use crate::engine::spec::RootSpec;
+use crate::engine::spec::{BoxUser, RootSpec};
 use digest::Digest;
 use manifest::RunConfig;
 use reference::Reference;
@@ -179,18 +180,10 @@ pub struct Image {
     pub config: RunConfig,
     /// The store's name for it (manifest digest, or config digest for a `docker save`).
     pub digest: Option<Digest>,
+    /// The image's `USER`, resolved in its own /etc/passwd; None runs as box root.
+    pub user: Option<BoxUser>,
     /// Held for as long as a session uses the image: `kern rmi` and `kern prune` skip it.
     _in_use: Option<store::Hold>,
-}
-
-impl Image {
-    /// The image's `USER` when it names an account other than root. Running as one needs the
-    /// `user` machinery (an id range, the workspace shared with that account), which is not
-    /// built yet: such an image is refused rather than silently run as root.
-    pub fn non_root_user(&self) -> Option<&str> {
-        let user = self.config.user.as_deref()?.trim();
-        (!user.split(':').all(|p| matches!(p, "" | "0" | "root"))).then_some(user)
-    }
 }
 
 /// Resolves `source` to a root filesystem, pulling or importing it into the store when needed.
@@ -205,6 +198,7 @@ pub fn open(
                 root: RootSpec::Host,
                 config: RunConfig::default(),
                 digest: None,
+                user: None,
                 _in_use: None,
             })
         }
@@ -213,6 +207,7 @@ pub fn open(
                 root: RootSpec::Dir { path: p.clone() },
                 config: RunConfig::default(),
                 digest: None,
+                user: None,
                 _in_use: None,
             })
         }
@@ -238,12 +233,45 @@ pub fn open(
             "image {digest} was removed from the store while it was being opened; open it again"
         ))
     })?;
+    let rootfs = store.rootfs(&digest);
+    let config = meta.run_config.unwrap_or_default();
+    let user = match config
+        .user
+        .as_deref()
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+    {
+        None => None,
+        Some(u) => {
+            let what = format!(
+                "image {}",
+                meta.references
+                    .first()
+                    .map(String::as_str)
+                    .unwrap_or(digest.as_str())
+            );
+            let resolved = user::resolve(&rootfs, u, &what)?;
+            check_range(&resolved, &what)?;
+            (resolved.uid != 0 || resolved.gid != 0).then_some(resolved)
+        }
+    };
     Ok(Image {
-        root: RootSpec::Dir {
-            path: store.rootfs(&digest),
-        },
-        config: meta.run_config.unwrap_or_default(),
+        root: RootSpec::Dir { path: rootfs },
+        config,
         digest: Some(digest),
+        user,
         _in_use: Some(hold),
     })
+}
+
+/// Started as root, a box has 65,536 ids; an account above them can't exist in it.
+fn check_range(u: &BoxUser, what: &str) -> Result<(), Error> {
+    let range = crate::engine::idmap::RANGE;
+    if nix::unistd::geteuid().is_root() && (u.uid >= range || u.gid >= range) {
+        return Err(Error::Invalid(format!(
+            "{what}: its USER resolves to uid {} gid {}, outside the {range} ids a box has",
+            u.uid, u.gid
+        )));
+    }
+    Ok(())
 }

@@ -141,11 +141,6 @@ impl Sandbox {
         })
         .await
         .map_err(|e| Error::Runtime(format!("the image task failed: {e}")))??;
-        if let Some(user) = image.non_root_user() {
-            return Err(Error::NotBuilt(format!(
-                "running an image as its non-root USER ({user:?}, from the image config)"
-            )));
-        }
         let home = if config.tmpfs.iter().any(|t| t.target == "/tmp") {
             "/tmp"
         } else {
@@ -259,6 +254,7 @@ impl Sandbox {
             argv,
             env,
             hostname: DEFAULT_HOSTNAME.into(),
+            user: opened.image.user.clone(),
         };
 
         // Held until the workspace walks after the box are done: close() waits for it.

@@ -181,12 +181,6 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     let source = image::Source::parse(&a.image).map_err(|e| e.to_string())?;
     let policy = image::PullPolicy::from_env().map_err(|e| e.to_string())?;
     let opened = image::open(&source, policy, &mut image::Quiet).map_err(|e| e.to_string())?;
-    if let Some(user) = opened.non_root_user() {
-        return Err(format!(
-            "--image {}: the image runs as the non-root USER {user:?}; running an image as its non-root account is not built yet",
-            a.image
-        ));
-    }
     let root = opened.root.clone();
     let mut tmpfs = Vec::new();
     if a.tmpfs.is_empty() {
@@ -244,6 +238,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         argv: a.argv,
         env,
         hostname: DEFAULT_HOSTNAME.into(),
+        user: opened.user.clone(),
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
