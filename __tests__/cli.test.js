@@ -45,11 +45,12 @@ test('kern run sizes scratch with --tmpfs and passes --env, with the workspace i
   }
 });
 
-test('kern run names a missing program and refuses a registry image it cannot pull yet', () => {
+test('kern run names a missing program and a registry it cannot reach', () => {
   const missing = kern(['run', '--image', rootfs, '--', 'no-such-program']);
   expect(missing.code).toBe(127);
   expect(missing.stderr).toMatch(/fault exec_failed: cannot run "no-such-program"/);
-  const registry = kern(['run', '--image', 'python:3.12-slim', '--', 'true']);
+  // Port 1 on loopback: nothing listens, the connection is refused at once.
+  const registry = kern(['run', '--image', '127.0.0.1:1/kern/none:latest', '--', 'true']);
   expect(registry.code).toBe(125);
-  expect(registry.stderr).toMatch(/registry images are not built yet/);
+  expect(registry.stderr).toMatch(/image 127\.0\.0\.1:1\/kern\/none:latest .*cannot reach .*refused/);
 });

@@ -25,7 +25,7 @@ filter="${KERN_TEST_FILTER:-}"
 skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 # The suites that run a second time as an unprivileged user: the rootless path is real.
-rootless_tests=(__tests__/core.test.js __tests__/isolation.test.js)
+rootless_tests=(__tests__/core.test.js __tests__/isolation.test.js __tests__/images.test.js)
 
 root_report="$repo/.jest-results.json"
 rootless_report=""     # set once the rootless run has an output location
@@ -130,6 +130,9 @@ cargo test --no-default-features || fail "cargo test --no-default-features"
 step "image: test rootfs (scripts/build-test-rootfs.sh)"
 bash scripts/build-test-rootfs.sh || abort "scripts/build-test-rootfs.sh"
 
+step "image: test images (scripts/build-test-images.sh)"
+bash scripts/build-test-images.sh || abort "scripts/build-test-images.sh"
+
 step "jest (root): npx jest${filter:+ $filter}"
 jest_args=(--json "--outputFile=$root_report")
 [[ -n "$filter" ]] && jest_args+=("$filter")
@@ -178,6 +181,7 @@ if [[ "$rootless_expected" == 1 ]]; then
       PATH="/usr/local/bin:/usr/bin:/bin" LANG="${LANG:-C.UTF-8}" NPM_CONFIG_UPDATE_NOTIFIER=false)
     [[ -n "${CI:-}" ]] && rootless_env+=(CI="$CI")
     [[ -n "${KERN_TEST_ROOTFS:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS="$KERN_TEST_ROOTFS")
+    [[ -n "${KERN_TEST_IMAGES:-}" ]] && rootless_env+=(KERN_TEST_IMAGES="$KERN_TEST_IMAGES")
     # shellcheck disable=SC2016
     su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
       kern-rootless "$run_dir" "${rootless_env[@]}" \
