@@ -107,12 +107,23 @@ export type MountSpec = string | [target: string, mode: "ro" | "rw"];
 export interface SandboxOptions {
   /** The root filesystem boxes run from. Default: "python:3.12-slim" (an OCI image).
    *
-   * In 0.1 only two forms are accepted: `"host"` (the host's `/usr`, `/bin`, `/lib*` and a reduced
-   * `/etc`, read-only; never `/home`, `/root`, `/var`, `/tmp` or credential files) or an absolute
-   * path to a directory holding an unpacked root filesystem (mounted read-only; nothing is ever
-   * written into it). Registry images are not built
-   * yet: any other value throws SandboxError, and so does omitting `image`; the error asks for
-   * `image: "host"` or a rootfs directory. */
+   * - A registry reference, normalised as Docker does (`python:3.12-slim` is
+   *   `docker.io/library/python:3.12-slim`; `host:port/repo:tag`, `repo@sha256:…`). Pulled on the
+   *   first `open()` from any v2 registry (anonymous tokens, `~/.docker/config.json` or
+   *   `KERN_REGISTRY_AUTH` credentials), every digest verified, and kept in a content-addressed store
+   *   (`$KERN_HOME`, default `~/.cache/kern-sandbox`). A cached reference opens with no network at
+   *   all; `KERN_PULL=always` re-checks tags, `KERN_PULL=never` forbids pulling. Measured here: a cold
+   *   pull of an 89 MB image from a loopback registry takes about 1.7 s; a cached one opens in
+   *   milliseconds.
+   * - An absolute path: an OCI image layout directory, a `docker save` / OCI archive, or a plain
+   *   root filesystem directory (mounted read-only; nothing is ever written into it).
+   * - `"host"`: the host's `/usr`, `/bin`, `/lib*` and a reduced `/etc`, read-only; never `/home`,
+   *   `/root`, `/var`, `/tmp` or credential files.
+   *
+   * The image config's `Env` is the workload's environment, its `USER` the account it runs as;
+   * `WorkingDir` gives way to the workspace. An unreachable registry, an unknown tag, missing
+   * credentials or a corrupt blob throws SandboxError from `open()`, naming the image and the
+   * registry. */
   image?: string;
   /** A shell command run once during `open()`, in a box that has network access, to install
    * dependencies (for example "pip install pandas").
