@@ -202,6 +202,17 @@ describe('pulling from a registry', () => {
       setEnv({ KERN_PULL: 'always' });
       await probe(ref);
       expect(storeState(home).images.sort()).toEqual([first.slice(7), second.slice(7)].sort());
+      // Unmoved, the tag costs one HEAD and no manifest GET (Docker Hub counts GETs).
+      const log = () => fs.readFileSync(own.logFile, 'utf8');
+      // The registry's access log: "GET /v2/kern/test/manifests/moving HTTP/1.1" 200 ...
+      const count = (text, m) => text.split('\n').filter((l) => l.includes(`"${m} /v2/kern/test/manifests/moving HTTP`)).length;
+      const gets = (text) => count(text, 'GET');
+      const heads = (text) => count(text, 'HEAD');
+      const before = log();
+      await probe(ref);
+      const after = log();
+      expect(heads(after)).toBeGreaterThan(heads(before));
+      expect(gets(after)).toBe(gets(before));
     } finally {
       await own.stop();
     }
@@ -384,6 +395,23 @@ describe('credentials', () => {
     expectTestImage(await probe(ref()));
   });
 
+  test('from a docker credential helper (credHelpers)', async () => {
+    freshStore();
+    const dir = makeTempDir('kern-docker-');
+    const bin = makeTempDir('kern-helper-');
+    const helper = path.join(bin, 'docker-credential-kerntest');
+    // Docker's helper protocol: the server name on stdin, {Username, Secret} on stdout.
+    fs.writeFileSync(
+      helper,
+      `#!/bin/sh\nread server\n[ "$1" = get ] && [ "$server" = "${basic.host}" ] || exit 1\n` +
+        `printf '{"Username":"${reg.BASIC_USER}","Secret":"${reg.BASIC_PASSWORD}"}'\n`,
+      { mode: 0o755 }
+    );
+    fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ credHelpers: { [basic.host]: 'kerntest' } }));
+    setEnv({ DOCKER_CONFIG: dir, KERN_REGISTRY_AUTH: undefined, PATH: `${bin}:${realEnv.PATH}` });
+    expectTestImage(await probe(ref()));
+  });
+
   test('wrong credentials are reported as refused', async () => {
     freshStore();
     setEnv({
@@ -529,6 +557,13 @@ describe('local images', () => {
   test('a docker save archive', async () => {
     freshStore();
     expectTestImage(await probe(path.join(reg.IMAGES, 'rootfs-docker.tar')));
+  });
+
+  test('an OCI archive (a tar of a layout)', async () => {
+    freshStore();
+    const tarFile = path.join(makeTempDir('kern-ociar-'), 'image.tar');
+    expect(spawnSync('tar', ['-cf', tarFile, '-C', reg.layout('rootfs'), '.']).status).toBe(0);
+    expectTestImage(await probe(tarFile));
   });
 
   test('a file that is no image archive is refused', async () => {

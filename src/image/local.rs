@@ -311,8 +311,8 @@ fn import_docker(
     for l in &entry.layers {
         let p = member(l)?;
         let (digest, size, compression) = describe_layer(&p, what)?;
+        paths.push((digest.clone(), p));
         descs.push((digest, size, compression));
-        paths.push(p);
     }
     let layers = build::layers(&config, &descs, what)?;
     let _lock = store.lock(&format!("image-{}", config_digest.hex()), true)?;
@@ -328,13 +328,15 @@ fn import_docker(
                 .and_then(|t| t.into_iter().next())
                 .unwrap_or_else(|| what.trim_start_matches("image ").to_string()),
         };
-        let mut i = 0;
         build::build(
             store,
             &recipe,
-            &mut |_l: &Layer| {
-                let p = &paths[i.min(paths.len() - 1)];
-                i += 1;
+            &mut |l: &Layer| {
+                let p = paths
+                    .iter()
+                    .find(|(d, _)| *d == l.digest)
+                    .map(|(_, p)| p)
+                    .ok_or_else(|| Error::Store(format!("{what}: layer {} vanished", l.digest)))?;
                 File::open(p)
                     .map(|f| Box::new(BufReader::with_capacity(256 * 1024, f)) as _)
                     .map_err(|e| Error::store_io("reading a layer", e))

@@ -332,6 +332,11 @@ impl Client {
             .get("content-type")
             .and_then(|h| h.to_str().ok())
             .map(str::to_string);
+        let claimed = resp
+            .headers()
+            .get("docker-content-digest")
+            .and_then(|h| h.to_str().ok())
+            .and_then(|s| Digest::parse(s.trim()).ok());
         let what = self.what();
         let bytes = resp
             .body_mut()
@@ -341,6 +346,16 @@ impl Client {
             .map_err(|e| {
                 Error::Registry(format!("{what}: reading the manifest {tag_or_digest}: {e}"))
             })?;
+        // For a tag, the registry's own digest header is the only thing to check the bytes
+        // against (a digest reference is checked by the caller).
+        if let Some(c) = claimed {
+            let got = Digest::of(&bytes);
+            if got != c {
+                return Err(Error::Verify(format!(
+                    "{what}: manifest {tag_or_digest} arrived with digest {got}, but the registry says {c}; refused"
+                )));
+            }
+        }
         Ok(ManifestAnswer {
             bytes,
             content_type,
