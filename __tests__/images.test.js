@@ -549,6 +549,22 @@ describe('local images', () => {
     expect(fs.readdirSync(reg.layout('rootfs')).sort()).toEqual(['blobs', 'index.json', 'oci-layout']);
   });
 
+  test('an image open in one Sandbox opens in another, by path and by registry reference', async () => {
+    freshStore();
+    const first = new Sandbox({ image: reg.layout('rootfs') });
+    await first.open();
+    try {
+      // Same image (same manifest digest), reached three ways while the first holds it.
+      for (const image of [reg.layout('rootfs'), `${registry.host}/kern/test:oci`, `${registry.host}/kern/test@${digests.oci}`]) {
+        const r = await withSandbox({ image }, (sb) => sb.run(['cat', '/etc/kern-layer2']));
+        expect(r.stdout).toBe('layer2\n');
+      }
+      expect((await first.run(['cat', '/etc/kern-layer2'])).stdout).toBe('layer2\n');
+    } finally {
+      await first.close();
+    }
+  });
+
   test('a multi-arch OCI layout picks this machine', async () => {
     freshStore();
     expectTestImage(await probe(reg.layout('multiarch')));

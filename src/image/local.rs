@@ -73,7 +73,7 @@ pub fn import_layout(
         Parsed::Index(_) => return Err(Error::Invalid(format!("{what}: indexes nest too deep"))),
     };
     let reference = dir.display().to_string();
-    let _lock = store.lock(&format!("image-{}", image_digest.hex()), true)?;
+    let _lock = store.building(&image_digest)?;
     if store.image(&image_digest)?.is_some() {
         store.note_reference(&image_digest, &reference)?;
         return Ok(image_digest);
@@ -315,7 +315,7 @@ fn import_docker(
         descs.push((digest, size, compression));
     }
     let layers = build::layers(&config, &descs, what)?;
-    let _lock = store.lock(&format!("image-{}", config_digest.hex()), true)?;
+    let _lock = store.building(&config_digest)?;
     if store.image(&config_digest)?.is_none() {
         store.put_blob_bytes(&config_digest, &config_bytes)?;
         let recipe = Recipe {

@@ -100,7 +100,7 @@ pub fn pull(
         };
 
     // One process downloads and unpacks an image; another waits here and then finds it done.
-    let _lock = store.lock(&format!("image-{}", image_digest.hex()), true)?;
+    let _lock = store.building(&image_digest)?;
     if store.image(&image_digest)?.is_none() {
         store.put_blob_bytes(&image_digest, &bytes)?;
         let config_digest = config_desc

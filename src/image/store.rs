@@ -11,8 +11,8 @@
 //! ```
 //!
 //! A directory under `images/` exists only once it is complete (it is renamed there from
-//! `tmp/`), so nobody ever sees a partial root. Writers take an exclusive lock on the image;
-//! sessions using an image hold a shared one, which `kern rmi` and `kern prune` respect.
+//! `tmp/`), so nobody ever sees a partial root. Builders take an exclusive build lock per
+//! image; sessions using an image hold a shared in-use lock, which `kern rmi` respects.
 
 use super::digest::{Digest, Hashing};
 use super::manifest::RunConfig;
@@ -54,6 +54,12 @@ pub struct TagEntry {
     pub image: String,
     /// Unix seconds of the last resolution.
     pub at: u64,
+}
+
+/// Held while an image is built.
+pub struct Building {
+    _build: Flock<File>,
+    _gc: Flock<File>,
 }
 
 /// A shared lock on an image: it is in use.
@@ -189,6 +195,19 @@ impl Store {
             Err((_, nix::errno::Errno::EWOULDBLOCK)) if !wait => Ok(None),
             Err((_, e)) => Err(Error::Store(format!("locking {}: {e}", path.display()))),
         }
+    }
+
+    /// The lock of whoever builds image `d`: one process downloads and unpacks it, another
+    /// waits here and then finds it complete. Separate from the in-use lock, so a session
+    /// holding the image never blocks a second opener.
+    /// It also holds the store's collection lock shared: `prune` (which takes it exclusively)
+    /// must not take the blobs a build has downloaded but not yet unpacked.
+    pub fn building(&self, d: &Digest) -> Result<Building, Error> {
+        let gc = self.lock("gc", false)?;
+        Ok(Building {
+            _build: self.lock(&format!("build-{}", d.hex()), true)?,
+            _gc: gc,
+        })
     }
 
     /// Marks an image in use until the Hold drops.
@@ -389,6 +408,8 @@ impl Store {
     /// configs of images present), abandoned work in tmp/, and tags of missing images.
     /// Returns (files removed, bytes freed).
     pub fn prune(&self) -> Result<(u64, u64), Error> {
+        // No build is between downloading its blobs and recording its image.
+        let _gc = self.lock("gc", true)?;
         let images = self.images()?;
         let mut keep = std::collections::HashSet::new();
         for m in &images {
@@ -423,7 +444,7 @@ impl Store {
                 }
             }
         }
-        // Work in progress holds its image's (or blob's) lock; an unlocked entry is abandoned.
+        // Work in progress holds its build (or blob) lock; an unlocked entry is abandoned.
         for e in fs::read_dir(self.tmp_dir())
             .map_err(|e| Error::store_io("listing tmp", e))?
             .flatten()
@@ -437,7 +458,7 @@ impl Store {
                     let lock = if name.starts_with("blob-") {
                         format!("blob-{h}")
                     } else {
-                        format!("image-{h}")
+                        format!("build-{h}")
                     };
                     self.lock_with(&lock, true, false).map(|l| l.is_none())
                 })
