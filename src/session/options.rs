@@ -536,7 +536,11 @@ mod tests {
             let e = err(o);
             assert!(e.contains(k) && e.contains("not built yet"), "{k}: {e}");
         }
-        assert!(err(json!({})).contains("python:3.12-slim"));
+        // The default image is the spec's, as a registry reference (pulled at open()).
+        let d = parse(&json!({})).unwrap();
+        assert!(
+            matches!(&d.image, Source::Registry(r) if r.to_string() == "docker.io/library/python:3.12-slim")
+        );
     }
 
     #[test]
