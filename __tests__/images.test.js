@@ -73,6 +73,41 @@ function storeState(home) {
   return { images: ls('images'), tmp: ls('tmp'), blobs: ls('blobs/sha256') };
 }
 
+/** After a refused pull: no image, no work in progress, and not the offending blob. */
+function expectNothingKept(home, blob) {
+  const s = storeState(home);
+  expect(s.images).toEqual([]);
+  expect(s.tmp).toEqual([]);
+  if (blob) expect(s.blobs).not.toContain(blob.slice(7));
+}
+
+const sha = (b) => 'sha256:' + crypto.createHash('sha256').update(b).digest('hex');
+
+/**
+ * A copy of a test layout with its manifest and config edited by `edit(manifest, config, dir)`;
+ * the changed config and manifest are stored under their new digests and index.json re-pointed,
+ * so the layout is consistent except for what `edit` broke on purpose.
+ */
+function editedLayout(name, edit) {
+  const dir = makeTempDir('kern-layout-');
+  fs.cpSync(reg.layout(name), dir, { recursive: true });
+  const blob = (d) => path.join(dir, 'blobs/sha256', d.slice(7));
+  const put = (bytes) => {
+    fs.writeFileSync(blob(sha(bytes)), bytes);
+    return sha(bytes);
+  };
+  const index = JSON.parse(fs.readFileSync(path.join(dir, 'index.json')));
+  const man = JSON.parse(fs.readFileSync(blob(index.manifests[0].digest)));
+  const config = JSON.parse(fs.readFileSync(blob(man.config.digest)));
+  edit(man, config, put);
+  const cb = Buffer.from(JSON.stringify(config));
+  man.config = { ...man.config, digest: put(cb), size: cb.length };
+  const mb = Buffer.from(JSON.stringify(man));
+  index.manifests[0] = { ...index.manifests[0], digest: put(mb), size: mb.length };
+  fs.writeFileSync(path.join(dir, 'index.json'), JSON.stringify(index));
+  return dir;
+}
+
 const PROBE = [
   'import os, json',
   'print(json.dumps({',
@@ -166,7 +201,7 @@ describe('pulling from a registry', () => {
   test('an index with no variant for this machine is refused, naming what it offers', async () => {
     const home = freshStore();
     await expectOpenError({ image: `${registry.host}/kern/other:latest` }, new RegExp(`no linux/${info.hostArch} variant`), new RegExp(`linux/${info.otherArch}`));
-    expect(storeState(home).images).toEqual([]);
+    expectNothingKept(home);
   });
 
   test('a cached image reopens with the registry stopped; KERN_PULL=always then fails', async () => {
@@ -283,10 +318,7 @@ describe('verification', () => {
       const big = info.images.rootfs.layers[0].digest;
       reg.corruptBlob(own, big, { offset: 1000 });
       await expectOpenError({ image: `${own.host}/kern/test:corrupt` }, new RegExp(big), /corrupt|digest/);
-      const s = storeState(home);
-      expect(s.images).toEqual([]);
-      expect(s.tmp).toEqual([]);
-      expect(s.blobs).not.toContain(big.slice(7));
+      expectNothingKept(home, big);
     } finally {
       await own.stop();
     }
@@ -294,30 +326,16 @@ describe('verification', () => {
 
   test('a layout whose layer does not match the config diff_id is refused', async () => {
     const home = freshStore();
-    // Copy the layout and swap layer 2 for another valid blob with the same media type: its
-    // digest matches the (rewritten) manifest but not the config's diff_id.
-    const src = reg.layout('rootfs');
-    const dir = makeTempDir('kern-layout-');
-    fs.cpSync(src, dir, { recursive: true });
-    const index = JSON.parse(fs.readFileSync(path.join(dir, 'index.json')));
-    const mdesc = index.manifests[0];
-    const blob = (d) => path.join(dir, 'blobs/sha256', d.slice(7));
-    const man = JSON.parse(fs.readFileSync(blob(mdesc.digest)));
-    const zstdOther = info.images['rootfs-gzip'].layers[1]; // gzip version of layer 2: same diff_id
-    // Make a different gzip layer: gzip of an empty tar.
-    const zlib = require('zlib');
-    const fake = zlib.gzipSync(Buffer.alloc(1024));
-    const fakeDigest = 'sha256:' + crypto.createHash('sha256').update(fake).digest('hex');
-    fs.writeFileSync(blob(fakeDigest), fake);
-    man.layers[1] = { mediaType: zstdOther.mediaType, digest: fakeDigest, size: fake.length };
-    const manBytes = Buffer.from(JSON.stringify(man));
-    const manDigest = 'sha256:' + crypto.createHash('sha256').update(manBytes).digest('hex');
-    fs.writeFileSync(blob(manDigest), manBytes);
-    index.manifests[0] = { ...mdesc, digest: manDigest, size: manBytes.length };
-    fs.writeFileSync(path.join(dir, 'index.json'), JSON.stringify(index));
+    // Layer 2 swapped for another valid gzip blob: its digest matches the (rewritten) manifest,
+    // its content not the config's diff_id.
+    const fake = require('zlib').gzipSync(Buffer.alloc(1024));
+    let fakeDigest;
+    const dir = editedLayout('rootfs', (man, _config, put) => {
+      fakeDigest = put(fake);
+      man.layers[1] = { mediaType: 'application/vnd.oci.image.layer.v1.tar+gzip', digest: fakeDigest, size: fake.length };
+    });
     await expectOpenError({ image: dir }, /diff_id|uncompresses to/, new RegExp(fakeDigest));
-    expect(storeState(home).images).toEqual([]);
-    expect(storeState(home).tmp).toEqual([]);
+    expectNothingKept(home);
   });
 });
 
@@ -337,8 +355,7 @@ describe('hostile layers', () => {
     const passwd = fs.readFileSync('/etc/passwd');
     const before = new Set(fs.readdirSync('/tmp'));
     await expectOpenError({ image: `${registry.host}/kern/${name}:latest` }, /refus/, why);
-    expect(storeState(home).images).toEqual([]);
-    expect(storeState(home).tmp).toEqual([]);
+    expectNothingKept(home);
     expect(fs.readFileSync('/etc/passwd').equals(passwd)).toBe(true);
     if (canary) {
       // Anywhere the hostile entry could have landed: /tmp, the store's parents, the cwd.
@@ -471,10 +488,7 @@ describe('errors name the image, the registry and what to do', () => {
     const flaky = await reg.startFlaky(registry, { failFirst: 10, action: 'stall', stallAfterBytes: 100000, match: new RegExp(`GET .*blobs/${big}`) });
     try {
       await expectOpenError({ image: `${flaky.host}/kern/test:oci` }, /broke off|timed out/, new RegExp(big));
-      const s = storeState(home);
-      expect(s.images).toEqual([]);
-      expect(s.tmp).toEqual([]);
-      expect(s.blobs).not.toContain(big.slice(7));
+      expectNothingKept(home, big);
     } finally {
       await flaky.stop();
     }
@@ -494,8 +508,7 @@ describe('errors name the image, the registry and what to do', () => {
     try {
       setEnv({ KERN_HOME: home });
       await expectOpenError({ image: `${registry.host}/kern/test:oci` }, /disk .* is full/, /KERN_HOME/);
-      expect(storeState(home).images).toEqual([]);
-      expect(storeState(home).tmp).toEqual([]);
+      expectNothingKept(home);
     } finally {
       spawnSync('umount', ['-l', home]);
     }
@@ -503,22 +516,9 @@ describe('errors name the image, the registry and what to do', () => {
 
   test('an unknown USER in the image config is refused, naming it', async () => {
     freshStore();
-    const dir = makeTempDir('kern-layout-');
-    fs.cpSync(reg.layout('user-image'), dir, { recursive: true });
-    // Rewrite the config's User to an account the image does not have.
-    const blob = (d) => path.join(dir, 'blobs/sha256', d.slice(7));
-    const sha = (b) => 'sha256:' + crypto.createHash('sha256').update(b).digest('hex');
-    const index = JSON.parse(fs.readFileSync(path.join(dir, 'index.json')));
-    const man = JSON.parse(fs.readFileSync(blob(index.manifests[0].digest)));
-    const config = JSON.parse(fs.readFileSync(blob(man.config.digest)));
-    config.config.User = 'ghost';
-    const cb = Buffer.from(JSON.stringify(config));
-    fs.writeFileSync(blob(sha(cb)), cb);
-    man.config = { ...man.config, digest: sha(cb), size: cb.length };
-    const mb = Buffer.from(JSON.stringify(man));
-    fs.writeFileSync(blob(sha(mb)), mb);
-    index.manifests[0] = { ...index.manifests[0], digest: sha(mb), size: mb.length };
-    fs.writeFileSync(path.join(dir, 'index.json'), JSON.stringify(index));
+    const dir = editedLayout('user-image', (_man, config) => {
+      config.config.User = 'ghost';
+    });
     await expectOpenError({ image: dir }, /USER "ghost"/, /no user "ghost" in the image's \/etc\/passwd/);
   });
 });

@@ -35,6 +35,28 @@ const MAX_ENTRIES: u64 = 4_000_000;
 /// Gives a layer's compressed bytes.
 pub type OpenBlob<'a> = dyn FnMut(&Layer) -> Result<Box<dyn Read>, Error> + 'a;
 
+/// The digest, size and compression of each layer a manifest lists.
+pub fn describe(
+    descriptors: &[super::manifest::Descriptor],
+    what: &str,
+) -> Result<Vec<(Digest, u64, Compression)>, Error> {
+    descriptors
+        .iter()
+        .map(|l| {
+            let compression = super::manifest::layer_compression(&l.media_type).ok_or_else(|| {
+                Error::Unpack(format!(
+                    "{what}: layer media type {:?} is not one we can apply (tar, tar+gzip or tar+zstd)",
+                    l.media_type
+                ))
+            })?;
+            let d = l
+                .digest()
+                .map_err(|e| Error::Verify(format!("{what}: layer: {e}")))?;
+            Ok((d, l.size, compression))
+        })
+        .collect()
+}
+
 /// Pairs a config's `diff_ids` with a manifest's layer descriptors.
 pub fn layers(
     config: &ImageConfig,

@@ -85,21 +85,7 @@ pub fn import_layout(
     let config = manifest::parse_config(&config_bytes)
         .map_err(|e| Error::Invalid(format!("{what}: {e}")))?;
     super::pull::check_platform(&config, &what)?;
-    let mut descs = Vec::new();
-    for l in &layer_descs {
-        let c = manifest::layer_compression(&l.media_type).ok_or_else(|| {
-            Error::Invalid(format!(
-                "{what}: layer media type {:?} is not tar, tar+gzip or tar+zstd",
-                l.media_type
-            ))
-        })?;
-        descs.push((
-            l.digest()
-                .map_err(|e| Error::Invalid(format!("{what}: {e}")))?,
-            l.size,
-            c,
-        ));
-    }
+    let descs = build::describe(&layer_descs, &what)?;
     let layers = build::layers(&config, &descs, &what)?;
     // Manifests and configs are small: keep them in the store like a pull does; layers are
     // read from the layout (and verified) without a copy.

@@ -115,19 +115,7 @@ pub fn pull(
         let config = manifest::parse_config(&config_bytes)
             .map_err(|e| Error::Registry(format!("{what}: {e}")))?;
         check_platform(&config, &what)?;
-        let mut descs = Vec::new();
-        for l in &layer_descs {
-            let compression = manifest::layer_compression(&l.media_type).ok_or_else(|| {
-                Error::Registry(format!(
-                    "{what}: layer media type {:?} is not one we can apply (tar, tar+gzip or tar+zstd)",
-                    l.media_type
-                ))
-            })?;
-            let d = l
-                .digest()
-                .map_err(|e| Error::Registry(format!("{what}: layer: {e}")))?;
-            descs.push((d, l.size, compression));
-        }
+        let descs = build::describe(&layer_descs, &what)?;
         let layers = build::layers(&config, &descs, &what)?;
         for layer in &layers {
             download_layer(store, &mut client, layer, progress)?;
