@@ -36,6 +36,10 @@ const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
+const { dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection } = require('./common');
+
+const die = dieFor('bench-images');
+const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
 const zlib = require('zlib');
 const { pipeline } = require('stream/promises');
 const { Writable } = require('stream');
@@ -52,31 +56,8 @@ const END = '<!-- bench-images:end -->';
 const REPO_TAG = 'kern/test:oci';
 const ROOT_BIC = '/var/lib/containers/cache'; // skopeo's blob-info cache for root (fixed path)
 
-function parsePositiveInt(value, dflt, name) {
-  if (value === undefined || value === '') return dflt;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) die(`${name} must be a positive integer, got ${JSON.stringify(value)}`);
-  return n;
-}
-
-function die(msg) {
-  console.error(`bench-images: ${msg}`);
-  process.exit(1);
-}
-
 function log(msg) {
   process.stderr.write(`bench-images: ${msg}\n`);
-}
-
-function which(cmd) {
-  for (const dir of (process.env.PATH || '/usr/bin:/bin').split(':')) {
-    const p = path.join(dir || '.', cmd);
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      return p;
-    } catch {}
-  }
-  return null;
 }
 
 /** First line of a command's output (stdout, else stderr), or '' when it cannot run. */
@@ -244,18 +225,6 @@ function checkResult(r) {
     throw new Error(`${why}${r.stderr ? ` | stderr: ${r.stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
   }
   return r;
-}
-
-function percentile(sorted, p) {
-  if (!sorted.length) return NaN;
-  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
-  return sorted[idx];
-}
-
-function median(sorted) {
-  const n = sorted.length;
-  if (!n) return NaN;
-  return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 function summarise(times) {
@@ -739,17 +708,7 @@ async function main() {
     ];
     const block = lines.join('\n');
 
-    let doc;
-    try {
-      doc = fs.readFileSync(OUT, 'utf8');
-    } catch {
-      doc = '# Benchmarks\n\n';
-    }
-    const a = doc.indexOf(START);
-    const b = doc.indexOf(END);
-    if (a !== -1 && b > a) doc = doc.slice(0, a) + block + doc.slice(b + END.length);
-    else doc = doc.replace(/\n*$/, '\n\n') + block + '\n';
-    fs.writeFileSync(OUT, doc);
+    writeSection(OUT, START, END, block);
     console.log(block);
     console.log(`\nbench-images: wrote ${path.relative(process.cwd(), OUT) || OUT}`);
     if ([...pulls, ...comps, ...opens].some((c) => c.error)) {

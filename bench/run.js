@@ -24,6 +24,10 @@ const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
+const { dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection } = require('./common');
+
+const die = dieFor('bench');
+const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
 
 const REPO = path.resolve(__dirname, '..');
 const ROOTFS = process.env.KERN_TEST_ROOTFS || '/var/cache/kern-sandbox-test/rootfs-bookworm';
@@ -33,29 +37,6 @@ const KERN = path.join(REPO, 'kern');
 const OUT = path.join(REPO, 'BENCHMARKS.md');
 const START = '<!-- bench:start -->';
 const END = '<!-- bench:end -->';
-
-function parsePositiveInt(value, dflt, name) {
-  if (value === undefined || value === '') return dflt;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) die(`${name} must be a positive integer, got ${JSON.stringify(value)}`);
-  return n;
-}
-
-function die(msg) {
-  console.error(`bench: ${msg}`);
-  process.exit(1);
-}
-
-function which(cmd) {
-  for (const dir of (process.env.PATH || '/usr/bin:/bin').split(':')) {
-    const p = path.join(dir || '.', cmd);
-    try {
-      fs.accessSync(p, fs.constants.X_OK);
-      return p;
-    } catch {}
-  }
-  return null;
-}
 
 function sh(cmd, args) {
   try {
@@ -118,18 +99,6 @@ async function timeApi(fn) {
     throw new Error(`${why}${r.stderr ? ` | stderr: ${r.stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
   }
   return ms;
-}
-
-function percentile(sorted, p) {
-  if (!sorted.length) return NaN;
-  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
-  return sorted[idx];
-}
-
-function median(sorted) {
-  const n = sorted.length;
-  if (!n) return NaN;
-  return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 // ---- cases ------------------------------------------------------------------------------------
@@ -288,20 +257,13 @@ async function main() {
   ];
   const block = lines.join('\n');
 
-  let doc;
-  try {
-    doc = fs.readFileSync(OUT, 'utf8');
-  } catch {
-    doc = '# Benchmarks\n\nStart-up cost of one fresh box, side by side with a bare process and bubblewrap.\n\n';
-  }
-  const a = doc.indexOf(START);
-  const b = doc.indexOf(END);
-  if (a !== -1 && b > a) {
-    doc = doc.slice(0, a) + block + doc.slice(b + END.length);
-  } else {
-    doc = doc.replace(/\n*$/, '\n\n') + block + '\n';
-  }
-  fs.writeFileSync(OUT, doc);
+  writeSection(
+    OUT,
+    START,
+    END,
+    block,
+    '# Benchmarks\n\nStart-up cost of one fresh box, side by side with a bare process and bubblewrap.\n\n'
+  );
   console.log(block);
   console.log(`\nbench: wrote ${path.relative(process.cwd(), OUT) || OUT}`);
 

@@ -1,0 +1,62 @@
+'use strict';
+// What the benchmark scripts share: argument parsing, statistics, and writing a generated
+// section of BENCHMARKS.md between markers (prose outside them is kept).
+
+const fs = require('fs');
+const path = require('path');
+
+/** `die(msg)` for a script named `name`. */
+function dieFor(name) {
+  return (msg) => {
+    console.error(`${name}: ${msg}`);
+    process.exit(1);
+  };
+}
+
+function parsePositiveInt(value, dflt, name, die) {
+  if (value === undefined || value === '') return dflt;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) die(`${name} must be a positive integer, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+function which(cmd) {
+  for (const dir of (process.env.PATH || '/usr/bin:/bin').split(':')) {
+    const p = path.join(dir || '.', cmd);
+    try {
+      fs.accessSync(p, fs.constants.X_OK);
+      return p;
+    } catch {}
+  }
+  return null;
+}
+
+function percentile(sorted, p) {
+  if (!sorted.length) return NaN;
+  const idx = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
+  return sorted[idx];
+}
+
+function median(sorted) {
+  const n = sorted.length;
+  if (!n) return NaN;
+  return n % 2 ? sorted[(n - 1) / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+}
+
+/** Replaces the text between `start` and `end` in `file` with `block` (which holds both), or
+ * appends it; `fresh` is the file's text when it does not exist yet. */
+function writeSection(file, start, end, block, fresh = '# Benchmarks\n\n') {
+  let doc;
+  try {
+    doc = fs.readFileSync(file, 'utf8');
+  } catch {
+    doc = fresh;
+  }
+  const a = doc.indexOf(start);
+  const b = doc.indexOf(end);
+  if (a !== -1 && b > a) doc = doc.slice(0, a) + block + doc.slice(b + end.length);
+  else doc = doc.replace(/\n*$/, '\n\n') + block + '\n';
+  fs.writeFileSync(file, doc);
+}
+
+module.exports = { dieFor, parsePositiveInt, which, percentile, median, writeSection };
