@@ -259,11 +259,11 @@ export interface SandboxOptions {
    * Not built yet in 0.1: any value other than ["ALL"] throws SandboxError. */
   capDrop?: string[];
   /** The account every box runs as, `"<user>[:<group>]"`, each part a name or a numeric id (e.g.
-   * "node", "1000", "1000:1000"). Default null: the image's configured user. A non-root account gets
-   * access to the workspace through a POSIX ACL, which needs `setfacl` and a subordinate id range in
-   * /etc/subuid.
+   * "node", "1000", "1000:1000"). Default null: the image's own `USER`, resolved in the image's
+   * /etc/passwd. The workspace appears owned by that account (an idmapped mount; nothing on disk
+   * changes, and no host user gains access), and what it writes lands owned by the workspace's owner.
    *
-   * Not built yet in 0.1: a non-null value throws SandboxError. */
+   * Not built yet in 0.1: a non-null value (choosing another account) throws SandboxError. */
   user?: string | null;
   /** Mount what `setup` installed read-only during `runCode`, so one call cannot tamper with
    * dependencies that later calls load. Default true.
