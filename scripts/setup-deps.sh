@@ -5,7 +5,9 @@
 #   bash scripts/setup-deps.sh            # Debian packages + toolchain checks + npm ci if needed
 #
 # Debian packages: debootstrap (test rootfs), bubblewrap (benchmarks), acl (setfacl for workspace
-# ACLs), uidmap (newuidmap/newgidmap for rootless id ranges), hyperfine, procps, util-linux.
+# ACLs), uidmap (newuidmap/newgidmap for rootless id ranges), hyperfine, procps, util-linux, and
+# for the image tests a real registry and its tools: docker-registry, skopeo (pushes the test
+# images), apache2-utils (htpasswd for the basic-auth registry), zstd (a zstd test layer).
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
 # only checks they are there and says what to do if not.
 set -euo pipefail
