@@ -37,10 +37,17 @@ export interface FileInfo {
 /** A rich value produced by Python code, in the style of Jupyter display data: the value of a final
  * bare expression, each `display(obj)`, and any matplotlib figure still open at the end. `data` maps
  * each MIME type to its payload: text types and application/json as strings, image types as base64.
- * The convenience getters below read individual entries of `data`.
+ * The convenience getters below read individual entries of `data`, in the order the code produced
+ * them.
  *
- * Not built yet in 0.1: rich results are not captured, so `ExecutionResult.results` is always `[]`
- * and no `Result` is ever produced. */
+ * The rules are IPython's: the last statement is shown when it is a bare expression that is not
+ * `None` and does not end with `;`; `display(*objs)` is a builtin; `_repr_html_`, `_repr_markdown_`,
+ * `_repr_svg_`, `_repr_png_`, `_repr_jpeg_`, `_repr_json_`, `_repr_latex_`, `_repr_javascript_` and
+ * `_repr_mimebundle_` map to their MIME types, with `text/plain` from `repr()` always present;
+ * every open matplotlib figure is rendered to PNG (Agg) at the end. Results travel on their own
+ * channel, never parsed out of stdout, so nothing the code prints becomes one. PNG and JPEG data is
+ * decoded once before it reaches you: an image that is malformed, over 32 MiB, or over 50 million
+ * pixels is dropped with a runtime note. */
 export class Result {
   data: Record<string, string>;
   /** The `text/plain` entry, if present. */
@@ -77,9 +84,8 @@ export class ExecutionResult {
   files: FileInfo[];
   /** True when stdout or stderr reached `maxOutputBytes` and the excess was dropped. */
   truncated: boolean;
-  /** Rich MIME-typed values (see `Result`).
-   *
-   * Not built yet in 0.1: always `[]`. */
+  /** Rich MIME-typed values of a Python `runCode` (see `Result`), in order; `[]` for other
+   * languages and `run()`. */
   results: Result[];
   /** `exitCode === 0` and `fault === null`. */
   readonly success: boolean;

@@ -130,6 +130,9 @@ cargo test --no-default-features || fail "cargo test --no-default-features"
 step "image: test rootfs (scripts/build-test-rootfs.sh)"
 bash scripts/build-test-rootfs.sh || abort "scripts/build-test-rootfs.sh"
 
+step "image: test rootfs (sci) (scripts/build-test-rootfs-sci.sh)"
+bash scripts/build-test-rootfs-sci.sh || abort "scripts/build-test-rootfs-sci.sh"
+
 step "image: test images (scripts/build-test-images.sh)"
 bash scripts/build-test-images.sh || abort "scripts/build-test-images.sh"
 

@@ -6,12 +6,12 @@
 //! forked from there), so the workload can open neither `/proc/1/exe` nor `/proc/1/mem`.
 
 use super::mounts::{self, Sources, Trees};
-use super::spec::BoxSpec;
+use super::spec::{BoxSpec, CHANNEL_FD};
 use super::sys::{self, Forked};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// Messages PID 1 and the workload send to the monitor on the init pipe. One line each, short
 /// enough to be written atomically.
@@ -49,6 +49,7 @@ pub fn pid1(
     src: &Sources,
     trees: &Trees,
     init_pipe: OwnedFd,
+    channel: Option<OwnedFd>,
     fallback: &Fallback,
 ) -> ! {
     // Non-dumpable: /proc/1 stays out of the workload's reach.
@@ -58,8 +59,12 @@ pub fn pid1(
         sys::exit_now(1);
     }
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, &init_pipe, fallback),
-        Ok(Forked::Parent(pid)) => pid,
+        Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, fallback),
+        Ok(Forked::Parent(pid)) => {
+            // The workload's channel is the workload's alone.
+            drop(channel);
+            pid
+        }
         Err(e) => {
             send(
                 &init_pipe,
@@ -104,7 +109,22 @@ fn reap_until(workload: libc::pid_t) -> i32 {
 }
 
 /// In the workload's process: drop everything, then exec. Never returns.
-fn exec_workload(spec: &BoxSpec, init_pipe: &OwnedFd, fallback: &Fallback) -> ! {
+fn exec_workload(
+    spec: &BoxSpec,
+    init_pipe: OwnedFd,
+    channel: Option<OwnedFd>,
+    fallback: &Fallback,
+) -> ! {
+    // The channel goes to fd 3; the init pipe must not be sitting there when it does.
+    let init_pipe = if channel.is_some() && init_pipe.as_raw_fd() <= CHANNEL_FD {
+        match sys::dup_above(init_pipe.as_fd(), 10) {
+            Ok(fd) => fd,
+            Err(_) => sys::exit_now(127),
+        }
+    } else {
+        init_pipe
+    };
+    let init_pipe = &init_pipe;
     let fail = |what: &str, e: std::io::Error| -> ! {
         send(init_pipe, &format!("{} {what}: {e}", msg::SETUP_FAILED));
         sys::exit_now(127)
@@ -118,6 +138,11 @@ fn exec_workload(spec: &BoxSpec, init_pipe: &OwnedFd, fallback: &Fallback) -> ! 
     }
     if let Err(e) = sys::cloexec_from(3) {
         fail("close fds", e);
+    }
+    if let Some(ch) = &channel {
+        if let Err(e) = sys::place_at(ch.as_fd(), CHANNEL_FD) {
+            fail("place the channel at fd 3", e);
+        }
     }
     if let Err(e) = drop_privileges(spec.user.as_ref()) {
         fail("drop privileges", e);

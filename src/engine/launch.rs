@@ -5,9 +5,10 @@
 
 use super::spec::{BoxSpec, Limits};
 use super::status::{BoxReport, Fault, FaultKind};
+use super::sys;
 use crate::error::{Error, Result};
 use std::io::Write as _;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -177,18 +178,41 @@ impl Kern {
     ///
     /// `cancel` turning true (the session is closing) ends the box early: closing our end of
     /// the control socket is kern's signal to kill it.
+    /// `channel`, when given, goes to kern with the spec (SCM_RIGHTS) and becomes the
+    /// workload's fd 3; `spec.channel` must say so.
     pub async fn run(
         mut self,
         spec: &BoxSpec,
         max_output: usize,
         sink: Option<UnboundedSender<Chunk>>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
+        channel: Option<&OwnedFd>,
     ) -> Result<Option<Outcome>> {
         let start = Instant::now();
         let mut json = serde_json::to_vec(spec)
             .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
         json.push(b'\n');
         let control = self.control;
+        if let Some(ch) = channel {
+            // The descriptor rides on the spec's first byte; the socket is still blocking
+            // here, and one byte always fits.
+            match sys::send_with_fds(control.as_fd(), &json[..1], &[ch.as_raw_fd()]) {
+                Ok(1) => {
+                    json.remove(0);
+                }
+                Ok(_) => {
+                    return Err(Error::Runtime(
+                        "send the box channel to kern: short write".into(),
+                    ))
+                }
+                Err(e)
+                    if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) =>
+                {
+                    return Ok(None)
+                }
+                Err(e) => return Err(Error::Runtime(format!("send the box channel to kern: {e}"))),
+            }
+        }
         control
             .set_nonblocking(true)
             .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;

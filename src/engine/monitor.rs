@@ -124,18 +124,27 @@ impl Prepared {
 /// Builds, runs and tears down one box. `lifeline`, when given, is a pipe whose other end the
 /// caller holds: if it closes early (the caller died), the box is killed. `on_report` gets the
 /// outcome as soon as the box has ended, before the slower cgroup teardown.
+/// `channel` is the caller's socket that becomes the workload's fd 3 (`spec.channel`).
 pub fn run_box(
     spec: &BoxSpec,
     prepared: Prepared,
     lifeline: Option<BorrowedFd<'_>>,
+    channel: Option<OwnedFd>,
     on_report: &mut dyn FnMut(&BoxReport),
 ) {
-    let report = build_and_supervise(
-        spec,
-        &prepared,
-        lifeline,
-        Mapping::for_this_process(spec.user.as_ref()),
-    );
+    let report = if spec.channel != channel.is_some() {
+        startup_failed(
+            "internal error: the box's channel was announced but not sent, or the reverse",
+        )
+    } else {
+        build_and_supervise(
+            spec,
+            &prepared,
+            lifeline,
+            channel,
+            Mapping::for_this_process(spec.user.as_ref()),
+        )
+    };
     on_report(&report);
     prepared.release();
 }
@@ -144,6 +153,7 @@ fn build_and_supervise(
     spec: &BoxSpec,
     prepared: &Prepared,
     lifeline: Option<BorrowedFd<'_>>,
+    channel: Option<OwnedFd>,
     mapping: Mapping,
 ) -> BoxReport {
     let start = Instant::now();
@@ -205,12 +215,17 @@ fn build_and_supervise(
                 &sources,
                 init_w,
                 go_r,
+                channel,
                 fallback,
                 cgroup.is_some(),
                 mapping,
             )
         }
-        Ok(Forked::Parent(pid)) => pid,
+        // Only the box keeps the channel: its far end sees EOF when the box is gone.
+        Ok(Forked::Parent(pid)) => {
+            drop(channel);
+            pid
+        }
         Err(e) => {
             return startup_failed(format!(
                 "cannot create the box's namespaces: {e}. kern needs unprivileged user namespaces \
@@ -235,11 +250,13 @@ fn build_and_supervise(
 
 /// The clone child, before it becomes PID 1 proper: wait for the maps (and the idmapped trees
 /// when the box has a range), take uid/gid 0 of the box, then hand over.
+#[allow(clippy::too_many_arguments)]
 fn child(
     spec: &BoxSpec,
     src: &Sources,
     init_w: OwnedFd,
     go_r: OwnedFd,
+    channel: Option<OwnedFd>,
     fallback: &Fallback,
     in_cgroup: bool,
     mapping: Mapping,
@@ -282,12 +299,13 @@ fn child(
     let mut keep = vec![init_w.as_raw_fd()];
     keep.extend(trees.workspace.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(trees.image.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(channel.as_ref().map(|f| f.as_raw_fd()));
     sys::close_others(&keep);
     if in_cgroup {
         // The box sees its own cgroup as the root of the hierarchy.
         let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
     }
-    init::pid1(spec, src, &trees, init_w, fallback)
+    init::pid1(spec, src, &trees, init_w, channel, fallback)
 }
 
 /// Which of `Trees` follow the "go" byte.

@@ -65,7 +65,14 @@ pub struct BoxSpec {
     /// Who the workload runs as; None is box root.
     #[serde(default)]
     pub user: Option<BoxUser>,
+    /// The caller sent a socket with this spec (SCM_RIGHTS); the workload gets it as fd 3, its
+    /// private channel to the caller (the python driver's results travel on it).
+    #[serde(default)]
+    pub channel: bool,
 }
+
+/// The descriptor number the caller's channel has in the workload.
+pub const CHANNEL_FD: i32 = 3;
 
 impl BoxSpec {
     /// The PATH the workload's `argv[0]` is resolved with.

@@ -422,3 +422,64 @@ pub fn fsetxattr(fd: BorrowedFd<'_>, name: &std::ffi::CStr, value: &[u8]) -> io:
     };
     check(ret as libc::c_long).map(|_| ())
 }
+
+/// Puts `fd` at descriptor number `target`, inheritable across exec (what dup2 gives; dup2 of
+/// an fd onto itself would keep its close-on-exec flag, so that case clears it instead).
+pub fn place_at(fd: BorrowedFd<'_>, target: RawFd) -> io::Result<()> {
+    if fd.as_raw_fd() == target {
+        return clear_cloexec(target);
+    }
+    // SAFETY: dup2 on integer fds touches no memory; `target` is a number the caller reserved.
+    if unsafe { libc::dup2(fd.as_raw_fd(), target) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// A close-on-exec duplicate of `fd` numbered `min` or above.
+pub fn dup_above(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
+    // SAFETY: fcntl(F_DUPFD_CLOEXEC) touches no memory; on success it returns a new descriptor
+    // that nothing else owns, so wrapping it in an OwnedFd is sound.
+    let new = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, min) };
+    if new < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: see above: `new` is a fresh descriptor owned by no one else.
+    Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(new) })
+}
+
+/// One `recvmsg` on a stream socket: the bytes, and any descriptors sent with them (received
+/// close-on-exec). A plain `read` would drop such descriptors.
+pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let msg = recvmsg::<()>(sock, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC)?;
+    let mut fds = Vec::new();
+    for c in msg.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(raw) = c {
+            // SAFETY: SCM_RIGHTS just installed these descriptors in this process; nothing
+            // else owns them.
+            fds.extend(
+                raw.into_iter()
+                    .map(|fd| unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) }),
+            );
+        }
+    }
+    Ok((msg.bytes, fds))
+}
+
+/// Sends `bytes` with `fds` attached (SCM_RIGHTS) on a stream socket; returns how many bytes
+/// went (the descriptors travel with the first of them).
+pub fn send_with_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[RawFd]) -> io::Result<usize> {
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    let iov = [io::IoSlice::new(bytes)];
+    let cmsg = [ControlMessage::ScmRights(fds)];
+    Ok(sendmsg::<()>(
+        sock.as_raw_fd(),
+        &iov,
+        &cmsg,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )?)
+}

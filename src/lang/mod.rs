@@ -1,11 +1,24 @@
 //! Per-language launch: which interpreter a `runCode` snippet goes to, and how.
 
+pub mod driver;
+
 use crate::error::{Error, Result};
 
 /// Largest snippet `runCode` passes: the kernel refuses a single argv string over 128 KiB
 /// (MAX_ARG_STRLEN), and the code travels as `-c`/`-e` so that Python's `sys.path[0]` and
 /// Node's `require` resolve against the workspace as they do for an interactive cell.
 pub const MAX_CODE_BYTES: usize = 128 * 1024 - 1;
+
+/// A python cell travels on the box's channel, not in argv: this is its cap.
+pub const MAX_CELL_BYTES: usize = 16 << 20;
+
+/// How a snippet is started.
+pub struct Launch {
+    pub argv: Vec<String>,
+    pub env: Env,
+    /// For python: the cell the driver runs, sent on the box's channel.
+    pub cell: Option<String>,
+}
 
 /// Extra environment variables, in order.
 pub type Env = Vec<(String, String)>;
@@ -31,7 +44,38 @@ impl Language {
         }
     }
 
-    /// The argv that runs `code`, and extra environment the interpreter wants in a box.
+    /// How `code` runs: python through the driver (the argv starts it, the code goes to it as a
+    /// cell on the box's channel); the others as the interpreter's `-c`/`-e` argument.
+    pub fn launch(self, code: &str) -> Result<Launch> {
+        if self == Language::Python {
+            if code.contains('\0') {
+                return Err(Error::Invalid(
+                    "the code contains a NUL byte, which Python source cannot".into(),
+                ));
+            }
+            if code.len() > MAX_CELL_BYTES {
+                return Err(Error::Invalid(format!(
+                    "the code is {} bytes, over the {} MiB a cell may be; write it to a workspace file and run it with run([\"python3\", \"file.py\"])",
+                    code.len(),
+                    MAX_CELL_BYTES >> 20
+                )));
+            }
+            return Ok(Launch {
+                argv: vec!["python3".into(), "-c".into(), driver::DRIVER.into()],
+                // Unbuffered, so onStdout sees prints as they happen rather than at exit.
+                env: vec![("PYTHONUNBUFFERED".into(), "1".into())],
+                cell: Some(code.to_string()),
+            });
+        }
+        let (argv, env) = self.argv(code)?;
+        Ok(Launch {
+            argv,
+            env,
+            cell: None,
+        })
+    }
+
+    /// The argv that runs `code` directly, and extra environment the interpreter wants.
     pub fn argv(self, code: &str) -> Result<(Vec<String>, Env)> {
         if code.len() > MAX_CODE_BYTES {
             return Err(Error::Invalid(format!(

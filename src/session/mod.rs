@@ -8,11 +8,12 @@ use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKS
 use crate::engine::status::Fault;
 use crate::error::{Error, Result};
 use crate::image::manifest::RunConfig;
-use crate::lang::Language;
+use crate::lang::{driver, Language};
 use crate::workspace::track::{self, FileInfo};
 use crate::workspace::Workspace;
 use options::Config;
 use serde::Serialize;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -42,6 +43,51 @@ pub struct ExecResult {
     pub fault: Option<Fault>,
     pub files: Vec<FileInfo>,
     pub truncated: bool,
+    /// Rich results of a python cell, in order.
+    pub results: Vec<driver::Bundle>,
+}
+
+/// How much of a cell's results (encoded images included) a call keeps.
+const MAX_RESULTS_BYTES: usize = 128 << 20;
+/// How long to wait, after the box ended, for the last result bytes.
+const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Writes the cell to the driver and reads everything it sends back, until EOF.
+fn driver_io(
+    ours: std::os::unix::net::UnixStream,
+    code: &str,
+) -> Result<tokio::task::JoinHandle<(Vec<u8>, bool)>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    ours.set_nonblocking(true)
+        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+    let sock = tokio::net::UnixStream::from_std(ours)
+        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+    let (mut rx, mut tx) = sock.into_split();
+    let cell = driver::cell_frame(1, code, true);
+    tokio::spawn(async move {
+        // A box that dies before reading the cell closes the socket: nothing to report here,
+        // the call's fault says what happened.
+        let _ = tx.write_all(&cell).await;
+        drop(tx);
+    });
+    Ok(tokio::spawn(async move {
+        let mut out = Vec::new();
+        let mut buf = vec![0u8; 256 * 1024];
+        let mut capped = false;
+        loop {
+            match rx.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if out.len() + n > MAX_RESULTS_BYTES {
+                        capped = true;
+                    } else {
+                        out.extend_from_slice(&buf[..n]);
+                    }
+                }
+            }
+        }
+        (out, capped)
+    }))
 }
 
 /// How many prepared kerns a session keeps. Each has moved into its cgroup (an RCU grace
@@ -211,7 +257,7 @@ impl Sandbox {
     ) -> Result<ExecResult> {
         let opened = self.opened().await?;
         let cfg = &opened.config;
-        let (argv, lang_env) = match (&req.argv, &req.code) {
+        let (argv, lang_env, cell) = match (&req.argv, &req.code) {
             (Some(argv), None) => {
                 if argv.is_empty() || argv[0].is_empty() {
                     return Err(Error::Invalid(
@@ -221,10 +267,12 @@ impl Sandbox {
                 if argv.iter().any(|a| a.contains('\0')) {
                     return Err(Error::Invalid("an argv element contains a NUL byte".into()));
                 }
-                (argv.clone(), Vec::new())
+                (argv.clone(), Vec::new(), None)
             }
             (None, Some(code)) => {
-                Language::parse(req.language.as_deref().unwrap_or("python"))?.argv(code)?
+                let l =
+                    Language::parse(req.language.as_deref().unwrap_or("python"))?.launch(code)?;
+                (l.argv, l.env, l.cell)
             }
             _ => return Err(Error::Invalid("a call needs either argv or code".into())),
         };
@@ -255,6 +303,7 @@ impl Sandbox {
             env,
             hostname: DEFAULT_HOSTNAME.into(),
             user: opened.image.user.clone(),
+            channel: cell.is_some(),
         };
 
         // Held until the workspace walks after the box are done: close() waits for it.
@@ -278,21 +327,64 @@ impl Sandbox {
         } else {
             None
         };
+        // A python cell goes to the driver on its own socket, which also brings the results
+        // back: read concurrently, so the box never blocks on a full socket.
+        let (channel, results_rx) = match &cell {
+            Some(code) => {
+                let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+                    .map_err(|e| Error::Runtime(format!("socketpair for the driver: {e}")))?;
+                (Some(OwnedFd::from(theirs)), Some(driver_io(ours, code)?))
+            }
+            None => (None, None),
+        };
         let kern = opened.kern(&self.kern)?;
-        let outcome = match kern
-            .run(&spec, cfg.max_output, sink.clone(), cancel.clone())
-            .await?
-        {
+        let first = kern
+            .run(
+                &spec,
+                cfg.max_output,
+                sink.clone(),
+                cancel.clone(),
+                channel.as_ref(),
+            )
+            .await?;
+        let outcome = match first {
             Some(o) => o,
             // The spare died before it got the spec: nothing ran; use a fresh kern.
             None => Kern::spawn(&self.kern, &cfg.limits)?
-                .run(&spec, cfg.max_output, sink, cancel)
+                .run(&spec, cfg.max_output, sink, cancel, channel.as_ref())
                 .await?
                 .ok_or_else(|| {
                     Error::Runtime("the kern runtime exited before it read the box spec".into())
                 })?,
         };
+        // Our copy of the box's end goes now: the reader sees EOF once the box's copies are gone.
+        drop(channel);
+        let mut notes = Vec::new();
+        let results = match results_rx {
+            Some(rx) => {
+                let (bytes, capped) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
+                    Ok(Ok(r)) => r,
+                    _ => (Vec::new(), false),
+                };
+                let (frames, cut) = driver::split_frames(&bytes);
+                if capped {
+                    notes.push(format!(
+                        "note: the call's rich results passed {} MiB; the rest were dropped",
+                        MAX_RESULTS_BYTES >> 20
+                    ));
+                } else if cut && outcome.report.fault.is_none() {
+                    notes.push("note: the python driver's last result frame was cut off".into());
+                }
+                let (bundles, refused) = driver::results(&frames);
+                notes.extend(refused);
+                bundles
+            }
+            None => Vec::new(),
+        };
         let mut stderr = String::from_utf8_lossy(&outcome.stderr).into_owned();
+        for n in &notes {
+            push_note(&mut stderr, n);
+        }
         let files = match before {
             Some(before) => {
                 let ws = workspace.clone();
@@ -320,6 +412,7 @@ impl Sandbox {
             fault: outcome.report.fault,
             files,
             truncated: outcome.truncated,
+            results,
         })
     }
 }

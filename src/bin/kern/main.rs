@@ -13,8 +13,7 @@ use kern_sandbox::session::base_env;
 use kern_sandbox::session::options::{
     check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
-use std::io::BufRead;
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -119,16 +118,31 @@ fn report(r: Result<(), String>) -> ExitCode {
     }
 }
 
-/// Reads one `\n`-terminated line; `None` at EOF before any byte.
-fn read_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
-    let mut line = Vec::new();
-    match r.read_until(b'\n', &mut line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => {
-            if line.last() == Some(&b'\n') {
+/// The control socket (fd 0), read line by line with `recvmsg`: a descriptor the addon sends
+/// with the spec line (the box's channel) arrives with it, where a buffered `read` would drop it.
+struct Control {
+    buf: Vec<u8>,
+    fds: Vec<OwnedFd>,
+}
+
+impl Control {
+    /// One `\n`-terminated line; `None` at EOF (or an error) before its end.
+    fn line(&mut self) -> Option<Vec<u8>> {
+        let mut chunk = vec![0u8; 64 * 1024];
+        loop {
+            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+                let rest = self.buf.split_off(i + 1);
+                let mut line = std::mem::replace(&mut self.buf, rest);
                 line.pop();
+                return Some(line);
             }
-            Some(line)
+            match sys::recv_with_fds(0, &mut chunk) {
+                Ok((0, _)) | Err(_) => return None,
+                Ok((n, fds)) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    self.fds.extend(fds);
+                }
+            }
         }
     }
 }
@@ -140,9 +154,11 @@ fn read_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
 fn boxed() -> ExitCode {
     // Whatever else the caller's process leaked to us stays out of the box's reach.
     sys::close_others(&[]);
-    let stdin = std::io::stdin();
-    let mut reader = stdin.lock();
-    let limits: Limits = match read_line(&mut reader).map(|l| serde_json::from_slice(&l)) {
+    let mut control = Control {
+        buf: Vec::new(),
+        fds: Vec::new(),
+    };
+    let limits: Limits = match control.line().map(|l| serde_json::from_slice(&l)) {
         Some(Ok(l)) => l,
         Some(Err(e)) => {
             eprintln!("kern box: bad caps line: {e}");
@@ -151,7 +167,7 @@ fn boxed() -> ExitCode {
         None => return ExitCode::SUCCESS,
     };
     let prepared = monitor::prepare(&limits);
-    let spec: BoxSpec = match read_line(&mut reader).map(|l| serde_json::from_slice(&l)) {
+    let spec: BoxSpec = match control.line().map(|l| serde_json::from_slice(&l)) {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
             eprintln!("kern box: bad spec: {e}");
@@ -163,14 +179,14 @@ fn boxed() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    drop(reader);
+    let channel = control.fds.pop();
     // SAFETY: fd 0 is the control socket for the whole life of this process; this borrow ends
     // before `detach_stdio` replaces it.
-    let control = unsafe { BorrowedFd::borrow_raw(0) };
-    run_box(&spec, prepared, Some(control), &mut |report| {
+    let socket = unsafe { BorrowedFd::borrow_raw(0) };
+    run_box(&spec, prepared, Some(socket), channel, &mut |report| {
         let mut out = serde_json::to_vec(report).unwrap_or_default();
         out.push(b'\n');
-        let _ = nix::unistd::write(control, &out);
+        let _ = nix::unistd::write(socket, &out);
         // The caller is done once these close: the cgroup teardown that follows is ours.
         let _ = sys::detach_stdio();
     });
@@ -239,10 +255,11 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         env,
         hostname: DEFAULT_HOSTNAME.into(),
         user: opened.user.clone(),
+        channel: false,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
-    run_box(&spec, prepared, None, &mut |report| {
+    run_box(&spec, prepared, None, None, &mut |report| {
         if let Some(f) = &report.fault {
             monitor::note(
                 "warning",

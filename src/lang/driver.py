@@ -1,0 +1,812 @@
+# kern-sandbox Python driver: runs notebook cells with IPython's display rules.
+#
+# Started in the box as `python3 -c <this file>` with a UNIX stream socket on fd 3, its only
+# channel to the host (stdout and stderr belong to the user's code). Stdlib only, Python 3.8+.
+#
+# Frames, both ways: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one object).
+#   host -> driver  {"type": "cell", "id": N, "code": "...", "once": false}
+#   driver -> host  {"type": "display", "data": {mime: value}, "metadata": {...}}   display(), figures
+#                   {"type": "result", "data": {...}, "metadata": {...}}     the last bare expression
+#                   {"type": "error", "ename": ..., "evalue": ..., "traceback": "..."}
+#                   {"type": "done", "id": N, "status": "ok" | "error", "exit": int | null}   last
+# The driver answers cells until fd 3 reaches EOF, or exits after one cell that says "once": true
+# (exit code 0, 1 if the cell raised, or the SystemExit code). A broken channel or a malformed
+# frame ends it with exit code 70 and a line on stderr.
+#
+# Start-up cost is paid by every cold runCode, and Python compiles a -c program on every start
+# (about 0.25 ms per KB of code), so the driver comes in two parts: the core below, compiled at
+# start, imports only modules that are built in or already loaded (the C halves of json and ast);
+# the rich-display part (_RICH, after it) is a string compiled on first need: the first value that
+# is not a plain builtin, the first error, display(), matplotlib, or a moment when the driver is
+# idle. json, traceback, linecache and asyncio are never imported by the driver before they are
+# needed. Everything the driver relies on is captured at start, so a cell that rebinds json.dumps,
+# os.write, sys.stdout or builtins.display cannot break the delivery of results.
+
+
+def _kern_driver(rich_source):
+    import builtins, io, os, sys, _thread
+
+    CHANNEL_FD = 3
+    MAX_FRAME = 256 << 20
+    CO_COROUTINE = 0x80
+    write, read, close, getpid, _exit = os.write, os.read, os.close, os.getpid, os._exit
+    modules = sys.modules
+    allocate_lock, get_ident = _thread.allocate_lock, _thread.get_ident
+    DRIVER_FILE = (lambda: 0).__code__.co_filename
+
+    class _M:
+        def m(self):
+            pass
+
+    MethodType = type(_M().m)
+
+    class State:
+        fd = -1  # the channel; -1 in a forked child
+        pid = getpid()
+        main_thread = get_ident()
+        in_cell = False  # SIGINT raises KeyboardInterrupt only while user code runs...
+        writing = False  # ...and never while the main thread is writing a frame
+        pending = False
+        future = 0  # __future__ flags set by earlier cells
+        future_mask = None
+        loop = None  # asyncio loop for top-level await, made on first need
+        format_exception = None  # traceback.format_exception, captured on first use
+
+    st = State()
+    lock = allocate_lock()
+
+    def flush_std():
+        for name in ("stdout", "stderr", "__stdout__", "__stderr__"):
+            try:
+                getattr(sys, name).flush()
+            except BaseException:
+                pass
+
+    def die(msg):
+        flush_std()
+        try:
+            write(2, ("kern driver: %s\n" % msg).encode("utf-8", "replace"))
+        except OSError:
+            pass
+        _exit(70)
+
+    def safe_str(obj):
+        try:
+            return str(obj)
+        except BaseException:
+            return "<str() of %s failed>" % type(obj).__name__
+
+    def err(text):
+        """Write to the user's stderr (sys.stderr as it is now, else fd 2)."""
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            return
+        except BaseException:
+            pass
+        try:
+            write(2, text.encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    # ---- the channel: off fd 3, so children never inherit it and nothing else writes to it
+    try:
+        st.fd = os.dup(CHANNEL_FD)
+    except OSError:
+        die("fd 3 (the result channel) is not open")
+    os.set_inheritable(st.fd, False)
+    close(CHANNEL_FD)
+
+    def after_fork_in_child():
+        # A forked child (os.fork, multiprocessing) must never write into the parent's stream.
+        if st.fd >= 0:
+            try:
+                close(st.fd)
+            except OSError:
+                pass
+            st.fd = -1
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
+
+    # ---- JSON: the C scanner and encoder behind the json package, which would import re and
+    # enum at start-up; the json package is the fallback when the private API is not there.
+    def no_default(o):
+        raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+    try:
+        import _json
+
+        make_encoder, encode_str = _json.make_encoder, _json.encode_basestring
+
+        def dumps(obj):
+            return "".join(make_encoder({}, no_default, encode_str, None, ":", ",", False, False, False)(obj, 0))
+
+        def bad_constant(name):
+            raise ValueError("%s is not valid JSON" % name)
+
+        class ScanContext:
+            strict = True
+            object_hook = None
+            object_pairs_hook = None
+            parse_float = float
+            parse_int = int
+            parse_constant = bad_constant
+            memo = {}
+
+        scan = _json.make_scanner(ScanContext())
+
+        def loads(s):
+            s = s.strip(" \t\r\n")
+            try:
+                obj, end = scan(s, 0)
+            except StopIteration:
+                raise ValueError("not JSON")
+            if end != len(s):
+                raise ValueError("extra data after the JSON value")
+            return obj
+
+        if dumps({"a": [1, "\xe9", None, True, 1.5]}) != '{"a":[1,"\xe9",null,true,1.5]}' or loads(
+            '{"a": [1, "\\u00e9"]}'
+        ) != {"a": [1, "\xe9"]}:
+            raise ImportError("_json behaves unlike this driver expects")
+    except Exception:
+        import json
+
+        dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
+        loads = json.JSONDecoder().decode
+
+    def utf8(text):
+        try:
+            return text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: pair what pairs, U+FFFD for the rest
+            return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
+
+    # ---- frames
+    def send_raw(payload):
+        if st.fd < 0:
+            return
+        flush_std()
+        main = get_ident() == st.main_thread
+        with lock:
+            if main:
+                st.writing = True
+            try:
+                view = memoryview(len(payload).to_bytes(4, "big") + payload)
+                while view:
+                    view = view[write(st.fd, view):]
+            except OSError as e:
+                die("the result channel broke: %s" % e)
+            finally:
+                if main:
+                    st.writing = False
+        if main and st.pending and st.in_cell:
+            st.pending = False
+            raise KeyboardInterrupt
+
+    def send(obj):
+        send_raw(utf8(dumps(obj)))
+
+    def read_exact(n, at_boundary):
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = read(st.fd, min(n - len(buf), 1 << 20))
+            except OSError as e:
+                die("reading the channel failed: %s" % e)
+            if not chunk:
+                if at_boundary and not buf:
+                    return None
+                die("the channel closed in the middle of a frame")
+            buf += chunk
+        return bytes(buf)
+
+    def recv():
+        head = read_exact(4, True)
+        if head is None:
+            return None
+        size = int.from_bytes(head, "big")
+        if size > MAX_FRAME:
+            die("a frame of %d bytes is over the %d-byte limit" % (size, MAX_FRAME))
+        body = read_exact(size, False) if size else b""
+        try:
+            return loads(body.decode("utf-8"))
+        except Exception as e:
+            die("a frame is not a UTF-8 JSON object: %s" % e)
+
+    # ---- SIGINT: KeyboardInterrupt in user code as usual, but never in the middle of a frame
+    # and never in the driver's own code between cells (there it is dropped).
+    def on_sigint(signum, frame):
+        if st.in_cell and not st.writing:
+            raise KeyboardInterrupt
+        st.pending = True
+
+    try:
+        import _signal
+
+        if _signal.getsignal(_signal.SIGINT) is _signal.default_int_handler:
+            _signal.signal(_signal.SIGINT, on_sigint)
+    except Exception:
+        pass
+
+    # ---- cell sources, for tracebacks, warnings and inspect.getsource (linecache loads lazily)
+    sources = {}
+
+    def register(fname, code):
+        text = code.replace("\r\n", "\n").replace("\r", "\n")
+        lines = [line + "\n" for line in text.split("\n")]
+        if text.endswith("\n"):
+            lines.pop()
+        sources[fname] = (len(code), None, lines, fname)  # mtime None: checkcache leaves it be
+        linecache = modules.get("linecache")
+        if linecache is not None:
+            try:
+                linecache.cache[fname] = sources[fname]
+            except Exception:
+                pass
+
+    def sync_linecache(linecache):
+        try:
+            linecache.cache.update(sources)
+        except Exception:
+            pass
+
+    # ---- the rich-display part, compiled on first need
+    rich_env = {}
+    _exec, _compile = exec, compile
+
+    def rich():
+        if not rich_env:
+            env = dict(st=st, sys=sys, modules=modules, err=err, send=send, send_raw=send_raw, dumps=dumps,
+                       loads=loads, utf8=utf8, safe_str=safe_str, sync_linecache=sync_linecache,
+                       MAX_FRAME=MAX_FRAME, DRIVER_FILE=DRIVER_FILE, MethodType=MethodType, BytesIO=io.BytesIO)
+            env["__builtins__"] = builtins
+            _exec(_compile(rich_source, DRIVER_FILE, "exec", dont_inherit=True), env)
+            rich_env.update(env)
+        return rich_env
+
+    def display(*objs, include=None, exclude=None, metadata=None, raw=False, **kwargs):
+        """Show each object as a rich output below the cell, in order (IPython's display()).
+        raw=True sends dicts of {mime: data} as they are; display_id and the like are ignored."""
+        rich()["display"](objs, include, exclude, metadata, raw)
+
+    builtins.display = display
+
+    # ---- matplotlib: Agg; every open figure is shown after the cell, and plt.show() shows them now
+    if "MPLBACKEND" not in os.environ:
+        os.environ["MPLBACKEND"] = "Agg"
+
+    def on_pyplot(plt):
+        rich()["patch_show"](plt)
+
+    # Run a callback right after a module is first imported (a finder first on sys.meta_path that
+    # wraps the real loader), so the driver never has to import these modules itself.
+    after_import = {"linecache": sync_linecache, "matplotlib.pyplot": on_pyplot}
+
+    class Loader:
+        def __init__(self, inner, callback):
+            self._inner, self._callback = inner, callback
+
+        def __getattr__(self, name):
+            if name.startswith("__") or name in ("_inner", "_callback"):
+                raise AttributeError(name)
+            return getattr(self._inner, name)
+
+        def create_module(self, spec):
+            create = getattr(self._inner, "create_module", None)
+            return create(spec) if create is not None else None
+
+        def exec_module(self, module):
+            self._inner.exec_module(module)
+            try:
+                self._callback(module)
+            except Exception:
+                pass
+
+    class AfterImport:
+        busy = set()
+
+        def find_spec(self, name, path=None, target=None):
+            callback = after_import.get(name)
+            if callback is None or name in self.busy:
+                return None
+            self.busy.add(name)
+            try:
+                for finder in list(sys.meta_path):
+                    find = None if finder is self else getattr(finder, "find_spec", None)
+                    spec = find(name, path, target) if find is not None else None
+                    if spec is not None:
+                        break
+                else:
+                    return None
+            except Exception:
+                return None
+            finally:
+                self.busy.discard(name)
+            if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+                return None
+            spec.loader = Loader(spec.loader, callback)
+            return spec
+
+        def invalidate_caches(self):
+            pass
+
+    sys.meta_path.insert(0, AfterImport())
+    if "linecache" in modules:
+        sync_linecache(modules["linecache"])
+
+    # ---- the user's namespace: a fresh __main__ module, shared by every cell
+    user_module = type(sys)("__main__")
+    ns = user_module.__dict__
+    ns["__builtins__"] = builtins
+    st.driver_main = modules.get("__main__")  # kept alive: the driver's own globals live there
+    ns["__loader__"] = getattr(st.driver_main, "__loader__", None)
+    modules["__main__"] = user_module
+
+    # ---- running a cell
+    import _ast
+
+    ONLY_AST, TOP_LEVEL_AWAIT = _ast.PyCF_ONLY_AST, _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    Expr, Module, Expression = _ast.Expr, _ast.Module, _ast.Expression
+
+    def future_flags(code_obj):
+        if st.future_mask is None:
+            import __future__
+
+            st.future_mask = 0
+            for feature in __future__.all_feature_names:
+                st.future_mask |= getattr(__future__, feature).compiler_flag
+        return code_obj.co_flags & st.future_mask
+
+    def quiet(code, last):
+        """IPython's rule: a cell whose last line ends with ';' shows no value. The text after
+        the last statement can only hold ';', blanks, comments and line continuations."""
+        lines = code.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        try:
+            row, col = last.end_lineno, last.end_col_offset
+            tail = [lines[row - 1].encode("utf-8")[col:].decode("utf-8", "replace")] + lines[row:]
+        except Exception:
+            tail = [line for line in lines if line.strip() and not line.lstrip().startswith("#")][-1:]
+        return any(";" in line.split("#", 1)[0] for line in tail)
+
+    def run(code_obj):
+        if code_obj.co_flags & CO_COROUTINE:  # top-level await
+            import asyncio
+
+            if st.loop is None or st.loop.is_closed():
+                st.loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(st.loop)
+            return st.loop.run_until_complete(eval(code_obj, ns))
+        return eval(code_obj, ns)
+
+    PLAIN = {int, float, complex, bool, str, bytes, list, tuple, dict, set, frozenset, range}
+
+    def show_result(value):
+        """Sends the value of the cell's last expression; returns it when it is a figure (which
+        the end-of-cell flush then leaves out). A plain builtin value needs only its repr()."""
+        if type(value) in PLAIN:
+            try:
+                text = repr(value)
+            except Exception:
+                text = None
+            if text is not None and len(text) < (1 << 20):
+                send({"type": "result", "data": {"text/plain": text}, "metadata": {}})
+                return None
+        return rich()["show_result"](value)
+
+    def exit_status(e):
+        code = e.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code & 0xFF
+        err(safe_str(code) + "\n")
+        return 1
+
+    def compile_cell(code, fname):
+        """(code before the last expression, the last expression or None, show its value?)"""
+        flags = st.future
+        if "await" in code or "async" in code:
+            flags |= TOP_LEVEL_AWAIT
+        tree = compile(code, fname, "exec", ONLY_AST | flags, dont_inherit=True)
+        body = tree.body
+        if not body or not isinstance(body[-1], Expr):
+            head = compile(tree, fname, "exec", flags, dont_inherit=True)
+            if "__future__" in code:
+                st.future |= future_flags(head)
+            return head, None, False
+        head = compile(Module(body=body[:-1], type_ignores=[]), fname, "exec", flags, dont_inherit=True)
+        if "__future__" in code:
+            st.future |= future_flags(head)
+        flags |= st.future
+        tail = compile(Expression(body=body[-1].value), fname, "eval", flags, dont_inherit=True)
+        return head, tail, not quiet(code, body[-1])
+
+    def run_cell(cell_id, code, once):
+        """Runs one cell and sends its frames; returns (status, exit code or None)."""
+        fname = "<cell>" if once else "<cell-%d>" % cell_id
+        register(fname, code)
+        if getattr(builtins, "display", None) is None:
+            builtins.display = display
+        failed, exit_code, shown = False, None, None
+        st.pending = False
+        st.in_cell = True
+        try:
+            try:
+                head, tail, show = compile_cell(code, fname)
+            except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
+                st.in_cell = False
+                rich()["show_error"](e, None)
+                return "error", None
+            run(head)
+            if tail is not None:
+                value = run(tail)
+                if show and value is not None and st.fd >= 0:
+                    shown = show_result(value)
+        except SystemExit as e:
+            st.in_cell = False
+            exit_code = exit_status(e)
+        except BaseException as e:
+            st.in_cell = False
+            failed = True
+            rich()["show_error"](e, fname)
+        finally:
+            st.in_cell = False
+        if getpid() != st.pid:  # a forked child came back from the cell: it ends here
+            flush_std()
+            _exit(exit_code if exit_code is not None else int(failed))
+        if "matplotlib.pyplot" in modules:
+            rich()["flush_figures"](shown)
+        return ("error" if failed or exit_code else "ok"), exit_code
+
+    # ---- the loop: one cell frame in, its frames out, until EOF or a once-cell
+    while True:
+        if not rich_env:  # idle (a prewarmed box, a kernel between cells): compile the rest now
+            try:
+                import select
+
+                if not select.select([st.fd], [], [], 0)[0]:
+                    rich()
+            except Exception:
+                pass
+        frame = recv()
+        if frame is None:
+            return
+        if not isinstance(frame, dict) or frame.get("type") != "cell":
+            die("expected a cell frame, got %.200r" % (frame,))
+        cell_id, code, once = frame.get("id"), frame.get("code"), frame.get("once", False)
+        if type(cell_id) is not int or not isinstance(code, str) or not isinstance(once, bool):
+            die("a cell frame needs an int id, a str code and a bool once: %.200r" % (frame,))
+        try:
+            status, exit_code = run_cell(cell_id, code, once)
+            send({"type": "done", "id": cell_id, "status": status, "exit": exit_code})
+        except Exception as e:
+            die("internal error: %s: %s" % (type(e).__name__, safe_str(e)))
+        if once:
+            close(st.fd)
+            st.fd = -1
+            raise SystemExit(exit_code if exit_code is not None else int(status != "ok"))
+
+
+_RICH = r'''
+# The rich-display part of the driver (see the top of the file). Its globals are the names the
+# core hands over in rich().
+import binascii
+
+b2a = binascii.b2a_base64
+
+
+# ---- tracebacks
+def exc_line(e):
+    t = type(e)
+    name = t.__qualname__ if t.__module__ in ("builtins", "__main__") else "%s.%s" % (t.__module__, t.__qualname__)
+    msg = safe_str(e)
+    return "%s: %s\n" % (name, msg) if msg else name + "\n"
+
+def user_tb(tb, fname):
+    """The traceback without the driver's frames: from the cell's first frame when there is
+    one, else from the first frame that is not the driver's."""
+    if fname is not None:
+        t = tb
+        while t is not None and t.tb_frame.f_code.co_filename != fname:
+            t = t.tb_next
+        if t is not None:
+            return t
+    while tb is not None and tb.tb_frame.f_code.co_filename == DRIVER_FILE:
+        tb = tb.tb_next
+    return tb
+
+def format_exc(e, tb):
+    fmt = st.format_exception
+    if fmt is None:
+        try:
+            import traceback
+
+            fmt = st.format_exception = traceback.format_exception
+        except Exception:
+            fmt = None
+    linecache = modules.get("linecache")
+    if linecache is not None:
+        sync_linecache(linecache)
+    try:
+        text = "".join(fmt(type(e), e, tb))
+        if isinstance(text, str) and text:
+            return text
+    except Exception:
+        pass
+    lines = ["Traceback (most recent call last):\n"] if tb is not None else []
+    while tb is not None:
+        co = tb.tb_frame.f_code
+        lines.append('  File "%s", line %s, in %s\n' % (co.co_filename, tb.tb_lineno, co.co_name))
+        tb = tb.tb_next
+    return "".join(lines) + exc_line(e)
+
+def report(e, what):
+    """A problem that does not fail the cell (a raising repr method): said on stderr."""
+    err("%s\n%s" % (what, format_exc(e, user_tb(e.__traceback__, None))))
+
+
+# ---- rich display: IPython's formatter rules
+TEXT_MIMES = ("text/plain", "text/html", "text/markdown", "text/latex", "image/svg+xml", "application/javascript")
+BINARY_MIMES = ("image/png", "image/jpeg", "application/pdf")
+REPR_METHODS = (
+    ("_repr_html_", "text/html"),
+    ("_repr_markdown_", "text/markdown"),
+    ("_repr_svg_", "image/svg+xml"),
+    ("_repr_png_", "image/png"),
+    ("_repr_jpeg_", "image/jpeg"),
+    ("_repr_pdf_", "application/pdf"),
+    ("_repr_json_", "application/json"),
+    ("_repr_latex_", "text/latex"),
+    ("_repr_javascript_", "application/javascript"),
+)
+BYTES_TYPES = (bytes, bytearray, memoryview)
+
+def type_name(obj):
+    return obj.__name__ if isinstance(obj, type) else type(obj).__name__
+
+def lookup(obj, name):
+    """A display method the object really has: not one conjured by a __getattr__ that answers
+    every name, and not a plain function found on a class object (display(SomeClass))."""
+    try:
+        if getattr(obj, "_kern_driver_no_such_method_", None) is not None:
+            return None
+        method = getattr(obj, name, None)
+    except Exception:
+        return None
+    if method is None or (isinstance(obj, type) and not isinstance(method, MethodType)):
+        return None
+    return method if callable(method) else None
+
+def call(obj, method, name, what, *args, **kwargs):
+    try:
+        return method(*args, **kwargs)
+    except Exception as e:
+        report(e, "%s.%s() raised %s, so %s is left out of the display:" % (type_name(obj), name, type(e).__name__, what))
+        return None
+
+def safe_repr(obj):
+    try:
+        return repr(obj)
+    except Exception as e:
+        report(e, "repr() of a %s object raised %s:" % (type_name(obj), type(e).__name__))
+        return "<unrepresentable object: %s: %s>" % (type(e).__name__, safe_str(e))
+
+def b64(data):
+    return b2a(bytes(data), newline=False).decode("ascii")
+
+def wire_value(mime, value, source):
+    """The value as it goes on the wire for `mime`, or None (and a line on stderr)."""
+    if mime in BINARY_MIMES:
+        if isinstance(value, str):
+            return value  # already base64
+        if isinstance(value, BYTES_TYPES):
+            return b64(value)
+        want = "bytes or a base64 str"
+    elif mime in TEXT_MIMES or mime.startswith("text/"):
+        if isinstance(value, str):
+            return value
+        if isinstance(value, BYTES_TYPES):
+            return bytes(value).decode("utf-8", "replace")
+        want = "str"
+    elif mime == "application/json":
+        if isinstance(value, (dict, list)):
+            return value
+        if isinstance(value, str):
+            try:
+                parsed = loads(value)
+                if isinstance(parsed, (dict, list)):
+                    return parsed
+            except Exception:
+                pass
+        want = "a dict or a list"
+    elif isinstance(value, BYTES_TYPES):
+        return b64(value)
+    else:
+        return value  # any JSON value; checked when the frame is encoded
+    err("%s returned %s, not %s, so %s is left out of the display\n" % (source, type(value).__name__, want, mime))
+    return None
+
+def figure_class():
+    figure = modules.get("matplotlib.figure")
+    return getattr(figure, "Figure", None) if figure is not None else None
+
+def figure_bundle(fig):
+    data = {"text/plain": safe_repr(fig)}
+    try:
+        if fig.axes or getattr(fig, "lines", None):  # like IPython: an empty figure is text only
+            buf = BytesIO()
+            fig.savefig(buf, format="png", bbox_inches="tight")
+            data["image/png"] = b64(buf.getvalue())
+    except Exception as e:
+        report(e, "rendering %s raised %s, so image/png is left out of the display:" % (data["text/plain"], type(e).__name__))
+    return data, {}
+
+def bundle(obj, include=None, exclude=None):
+    figure = figure_class()
+    if figure is not None and isinstance(obj, figure):
+        data, md = figure_bundle(obj)
+    else:
+        given, md = {}, {}
+        method = lookup(obj, "_repr_mimebundle_")
+        if method is not None:
+            r = call(obj, method, "_repr_mimebundle_", "its bundle", include=include, exclude=exclude)
+            if isinstance(r, tuple) and len(r) == 2:
+                r, m = r
+                if isinstance(m, dict):
+                    md.update(m)
+            if isinstance(r, dict):
+                given = r
+            elif r is not None:
+                err("%s._repr_mimebundle_() returned %s, not a dict; ignored\n" % (type_name(obj), type(r).__name__))
+        data = {}
+        if "text/plain" in given:
+            value = wire_value("text/plain", given["text/plain"], "_repr_mimebundle_()")
+            if value is not None:
+                data["text/plain"] = value
+        else:
+            data["text/plain"] = safe_repr(obj)
+        for mime, value in given.items():
+            if mime != "text/plain" and isinstance(mime, str):
+                value = wire_value(mime, value, "%s._repr_mimebundle_()" % type_name(obj))
+                if value is not None:
+                    data[mime] = value
+        for name, mime in REPR_METHODS:
+            if mime in data or (include and mime not in include) or (exclude and mime in exclude):
+                continue
+            method = lookup(obj, name)
+            if method is None:
+                continue
+            r = call(obj, method, name, mime)
+            if isinstance(r, tuple) and len(r) == 2:
+                r, m = r
+                if m is not None:
+                    md[mime] = m
+            if r is not None:
+                value = wire_value(mime, r, "%s.%s()" % (type_name(obj), name))
+                if value is not None:
+                    data[mime] = value
+    if include:
+        data = {k: v for k, v in data.items() if k in include}
+    if exclude:
+        data = {k: v for k, v in data.items() if k not in exclude}
+    return data, md
+
+def send_bundle(kind, data, md):
+    frame = {"type": kind, "data": data, "metadata": md}
+    try:
+        payload = utf8(dumps(frame))
+    except Exception:
+        for mime in list(data):
+            try:
+                dumps(data[mime])
+            except Exception as e:
+                err("%s cannot be sent (%s: %s); left out of the display\n" % (mime, type(e).__name__, e))
+                del data[mime]
+        try:
+            dumps(md)
+        except Exception as e:
+            err("display metadata cannot be sent (%s: %s); dropped\n" % (type(e).__name__, e))
+            frame["metadata"] = {}
+        try:
+            payload = utf8(dumps(frame))
+        except Exception as e:
+            err("a %s could not be encoded (%s); dropped\n" % (kind, e))
+            return
+    if len(payload) + 4 > MAX_FRAME:
+        err("a %s of %d bytes is over the %d-byte frame limit; only its text/plain is sent\n" % (kind, len(payload), MAX_FRAME))
+        frame["data"] = {k: v for k, v in data.items() if k == "text/plain"}
+        frame["metadata"] = {}
+        payload = utf8(dumps(frame))
+        if len(payload) + 4 > MAX_FRAME:
+            return
+    send_raw(payload)
+
+def publish(kind, obj, metadata=None, include=None, exclude=None):
+    if st.fd < 0:
+        return
+    figure = figure_class()
+    if figure is None or not isinstance(obj, figure):
+        method = lookup(obj, "_ipython_display_")
+        if method is not None:
+            try:
+                method()
+                return
+            except Exception as e:
+                report(e, "%s._ipython_display_() raised %s; displaying it the usual way:" % (type_name(obj), type(e).__name__))
+    data, md = bundle(obj, include, exclude)
+    if isinstance(metadata, dict):
+        md.update(metadata)
+    send_bundle(kind, data, md)
+
+def display(objs, include, exclude, metadata, raw):
+    for obj in objs:
+        if raw and isinstance(obj, dict):
+            data = {}
+            for mime, value in obj.items():
+                if isinstance(mime, str):
+                    value = wire_value(mime, value, "display(raw=True)")
+                    if value is not None:
+                        data[mime] = value
+            send_bundle("display", data, dict(metadata) if isinstance(metadata, dict) else {})
+        else:
+            publish("display", obj, metadata, include, exclude)
+
+def show_result(value):
+    publish("result", value)
+    figure = figure_class()
+    return value if figure is not None and isinstance(value, figure) else None
+
+
+def flush_figures(skip=None):
+    plt = modules.get("matplotlib.pyplot")
+    if plt is None:
+        return
+    try:
+        nums = list(plt.get_fignums())
+    except Exception as e:
+        report(e, "matplotlib.pyplot.get_fignums() raised %s:" % type(e).__name__)
+        nums = []
+    try:
+        for num in nums:
+            try:
+                fig = plt.figure(num)
+            except Exception as e:
+                report(e, "matplotlib.pyplot.figure(%r) raised %s:" % (num, type(e).__name__))
+                continue
+            if fig is not skip:
+                data, md = figure_bundle(fig)
+                send_bundle("display", data, md)
+    finally:
+        try:
+            plt.close("all")
+        except Exception as e:
+            report(e, "matplotlib.pyplot.close('all') raised %s:" % type(e).__name__)
+
+def patch_show(plt):
+    original = plt.show
+
+    def show(*args, **kwargs):
+        try:
+            backend = safe_str(modules["matplotlib"].get_backend()).lower()
+        except Exception:
+            backend = ""
+        if backend != "agg":
+            return original(*args, **kwargs)
+        flush_figures()  # as matplotlib-inline does: display every open figure, close them
+
+    show.__doc__ = original.__doc__
+    show.__wrapped__ = original
+    plt.show = show
+
+
+def show_error(e, fname):
+    tb = user_tb(e.__traceback__, fname) if fname is not None else None
+    text = format_exc(e, tb)
+    sys.last_type, sys.last_value, sys.last_traceback = type(e), e, tb
+    if hasattr(sys, "last_exc"):
+        sys.last_exc = e
+    err(text)
+    send({"type": "error", "ename": type(e).__name__, "evalue": safe_str(e), "traceback": text})
+'''
+
+_kern_driver(_RICH)
