@@ -212,16 +212,61 @@ class Sandbox {
   async listFiles() { throw notBuilt('listFiles()'); }
   snapshot() { throw notBuilt('snapshot()'); }
   restore() { throw notBuilt('restore()'); }
-  async kernel() { throw notBuilt('kernel() (the warm Python kernel)'); }
+  async kernel(opts) {
+    if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) {
+      throw new SandboxError('kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })');
+    }
+    for (const k of Object.keys(opts || {})) {
+      if (k !== 'timeoutS') throw new SandboxError(`unknown kernel() option \`${k}\`; it takes timeoutS`);
+    }
+    const nk = await callNative(() => this.#native.kernel(toWire({ timeoutS: opts ? opts.timeoutS : undefined }, 'kernel option')));
+    return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
+  }
 }
+
+const KERNEL_TOKEN = Symbol('kernel');
 
 function notBuilt(what) {
   return new SandboxError(`${what} is not built yet in kern-sandbox ${version}; see the README's "Not built yet"`);
 }
 
 class Kernel {
-  constructor() {
-    throw notBuilt('Kernel');
+  #native;
+  #onStdout;
+  #onStderr;
+  // Cells run in the order they were called: each waits for the one before it here, on the JS
+  // thread, since calls that reach the native side together may be scheduled in any order.
+  #tail = Promise.resolve();
+
+  constructor(token, nativeKernel, onStdout, onStderr) {
+    if (token !== KERNEL_TOKEN) throw new SandboxError('a Kernel comes from `await sandbox.kernel()`, not `new Kernel()`');
+    this.#native = nativeKernel;
+    this.#onStdout = onStdout;
+    this.#onStderr = onStderr;
+  }
+
+  async runCode(code, opts) {
+    if (typeof code !== 'string') throw new SandboxError('runCode(code) takes the code as a string');
+    if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) {
+      throw new SandboxError('per-cell options must be an object');
+    }
+    for (const k of Object.keys(opts || {})) {
+      if (k !== 'timeoutS') throw new SandboxError(`unknown per-cell option \`${k}\`; a kernel cell takes timeoutS`);
+    }
+    const errors = [];
+    const out = guard('onStdout', this.#onStdout, errors);
+    const err = guard('onStderr', this.#onStderr, errors);
+    const request = toWire({ code, timeoutS: opts ? opts.timeoutS : undefined }, 'cell');
+    const turn = this.#tail.then(() => callNative(() => this.#native.runCode(request, out, err)));
+    this.#tail = turn.catch(() => {});
+    const json = await turn;
+    const r = JSON.parse(json);
+    if (errors.length) r.stderr += (r.stderr && !r.stderr.endsWith('\n') ? '\n' : '') + errors.join('\n') + '\n';
+    return new ExecutionResult(r);
+  }
+
+  async close() {
+    await callNative(() => this.#native.close());
   }
 }
 

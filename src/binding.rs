@@ -59,33 +59,108 @@ impl NativeSandbox {
     ) -> napi::Result<String> {
         let req: ExecRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
-        let (tx, forwarder) = if on_stdout.is_some() || on_stderr.is_some() {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Chunk>();
-            // One task delivers every chunk in arrival order and waits for each callback, so all
-            // of them have run before the promise resolves.
-            let task = tokio::spawn(async move {
-                while let Some(chunk) = rx.recv().await {
-                    let f = match chunk.stream {
-                        Stream::Stdout => on_stdout.as_ref(),
-                        Stream::Stderr => on_stderr.as_ref(),
-                    };
-                    if let Some(f) = f {
-                        let _ = f.call_async(Buffer::from(chunk.data)).await;
-                    }
-                }
-            });
-            (Some(tx), Some(task))
-        } else {
-            (None, None)
-        };
+        let (tx, forwarder) = forwarder(on_stdout, on_stderr);
         let result = self.inner.exec(req, tx).await;
-        if let Some(task) = forwarder {
-            let _ = task.await;
-        }
-        let result = result.map_err(to_napi)?;
-        serde_json::to_string(&result)
-            .map_err(|e| to_napi(Error::Runtime(format!("serialise the result: {e}"))))
+        finish(result, forwarder).await
     }
+
+    /// Opens a warm kernel; `options_json` is `{ timeoutS? }`.
+    #[napi]
+    pub async fn kernel(&self, options_json: String) -> napi::Result<NativeKernel> {
+        let opts: KernelOptions = serde_json::from_str(&options_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("kernel() options: {e}"))))?;
+        let k = self
+            .inner
+            .kernel(opts.timeout_s.as_ref())
+            .await
+            .map_err(to_napi)?;
+        Ok(NativeKernel { inner: Arc::new(k) })
+    }
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct KernelOptions {
+    timeout_s: Option<serde_json::Value>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CellRequest {
+    code: String,
+    timeout_s: Option<serde_json::Value>,
+}
+
+/// A warm kernel (see `session::kernel`).
+#[napi]
+pub struct NativeKernel {
+    inner: Arc<crate::session::kernel::Kernel>,
+}
+
+#[napi]
+impl NativeKernel {
+    /// Runs one cell; `request_json` is `{ code, timeoutS? }`.
+    #[napi]
+    pub async fn run_code(
+        &self,
+        request_json: String,
+        on_stdout: Option<ChunkFn>,
+        on_stderr: Option<ChunkFn>,
+    ) -> napi::Result<String> {
+        let req: CellRequest = serde_json::from_str(&request_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("bad cell request: {e}"))))?;
+        let timeout_ms = match &req.timeout_s {
+            None | Some(serde_json::Value::Null) => None,
+            Some(v) => Some(crate::session::options::timeout_ms("timeoutS", v).map_err(to_napi)?),
+        };
+        let (tx, forwarder) = forwarder(on_stdout, on_stderr);
+        let result = self.inner.run_code(&req.code, timeout_ms, tx).await;
+        finish(result, forwarder).await
+    }
+
+    #[napi]
+    pub async fn close(&self) -> napi::Result<()> {
+        self.inner.close().await.map_err(to_napi)
+    }
+}
+
+/// One task delivers every chunk in arrival order and waits for each callback, so all of them
+/// have run before the call's promise resolves.
+fn forwarder(
+    on_stdout: Option<ChunkFn>,
+    on_stderr: Option<ChunkFn>,
+) -> (
+    Option<tokio::sync::mpsc::UnboundedSender<Chunk>>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    if on_stdout.is_none() && on_stderr.is_none() {
+        return (None, None);
+    }
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Chunk>();
+    let task = tokio::spawn(async move {
+        while let Some(chunk) = rx.recv().await {
+            let f = match chunk.stream {
+                Stream::Stdout => on_stdout.as_ref(),
+                Stream::Stderr => on_stderr.as_ref(),
+            };
+            if let Some(f) = f {
+                let _ = f.call_async(Buffer::from(chunk.data)).await;
+            }
+        }
+    });
+    (Some(tx), Some(task))
+}
+
+async fn finish(
+    result: crate::error::Result<crate::session::ExecResult>,
+    forwarder: Option<tokio::task::JoinHandle<()>>,
+) -> napi::Result<String> {
+    if let Some(task) = forwarder {
+        let _ = task.await;
+    }
+    let result = result.map_err(to_napi)?;
+    serde_json::to_string(&result)
+        .map_err(|e| to_napi(Error::Runtime(format!("serialise the result: {e}"))))
 }
 
 /// The crate version, for `version`.

@@ -181,9 +181,34 @@ impl Kern {
     /// `channel`, when given, goes to kern with the spec (SCM_RIGHTS) and becomes the
     /// workload's fd 3; `spec.channel` must say so.
     pub async fn run(
-        mut self,
+        self,
         spec: &BoxSpec,
         max_output: usize,
+        sink: Option<UnboundedSender<Chunk>>,
+        cancel: tokio::sync::watch::Receiver<bool>,
+        channel: Option<&OwnedFd>,
+    ) -> Result<Option<Outcome>> {
+        self.run_inner(spec, Some(max_output), sink, cancel, channel)
+            .await
+    }
+
+    /// As `run`, for a long-lived box (a kernel): output goes only to `sink`, nothing is kept
+    /// (the kernel splits it per cell), so a box that prints for hours holds no memory for it.
+    pub async fn run_forwarding(
+        self,
+        spec: &BoxSpec,
+        sink: UnboundedSender<Chunk>,
+        cancel: tokio::sync::watch::Receiver<bool>,
+        channel: Option<&OwnedFd>,
+    ) -> Result<Option<Outcome>> {
+        self.run_inner(spec, None, Some(sink), cancel, channel)
+            .await
+    }
+
+    async fn run_inner(
+        mut self,
+        spec: &BoxSpec,
+        max_output: Option<usize>,
         sink: Option<UnboundedSender<Chunk>>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
         channel: Option<&OwnedFd>,
@@ -348,10 +373,12 @@ fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
 
 /// Reads a stream to EOF, keeping the first `cap` bytes and discarding the rest (but still
 /// reading, so the writer never blocks on a full pipe).
+/// Reads a stream to its end: keeps up to `cap` bytes and forwards what it keeps to `sink`; with
+/// no cap, keeps nothing and forwards everything.
 async fn drain<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     stream: Stream,
-    cap: usize,
+    cap: Option<usize>,
     sink: Option<UnboundedSender<Chunk>>,
 ) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
@@ -361,6 +388,15 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
         let n = match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
+        };
+        let Some(cap) = cap else {
+            if let Some(s) = &sink {
+                let _ = s.send(Chunk {
+                    stream,
+                    data: buf[..n].to_vec(),
+                });
+            }
+            continue;
         };
         let room = cap.saturating_sub(kept.len());
         let take = n.min(room);

@@ -476,8 +476,18 @@ def _kern_driver(rich_source):
         cell_id, code, once = frame.get("id"), frame.get("code"), frame.get("once", False)
         if type(cell_id) is not int or not isinstance(code, str) or not isinstance(once, bool):
             die("a cell frame needs an int id, a str code and a bool once: %.200r" % (frame,))
+        marker = frame.get("marker")
         try:
             status, exit_code = run_cell(cell_id, code, once)
+            if isinstance(marker, str):
+                # A kernel's output is one stream for every cell: the host splits it at this
+                # marker, which it made up for this cell alone. Raw writes, after the flush.
+                flush_std()
+                for fd in (1, 2):
+                    try:
+                        write(fd, marker.encode("utf-8"))
+                    except OSError:
+                        pass
             send({"type": "done", "id": cell_id, "status": status, "exit": exit_code})
         except Exception as e:
             die("internal error: %s: %s" % (type(e).__name__, safe_str(e)))

@@ -1,6 +1,7 @@
 //! A Sandbox session: options, the workspace, and one fresh box per call. The binding is a thin
 //! layer over this; nothing here knows napi.
 
+pub mod kernel;
 pub mod options;
 
 use crate::engine::launch::{Chunk, Kern};
@@ -51,6 +52,26 @@ pub struct ExecResult {
 const MAX_RESULTS_BYTES: usize = 128 << 20;
 /// How long to wait, after the box ended, for the last result bytes.
 const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// A cell's results from the driver's frames, and the notes to add about what was dropped.
+fn driver_results(
+    frames: &[serde_json::Value],
+    capped: bool,
+    cut: bool,
+) -> (Vec<driver::Bundle>, Vec<String>) {
+    let mut notes = Vec::new();
+    if capped {
+        notes.push(format!(
+            "note: the call's rich results passed {} MiB; the rest were dropped",
+            MAX_RESULTS_BYTES >> 20
+        ));
+    } else if cut {
+        notes.push("note: the python driver's last result frame was cut off".into());
+    }
+    let (bundles, refused) = driver::results(frames);
+    notes.extend(refused);
+    (bundles, notes)
+}
 
 /// Writes the cell to the driver and reads everything it sends back, until EOF.
 fn driver_io(
@@ -111,6 +132,45 @@ struct Opened {
 }
 
 impl Opened {
+    fn workspace_path(&self) -> Result<PathBuf> {
+        Ok(self
+            .workspace
+            .lock()
+            .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?
+            .path
+            .clone())
+    }
+
+    /// The box for one call (or one kernel): the session's posture, this argv and environment.
+    fn spec(
+        &self,
+        argv: Vec<String>,
+        lang_env: &[(String, String)],
+        timeout_ms: u64,
+        channel: bool,
+        workspace: &std::path::Path,
+    ) -> BoxSpec {
+        let cfg = &self.config;
+        let mut env = self.base_env.clone();
+        for (k, v) in lang_env.iter().chain(&cfg.env) {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
+        BoxSpec {
+            root: self.image.root.clone(),
+            workspace: workspace.to_path_buf(),
+            workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
+            tmpfs: cfg.tmpfs.clone(),
+            limits: cfg.limits.clone(),
+            timeout_ms,
+            argv,
+            env,
+            hostname: DEFAULT_HOSTNAME.into(),
+            user: self.image.user.clone(),
+            channel,
+        }
+    }
+
     /// Takes the oldest live spare (or starts a kern) and tops the spares up, so their cgroup
     /// moves overlap this call.
     fn kern(&self, path: &std::path::Path) -> Result<Kern> {
@@ -249,6 +309,25 @@ impl Sandbox {
         }
     }
 
+    /// Opens a warm kernel: one long-lived box running the python driver; `timeout_s` is its
+    /// per-cell default (the session's `timeoutS` when absent).
+    pub async fn kernel(&self, timeout_s: Option<&serde_json::Value>) -> Result<kernel::Kernel> {
+        let opened = self.opened().await?;
+        let timeout_ms = match timeout_s {
+            None | Some(serde_json::Value::Null) => opened.config.timeout_ms,
+            Some(v) => options::timeout_ms("timeoutS", v)?,
+        };
+        if *opened.closing.borrow() {
+            return Err(Error::Invalid(
+                "the Sandbox is closed; open a new Sandbox to run more code".into(),
+            ));
+        }
+        let max_output = opened.config.max_output;
+        let mut k = kernel::Kernel::start(opened, &self.kern, timeout_ms).await?;
+        k.set_max_output(max_output);
+        Ok(k)
+    }
+
     /// Runs one call in a fresh box.
     pub async fn exec(
         &self,
@@ -280,31 +359,8 @@ impl Sandbox {
             None | Some(serde_json::Value::Null) => cfg.timeout_ms,
             Some(v) => options::timeout_ms("timeoutS", v)?,
         };
-        let workspace = opened
-            .workspace
-            .lock()
-            .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?
-            .path
-            .clone();
-
-        let mut env = opened.base_env.clone();
-        for (k, v) in lang_env.iter().chain(&cfg.env) {
-            env.retain(|(ek, _)| ek != k);
-            env.push((k.clone(), v.clone()));
-        }
-        let spec = BoxSpec {
-            root: opened.image.root.clone(),
-            workspace: workspace.clone(),
-            workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
-            tmpfs: cfg.tmpfs.clone(),
-            limits: cfg.limits.clone(),
-            timeout_ms,
-            argv,
-            env,
-            hostname: DEFAULT_HOSTNAME.into(),
-            user: opened.image.user.clone(),
-            channel: cell.is_some(),
-        };
+        let workspace = opened.workspace_path()?;
+        let spec = opened.spec(argv, &lang_env, timeout_ms, cell.is_some(), &workspace);
 
         // Held until the workspace walks after the box are done: close() waits for it.
         let _running = opened.running.read().await;
@@ -367,16 +423,9 @@ impl Sandbox {
                     _ => (Vec::new(), false),
                 };
                 let (frames, cut) = driver::split_frames(&bytes);
-                if capped {
-                    notes.push(format!(
-                        "note: the call's rich results passed {} MiB; the rest were dropped",
-                        MAX_RESULTS_BYTES >> 20
-                    ));
-                } else if cut && outcome.report.fault.is_none() {
-                    notes.push("note: the python driver's last result frame was cut off".into());
-                }
-                let (bundles, refused) = driver::results(&frames);
-                notes.extend(refused);
+                let (bundles, n) =
+                    driver_results(&frames, capped, cut && outcome.report.fault.is_none());
+                notes.extend(n);
                 bundles
             }
             None => Vec::new(),

@@ -1,0 +1,136 @@
+'use strict';
+// The warm kernel: one long-lived box running the python driver, through the public API.
+
+const { Sandbox, SandboxError } = require('..');
+const { opts, hostProcessesMatching, sleep } = require('./helpers');
+
+const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+
+/** The kernel's python is `python3 -c <driver source>`: its argv holds the driver's name. */
+const driverProcesses = () => hostProcessesMatching('_kern_driver');
+
+async function withKernel(sbOpts, kOpts, fn) {
+  const sb = await new Sandbox(opts(sbOpts)).open();
+  try {
+    const k = await sb.kernel(kOpts);
+    try {
+      return await fn(k, sb);
+    } finally {
+      await k.close();
+    }
+  } finally {
+    await sb.close();
+  }
+}
+
+test('state persists across cells; output and results are per cell', async () => {
+  await withKernel({}, {}, async (k) => {
+    const a = await k.runCode('x = 41\nprint("first")');
+    expect(a.stdout).toBe('first\n');
+    expect(a.results).toEqual([]);
+    const b = await k.runCode('print("second")\nx + 1');
+    expect(b.stdout).toBe('second\n');
+    expect(b.results.map((r) => r.text)).toEqual(['42']);
+    expect(b.success).toBe(true);
+    const c = await k.runCode('import sys\nprint("to err", file=sys.stderr)\nraise ValueError("boom")');
+    expect(c.stdout).toBe('');
+    expect(c.stderr).toMatch(/^to err\n/);
+    expect(c.stderr).toMatch(/ValueError: boom/);
+    expect(c.exitCode).toBe(1);
+    expect(c.fault).toBeNull();
+    // A failed cell leaves the kernel usable, and its state intact.
+    expect((await k.runCode('x')).results[0].text).toBe('41');
+  });
+});
+
+test('a figure is returned once by the cell that drew it, then closed', async () => {
+  await withKernel({ image: SCI }, {}, async (k) => {
+    const a = await k.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2])\nNone');
+    expect(a.results).toHaveLength(1);
+    expect(a.results[0].png.subarray(1, 4).toString()).toBe('PNG');
+    const b = await k.runCode('len(plt.get_fignums())');
+    expect(b.results.map((r) => r.text)).toEqual(['0']);
+  });
+});
+
+test('cells sent at once run one after the other, in order', async () => {
+  await withKernel({}, {}, async (k) => {
+    await k.runCode('log = []');
+    const cells = [0, 1, 2, 3, 4].map((i) => k.runCode(`import time\ntime.sleep(0.05 * (${4 - i}))\nlog.append(${i})\nprint(${i})`));
+    const outs = await Promise.all(cells);
+    expect(outs.map((r) => r.stdout)).toEqual(['0\n', '1\n', '2\n', '3\n', '4\n']);
+    expect((await k.runCode('log')).results[0].text).toBe('[0, 1, 2, 3, 4]');
+  });
+});
+
+test('a cell past its timeout tears the kernel down; later calls say why', async () => {
+  await withKernel({}, { timeoutS: 30 }, async (k) => {
+    await k.runCode('y = 1');
+    const r = await k.runCode('import time\nprint("sleeping", flush=True)\ntime.sleep(60)', { timeoutS: 1 });
+    expect(r.fault).toMatchObject({ type: 'timeout' });
+    expect(r.stdout).toBe('sleeping\n');
+    expect(r.success).toBe(false);
+    await expect(k.runCode('y')).rejects.toThrow(SandboxError);
+    await expect(k.runCode('y')).rejects.toThrow(/torn down.*timeout/);
+  });
+});
+
+test('a kernel killed by its memory cap says so on the next call', async () => {
+  await withKernel({ memoryMb: 64 }, {}, async (k) => {
+    const r = await k.runCode('b = bytearray(200 * 1024 * 1024)\nb[::4096] = b"x" * len(b[::4096])');
+    expect(r.fault && r.fault.type).toMatch(/oom|killed/);
+    await expect(k.runCode('1')).rejects.toThrow(/torn down/);
+  });
+});
+
+test('the session callbacks stream each cell as it runs', async () => {
+  const seen = [];
+  const sb = await new Sandbox(opts({ onStdout: (b) => seen.push(b.toString()) })).open();
+  try {
+    const k = await sb.kernel();
+    await k.runCode('print("a")');
+    await k.runCode('print("b")');
+    await k.close();
+    expect(seen.join('')).toBe('a\nb\n');
+  } finally {
+    await sb.close();
+  }
+});
+
+test('close() ends the box and leaves no process; it is idempotent', async () => {
+  const before = driverProcesses().length;
+  const sb = await new Sandbox(opts()).open();
+  try {
+    const k = await sb.kernel();
+    await k.runCode('1');
+    expect(driverProcesses().length).toBe(before + 1);
+    await k.close();
+    await k.close();
+    for (let i = 0; i < 50 && driverProcesses().length > before; i++) await sleep(20);
+    expect(driverProcesses().length).toBe(before);
+    await expect(k.runCode('1')).rejects.toThrow(/torn down \(it was closed\)/);
+  } finally {
+    await sb.close();
+  }
+});
+
+test("closing the Sandbox ends its kernels", async () => {
+  const before = driverProcesses().length;
+  const sb = await new Sandbox(opts()).open();
+  const k = await sb.kernel();
+  await k.runCode('1');
+  await sb.close();
+  for (let i = 0; i < 50 && driverProcesses().length > before; i++) await sleep(20);
+  expect(driverProcesses().length).toBe(before);
+  await expect(k.runCode('1')).rejects.toThrow(SandboxError);
+});
+
+test('bad arguments are SandboxErrors', async () => {
+  await withKernel({}, {}, async (k, sb) => {
+    await expect(k.runCode(42)).rejects.toThrow(SandboxError);
+    await expect(k.runCode('1', { language: 'bash' })).rejects.toThrow(/timeoutS/);
+    await expect(sb.kernel({ timeoutS: -1 })).rejects.toThrow(/timeoutS/);
+  });
+  const { Kernel } = require('..');
+  expect(() => new Kernel()).toThrow(/sandbox\.kernel\(\)/);
+});

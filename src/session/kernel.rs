@@ -1,0 +1,411 @@
+//! The warm kernel: one long-lived box running the python driver in its loop. Cells go to it
+//! as frames on the box's channel; its results come back on the same channel; its output comes
+//! through kern's stdout/stderr, split per cell by a marker the driver writes after each cell.
+//!
+//! A cell that runs past its timeout tears the box down; so does `close()`. Once the box is
+//! gone, for whatever reason, every later call says so.
+
+use super::{driver_results, ExecResult, Opened};
+use crate::engine::launch::{Chunk, Outcome, Stream};
+use crate::engine::status::{Fault, FaultKind};
+use crate::error::{Error, Result};
+use crate::lang::driver;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::{watch, Mutex};
+
+/// The kernel box's own wall-clock limit: the longest a kernel lives (the per-cell timeout is
+/// what ends a stuck cell).
+const KERNEL_LIFETIME_MS: u64 = 7 * 86_400_000;
+
+pub struct Kernel {
+    state: Mutex<State>,
+    /// The session's closing signal: a closed session's kernel is gone with it.
+    session_closing: watch::Receiver<bool>,
+    /// Turning true ends the box (kern's lifeline closes).
+    stop: watch::Sender<bool>,
+    timeout_ms: u64,
+    max_output: usize,
+}
+
+enum State {
+    Live(Box<Live>),
+    /// Why the kernel is gone.
+    Dead(String),
+}
+
+struct Live {
+    tx: tokio::net::unix::OwnedWriteHalf,
+    frames: UnboundedReceiver<Value>,
+    chunks: UnboundedReceiver<Chunk>,
+    /// Resolves when the box has ended.
+    ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
+    next_id: u64,
+    /// Output that arrived after the previous cell's marker (a lingering subprocess's).
+    carry: [Vec<u8>; 2],
+}
+
+/// One stream of one cell: bytes up to the marker.
+struct Split {
+    pending: Vec<u8>,
+    kept: Vec<u8>,
+    truncated: bool,
+    done: bool,
+    rest: Vec<u8>,
+}
+
+impl Split {
+    fn new(carry: Vec<u8>) -> Split {
+        Split {
+            pending: carry,
+            kept: Vec::new(),
+            truncated: false,
+            done: false,
+            rest: Vec::new(),
+        }
+    }
+
+    /// Takes bytes; returns what may be shown now (never a piece of the marker).
+    fn feed(&mut self, data: &[u8], marker: &[u8], cap: usize) -> Vec<u8> {
+        if self.done {
+            self.rest.extend_from_slice(data);
+            return Vec::new();
+        }
+        self.pending.extend_from_slice(data);
+        let show = match find(&self.pending, marker) {
+            Some(at) => {
+                self.done = true;
+                self.rest = self.pending.split_off(at + marker.len());
+                self.pending.truncate(at);
+                std::mem::take(&mut self.pending)
+            }
+            None => {
+                let keep = self.pending.len().min(marker.len() - 1);
+                let cut = self.pending.len() - keep;
+                let tail = self.pending.split_off(cut);
+                std::mem::replace(&mut self.pending, tail)
+            }
+        };
+        let room = cap.saturating_sub(self.kept.len());
+        if show.len() > room {
+            self.truncated = true;
+        }
+        self.kept.extend_from_slice(&show[..show.len().min(room)]);
+        show
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+fn random_marker() -> Vec<u8> {
+    let mut bytes = [0u8; 16];
+    let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| {
+        use std::io::Read;
+        f.read_exact(&mut bytes)
+    });
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("\u{1e}kern-cell-end-{hex}\u{1e}").into_bytes()
+}
+
+impl Kernel {
+    /// Starts the kernel's box. It runs as long as the kernel is open and the session too.
+    pub(super) async fn start(
+        opened: Arc<Opened>,
+        kern_path: &std::path::Path,
+        timeout_ms: u64,
+    ) -> Result<Kernel> {
+        let launch = crate::lang::Language::Python.launch("")?;
+        let workspace = opened.workspace_path()?;
+        let spec = opened.spec(
+            launch.argv,
+            &launch.env,
+            KERNEL_LIFETIME_MS,
+            true,
+            &workspace,
+        );
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| Error::Runtime(format!("socketpair for the kernel: {e}")))?;
+        ours.set_nonblocking(true)
+            .map_err(|e| Error::Runtime(format!("kernel socket: {e}")))?;
+        let sock = tokio::net::UnixStream::from_std(ours)
+            .map_err(|e| Error::Runtime(format!("kernel socket: {e}")))?;
+        let (rx, tx) = sock.into_split();
+        let (frames_tx, frames) = tokio::sync::mpsc::unbounded_channel();
+        tokio::spawn(read_frames(rx, frames_tx));
+        let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
+        let (stop, stop_rx) = watch::channel(false);
+        // The session closing ends the kernel too.
+        let session_closing = opened.closing.subscribe();
+        let mut closing = opened.closing.subscribe();
+        let stop_on_close = stop.clone();
+        tokio::spawn(async move {
+            if closing.wait_for(|c| *c).await.is_ok() {
+                stop_on_close.send_replace(true);
+            }
+        });
+        let kern = opened.kern(kern_path)?;
+        let channel = std::os::fd::OwnedFd::from(theirs);
+        let ended = tokio::spawn(async move {
+            // Held for the box's life: the session's close() waits for it to end.
+            let _running = opened.running.read().await;
+            let r = kern
+                .run_forwarding(&spec, sink, stop_rx, Some(&channel))
+                .await;
+            drop(channel);
+            r
+        });
+        Ok(Kernel {
+            session_closing,
+            state: Mutex::new(State::Live(Box::new(Live {
+                tx,
+                frames,
+                chunks,
+                ended,
+                next_id: 1,
+                carry: [Vec::new(), Vec::new()],
+            }))),
+            stop,
+            timeout_ms,
+            max_output: 64 << 20,
+        })
+    }
+
+    pub(super) fn set_max_output(&mut self, n: usize) {
+        self.max_output = n;
+    }
+
+    /// Runs one cell. Cells wait for each other, in order.
+    pub async fn run_code(
+        &self,
+        code: &str,
+        timeout_ms: Option<u64>,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> Result<ExecResult> {
+        crate::lang::Language::Python.launch(code)?;
+        let mut state = self.state.lock().await;
+        let live = match &mut *state {
+            State::Dead(why) => {
+                return Err(Error::Invalid(format!(
+                    "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
+                )))
+            }
+            State::Live(l) => l,
+        };
+        // A box that ended between cells (the session closed, an outside kill): nothing runs,
+        // and the caller hears why.
+        if *self.session_closing.borrow() || live.ended.is_finished() {
+            let why = if *self.session_closing.borrow() {
+                "its Sandbox was closed".to_string()
+            } else {
+                self.box_end(live).await.message
+            };
+            *state = State::Dead(why.clone());
+            return Err(Error::Invalid(format!(
+                "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
+            )));
+        }
+        let start = Instant::now();
+        let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
+        let id = live.next_id;
+        live.next_id += 1;
+        let marker = random_marker();
+        let mut cell = serde_json::json!({"type": "cell", "id": id, "code": code, "once": false});
+        cell["marker"] = Value::String(String::from_utf8_lossy(&marker).into_owned());
+        let [c0, c1] = std::mem::take(&mut live.carry);
+        let mut out = Split::new(c0);
+        let mut err = Split::new(c1);
+        let mut frames = Vec::new();
+        let mut done = false;
+        let mut ended: Option<Fault> = None;
+        let deadline = tokio::time::Instant::now() + timeout;
+        if live.tx.write_all(&driver::frame(&cell)).await.is_err() {
+            ended = Some(Fault::new(
+                FaultKind::Killed,
+                "the kernel's python process is gone; the kernel was torn down",
+            ));
+        }
+        let show = |s: &Option<UnboundedSender<Chunk>>, stream, data: Vec<u8>| {
+            if let (Some(s), false) = (s, data.is_empty()) {
+                let _ = s.send(Chunk { stream, data });
+            }
+        };
+        while ended.is_none() && !(done && out.done && err.done) {
+            tokio::select! {
+                f = live.frames.recv() => match f {
+                    Some(f) => {
+                        if f.get("type").and_then(Value::as_str) == Some("done")
+                            && f.get("id").and_then(Value::as_u64) == Some(id)
+                        {
+                            done = true;
+                        }
+                        frames.push(f);
+                    }
+                    None => {
+                        ended = Some(self.box_end(live).await);
+                    }
+                },
+                c = live.chunks.recv() => match c {
+                    Some(Chunk { stream: Stream::Stdout, data }) => {
+                        let s = out.feed(&data, &marker, self.max_output);
+                        show(&sink, Stream::Stdout, s);
+                    }
+                    Some(Chunk { stream: Stream::Stderr, data }) => {
+                        let s = err.feed(&data, &marker, self.max_output);
+                        show(&sink, Stream::Stderr, s);
+                    }
+                    None => {
+                        ended = Some(self.box_end(live).await);
+                    }
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    self.stop.send_replace(true);
+                    let _ = self.box_end(live).await;
+                    ended = Some(Fault::new(
+                        FaultKind::Timeout,
+                        format!(
+                            "the cell ran past its timeout of {:.3}s; kern killed the kernel's box and every process in it",
+                            timeout.as_secs_f64()
+                        ),
+                    ));
+                }
+            }
+        }
+        // What is still pending when the box died is output too.
+        for (split, stream) in [(&mut out, Stream::Stdout), (&mut err, Stream::Stderr)] {
+            if !split.done {
+                let rest = std::mem::take(&mut split.pending);
+                split.kept.extend_from_slice(&rest);
+                show(&sink, stream, rest);
+            }
+        }
+        live.carry = [std::mem::take(&mut out.rest), std::mem::take(&mut err.rest)];
+        let exit_code = match &ended {
+            Some(f) if f.kind == FaultKind::Timeout => 137,
+            Some(_) => 137,
+            None => frames
+                .iter()
+                .rev()
+                .find(|f| f.get("type").and_then(Value::as_str) == Some("done"))
+                .map(|f| {
+                    match (
+                        f.get("status").and_then(Value::as_str),
+                        f.get("exit").and_then(Value::as_i64),
+                    ) {
+                        (_, Some(code)) => code as i32,
+                        (Some("ok"), None) => 0,
+                        _ => 1,
+                    }
+                })
+                .unwrap_or(1),
+        };
+        let (results, notes) = driver_results(&frames, false, false);
+        let mut stderr = String::from_utf8_lossy(&err.kept).into_owned();
+        for n in &notes {
+            super::push_note(&mut stderr, n);
+        }
+        let fault = ended.clone();
+        if let Some(f) = ended {
+            *state = State::Dead(f.message.clone());
+        }
+        Ok(ExecResult {
+            stdout: String::from_utf8_lossy(&out.kept).into_owned(),
+            stderr,
+            exit_code,
+            duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+            fault,
+            files: Vec::new(),
+            truncated: out.truncated || err.truncated,
+            results,
+        })
+    }
+
+    /// Waits for the box to end and says why it did.
+    async fn box_end(&self, live: &mut Live) -> Fault {
+        let outcome = (&mut live.ended).await;
+        match outcome {
+            Ok(Ok(Some(o))) => o.report.fault.unwrap_or_else(|| {
+                Fault::new(
+                    FaultKind::Killed,
+                    format!(
+                        "the kernel's python process exited (code {}); the kernel was torn down",
+                        o.report.exit_code
+                    ),
+                )
+            }),
+            _ => Fault::new(
+                FaultKind::Killed,
+                "the kernel's box ended unexpectedly; the kernel was torn down",
+            ),
+        }
+    }
+
+    /// Ends the box and waits for it. Idempotent.
+    pub async fn close(&self) -> Result<()> {
+        self.stop.send_replace(true);
+        let mut state = self.state.lock().await;
+        if let State::Live(live) = &mut *state {
+            let _ = (&mut live.ended).await;
+        }
+        *state = State::Dead("it was closed".into());
+        Ok(())
+    }
+}
+
+async fn read_frames(mut rx: tokio::net::unix::OwnedReadHalf, out: UnboundedSender<Value>) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 256 * 1024];
+    loop {
+        match rx.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+        let mut used = 0;
+        while buf.len() - used >= 4 {
+            let len = u32::from_be_bytes([buf[used], buf[used + 1], buf[used + 2], buf[used + 3]])
+                as usize;
+            if len > driver::MAX_FRAME {
+                return;
+            }
+            if buf.len() - used < 4 + len {
+                break;
+            }
+            if let Ok(v) = serde_json::from_slice::<Value>(&buf[used + 4..used + 4 + len]) {
+                if out.send(v).is_err() {
+                    return;
+                }
+            }
+            used += 4 + len;
+        }
+        buf.drain(..used);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_splits_at_the_marker_across_chunks() {
+        let marker = b"\x1eEND\x1e".to_vec();
+        let mut s = Split::new(b"left ".to_vec());
+        let mut shown = Vec::new();
+        for piece in [&b"hello \x1eE"[..], b"N", b"D\x1e after"] {
+            shown.extend(s.feed(piece, &marker, 1 << 20));
+        }
+        assert!(s.done);
+        assert_eq!(shown, b"left hello ");
+        assert_eq!(s.kept, b"left hello ");
+        assert_eq!(s.rest, b" after");
+        let mut capped = Split::new(Vec::new());
+        capped.feed(b"0123456789\x1eEND\x1e", &marker, 4);
+        assert_eq!(
+            (capped.kept.as_slice(), capped.truncated),
+            (&b"0123"[..], true)
+        );
+    }
+}
