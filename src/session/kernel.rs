@@ -17,10 +17,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::sync::{watch, Mutex};
 
-/// The kernel box's own wall-clock limit: the longest a kernel lives (the per-cell timeout is
-/// what ends a stuck cell).
-const KERNEL_LIFETIME_MS: u64 = 7 * 86_400_000;
-
 pub struct Kernel {
     state: Mutex<State>,
     /// The session's closing signal: a closed session's kernel is gone with it.
@@ -119,46 +115,13 @@ impl Kernel {
         kern_path: &std::path::Path,
         timeout_ms: u64,
     ) -> Result<Kernel> {
-        let launch = crate::lang::Language::Python.launch("")?;
-        let workspace = opened.workspace_path()?;
-        let spec = opened.spec(
-            launch.argv,
-            &launch.env,
-            KERNEL_LIFETIME_MS,
-            true,
-            &workspace,
-        );
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-            .map_err(|e| Error::Runtime(format!("socketpair for the kernel: {e}")))?;
-        ours.set_nonblocking(true)
-            .map_err(|e| Error::Runtime(format!("kernel socket: {e}")))?;
-        let sock = tokio::net::UnixStream::from_std(ours)
-            .map_err(|e| Error::Runtime(format!("kernel socket: {e}")))?;
-        let (rx, tx) = sock.into_split();
+        let session_closing = opened.closing.subscribe();
+        let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
+        let started = super::warm::start(opened, kern_path, super::warm::Output::Forward(sink))?;
+        let (rx, tx) = started.sock.into_split();
         let (frames_tx, frames) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(read_frames(rx, frames_tx));
-        let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
-        let (stop, stop_rx) = watch::channel(false);
-        // The session closing ends the kernel too.
-        let session_closing = opened.closing.subscribe();
-        let mut closing = opened.closing.subscribe();
-        let stop_on_close = stop.clone();
-        tokio::spawn(async move {
-            if closing.wait_for(|c| *c).await.is_ok() {
-                stop_on_close.send_replace(true);
-            }
-        });
-        let kern = opened.kern(kern_path)?;
-        let channel = std::os::fd::OwnedFd::from(theirs);
-        let ended = tokio::spawn(async move {
-            // Held for the box's life: the session's close() waits for it to end.
-            let _running = opened.running.read().await;
-            let r = kern
-                .run_forwarding(&spec, sink, stop_rx, Some(&channel))
-                .await;
-            drop(channel);
-            r
-        });
+        let (stop, ended) = (started.stop, started.ended);
         Ok(Kernel {
             session_closing,
             state: Mutex::new(State::Live(Box::new(Live {

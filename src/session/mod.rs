@@ -3,6 +3,7 @@
 
 pub mod kernel;
 pub mod options;
+mod warm;
 
 use crate::engine::launch::{Chunk, Kern};
 use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET};
@@ -73,16 +74,19 @@ fn driver_results(
     (bundles, notes)
 }
 
+/// What a prewarmed slot's one cell produced.
+struct SlotOutcome {
+    outcome: crate::engine::launch::Outcome,
+    results: tokio::task::JoinHandle<(Vec<u8>, bool)>,
+    timed_out: bool,
+}
+
 /// Writes the cell to the driver and reads everything it sends back, until EOF.
-fn driver_io(
-    ours: std::os::unix::net::UnixStream,
+fn driver_io_on(
+    sock: tokio::net::UnixStream,
     code: &str,
 ) -> Result<tokio::task::JoinHandle<(Vec<u8>, bool)>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    ours.set_nonblocking(true)
-        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
-    let sock = tokio::net::UnixStream::from_std(ours)
-        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
     let (mut rx, mut tx) = sock.into_split();
     let cell = driver::cell_frame(1, code, true);
     tokio::spawn(async move {
@@ -129,6 +133,8 @@ struct Opened {
     /// the calls still running to end their boxes.
     running: tokio::sync::RwLock<()>,
     closing: tokio::sync::watch::Sender<bool>,
+    /// Prewarmed one-cell python boxes (`prewarm`), oldest first.
+    pool: std::sync::Mutex<std::collections::VecDeque<warm::Slot>>,
 }
 
 impl Opened {
@@ -168,6 +174,41 @@ impl Opened {
             hostname: DEFAULT_HOSTNAME.into(),
             user: self.image.user.clone(),
             channel,
+        }
+    }
+
+    /// Takes a live prewarmed box, and starts one in its place.
+    fn take_slot(&self, me: &Arc<Opened>, kern: &std::path::Path) -> Option<warm::Slot> {
+        if self.config.prewarm == 0 {
+            return None;
+        }
+        let mut pool = self.pool.lock().ok()?;
+        let mut taken = None;
+        while let Some(s) = pool.pop_front() {
+            if s.is_alive() {
+                taken = Some(s);
+                break;
+            }
+        }
+        drop(pool);
+        self.fill_pool(me, kern);
+        taken
+    }
+
+    /// Tops the pool up to `prewarm` slots.
+    fn fill_pool(&self, me: &Arc<Opened>, kern: &std::path::Path) {
+        if *self.closing.borrow() {
+            return;
+        }
+        let Ok(mut pool) = self.pool.lock() else {
+            return;
+        };
+        pool.retain(warm::Slot::is_alive);
+        while pool.len() < self.config.prewarm {
+            match warm::Slot::start(me.clone(), kern) {
+                Ok(s) => pool.push_back(s),
+                Err(_) => break,
+            }
         }
     }
 
@@ -260,7 +301,7 @@ impl Sandbox {
         let spares = (0..SPARES)
             .filter_map(|_| Kern::spawn(&self.kern, &config.limits).ok())
             .collect();
-        *state = State::Open(Arc::new(Opened {
+        let opened = Arc::new(Opened {
             config,
             image,
             base_env,
@@ -268,7 +309,10 @@ impl Sandbox {
             spares: std::sync::Mutex::new(spares),
             running: tokio::sync::RwLock::new(()),
             closing: tokio::sync::watch::channel(false).0,
-        }));
+            pool: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        });
+        opened.fill_pool(&opened, &self.kern);
+        *state = State::Open(opened);
         Ok(())
     }
 
@@ -283,6 +327,10 @@ impl Sandbox {
             // be deleted (or walked) while a box can still write to it.
             opened.closing.send_replace(true);
             let _quiet = opened.running.write().await;
+            // Unused prewarmed boxes go (their tasks already saw `closing`).
+            if let Ok(mut pool) = opened.pool.lock() {
+                pool.clear();
+            }
             // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
             if let Ok(mut spares) = opened.spares.lock() {
                 spares.drain(..).for_each(Kern::retire);
@@ -383,38 +431,74 @@ impl Sandbox {
         } else {
             None
         };
-        // A python cell goes to the driver on its own socket, which also brings the results
-        // back: read concurrently, so the box never blocks on a full socket.
-        let (channel, results_rx) = match &cell {
-            Some(code) => {
-                let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-                    .map_err(|e| Error::Runtime(format!("socketpair for the driver: {e}")))?;
-                (Some(OwnedFd::from(theirs)), Some(driver_io(ours, code)?))
+        // A python cell that doesn't stream takes a prewarmed box when the pool has one.
+        let slot = match (&cell, &sink) {
+            (Some(_), None) => opened.take_slot(&opened, &self.kern),
+            _ => None,
+        };
+        let (outcome, results_rx) = match (slot, &cell) {
+            (Some(slot), Some(code)) => {
+                let done = slot
+                    .run(code, std::time::Duration::from_millis(timeout_ms))
+                    .await?;
+                let mut outcome = done.outcome;
+                if done.timed_out {
+                    outcome.report.exit_code = 137;
+                    outcome.report.fault = Some(Fault::new(
+                        crate::engine::status::FaultKind::Timeout,
+                        format!(
+                            "the call ran past its timeout of {:.3}s; kern killed the box and every process in it",
+                            timeout_ms as f64 / 1000.0
+                        ),
+                    ));
+                }
+                (outcome, Some(done.results))
             }
-            None => (None, None),
+            _ => {
+                // A python cell goes to the driver on its own socket, which also brings the
+                // results back: read concurrently, so the box never blocks on a full socket.
+                let (channel, results_rx) = match &cell {
+                    Some(code) => {
+                        let (ours, theirs) =
+                            std::os::unix::net::UnixStream::pair().map_err(|e| {
+                                Error::Runtime(format!("socketpair for the driver: {e}"))
+                            })?;
+                        ours.set_nonblocking(true)
+                            .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+                        let ours = tokio::net::UnixStream::from_std(ours)
+                            .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+                        (Some(OwnedFd::from(theirs)), Some(driver_io_on(ours, code)?))
+                    }
+                    None => (None, None),
+                };
+                let kern = opened.kern(&self.kern)?;
+                let first = kern
+                    .run(
+                        &spec,
+                        cfg.max_output,
+                        sink.clone(),
+                        cancel.clone(),
+                        channel.as_ref(),
+                    )
+                    .await?;
+                let outcome = match first {
+                    Some(o) => o,
+                    // The spare died before it got the spec: nothing ran; use a fresh kern.
+                    None => Kern::spawn(&self.kern, &cfg.limits)?
+                        .run(&spec, cfg.max_output, sink, cancel, channel.as_ref())
+                        .await?
+                        .ok_or_else(|| {
+                            Error::Runtime(
+                                "the kern runtime exited before it read the box spec".into(),
+                            )
+                        })?,
+                };
+                // Our copy of the box's end goes now: the reader sees EOF once the box's
+                // copies are gone.
+                drop(channel);
+                (outcome, results_rx)
+            }
         };
-        let kern = opened.kern(&self.kern)?;
-        let first = kern
-            .run(
-                &spec,
-                cfg.max_output,
-                sink.clone(),
-                cancel.clone(),
-                channel.as_ref(),
-            )
-            .await?;
-        let outcome = match first {
-            Some(o) => o,
-            // The spare died before it got the spec: nothing ran; use a fresh kern.
-            None => Kern::spawn(&self.kern, &cfg.limits)?
-                .run(&spec, cfg.max_output, sink, cancel, channel.as_ref())
-                .await?
-                .ok_or_else(|| {
-                    Error::Runtime("the kern runtime exited before it read the box spec".into())
-                })?,
-        };
-        // Our copy of the box's end goes now: the reader sees EOF once the box's copies are gone.
-        drop(channel);
         let mut notes = Vec::new();
         let results = match results_rx {
             Some(rx) => {

@@ -14,6 +14,8 @@ pub const DEFAULT_MEMORY_MB: u64 = 512;
 pub const DEFAULT_PIDS: u64 = 256;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
+/// The most prewarmed boxes a session keeps.
+pub const MAX_PREWARM: usize = 64;
 /// The spec's default image, pulled from Docker Hub on first use.
 pub const DEFAULT_IMAGE: &str = "python:3.12-slim";
 
@@ -62,6 +64,8 @@ pub struct Config {
     pub tmpfs: Vec<TmpfsSpec>,
     pub env: Vec<(String, String)>,
     pub track_files: bool,
+    /// Prewarmed python boxes to keep (`prewarm`).
+    pub prewarm: usize,
 }
 
 fn type_err(key: &str, want: &str, v: &Value) -> Error {
@@ -293,6 +297,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         }],
         env: Vec::new(),
         track_files: true,
+        prewarm: 0,
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -453,9 +458,10 @@ pub fn parse(v: &Value) -> Result<Config> {
         if !n.is_finite() || n < 0.0 || n.fract() != 0.0 {
             return Err(type_err("prewarm", "a non-negative integer", v));
         }
-        if n > 0.0 {
-            return Err(not_built("`prewarm` (the prewarmed pool)"));
+        if n > MAX_PREWARM as f64 {
+            return crate::invalid!("option `prewarm` is {n}; at most {MAX_PREWARM} boxes are kept warm (each holds a booted interpreter for the whole session)");
         }
+        cfg.prewarm = n as usize;
     }
     Ok(cfg)
 }
@@ -528,7 +534,6 @@ mod tests {
             ("mounts", json!({"/a": "/b"})),
             ("securityProfile", json!("untrusted")),
             ("capDrop", json!([])),
-            ("prewarm", json!(2)),
             ("pycCache", json!(true)),
         ] {
             let mut o = json!({"image": "host"});

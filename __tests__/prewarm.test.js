@@ -1,0 +1,101 @@
+'use strict';
+// The prewarm pool: boxes whose python driver booted before the call, each serving one cell.
+
+const { Sandbox } = require('..');
+const { opts, hostProcessesMatching, sleep } = require('./helpers');
+
+/** Idle or running drivers: their argv holds the driver's name. */
+const driverPids = () => hostProcessesMatching('_kern_driver').map((p) => p.pid).sort((a, b) => a - b);
+const drivers = () => driverPids().length;
+
+async function waitFor(pred, what) {
+  for (let i = 0; i < 250; i++) {
+    if (pred()) return;
+    await sleep(20);
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+const CELLS = [
+  'print("out")\n6 * 7',
+  'import sys\nprint("err", file=sys.stderr)\nraise KeyError("k")',
+  'display(1, 2)\nNone',
+  'raise SystemExit(5)',
+  'import os\nprint(os.getcwd(), os.getuid(), sorted(os.listdir("/tmp")))',
+];
+
+const shape = (r) => ({
+  stdout: r.stdout,
+  stderr: r.stderr,
+  exitCode: r.exitCode,
+  fault: r.fault,
+  results: r.results.map((x) => x.data),
+});
+
+test('prewarmed answers are the answers a fresh box gives', async () => {
+  const cold = await new Sandbox(opts()).open();
+  const warm = await new Sandbox(opts({ prewarm: 2 })).open();
+  try {
+    for (const code of CELLS) {
+      expect(shape(await warm.runCode(code))).toEqual(shape(await cold.runCode(code)));
+    }
+  } finally {
+    await cold.close();
+    await warm.close();
+  }
+});
+
+test('each prewarmed box serves one cell: no variables or /tmp files of the cell before', async () => {
+  const sb = await new Sandbox(opts({ prewarm: 2 })).open();
+  try {
+    await sb.runCode('secret = 1\nopen("/tmp/left-behind", "w").write("x")');
+    const r = await sb.runCode('import os\nprint("secret" in globals(), os.path.exists("/tmp/left-behind"))');
+    expect(r.stdout).toBe('False False\n');
+  } finally {
+    await sb.close();
+  }
+});
+
+test('the pool refills; streaming and other languages take the ordinary path; close() leaves nothing', async () => {
+  const before = drivers();
+  const sb = await new Sandbox(opts({ prewarm: 2 })).open();
+  try {
+    await waitFor(() => drivers() === before + 2, 'two idle drivers');
+    const idle = driverPids();
+    // A streaming call does not take a prewarmed box (it runs its own, which ends with it).
+    const chunks = [];
+    const s = await sb.runCode('print("streamed")', { onStdout: (b) => chunks.push(b.toString()) });
+    expect(s.stdout).toBe('streamed\n');
+    expect(chunks.join('')).toBe('streamed\n');
+    expect((await sb.runCode('echo sh', { language: 'sh' })).stdout).toBe('sh\n');
+    expect(driverPids()).toEqual(idle);
+    // A plain python call does: one of the idle drivers ran it and is gone, and a new one takes
+    // its place.
+    expect((await sb.runCode('print("warm")')).stdout).toBe('warm\n');
+    await waitFor(() => drivers() === before + 2, 'the pool to refill');
+    const now = driverPids();
+    expect(idle.filter((p) => now.includes(p))).toHaveLength(idle.length - 1);
+  } finally {
+    await sb.close();
+  }
+  await waitFor(() => drivers() === before, 'no driver left after close()');
+});
+
+test('a prewarmed call past its timeout is a timeout fault', async () => {
+  const sb = await new Sandbox(opts({ prewarm: 1, timeoutS: 1 })).open();
+  try {
+    const r = await sb.runCode('import time\nprint("start", flush=True)\ntime.sleep(30)');
+    expect(r.fault).toMatchObject({ type: 'timeout' });
+    expect(r.exitCode).toBe(137);
+    expect(r.stdout).toBe('start\n');
+    expect((await sb.runCode('1 + 1')).results[0].text).toBe('2');
+  } finally {
+    await sb.close();
+  }
+});
+
+test('prewarm must be a small non-negative integer', async () => {
+  for (const bad of [-1, 1.5, 'two', 65]) {
+    await expect(new Sandbox(opts({ prewarm: bad })).open()).rejects.toThrow(/prewarm/);
+  }
+});
