@@ -304,8 +304,8 @@ export interface SandboxOptions {
    * Default 0. Each warm box keeps an interpreter resident for the whole session whether it is used or
    * not, so the caller decides whether that is worth it. Refilling a slot takes time, so N behaves as a
    * burst allowance: up to N calls in quick succession are served warm and later ones start normally.
-   *
-   * Not built yet in 0.1: a value greater than 0 throws SandboxError. */
+   * At most 64. A call's `timeoutS` is enforced the same way on a prewarmed box. Closing the Sandbox
+   * ends the pool; no process is left behind. */
   prewarm?: number;
 }
 

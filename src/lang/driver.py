@@ -48,7 +48,6 @@ def _kern_driver(rich_source):
         writing = False  # ...and never while the main thread is writing a frame
         pending = False
         future = 0  # __future__ flags set by earlier cells
-        future_mask = None
         loop = None  # asyncio loop for top-level await, made on first need
         format_exception = None  # traceback.format_exception, captured on first use
 
@@ -278,57 +277,18 @@ def _kern_driver(rich_source):
     def on_pyplot(plt):
         rich()["patch_show"](plt)
 
-    # Run a callback right after a module is first imported (a finder first on sys.meta_path that
-    # wraps the real loader), so the driver never has to import these modules itself.
-    after_import = {"linecache": sync_linecache, "matplotlib.pyplot": on_pyplot}
-
-    class Loader:
-        def __init__(self, inner, callback):
-            self._inner, self._callback = inner, callback
-
-        def __getattr__(self, name):
-            if name.startswith("__") or name in ("_inner", "_callback"):
-                raise AttributeError(name)
-            return getattr(self._inner, name)
-
-        def create_module(self, spec):
-            create = getattr(self._inner, "create_module", None)
-            return create(spec) if create is not None else None
-
-        def exec_module(self, module):
-            self._inner.exec_module(module)
-            try:
-                self._callback(module)
-            except Exception:
-                pass
-
     class AfterImport:
+        """First on sys.meta_path: runs a callback right after linecache or matplotlib.pyplot is
+        first imported (see wrap_spec in the rich part), so the driver never imports them itself."""
+
+        callbacks = {"linecache": sync_linecache, "matplotlib.pyplot": on_pyplot}
         busy = set()
 
         def find_spec(self, name, path=None, target=None):
-            callback = after_import.get(name)
+            callback = self.callbacks.get(name)
             if callback is None or name in self.busy:
                 return None
-            self.busy.add(name)
-            try:
-                for finder in list(sys.meta_path):
-                    find = None if finder is self else getattr(finder, "find_spec", None)
-                    spec = find(name, path, target) if find is not None else None
-                    if spec is not None:
-                        break
-                else:
-                    return None
-            except Exception:
-                return None
-            finally:
-                self.busy.discard(name)
-            if spec.loader is None or not hasattr(spec.loader, "exec_module"):
-                return None
-            spec.loader = Loader(spec.loader, callback)
-            return spec
-
-        def invalidate_caches(self):
-            pass
+            return rich()["wrap_spec"](self, name, path, target, callback)
 
     sys.meta_path.insert(0, AfterImport())
     if "linecache" in modules:
@@ -348,15 +308,6 @@ def _kern_driver(rich_source):
     ONLY_AST, TOP_LEVEL_AWAIT = _ast.PyCF_ONLY_AST, _ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
     Expr, Module, Expression = _ast.Expr, _ast.Module, _ast.Expression
 
-    def future_flags(code_obj):
-        if st.future_mask is None:
-            import __future__
-
-            st.future_mask = 0
-            for feature in __future__.all_feature_names:
-                st.future_mask |= getattr(__future__, feature).compiler_flag
-        return code_obj.co_flags & st.future_mask
-
     def quiet(code, last):
         """IPython's rule: a cell whose last line ends with ';' shows no value. The text after
         the last statement can only hold ';', blanks, comments and line continuations."""
@@ -370,12 +321,7 @@ def _kern_driver(rich_source):
 
     def run(code_obj):
         if code_obj.co_flags & CO_COROUTINE:  # top-level await
-            import asyncio
-
-            if st.loop is None or st.loop.is_closed():
-                st.loop = asyncio.new_event_loop()
-            asyncio.set_event_loop(st.loop)
-            return st.loop.run_until_complete(eval(code_obj, ns))
+            return rich()["run_async"](eval(code_obj, ns))
         return eval(code_obj, ns)
 
     PLAIN = {int, float, complex, bool, str, bytes, list, tuple, dict, set, frozenset, range}
@@ -412,11 +358,11 @@ def _kern_driver(rich_source):
         if not body or not isinstance(body[-1], Expr):
             head = compile(tree, fname, "exec", flags, dont_inherit=True)
             if "__future__" in code:
-                st.future |= future_flags(head)
+                st.future |= rich()["future_flags"](head)
             return head, None, False
         head = compile(Module(body=body[:-1], type_ignores=[]), fname, "exec", flags, dont_inherit=True)
         if "__future__" in code:
-            st.future |= future_flags(head)
+            st.future |= rich()["future_flags"](head)
         flags |= st.future
         tail = compile(Expression(body=body[-1].value), fname, "eval", flags, dont_inherit=True)
         return head, tail, not quiet(code, body[-1])
@@ -808,6 +754,70 @@ def patch_show(plt):
     show.__wrapped__ = original
     plt.show = show
 
+
+# ---- the post-import hook's work (AfterImport in the core)
+class Loader:
+    """The real loader, plus a callback once the module has run."""
+
+    def __init__(self, inner, callback):
+        self._inner, self._callback = inner, callback
+
+    def __getattr__(self, name):
+        if name.startswith("__") or name in ("_inner", "_callback"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def create_module(self, spec):
+        create = getattr(self._inner, "create_module", None)
+        return create(spec) if create is not None else None
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        try:
+            self._callback(module)
+        except Exception:
+            pass
+
+def wrap_spec(hook, name, path, target, callback):
+    """The spec the finders after `hook` give, its loader wrapped; None (the usual import) if
+    anything is unusual."""
+    hook.busy.add(name)
+    try:
+        for finder in list(sys.meta_path):
+            find = None if finder is hook else getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
+        else:
+            return None
+    except Exception:
+        return None
+    finally:
+        hook.busy.discard(name)
+    if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return None
+    spec.loader = Loader(spec.loader, callback)
+    return spec
+
+
+# ---- cells
+def future_flags(code_obj):
+    """The __future__ flags a compiled cell turned on, which later cells keep."""
+    import __future__
+
+    mask = 0
+    for feature in __future__.all_feature_names:
+        mask |= getattr(__future__, feature).compiler_flag
+    return code_obj.co_flags & mask
+
+def run_async(coroutine):
+    """A cell with top-level await, on one event loop that lives as long as the driver."""
+    import asyncio
+
+    if st.loop is None or st.loop.is_closed():
+        st.loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(st.loop)
+    return st.loop.run_until_complete(coroutine)
 
 def show_error(e, fname):
     tb = user_tb(e.__traceback__, fname) if fname is not None else None
