@@ -134,3 +134,23 @@ test('bad arguments are SandboxErrors', async () => {
   const { Kernel } = require('..');
   expect(() => new Kernel()).toThrow(/sandbox\.kernel\(\)/);
 });
+
+test('an open kernel (and prewarmed pool) does not keep Node alive, and dies with it', async () => {
+  const { spawnSync } = require('child_process');
+  const path = require('path');
+  const before = driverProcesses().length;
+  const script = `
+    const { Sandbox } = require(${JSON.stringify(path.join(__dirname, '..'))});
+    (async () => {
+      const sb = await new Sandbox(${JSON.stringify(opts({ prewarm: 1 }))}).open();
+      const k = await sb.kernel();
+      console.log((await k.runCode('1 + 1')).results[0].text);
+    })();`;
+  // Nothing is closed: Node must still exit by itself once its work is done.
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000 });
+  expect(r.error).toBeUndefined();
+  expect(r.status).toBe(0);
+  expect(r.stdout).toBe('2\n');
+  for (let i = 0; i < 100 && driverProcesses().length > before; i++) await sleep(20);
+  expect(driverProcesses().length).toBe(before);
+});

@@ -288,7 +288,10 @@ def _kern_driver(rich_source):
             callback = self.callbacks.get(name)
             if callback is None or name in self.busy:
                 return None
-            return rich()["wrap_spec"](self, name, path, target, callback)
+            try:
+                return rich()["wrap_spec"](self, name, path, target, callback)
+            except Exception:
+                return None  # the usual import, without the callback
 
     sys.meta_path.insert(0, AfterImport())
     if "linecache" in modules:
@@ -458,6 +461,7 @@ def exc_line(e):
     msg = safe_str(e)
     return "%s: %s\n" % (name, msg) if msg else name + "\n"
 
+
 def user_tb(tb, fname):
     """The traceback without the driver's frames: from the cell's first frame when there is
     one, else from the first frame that is not the driver's."""
@@ -470,6 +474,7 @@ def user_tb(tb, fname):
     while tb is not None and tb.tb_frame.f_code.co_filename == DRIVER_FILE:
         tb = tb.tb_next
     return tb
+
 
 def format_exc(e, tb):
     fmt = st.format_exception
@@ -496,6 +501,7 @@ def format_exc(e, tb):
         tb = tb.tb_next
     return "".join(lines) + exc_line(e)
 
+
 def report(e, what):
     """A problem that does not fail the cell (a raising repr method): said on stderr."""
     err("%s\n%s" % (what, format_exc(e, user_tb(e.__traceback__, None))))
@@ -517,8 +523,10 @@ REPR_METHODS = (
 )
 BYTES_TYPES = (bytes, bytearray, memoryview)
 
+
 def type_name(obj):
     return obj.__name__ if isinstance(obj, type) else type(obj).__name__
+
 
 def lookup(obj, name):
     """A display method the object really has: not one conjured by a __getattr__ that answers
@@ -533,12 +541,14 @@ def lookup(obj, name):
         return None
     return method if callable(method) else None
 
+
 def call(obj, method, name, what, *args, **kwargs):
     try:
         return method(*args, **kwargs)
     except Exception as e:
         report(e, "%s.%s() raised %s, so %s is left out of the display:" % (type_name(obj), name, type(e).__name__, what))
         return None
+
 
 def safe_repr(obj):
     try:
@@ -547,8 +557,10 @@ def safe_repr(obj):
         report(e, "repr() of a %s object raised %s:" % (type_name(obj), type(e).__name__))
         return "<unrepresentable object: %s: %s>" % (type(e).__name__, safe_str(e))
 
+
 def b64(data):
     return b2a(bytes(data), newline=False).decode("ascii")
+
 
 def wire_value(mime, value, source):
     """The value as it goes on the wire for `mime`, or None (and a line on stderr)."""
@@ -582,9 +594,11 @@ def wire_value(mime, value, source):
     err("%s returned %s, not %s, so %s is left out of the display\n" % (source, type(value).__name__, want, mime))
     return None
 
+
 def figure_class():
     figure = modules.get("matplotlib.figure")
     return getattr(figure, "Figure", None) if figure is not None else None
+
 
 def figure_bundle(fig):
     data = {"text/plain": safe_repr(fig)}
@@ -596,6 +610,7 @@ def figure_bundle(fig):
     except Exception as e:
         report(e, "rendering %s raised %s, so image/png is left out of the display:" % (data["text/plain"], type(e).__name__))
     return data, {}
+
 
 def bundle(obj, include=None, exclude=None):
     figure = figure_class()
@@ -647,6 +662,7 @@ def bundle(obj, include=None, exclude=None):
         data = {k: v for k, v in data.items() if k not in exclude}
     return data, md
 
+
 def send_bundle(kind, data, md):
     frame = {"type": kind, "data": data, "metadata": md}
     try:
@@ -677,6 +693,7 @@ def send_bundle(kind, data, md):
             return
     send_raw(payload)
 
+
 def publish(kind, obj, metadata=None, include=None, exclude=None):
     if st.fd < 0:
         return
@@ -694,6 +711,7 @@ def publish(kind, obj, metadata=None, include=None, exclude=None):
         md.update(metadata)
     send_bundle(kind, data, md)
 
+
 def display(objs, include, exclude, metadata, raw):
     for obj in objs:
         if raw and isinstance(obj, dict):
@@ -706,6 +724,7 @@ def display(objs, include, exclude, metadata, raw):
             send_bundle("display", data, dict(metadata) if isinstance(metadata, dict) else {})
         else:
             publish("display", obj, metadata, include, exclude)
+
 
 def show_result(value):
     publish("result", value)
@@ -737,6 +756,7 @@ def flush_figures(skip=None):
             plt.close("all")
         except Exception as e:
             report(e, "matplotlib.pyplot.close('all') raised %s:" % type(e).__name__)
+
 
 def patch_show(plt):
     original = plt.show
@@ -778,6 +798,7 @@ class Loader:
         except Exception:
             pass
 
+
 def wrap_spec(hook, name, path, target, callback):
     """The spec the finders after `hook` give, its loader wrapped; None (the usual import) if
     anything is unusual."""
@@ -810,6 +831,7 @@ def future_flags(code_obj):
         mask |= getattr(__future__, feature).compiler_flag
     return code_obj.co_flags & mask
 
+
 def run_async(coroutine):
     """A cell with top-level await, on one event loop that lives as long as the driver."""
     import asyncio
@@ -818,6 +840,7 @@ def run_async(coroutine):
         st.loop = asyncio.new_event_loop()
     asyncio.set_event_loop(st.loop)
     return st.loop.run_until_complete(coroutine)
+
 
 def show_error(e, fname):
     tb = user_tb(e.__traceback__, fname) if fname is not None else None
