@@ -8,6 +8,14 @@ const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/ro
 
 /** The kernel's python is `python3 -c <driver source>`: its argv holds the driver's name. */
 const driverProcesses = () => hostProcessesMatching('_kern_driver');
+const driverPids = () => driverProcesses().map((p) => p.pid);
+
+/** Waits until none of `pids` is a driver any more; returns those still there. */
+async function gone(pids) {
+  const alive = () => driverPids().filter((p) => pids.includes(p));
+  for (let i = 0; i < 100 && alive().length; i++) await sleep(20);
+  return alive();
+}
 
 async function withKernel(sbOpts, kOpts, fn) {
   const sb = await new Sandbox(opts(sbOpts)).open();
@@ -98,16 +106,16 @@ test('the session callbacks stream each cell as it runs', async () => {
 });
 
 test('close() ends the box and leaves no process; it is idempotent', async () => {
-  const before = driverProcesses().length;
+  const before = driverPids();
   const sb = await new Sandbox(opts()).open();
   try {
     const k = await sb.kernel();
     await k.runCode('1');
-    expect(driverProcesses().length).toBe(before + 1);
+    const mine = driverPids().filter((p) => !before.includes(p));
+    expect(mine).toHaveLength(1);
     await k.close();
     await k.close();
-    for (let i = 0; i < 50 && driverProcesses().length > before; i++) await sleep(20);
-    expect(driverProcesses().length).toBe(before);
+    expect(await gone(mine)).toEqual([]);
     await expect(k.runCode('1')).rejects.toThrow(/torn down \(it was closed\)/);
   } finally {
     await sb.close();
@@ -115,13 +123,14 @@ test('close() ends the box and leaves no process; it is idempotent', async () =>
 });
 
 test("closing the Sandbox ends its kernels", async () => {
-  const before = driverProcesses().length;
+  const before = driverPids();
   const sb = await new Sandbox(opts()).open();
   const k = await sb.kernel();
   await k.runCode('1');
+  const mine = driverPids().filter((p) => !before.includes(p));
+  expect(mine).toHaveLength(1);
   await sb.close();
-  for (let i = 0; i < 50 && driverProcesses().length > before; i++) await sleep(20);
-  expect(driverProcesses().length).toBe(before);
+  expect(await gone(mine)).toEqual([]);
   await expect(k.runCode('1')).rejects.toThrow(SandboxError);
 });
 
@@ -138,7 +147,7 @@ test('bad arguments are SandboxErrors', async () => {
 test('an open kernel (and prewarmed pool) does not keep Node alive, and dies with it', async () => {
   const { spawnSync } = require('child_process');
   const path = require('path');
-  const before = driverProcesses().length;
+  const before = driverPids();
   const script = `
     const { Sandbox } = require(${JSON.stringify(path.join(__dirname, '..'))});
     (async () => {
@@ -151,6 +160,7 @@ test('an open kernel (and prewarmed pool) does not keep Node alive, and dies wit
   expect(r.error).toBeUndefined();
   expect(r.status).toBe(0);
   expect(r.stdout).toBe('2\n');
-  for (let i = 0; i < 100 && driverProcesses().length > before; i++) await sleep(20);
-  expect(driverProcesses().length).toBe(before);
+  // Whatever drivers appeared while it ran are gone with it.
+  const since = driverPids().filter((p) => !before.includes(p));
+  expect(await gone(since)).toEqual([]);
 });

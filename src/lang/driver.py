@@ -5,13 +5,17 @@
 #
 # Frames, both ways: a 4-byte big-endian length, then that many bytes of UTF-8 JSON (one object).
 #   host -> driver  {"type": "cell", "id": N, "code": "...", "once": false}
+#                   optional: "marker": "..." (written raw to fds 1 and 2 after the cell's output,
+#                   before done: the host splits a kernel's output streams there), "single": true
+#                   (a prewarmed box's only cell: named <cell> like a once-cell, not <cell-N>)
 #   driver -> host  {"type": "display", "data": {mime: value}, "metadata": {...}}   display(), figures
 #                   {"type": "result", "data": {...}, "metadata": {...}}     the last bare expression
 #                   {"type": "error", "ename": ..., "evalue": ..., "traceback": "..."}
 #                   {"type": "done", "id": N, "status": "ok" | "error", "exit": int | null}   last
-# The driver answers cells until fd 3 reaches EOF, or exits after one cell that says "once": true
-# (exit code 0, 1 if the cell raised, or the SystemExit code). A broken channel or a malformed
-# frame ends it with exit code 70 and a line on stderr.
+# "status" is "error" when the cell raised (or exited non-zero); "exit" is set when it raised
+# SystemExit. The driver answers cells until fd 3 reaches EOF, or exits after one cell that says
+# "once": true (exit code 0, 1 if the cell raised, or the SystemExit code). A broken channel or a
+# malformed frame ends it with exit code 70 and a line on stderr.
 #
 # Start-up cost is paid by every cold runCode, and Python compiles a -c program on every start
 # (about 0.25 ms per KB of code), so the driver comes in two parts: the core below, compiled at
@@ -24,12 +28,13 @@
 
 
 def _kern_driver(rich_source):
-    import builtins, io, os, sys, _thread
+    import builtins, io, os, sys, _thread, binascii
 
     CHANNEL_FD = 3
     MAX_FRAME = 256 << 20
     CO_COROUTINE = 0x80
     write, read, close, getpid, _exit = os.write, os.read, os.close, os.getpid, os._exit
+    b2a, BytesIO = binascii.b2a_base64, io.BytesIO
     modules = sys.modules
     allocate_lock, get_ident = _thread.allocate_lock, _thread.get_ident
     DRIVER_FILE = (lambda: 0).__code__.co_filename
@@ -50,6 +55,7 @@ def _kern_driver(rich_source):
         future = 0  # __future__ flags set by earlier cells
         loop = None  # asyncio loop for top-level await, made on first need
         format_exception = None  # traceback.format_exception, captured on first use
+        single = False  # this cell is the box's only one (a prewarmed box)
 
     st = State()
     lock = allocate_lock()
@@ -257,7 +263,8 @@ def _kern_driver(rich_source):
         if not rich_env:
             env = dict(st=st, sys=sys, modules=modules, err=err, send=send, send_raw=send_raw, dumps=dumps,
                        loads=loads, utf8=utf8, safe_str=safe_str, sync_linecache=sync_linecache,
-                       MAX_FRAME=MAX_FRAME, DRIVER_FILE=DRIVER_FILE, MethodType=MethodType, BytesIO=io.BytesIO)
+                       MAX_FRAME=MAX_FRAME, DRIVER_FILE=DRIVER_FILE, MethodType=MethodType, BytesIO=BytesIO,
+                       b2a=b2a)
             env["__builtins__"] = builtins
             _exec(_compile(rich_source, DRIVER_FILE, "exec", dont_inherit=True), env)
             rich_env.update(env)
@@ -372,7 +379,7 @@ def _kern_driver(rich_source):
 
     def run_cell(cell_id, code, once):
         """Runs one cell and sends its frames; returns (status, exit code or None)."""
-        fname = "<cell>" if once else "<cell-%d>" % cell_id
+        fname = "<cell>" if once or st.single else "<cell-%d>" % cell_id
         register(fname, code)
         if getattr(builtins, "display", None) is None:
             builtins.display = display
@@ -426,6 +433,8 @@ def _kern_driver(rich_source):
         if type(cell_id) is not int or not isinstance(code, str) or not isinstance(once, bool):
             die("a cell frame needs an int id, a str code and a bool once: %.200r" % (frame,))
         marker = frame.get("marker")
+        # A prewarmed box runs one cell as a kernel would, named as a one-shot cell is.
+        st.single = frame.get("single") is True
         try:
             status, exit_code = run_cell(cell_id, code, once)
             if isinstance(marker, str):
@@ -448,11 +457,7 @@ def _kern_driver(rich_source):
 
 _RICH = r'''
 # The rich-display part of the driver (see the top of the file). Its globals are the names the
-# core hands over in rich().
-import binascii
-
-b2a = binascii.b2a_base64
-
+# core hands over in rich(), captured when the driver started.
 
 # ---- tracebacks
 def exc_line(e):
@@ -546,7 +551,8 @@ def call(obj, method, name, what, *args, **kwargs):
     try:
         return method(*args, **kwargs)
     except Exception as e:
-        report(e, "%s.%s() raised %s, so %s is left out of the display:" % (type_name(obj), name, type(e).__name__, what))
+        what = "%s.%s() raised %s, so %s is left out of the display:" % (type_name(obj), name, type(e).__name__, what)
+        report(e, what)
         return None
 
 
@@ -608,7 +614,8 @@ def figure_bundle(fig):
             fig.savefig(buf, format="png", bbox_inches="tight")
             data["image/png"] = b64(buf.getvalue())
     except Exception as e:
-        report(e, "rendering %s raised %s, so image/png is left out of the display:" % (data["text/plain"], type(e).__name__))
+        what = "rendering %s raised %s, so image/png is left out of the display:"
+        report(e, what % (data["text/plain"], type(e).__name__))
     return data, {}
 
 
@@ -629,13 +636,10 @@ def bundle(obj, include=None, exclude=None):
                 given = r
             elif r is not None:
                 err("%s._repr_mimebundle_() returned %s, not a dict; ignored\n" % (type_name(obj), type(r).__name__))
-        data = {}
+        value = None
         if "text/plain" in given:
-            value = wire_value("text/plain", given["text/plain"], "_repr_mimebundle_()")
-            if value is not None:
-                data["text/plain"] = value
-        else:
-            data["text/plain"] = safe_repr(obj)
+            value = wire_value("text/plain", given["text/plain"], "%s._repr_mimebundle_()" % type_name(obj))
+        data = {"text/plain": safe_repr(obj) if value is None else value}  # text/plain, always
         for mime, value in given.items():
             if mime != "text/plain" and isinstance(mime, str):
                 value = wire_value(mime, value, "%s._repr_mimebundle_()" % type_name(obj))
@@ -685,7 +689,8 @@ def send_bundle(kind, data, md):
             err("a %s could not be encoded (%s); dropped\n" % (kind, e))
             return
     if len(payload) + 4 > MAX_FRAME:
-        err("a %s of %d bytes is over the %d-byte frame limit; only its text/plain is sent\n" % (kind, len(payload), MAX_FRAME))
+        what = "a %s of %d bytes is over the %d-byte frame limit; only its text/plain is sent\n"
+        err(what % (kind, len(payload), MAX_FRAME))
         frame["data"] = {k: v for k, v in data.items() if k == "text/plain"}
         frame["metadata"] = {}
         payload = utf8(dumps(frame))
@@ -705,7 +710,8 @@ def publish(kind, obj, metadata=None, include=None, exclude=None):
                 method()
                 return
             except Exception as e:
-                report(e, "%s._ipython_display_() raised %s; displaying it the usual way:" % (type_name(obj), type(e).__name__))
+                what = "%s._ipython_display_() raised %s; displaying it the usual way:"
+                report(e, what % (type_name(obj), type(e).__name__))
     data, md = bundle(obj, include, exclude)
     if isinstance(metadata, dict):
         md.update(metadata)

@@ -25,6 +25,8 @@ pub struct Kernel {
     stop: watch::Sender<bool>,
     timeout_ms: u64,
     max_output: usize,
+    /// A prewarmed box's one cell: named like a one-shot cell in tracebacks.
+    single: bool,
 }
 
 enum State {
@@ -110,14 +112,14 @@ fn random_marker() -> Vec<u8> {
 
 impl Kernel {
     /// Starts the kernel's box. It runs as long as the kernel is open and the session too.
-    pub(super) async fn start(
+    pub(super) fn start(
         opened: Arc<Opened>,
         kern_path: &std::path::Path,
         timeout_ms: u64,
     ) -> Result<Kernel> {
         let session_closing = opened.closing.subscribe();
         let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
-        let started = super::warm::start(opened, kern_path, super::warm::Output::Forward(sink))?;
+        let started = super::warm::start(opened, kern_path, sink)?;
         let (rx, tx) = started.sock.into_split();
         let (frames_tx, frames) = tokio::sync::mpsc::unbounded_channel();
         tokio::spawn(read_frames(rx, frames_tx));
@@ -135,11 +137,25 @@ impl Kernel {
             stop,
             timeout_ms,
             max_output: 64 << 20,
+            single: false,
         })
     }
 
     pub(super) fn set_max_output(&mut self, n: usize) {
         self.max_output = n;
+    }
+
+    pub(super) fn set_single(&mut self) {
+        self.single = true;
+    }
+
+    /// Whether the box still runs (for a pool deciding whether a slot is usable).
+    pub(super) fn is_alive(&self) -> bool {
+        match self.state.try_lock() {
+            Ok(s) => matches!(&*s, State::Live(l) if !l.ended.is_finished()),
+            // A cell is running in it: alive, but not idle.
+            Err(_) => false,
+        }
     }
 
     /// Runs one cell. Cells wait for each other, in order.
@@ -179,6 +195,9 @@ impl Kernel {
         let marker = random_marker();
         let mut cell = serde_json::json!({"type": "cell", "id": id, "code": code, "once": false});
         cell["marker"] = Value::String(String::from_utf8_lossy(&marker).into_owned());
+        if self.single {
+            cell["single"] = Value::Bool(true);
+        }
         let [c0, c1] = std::mem::take(&mut live.carry);
         let mut out = Split::new(c0);
         let mut err = Split::new(c1);

@@ -74,11 +74,29 @@ fn driver_results(
     (bundles, notes)
 }
 
-/// What a prewarmed slot's one cell produced.
-struct SlotOutcome {
-    outcome: crate::engine::launch::Outcome,
-    results: tokio::task::JoinHandle<(Vec<u8>, bool)>,
-    timed_out: bool,
+/// What a call changed in the workspace, from the walk before it (none when `trackFiles` is off).
+async fn workspace_changes(
+    before: Option<track::Snapshot>,
+    workspace: &std::path::Path,
+    stderr: &mut String,
+) -> Vec<FileInfo> {
+    let Some(before) = before else {
+        return Vec::new();
+    };
+    let ws = workspace.to_path_buf();
+    let after = tokio::task::spawn_blocking(move || track::snapshot(&ws))
+        .await
+        .unwrap_or_default();
+    if before.capped || after.capped {
+        push_note(
+            stderr,
+            &format!(
+                "note: the workspace has more than {} entries; result.files covers only the first ones walked (trackFiles: false skips the walk)",
+                track::MAX_ENTRIES
+            ),
+        );
+    }
+    track::diff(&before, &after)
 }
 
 /// Writes the cell to the driver and reads everything it sends back, until EOF.
@@ -178,7 +196,7 @@ impl Opened {
     }
 
     /// Takes a live prewarmed box, and starts one in its place.
-    fn take_slot(&self, me: &Arc<Opened>, kern: &std::path::Path) -> Option<warm::Slot> {
+    fn take_slot(&self) -> Option<warm::Slot> {
         if self.config.prewarm == 0 {
             return None;
         }
@@ -190,8 +208,6 @@ impl Opened {
                 break;
             }
         }
-        drop(pool);
-        self.fill_pool(me, kern);
         taken
     }
 
@@ -371,7 +387,7 @@ impl Sandbox {
             ));
         }
         let max_output = opened.config.max_output;
-        let mut k = kernel::Kernel::start(opened, &self.kern, timeout_ms).await?;
+        let mut k = kernel::Kernel::start(opened, &self.kern, timeout_ms)?;
         k.set_max_output(max_output);
         Ok(k)
     }
@@ -433,72 +449,55 @@ impl Sandbox {
         };
         // A python cell that doesn't stream takes a prewarmed box when the pool has one.
         let slot = match (&cell, &sink) {
-            (Some(_), None) => opened.take_slot(&opened, &self.kern),
+            (Some(_), None) => opened.take_slot(),
             _ => None,
         };
-        let (outcome, results_rx) = match (slot, &cell) {
-            (Some(slot), Some(code)) => {
-                let done = slot
-                    .run(code, std::time::Duration::from_millis(timeout_ms))
-                    .await?;
-                let mut outcome = done.outcome;
-                if done.timed_out {
-                    outcome.report.exit_code = 137;
-                    outcome.report.fault = Some(Fault::new(
-                        crate::engine::status::FaultKind::Timeout,
-                        format!(
-                            "the call ran past its timeout of {:.3}s; kern killed the box and every process in it",
-                            timeout_ms as f64 / 1000.0
-                        ),
-                    ));
-                }
-                (outcome, Some(done.results))
+        if let (Some(slot), Some(code)) = (slot, &cell) {
+            let r = slot.run(code, timeout_ms).await;
+            // The pool refills after the call, so starting the next box doesn't compete with
+            // this one for the CPU.
+            opened.fill_pool(&opened, &self.kern);
+            let mut r = r?;
+            r.files = workspace_changes(before, &workspace, &mut r.stderr).await;
+            return Ok(r);
+        }
+        // A python cell goes to the driver on its own socket, which also brings the
+        // results back: read concurrently, so the box never blocks on a full socket.
+        let (channel, results_rx) = match &cell {
+            Some(code) => {
+                let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+                    .map_err(|e| Error::Runtime(format!("socketpair for the driver: {e}")))?;
+                ours.set_nonblocking(true)
+                    .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+                let ours = tokio::net::UnixStream::from_std(ours)
+                    .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+                (Some(OwnedFd::from(theirs)), Some(driver_io_on(ours, code)?))
             }
-            _ => {
-                // A python cell goes to the driver on its own socket, which also brings the
-                // results back: read concurrently, so the box never blocks on a full socket.
-                let (channel, results_rx) = match &cell {
-                    Some(code) => {
-                        let (ours, theirs) =
-                            std::os::unix::net::UnixStream::pair().map_err(|e| {
-                                Error::Runtime(format!("socketpair for the driver: {e}"))
-                            })?;
-                        ours.set_nonblocking(true)
-                            .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
-                        let ours = tokio::net::UnixStream::from_std(ours)
-                            .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
-                        (Some(OwnedFd::from(theirs)), Some(driver_io_on(ours, code)?))
-                    }
-                    None => (None, None),
-                };
-                let kern = opened.kern(&self.kern)?;
-                let first = kern
-                    .run(
-                        &spec,
-                        cfg.max_output,
-                        sink.clone(),
-                        cancel.clone(),
-                        channel.as_ref(),
-                    )
-                    .await?;
-                let outcome = match first {
-                    Some(o) => o,
-                    // The spare died before it got the spec: nothing ran; use a fresh kern.
-                    None => Kern::spawn(&self.kern, &cfg.limits)?
-                        .run(&spec, cfg.max_output, sink, cancel, channel.as_ref())
-                        .await?
-                        .ok_or_else(|| {
-                            Error::Runtime(
-                                "the kern runtime exited before it read the box spec".into(),
-                            )
-                        })?,
-                };
-                // Our copy of the box's end goes now: the reader sees EOF once the box's
-                // copies are gone.
-                drop(channel);
-                (outcome, results_rx)
-            }
+            None => (None, None),
         };
+        let kern = opened.kern(&self.kern)?;
+        let first = kern
+            .run(
+                &spec,
+                cfg.max_output,
+                sink.clone(),
+                cancel.clone(),
+                channel.as_ref(),
+            )
+            .await?;
+        let outcome = match first {
+            Some(o) => o,
+            // The spare died before it got the spec: nothing ran; use a fresh kern.
+            None => Kern::spawn(&self.kern, &cfg.limits)?
+                .run(&spec, cfg.max_output, sink, cancel, channel.as_ref())
+                .await?
+                .ok_or_else(|| {
+                    Error::Runtime("the kern runtime exited before it read the box spec".into())
+                })?,
+        };
+        // Our copy of the box's end goes now: the reader sees EOF once the box's
+        // copies are gone.
+        drop(channel);
         let mut notes = Vec::new();
         let results = match results_rx {
             Some(rx) => {
@@ -518,25 +517,7 @@ impl Sandbox {
         for n in &notes {
             push_note(&mut stderr, n);
         }
-        let files = match before {
-            Some(before) => {
-                let ws = workspace.clone();
-                let after = tokio::task::spawn_blocking(move || track::snapshot(&ws))
-                    .await
-                    .unwrap_or_default();
-                if before.capped || after.capped {
-                    push_note(
-                        &mut stderr,
-                        &format!(
-                            "note: the workspace has more than {} entries; result.files covers only the first ones walked (trackFiles: false skips the walk)",
-                            track::MAX_ENTRIES
-                        ),
-                    );
-                }
-                track::diff(&before, &after)
-            }
-            None => Vec::new(),
-        };
+        let files = workspace_changes(before, &workspace, &mut stderr).await;
         Ok(ExecResult {
             stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),
             stderr,

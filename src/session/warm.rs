@@ -1,8 +1,8 @@
 //! Boxes whose python driver is started before it has a cell: the kernel (many cells) and the
-//! prewarm pool (exactly one cell each). Both are a box spawned with the driver and a socket to
-//! it; the box lives until its cell is done, it is stopped, or its session closes.
+//! prewarm pool (a kernel used for exactly one cell). Both are a box spawned with the driver and
+//! a socket to it; the box lives until it is stopped or its session closes.
 
-use super::{driver_io_on, Opened, SlotOutcome};
+use super::Opened;
 use crate::engine::launch::{Chunk, Outcome};
 use crate::error::{Error, Result};
 use std::os::fd::OwnedFd;
@@ -14,14 +14,6 @@ use tokio::sync::watch;
 /// Per-cell deadlines are enforced by the caller, which stops the box.
 pub const LIFETIME_MS: u64 = 7 * 86_400_000;
 
-/// Where a driver box's output goes.
-pub enum Output {
-    /// Kept (up to the cap) and returned in the outcome: a one-cell box.
-    Keep(usize),
-    /// Forwarded as it comes and not kept: a kernel, which splits it per cell.
-    Forward(UnboundedSender<Chunk>),
-}
-
 /// A started driver box.
 pub struct DriverBox {
     /// Our end of the driver's channel.
@@ -32,11 +24,12 @@ pub struct DriverBox {
     pub stop: watch::Sender<bool>,
 }
 
-/// Starts a box running the python driver, waiting for its first cell on the channel.
+/// Starts a box running the python driver, waiting for its first cell on the channel. Its
+/// output is forwarded to `sink` as it comes and not kept: the kernel splits it per cell.
 pub fn start(
     opened: Arc<Opened>,
     kern_path: &std::path::Path,
-    output: Output,
+    sink: UnboundedSender<Chunk>,
 ) -> Result<DriverBox> {
     let launch = crate::lang::Language::Python.launch("")?;
     let workspace = opened.workspace_path()?;
@@ -67,65 +60,42 @@ pub fn start(
             kern.retire();
             return Ok(None);
         }
-        let r = match output {
-            Output::Keep(cap) => kern.run(&spec, cap, None, stop_rx, Some(&channel)).await,
-            Output::Forward(sink) => {
-                kern.run_forwarding(&spec, sink, stop_rx, Some(&channel))
-                    .await
-            }
-        };
+        let r = kern
+            .run_forwarding(&spec, sink, stop_rx, Some(&channel))
+            .await;
         drop(channel);
         r
     });
     Ok(DriverBox { sock, ended, stop })
 }
 
-/// A prewarmed slot: a one-cell driver box that has run nothing.
-pub struct Slot(Option<DriverBox>);
+/// A prewarmed slot: a driver box that has run nothing, used as a kernel for exactly one cell
+/// and then ended. The call returns as soon as the cell is done (its output split at the
+/// cell's marker), so neither the interpreter's shutdown nor the box's teardown is the caller's
+/// wait.
+pub struct Slot(super::kernel::Kernel);
 
 impl Slot {
     pub fn start(opened: Arc<Opened>, kern_path: &std::path::Path) -> Result<Slot> {
-        let cap = opened.config.max_output;
-        Ok(Slot(Some(start(opened, kern_path, Output::Keep(cap))?)))
+        let timeout = opened.config.timeout_ms;
+        let max_output = opened.config.max_output;
+        let mut k = super::kernel::Kernel::start(opened, kern_path, timeout)?;
+        k.set_max_output(max_output);
+        k.set_single();
+        Ok(Slot(k))
     }
 
     pub fn is_alive(&self) -> bool {
-        self.0.as_ref().is_some_and(|b| !b.ended.is_finished())
+        self.0.is_alive()
     }
 
-    /// Runs `code` as this slot's one cell, within `timeout`.
-    pub async fn run(mut self, code: &str, timeout: std::time::Duration) -> Result<SlotOutcome> {
-        let DriverBox { sock, ended, stop } = self
-            .0
-            .take()
-            .ok_or_else(|| Error::Runtime("a prewarmed box was used twice".into()))?;
-        let results = driver_io_on(sock, code)?;
-        let mut ended = ended;
-        let mut timed_out = false;
-        let outcome = match tokio::time::timeout(timeout, &mut ended).await {
-            Ok(r) => r,
-            Err(_) => {
-                timed_out = true;
-                stop.send_replace(true);
-                ended.await
-            }
-        };
-        let outcome = outcome
-            .map_err(|e| Error::Runtime(format!("the prewarmed box's task failed: {e}")))??
-            .ok_or_else(|| Error::Runtime("the prewarmed kern exited before its box ran".into()))?;
-        Ok(SlotOutcome {
-            outcome,
-            results,
-            timed_out,
-        })
-    }
-}
-
-// An unused slot ends its box when it is dropped (the pool emptied, the session closed).
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if let Some(b) = &self.0 {
-            b.stop.send_replace(true);
-        }
+    /// Runs `code` as this slot's one cell, within `timeout_ms`, then ends the box.
+    pub async fn run(self, code: &str, timeout_ms: u64) -> Result<super::ExecResult> {
+        let r = self.0.run_code(code, Some(timeout_ms), None).await;
+        let k = self.0;
+        tokio::spawn(async move {
+            let _ = k.close().await;
+        });
+        r
     }
 }
