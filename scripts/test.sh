@@ -14,6 +14,8 @@
 #   KERN_TEST_FILTER=regex   only Jest test files whose path matches (Jest's positional pattern);
 #                            the rootless run is skipped when it matches none of its suites
 #   KERN_TEST_ROOTFS=dir     test rootfs location (default: see scripts/build-test-rootfs.sh)
+#   KERN_TEST_ROOTFS_SCI=dir the rootfs with matplotlib/pandas/numpy (scripts/build-test-rootfs-sci.sh)
+#   KERN_TEST_IMAGES=dir     the OCI test images (scripts/build-test-images.sh)
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -25,7 +27,7 @@ filter="${KERN_TEST_FILTER:-}"
 skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 # The suites that run a second time as an unprivileged user: the rootless path is real.
-rootless_tests=(__tests__/core.test.js __tests__/isolation.test.js __tests__/images.test.js)
+rootless_tests=(__tests__/core.test.js __tests__/isolation.test.js __tests__/images.test.js __tests__/results.test.js __tests__/kernel.test.js __tests__/prewarm.test.js)
 
 root_report="$repo/.jest-results.json"
 rootless_report=""     # set once the rootless run has an output location
@@ -185,6 +187,7 @@ if [[ "$rootless_expected" == 1 ]]; then
     [[ -n "${CI:-}" ]] && rootless_env+=(CI="$CI")
     [[ -n "${KERN_TEST_ROOTFS:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS="$KERN_TEST_ROOTFS")
     [[ -n "${KERN_TEST_IMAGES:-}" ]] && rootless_env+=(KERN_TEST_IMAGES="$KERN_TEST_IMAGES")
+    [[ -n "${KERN_TEST_ROOTFS_SCI:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS_SCI="$KERN_TEST_ROOTFS_SCI")
     # shellcheck disable=SC2016
     su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
       kern-rootless "$run_dir" "${rootless_env[@]}" \
