@@ -40,6 +40,22 @@ afterAll(async () => {
 // The addon reads KERN_HOME, KERN_PULL and friends from the real environment at open(). Jest
 // gives each test file a copy of `process`, whose env writes never reach it: write both.
 const realEnv = require('vm').runInThisContext('process').env;
+// Every store here holds an unpacked image (a few hundred MB): each test's temp dirs go when it
+// ends, or a run leaves gigabytes behind.
+const temps = [];
+function tempDir(prefix) {
+  const d = makeTempDir(prefix);
+  temps.push(d);
+  return d;
+}
+afterEach(() => {
+  for (const d of temps.splice(0)) {
+    // Unpacked images keep their modes; an unprivileged owner reopens 0555 dirs to delete them.
+    spawnSync('chmod', ['-R', 'u+rwX', d]);
+    fs.rmSync(d, { recursive: true, force: true });
+  }
+});
+
 const saved = {};
 function putEnv(k, v) {
   for (const env of [process.env, realEnv]) {
@@ -62,7 +78,7 @@ afterEach(() => {
 
 /** A fresh, empty image store for this test. */
 function freshStore() {
-  const home = makeTempDir('kern-home-');
+  const home = tempDir('kern-home-');
   setEnv({ KERN_HOME: home });
   return home;
 }
@@ -89,7 +105,7 @@ const sha = (b) => 'sha256:' + crypto.createHash('sha256').update(b).digest('hex
  * so the layout is consistent except for what `edit` broke on purpose.
  */
 function editedLayout(name, edit) {
-  const dir = makeTempDir('kern-layout-');
+  const dir = tempDir('kern-layout-');
   fs.cpSync(reg.layout(name), dir, { recursive: true });
   const blob = (d) => path.join(dir, 'blobs/sha256', d.slice(7));
   const put = (bytes) => {
@@ -254,7 +270,7 @@ describe('pulling from a registry', () => {
   });
 
   test('two processes opening the same uncached image download each blob once and both run', async () => {
-    const home = makeTempDir('kern-home-');
+    const home = tempDir('kern-home-');
     const front = await reg.startTokenFront(registry);
     try {
       const ref = `${front.host}/kern/test:oci`;
@@ -348,7 +364,7 @@ describe('hostile layers', () => {
     ['hostile-hardlink', /\.\.|outside|escap/, null],
   ];
   test.each(cases)('%s is refused and the host is untouched', async (name, why, canary) => {
-    const parent = makeTempDir('kern-hostile-');
+    const parent = tempDir('kern-hostile-');
     const home = path.join(parent, 'a', 'b', 'store');
     fs.mkdirSync(home, { recursive: true });
     setEnv({ KERN_HOME: home });
@@ -390,14 +406,14 @@ describe('credentials', () => {
 
   test('without credentials: an auth error that says how to log in', async () => {
     freshStore();
-    setEnv({ KERN_REGISTRY_AUTH: undefined, DOCKER_CONFIG: makeTempDir('kern-docker-') });
+    setEnv({ KERN_REGISTRY_AUTH: undefined, DOCKER_CONFIG: tempDir('kern-docker-') });
     await expectOpenError({ image: ref() }, /access denied/, /docker login/, /KERN_REGISTRY_AUTH/, new RegExp(basic.host.replace(/\./g, '\\.')));
   });
 
   test('from KERN_REGISTRY_AUTH', async () => {
     freshStore();
     setEnv({
-      DOCKER_CONFIG: makeTempDir('kern-docker-'),
+      DOCKER_CONFIG: tempDir('kern-docker-'),
       KERN_REGISTRY_AUTH: JSON.stringify({ [basic.host]: { username: reg.BASIC_USER, password: reg.BASIC_PASSWORD } }),
     });
     expectTestImage(await probe(ref()));
@@ -405,7 +421,7 @@ describe('credentials', () => {
 
   test('from ~/.docker/config.json auths (base64 auth)', async () => {
     freshStore();
-    const dir = makeTempDir('kern-docker-');
+    const dir = tempDir('kern-docker-');
     const auth = Buffer.from(`${reg.BASIC_USER}:${reg.BASIC_PASSWORD}`).toString('base64');
     fs.writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ auths: { [`http://${basic.host}`]: { auth } } }));
     setEnv({ DOCKER_CONFIG: dir, KERN_REGISTRY_AUTH: undefined });
@@ -414,8 +430,8 @@ describe('credentials', () => {
 
   test('from a docker credential helper (credHelpers)', async () => {
     freshStore();
-    const dir = makeTempDir('kern-docker-');
-    const bin = makeTempDir('kern-helper-');
+    const dir = tempDir('kern-docker-');
+    const bin = tempDir('kern-helper-');
     const helper = path.join(bin, 'docker-credential-kerntest');
     // Docker's helper protocol: the server name on stdin, {Username, Secret} on stdout.
     fs.writeFileSync(
@@ -432,7 +448,7 @@ describe('credentials', () => {
   test('wrong credentials are reported as refused', async () => {
     freshStore();
     setEnv({
-      DOCKER_CONFIG: makeTempDir('kern-docker-'),
+      DOCKER_CONFIG: tempDir('kern-docker-'),
       KERN_REGISTRY_AUTH: JSON.stringify({ [basic.host]: { username: reg.BASIC_USER, password: 'wrong' } }),
     });
     await expectOpenError({ image: ref() }, /credentials found for it were refused/);
@@ -502,7 +518,7 @@ describe('errors name the image, the registry and what to do', () => {
   });
 
   (isRoot ? test : test.skip)('a full disk is reported as such, and nothing half-written stays', async () => {
-    const home = makeTempDir('kern-full-');
+    const home = tempDir('kern-full-');
     // A 40 MiB tmpfs: the 248 MB image cannot fit.
     expect(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=40m', 'kern-full', home]).status).toBe(0);
     try {
@@ -526,7 +542,7 @@ describe('errors name the image, the registry and what to do', () => {
 describe("the image's USER", () => {
   test('the workload runs as the image USER, which owns the workspace; files land as its owner', async () => {
     freshStore();
-    const ws = makeTempDir('kern-ws-');
+    const ws = tempDir('kern-ws-');
     const owner = fs.statSync(ws);
     const r = await withSandbox({ image: `${registry.host}/kern/user:latest`, workspace: ws }, (sb) =>
       sb.run(['sh', '-c', 'id -un; id -u; stat -c %U /workspace; echo hi > /workspace/made; cat /etc/shadow >/dev/null 2>&1 || echo no-shadow'])
@@ -577,14 +593,14 @@ describe('local images', () => {
 
   test('an OCI archive (a tar of a layout)', async () => {
     freshStore();
-    const tarFile = path.join(makeTempDir('kern-ociar-'), 'image.tar');
+    const tarFile = path.join(tempDir('kern-ociar-'), 'image.tar');
     expect(spawnSync('tar', ['-cf', tarFile, '-C', reg.layout('rootfs'), '.']).status).toBe(0);
     expectTestImage(await probe(tarFile));
   });
 
   test('a file that is no image archive is refused', async () => {
     freshStore();
-    const f = path.join(makeTempDir('kern-notimg-'), 'x.tar');
+    const f = path.join(tempDir('kern-notimg-'), 'x.tar');
     fs.writeFileSync(f, 'hello');
     await expectOpenError({ image: f }, /x\.tar/);
   });
@@ -592,7 +608,7 @@ describe('local images', () => {
 
 describe('kern pull / images / rmi / prune', () => {
   test('the store from a terminal', async () => {
-    const home = makeTempDir('kern-home-');
+    const home = tempDir('kern-home-');
     const env = { KERN_HOME: home };
     const ref = `${registry.host}/kern/test:oci`;
     const pulled = kern(['pull', ref], env);
@@ -628,7 +644,7 @@ describe('kern pull / images / rmi / prune', () => {
   });
 
   test('kern run --image pulls a registry image', () => {
-    const home = makeTempDir('kern-home-');
+    const home = tempDir('kern-home-');
     const r = kern(['run', '--image', `${registry.host}/kern/test:oci`, '--', 'sh', '-c', 'cat /etc/kern-layer2; echo $KERN_IMAGE_MARK'], { KERN_HOME: home });
     expect(r).toMatchObject({ code: 0, stdout: 'layer2\nfrom-config\n' });
   });
