@@ -59,4 +59,21 @@ function writeSection(file, start, end, block, fresh = '# Benchmarks\n\n') {
   fs.writeFileSync(file, doc);
 }
 
-module.exports = { dieFor, parsePositiveInt, which, percentile, median, writeSection };
+/** The built package (addon + `kern`), or a `die` that says to build it. */
+function requireBuilt(repo, kern, die) {
+  try {
+    fs.accessSync(kern, fs.constants.X_OK);
+  } catch {
+    die(`kern runtime not found at ${kern}. Build it with: npm run build`);
+  }
+  let api;
+  try {
+    api = require(repo);
+  } catch (e) {
+    die(`cannot load the kern-sandbox addon (${e.message.split('\n')[0]}). Build it with: npm run build`);
+  }
+  if (typeof api.Sandbox !== 'function') die('the package does not export Sandbox; is the build complete?');
+  return api;
+}
+
+module.exports = { dieFor, parsePositiveInt, which, percentile, median, writeSection, requireBuilt };

@@ -47,7 +47,7 @@ const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection } = require('./common');
+const { dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt } = require('./common');
 
 const die = dieFor('bench-warm');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
@@ -95,19 +95,7 @@ function checkPrerequisites() {
     die(`test rootfs not found at ${ROOTFS} (needs usr/bin/python3).\n` +
       '       Build it with: bash scripts/build-test-rootfs.sh   (or set KERN_TEST_ROOTFS)');
   }
-  try {
-    fs.accessSync(KERN, fs.constants.X_OK);
-  } catch {
-    die(`kern runtime not found at ${KERN}. Build it with: npm run build`);
-  }
-  let api;
-  try {
-    api = require(REPO);
-  } catch (e) {
-    die(`cannot load the kern-sandbox addon (${e.message.split('\n')[0]}). Build it with: npm run build`);
-  }
-  if (typeof api.Sandbox !== 'function') die('the package does not export Sandbox; is the build complete?');
-  return api;
+  return requireBuilt(REPO, KERN, die);
 }
 
 // ---- result checks ----------------------------------------------------------------------------

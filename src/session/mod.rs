@@ -99,6 +99,17 @@ async fn workspace_changes(
     track::diff(&before, &after)
 }
 
+/// A socket to a driver: our end for tokio, the box's end to send to kern.
+fn driver_socketpair() -> Result<(tokio::net::UnixStream, OwnedFd)> {
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+        .map_err(|e| Error::Runtime(format!("socketpair for the driver: {e}")))?;
+    ours.set_nonblocking(true)
+        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+    let ours = tokio::net::UnixStream::from_std(ours)
+        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+    Ok((ours, OwnedFd::from(theirs)))
+}
+
 /// Writes the cell to the driver and reads everything it sends back, until EOF.
 fn driver_io_on(
     sock: tokio::net::UnixStream,
@@ -465,13 +476,8 @@ impl Sandbox {
         // results back: read concurrently, so the box never blocks on a full socket.
         let (channel, results_rx) = match &cell {
             Some(code) => {
-                let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-                    .map_err(|e| Error::Runtime(format!("socketpair for the driver: {e}")))?;
-                ours.set_nonblocking(true)
-                    .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
-                let ours = tokio::net::UnixStream::from_std(ours)
-                    .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
-                (Some(OwnedFd::from(theirs)), Some(driver_io_on(ours, code)?))
+                let (ours, theirs) = driver_socketpair()?;
+                (Some(theirs), Some(driver_io_on(ours, code)?))
             }
             None => (None, None),
         };

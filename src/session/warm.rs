@@ -4,8 +4,7 @@
 
 use super::Opened;
 use crate::engine::launch::{Chunk, Outcome};
-use crate::error::{Error, Result};
-use std::os::fd::OwnedFd;
+use crate::error::Result;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
@@ -34,12 +33,7 @@ pub fn start(
     let launch = crate::lang::Language::Python.launch("")?;
     let workspace = opened.workspace_path()?;
     let spec = opened.spec(launch.argv, &launch.env, LIFETIME_MS, true, &workspace);
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| Error::Runtime(format!("socketpair for the driver: {e}")))?;
-    ours.set_nonblocking(true)
-        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
-    let sock = tokio::net::UnixStream::from_std(ours)
-        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+    let (sock, channel) = super::driver_socketpair()?;
     let (stop, stop_rx) = watch::channel(false);
     // The session closing ends the box too.
     let mut closing = opened.closing.subscribe();
@@ -51,7 +45,6 @@ pub fn start(
         }
     });
     let kern = opened.kern(kern_path)?;
-    let channel = OwnedFd::from(theirs);
     let ended = tokio::spawn(async move {
         // Held for the box's life: the session's close() waits for it to end.
         let _running = opened.running.read().await;
