@@ -314,27 +314,9 @@ const GO_IMAGE: u8 = 2;
 
 fn receive_go(go: &OwnedFd) -> Option<Trees> {
     let mut buf = [0u8; 2];
-    let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 2]);
-    let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-    let msg = socket::recvmsg::<()>(
-        go.as_raw_fd(),
-        &mut iov,
-        Some(&mut cmsg),
-        socket::MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .ok()?;
-    if msg.bytes != 2 {
+    let (n, fds) = sys::recv_with_fds(go.as_raw_fd(), &mut buf).ok()?;
+    if n != 2 {
         return None;
-    }
-    let mut fds: Vec<OwnedFd> = Vec::new();
-    for c in msg.cmsgs().ok()? {
-        if let socket::ControlMessageOwned::ScmRights(raw) = c {
-            // SAFETY: SCM_RIGHTS just installed these fds in this process; nothing else owns them.
-            fds.extend(
-                raw.into_iter()
-                    .map(|fd| unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) }),
-            );
-        }
     }
     let flags = buf[1];
     let mut fds = fds.into_iter();
@@ -657,7 +639,7 @@ fn idmapped_trees(
     })
 }
 
-fn send_go(go: &OwnedFd, trees: &Trees) -> nix::Result<()> {
+fn send_go(go: &OwnedFd, trees: &Trees) -> std::io::Result<()> {
     let mut flags = 0u8;
     let mut fds = Vec::new();
     if let Some(w) = &trees.workspace {
@@ -668,11 +650,7 @@ fn send_go(go: &OwnedFd, trees: &Trees) -> nix::Result<()> {
         flags |= GO_IMAGE;
         fds.push(i.as_raw_fd());
     }
-    let buf = [b'g', flags];
-    let iov = [std::io::IoSlice::new(&buf)];
-    let cmsg = [socket::ControlMessage::ScmRights(&fds)];
-    let cmsgs: &[socket::ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
-    socket::sendmsg::<()>(go.as_raw_fd(), &iov, cmsgs, socket::MsgFlags::empty(), None).map(drop)
+    sys::send_with_fds(go.as_fd(), &[b'g', flags], &fds).map(drop)
 }
 
 fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault {

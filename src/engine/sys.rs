@@ -475,10 +475,12 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[RawFd]) -> io::R
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
     let iov = [io::IoSlice::new(bytes)];
     let cmsg = [ControlMessage::ScmRights(fds)];
+    // No descriptors, no control message: an empty SCM_RIGHTS is not something to send.
+    let cmsgs: &[ControlMessage<'_>] = if fds.is_empty() { &[] } else { &cmsg };
     Ok(sendmsg::<()>(
         sock.as_raw_fd(),
         &iov,
-        &cmsg,
+        cmsgs,
         MsgFlags::MSG_NOSIGNAL,
         None,
     )?)
