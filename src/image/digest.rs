@@ -55,6 +55,16 @@ impl fmt::Display for Digest {
     }
 }
 
+/// Reads a small blob (a manifest, a config) whole: `None` when it is larger than `limit` or
+/// its content does not have digest `d`.
+pub fn read_small(path: &std::path::Path, d: &Digest, limit: u64) -> io::Result<Option<Vec<u8>>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    Ok((bytes.len() as u64 <= limit && Digest::of(&bytes) == *d).then_some(bytes))
+}
+
 /// Wraps a reader or writer and hashes every byte that passes through it.
 pub struct Hashing<T> {
     inner: T,

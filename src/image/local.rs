@@ -16,20 +16,17 @@ const MAX_JSON: u64 = 16 << 20;
 /// Reads a blob of a layout whole, checking its digest.
 fn layout_blob(dir: &Path, d: &Digest, what: &str) -> Result<Vec<u8>, Error> {
     let path = dir.join("blobs/sha256").join(d.hex());
-    let mut bytes = Vec::new();
-    File::open(&path)
-        .and_then(|f| f.take(MAX_JSON + 1).read_to_end(&mut bytes))
+    super::digest::read_small(&path, d, MAX_JSON)
         .map_err(|e| {
             Error::NotFound(format!(
                 "{what}: blob {d} is missing ({e}); the layout is incomplete"
             ))
-        })?;
-    if Digest::of(&bytes) != *d {
-        return Err(Error::Verify(format!(
-            "{what}: blob {d} does not match its digest; the layout is corrupt"
-        )));
-    }
-    Ok(bytes)
+        })?
+        .ok_or_else(|| {
+            Error::Verify(format!(
+                "{what}: blob {d} does not match its digest; the layout is corrupt"
+            ))
+        })
 }
 
 /// Imports the image of an OCI layout for this platform; returns its digest.

@@ -21,7 +21,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -266,16 +266,13 @@ impl Store {
     /// a plain directory and may have been tampered with.
     pub fn read_blob(&self, d: &Digest, limit: u64) -> Result<Vec<u8>, Error> {
         let path = self.blob_path(d);
-        let mut bytes = Vec::new();
-        File::open(&path)
-            .and_then(|f| f.take(limit + 1).read_to_end(&mut bytes))
-            .map_err(|e| Error::store_io(&format!("reading {}", path.display()), e))?;
-        if bytes.len() as u64 > limit || Digest::of(&bytes) != *d {
-            return Err(Error::Verify(format!(
-                "the stored blob {d} does not match its digest; `kern prune` and pull again"
-            )));
-        }
-        Ok(bytes)
+        super::digest::read_small(&path, d, limit)
+            .map_err(|e| Error::store_io(&format!("reading {}", path.display()), e))?
+            .ok_or_else(|| {
+                Error::Verify(format!(
+                    "the stored blob {d} does not match its digest; `kern prune` and pull again"
+                ))
+            })
     }
 
     pub fn tags(&self) -> Result<BTreeMap<String, TagEntry>, Error> {
@@ -492,20 +489,7 @@ impl Store {
 /// Removes a tree we own, first reopening directories an image closed (0555), which would
 /// otherwise stop an unprivileged owner.
 pub fn remove_tree(path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::PermissionsExt;
-    if !nix::unistd::geteuid().is_root() {
-        let mut stack = vec![path.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let _ = fs::set_permissions(&dir, fs::Permissions::from_mode(0o700));
-            if let Ok(rd) = fs::read_dir(&dir) {
-                for e in rd.flatten() {
-                    if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
-                        stack.push(e.path());
-                    }
-                }
-            }
-        }
-    }
+    crate::workspace::make_deletable(path);
     match fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => fs::remove_dir_all(path),
         Ok(_) => fs::remove_file(path),

@@ -80,7 +80,7 @@ impl Workspace {
 /// Gives the owner rwx on every directory under `root`, so that `remove_dir_all` can empty
 /// them. Only an unprivileged owner needs it (root deletes regardless of modes), and it goes
 /// through `walk`, which never follows a symlink a box may have planted.
-fn make_deletable(root: &Path) {
+pub(crate) fn make_deletable(root: &Path) {
     if nix::unistd::geteuid().is_root() {
         return;
     }
