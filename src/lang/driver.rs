@@ -21,9 +21,16 @@ pub const MAX_FRAME: usize = 256 << 20;
 pub const MAX_IMAGE_BYTES: usize = 32 << 20;
 pub const MAX_PIXELS: u64 = 50_000_000;
 
-/// A cell, framed for the driver.
-pub fn cell_frame(id: u64, code: &str, once: bool) -> Vec<u8> {
-    let body = serde_json::json!({"type": "cell", "id": id, "code": code, "once": once});
+/// A cell, framed for the driver. `marker` (a kernel's cells) is written to stdout and stderr
+/// after the cell; `single` names a prewarmed box's one cell like a one-shot cell.
+pub fn cell_frame(id: u64, code: &str, once: bool, marker: Option<&str>, single: bool) -> Vec<u8> {
+    let mut body = serde_json::json!({"type": "cell", "id": id, "code": code, "once": once});
+    if let Some(m) = marker {
+        body["marker"] = Value::String(m.to_string());
+    }
+    if single {
+        body["single"] = Value::Bool(true);
+    }
     frame(&body)
 }
 

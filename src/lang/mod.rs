@@ -12,6 +12,23 @@ pub const MAX_CODE_BYTES: usize = 128 * 1024 - 1;
 /// A python cell travels on the box's channel, not in argv: this is its cap.
 pub const MAX_CELL_BYTES: usize = 16 << 20;
 
+/// Checks a python cell before it goes to the driver (a one-shot call or a kernel's cell).
+pub fn check_cell(code: &str) -> Result<()> {
+    if code.contains('\0') {
+        return Err(Error::Invalid(
+            "the code contains a NUL byte, which Python source cannot".into(),
+        ));
+    }
+    if code.len() > MAX_CELL_BYTES {
+        return Err(Error::Invalid(format!(
+            "the code is {} bytes, over the {} MiB a cell may be; write it to a workspace file and run it with run([\"python3\", \"file.py\"])",
+            code.len(),
+            MAX_CELL_BYTES >> 20
+        )));
+    }
+    Ok(())
+}
+
 /// How a snippet is started.
 pub struct Launch {
     pub argv: Vec<String>,
@@ -48,18 +65,7 @@ impl Language {
     /// cell on the box's channel); the others as the interpreter's `-c`/`-e` argument.
     pub fn launch(self, code: &str) -> Result<Launch> {
         if self == Language::Python {
-            if code.contains('\0') {
-                return Err(Error::Invalid(
-                    "the code contains a NUL byte, which Python source cannot".into(),
-                ));
-            }
-            if code.len() > MAX_CELL_BYTES {
-                return Err(Error::Invalid(format!(
-                    "the code is {} bytes, over the {} MiB a cell may be; write it to a workspace file and run it with run([\"python3\", \"file.py\"])",
-                    code.len(),
-                    MAX_CELL_BYTES >> 20
-                )));
-            }
+            check_cell(code)?;
             return Ok(Launch {
                 argv: vec!["python3".into(), "-c".into(), driver::DRIVER.into()],
                 // Unbuffered, so onStdout sees prints as they happen rather than at exit.

@@ -100,14 +100,14 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
-fn random_marker() -> Vec<u8> {
+fn random_marker() -> String {
     let mut bytes = [0u8; 16];
     let _ = std::fs::File::open("/dev/urandom").and_then(|mut f| {
         use std::io::Read;
         f.read_exact(&mut bytes)
     });
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("\u{1e}kern-cell-end-{hex}\u{1e}").into_bytes()
+    format!("\u{1e}kern-cell-end-{hex}\u{1e}")
 }
 
 impl Kernel {
@@ -165,7 +165,7 @@ impl Kernel {
         timeout_ms: Option<u64>,
         sink: Option<UnboundedSender<Chunk>>,
     ) -> Result<ExecResult> {
-        crate::lang::Language::Python.launch(code)?;
+        crate::lang::check_cell(code)?;
         let mut state = self.state.lock().await;
         let live = match &mut *state {
             State::Dead(why) => {
@@ -193,11 +193,8 @@ impl Kernel {
         let id = live.next_id;
         live.next_id += 1;
         let marker = random_marker();
-        let mut cell = serde_json::json!({"type": "cell", "id": id, "code": code, "once": false});
-        cell["marker"] = Value::String(String::from_utf8_lossy(&marker).into_owned());
-        if self.single {
-            cell["single"] = Value::Bool(true);
-        }
+        let cell = driver::cell_frame(id, code, false, Some(&marker), self.single);
+        let marker = marker.as_bytes();
         let [c0, c1] = std::mem::take(&mut live.carry);
         let mut out = Split::new(c0);
         let mut err = Split::new(c1);
@@ -205,7 +202,7 @@ impl Kernel {
         let mut done = false;
         let mut ended: Option<Fault> = None;
         let deadline = tokio::time::Instant::now() + timeout;
-        if live.tx.write_all(&driver::frame(&cell)).await.is_err() {
+        if live.tx.write_all(&cell).await.is_err() {
             ended = Some(Fault::new(
                 FaultKind::Killed,
                 "the kernel's python process is gone; the kernel was torn down",
@@ -233,11 +230,11 @@ impl Kernel {
                 },
                 c = live.chunks.recv() => match c {
                     Some(Chunk { stream: Stream::Stdout, data }) => {
-                        let s = out.feed(&data, &marker, self.max_output);
+                        let s = out.feed(&data, marker, self.max_output);
                         show(&sink, Stream::Stdout, s);
                     }
                     Some(Chunk { stream: Stream::Stderr, data }) => {
-                        let s = err.feed(&data, &marker, self.max_output);
+                        let s = err.feed(&data, marker, self.max_output);
                         show(&sink, Stream::Stderr, s);
                     }
                     None => {
@@ -267,7 +264,7 @@ impl Kernel {
         }
         live.carry = [std::mem::take(&mut out.rest), std::mem::take(&mut err.rest)];
         let exit_code = match &ended {
-            Some(f) if f.kind == FaultKind::Timeout => 137,
+            // The box was killed, by the cell's deadline or otherwise.
             Some(_) => 137,
             None => frames
                 .iter()

@@ -117,7 +117,7 @@ fn driver_io_on(
 ) -> Result<tokio::task::JoinHandle<(Vec<u8>, bool)>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut rx, mut tx) = sock.into_split();
-    let cell = driver::cell_frame(1, code, true);
+    let cell = driver::cell_frame(1, code, true, None, false);
     tokio::spawn(async move {
         // A box that dies before reading the cell closes the socket: nothing to report here,
         // the call's fault says what happened.
