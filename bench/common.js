@@ -5,6 +5,12 @@
 const fs = require('fs');
 const path = require('path');
 
+/** Where the benchmarks look: the repository, its built `kern`, BENCHMARKS.md, the test rootfs. */
+const REPO = path.resolve(__dirname, '..');
+const KERN = path.join(REPO, 'kern');
+const OUT = path.join(REPO, 'BENCHMARKS.md');
+const ROOTFS = process.env.KERN_TEST_ROOTFS || '/var/cache/kern-sandbox-test/rootfs-bookworm';
+
 /** `die(msg)` for a script named `name`. */
 function dieFor(name) {
   return (msg) => {
@@ -76,4 +82,4 @@ function requireBuilt(repo, kern, die) {
   return api;
 }
 
-module.exports = { dieFor, parsePositiveInt, which, percentile, median, writeSection, requireBuilt };
+module.exports = { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt, which, percentile, median, writeSection, requireBuilt };

@@ -36,7 +36,7 @@ const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt } = require('./common');
 
 const die = dieFor('bench-images');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
@@ -44,13 +44,9 @@ const zlib = require('zlib');
 const { pipeline } = require('stream/promises');
 const { Writable } = require('stream');
 
-const REPO = path.resolve(__dirname, '..');
-const ROOTFS = process.env.KERN_TEST_ROOTFS || '/var/cache/kern-sandbox-test/rootfs-bookworm';
 const N = parsePositiveInt(process.env.BENCH_N, 5, 'BENCH_N');
 const N_OPEN = parsePositiveInt(process.env.BENCH_N_OPEN, 50, 'BENCH_N_OPEN');
 const WARMUP = parsePositiveInt(process.env.BENCH_WARMUP, 5, 'BENCH_WARMUP');
-const KERN = path.join(REPO, 'kern');
-const OUT = path.join(REPO, 'BENCHMARKS.md');
 const START = '<!-- bench-images:start -->';
 const END = '<!-- bench-images:end -->';
 const REPO_TAG = 'kern/test:oci';
@@ -329,21 +325,9 @@ function checkPrerequisites() {
     die(`test rootfs not found at ${ROOTFS} (needs usr/bin/python3 and bin/true).\n` +
       '       Build it with: bash scripts/build-test-rootfs.sh   (or set KERN_TEST_ROOTFS)');
   }
-  try {
-    fs.accessSync(KERN, fs.constants.X_OK);
-  } catch {
-    die(`kern runtime not found at ${KERN}. Build it with: npm run build`);
-  }
   const missing = ['skopeo', 'tar', 'gzip', 'zstd', 'curl', 'openssl', 'sha256sum', 'unshare', 'sync'].filter((c) => !which(c));
   if (missing.length) die(`missing tools: ${missing.join(', ')} (scripts/setup-deps.sh installs them)`);
-  let api;
-  try {
-    api = require(REPO);
-  } catch (e) {
-    die(`cannot load the kern-sandbox addon (${e.message.split('\n')[0]}). Build it with: npm run build`);
-  }
-  if (typeof api.Sandbox !== 'function') die('the package does not export Sandbox; is the build complete?');
-  return api;
+  return requireBuilt(REPO, KERN, die);
 }
 
 // ---- formatting ---------------------------------------------------------------------------------

@@ -47,17 +47,13 @@ const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt } = require('./common');
 
 const die = dieFor('bench-warm');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
 
-const REPO = path.resolve(__dirname, '..');
-const ROOTFS = process.env.KERN_TEST_ROOTFS || '/var/cache/kern-sandbox-test/rootfs-bookworm';
 const N = parsePositiveInt(process.env.BENCH_N, 50, 'BENCH_N');
 const WARMUP = parsePositiveInt(process.env.BENCH_WARMUP, 5, 'BENCH_WARMUP');
-const KERN = path.join(REPO, 'kern');
-const OUT = path.join(REPO, 'BENCHMARKS.md');
 const START = '<!-- bench-warm:start -->';
 const END = '<!-- bench-warm:end -->';
 
