@@ -184,7 +184,9 @@ describe('runtime notes vs code stderr', () => {
     expect(mine.length).toBe(2);
     expect(mine[0]).toMatch(new RegExp(`n-${m}$`));
     expect(mine[1]).toMatch(new RegExp(`w-${m}$`));
-    const order = ['a\n', `note: n-${m}\n`, 'not a note: x\n', `warning: w-${m}\n`, 'c\n'].map((l) => r.stderr.indexOf(l));
+    // Positions of whole lines: a substring search for 'c\n' would also hit a marker ending in c.
+    const stderrLines = r.stderr.split(/(?<=\n)/);
+    const order = ['a\n', `note: n-${m}\n`, 'not a note: x\n', `warning: w-${m}\n`, 'c\n'].map((l) => stderrLines.indexOf(l));
     expect(order.every((i) => i >= 0)).toBe(true);
     expect([...order].sort((x, y) => x - y)).toEqual(order);
     // every stderr line is in exactly one of the two views
