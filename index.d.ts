@@ -133,18 +133,32 @@ export interface SandboxOptions {
    * registry. */
   image?: string;
   /** A shell command run once during `open()`, in a box that has network access, to install
-   * dependencies (for example "pip install pandas").
+   * dependencies (for example "pip install pandas" or "npm install -g left-pad").
    *
-   * Not built yet in 0.1: passing it throws SandboxError. */
+   * The setup box is the session's box (image, account, limits, mounts, your `env`) with the
+   * host's network. It starts from a clean environment (the host's variables never reach it) set
+   * up so installers write into `/workspace/.deps`: `PIP_TARGET`, `PYTHONUSERBASE`,
+   * `npm_config_prefix`, and every later box gets `PYTHONPATH`, `NODE_PATH` and `PATH` pointing
+   * there, so `import x`, `require('x')` and installed commands just work. It trusts the host's
+   * CA bundle (bound read-only, with `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `PIP_CERT`,
+   * `CURL_CA_BUNDLE` and `NODE_EXTRA_CA_CERTS` pointing at it), so networks that intercept TLS
+   * work; `KERN_SETUP_HOST_CA=0` turns that off. Its output goes to `onStdout`/`onStderr`. Its
+   * wall-clock limit is 900 s (`KERN_SETUP_TIMEOUT_S` changes it), not `timeoutS`.
+   *
+   * A setup that exits non-zero, or that the sandbox ends, makes `open()` throw a SandboxError
+   * with `exitCode` and `stderrTail` (its last 20 stderr lines) as properties; the temporary
+   * workspace is removed. */
   setup?: string;
   /** A host directory to use as the persistent workspace. When omitted, a temporary directory is
    * created by `open()` and removed by `close()`. */
   workspace?: string;
   /** Upper bound, in bytes, on how large the workspace may grow across calls. Checked between calls
-   * rather than enforced as a hard limit: the call that crosses it completes, and later calls are
-   * refused. Default null (unbounded).
-   *
-   * Not built yet in 0.1: a non-null value throws SandboxError. */
+   * rather than enforced as a hard limit: the call that crosses it completes, and later calls
+   * (`runCode`, `run` and kernel cells) are not run and return a `workspace_full` fault that says
+   * how much the workspace holds and the cap. What counts is the disk space of the workspace's
+   * regular files, as `du` counts it (a sparse file costs what it holds), without `.deps`, found by
+   * the same walk as `trackFiles` (at most 100,000 entries). Host `writeFile`/`restore` are not
+   * refused, but count for the next call. Default null (unbounded). */
   workspaceMaxBytes?: number | null;
   /** Stable identifier for a `persist` sandbox, so separate processes using the same name share one
    * resident box.
@@ -191,10 +205,19 @@ export interface SandboxOptions {
    * Not built yet in 0.1: passing it throws SandboxError.
    */
   egressAllow?: string[];
-  /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`.
-   * Sensitive host sources are refused with `MountRefused`.
+  /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`,
+   * read-only unless `"rw"`; at most 16. LOOSENS ISOLATION by what you bind.
    *
-   * Not built yet in 0.1: a non-empty value throws SandboxError. */
+   * Refused with `MountRefused` at `open()`: a relative or missing source; a source that is,
+   * contains, or lies inside `/`, `/etc`, `/proc`, `/sys`, `/dev`, `/boot`, `/root`, `/run`,
+   * `/var/run`, `$XDG_RUNTIME_DIR`, a home directory itself, or a home's `.ssh`, `.gnupg`, `.aws`,
+   * `.config`, `.docker`, `.kube`, `.npmrc`, `.netrc`; a directory holding a container-engine or
+   * D-Bus socket. The check is made on the source as resolved through symlinks, and kern mounts
+   * only the inode that was checked. Targets must be absolute and normalised, not `/`, not under
+   * `/proc`, `/sys`, `/dev` or the workspace; below the top level they must already exist in the
+   * image (never reached through its symlinks). A mount at `/tmp` replaces the default scratch.
+   * Running as root, the mount is idmapped like the workspace (its owner appears as the box's
+   * account); a writable mount then needs a filesystem that supports idmapped mounts. */
   mounts?: Record<string, MountSpec>;
   /**
    * In-box scratch filesystems (kern `--tmpfs`), given as `{ "/path": "64m" }` or `["/path"]`.
@@ -271,17 +294,22 @@ export interface SandboxOptions {
    *
    * Not built yet in 0.1: a non-null value (choosing another account) throws SandboxError. */
   user?: string | null;
-  /** Mount what `setup` installed read-only during `runCode`, so one call cannot tamper with
-   * dependencies that later calls load. Default true.
-   *
-   * Accepted in 0.1, but since `setup` is not built yet there are no installed dependencies for it to
-   * protect. */
+  /** Mount what `setup` installed (`/workspace/.deps`) read-only in every `runCode`/`run` box and
+   * kernel, so one call cannot tamper with dependencies that later calls load. Default true. It
+   * applies whenever the workspace has a `.deps` directory (from `setup`, now or in an earlier
+   * session on the same workspace). */
   depsReadonly?: boolean;
-  /** Byte-compile the image's Python standard library once and mount the result read-only in every
-   * box. Default true.
+  /** Byte-compile the image's Python library path once per image (into `$KERN_HOME/pyc`) and mount
+   * the result read-only in every box, with `PYTHONPYCACHEPREFIX` pointing at it. Default true.
    *
-   * Not built yet in 0.1: no cache is built, and passing `pycCache: true` explicitly throws
-   * SandboxError (omit it or pass false). */
+   * The box root is read-only, so an image shipped without `.pyc` files (the official `python:*`
+   * images delete them) otherwise recompiles every module it imports at every start. The cache
+   * is built by a network-off box of the image in the background after the first `open()`;
+   * calls made before it is ready run without it. Results are the same either way; see
+   * BENCHMARKS.md for the start-up gain. The `"host"` image is left alone (the host's python
+   * has its compiled files). With the prefix set, python writes no `__pycache__` into the
+   * workspace. If the image has no `python3`, or compiling fails, python calls carry a `note:`
+   * saying so. */
   pycCache?: boolean;
   /** true (default): `result.files` lists the workspace files each call created or modified, found by
    * scanning the workspace before and after the call, so its cost grows with the number of files.
@@ -331,7 +359,7 @@ export interface PerCallOptions {
  * weaken isolation are marked. */
 export class Sandbox {
   constructor(opts?: SandboxOptions);
-  /** Prepare the session: create or check the workspace (and run `setup`, once it is built). Must be
+  /** Prepare the session: resolve the image, create or check the workspace, run `setup`. Must be
    * awaited before `runCode`/`run`. Resolves to the sandbox itself. */
   open(): Promise<this>;
   /** End the session, removing the workspace only if `open()` created it. Safe to call more than once. */
@@ -350,9 +378,13 @@ export class Sandbox {
   /** Run a command given as an argv array (never parsed by a shell) in a new box. `timeoutS`,
    * `onStdout` and `onStderr` override the session's values for this call only. */
   run(command: string[], opts?: PerCallOptions): Promise<ExecutionResult>;
-  /** Write `data` to a workspace-relative path directly from the host, refusing to follow a symlink.
-   *
-   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+  /** Write `data` to a workspace-relative path directly from the host. Missing parent directories
+   * are created; the file is replaced atomically (written under a temporary name, then renamed).
+   * Every path component is resolved without following symlinks (`openat2` with
+   * `RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS`): `..`, absolute paths, a symlink
+   * anywhere in the path, or an existing target that is not a regular file (or has other hard
+   * links) are refused with SandboxError. Running as root, what it creates is owned by the
+   * workspace's owner. */
   writeFile(path: string, data: Buffer | string): Promise<void>;
   /**
    * Read a workspace-relative file directly from the host, refusing to follow a symlink in any path
@@ -360,25 +392,35 @@ export class Sandbox {
    *
    * `maxBytes` is a size limit that REJECTS, not a length to read: a file larger than it makes the call
    * throw and returns nothing. It never hands back the first `maxBytes` bytes, so do not use it to peek
-   * at a file header.
+   * at a file header. Without it, files over 1 GiB are refused.
    *
-   * Not built yet in 0.1: throws SandboxError ("not built yet").
+   * Refused with SandboxError: `..`, absolute paths, a symlink anywhere in the path, and anything
+   * that is not a regular file (a FIFO is refused without blocking) or has more than one hard
+   * link (one may reach a file outside the workspace).
    */
   readFile(path: string, opts?: { maxBytes?: number }): Promise<Buffer>;
   /** Save the entire workspace as a gzip-compressed tar at `dest`: a filesystem checkpoint only, with
-   * no process memory.
+   * no process memory. Regular files and directories are archived (`.deps` is not: `setup`
+   * recreates it); symlinks and special files are never followed and left out, with a process
+   * warning (`KERN_SNAPSHOT_SKIPPED`) naming them. Written to a temporary file and renamed, so
+   * `dest` is never half-written; `dest` may not be inside the workspace.
    *
-   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+   * Consistency: it refuses (SandboxError) while a call of this Sandbox is running or a kernel
+   * is open, and calls started meanwhile wait for it. Bounded: at most 1,000,000 entries, 16 GiB
+   * per file, 64 GiB in all. */
   snapshot(dest: string): void;
   /** Unpack an archive made by `snapshot()` into the workspace, rejecting symlink, `..` and absolute
-   * members.
-   *
-   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+   * members. The whole archive is checked before anything is written: a symlink, hardlink,
+   * device or FIFO member, a `..` or absolute name (after PAX and GNU long names), a duplicate, a
+   * member under `.deps`, or one over the limits makes it throw SandboxError with the workspace
+   * untouched. Members are merged in: files in the archive replace what is there, other files
+   * stay. Nothing is ever written outside the workspace or through a symlink a box planted. Same
+   * consistency rule as `snapshot()`. */
   restore(src: string): void;
   /** List the regular files in the workspace, or under `subdir` of it (the `.deps` directory is
-   * omitted).
-   *
-   * Not built yet in 0.1: throws SandboxError ("not built yet"). */
+   * omitted), sorted by path, paths relative to the workspace; `change` is always "created" here.
+   * Symlinks are never followed; a missing `subdir` lists nothing. Bounded: a workspace with more
+   * than 100,000 entries under `subdir` throws SandboxError rather than returning part of it. */
   listFiles(subdir?: string): Promise<FileInfo[]>;
   /** Start a long-lived Python interpreter in one box and return it, already open. Cells sent to it run
    * in the same process, so variables and imports carry over between cells and each cell avoids an

@@ -32,8 +32,17 @@ function fromNative(e) {
   const m = /^\[(ERR_[A-Z_]+)\] ([\s\S]*)$/.exec(message);
   if (!m) return new SandboxError(`internal error in kern-sandbox: ${message}`, { cause: e });
   const Cls = m[1] === 'ERR_MOUNT_REFUSED' ? MountRefused : SandboxError;
-  const err = new Cls(m[2]);
+  // Extra properties (a failed setup's exitCode and stderrTail) follow a NUL, as JSON.
+  const nul = m[2].indexOf('\0');
+  const err = new Cls(nul < 0 ? m[2] : m[2].slice(0, nul));
   err.code = m[1];
+  if (nul >= 0) {
+    try {
+      Object.assign(err, JSON.parse(m[2].slice(nul + 1)));
+    } catch {
+      // Details are an extra; the message already says everything.
+    }
+  }
   return err;
 }
 
@@ -154,7 +163,11 @@ class Sandbox {
   }
 
   async open() {
-    await callNative(() => this.#native.open());
+    // `setup`'s output streams to the session's callbacks.
+    const errors = [];
+    const out = guard('onStdout', this.#onStdout, errors);
+    const err = guard('onStderr', this.#onStderr, errors);
+    await callNative(() => this.#native.open(out, err));
     return this;
   }
 
@@ -207,11 +220,60 @@ class Sandbox {
     return new ExecutionResult(r);
   }
 
-  async writeFile() { throw notBuilt('writeFile()'); }
-  async readFile() { throw notBuilt('readFile()'); }
-  async listFiles() { throw notBuilt('listFiles()'); }
-  snapshot() { throw notBuilt('snapshot()'); }
-  restore() { throw notBuilt('restore()'); }
+  async writeFile(filePath, data) {
+    checkRelPath('writeFile', filePath);
+    let buf;
+    if (typeof data === 'string') buf = Buffer.from(data, 'utf8');
+    else if (Buffer.isBuffer(data)) buf = data;
+    else if (data instanceof Uint8Array) buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+    else throw new SandboxError('writeFile(path, data): data must be a Buffer or a string');
+    await callNative(() => this.#native.writeFile(filePath, buf));
+  }
+
+  async readFile(filePath, opts) {
+    checkRelPath('readFile', filePath);
+    if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) {
+      throw new SandboxError('readFile(path, opts): opts must be an object such as { maxBytes: 1048576 }');
+    }
+    for (const k of Object.keys(opts || {})) {
+      if (k !== 'maxBytes') throw new SandboxError(`unknown readFile() option \`${k}\`; it takes maxBytes`);
+    }
+    const max = opts && opts.maxBytes !== undefined && opts.maxBytes !== null ? opts.maxBytes : null;
+    if (max !== null && !(Number.isSafeInteger(max) && max >= 0)) {
+      throw new SandboxError(`readFile maxBytes must be a non-negative integer, got ${String(max)}`);
+    }
+    return callNative(() => this.#native.readFile(filePath, max));
+  }
+
+  async listFiles(subdir) {
+    if (subdir !== undefined && subdir !== null) checkRelPath('listFiles', subdir);
+    const json = await callNative(() => this.#native.listFiles(subdir === undefined ? null : subdir));
+    return JSON.parse(json);
+  }
+
+  snapshot(dest) {
+    if (typeof dest !== 'string' || dest === '') throw new SandboxError('snapshot(dest) takes the archive\'s path as a string');
+    let skipped;
+    try {
+      skipped = this.#native.snapshot(path.resolve(dest));
+    } catch (e) {
+      throw fromNative(e);
+    }
+    // snapshot() returns nothing, so what it could not archive is said as a process warning.
+    if (skipped.length) {
+      const shown = skipped.slice(0, 10).join(', ') + (skipped.length > 10 ? `, and ${skipped.length - 10} more` : '');
+      process.emitWarning(`snapshot() left out ${skipped.length} symlink(s) or special file(s), which restore() would refuse: ${shown}`, { code: 'KERN_SNAPSHOT_SKIPPED' });
+    }
+  }
+
+  restore(src) {
+    if (typeof src !== 'string' || src === '') throw new SandboxError('restore(src) takes the archive\'s path as a string');
+    try {
+      this.#native.restore(path.resolve(src));
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
   async kernel(opts) {
     if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) {
       throw new SandboxError('kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })');
@@ -226,8 +288,10 @@ class Sandbox {
 
 const KERNEL_TOKEN = Symbol('kernel');
 
-function notBuilt(what) {
-  return new SandboxError(`${what} is not built yet in kern-sandbox ${version}; see the README's "Not built yet"`);
+function checkRelPath(method, p) {
+  if (typeof p !== 'string' || p === '') {
+    throw new SandboxError(`${method}() takes a workspace-relative path as a non-empty string, e.g. "out/result.csv"`);
+  }
 }
 
 class Kernel {

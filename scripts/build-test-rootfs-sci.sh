@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the "sci" test rootfs the rich-results tests run on: the base test rootfs
 # (scripts/build-test-rootfs.sh, which must have run first) plus Debian's python3-matplotlib,
-# python3-pandas and python3-numpy with their dependencies only (--no-install-recommends). Made by
+# python3-pandas, python3-numpy and python3-pip (for the `setup` tests) with their dependencies only (--no-install-recommends). Made by
 # copying the base and running apt-get in a chroot of the copy: about 3x faster than a second
 # debootstrap, whose resolver also takes scipy and with it a compiler toolchain. Cached outside
 # the repo; rebuilt only when missing, when this script changes or when the base was rebuilt (the
@@ -18,7 +18,7 @@ set -euo pipefail
 base="${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}"
 dest="${KERN_TEST_ROOTFS_SCI:-/var/cache/kern-sandbox-test/rootfs-bookworm-sci}"
 mirror="${KERN_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-packages=(python3-matplotlib python3-pandas python3-numpy)
+packages=(python3-matplotlib python3-pandas python3-numpy python3-pip)
 # Kept out, so apt takes the other alternative of a dependency: python3-fonttools depends on
 # "python3-scipy | python3-munkres", and scipy depends on pythran, which depends on g++, boost,
 # OpenBLAS and the Python headers: about 1 GiB more that no test uses. munkres is one small module.

@@ -14,9 +14,11 @@ use std::sync::Arc;
 type ChunkFn = ThreadsafeFunction<Buffer, (), Buffer, napi::Status, false>;
 
 /// napi-rs can't reject with a JS subclass, so the code rides in front of the message
-/// (`[ERR_SANDBOX] ...`) and the JS layer turns it into the class.
+/// (`[ERR_SANDBOX] ...`) and the JS layer turns it into the class; extra properties (a failed
+/// setup's exit code) follow the message after a NUL, as JSON.
 fn to_napi(e: Error) -> napi::Error {
-    napi::Error::from_reason(format!("[{}] {e}", e.code()))
+    let details = e.details().map(|d| format!("\0{d}")).unwrap_or_default();
+    napi::Error::from_reason(format!("[{}] {e}{details}", e.code()))
 }
 
 #[napi]
@@ -39,9 +41,68 @@ impl NativeSandbox {
         })
     }
 
+    /// Opens the session; `setup`'s output goes to the chunk callbacks.
     #[napi]
-    pub async fn open(&self) -> napi::Result<()> {
-        self.inner.open().await.map_err(to_napi)
+    pub async fn open(
+        &self,
+        on_stdout: Option<ChunkFn>,
+        on_stderr: Option<ChunkFn>,
+    ) -> napi::Result<()> {
+        let (tx, forwarder) = forwarder(on_stdout, on_stderr);
+        let result = self.inner.open(tx).await;
+        if let Some(task) = forwarder {
+            let _ = task.await;
+        }
+        result.map_err(to_napi)
+    }
+
+    #[napi]
+    pub async fn read_file(&self, path: String, max_bytes: Option<f64>) -> napi::Result<Buffer> {
+        let max = match max_bytes {
+            None => None,
+            Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 => Some(n as u64),
+            Some(n) => {
+                return Err(to_napi(Error::Invalid(format!(
+                    "readFile maxBytes must be a non-negative integer, got {n}"
+                ))))
+            }
+        };
+        let data = self.inner.read_file(path, max).await.map_err(to_napi)?;
+        Ok(Buffer::from(data))
+    }
+
+    #[napi]
+    pub async fn write_file(&self, path: String, data: Buffer) -> napi::Result<()> {
+        self.inner
+            .write_file(path, data.to_vec())
+            .await
+            .map_err(to_napi)
+    }
+
+    /// Resolves to the FileInfo list as JSON.
+    #[napi]
+    pub async fn list_files(&self, subdir: Option<String>) -> napi::Result<String> {
+        let files = self.inner.list_files(subdir).await.map_err(to_napi)?;
+        serde_json::to_string(&files)
+            .map_err(|e| to_napi(Error::Runtime(format!("serialise the listing: {e}"))))
+    }
+
+    /// Synchronous, as the spec has it. Returns the paths it left out (symlinks, special files).
+    #[napi]
+    pub fn snapshot(&self, dest: String) -> napi::Result<Vec<String>> {
+        let report = self
+            .inner
+            .snapshot(std::path::Path::new(&dest))
+            .map_err(to_napi)?;
+        Ok(report.skipped)
+    }
+
+    #[napi]
+    pub fn restore(&self, src: String) -> napi::Result<()> {
+        self.inner
+            .restore(std::path::Path::new(&src))
+            .map(drop)
+            .map_err(to_napi)
     }
 
     #[napi]

@@ -17,6 +17,13 @@ pub enum Error {
     /// The runtime could not be started or talked to.
     #[error("{0}")]
     Runtime(String),
+    /// `setup` failed: thrown from `open()` with the command's exit code and last stderr lines.
+    #[error("{message}")]
+    SetupFailed {
+        message: String,
+        exit_code: i32,
+        stderr_tail: String,
+    },
 }
 
 impl Error {
@@ -24,6 +31,18 @@ impl Error {
         match self {
             Error::MountRefused(_) => "ERR_MOUNT_REFUSED",
             _ => "ERR_SANDBOX",
+        }
+    }
+
+    /// Extra properties for the JS error object, beyond class and message.
+    pub fn details(&self) -> Option<serde_json::Value> {
+        match self {
+            Error::SetupFailed {
+                exit_code,
+                stderr_tail,
+                ..
+            } => Some(serde_json::json!({ "exitCode": exit_code, "stderrTail": stderr_tail })),
+            _ => None,
         }
     }
 }

@@ -90,6 +90,10 @@ fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::Set
     mounts::build(spec, src, trees)?;
     nix::unistd::sethostname(&spec.hostname)
         .map_err(|e| mounts::SetupError(format!("sethostname: {e}")))?;
+    if spec.host_network {
+        // The host's own namespace: its interfaces are not ours to touch.
+        return Ok(());
+    }
     sys::loopback_up().map_err(|e| mounts::SetupError(format!("bring up lo: {e}")))
 }
 

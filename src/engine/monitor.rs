@@ -8,7 +8,7 @@ use super::idmap::{self, Mapping};
 use super::init::{self, msg, Fallback};
 use super::mounts::{self, Sources, Trees};
 use super::rootfs::{top_component, RootPlan};
-use super::spec::{BoxSpec, Limits, RootSpec};
+use super::spec::{BindSpec, BoxSpec, Limits, RootSpec};
 use super::status::{BoxReport, Fault, FaultKind};
 use super::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -166,10 +166,17 @@ fn build_and_supervise(
     let extra_reserved: Vec<String> = spec
         .tmpfs
         .iter()
-        .filter(|t| t.target.trim_matches('/').split('/').count() == 1)
-        .filter_map(|t| top_component(&t.target))
+        .map(|t| t.target.as_str())
+        .chain(spec.binds.iter().map(|b| b.target.as_str()))
+        .filter(|t| t.trim_matches('/').split('/').count() == 1)
+        .filter_map(top_component)
         .collect();
-    let plan = match RootPlan::build(&spec.root, &spec.workspace_target, &extra_reserved) {
+    let plan = match RootPlan::build(
+        &spec.root,
+        &spec.workspace_target,
+        &extra_reserved,
+        &spec.etc,
+    ) {
         Ok(p) => p,
         Err(e) => return startup_failed(format!("cannot read the image {:?}: {e}", spec.root)),
     };
@@ -200,12 +207,14 @@ fn build_and_supervise(
         Ok(p) => p,
         Err(e) => return startup_failed(format!("socketpair: {e}")),
     };
-    let flags = libc::CLONE_NEWUSER
+    let mut flags = libc::CLONE_NEWUSER
         | libc::CLONE_NEWPID
         | libc::CLONE_NEWNS
-        | libc::CLONE_NEWNET
         | libc::CLONE_NEWIPC
         | libc::CLONE_NEWUTS;
+    if !spec.host_network {
+        flags |= libc::CLONE_NEWNET;
+    }
     let pid = match sys::clone_fork(flags) {
         Ok(Forked::Child) => {
             drop(init_r);
@@ -299,6 +308,7 @@ fn child(
     let mut keep = vec![init_w.as_raw_fd()];
     keep.extend(trees.workspace.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(trees.image.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(trees.binds.iter().map(|f| f.as_raw_fd()));
     keep.extend(channel.as_ref().map(|f| f.as_raw_fd()));
     sys::close_others(&keep);
     if in_cgroup {
@@ -313,12 +323,13 @@ const GO_WORKSPACE: u8 = 1;
 const GO_IMAGE: u8 = 2;
 
 fn receive_go(go: &OwnedFd) -> Option<Trees> {
-    let mut buf = [0u8; 2];
+    let mut buf = [0u8; 3];
     let (n, fds) = sys::recv_with_fds(go.as_raw_fd(), &mut buf).ok()?;
-    if n != 2 {
+    if n != 3 {
         return None;
     }
     let flags = buf[1];
+    let binds = buf[2] as usize;
     let mut fds = fds.into_iter();
     let workspace = if flags & GO_WORKSPACE != 0 {
         Some(fds.next()?)
@@ -330,7 +341,15 @@ fn receive_go(go: &OwnedFd) -> Option<Trees> {
     } else {
         None
     };
-    Some(Trees { workspace, image })
+    let trees: Vec<OwnedFd> = fds.collect();
+    if trees.len() != binds {
+        return None;
+    }
+    Some(Trees {
+        workspace,
+        image,
+        binds: trees,
+    })
 }
 
 /// Takes the ids the box is set up as: uid/gid 0 of the box, or with a single mapped id, that
@@ -501,6 +520,9 @@ fn supervise(
     let init_status = waitpid(Pid::from_raw(pid), None);
     // Every box process is gone now: no set-id file it made outlives it.
     crate::workspace::walk::strip_setid(&spec.workspace);
+    for b in spec.binds.iter().filter(|b| b.writable) {
+        crate::workspace::walk::strip_setid(&b.source);
+    }
 
     let mut messages = String::new();
     let _ = std::fs::File::from(init_r).read_to_string(&mut messages);
@@ -633,10 +655,49 @@ fn idmapped_trees(
         }
         RootSpec::Host => None,
     };
+    let binds = spec
+        .binds
+        .iter()
+        .map(|b| bind_tree(b, ws_ns.as_fd()))
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(Trees {
         workspace: Some(workspace),
         image,
+        binds,
     })
+}
+
+/// An extra mount as a detached tree, idmapped like the workspace (its owner appears as the
+/// box's account), checked to be the very inode the caller checked.
+fn bind_tree(b: &BindSpec, userns: BorrowedFd<'_>) -> Result<OwnedFd, String> {
+    let src = b.source.to_string_lossy();
+    let base = sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV;
+    let attrs = if b.writable {
+        base
+    } else {
+        base | sys::MOUNT_ATTR_RDONLY
+    };
+    let tree = match idmap::idmapped_tree(&src, userns, attrs) {
+        Ok(t) => t,
+        // Read-only, an unmapped tree still works: its files show as owned by nobody.
+        Err(_) if !b.writable => sys::open_tree_clone(&src, true)
+            .and_then(|t| sys::mount_setattr_fd(t.as_fd(), attrs, None).map(|_| t))
+            .map_err(|e| format!("cannot attach the mount {src}: {e}"))?,
+        Err(e) => {
+            return Err(format!(
+                "running as root, kern attaches a writable mount as an idmapped mount, and {src} \
+                 can't be idmapped ({e}); mount it read-only, or use a directory on ext4, xfs or \
+                 btrfs"
+            ))
+        }
+    };
+    let st = nix::sys::stat::fstat(&tree).map_err(|e| format!("stat the mount {src}: {e}"))?;
+    if st.st_dev != b.dev || st.st_ino != b.ino {
+        return Err(format!(
+            "the mount source {src} changed after it was checked; refusing to mount it"
+        ));
+    }
+    Ok(tree)
 }
 
 fn send_go(go: &OwnedFd, trees: &Trees) -> std::io::Result<()> {
@@ -650,7 +711,8 @@ fn send_go(go: &OwnedFd, trees: &Trees) -> std::io::Result<()> {
         flags |= GO_IMAGE;
         fds.push(i.as_raw_fd());
     }
-    sys::send_with_fds(go.as_fd(), &[b'g', flags], &fds).map(drop)
+    fds.extend(trees.binds.iter().map(|b| b.as_raw_fd()));
+    sys::send_with_fds(go.as_fd(), &[b'g', flags, trees.binds.len() as u8], &fds).map(drop)
 }
 
 fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault {

@@ -7,7 +7,7 @@
 //! binds so nothing is ever mounted beneath a directory the box can write.
 
 use super::rootfs::{Entry, RootPlan};
-use super::spec::{BoxSpec, TmpfsSpec};
+use super::spec::{BindSpec, BoxSpec, TmpfsSpec};
 use super::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::fs;
@@ -59,6 +59,8 @@ impl<T, E: std::fmt::Display> Ctx<T> for Result<T, E> {
 pub struct Trees {
     pub workspace: Option<OwnedFd>,
     pub image: Option<OwnedFd>,
+    /// One per `spec.binds`, in order (as root); empty otherwise.
+    pub binds: Vec<OwnedFd>,
 }
 
 /// What `kern` prepared before the clone: the root plan and the workspace path.
@@ -171,6 +173,14 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
                 .ctx(|| format!("open the workspace {}", src.workspace.display()))?,
         ),
     };
+    let bind_fds = if trees.binds.is_empty() {
+        spec.binds
+            .iter()
+            .map(open_bind_source)
+            .collect::<Result<Vec<_>, _>>()?
+    } else {
+        Vec::new()
+    };
     let root = Path::new(STAGE);
     tmpfs(root, 1 << 20, 0o755, nosuid_nodev)?;
 
@@ -199,6 +209,18 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
                 mkdir(&etc, 0o755)?;
                 bind_new(source, &etc.join(name), *dir, ro)?;
             }
+            Entry::EtcImage { name, dir } => {
+                mkdir(&etc, 0o755)?;
+                let Some(image) = &image_fd else {
+                    return Err(SetupError(format!("/etc/{name}: no image to take it from")));
+                };
+                let entry = open_entry(image, &format!("etc/{name}"), *dir)?;
+                bind_new(&fd_path(&entry), &etc.join(name), *dir, ro)?;
+            }
+            Entry::EtcSymlink { name, target } => {
+                mkdir(&etc, 0o755)?;
+                symlink(target, etc.join(name)).ctx(|| format!("symlink /etc/{name}"))?;
+            }
         }
     }
 
@@ -207,13 +229,37 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
         mount_scratch(root, t)?;
     }
 
+    for (i, b) in spec.binds.iter().enumerate() {
+        let target = root.join(b.target.trim_start_matches('/'));
+        make_mount_point(root, &target, b.dir)?;
+        let attrs = if b.writable {
+            MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
+        } else {
+            ro
+        };
+        match (trees.binds.get(i), bind_fds.get(i)) {
+            // The monitor's tree already carries its flags (and the idmapping).
+            (Some(tree), _) => {
+                sys::move_mount_to(tree.as_fd(), target.to_str().unwrap_or_default())
+                    .ctx(|| format!("attach {} at {}", b.source.display(), b.target))?
+            }
+            (None, Some(fd)) => bind(&fd_path(fd), &target, attrs)?,
+            (None, None) => {
+                return Err(SetupError(format!("no source for the mount {}", b.target)))
+            }
+        }
+    }
+
     let ws = root.join(spec.workspace_target.trim_start_matches('/'));
-    make_mount_point(root, &ws)?;
+    make_mount_point(root, &ws, true)?;
     match (&trees.workspace, &workspace_fd) {
         (Some(tree), _) => sys::move_mount_to(tree.as_fd(), ws.to_str().unwrap_or_default())
             .ctx(|| "attach the workspace".into())?,
         (None, Some(fd)) => bind(&fd_path(fd), &ws, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)?,
         (None, None) => return Err(SetupError("no workspace to mount".into())),
+    }
+    for rel in &spec.readonly_in_workspace {
+        readonly_subdir(&ws, rel)?;
     }
     if trees.image.is_some() {
         // The binds hold the image now; the staging mount leaves with the old root anyway,
@@ -244,21 +290,33 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
 /// Creates the mount point for `target` (inside the skeleton). Directly under the root we make
 /// it; deeper, it must already exist in the image as a real directory: we never create anything
 /// inside the image, and never follow one of its symlinks to find a target.
-fn make_mount_point(root: &Path, target: &Path) -> Result<(), SetupError> {
+fn make_mount_point(root: &Path, target: &Path, dir: bool) -> Result<(), SetupError> {
     let rel = target.strip_prefix(root).unwrap_or(target);
     let depth = rel.components().count();
     if depth <= 1 {
-        return mkdir(target, 0o755);
+        return if dir {
+            mkdir(target, 0o755)
+        } else {
+            touch(target)
+        };
     }
     let mut cur = root.to_path_buf();
-    for c in rel.components() {
+    for (i, c) in rel.components().enumerate() {
         cur.push(c);
+        let want_dir = dir || i + 1 < depth;
         match fs::symlink_metadata(&cur) {
-            Ok(m) if m.is_dir() && !m.file_type().is_symlink() => {}
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(SetupError(format!(
+                    "/{} is a symlink in the image; mount targets are never reached through symlinks",
+                    rel.display()
+                )))
+            }
+            Ok(m) if m.is_dir() == want_dir && (want_dir || m.is_file()) => {}
             Ok(_) => {
                 return Err(SetupError(format!(
-                    "/{} is not a directory in the image (symlinks are not followed for mount targets)",
-                    rel.display()
+                    "/{} is not a {} in the image",
+                    rel.display(),
+                    if want_dir { "directory" } else { "regular file" }
                 )))
             }
             Err(_) => {
@@ -274,7 +332,7 @@ fn make_mount_point(root: &Path, target: &Path) -> Result<(), SetupError> {
 
 fn mount_scratch(root: &Path, t: &TmpfsSpec) -> Result<(), SetupError> {
     let target = root.join(t.target.trim_start_matches('/'));
-    make_mount_point(root, &target)?;
+    make_mount_point(root, &target, true)?;
     tmpfs(
         &target,
         t.size_bytes,
@@ -402,6 +460,64 @@ fn open_entry(image: &OwnedFd, name: &str, dir: bool) -> Result<OwnedFd, SetupEr
         )));
     }
     Ok(fd)
+}
+
+/// Opens a bind's source again, without following symlinks, and checks it is the inode the
+/// caller checked: a source swapped since (for a symlink to something the caller would have
+/// refused) is never mounted.
+fn open_bind_source(b: &BindSpec) -> Result<OwnedFd, SetupError> {
+    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    let rel = b.source.strip_prefix("/").unwrap_or(&b.source);
+    let top = open_dir(Path::new("/")).ctx(|| "open /".into())?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let what = || format!("open the mount source {}", b.source.display());
+    let fd = if rel.as_os_str().is_empty() {
+        top
+    } else {
+        openat2(&top, rel, how).ctx(what)?
+    };
+    let st = nix::sys::stat::fstat(&fd).ctx(what)?;
+    if st.st_dev != b.dev || st.st_ino != b.ino {
+        return Err(SetupError(format!(
+            "the mount source {} changed after it was checked; refusing to mount it",
+            b.source.display()
+        )));
+    }
+    Ok(fd)
+}
+
+/// Mounts `ws/rel` read-only over itself, reached through an fd opened without following
+/// symlinks, so a box that swapped the directory for a symlink can't redirect the mount.
+fn readonly_subdir(ws: &Path, rel: &str) -> Result<(), SetupError> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    let ws_fd = open_dir(ws).ctx(|| "open the workspace".into())?;
+    let fd = match openat(
+        &ws_fd,
+        rel,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT) => return Ok(()),
+        Err(e) => {
+            return Err(SetupError(format!(
+                "/workspace/{rel} is not a real directory ({e}); it is mounted read-only, so replace it with the directory `setup` made or turn depsReadonly off"
+            )))
+        }
+    };
+    let tree =
+        sys::open_tree_clone_fd(fd.as_fd(), true).ctx(|| format!("clone /workspace/{rel}"))?;
+    sys::mount_setattr_fd(
+        tree.as_fd(),
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        None,
+    )
+    .ctx(|| format!("make /workspace/{rel} read-only"))?;
+    sys::move_mount_to_fd(tree.as_fd(), fd.as_fd())
+        .ctx(|| format!("mount /workspace/{rel} read-only"))
 }
 
 /// Opens a directory as an O_PATH fd for `Sources`.

@@ -3,7 +3,7 @@
 //! (`/workspace`, `/tmp`) never has to be created inside the caller's image directory, and the
 //! image's own symlinks are recreated as symlinks, never followed to a host path.
 
-use super::spec::RootSpec;
+use super::spec::{EtcOverride, RootSpec};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,11 @@ pub enum Entry {
         source: PathBuf,
         dir: bool,
     },
+    /// Bind the image's own `/etc/<name>` read-only (reached through the image fd, never
+    /// followed): `/etc` rebuilt entry by entry because some of it is overridden.
+    EtcImage { name: String, dir: bool },
+    /// Recreate the image's symlink `/etc/<name> -> target`.
+    EtcSymlink { name: String, target: PathBuf },
 }
 
 /// The entries, and the image directory they come from (None for the host image).
@@ -74,6 +79,7 @@ impl RootPlan {
         root: &RootSpec,
         workspace_target: &str,
         extra_reserved: &[String],
+        etc: &[EtcOverride],
     ) -> io::Result<RootPlan> {
         // Names the box mounts itself: the image's own entries of these names are not bound.
         let mut reserved: Vec<String> = BOX_OWNED.iter().map(|s| s.to_string()).collect();
@@ -81,10 +87,36 @@ impl RootPlan {
             reserved.push(top);
         }
         reserved.extend(extra_reserved.iter().cloned());
-        match root {
-            RootSpec::Dir { path } => Self::from_dir(path, &reserved),
-            RootSpec::Host => Ok(Self::host()),
+        let mut plan = match root {
+            RootSpec::Dir { path } if !etc.is_empty() => {
+                reserved.push("etc".into());
+                let mut plan = Self::from_dir(path, &reserved)?;
+                plan.entries.extend(image_etc(path, etc)?);
+                plan
+            }
+            RootSpec::Dir { path } => Self::from_dir(path, &reserved)?,
+            RootSpec::Host => Self::host(),
+        };
+        plan.entries.retain(|e| match e {
+            Entry::EtcBind { name, .. } | Entry::EtcFile { name, .. } => {
+                !etc.iter().any(|o| o.name() == name)
+            }
+            _ => true,
+        });
+        for o in etc {
+            plan.entries.push(match o {
+                EtcOverride::Contents { name, contents } => Entry::EtcFile {
+                    name: name.clone(),
+                    contents: contents.clone(),
+                },
+                EtcOverride::HostFile { name, source } => Entry::EtcBind {
+                    name: name.clone(),
+                    source: source.clone(),
+                    dir: false,
+                },
+            });
         }
+        Ok(plan)
     }
 
     fn from_dir(path: &Path, reserved: &[String]) -> io::Result<RootPlan> {
@@ -167,6 +199,40 @@ impl RootPlan {
             image: None,
         }
     }
+}
+
+/// The image's `/etc` entries other than the overridden ones. An image whose `/etc` is not a
+/// real directory contributes nothing (the box gets only the overrides).
+fn image_etc(image: &Path, etc: &[EtcOverride]) -> io::Result<Vec<Entry>> {
+    let dir = image.join("etc");
+    match fs::symlink_metadata(&dir) {
+        Ok(m) if m.is_dir() => {}
+        _ => return Ok(Vec::new()),
+    }
+    let mut names: Vec<_> = fs::read_dir(&dir)?.collect::<Result<_, _>>()?;
+    names.sort_by_key(|e| e.file_name());
+    let mut entries = Vec::new();
+    for e in names {
+        let Some(name) = e.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        if etc.iter().any(|o| o.name() == name) {
+            continue;
+        }
+        let ft = e.file_type()?;
+        if ft.is_symlink() {
+            entries.push(Entry::EtcSymlink {
+                target: fs::read_link(e.path())?,
+                name,
+            });
+        } else if ft.is_dir() || ft.is_file() {
+            entries.push(Entry::EtcImage {
+                dir: ft.is_dir(),
+                name,
+            });
+        }
+    }
+    Ok(entries)
 }
 
 /// `/a/b` -> `a`.

@@ -69,6 +69,52 @@ pub struct BoxSpec {
     /// private channel to the caller (the python driver's results travel on it).
     #[serde(default)]
     pub channel: bool,
+    /// Extra host binds (the `mounts` option, checked by the caller), mounted in this order.
+    #[serde(default)]
+    pub binds: Vec<BindSpec>,
+    /// Share the host's network namespace instead of a private one with only `lo` (the `setup`
+    /// box). Nothing else of the posture changes.
+    #[serde(default)]
+    pub host_network: bool,
+    /// Files placed at `/etc/<name>` in place of the image's (a `setup` box's resolv.conf and
+    /// the host's CA bundle). Non-empty makes `/etc` a skeleton of the image's entries.
+    #[serde(default)]
+    pub etc: Vec<EtcOverride>,
+    /// Workspace-relative directories mounted read-only over themselves (`.deps` when
+    /// `depsReadonly`). A missing one is skipped; one that is not a real directory is refused.
+    #[serde(default)]
+    pub readonly_in_workspace: Vec<String>,
+}
+
+/// One host path bound into the box. The caller resolved and checked `source` and recorded the
+/// inode it saw; `kern` opens it again and refuses to mount anything else.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct BindSpec {
+    pub source: PathBuf,
+    /// Absolute, normalised path in the box.
+    pub target: String,
+    pub writable: bool,
+    pub dir: bool,
+    pub dev: u64,
+    pub ino: u64,
+}
+
+/// What goes at `/etc/<name>`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum EtcOverride {
+    /// A small generated file.
+    Contents { name: String, contents: String },
+    /// A host file bound read-only (trusted: chosen by the caller, not the box).
+    HostFile { name: String, source: PathBuf },
+}
+
+impl EtcOverride {
+    pub fn name(&self) -> &str {
+        match self {
+            EtcOverride::Contents { name, .. } | EtcOverride::HostFile { name, .. } => name,
+        }
+    }
 }
 
 /// The descriptor number the caller's channel has in the workload.

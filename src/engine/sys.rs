@@ -297,6 +297,7 @@ pub fn cstr(s: &str) -> io::Result<CString> {
 const OPEN_TREE_CLONE: libc::c_uint = 1;
 const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x0000_0004;
+const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x0000_0040;
 
 /// `open_tree(OPEN_TREE_CLONE)`: a detached copy of the mount tree at `path`, as an fd. Only
 /// the monitor (in the host's namespaces) can reach some sources, and only it may idmap them.
@@ -312,6 +313,23 @@ pub fn open_tree_clone(path: &str, recursive: bool) -> io::Result<OwnedFd> {
     let fd = check(ret)? as RawFd;
     // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// `open_tree(OPEN_TREE_CLONE)` of the inode `fd` refers to (an O_PATH fd opened without
+/// following symlinks), so what is cloned is what was checked, not whatever a path names now.
+pub fn open_tree_clone_fd(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
+    let empty = c"";
+    let mut flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: the empty path is NUL-terminated and static; `fd` is a valid descriptor for the
+    // call; on success the kernel returns a new fd that we own.
+    let ret = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), empty.as_ptr(), flags) };
+    let new = check(ret)? as RawFd;
+    // SAFETY: `new` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
 /// Sets flags on a detached tree, and with `userns` makes it an idmapped mount: files appear
@@ -362,6 +380,24 @@ pub fn move_mount_to(tree: BorrowedFd<'_>, target: &str) -> io::Result<()> {
             libc::AT_FDCWD,
             ctarget.as_ptr(),
             MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    check(ret).map(|_| ())
+}
+
+/// Attaches a detached tree over the inode `target` refers to (an O_PATH fd), never over
+/// whatever a path would resolve to by then.
+pub fn move_mount_to_fd(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    let empty = c"";
+    // SAFETY: the empty paths are NUL-terminated and static; both fds are valid for the call.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            target.as_raw_fd(),
+            empty.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
         )
     };
     check(ret).map(|_| ())
@@ -448,11 +484,15 @@ pub fn dup_above(fd: BorrowedFd<'_>, min: RawFd) -> io::Result<OwnedFd> {
     Ok(unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(new) })
 }
 
+/// The most descriptors one message carries (the box's "go": workspace, image, and one tree per
+/// extra mount, of which the session allows 16).
+pub const MAX_FDS_PER_MESSAGE: usize = 24;
+
 /// One `recvmsg` on a stream socket: the bytes, and any descriptors sent with them (received
 /// close-on-exec). A plain `read` would drop such descriptors.
 pub fn recv_with_fds(sock: RawFd, buf: &mut [u8]) -> io::Result<(usize, Vec<OwnedFd>)> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
-    let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+    let mut cmsg = nix::cmsg_space!([RawFd; MAX_FDS_PER_MESSAGE]);
     let mut iov = [io::IoSliceMut::new(buf)];
     let msg = recvmsg::<()>(sock, &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC)?;
     let mut fds = Vec::new();

@@ -27,6 +27,11 @@ pub struct Kernel {
     max_output: usize,
     /// A prewarmed box's one cell: named like a one-shot cell in tracebacks.
     single: bool,
+    /// A caller's kernel (not a pool slot) counts as a box writing to the workspace until it
+    /// is closed, so snapshot() refuses meanwhile.
+    active: std::sync::Mutex<Option<super::Active>>,
+    /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
+    quota: Option<(std::path::PathBuf, u64)>,
 }
 
 enum State {
@@ -138,7 +143,19 @@ impl Kernel {
             timeout_ms,
             max_output: 64 << 20,
             single: false,
+            active: std::sync::Mutex::new(None),
+            quota: None,
         })
+    }
+
+    /// Makes this a caller's kernel: counted as active, and held to the workspace cap.
+    pub(super) fn attach(
+        &mut self,
+        active: super::Active,
+        quota: Option<(std::path::PathBuf, u64)>,
+    ) {
+        self.active = std::sync::Mutex::new(Some(active));
+        self.quota = quota;
     }
 
     pub(super) fn set_max_output(&mut self, n: usize) {
@@ -187,6 +204,15 @@ impl Kernel {
             return Err(Error::Invalid(format!(
                 "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
             )));
+        }
+        if let Some((ws, cap)) = self.quota.clone() {
+            let bytes =
+                tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws).bytes)
+                    .await
+                    .unwrap_or(0);
+            if bytes > cap {
+                return Ok(ExecResult::refused(super::workspace_full(bytes, cap)));
+            }
         }
         let start = Instant::now();
         let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
@@ -331,6 +357,9 @@ impl Kernel {
             let _ = (&mut live.ended).await;
         }
         *state = State::Dead("it was closed".into());
+        if let Ok(mut a) = self.active.lock() {
+            a.take();
+        }
         Ok(())
     }
 }

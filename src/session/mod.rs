@@ -2,21 +2,28 @@
 //! layer over this; nothing here knows napi.
 
 pub mod kernel;
+pub mod mounts;
 pub mod options;
+mod pyc;
+pub mod setup;
 mod warm;
 
 use crate::engine::launch::{Chunk, Kern};
-use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET};
-use crate::engine::status::Fault;
+use crate::engine::spec::{
+    BindSpec, BoxSpec, RootSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET,
+};
+use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::image::manifest::RunConfig;
 use crate::lang::{driver, Language};
 use crate::workspace::track::{self, FileInfo};
 use crate::workspace::Workspace;
+use crate::workspace::{archive, files};
 use options::Config;
 use serde::Serialize;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
@@ -164,9 +171,117 @@ struct Opened {
     closing: tokio::sync::watch::Sender<bool>,
     /// Prewarmed one-cell python boxes (`prewarm`), oldest first.
     pool: std::sync::Mutex<std::collections::VecDeque<warm::Slot>>,
+    /// Boxes get the `.deps` environment (and, with `depsReadonly`, a read-only `.deps`).
+    deps: bool,
+    /// The compiled stdlib of this image (`pycCache`), once built.
+    pyc: Option<pyc::Cache>,
+    /// Calls in flight plus open kernels: the boxes that may be writing to the workspace.
+    /// snapshot()/restore() need it at zero, and set `exclusive` while they work.
+    active: AtomicUsize,
+    exclusive: AtomicBool,
+}
+
+/// Counts one box that may write to the workspace, for as long as it lives.
+pub(super) struct Active(Arc<Opened>);
+
+impl Active {
+    /// Waits while a snapshot()/restore() works on the workspace, then counts this box. The
+    /// order (count, then look) pairs with `Exclusive::take` (flag, then look at the count).
+    async fn enter(opened: &Arc<Opened>) -> Active {
+        loop {
+            opened.active.fetch_add(1, Ordering::SeqCst);
+            if !opened.exclusive.load(Ordering::SeqCst) {
+                return Active(opened.clone());
+            }
+            opened.active.fetch_sub(1, Ordering::SeqCst);
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+}
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The workspace held still for snapshot()/restore(): no call running, no kernel open, and new
+/// calls wait until it is dropped.
+struct Exclusive<'a>(&'a Opened);
+
+impl<'a> Exclusive<'a> {
+    fn take(opened: &'a Opened, what: &str) -> Result<Exclusive<'a>> {
+        if opened.exclusive.swap(true, Ordering::SeqCst) {
+            return crate::invalid!("{what} can't run while another snapshot() or restore() does");
+        }
+        let n = opened.active.load(Ordering::SeqCst);
+        if n > 0 {
+            opened.exclusive.store(false, Ordering::SeqCst);
+            return crate::invalid!(
+                "{what} needs the workspace to hold still, and {n} call(s) or kernel(s) of this Sandbox may be writing to it; await the running calls and close() open kernels first"
+            );
+        }
+        Ok(Exclusive(opened))
+    }
+}
+
+impl Drop for Exclusive<'_> {
+    fn drop(&mut self) {
+        self.0.exclusive.store(false, Ordering::SeqCst);
+    }
 }
 
 impl Opened {
+    /// Ends every box of the session and waits for them (the workspace must not be deleted, or
+    /// walked, while a box can still write to it), then deletes the workspace if it is ours.
+    async fn shut_down(&self) -> Result<()> {
+        self.closing.send_replace(true);
+        let _quiet = self.running.write().await;
+        // Unused prewarmed boxes go (their tasks already saw `closing`).
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.clear();
+        }
+        // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
+        if let Ok(mut spares) = self.spares.lock() {
+            spares.drain(..).for_each(Kern::retire);
+        }
+        let mut ws = self
+            .workspace
+            .lock()
+            .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?;
+        ws.dispose()
+    }
+
+    /// Builds the image's compiled stdlib in the background, if it isn't built yet; calls
+    /// started meanwhile run without it. The session's close() ends the build.
+    fn start_pyc_build(&self, me: &Arc<Opened>, kern: &std::path::Path) {
+        let Some(cache) = self.pyc.clone() else {
+            return;
+        };
+        if cache.bind().is_some() || cache.failure().is_some() {
+            return;
+        }
+        let Ok(workspace) = self.workspace_path() else {
+            return;
+        };
+        // The image's own posture only: the session's mounts, deps and `env` are not the
+        // image's, and a failure caused by them must not be recorded against the image.
+        let mut template = self.spec(Vec::new(), &[], 0, false, &workspace);
+        template.binds.clear();
+        template.readonly_in_workspace.clear();
+        template.env = self.base_env.clone();
+        let (me, kern) = (me.clone(), kern.to_path_buf());
+        tokio::spawn(async move {
+            let _running = me.running.read().await;
+            let cancel = me.closing.subscribe();
+            if *cancel.borrow() {
+                return;
+            }
+            // A failure is recorded in the cache and named in python calls' notes.
+            let _ = cache.build(&kern, template, cancel).await;
+        });
+    }
+
     fn workspace_path(&self) -> Result<PathBuf> {
         Ok(self
             .workspace
@@ -187,6 +302,25 @@ impl Opened {
     ) -> BoxSpec {
         let cfg = &self.config;
         let mut env = self.base_env.clone();
+        if self.deps {
+            setup::deps_env(&mut env);
+        }
+        let mut binds: Vec<BindSpec> = cfg
+            .mounts
+            .iter()
+            .map(|m| BindSpec {
+                source: m.source.clone(),
+                target: m.target.clone(),
+                writable: m.writable,
+                dir: m.dir,
+                dev: m.dev,
+                ino: m.ino,
+            })
+            .collect();
+        if let Some(b) = self.pyc.as_ref().and_then(pyc::Cache::bind) {
+            binds.push(b);
+            env.push(("PYTHONPYCACHEPREFIX".into(), pyc::TARGET.into()));
+        }
         for (k, v) in lang_env.iter().chain(&cfg.env) {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
@@ -203,6 +337,14 @@ impl Opened {
             hostname: DEFAULT_HOSTNAME.into(),
             user: self.image.user.clone(),
             channel,
+            binds,
+            host_network: false,
+            etc: Vec::new(),
+            readonly_in_workspace: if self.deps && cfg.deps_readonly {
+                vec![setup::DEPS_DIR.into()]
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -289,8 +431,9 @@ impl Sandbox {
         }
     }
 
-    /// Validates the options and prepares the workspace. A second call is a no-op.
-    pub async fn open(&self) -> Result<()> {
+    /// Validates the options, prepares the workspace and runs `setup` (its output to `sink`).
+    /// A second call is a no-op.
+    pub async fn open(&self, sink: Option<UnboundedSender<Chunk>>) -> Result<()> {
         let mut state = self.state.lock().await;
         match &*state {
             State::Open(_) => return Ok(()),
@@ -320,10 +463,21 @@ impl Sandbox {
         } else {
             DEFAULT_WORKSPACE_TARGET
         };
+        if let RootSpec::Dir { path } = &image.root {
+            for m in &config.mounts {
+                mounts::check_target_in_image(path, &m.target, m.dir)?;
+            }
+        }
         let base_env = base_env(&image.config, home);
         let workspace = match &config.workspace {
             Some(p) => Workspace::existing(p)?,
             None => Workspace::temporary()?,
+        };
+        let deps = setup::has_deps(config.setup.is_some(), &workspace.path);
+        let pyc = if config.pyc_cache {
+            pyc::Cache::for_image(&image)?
+        } else {
+            None
         };
         let spares = (0..SPARES)
             .filter_map(|_| Kern::spawn(&self.kern, &config.limits).ok())
@@ -337,7 +491,18 @@ impl Sandbox {
             running: tokio::sync::RwLock::new(()),
             closing: tokio::sync::watch::channel(false).0,
             pool: std::sync::Mutex::new(std::collections::VecDeque::new()),
+            deps,
+            pyc,
+            active: AtomicUsize::new(0),
+            exclusive: AtomicBool::new(false),
         });
+        if let Some(cmd) = opened.config.setup.clone() {
+            if let Err(e) = setup::run(&opened, &self.kern, &cmd, sink).await {
+                let _ = opened.shut_down().await;
+                return Err(e);
+            }
+        }
+        opened.start_pyc_build(&opened, &self.kern);
         opened.fill_pool(&opened, &self.kern);
         *state = State::Open(opened);
         Ok(())
@@ -350,23 +515,7 @@ impl Sandbox {
         let mut state = self.state.lock().await;
         let previous = std::mem::replace(&mut *state, State::Closed);
         if let State::Open(opened) = previous {
-            // End the boxes of calls still running, and wait for them: the workspace must not
-            // be deleted (or walked) while a box can still write to it.
-            opened.closing.send_replace(true);
-            let _quiet = opened.running.write().await;
-            // Unused prewarmed boxes go (their tasks already saw `closing`).
-            if let Ok(mut pool) = opened.pool.lock() {
-                pool.clear();
-            }
-            // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
-            if let Ok(mut spares) = opened.spares.lock() {
-                spares.drain(..).for_each(Kern::retire);
-            }
-            let mut ws = opened
-                .workspace
-                .lock()
-                .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?;
-            ws.dispose()?;
+            opened.shut_down().await?;
         }
         Ok(())
     }
@@ -384,6 +533,77 @@ impl Sandbox {
         }
     }
 
+    /// The open session, without waiting: for the synchronous snapshot()/restore().
+    fn opened_now(&self) -> Result<Arc<Opened>> {
+        match self.state.try_lock().as_deref() {
+            Ok(State::Open(o)) => Ok(o.clone()),
+            Ok(State::New) => crate::invalid!(
+                "the Sandbox is not open; call `await sandbox.open()` first (or use withSandbox)"
+            ),
+            Ok(State::Closed) => crate::invalid!("the Sandbox is closed; open a new Sandbox"),
+            Err(_) => crate::invalid!(
+                "the Sandbox is opening or closing; await open()/close() before snapshot() or restore()"
+            ),
+        }
+    }
+
+    /// `readFile`: host-direct, no symlink followed anywhere in the path (see `workspace::files`).
+    pub async fn read_file(&self, path: String, max_bytes: Option<u64>) -> Result<Vec<u8>> {
+        let opened = self.opened().await?;
+        let _active = Active::enter(&opened).await;
+        let ws = opened.workspace_path()?;
+        let max = max_bytes.unwrap_or(files::DEFAULT_MAX_READ);
+        blocking(move || files::read_file(&ws, &path, max)).await
+    }
+
+    /// `writeFile`: host-direct and atomic; what it creates is owned like the workspace.
+    pub async fn write_file(&self, path: String, data: Vec<u8>) -> Result<()> {
+        let opened = self.opened().await?;
+        let _active = Active::enter(&opened).await;
+        let ws = opened.workspace_path()?;
+        blocking(move || {
+            let owner = workspace_owner(&ws)?;
+            files::write_file(&ws, &path, &data, owner)
+        })
+        .await
+    }
+
+    /// `listFiles`: the regular files, `.deps` left out, bounded.
+    pub async fn list_files(&self, subdir: Option<String>) -> Result<Vec<FileInfo>> {
+        let opened = self.opened().await?;
+        let ws = opened.workspace_path()?;
+        let listed =
+            blocking(move || files::list_files(&ws, subdir.as_deref(), files::MAX_LIST_ENTRIES))
+                .await?;
+        Ok(listed
+            .into_iter()
+            .map(|l| FileInfo {
+                path: l.path,
+                size: l.size,
+                change: "created",
+            })
+            .collect())
+    }
+
+    /// `snapshot`: a gzip tar of the workspace, taken while no box of this session runs (it
+    /// refuses otherwise, and calls made meanwhile wait for it).
+    pub fn snapshot(&self, dest: &std::path::Path) -> Result<archive::SnapshotReport> {
+        let opened = self.opened_now()?;
+        let _still = Exclusive::take(&opened, "snapshot()")?;
+        let ws = opened.workspace_path()?;
+        archive::snapshot(&ws, dest, &archive::Limits::default())
+    }
+
+    /// `restore`: an archive from snapshot() unpacked into the workspace, every member checked
+    /// before anything is written.
+    pub fn restore(&self, src: &std::path::Path) -> Result<archive::RestoreReport> {
+        let opened = self.opened_now()?;
+        let _still = Exclusive::take(&opened, "restore()")?;
+        let ws = opened.workspace_path()?;
+        let owner = workspace_owner(&ws)?;
+        archive::restore(&ws, src, &archive::Limits::default(), owner)
+    }
+
     /// Opens a warm kernel: one long-lived box running the python driver; `timeout_s` is its
     /// per-cell default (the session's `timeoutS` when absent).
     pub async fn kernel(&self, timeout_s: Option<&serde_json::Value>) -> Result<kernel::Kernel> {
@@ -398,8 +618,14 @@ impl Sandbox {
             ));
         }
         let max_output = opened.config.max_output;
+        let quota = match opened.config.workspace_max_bytes {
+            Some(cap) => Some((opened.workspace_path()?, cap)),
+            None => None,
+        };
+        let active = Active::enter(&opened).await;
         let mut k = kernel::Kernel::start(opened, &self.kern, timeout_ms)?;
         k.set_max_output(max_output);
+        k.attach(active, quota);
         Ok(k)
     }
 
@@ -439,6 +665,7 @@ impl Sandbox {
 
         // Held until the workspace walks after the box are done: close() waits for it.
         let _running = opened.running.read().await;
+        let _active = Active::enter(&opened).await;
         // Subscribed before anything slow, and `run` checks the current value first: a close()
         // from here on ends this call's box.
         let cancel = opened.closing.subscribe();
@@ -448,7 +675,7 @@ impl Sandbox {
             ));
         }
         let track = cfg.track_files;
-        let before = if track {
+        let before = if track || cfg.workspace_max_bytes.is_some() {
             let ws = workspace.clone();
             Some(
                 tokio::task::spawn_blocking(move || track::snapshot(&ws))
@@ -458,6 +685,12 @@ impl Sandbox {
         } else {
             None
         };
+        if let (Some(cap), Some(b)) = (cfg.workspace_max_bytes, &before) {
+            if b.bytes > cap {
+                return Ok(ExecResult::refused(workspace_full(b.bytes, cap)));
+            }
+        }
+        let before = if track { before } else { None };
         // A python cell that doesn't stream takes a prewarmed box when the pool has one.
         let slot = match (&cell, &sink) {
             (Some(_), None) => opened.take_slot(),
@@ -519,6 +752,11 @@ impl Sandbox {
             }
             None => Vec::new(),
         };
+        if cell.is_some() {
+            if let Some(why) = opened.pyc.as_ref().and_then(pyc::Cache::failure) {
+                notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
+            }
+        }
         let mut stderr = String::from_utf8_lossy(&outcome.stderr).into_owned();
         for n in &notes {
             push_note(&mut stderr, n);
@@ -534,6 +772,70 @@ impl Sandbox {
             truncated: outcome.truncated,
             results,
         })
+    }
+}
+
+/// The fault of a call refused because the workspace is over `workspaceMaxBytes`.
+fn workspace_full(bytes: u64, cap: u64) -> Fault {
+    Fault::new(
+        FaultKind::WorkspaceFull,
+        format!(
+            "the workspace holds {} of files, over workspaceMaxBytes ({}); the call was not run. Free space (listFiles() shows sizes; writeFile(path, \"\") empties a file after you readFile what you need) or open a Sandbox with a larger workspaceMaxBytes",
+            human_bytes(bytes),
+            human_bytes(cap)
+        ),
+    )
+}
+
+impl ExecResult {
+    /// A call the sandbox refused before starting a box.
+    fn refused(fault: Fault) -> ExecResult {
+        ExecResult {
+            stdout: String::new(),
+            stderr: String::new(),
+            exit_code: 125,
+            duration_ms: 0.0,
+            fault: Some(fault),
+            files: Vec::new(),
+            truncated: false,
+            results: Vec::new(),
+        }
+    }
+}
+
+/// Runs blocking filesystem work off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Runtime(format!("a workspace task failed: {e}")))?
+}
+
+/// Who files the host creates in the workspace should belong to: as root, the workspace's
+/// owner (so the box, whose account the owner appears as, can change them); unprivileged, we
+/// are the owner already.
+fn workspace_owner(ws: &std::path::Path) -> Result<Option<(u32, u32)>> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let m = std::fs::metadata(ws)
+        .map_err(|e| Error::Runtime(format!("stat the workspace {}: {e}", ws.display())))?;
+    Ok(Some((m.uid(), m.gid())))
+}
+
+/// `1536` -> `1.5 KiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
     }
 }
 

@@ -14,6 +14,8 @@ pub const DEFAULT_MEMORY_MB: u64 = 512;
 pub const DEFAULT_PIDS: u64 = 256;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
+/// The most extra host mounts a session may ask for (each is a descriptor kern receives).
+pub const MAX_MOUNTS: usize = 16;
 /// The most prewarmed boxes a session keeps.
 pub const MAX_PREWARM: usize = 64;
 /// The spec's default image, pulled from Docker Hub on first use.
@@ -66,6 +68,16 @@ pub struct Config {
     pub track_files: bool,
     /// Prewarmed python boxes to keep (`prewarm`).
     pub prewarm: usize,
+    /// Extra host binds, checked (`mounts`).
+    pub mounts: Vec<super::mounts::Mount>,
+    /// The `setup` command, run once at open() in a networked box.
+    pub setup: Option<String>,
+    /// Cooperative cap on the workspace's disk usage (`workspaceMaxBytes`).
+    pub workspace_max_bytes: Option<u64>,
+    /// `.deps` read-only in every box (`depsReadonly`).
+    pub deps_readonly: bool,
+    /// Byte-compile the image's stdlib once per image (`pycCache`).
+    pub pyc_cache: bool,
 }
 
 fn type_err(key: &str, want: &str, v: &Value) -> Error {
@@ -298,6 +310,11 @@ pub fn parse(v: &Value) -> Result<Config> {
         env: Vec::new(),
         track_files: true,
         prewarm: 0,
+        mounts: Vec::new(),
+        setup: None,
+        workspace_max_bytes: None,
+        deps_readonly: true,
+        pyc_cache: true,
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -333,7 +350,13 @@ pub fn parse(v: &Value) -> Result<Config> {
     if let Some(v) = get("setup") {
         match v {
             Value::Null => {}
-            Value::String(_) => return Err(not_built("`setup`")),
+            Value::String(s) if s.trim().is_empty() => {
+                return crate::invalid!("option `setup` is an empty command; leave it out or pass a shell command such as \"pip install pandas\"")
+            }
+            Value::String(s) if s.contains('\0') => {
+                return crate::invalid!("option `setup` contains a NUL byte")
+            }
+            Value::String(s) => cfg.setup = Some(s.clone()),
             other => return Err(type_err("setup", "a shell command string", other)),
         }
     }
@@ -349,8 +372,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         }
     }
     if let Some(v) = get("workspaceMaxBytes").filter(|v| !v.is_null()) {
-        positive("workspaceMaxBytes", v, true)?;
-        return Err(not_built("`workspaceMaxBytes`"));
+        cfg.workspace_max_bytes = Some(positive("workspaceMaxBytes", v, true)? as u64);
     }
     if let Some(v) = get("name").filter(|v| !v.is_null()) {
         v.as_str()
@@ -386,15 +408,36 @@ pub fn parse(v: &Value) -> Result<Config> {
         cfg.timeout_ms = timeout_ms("timeoutS", v)?;
     }
     if let Some(v) = get("mounts").filter(|v| !v.is_null()) {
-        let m = v
-            .as_object()
-            .ok_or_else(|| type_err("mounts", "an object { hostSrc: boxTarget }", v))?;
-        if !m.is_empty() {
-            return Err(not_built("`mounts` (extra host binds)"));
+        if !v.is_object() {
+            return Err(type_err("mounts", "an object { hostSrc: boxTarget }", v));
+        }
+        let ctx = super::mounts::Context::from_host(DEFAULT_WORKSPACE_TARGET);
+        cfg.mounts = super::mounts::parse(v, &ctx)?;
+        // Parents before children, so a nested target is mounted on top of its parent's.
+        cfg.mounts.sort_by_key(|m| m.target.matches('/').count());
+        if cfg.mounts.len() > MAX_MOUNTS {
+            return crate::invalid!(
+                "option `mounts` has {} entries; at most {MAX_MOUNTS} are allowed",
+                cfg.mounts.len()
+            );
         }
     }
-    if let Some(v) = get("tmpfs").filter(|v| !v.is_null()) {
-        cfg.tmpfs = parse_tmpfs(v)?;
+    let explicit_tmpfs = get("tmpfs").is_some_and(|v| !v.is_null());
+    if explicit_tmpfs {
+        cfg.tmpfs = parse_tmpfs(get("tmpfs").unwrap_or(&Value::Null))?;
+    }
+    // A mount at /tmp replaces the default scratch; one the caller also asked for is a conflict.
+    // Mounts and scratch never nest: one would hide the other.
+    for m in &cfg.mounts {
+        if !explicit_tmpfs && m.target == "/tmp" {
+            cfg.tmpfs.retain(|t| t.target != "/tmp");
+        }
+        for t in &cfg.tmpfs {
+            let nested = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}/"));
+            if nested(&m.target, &t.target) || nested(&t.target, &m.target) {
+                return crate::invalid!("the mount at {} and the tmpfs at {} overlap; drop one of them (a mount at /tmp replaces the default /tmp scratch by itself)", m.target, t.target);
+            }
+        }
     }
     if let Some(v) = get("profiles").filter(|v| !v.is_null()) {
         if !strings("profiles", v)?.is_empty() {
@@ -438,15 +481,10 @@ pub fn parse(v: &Value) -> Result<Config> {
         }
     }
     if let Some(v) = get("depsReadonly") {
-        // Honoured trivially: without `setup` there are no deps to protect.
-        boolean("depsReadonly", v)?;
+        cfg.deps_readonly = boolean("depsReadonly", v)?;
     }
     if let Some(v) = get("pycCache") {
-        if boolean("pycCache", v)? {
-            return Err(not_built(
-                "`pycCache: true` (the shared compiled stdlib); leave it out or pass false",
-            ));
-        }
+        cfg.pyc_cache = boolean("pycCache", v)?;
     }
     if let Some(v) = get("trackFiles") {
         cfg.track_files = boolean("trackFiles", v)?;
@@ -527,14 +565,11 @@ mod tests {
     #[test]
     fn unbuilt_options_are_refused_by_name() {
         for (k, v) in [
-            ("setup", json!("pip install x")),
             ("persist", json!(true)),
             ("persistTtlS", json!(60)),
             ("egressAllow", json!(["pypi.org"])),
-            ("mounts", json!({"/a": "/b"})),
             ("securityProfile", json!("untrusted")),
             ("capDrop", json!([])),
-            ("pycCache", json!(true)),
         ] {
             let mut o = json!({"image": "host"});
             o[k] = v;

@@ -1,5 +1,7 @@
 //! The workspace on the host: creation of a temporary one, and change tracking.
 
+pub mod archive;
+pub mod files;
 pub mod track;
 pub mod walk;
 

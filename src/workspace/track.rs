@@ -22,6 +22,9 @@ struct Stamp {
 pub struct Snapshot {
     files: HashMap<String, Stamp>,
     pub capped: bool,
+    /// Disk space the regular files use (allocated blocks, as `du` counts: a sparse file costs
+    /// what it holds), `.deps` excluded: what `workspaceMaxBytes` is checked against.
+    pub bytes: u64,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -42,6 +45,7 @@ pub fn snapshot(root: &Path) -> Snapshot {
             return false;
         }
         if e.is_file() {
+            snap.bytes += e.stat.st_blocks as u64 * 512;
             snap.files.insert(
                 e.rel.to_string_lossy().into_owned(),
                 Stamp {

@@ -118,6 +118,18 @@ pub fn walk(root: &Path, max: usize, mut visit: impl FnMut(&Seen<'_>) -> bool) -
 /// kern runs this after every box, before it reports, so it covers the CLI and a caller that
 /// died mid-call too. A directory we can't open is skipped: nobody else can reach into it either.
 pub fn strip_setid(root: &Path) {
+    // A single file (a writable file mount) is its own root.
+    if let Ok(m) = std::fs::symlink_metadata(root) {
+        use std::os::unix::fs::PermissionsExt;
+        if m.is_file() {
+            let mode = m.permissions().mode();
+            if mode & 0o6000 != 0 {
+                let _ =
+                    std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode & 0o1777));
+            }
+            return;
+        }
+    }
     walk(root, usize::MAX, |e| {
         if e.is_file() && e.stat.st_mode & 0o6000 != 0 {
             let _ = e.chmod(e.stat.st_mode & 0o1777);

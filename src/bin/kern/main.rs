@@ -256,6 +256,10 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         hostname: DEFAULT_HOSTNAME.into(),
         user: opened.user.clone(),
         channel: false,
+        binds: Vec::new(),
+        host_network: false,
+        etc: Vec::new(),
+        readonly_in_workspace: Vec::new(),
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;

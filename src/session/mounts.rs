@@ -1,0 +1,957 @@
+//! The host-side policy for `mounts`, the extra host paths a caller binds into the box. Every
+//! request is parsed and checked here, before any box exists:
+//!
+//! - the source is resolved fully, then opened again from `/` with `openat2` and no symlinks
+//!   allowed, so what we check is what `canonicalize` named, and its device/inode is recorded;
+//! - sources that are, sit inside, or contain host secrets and control points (system
+//!   directories, home directories, credential files, engine and D-Bus sockets) are refused by
+//!   path and by device/inode identity, so a bind mount or hardlink alias is caught too;
+//! - directories are scanned shallowly for engine and bus sockets;
+//! - targets must be normalised absolute box paths away from what the box mounts itself.
+//!
+//! `reopen` repeats the no-symlink open right before the mount and insists on the same inode, so
+//! a source swapped after `parse` is refused instead of mounted.
+
+use crate::error::{Error, Result};
+use crate::workspace::walk;
+use nix::errno::Errno;
+use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
+use nix::sys::stat::{fstat, stat, FileStat, SFlag};
+use nix::unistd::{geteuid, User};
+use serde_json::Value;
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+
+/// The longest target accepted, in bytes (Linux's PATH_MAX).
+pub const MAX_TARGET_BYTES: usize = 4096;
+/// How deep below a source directory the socket scan looks (1 = its direct entries).
+pub const SCAN_DEPTH: usize = 3;
+/// How many entries the socket scan examines at most. A larger tree is scanned only this far
+/// and not refused for its size: the scan is a guard against the common mistake (a directory
+/// that holds a live engine socket), the deny list is the real boundary.
+pub const SCAN_MAX_ENTRIES: usize = 10_000;
+
+/// System directories refused when a source is, is inside, or contains one.
+const SYSTEM: &[(&str, &str)] = &[
+    ("/etc", "host configuration and credentials"),
+    ("/proc", "kernel and process state"),
+    ("/sys", "kernel state"),
+    ("/dev", "host devices"),
+    ("/boot", "the kernel and boot loader"),
+    ("/root", "root's home directory"),
+    ("/var/run", "runtime state and service sockets"),
+    ("/run", "runtime state and service sockets"),
+];
+
+/// Entries of a home directory that hold credentials.
+const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".config",
+    ".docker",
+    ".kube",
+    ".npmrc",
+    ".netrc",
+    ".pgpass",
+    ".git-credentials",
+];
+
+/// Directory names refused anywhere in a source, so other users' credentials (whose homes
+/// `Context` may not list) are caught too.
+const SECRET_COMPONENTS: &[&str] = &[".ssh", ".gnupg", ".aws", ".docker", ".kube"];
+
+/// Sockets whose holder controls the host: container engines and the system bus.
+const ENGINE_SOCKETS: &[&str] = &[
+    "/var/run/docker.sock",
+    "/run/docker.sock",
+    "/run/containerd/containerd.sock",
+    "/run/podman/podman.sock",
+    "/run/crio/crio.sock",
+    "/run/dbus/system_bus_socket",
+    "/var/run/dbus/system_bus_socket",
+];
+
+/// The same, under `$XDG_RUNTIME_DIR` (rootless engines and the session bus).
+const RUNTIME_SOCKETS: &[&str] = &["bus", "docker.sock", "podman/podman.sock"];
+
+/// Box paths the box mounts itself.
+const BOX_RESERVED: &[&str] = &["/proc", "/sys", "/dev"];
+
+/// One checked host bind.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Mount {
+    /// The source, canonical (absolute, no symlinks, no `.`/`..`).
+    pub source: PathBuf,
+    /// Where it appears in the box: absolute and normalised.
+    pub target: String,
+    /// Bound read-write (`"rw"`); read-only otherwise.
+    pub writable: bool,
+    /// A directory (else a regular file).
+    pub dir: bool,
+    /// Device of the source when it was checked; `reopen` insists on the same.
+    pub dev: u64,
+    /// Inode of the source when it was checked; `reopen` insists on the same.
+    pub ino: u64,
+}
+
+/// What the policy needs to know about the host and the box.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// Where the box sees its workspace (`/workspace`): nothing is mounted over or inside it.
+    pub workspace_target: String,
+    /// Home directories: each one and its ancestors are refused (a project inside is fine), and
+    /// the credential entries inside each are refused outright.
+    pub homes: Vec<PathBuf>,
+    /// `$XDG_RUNTIME_DIR`: session sockets and secrets, refused with everything in it.
+    pub runtime_dir: Option<PathBuf>,
+}
+
+impl Context {
+    /// The host's view: homes are `$HOME`, the effective user's passwd home, and every home in
+    /// `/etc/passwd` of uid 0 or uid >= 1000; the runtime dir is `$XDG_RUNTIME_DIR`. Relative or
+    /// empty values are ignored (they name nothing we could compare with).
+    pub fn from_host(workspace_target: &str) -> Context {
+        let mut homes: Vec<PathBuf> = Vec::new();
+        fn add(homes: &mut Vec<PathBuf>, p: PathBuf) {
+            if p.is_absolute() && !homes.contains(&p) {
+                homes.push(p);
+            }
+        }
+        if let Some(h) = std::env::var_os("HOME") {
+            add(&mut homes, PathBuf::from(h));
+        }
+        if let Ok(Some(u)) = User::from_uid(geteuid()) {
+            add(&mut homes, u.dir);
+        }
+        // Read as bytes: a home need not be UTF-8, and one odd line must not hide the rest.
+        if let Ok(passwd) = std::fs::read("/etc/passwd") {
+            for line in passwd.split(|b| *b == b'\n') {
+                // name:password:uid:gid:gecos:home:shell
+                let fields: Vec<&[u8]> = line.split(|b| *b == b':').collect();
+                if fields.len() < 6 {
+                    continue;
+                }
+                let uid = std::str::from_utf8(fields[2])
+                    .ok()
+                    .and_then(|s| s.parse::<u32>().ok());
+                if matches!(uid, Some(u) if u == 0 || u >= 1000) {
+                    add(&mut homes, PathBuf::from(OsStr::from_bytes(fields[5])));
+                }
+            }
+        }
+        let runtime_dir = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute());
+        Context {
+            workspace_target: workspace_target.to_string(),
+            homes,
+            runtime_dir,
+        }
+    }
+}
+
+/// Parses the `mounts` option value (serde_json::Value: an object) and checks every entry.
+///
+/// Each key is an absolute host path; each value is a box path (read-only) or
+/// `[boxPath, "ro" | "rw"]`. A wrong JSON shape, a bad mode string or two mounts on one target
+/// are `Error::Invalid`; everything the policy refuses is `Error::MountRefused`. Mounts come back
+/// in the order given, with canonical sources and normalised targets.
+pub fn parse(value: &Value, ctx: &Context) -> Result<Vec<Mount>> {
+    let map = value.as_object().ok_or_else(|| {
+        Error::Invalid(format!(
+            "option `mounts` must be an object {{ \"/host/path\": \"/box/path\" }}, got {}",
+            describe(value)
+        ))
+    })?;
+    if map.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Built once per call: it stats every denied path and its ancestors.
+    let deny = deny_list(ctx);
+    let mut out: Vec<Mount> = Vec::new();
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for (src, spec) in map {
+        let (target, writable) = entry_spec(src, spec)?;
+        let target = check_target(src, target, &ctx.workspace_target)?;
+        if let Some((_, first)) = seen.iter().find(|(t, _)| *t == target) {
+            return Err(Error::Invalid(format!(
+                "option `mounts`: {first:?} and {src:?} both target {target:?}; give each mount its own box path"
+            )));
+        }
+        seen.push((target.clone(), src.as_str()));
+        let (source, st) = check_source(src, &deny)?;
+        let (dev, ino) = id_of(&st);
+        out.push(Mount {
+            source,
+            target,
+            writable,
+            dir: kind(&st) == SFlag::S_IFDIR,
+            dev,
+            ino,
+        });
+    }
+    Ok(out)
+}
+
+/// Re-checks, right before use, that `m.source` still resolves (no symlinks, openat2 from "/") to
+/// the same dev/ino; returns an O_PATH fd of it.
+///
+/// Mount from this fd (not the path): it names the inode that was checked.
+pub fn reopen(m: &Mount) -> Result<OwnedFd> {
+    let changed = |why: &str| {
+        Error::MountRefused(format!(
+            "mounts: source {} changed after it was checked ({why}); it was not mounted. \
+             Keep it in place while the Sandbox opens, then try again",
+            m.source.display()
+        ))
+    };
+    if !m.source.is_absolute() {
+        return Err(changed("the recorded path is not absolute"));
+    }
+    let fd = open_no_symlinks(&m.source).map_err(|e| match e {
+        Errno::ENOSYS => no_openat2(),
+        Errno::ELOOP => changed("a symlink is now part of its path"),
+        Errno::ENOENT => changed("it no longer exists"),
+        e => changed(&format!("it cannot be opened: {e}")),
+    })?;
+    let st = fstat(&fd).map_err(|e| changed(&format!("fstat failed: {e}")))?;
+    if id_of(&st) != (m.dev, m.ino) {
+        return Err(changed("the path now names a different file or directory"));
+    }
+    if (kind(&st) == SFlag::S_IFDIR) != m.dir {
+        return Err(changed("its type changed"));
+    }
+    Ok(fd)
+}
+
+type Id = (u64, u64);
+
+/// Device and inode. `as`: both are u64 on 64-bit Linux, narrower unsigned types on some 32-bit
+/// targets, so this only ever widens.
+#[allow(clippy::unnecessary_cast)]
+fn id_of(st: &FileStat) -> Id {
+    (st.st_dev as u64, st.st_ino as u64)
+}
+
+fn kind(st: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT
+}
+
+fn stat_id(p: &Path) -> Option<Id> {
+    stat(p).ok().map(|st| id_of(&st))
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Array(a) => format!("an array of length {}", a.len()),
+        Value::Object(_) => "an object".into(),
+    }
+}
+
+fn no_openat2() -> Error {
+    Error::Runtime(
+        "mounts need openat2, which this kernel lacks (Linux 5.6 or later is needed)".into(),
+    )
+}
+
+/// `openat2` of an absolute path, resolved from `/`, with no symlink or magic link anywhere in
+/// it: a component swapped for a symlink after `canonicalize` fails with ELOOP.
+fn open_no_symlinks(path: &Path) -> nix::Result<OwnedFd> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    // An absolute path ignores the dirfd: resolution starts at our root.
+    openat2(AT_FDCWD, path, how)
+}
+
+/// The box path and writability of one entry's value.
+fn entry_spec<'a>(src: &str, spec: &'a Value) -> Result<(&'a str, bool)> {
+    let shape = || {
+        Error::Invalid(format!(
+            "option `mounts`: the value for {src:?} must be a box path such as \"/data\" or \
+             [\"/data\", \"ro\" | \"rw\"], got {}",
+            describe(spec)
+        ))
+    };
+    match spec {
+        Value::String(t) => Ok((t.as_str(), false)),
+        Value::Array(a) if a.len() == 2 => {
+            let t = a[0].as_str().ok_or_else(shape)?;
+            match a[1].as_str().ok_or_else(shape)? {
+                "ro" => Ok((t, false)),
+                "rw" => Ok((t, true)),
+                m => Err(Error::Invalid(format!(
+                    "option `mounts`: the mode for {src:?} is {m:?}; use \"ro\" (read-only) or \"rw\" (read-write)"
+                ))),
+            }
+        }
+        _ => Err(shape()),
+    }
+}
+
+/// `t` checked as a box path; returned as given, which is already normalised (anything else is
+/// refused rather than rewritten, so the caller sees exactly where the mount lands).
+fn check_target(src: &str, t: &str, workspace: &str) -> Result<String> {
+    let refuse = |why: String| Err(Error::MountRefused(format!("mounts: {src:?}: {why}")));
+    let shown: String = t.chars().take(200).collect();
+    if t.len() > MAX_TARGET_BYTES {
+        return refuse(format!(
+            "target {shown:?}... is longer than {MAX_TARGET_BYTES} bytes; use a shorter box path"
+        ));
+    }
+    if t.contains('\0') {
+        return refuse(format!(
+            "target {shown:?} contains a NUL byte; use a plain box path such as /data"
+        ));
+    }
+    if t == "/" {
+        return refuse(
+            "target \"/\" is the box's root (the image); mount at a path below it such as /data"
+                .into(),
+        );
+    }
+    let normal = t.starts_with('/')
+        && t[1..]
+            .split('/')
+            .all(|c| !c.is_empty() && c != "." && c != "..");
+    if !normal {
+        return refuse(format!(
+            "target {shown:?} is relative or escapes; give an absolute, normalised box path such \
+             as /data (no '.', '..', '//' or trailing '/')"
+        ));
+    }
+    let target = Path::new(t);
+    for r in BOX_RESERVED {
+        if target.starts_with(r) {
+            return refuse(format!(
+                "target {t:?} is at or under {r}, which the box mounts itself; pick another \
+                 path such as /data"
+            ));
+        }
+    }
+    let ws = workspace.trim_end_matches('/');
+    let ws = Path::new(if ws.is_empty() { "/" } else { ws });
+    // Inside, a host file would shadow what the box wrote; over an ancestor, the mount would
+    // hide the workspace itself.
+    if target.starts_with(ws) || ws.starts_with(target) {
+        return refuse(format!(
+            "target {t:?} would be over or inside the workspace {}, which the box can write to; \
+             mount it elsewhere (such as /data), or copy the files into the workspace",
+            ws.display()
+        ));
+    }
+    Ok(t.to_string())
+}
+
+/// One refused host path.
+struct Denied {
+    /// For messages: what lives there (the path itself is shown beside it).
+    what: String,
+    /// The path as listed, and resolved through the symlinks that exist (`/var/run/x` ->
+    /// `/run/x`) when that differs.
+    forms: Vec<PathBuf>,
+    /// Device/inode of the path, when it exists: an alias of it is the same thing.
+    id: Option<Id>,
+    /// Device/inode of every existing proper ancestor of either form.
+    ancestor_ids: Vec<Id>,
+    /// Refuse sources inside it.
+    inside: bool,
+    /// Refuse sources that contain it.
+    ancestor: bool,
+}
+
+impl Denied {
+    fn new(path: &Path, what: String, inside: bool, ancestor: bool) -> Denied {
+        let mut forms = vec![path.to_path_buf()];
+        let resolved = resolve_existing(path);
+        if resolved != path {
+            forms.push(resolved);
+        }
+        let mut ancestor_ids = Vec::new();
+        if ancestor {
+            for a in forms.iter().flat_map(|f| f.ancestors().skip(1)) {
+                if let Some(id) = stat_id(a) {
+                    if !ancestor_ids.contains(&id) {
+                        ancestor_ids.push(id);
+                    }
+                }
+            }
+        }
+        Denied {
+            what,
+            id: stat_id(path),
+            forms,
+            ancestor_ids,
+            inside,
+            ancestor,
+        }
+    }
+}
+
+/// `p` with its deepest existing ancestor canonicalised and the rest appended, so a denied path
+/// that does not exist (yet) is still compared in its resolved spelling.
+fn resolve_existing(p: &Path) -> PathBuf {
+    let mut base = p.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(mut c) = std::fs::canonicalize(&base) {
+            c.extend(rest.iter().rev());
+            return c;
+        }
+        match (base.parent(), base.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                base = parent.to_path_buf();
+            }
+            _ => return p.to_path_buf(),
+        }
+    }
+}
+
+fn deny_list(ctx: &Context) -> Vec<Denied> {
+    let mut list = vec![Denied::new(
+        Path::new("/"),
+        "the host's root directory".into(),
+        // Every path is inside `/`; only `/` itself is refused by this entry.
+        false,
+        false,
+    )];
+    for (p, why) in SYSTEM {
+        list.push(Denied::new(Path::new(p), why.to_string(), true, true));
+    }
+    for home in &ctx.homes {
+        // A project inside a home is what mounts are for; the home itself is not.
+        list.push(Denied::new(home, "a home directory".into(), false, true));
+        for s in HOME_SECRETS {
+            list.push(Denied::new(&home.join(s), "credentials".into(), true, true));
+        }
+    }
+    if let Some(run) = &ctx.runtime_dir {
+        let what = "the session runtime directory, $XDG_RUNTIME_DIR: session sockets and keys";
+        list.push(Denied::new(run, what.into(), true, true));
+    }
+    let runtime_sockets = ctx
+        .runtime_dir
+        .iter()
+        .flat_map(|r| RUNTIME_SOCKETS.iter().map(move |s| r.join(s)));
+    for sock in ENGINE_SOCKETS
+        .iter()
+        .map(PathBuf::from)
+        .chain(runtime_sockets)
+    {
+        let what = "a container-engine or D-Bus socket: whoever can talk to it controls the host";
+        list.push(Denied::new(&sock, what.into(), false, true));
+    }
+    list
+}
+
+/// The canonical path and stat of a permitted source.
+fn check_source(src: &str, deny: &[Denied]) -> Result<(PathBuf, FileStat)> {
+    let refuse = |why: String| Err(Error::MountRefused(format!("mounts: source {src:?} {why}")));
+    if src.contains('\0') {
+        return refuse("contains a NUL byte; pass a plain absolute host path".into());
+    }
+    if !src.starts_with('/') {
+        return refuse("is relative; pass an absolute path (such as /home/me/project/data)".into());
+    }
+    let canon = match std::fs::canonicalize(src) {
+        Ok(c) => c,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return refuse("does not exist on the host; create it first or fix the path".into())
+        }
+        Err(e) => {
+            return refuse(format!(
+                "cannot be resolved ({e}); check the path and its permissions"
+            ))
+        }
+    };
+    let shown = if canon.as_os_str() == src {
+        String::new()
+    } else {
+        format!(" (which resolves to {})", canon.display())
+    };
+    let instead = "mount a directory that holds only what the box needs, such as a project \
+                   directory, instead";
+    let deny_refuse = |how: &str, path: &Path, what: &str| {
+        Err(Error::MountRefused(format!(
+            "mounts: refused source {src:?}{shown}: it {how} {} ({what}), which must not be \
+             exposed to the box; {instead}",
+            path.display()
+        )))
+    };
+
+    if let Some(c) = canon.components().find_map(|c| match c {
+        Component::Normal(n) => SECRET_COMPONENTS.iter().find(|s| OsStr::new(s) == n),
+        _ => None,
+    }) {
+        return deny_refuse(
+            "goes through a directory named",
+            Path::new(c),
+            "credentials, whoever's home it is in",
+        );
+    }
+    for d in deny {
+        for f in &d.forms {
+            if canon == *f {
+                return deny_refuse("is", f, &d.what);
+            }
+            if d.inside && canon.starts_with(f) {
+                return deny_refuse("is inside", f, &d.what);
+            }
+            if d.ancestor && f.starts_with(&canon) {
+                return deny_refuse("contains", f, &d.what);
+            }
+        }
+    }
+
+    let fd = open_no_symlinks(&canon).map_err(|e| match e {
+        Errno::ENOSYS => no_openat2(),
+        Errno::ELOOP => Error::MountRefused(format!(
+            "mounts: source {src:?}{shown} changed while it was checked (a symlink appeared in \
+             its path); keep it in place and try again"
+        )),
+        e => Error::MountRefused(format!(
+            "mounts: source {src:?}{shown} cannot be opened ({e}); check that it still exists"
+        )),
+    })?;
+    let st = fstat(&fd).map_err(|e| {
+        Error::MountRefused(format!("mounts: source {src:?}{shown}: fstat failed ({e})"))
+    })?;
+    let k = kind(&st);
+    if k != SFlag::S_IFDIR && k != SFlag::S_IFREG {
+        let name = match k {
+            SFlag::S_IFSOCK => "a socket",
+            SFlag::S_IFIFO => "a fifo",
+            SFlag::S_IFCHR => "a character device",
+            SFlag::S_IFBLK => "a block device",
+            _ => "a special file",
+        };
+        return Err(Error::MountRefused(format!(
+            "mounts: source {src:?}{shown} is {name}; only directories and regular files can be \
+             mounted"
+        )));
+    }
+
+    // The same checks by identity: a bind mount or hardlink of a denied path has another
+    // spelling but the same device and inode.
+    let id = id_of(&st);
+    let ancestor_ids: Vec<Id> = canon.ancestors().skip(1).filter_map(stat_id).collect();
+    for d in deny {
+        // The path as listed: an alias has no spelling of its own to show.
+        let path = &d.forms[0];
+        if d.id == Some(id) {
+            return deny_refuse("is (by device and inode)", path, &d.what);
+        }
+        if d.inside && d.id.is_some_and(|i| ancestor_ids.contains(&i)) {
+            return deny_refuse("is inside another path to", path, &d.what);
+        }
+        if d.ancestor && d.ancestor_ids.contains(&id) {
+            return deny_refuse(
+                "is another path to a directory that contains",
+                path,
+                &d.what,
+            );
+        }
+    }
+
+    if k == SFlag::S_IFDIR {
+        if let Some(sock) = find_socket(&fd, &canon, id) {
+            return Err(Error::MountRefused(format!(
+                "mounts: refused source {src:?}{shown}: it contains the socket {}, which may be a \
+                 container-engine or D-Bus socket (whoever can talk to it controls the host); \
+                 mount a directory without it, or move the socket elsewhere",
+                canon.join(sock).display()
+            )));
+        }
+    }
+    Ok((canon, st))
+}
+
+/// A socket with an engine or bus name: `bus`, `system_bus_socket`, or `*.sock` (which covers
+/// `docker.sock`, `podman.sock`, `containerd.sock`, `crio.sock` and `*-docker.sock`).
+fn engine_socket_name(name: &OsStr) -> bool {
+    let b = name.as_bytes();
+    b == b"bus" || b == b"system_bus_socket" || b.ends_with(b".sock")
+}
+
+/// The first engine-named socket within `SCAN_DEPTH` levels of the directory `fd`, relative to
+/// it. Never follows symlinks (see `walk`); stops after `SCAN_MAX_ENTRIES` entries without
+/// refusing; directories it cannot open are skipped.
+fn find_socket(fd: &OwnedFd, canon: &Path, id: Id) -> Option<PathBuf> {
+    // Through our fd's /proc link the scan reads the very directory that was checked; the path
+    // is the fallback when /proc is not mounted.
+    let via_fd = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));
+    let root = if stat_id(&via_fd) == Some(id) {
+        via_fd
+    } else {
+        canon.to_path_buf()
+    };
+    let mut found = None;
+    walk::walk(&root, SCAN_MAX_ENTRIES, |e| {
+        if found.is_some() {
+            return false;
+        }
+        let is_sock = SFlag::from_bits_truncate(e.stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFSOCK;
+        if is_sock && e.rel.file_name().is_some_and(engine_socket_name) {
+            found = Some(e.rel.to_path_buf());
+            return false;
+        }
+        e.rel.components().count() < SCAN_DEPTH
+    });
+    found
+}
+
+/// Checks a mount target against the image it will be mounted in: below the top level (where
+/// kern makes the mount point itself), every component must exist in the image as a real
+/// directory, and the last one as the kind of the source, none of them a symlink: the image's
+/// symlinks are never followed to find a target.
+pub fn check_target_in_image(image: &Path, target: &str, dir: bool) -> Result<()> {
+    let parts: Vec<&str> = target.trim_start_matches('/').split('/').collect();
+    if parts.len() <= 1 {
+        return Ok(());
+    }
+    let mut cur = image.to_path_buf();
+    for (i, part) in parts.iter().enumerate() {
+        cur.push(part);
+        let last = i + 1 == parts.len();
+        let want_dir = !last || dir;
+        let kind = if want_dir {
+            "directory"
+        } else {
+            "regular file"
+        };
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                return Err(Error::MountRefused(format!(
+                    "mount target {target}: /{} is a symlink in the image; targets are never reached through the image's symlinks. Mount at the path it points to, or at a new top-level directory such as /data",
+                    parts[..=i].join("/")
+                )))
+            }
+            Ok(m) if (want_dir && m.is_dir()) || (!want_dir && m.is_file()) => {}
+            Ok(_) => {
+                return Err(Error::MountRefused(format!(
+                    "mount target {target}: /{} is not a {kind} in the image",
+                    parts[..=i].join("/")
+                )))
+            }
+            Err(_) => {
+                return Err(Error::MountRefused(format!(
+                    "mount target {target}: /{} does not exist in the image; below the top level a target must already exist there (a new top-level directory such as /data is made for you)",
+                    parts[..=i].join("/")
+                )))
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::os::unix::net::UnixListener;
+
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        root: PathBuf,
+        home: PathBuf,
+        ctx: Context,
+    }
+
+    /// A fake host: `root/home` with a project and credential entries, `root/run-user` as the
+    /// runtime dir. Under /tmp explicitly: its ancestors are then known not to be denied.
+    fn fixture() -> Fixture {
+        let tmp = tempfile::Builder::new()
+            .prefix("kern-mounts-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let root = std::fs::canonicalize(tmp.path()).unwrap();
+        let home = root.join("home");
+        for d in ["project", ".ssh", ".config/app", ".aws", "x"] {
+            std::fs::create_dir_all(home.join(d)).unwrap();
+        }
+        std::fs::write(home.join(".ssh/id_rsa"), "key").unwrap();
+        std::fs::write(home.join(".netrc"), "machine x password y").unwrap();
+        std::fs::create_dir(root.join("run-user")).unwrap();
+        let ctx = Context {
+            workspace_target: "/workspace".into(),
+            homes: vec![home.clone()],
+            runtime_dir: Some(root.join("run-user")),
+        };
+        Fixture {
+            _tmp: tmp,
+            root,
+            home,
+            ctx,
+        }
+    }
+
+    fn one(src: impl AsRef<Path>, ctx: &Context) -> Result<Vec<Mount>> {
+        let src = src.as_ref().to_str().unwrap();
+        parse(&json!({ src: "/data" }), ctx)
+    }
+
+    fn refused(r: Result<Vec<Mount>>) -> String {
+        match r {
+            Err(Error::MountRefused(m)) => m,
+            other => panic!("expected MountRefused, got {other:?}"),
+        }
+    }
+
+    fn invalid(r: Result<Vec<Mount>>) -> String {
+        match r {
+            Err(Error::Invalid(m)) => m,
+            other => panic!("expected Invalid, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn system_paths_are_refused() {
+        let f = fixture();
+        for (src, says) in [
+            ("/", "is / (the host's root directory)"),
+            ("/etc", "/etc"),
+            ("/etc/ssl", "inside /etc"),
+            ("/proc", "/proc"),
+            ("/sys", "/sys"),
+            ("/dev", "/dev"),
+            ("/boot", "/boot"),
+            ("/root", "/root"),
+            ("/run", "is /run (runtime"),
+            ("/var/run", "is /run (runtime"),
+            ("/var", "contains /var/run"),
+        ] {
+            let m = refused(one(src, &f.ctx));
+            assert!(m.contains(says), "{src}: {m}");
+        }
+    }
+
+    #[test]
+    fn homes_and_credentials_are_refused() {
+        let f = fixture();
+        let h = &f.home;
+        std::os::unix::fs::symlink(h.join(".ssh"), h.join("proj")).unwrap();
+        let cases = [
+            (h.clone(), format!("is {} (a home directory)", h.display())),
+            (
+                f.root.clone(),
+                format!("contains {} (a home directory)", h.display()),
+            ),
+            (h.join(".ssh"), ".ssh".into()),
+            (h.join(".ssh/id_rsa"), ".ssh".into()),
+            (h.join(".config"), ".config (credentials)".into()),
+            (h.join(".config/app"), "is inside".into()),
+            (h.join(".aws"), ".aws".into()),
+            (h.join(".netrc"), ".netrc".into()),
+            (h.join("proj"), ".ssh".into()),
+            (h.join("x/../.ssh"), ".ssh".into()),
+            (f.root.join("run-user"), "runtime directory".into()),
+        ];
+        for (src, says) in cases {
+            let m = refused(one(&src, &f.ctx));
+            assert!(m.contains(&says), "{}: {m}", src.display());
+        }
+        // Refused for `.ssh` anywhere: another user's home is not in the context.
+        let other = f.root.join("other/.ssh/keys");
+        std::fs::create_dir_all(&other).unwrap();
+        assert!(refused(one(&other, &f.ctx)).contains(".ssh"));
+    }
+
+    #[test]
+    fn a_hardlink_of_a_credential_file_is_refused_by_identity() {
+        let f = fixture();
+        let elsewhere = f.root.join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::hard_link(f.home.join(".netrc"), elsewhere.join("creds")).unwrap();
+        let m = refused(one(elsewhere.join("creds"), &f.ctx));
+        assert!(
+            m.contains("device and inode") && m.contains(".netrc"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn directories_holding_engine_sockets_are_refused() {
+        let f = fixture();
+        let a = f.root.join("a");
+        std::fs::create_dir(&a).unwrap();
+        let _docker = UnixListener::bind(a.join("docker.sock")).unwrap();
+        let m = refused(one(&a, &f.ctx));
+        assert!(m.contains("docker.sock"), "{m}");
+
+        let b = f.root.join("b");
+        std::fs::create_dir_all(b.join("l1/l2")).unwrap();
+        let _bus = UnixListener::bind(b.join("l1/l2/bus")).unwrap();
+        let m = refused(one(&b, &f.ctx));
+        assert!(m.contains("l1/l2/bus"), "{m}");
+
+        // Deeper than the scan looks, or another name: not refused.
+        let c = f.root.join("c");
+        std::fs::create_dir_all(c.join("l1/l2/l3")).unwrap();
+        let _deep = UnixListener::bind(c.join("l1/l2/l3/docker.sock")).unwrap();
+        let _app = UnixListener::bind(c.join("app.socket")).unwrap();
+        assert_eq!(one(&c, &f.ctx).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn bad_sources_are_refused() {
+        let f = fixture();
+        assert!(refused(one("project", &f.ctx)).contains("is relative; pass an absolute path"));
+        assert!(refused(one(f.root.join("missing"), &f.ctx)).contains("does not exist"));
+        let fifo = f.root.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(refused(one(&fifo, &f.ctx)).contains("is a fifo"));
+        let sock = f.root.join("lone.socket");
+        let _l = UnixListener::bind(&sock).unwrap();
+        assert!(refused(one(&sock, &f.ctx)).contains("is a socket"));
+    }
+
+    #[test]
+    fn allowed_sources() {
+        let f = fixture();
+        let got = one(f.home.join("project"), &f.ctx).unwrap();
+        let st = std::fs::metadata(f.home.join("project")).unwrap();
+        use std::os::unix::fs::MetadataExt;
+        assert_eq!(
+            got,
+            vec![Mount {
+                source: f.home.join("project"),
+                target: "/data".into(),
+                writable: false,
+                dir: true,
+                dev: st.dev(),
+                ino: st.ino(),
+            }]
+        );
+
+        let file = f.home.join("project/notes.txt");
+        std::fs::write(&file, "hi").unwrap();
+        let got = one(&file, &f.ctx).unwrap();
+        assert!(!got[0].dir);
+
+        let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+        let got = one(tmp.path(), &f.ctx).unwrap();
+        assert_eq!(got[0].source, std::fs::canonicalize(tmp.path()).unwrap());
+    }
+
+    #[test]
+    fn targets() {
+        let f = fixture();
+        let src = f.home.join("project");
+        let s = src.to_str().unwrap();
+        for t in [
+            "data",
+            "/a/../b",
+            "/a/./b",
+            "//a",
+            "/data/",
+            "/",
+            "/proc/x",
+            "/proc",
+            "/sys/fs",
+            "/dev",
+            "/workspace",
+            "/workspace/sub",
+            "/a\0b",
+        ] {
+            let m = refused(parse(&json!({ s: t }), &f.ctx));
+            assert!(m.contains("target"), "{t:?}: {m}");
+        }
+        let long = format!("/{}", "a".repeat(MAX_TARGET_BYTES));
+        assert!(refused(parse(&json!({ s: long }), &f.ctx)).contains("longer than"));
+        assert!(refused(parse(&json!({ s: "/a/../b" }), &f.ctx)).contains("relative or escapes"));
+        assert!(refused(parse(&json!({ s: "/workspace/sub" }), &f.ctx)).contains("workspace"));
+        for t in ["/data", "/opt/x", "/workspaces"] {
+            assert_eq!(parse(&json!({ s: t }), &f.ctx).unwrap()[0].target, t);
+        }
+    }
+
+    #[test]
+    fn duplicate_targets_are_invalid() {
+        let f = fixture();
+        let other = f.home.join("other");
+        std::fs::create_dir(&other).unwrap();
+        let v = json!({
+            f.home.join("project").to_str().unwrap(): "/data",
+            other.to_str().unwrap(): ["/data", "rw"],
+        });
+        assert!(invalid(parse(&v, &f.ctx)).contains("both target"));
+    }
+
+    #[test]
+    fn modes_and_shapes() {
+        let f = fixture();
+        let s = f.home.join("project");
+        let s = s.to_str().unwrap();
+        assert!(parse(&json!({ s: ["/d", "rw"] }), &f.ctx).unwrap()[0].writable);
+        assert!(!parse(&json!({ s: ["/d", "ro"] }), &f.ctx).unwrap()[0].writable);
+        assert!(!parse(&json!({ s: "/d" }), &f.ctx).unwrap()[0].writable);
+        assert!(invalid(parse(&json!({ s: ["/d", "rx"] }), &f.ctx)).contains("\"rw\""));
+        for bad in [
+            json!({ s: 1 }),
+            json!({ s: null }),
+            json!({ s: ["/d"] }),
+            json!({ s: ["/d", "ro", "x"] }),
+            json!({ s: [1, "ro"] }),
+            json!({ s: {"target": "/d"} }),
+        ] {
+            assert!(invalid(parse(&bad, &f.ctx)).contains("[\"/data\""), "{bad}");
+        }
+        assert!(invalid(parse(&json!(["/a", "/b"]), &f.ctx)).contains("must be an object"));
+        assert_eq!(parse(&json!({}), &f.ctx).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn reopen_checks_the_same_inode_without_symlinks() {
+        let f = fixture();
+        let src = f.home.join("project");
+        let m = one(&src, &f.ctx).unwrap().remove(0);
+        let fd = reopen(&m).unwrap();
+        assert_eq!(id_of(&fstat(&fd).unwrap()), (m.dev, m.ino));
+
+        // The directory moved away and a symlink to it renamed into its place: same inode
+        // behind it, but a symlink in the path.
+        let moved = f.home.join("moved");
+        std::fs::rename(&src, &moved).unwrap();
+        let link = f.home.join("link");
+        std::os::unix::fs::symlink(&moved, &link).unwrap();
+        std::fs::rename(&link, &src).unwrap();
+        assert!(refused(reopen(&m).map(|_| vec![])).contains("symlink"));
+
+        // Another directory renamed over it: a different inode.
+        std::fs::remove_file(&src).unwrap();
+        std::fs::create_dir(&src).unwrap();
+        let m = one(&src, &f.ctx).unwrap().remove(0);
+        let other = f.home.join("other");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::rename(&other, &src).unwrap();
+        assert!(refused(reopen(&m).map(|_| vec![])).contains("different"));
+
+        // A file source with a symlink renamed straight over it.
+        let file = f.home.join("file.txt");
+        std::fs::write(&file, "x").unwrap();
+        let m = one(&file, &f.ctx).unwrap().remove(0);
+        std::os::unix::fs::symlink(&moved, &link).unwrap();
+        std::fs::rename(&link, &file).unwrap();
+        assert!(refused(reopen(&m).map(|_| vec![])).contains("symlink"));
+    }
+
+    #[test]
+    fn host_context_lists_the_users_home() {
+        let ctx = Context::from_host("/workspace");
+        if let Ok(Some(u)) = User::from_uid(geteuid()) {
+            if u.dir.is_absolute() {
+                assert!(ctx.homes.contains(&u.dir), "{:?}", ctx.homes);
+            }
+        }
+        assert!(ctx.homes.iter().all(|h| h.is_absolute()));
+        assert_eq!(ctx.workspace_target, "/workspace");
+    }
+}

@@ -1,0 +1,231 @@
+//! `setup`: one box at open(), with the host's network, that installs dependencies into the
+//! workspace's `.deps`; and the environment every later box gets so it finds them.
+//!
+//! The setup box is the session's box in every other respect (image, account, limits, mounts,
+//! no host variables). It shares the host's network namespace because installers need the
+//! network as the host has it, proxies and all, and it trusts the host's CA store: networks that
+//! intercept TLS (corporate proxies, and this project's CI machine) present their own CA, and
+//! without it every `pip install` fails certificate verification.
+
+use super::{push_note, Opened};
+use crate::engine::launch::{Chunk, Kern};
+use crate::engine::spec::{BoxSpec, EtcOverride, DEFAULT_WORKSPACE_TARGET};
+use crate::error::{Error, Result};
+use std::path::{Path, PathBuf};
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Where `setup` installs, relative to the workspace.
+pub const DEPS_DIR: &str = ".deps";
+/// The setup box's wall-clock limit when `KERN_SETUP_TIMEOUT_S` is unset: installs of large
+/// packages take minutes, and `timeoutS` is a per-call limit for code, not for installs.
+pub const DEFAULT_SETUP_TIMEOUT_S: u64 = 900;
+/// How many trailing stderr lines a failed setup's error carries.
+const TAIL_LINES: usize = 20;
+/// The host CA bundle's name in the setup box's `/etc`.
+const CA_NAME: &str = "kern-host-ca.crt";
+/// Host CA bundles, first found wins (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine/Arch).
+const HOST_CA_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+
+fn deps(sub: &str) -> String {
+    format!("{DEFAULT_WORKSPACE_TARGET}/{DEPS_DIR}/{sub}")
+}
+
+/// Sets `k` to `v`, or puts `v` in front of an existing `:`-list.
+fn prepend(env: &mut Vec<(String, String)>, k: &str, v: &str) {
+    match env.iter_mut().find(|(ek, _)| ek == k) {
+        Some((_, old)) if !old.is_empty() => *old = format!("{v}:{old}"),
+        Some((_, old)) => *old = v.to_string(),
+        None => env.push((k.to_string(), v.to_string())),
+    }
+}
+
+/// What every box of a session with dependencies gets, so `import x`, `require('x')` and the
+/// installed commands just work: pip's `--target` tree on PYTHONPATH, pip's `--user` base,
+/// npm's global prefix, and their `bin` directories on PATH.
+pub fn deps_env(env: &mut Vec<(String, String)>) {
+    prepend(env, "PYTHONPATH", &deps("python"));
+    prepend(env, "NODE_PATH", &deps("node/lib/node_modules"));
+    prepend(
+        env,
+        "PATH",
+        &format!(
+            "{}:{}:{}",
+            deps("python/bin"),
+            deps("pyuser/bin"),
+            deps("node/bin")
+        ),
+    );
+    for (k, v) in [
+        ("PYTHONUSERBASE", deps("pyuser")),
+        ("npm_config_prefix", deps("node")),
+    ] {
+        env.retain(|(ek, _)| ek != k);
+        env.push((k.into(), v));
+    }
+}
+
+/// The setup box's additions: install targets, no caches in the workspace, and the host CA.
+fn setup_env(env: &mut Vec<(String, String)>, ca: bool) {
+    let mut add = vec![
+        ("PIP_TARGET".to_string(), deps("python")),
+        ("PIP_NO_CACHE_DIR".into(), "1".into()),
+        ("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into()),
+        ("npm_config_update_notifier".into(), "false".into()),
+    ];
+    if ca {
+        let path = format!("/etc/{CA_NAME}");
+        for k in [
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "PIP_CERT",
+            "CURL_CA_BUNDLE",
+            "NODE_EXTRA_CA_CERTS",
+        ] {
+            add.push((k.into(), path.clone()));
+        }
+    }
+    for (k, v) in add {
+        env.retain(|(ek, _)| *ek != k);
+        env.push((k, v));
+    }
+}
+
+/// The host's CA bundle, unless `KERN_SETUP_HOST_CA=0` turns the trust off.
+fn host_ca() -> Result<Option<PathBuf>> {
+    match std::env::var("KERN_SETUP_HOST_CA").ok().as_deref() {
+        Some("0") | Some("false") | Some("no") => return Ok(None),
+        None | Some("") | Some("1") | Some("true") | Some("yes") => {}
+        Some(other) => {
+            return crate::invalid!(
+                "KERN_SETUP_HOST_CA={other:?}: use 0 to stop the setup box trusting the host's CA store, or 1 (the default)"
+            )
+        }
+    }
+    Ok(HOST_CA_BUNDLES
+        .iter()
+        .map(Path::new)
+        .find_map(|p| std::fs::canonicalize(p).ok().filter(|c| c.is_file())))
+}
+
+fn setup_timeout_ms() -> Result<u64> {
+    match std::env::var("KERN_SETUP_TIMEOUT_S") {
+        Err(_) => Ok(DEFAULT_SETUP_TIMEOUT_S * 1000),
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 => Ok((s * 1000.0).ceil() as u64),
+            _ => crate::invalid!("KERN_SETUP_TIMEOUT_S={v:?} is not a positive number of seconds"),
+        },
+    }
+}
+
+/// The setup box: the session's posture with the host's network, its resolver and CA bundle.
+fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
+    let ca = host_ca()?;
+    let mut spec = opened.spec(
+        vec!["/bin/sh".into(), "-c".into(), cmd.into()],
+        &[],
+        setup_timeout_ms()?,
+        false,
+        workspace,
+    );
+    setup_env(&mut spec.env, ca.is_some());
+    // The user's own `env` still wins (a private index URL, say).
+    for (k, v) in &opened.config.env {
+        spec.env.retain(|(ek, _)| ek != k);
+        spec.env.push((k.clone(), v.clone()));
+    }
+    spec.host_network = true;
+    // Dependencies are being written: never read-only here.
+    spec.readonly_in_workspace.clear();
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    spec.etc.push(EtcOverride::Contents {
+        name: "resolv.conf".into(),
+        contents: resolv,
+    });
+    if let Some(ca) = ca {
+        spec.etc.push(EtcOverride::HostFile {
+            name: CA_NAME.into(),
+            source: ca,
+        });
+    }
+    Ok(spec)
+}
+
+/// Runs `setup` once; its output streams to `sink`. A setup that fails (or is ended by the
+/// sandbox) is an error carrying its exit code and last stderr lines.
+pub(super) async fn run(
+    opened: &Opened,
+    kern_path: &Path,
+    cmd: &str,
+    sink: Option<UnboundedSender<Chunk>>,
+) -> Result<()> {
+    let workspace = opened.workspace_path()?;
+    make_deps_dir(&workspace)?;
+    let spec = spec(opened, cmd, &workspace)?;
+    let cancel = opened.closing.subscribe();
+    let outcome = Kern::spawn(kern_path, &spec.limits)?
+        .run(&spec, opened.config.max_output, sink, cancel, None)
+        .await?
+        .ok_or_else(|| {
+            Error::Runtime("the kern runtime exited before it read the setup box's spec".into())
+        })?;
+    let report = outcome.report;
+    if report.exit_code == 0 && report.fault.is_none() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&outcome.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
+    let why = match &report.fault {
+        Some(f) => format!("the sandbox ended it ({}: {})", f.kind.as_str(), f.message),
+        None => format!("it exited with code {}", report.exit_code),
+    };
+    let mut message = format!("setup failed: {why}. The command was {cmd:?}.");
+    if !tail.is_empty() {
+        push_note(&mut message, "Its last stderr lines:");
+        message.push_str(&tail);
+    }
+    Err(Error::SetupFailed {
+        message,
+        exit_code: report.exit_code,
+        stderr_tail: tail,
+    })
+}
+
+/// `.deps` as a real directory owned like the workspace, made from the host so the setup box
+/// (whatever its account) finds it; a symlink planted there is refused, never followed.
+fn make_deps_dir(workspace: &Path) -> Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let p = workspace.join(DEPS_DIR);
+    match std::fs::symlink_metadata(&p) {
+        Ok(m) if m.is_dir() => return Ok(()),
+        Ok(_) => {
+            return crate::invalid!(
+                "{} exists and is not a directory; setup installs there: remove it",
+                p.display()
+            )
+        }
+        Err(_) => {}
+    }
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&p)
+        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", p.display())))?;
+    if nix::unistd::geteuid().is_root() {
+        let owner = std::fs::metadata(workspace)
+            .map_err(|e| Error::Runtime(format!("stat {}: {e}", workspace.display())))?;
+        std::os::unix::fs::lchown(&p, Some(owner.uid()), Some(owner.gid()))
+            .map_err(|e| Error::Runtime(format!("chown {}: {e}", p.display())))?;
+    }
+    Ok(())
+}
+
+/// Whether the session's boxes get the deps environment and read-only `.deps`: with `setup`,
+/// or when a kept workspace already holds a `.deps` directory from an earlier session.
+pub fn has_deps(setup: bool, workspace: &Path) -> bool {
+    setup || std::fs::symlink_metadata(workspace.join(DEPS_DIR)).is_ok_and(|m| m.is_dir())
+}
