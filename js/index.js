@@ -262,7 +262,7 @@ class Sandbox {
     // snapshot() returns nothing, so what it could not archive is said as a process warning.
     if (skipped.length) {
       const shown = skipped.slice(0, 10).join(', ') + (skipped.length > 10 ? `, and ${skipped.length - 10} more` : '');
-      process.emitWarning(`snapshot() left out ${skipped.length} symlink(s) or special file(s), which restore() would refuse: ${shown}`, { code: 'KERN_SNAPSHOT_SKIPPED' });
+      process.emitWarning(`snapshot() left out ${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} that restore() would refuse (symlinks, special files, names that are not UTF-8): ${shown}`, { code: 'KERN_SNAPSHOT_SKIPPED' });
     }
   }
 

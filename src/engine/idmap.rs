@@ -108,11 +108,12 @@ pub fn userns_of(pid: libc::pid_t) -> io::Result<OwnedFd> {
     Ok(std::fs::File::open(format!("/proc/{pid}/ns/user"))?.into())
 }
 
-/// A user namespace whose only mapping is its id 0 to host `uid`/`gid`: idmapping the workspace
-/// through it makes the workspace's owner (on disk, whoever it is) appear as that host id, so a
-/// box account other than root owns its workspace, with nothing on disk changed.
+/// A user namespace whose only mapping is `owner` (the ids a directory has on disk) to host
+/// `host` (the ids of a box account): idmapping a directory through it makes its owner appear
+/// as that account, with nothing on disk changed. Other owners in it appear unmapped (nobody).
 /// Root only (writing another process's maps); kern is single-threaded when it calls this.
-pub fn userns_owning_as(uid: u32, gid: u32) -> io::Result<OwnedFd> {
+pub fn userns_owning_as(owner: (u32, u32), host: (u32, u32)) -> io::Result<OwnedFd> {
+    let ((uid, gid), (owner_uid, owner_gid)) = (host, owner);
     let (hold_r, hold_w) = nix::unistd::pipe()?;
     match sys::clone_fork(libc::CLONE_NEWUSER)? {
         sys::Forked::Child => {
@@ -125,8 +126,14 @@ pub fn userns_owning_as(uid: u32, gid: u32) -> io::Result<OwnedFd> {
         sys::Forked::Parent(pid) => {
             drop(hold_r);
             let made = (|| {
-                std::fs::write(format!("/proc/{pid}/uid_map"), format!("0 {uid} 1"))?;
-                std::fs::write(format!("/proc/{pid}/gid_map"), format!("0 {gid} 1"))?;
+                std::fs::write(
+                    format!("/proc/{pid}/uid_map"),
+                    format!("{owner_uid} {uid} 1"),
+                )?;
+                std::fs::write(
+                    format!("/proc/{pid}/gid_map"),
+                    format!("{owner_gid} {gid} 1"),
+                )?;
                 userns_of(pid)
             })();
             drop(hold_w);

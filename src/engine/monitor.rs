@@ -623,15 +623,27 @@ fn idmapped_trees(
 ) -> Result<Trees, String> {
     let ws = spec.workspace.to_string_lossy();
     let box_ns = idmap::userns_of(pid).map_err(|e| format!("the box's user namespace: {e}"))?;
-    // The workspace's owner appears as the box's account: root through the box's own
-    // namespace, the image's USER through one made for it.
-    let ws_ns = match &spec.user {
-        Some(u) if u.uid != 0 || u.gid != 0 => {
-            idmap::userns_owning_as(uid_base + u.uid, gid_base + u.gid)
-                .map_err(|e| format!("a user namespace for the workspace of USER {}: {e}", u.uid))?
+    let account = spec.user.as_ref().map_or((0, 0), |u| (u.uid, u.gid));
+    let host_account = (uid_base + account.0, gid_base + account.1);
+    // The directory's owner on disk appears as the box's account. For a root-owned directory
+    // and box root, the box's own namespace does it and keeps every other owner in the tree
+    // as the same id in the box; otherwise a namespace made for this owner and account.
+    let owned_ns = |path: &std::path::Path| -> Result<OwnedFd, String> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).map_err(|e| format!("stat {}: {e}", path.display()))?;
+        if (m.uid(), m.gid()) == (0, 0) && account == (0, 0) {
+            return box_ns.try_clone().map_err(|e| e.to_string());
         }
-        _ => box_ns.try_clone().map_err(|e| e.to_string())?,
+        idmap::userns_owning_as((m.uid(), m.gid()), host_account).map_err(|e| {
+            format!(
+                "a user namespace showing {} (owned by {}:{}) as the box's account: {e}",
+                path.display(),
+                m.uid(),
+                m.gid()
+            )
+        })
     };
+    let ws_ns = owned_ns(&spec.workspace)?;
     // Never a fallback to mapping host root: without an idmapped workspace the box can't run.
     let workspace = idmap::idmapped_tree(&ws, ws_ns.as_fd(), sys::MOUNT_ATTR_NOSUID | sys::MOUNT_ATTR_NODEV).map_err(|e| {
         format!(
@@ -658,7 +670,7 @@ fn idmapped_trees(
     let binds = spec
         .binds
         .iter()
-        .map(|b| bind_tree(b, ws_ns.as_fd()))
+        .map(|b| bind_tree(b, owned_ns(&b.source)?.as_fd()))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Trees {
         workspace: Some(workspace),
