@@ -154,6 +154,21 @@ function makeTempDir(prefix = 'kern-test-') {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
 }
 
+/** Temp dirs made through `temp(prefix)` are all removed by `removeAll()` (call it in afterAll). */
+function tempDirs() {
+  const made = [];
+  return {
+    temp(prefix) {
+      const d = makeTempDir(prefix);
+      made.push(d);
+      return d;
+    },
+    removeAll() {
+      for (const d of made.splice(0)) fs.rmSync(d, { recursive: true, force: true });
+    },
+  };
+}
+
 /** Finds files named `name` under `root`, at most `depth` levels deep (skips unreadable dirs). */
 function findFileNamed(root, name, depth = 3) {
   const hits = [];
@@ -288,6 +303,7 @@ module.exports = {
   startHostCanaryProcess,
   makeCanaryFile,
   makeTempDir,
+  tempDirs,
   findFileNamed,
   expectSandboxError,
   openAndClose,

@@ -7,23 +7,18 @@ const fs = require('fs');
 const net = require('net');
 const os = require('os');
 const path = require('path');
-const { requireRootfs, opts, makeTempDir, makeCanaryFile, expectSandboxError, summary } = require('./helpers');
+const { requireRootfs, opts, tempDirs, makeCanaryFile, expectSandboxError, summary } = require('./helpers');
 const { Sandbox, SandboxError, MountRefused } = require('..');
 
 // Jest gives each test file its own `process.env` copy: the addon reads the real one.
 const realEnv = require('vm').runInThisContext('process').env;
 
-const temps = [];
-function temp(prefix) {
-  const d = makeTempDir(prefix);
-  temps.push(d);
-  return d;
-}
+const { temp, removeAll } = tempDirs();
 
 beforeAll(() => requireRootfs());
 
 afterAll(() => {
-  for (const d of temps) fs.rmSync(d, { recursive: true, force: true });
+  removeAll();
 });
 
 async function refused(mounts, ...patterns) {

@@ -5,18 +5,13 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs, makeTempDir, uniqueName, expectSandboxError, summary } = require('./helpers');
+const { requireRootfs, tempDirs, uniqueName, expectSandboxError, summary } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 const realEnv = require('vm').runInThisContext('process').env;
 
-const temps = [];
-function temp(prefix) {
-  const d = makeTempDir(prefix);
-  temps.push(d);
-  return d;
-}
+const { temp, removeAll } = tempDirs();
 
 beforeAll(() => {
   requireRootfs();
@@ -26,7 +21,7 @@ beforeAll(() => {
 });
 
 afterAll(() => {
-  for (const d of temps) fs.rmSync(d, { recursive: true, force: true });
+  removeAll();
 });
 
 describe('a real install from PyPI', () => {

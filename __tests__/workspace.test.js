@@ -4,21 +4,16 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs, opts, makeTempDir, expectSandboxError, summary, waitFor } = require('./helpers');
+const { requireRootfs, opts, tempDirs, expectSandboxError, summary, waitFor } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 const realEnv = require('vm').runInThisContext('process').env;
 
-const temps = [];
-function temp(prefix) {
-  const d = makeTempDir(prefix);
-  temps.push(d);
-  return d;
-}
+const { temp, removeAll } = tempDirs();
 
 beforeAll(() => requireRootfs());
 afterAll(() => {
-  for (const d of temps) fs.rmSync(d, { recursive: true, force: true });
+  removeAll();
 });
 
 describe('workspaceMaxBytes', () => {

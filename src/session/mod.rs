@@ -10,7 +10,7 @@ mod warm;
 
 use crate::engine::launch::{Chunk, Kern};
 use crate::engine::spec::{
-    BindSpec, BoxSpec, RootSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET,
+    BoxSpec, RootSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET,
 };
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -305,18 +305,7 @@ impl Opened {
         if self.deps {
             setup::deps_env(&mut env);
         }
-        let mut binds: Vec<BindSpec> = cfg
-            .mounts
-            .iter()
-            .map(|m| BindSpec {
-                source: m.source.clone(),
-                target: m.target.clone(),
-                writable: m.writable,
-                dir: m.dir,
-                dev: m.dev,
-                ino: m.ino,
-            })
-            .collect();
+        let mut binds = cfg.mounts.clone();
         if let Some(b) = self.pyc.as_ref().and_then(pyc::Cache::bind) {
             binds.push(b);
             env.push(("PYTHONPYCACHEPREFIX".into(), pyc::TARGET.into()));

@@ -9,8 +9,8 @@
 //! - directories are scanned shallowly for engine and bus sockets;
 //! - targets must be normalised absolute box paths away from what the box mounts itself.
 //!
-//! `reopen` repeats the no-symlink open right before the mount and insists on the same inode, so
-//! a source swapped after `parse` is refused instead of mounted.
+//! `kern` opens the source again before it mounts it (no symlinks, the recorded inode or
+//! nothing), so a source swapped after `parse` is refused instead of mounted.
 
 use crate::error::{Error, Result};
 use crate::workspace::walk;
@@ -80,22 +80,8 @@ const RUNTIME_SOCKETS: &[&str] = &["bus", "docker.sock", "podman/podman.sock"];
 /// Box paths the box mounts itself.
 const BOX_RESERVED: &[&str] = &["/proc", "/sys", "/dev"];
 
-/// One checked host bind.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Mount {
-    /// The source, canonical (absolute, no symlinks, no `.`/`..`).
-    pub source: PathBuf,
-    /// Where it appears in the box: absolute and normalised.
-    pub target: String,
-    /// Bound read-write (`"rw"`); read-only otherwise.
-    pub writable: bool,
-    /// A directory (else a regular file).
-    pub dir: bool,
-    /// Device of the source when it was checked; `reopen` insists on the same.
-    pub dev: u64,
-    /// Inode of the source when it was checked; `reopen` insists on the same.
-    pub ino: u64,
-}
+/// One checked host bind: the engine's bind, with the source's device and inode as checked.
+pub use crate::engine::spec::BindSpec as Mount;
 
 /// What the policy needs to know about the host and the box.
 #[derive(Debug, Clone)]
@@ -163,7 +149,7 @@ pub fn parse(value: &Value, ctx: &Context) -> Result<Vec<Mount>> {
     let map = value.as_object().ok_or_else(|| {
         Error::Invalid(format!(
             "option `mounts` must be an object {{ \"/host/path\": \"/box/path\" }}, got {}",
-            describe(value)
+            super::options::describe(value)
         ))
     })?;
     if map.is_empty() {
@@ -196,37 +182,6 @@ pub fn parse(value: &Value, ctx: &Context) -> Result<Vec<Mount>> {
     Ok(out)
 }
 
-/// Re-checks, right before use, that `m.source` still resolves (no symlinks, openat2 from "/") to
-/// the same dev/ino; returns an O_PATH fd of it.
-///
-/// Mount from this fd (not the path): it names the inode that was checked.
-pub fn reopen(m: &Mount) -> Result<OwnedFd> {
-    let changed = |why: &str| {
-        Error::MountRefused(format!(
-            "mounts: source {} changed after it was checked ({why}); it was not mounted. \
-             Keep it in place while the Sandbox opens, then try again",
-            m.source.display()
-        ))
-    };
-    if !m.source.is_absolute() {
-        return Err(changed("the recorded path is not absolute"));
-    }
-    let fd = open_no_symlinks(&m.source).map_err(|e| match e {
-        Errno::ENOSYS => no_openat2(),
-        Errno::ELOOP => changed("a symlink is now part of its path"),
-        Errno::ENOENT => changed("it no longer exists"),
-        e => changed(&format!("it cannot be opened: {e}")),
-    })?;
-    let st = fstat(&fd).map_err(|e| changed(&format!("fstat failed: {e}")))?;
-    if id_of(&st) != (m.dev, m.ino) {
-        return Err(changed("the path now names a different file or directory"));
-    }
-    if (kind(&st) == SFlag::S_IFDIR) != m.dir {
-        return Err(changed("its type changed"));
-    }
-    Ok(fd)
-}
-
 type Id = (u64, u64);
 
 /// Device and inode. `as`: both are u64 on 64-bit Linux, narrower unsigned types on some 32-bit
@@ -242,17 +197,6 @@ fn kind(st: &FileStat) -> SFlag {
 
 fn stat_id(p: &Path) -> Option<Id> {
     stat(p).ok().map(|st| id_of(&st))
-}
-
-fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("the string {s:?}"),
-        Value::Array(a) => format!("an array of length {}", a.len()),
-        Value::Object(_) => "an object".into(),
-    }
 }
 
 fn no_openat2() -> Error {
@@ -277,7 +221,7 @@ fn entry_spec<'a>(src: &str, spec: &'a Value) -> Result<(&'a str, bool)> {
         Error::Invalid(format!(
             "option `mounts`: the value for {src:?} must be a box path such as \"/data\" or \
              [\"/data\", \"ro\" | \"rw\"], got {}",
-            describe(spec)
+            super::options::describe(spec)
         ))
     };
     match spec {
@@ -906,41 +850,6 @@ mod tests {
         }
         assert!(invalid(parse(&json!(["/a", "/b"]), &f.ctx)).contains("must be an object"));
         assert_eq!(parse(&json!({}), &f.ctx).unwrap(), vec![]);
-    }
-
-    #[test]
-    fn reopen_checks_the_same_inode_without_symlinks() {
-        let f = fixture();
-        let src = f.home.join("project");
-        let m = one(&src, &f.ctx).unwrap().remove(0);
-        let fd = reopen(&m).unwrap();
-        assert_eq!(id_of(&fstat(&fd).unwrap()), (m.dev, m.ino));
-
-        // The directory moved away and a symlink to it renamed into its place: same inode
-        // behind it, but a symlink in the path.
-        let moved = f.home.join("moved");
-        std::fs::rename(&src, &moved).unwrap();
-        let link = f.home.join("link");
-        std::os::unix::fs::symlink(&moved, &link).unwrap();
-        std::fs::rename(&link, &src).unwrap();
-        assert!(refused(reopen(&m).map(|_| vec![])).contains("symlink"));
-
-        // Another directory renamed over it: a different inode.
-        std::fs::remove_file(&src).unwrap();
-        std::fs::create_dir(&src).unwrap();
-        let m = one(&src, &f.ctx).unwrap().remove(0);
-        let other = f.home.join("other");
-        std::fs::create_dir(&other).unwrap();
-        std::fs::rename(&other, &src).unwrap();
-        assert!(refused(reopen(&m).map(|_| vec![])).contains("different"));
-
-        // A file source with a symlink renamed straight over it.
-        let file = f.home.join("file.txt");
-        std::fs::write(&file, "x").unwrap();
-        let m = one(&file, &f.ctx).unwrap().remove(0);
-        std::os::unix::fs::symlink(&moved, &link).unwrap();
-        std::fs::rename(&link, &file).unwrap();
-        assert!(refused(reopen(&m).map(|_| vec![])).contains("symlink"));
     }
 
     #[test]

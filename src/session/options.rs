@@ -87,7 +87,7 @@ fn type_err(key: &str, want: &str, v: &Value) -> Error {
     ))
 }
 
-fn describe(v: &Value) -> String {
+pub(super) fn describe(v: &Value) -> String {
     match v {
         Value::Null => "null".into(),
         Value::Bool(b) => b.to_string(),
