@@ -142,7 +142,7 @@ export interface SandboxOptions {
    * there, so `import x`, `require('x')` and installed commands just work. It trusts the host's
    * CA bundle (bound read-only, with `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `PIP_CERT`,
    * `CURL_CA_BUNDLE` and `NODE_EXTRA_CA_CERTS` pointing at it), so networks that intercept TLS
-   * work; `KERN_SETUP_HOST_CA=0` turns that off. Its output goes to `onStdout`/`onStderr`. Its
+   * work; `KERN_HOST_CA=0` turns that off. Its output goes to `onStdout`/`onStderr`. Its
    * wall-clock limit is 900 s (`KERN_SETUP_TIMEOUT_S` changes it), not `timeoutS`.
    *
    * A setup that exits non-zero, or that the sandbox ends, makes `open()` throw a SandboxError
@@ -191,10 +191,11 @@ export interface SandboxOptions {
    * the box by killing the box's PID 1, which ends every process in it (double-forked and `setsid`
    * ones too); the call then has a `timeout` fault. Default 30. */
   timeoutS?: number;
-  /** LOOSENS ISOLATION when true: every `runCode`/`run` box shares the host's network. Default false
-   * (no network).
-   *
-   * Not built yet in 0.1: `network: true` throws SandboxError; `false` is supported. */
+  /** LOOSENS ISOLATION when true: every `runCode`/`run` box, kernel and prewarmed box shares the
+   * host's network namespace (rootless too): it can reach anything the host can, its loopback
+   * included. Each result carries a `warning:` runtime note saying so. The box gets the host's
+   * resolver configuration and trusts the host's CA bundle (as the `setup` box does;
+   * `KERN_HOST_CA=0` turns the CA off). Default false: a network namespace with only `lo`. */
   network?: boolean;
   /**
    * Allow outbound traffic only to the listed domains (for example ["pypi.org",
@@ -202,7 +203,25 @@ export interface SandboxOptions {
    * network namespace whose only route out is kern's filtering proxy. Cannot be combined with
    * `network: true`. Applies to `runCode`/`run`; the `setup` box keeps unrestricted network.
    *
-   * Not built yet in 0.1: passing it throws SandboxError.
+   * Entries: `"pypi.org"` (that name), `".example.com"` (the domain and every subdomain; never a
+   * substring: `example.com.attacker.test` does not match), either with `:port`; an IP literal
+   * (`"127.0.0.1:9000"`, `"[::1]"`) allows exactly that address. Without a port an entry allows 80
+   * and 443. Names are compared lowercase, IDNA-encoded, without a trailing dot. An empty entry, a
+   * URL, a wildcard or a bad port throws SandboxError from the constructor. `[]` means no network.
+   *
+   * How it holds: each box has its own network namespace with only `lo`, where kern's PID 1 runs
+   * a relay on 127.0.0.1:3128 that hands each connection (the socket itself) to a proxy in your
+   * process; `HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` (and lowercase) point at it, `NO_PROXY` is
+   * loopback, and `/etc/resolv.conf` names no resolver. The proxy admits `CONNECT host:port` and
+   * absolute-form plain-HTTP requests (the `Host` header must match; one request per connection)
+   * for listed hosts only; it resolves allowed names itself (a denied name is never resolved) and
+   * refuses the request if any address is loopback, private, link-local (169.254.169.254 too),
+   * CGNAT, multicast or an IPv4-mapped/NAT64/6to4 form of one, unless that literal address is
+   * listed; it dials the address it checked. For a CONNECT to port 443 it reads the TLS
+   * ClientHello and cuts a tunnel whose SNI names another host. Every decision is logged with
+   * `tracing` and summarised in `runtimeNotes` (`note: egress denied: …`, `note: egress allowed:
+   * …`). Boxes trust the host's CA bundle, as with `network: true`. Residual risks: data can leave
+   * through an allowed host, and TLS to an allowed name can carry anything (domain fronting).
    */
   egressAllow?: string[];
   /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`,

@@ -147,14 +147,14 @@ test("the setup box has the host's network but not the host's environment, and t
   expect(fs.readFileSync(path.join(ws, 'etc.txt'), 'utf8')).toMatch(/^passwd$/m);
 });
 
-test('KERN_SETUP_HOST_CA=0 stops the setup box trusting the host CA bundle', async () => {
+test('KERN_HOST_CA=0 stops the setup box trusting the host CA bundle', async () => {
   const ws = temp('kern-setup-ws-');
-  realEnv.KERN_SETUP_HOST_CA = '0';
+  realEnv.KERN_HOST_CA = '0';
   try {
     const sb = await new Sandbox({ image: SCI, workspace: ws, setup: 'env > /workspace/env.txt; ls /etc > /workspace/etc.txt' }).open();
     await sb.close();
   } finally {
-    delete realEnv.KERN_SETUP_HOST_CA;
+    delete realEnv.KERN_HOST_CA;
   }
   expect(fs.readFileSync(path.join(ws, 'env.txt'), 'utf8')).not.toMatch(/SSL_CERT_FILE|kern-host-ca/);
   expect(fs.readFileSync(path.join(ws, 'etc.txt'), 'utf8')).not.toMatch(/kern-host-ca/);

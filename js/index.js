@@ -159,7 +159,11 @@ class Sandbox {
     checkCallback('onStderr', onStderr);
     this.#onStdout = onStdout;
     this.#onStderr = onStderr;
-    this.#native = new native.NativeSandbox(toWire(rest, 'option'), kernPath());
+    try {
+      this.#native = new native.NativeSandbox(toWire(rest, 'option'), kernPath());
+    } catch (e) {
+      throw fromNative(e);
+    }
   }
 
   async open() {

@@ -36,6 +36,7 @@ impl NativeSandbox {
                 "the options are not plain JSON data: {e}"
             )))
         })?;
+        crate::session::options::check_early(&options).map_err(to_napi)?;
         Ok(NativeSandbox {
             inner: Arc::new(Sandbox::new(options, PathBuf::from(kern_path))),
         })

@@ -5,6 +5,7 @@
 //! It is non-dumpable, and its memory map still belongs to the host's user namespace (it was
 //! forked from there), so the workload can open neither `/proc/1/exe` nor `/proc/1/mem`.
 
+use super::monitor::Passed;
 use super::mounts::{self, Sources, Trees};
 use super::spec::{BoxSpec, CHANNEL_FD};
 use super::sys::{self, Forked};
@@ -49,7 +50,7 @@ pub fn pid1(
     src: &Sources,
     trees: &Trees,
     init_pipe: OwnedFd,
-    channel: Option<OwnedFd>,
+    passed: Passed,
     fallback: &Fallback,
 ) -> ! {
     // Non-dumpable: /proc/1 stays out of the workload's reach.
@@ -57,6 +58,13 @@ pub fn pid1(
     if let Err(e) = setup(spec, src, trees) {
         send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, e.0));
         sys::exit_now(1);
+    }
+    let Passed { channel, egress } = passed;
+    if let (Some(e), Some(line)) = (&spec.egress, egress) {
+        if let Err(err) = super::relay::start(e.port, line) {
+            send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
+            sys::exit_now(1);
+        }
     }
     let workload = match sys::clone_fork(0) {
         Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, fallback),

@@ -45,6 +45,16 @@ pub struct Outcome {
     pub duration: Duration,
 }
 
+/// Descriptors that travel to kern with a box's spec, in this order (SCM_RIGHTS); the spec
+/// says which are there.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct BoxFds<'a> {
+    /// Becomes the workload's fd 3 (`spec.channel`).
+    pub channel: Option<&'a OwnedFd>,
+    /// The egress relay's line to the host's proxy (`spec.egress`).
+    pub egress: Option<&'a OwnedFd>,
+}
+
 /// A started `kern` that has its caps (line 1 of the protocol) and waits for a box spec. A
 /// session keeps one spare, so the cgroup move (an RCU grace period) happens between calls.
 ///
@@ -178,17 +188,16 @@ impl Kern {
     ///
     /// `cancel` turning true (the session is closing) ends the box early: closing our end of
     /// the control socket is kern's signal to kill it.
-    /// `channel`, when given, goes to kern with the spec (SCM_RIGHTS) and becomes the
-    /// workload's fd 3; `spec.channel` must say so.
+    /// `fds` go to kern with the spec (SCM_RIGHTS); the spec says which are there.
     pub async fn run(
         self,
         spec: &BoxSpec,
         max_output: usize,
         sink: Option<UnboundedSender<Chunk>>,
         cancel: tokio::sync::watch::Receiver<bool>,
-        channel: Option<&OwnedFd>,
+        fds: BoxFds<'_>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, Some(max_output), sink, cancel, channel)
+        self.run_inner(spec, Some(max_output), sink, cancel, fds)
             .await
     }
 
@@ -199,10 +208,9 @@ impl Kern {
         spec: &BoxSpec,
         sink: UnboundedSender<Chunk>,
         cancel: tokio::sync::watch::Receiver<bool>,
-        channel: Option<&OwnedFd>,
+        fds: BoxFds<'_>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, None, Some(sink), cancel, channel)
-            .await
+        self.run_inner(spec, None, Some(sink), cancel, fds).await
     }
 
     async fn run_inner(
@@ -211,23 +219,28 @@ impl Kern {
         max_output: Option<usize>,
         sink: Option<UnboundedSender<Chunk>>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
-        channel: Option<&OwnedFd>,
+        fds: BoxFds<'_>,
     ) -> Result<Option<Outcome>> {
         let start = Instant::now();
         let mut json = serde_json::to_vec(spec)
             .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
         json.push(b'\n');
         let control = self.control;
-        if let Some(ch) = channel {
-            // The descriptor rides on the spec's first byte; the socket is still blocking
+        let raw: Vec<_> = [fds.channel, fds.egress]
+            .into_iter()
+            .flatten()
+            .map(|f| f.as_raw_fd())
+            .collect();
+        if !raw.is_empty() {
+            // The descriptors ride on the spec's first byte; the socket is still blocking
             // here, and one byte always fits.
-            match sys::send_with_fds(control.as_fd(), &json[..1], &[ch.as_raw_fd()]) {
+            match sys::send_with_fds(control.as_fd(), &json[..1], &raw) {
                 Ok(1) => {
                     json.remove(0);
                 }
                 Ok(_) => {
                     return Err(Error::Runtime(
-                        "send the box channel to kern: short write".into(),
+                        "send the box's descriptors to kern: short write".into(),
                     ))
                 }
                 Err(e)
@@ -235,7 +248,11 @@ impl Kern {
                 {
                     return Ok(None)
                 }
-                Err(e) => return Err(Error::Runtime(format!("send the box channel to kern: {e}"))),
+                Err(e) => {
+                    return Err(Error::Runtime(format!(
+                        "send the box's descriptors to kern: {e}"
+                    )))
+                }
             }
         }
         control

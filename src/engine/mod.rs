@@ -9,6 +9,8 @@ pub mod init;
 pub mod launch;
 pub mod monitor;
 pub mod mounts;
+pub mod proxy;
+pub mod relay;
 pub mod rootfs;
 pub mod spec;
 pub mod status;

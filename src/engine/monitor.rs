@@ -121,27 +121,38 @@ impl Prepared {
     }
 }
 
+/// The caller's descriptors for one box, as its spec announces them.
+#[derive(Debug, Default)]
+pub struct Passed {
+    /// Becomes the workload's fd 3 (`spec.channel`).
+    pub channel: Option<OwnedFd>,
+    /// The egress relay's line to the caller's proxy (`spec.egress`).
+    pub egress: Option<OwnedFd>,
+}
+
 /// Builds, runs and tears down one box. `lifeline`, when given, is a pipe whose other end the
 /// caller holds: if it closes early (the caller died), the box is killed. `on_report` gets the
 /// outcome as soon as the box has ended, before the slower cgroup teardown.
-/// `channel` is the caller's socket that becomes the workload's fd 3 (`spec.channel`).
+/// `passed` holds the caller's descriptors for the box, as its spec announces them.
 pub fn run_box(
     spec: &BoxSpec,
     prepared: Prepared,
     lifeline: Option<BorrowedFd<'_>>,
-    channel: Option<OwnedFd>,
+    passed: Passed,
     on_report: &mut dyn FnMut(&BoxReport),
 ) {
-    let report = if spec.channel != channel.is_some() {
+    let report = if spec.channel != passed.channel.is_some()
+        || spec.egress.is_some() != passed.egress.is_some()
+    {
         startup_failed(
-            "internal error: the box's channel was announced but not sent, or the reverse",
+            "internal error: a descriptor of the box was announced but not sent, or the reverse",
         )
     } else {
         build_and_supervise(
             spec,
             &prepared,
             lifeline,
-            channel,
+            passed,
             Mapping::for_this_process(spec.user.as_ref()),
         )
     };
@@ -153,7 +164,7 @@ fn build_and_supervise(
     spec: &BoxSpec,
     prepared: &Prepared,
     lifeline: Option<BorrowedFd<'_>>,
-    channel: Option<OwnedFd>,
+    passed: Passed,
     mapping: Mapping,
 ) -> BoxReport {
     let start = Instant::now();
@@ -224,15 +235,16 @@ fn build_and_supervise(
                 &sources,
                 init_w,
                 go_r,
-                channel,
+                passed,
                 fallback,
                 cgroup.is_some(),
                 mapping,
             )
         }
-        // Only the box keeps the channel: its far end sees EOF when the box is gone.
+        // Only the box keeps the caller's descriptors: their far ends see EOF when the box
+        // is gone.
         Ok(Forked::Parent(pid)) => {
-            drop(channel);
+            drop(passed);
             pid
         }
         Err(e) => {
@@ -265,7 +277,7 @@ fn child(
     src: &Sources,
     init_w: OwnedFd,
     go_r: OwnedFd,
-    channel: Option<OwnedFd>,
+    passed: Passed,
     fallback: &Fallback,
     in_cgroup: bool,
     mapping: Mapping,
@@ -309,13 +321,14 @@ fn child(
     keep.extend(trees.workspace.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(trees.image.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(trees.binds.iter().map(|f| f.as_raw_fd()));
-    keep.extend(channel.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(passed.egress.as_ref().map(|f| f.as_raw_fd()));
     sys::close_others(&keep);
     if in_cgroup {
         // The box sees its own cgroup as the root of the hierarchy.
         let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
     }
-    init::pid1(spec, src, &trees, init_w, channel, fallback)
+    init::pid1(spec, src, &trees, init_w, passed, fallback)
 }
 
 /// Which of `Trees` follow the "go" byte.

@@ -84,6 +84,17 @@ pub struct BoxSpec {
     /// `depsReadonly`). A missing one is skipped; one that is not a real directory is refused.
     #[serde(default)]
     pub readonly_in_workspace: Vec<String>,
+    /// `egressAllow`: the box's PID 1 runs a relay listening on `127.0.0.1:<port>` in the box's
+    /// own network namespace, which hands every connection it accepts (the socket itself, by
+    /// SCM_RIGHTS) to the host's proxy over a socket the caller sent with this spec.
+    #[serde(default)]
+    pub egress: Option<EgressSpec>,
+}
+
+/// Where the egress relay listens inside the box.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct EgressSpec {
+    pub port: u16,
 }
 
 /// One host path bound into the box. The caller resolved and checked `source` and recorded the

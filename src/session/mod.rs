@@ -3,6 +3,7 @@
 
 pub mod kernel;
 pub mod mounts;
+pub mod network;
 pub mod options;
 mod pyc;
 pub mod setup;
@@ -179,6 +180,10 @@ struct Opened {
     /// snapshot()/restore() need it at zero, and set `exclusive` while they work.
     active: AtomicUsize,
     exclusive: AtomicBool,
+    /// The host CA bundle networked boxes trust (`KERN_HOST_CA=0`: none).
+    ca: Option<PathBuf>,
+    /// The allowlist proxy of this session's boxes (`egressAllow`).
+    proxy: Option<Arc<crate::engine::proxy::Proxy>>,
 }
 
 /// Counts one box that may write to the workspace, for as long as it lives.
@@ -270,6 +275,10 @@ impl Opened {
         template.binds.clear();
         template.readonly_in_workspace.clear();
         template.env = self.base_env.clone();
+        // Compiling needs no network.
+        template.host_network = false;
+        template.egress = None;
+        template.etc.clear();
         let (me, kern) = (me.clone(), kern.to_path_buf());
         tokio::spawn(async move {
             let _running = me.running.read().await;
@@ -314,7 +323,7 @@ impl Opened {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
         }
-        BoxSpec {
+        let mut spec = BoxSpec {
             root: self.image.root.clone(),
             workspace: workspace.to_path_buf(),
             workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
@@ -334,6 +343,32 @@ impl Opened {
             } else {
                 Vec::new()
             },
+            egress: None,
+        };
+        match &cfg.network {
+            options::Network::None => {}
+            options::Network::Host => network::host(&mut spec, self.ca.as_deref()),
+            options::Network::Egress(_) => network::egress(&mut spec, self.ca.as_deref()),
+        }
+        spec
+    }
+
+    /// The egress line for a box of this session, when its boxes go through the proxy.
+    fn egress_line(&self, spec: &BoxSpec) -> Result<Option<network::Line>> {
+        match (&self.proxy, &spec.egress) {
+            (Some(p), Some(_)) => Ok(Some(network::Line::open(p)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// What the session's network did during a call, as runtime notes.
+    fn network_notes(&self) -> Vec<String> {
+        match (&self.config.network, &self.proxy) {
+            (options::Network::Host, _) => vec![
+                "warning: network: true: this box shared the host's network (isolation relaxed: it could reach anything the host can)".into(),
+            ],
+            (_, Some(p)) => network::notes(p.take_decisions()),
+            _ => Vec::new(),
         }
     }
 
@@ -463,6 +498,17 @@ impl Sandbox {
             None => Workspace::temporary()?,
         };
         let deps = setup::has_deps(config.setup.is_some(), &workspace.path);
+        let ca = network::host_ca()?;
+        let proxy = match &config.network {
+            options::Network::Egress(entries) => {
+                let policy = crate::engine::proxy::Policy::parse(entries)
+                    .map_err(|e| Error::Invalid(format!("option `egressAllow`: {e}")))?;
+                let resolver = crate::engine::proxy::Resolver::from_env()
+                    .map_err(|e| Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
+                Some(crate::engine::proxy::Proxy::new(policy, resolver))
+            }
+            _ => None,
+        };
         let pyc = if config.pyc_cache {
             pyc::Cache::for_image(&image)?
         } else {
@@ -484,6 +530,8 @@ impl Sandbox {
             pyc,
             active: AtomicUsize::new(0),
             exclusive: AtomicBool::new(false),
+            ca,
+            proxy,
         });
         if let Some(cmd) = opened.config.setup.clone() {
             if let Err(e) = setup::run(&opened, &self.kern, &cmd, sink).await {
@@ -691,6 +739,9 @@ impl Sandbox {
             // this one for the CPU.
             opened.fill_pool(&opened, &self.kern);
             let mut r = r?;
+            for n in opened.network_notes() {
+                push_note(&mut r.stderr, &n);
+            }
             r.files = workspace_changes(before, &workspace, &mut r.stderr).await;
             return Ok(r);
         }
@@ -703,21 +754,17 @@ impl Sandbox {
             }
             None => (None, None),
         };
+        let line = opened.egress_line(&spec)?;
+        let fds = network::fds(channel.as_ref(), line.as_ref());
         let kern = opened.kern(&self.kern)?;
         let first = kern
-            .run(
-                &spec,
-                cfg.max_output,
-                sink.clone(),
-                cancel.clone(),
-                channel.as_ref(),
-            )
+            .run(&spec, cfg.max_output, sink.clone(), cancel.clone(), fds)
             .await?;
         let outcome = match first {
             Some(o) => o,
             // The spare died before it got the spec: nothing ran; use a fresh kern.
             None => Kern::spawn(&self.kern, &cfg.limits)?
-                .run(&spec, cfg.max_output, sink, cancel, channel.as_ref())
+                .run(&spec, cfg.max_output, sink, cancel, fds)
                 .await?
                 .ok_or_else(|| {
                     Error::Runtime("the kern runtime exited before it read the box spec".into())
@@ -726,7 +773,8 @@ impl Sandbox {
         // Our copy of the box's end goes now: the reader sees EOF once the box's
         // copies are gone.
         drop(channel);
-        let mut notes = Vec::new();
+        drop(line);
+        let mut notes = opened.network_notes();
         let results = match results_rx {
             Some(rx) => {
                 let (bytes, capped) = match tokio::time::timeout(RESULTS_GRACE, rx).await {

@@ -78,6 +78,19 @@ pub struct Config {
     pub deps_readonly: bool,
     /// Byte-compile the image's stdlib once per image (`pycCache`).
     pub pyc_cache: bool,
+    /// The boxes' way out (`network`, `egressAllow`).
+    pub network: Network,
+}
+
+/// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Network {
+    /// A namespace with only `lo` (the default).
+    None,
+    /// The host's network namespace (`network: true`).
+    Host,
+    /// The allowlist proxy, with these `egressAllow` entries (checked by `Policy::parse`).
+    Egress(Vec<String>),
 }
 
 fn type_err(key: &str, want: &str, v: &Value) -> Error {
@@ -315,6 +328,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         workspace_max_bytes: None,
         deps_readonly: true,
         pyc_cache: true,
+        network: Network::None,
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -330,10 +344,11 @@ pub fn parse(v: &Value) -> Result<Config> {
         return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
     }
     if network {
-        return Err(not_built("`network: true` (sharing the host network)"));
-    }
-    if !egress.is_empty() {
-        return Err(not_built("`egressAllow` (the domain allowlist proxy)"));
+        cfg.network = Network::Host;
+    } else if !egress.is_empty() {
+        // An empty list allows nothing: the default, a box with no network at all.
+        check_egress(&egress)?;
+        cfg.network = Network::Egress(egress);
     }
 
     match get("image") {
@@ -504,6 +519,29 @@ pub fn parse(v: &Value) -> Result<Config> {
     Ok(cfg)
 }
 
+/// Checks `egressAllow` entries as the proxy will read them.
+pub fn check_egress(entries: &[String]) -> Result<()> {
+    crate::engine::proxy::Policy::parse(entries)
+        .map(drop)
+        .map_err(|e| Error::Invalid(format!("option `egressAllow`: {e}")))
+}
+
+/// The checks that need nothing but the options themselves, made when a Sandbox is
+/// constructed (the rest waits for open(), which may touch the filesystem and the network).
+pub fn check_early(options: &Value) -> Result<()> {
+    let Some(map) = options.as_object() else {
+        return Ok(());
+    };
+    if let Some(v) = map.get("egressAllow").filter(|v| !v.is_null()) {
+        let entries = strings("egressAllow", v)?;
+        if map.get("network").and_then(Value::as_bool) == Some(true) {
+            return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
+        }
+        check_egress(&entries)?;
+    }
+    Ok(())
+}
+
 /// A timeout in seconds as milliseconds, checked.
 pub fn timeout_ms(key: &str, v: &Value) -> Result<u64> {
     let s = positive(key, v, false)?;
@@ -567,7 +605,6 @@ mod tests {
         for (k, v) in [
             ("persist", json!(true)),
             ("persistTtlS", json!(60)),
-            ("egressAllow", json!(["pypi.org"])),
             ("securityProfile", json!("untrusted")),
             ("capDrop", json!([])),
         ] {

@@ -173,7 +173,7 @@ impl Cache {
         spec.env.retain(|(k, _)| k != "PYTHONPYCACHEPREFIX");
         spec.env.push(("PYTHONPYCACHEPREFIX".into(), TARGET.into()));
         let outcome = Kern::spawn(kern, &spec.limits)?
-            .run(&spec, 1 << 20, None, cancel.clone(), None)
+            .run(&spec, 1 << 20, None, cancel.clone(), Default::default())
             .await?;
         // Only what the image itself causes is recorded (no python3, a compile that fails);
         // anything else (a kill, a full disk, a closing session) is tried again next session.

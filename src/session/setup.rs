@@ -9,9 +9,9 @@
 
 use super::{push_note, Opened};
 use crate::engine::launch::{Chunk, Kern};
-use crate::engine::spec::{BoxSpec, EtcOverride, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::spec::{BoxSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Where `setup` installs, relative to the workspace.
@@ -21,16 +21,6 @@ pub const DEPS_DIR: &str = ".deps";
 pub const DEFAULT_SETUP_TIMEOUT_S: u64 = 900;
 /// How many trailing stderr lines a failed setup's error carries.
 const TAIL_LINES: usize = 20;
-/// The host CA bundle's name in the setup box's `/etc`.
-const CA_NAME: &str = "kern-host-ca.crt";
-/// Host CA bundles, first found wins (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine/Arch).
-const HOST_CA_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-];
-
 fn deps(sub: &str) -> String {
     format!("{DEFAULT_WORKSPACE_TARGET}/{DEPS_DIR}/{sub}")
 }
@@ -69,47 +59,18 @@ pub fn deps_env(env: &mut Vec<(String, String)>) {
     }
 }
 
-/// The setup box's additions: install targets, no caches in the workspace, and the host CA.
-fn setup_env(env: &mut Vec<(String, String)>, ca: bool) {
-    let mut add = vec![
+/// The setup box's additions: install targets, and no caches in the workspace.
+fn setup_env(env: &mut Vec<(String, String)>) {
+    let add = vec![
         ("PIP_TARGET".to_string(), deps("python")),
         ("PIP_NO_CACHE_DIR".into(), "1".into()),
         ("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into()),
         ("npm_config_update_notifier".into(), "false".into()),
     ];
-    if ca {
-        let path = format!("/etc/{CA_NAME}");
-        for k in [
-            "SSL_CERT_FILE",
-            "REQUESTS_CA_BUNDLE",
-            "PIP_CERT",
-            "CURL_CA_BUNDLE",
-            "NODE_EXTRA_CA_CERTS",
-        ] {
-            add.push((k.into(), path.clone()));
-        }
-    }
     for (k, v) in add {
         env.retain(|(ek, _)| *ek != k);
         env.push((k, v));
     }
-}
-
-/// The host's CA bundle, unless `KERN_SETUP_HOST_CA=0` turns the trust off.
-fn host_ca() -> Result<Option<PathBuf>> {
-    match std::env::var("KERN_SETUP_HOST_CA").ok().as_deref() {
-        Some("0") | Some("false") | Some("no") => return Ok(None),
-        None | Some("") | Some("1") | Some("true") | Some("yes") => {}
-        Some(other) => {
-            return crate::invalid!(
-                "KERN_SETUP_HOST_CA={other:?}: use 0 to stop the setup box trusting the host's CA store, or 1 (the default)"
-            )
-        }
-    }
-    Ok(HOST_CA_BUNDLES
-        .iter()
-        .map(Path::new)
-        .find_map(|p| std::fs::canonicalize(p).ok().filter(|c| c.is_file())))
 }
 
 fn setup_timeout_ms() -> Result<u64> {
@@ -122,9 +83,9 @@ fn setup_timeout_ms() -> Result<u64> {
     }
 }
 
-/// The setup box: the session's posture with the host's network, its resolver and CA bundle.
+/// The setup box: the session's posture with the host's network, its resolver and CA bundle
+/// (whatever the session's own network is: installers need the network as the host has it).
 fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
-    let ca = host_ca()?;
     let mut spec = opened.spec(
         vec!["/bin/sh".into(), "-c".into(), cmd.into()],
         &[],
@@ -132,26 +93,15 @@ fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
         false,
         workspace,
     );
-    setup_env(&mut spec.env, ca.is_some());
-    // The user's own `env` still wins (a private index URL, say).
+    super::network::host(&mut spec, opened.ca.as_deref());
+    setup_env(&mut spec.env);
+    // The user's own `env` still wins (a private index URL, a corporate proxy).
     for (k, v) in &opened.config.env {
         spec.env.retain(|(ek, _)| ek != k);
         spec.env.push((k.clone(), v.clone()));
     }
-    spec.host_network = true;
     // Dependencies are being written: never read-only here.
     spec.readonly_in_workspace.clear();
-    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    spec.etc.push(EtcOverride::Contents {
-        name: "resolv.conf".into(),
-        contents: resolv,
-    });
-    if let Some(ca) = ca {
-        spec.etc.push(EtcOverride::HostFile {
-            name: CA_NAME.into(),
-            source: ca,
-        });
-    }
     Ok(spec)
 }
 
@@ -168,7 +118,13 @@ pub(super) async fn run(
     let spec = spec(opened, cmd, &workspace)?;
     let cancel = opened.closing.subscribe();
     let outcome = Kern::spawn(kern_path, &spec.limits)?
-        .run(&spec, opened.config.max_output, sink, cancel, None)
+        .run(
+            &spec,
+            opened.config.max_output,
+            sink,
+            cancel,
+            Default::default(),
+        )
         .await?
         .ok_or_else(|| {
             Error::Runtime("the kern runtime exited before it read the setup box's spec".into())

@@ -44,6 +44,7 @@ pub fn start(
             _ = stop_on_close.closed() => {}
         }
     });
+    let line = opened.egress_line(&spec)?;
     let kern = opened.kern(kern_path)?;
     let ended = tokio::spawn(async move {
         // Held for the box's life: the session's close() waits for it to end.
@@ -54,9 +55,15 @@ pub fn start(
             return Ok(None);
         }
         let r = kern
-            .run_forwarding(&spec, sink, stop_rx, Some(&channel))
+            .run_forwarding(
+                &spec,
+                sink,
+                stop_rx,
+                super::network::fds(Some(&channel), line.as_ref()),
+            )
             .await;
         drop(channel);
+        drop(line);
         r
     });
     Ok(DriverBox { sock, ended, stop })

@@ -179,11 +179,19 @@ fn boxed() -> ExitCode {
             return ExitCode::SUCCESS;
         }
     };
-    let channel = control.fds.pop();
+    // In the order the addon sends them (`BoxFds`): the channel, then the egress line.
+    let mut fds = control.fds.into_iter();
+    let channel = if spec.channel { fds.next() } else { None };
+    let egress = if spec.egress.is_some() {
+        fds.next()
+    } else {
+        None
+    };
     // SAFETY: fd 0 is the control socket for the whole life of this process; this borrow ends
     // before `detach_stdio` replaces it.
     let socket = unsafe { BorrowedFd::borrow_raw(0) };
-    run_box(&spec, prepared, Some(socket), channel, &mut |report| {
+    let passed = monitor::Passed { channel, egress };
+    run_box(&spec, prepared, Some(socket), passed, &mut |report| {
         let mut out = serde_json::to_vec(report).unwrap_or_default();
         out.push(b'\n');
         let _ = nix::unistd::write(socket, &out);
@@ -260,10 +268,11 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         host_network: false,
         etc: Vec::new(),
         readonly_in_workspace: Vec::new(),
+        egress: None,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
-    run_box(&spec, prepared, None, None, &mut |report| {
+    run_box(&spec, prepared, None, Default::default(), &mut |report| {
         if let Some(f) = &report.fault {
             monitor::note(
                 "warning",

@@ -1,0 +1,222 @@
+//! The ways out of a box: none (the default: a namespace with only `lo`), the host's network
+//! (`network: true`, and always the `setup` box), or the allowlist proxy (`egressAllow`).
+//!
+//! A box with any network trusts the host's CA bundle: networks that intercept TLS (corporate
+//! proxies, and this project's CI machine) present their own CA, and without it every TLS client
+//! in the box fails verification. With the proxy, TLS still runs end to end between the box and
+//! the server (CONNECT); only the names and addresses are the proxy's to decide.
+
+use crate::engine::launch::BoxFds;
+use crate::engine::proxy::{Decision, Proxy};
+use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
+use crate::error::{Error, Result};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The port the egress relay listens on inside the box (its own namespace: nothing else there).
+pub const RELAY_PORT: u16 = 3128;
+/// The variables HTTP clients take their proxy from (curl, pip, requests, npm, Node's fetch
+/// with a proxy agent).
+const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+const NO_PROXY_VARS: &[&str] = &["NO_PROXY", "no_proxy"];
+/// The host CA bundle's name in a networked box's `/etc`.
+pub const CA_NAME: &str = "kern-host-ca.crt";
+/// Host CA bundles, first found wins (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine/Arch).
+const HOST_CA_BUNDLES: &[&str] = &[
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/ca-bundle.pem",
+    "/etc/ssl/cert.pem",
+];
+/// The variables TLS clients read for their CA bundle: OpenSSL and curl, Python's requests and
+/// pip, Node.
+const CA_VARS: &[&str] = &[
+    "SSL_CERT_FILE",
+    "REQUESTS_CA_BUNDLE",
+    "PIP_CERT",
+    "CURL_CA_BUNDLE",
+    "NODE_EXTRA_CA_CERTS",
+];
+
+/// The host's CA bundle, unless `KERN_HOST_CA=0` turns the trust off. Read once per session.
+pub fn host_ca() -> Result<Option<PathBuf>> {
+    match std::env::var("KERN_HOST_CA").ok().as_deref() {
+        Some("0") | Some("false") | Some("no") => return Ok(None),
+        None | Some("") | Some("1") | Some("true") | Some("yes") => {}
+        Some(other) => {
+            return crate::invalid!(
+                "KERN_HOST_CA={other:?}: use 0 to stop networked boxes (setup, network: true, egressAllow) trusting the host's CA store, or 1 (the default)"
+            )
+        }
+    }
+    Ok(HOST_CA_BUNDLES
+        .iter()
+        .map(Path::new)
+        .find_map(|p| std::fs::canonicalize(p).ok().filter(|c| c.is_file())))
+}
+
+fn set(env: &mut Vec<(String, String)>, k: &str, v: &str) {
+    env.retain(|(ek, _)| ek != k);
+    env.push((k.to_string(), v.to_string()));
+}
+
+/// Binds the host CA bundle at `/etc/kern-host-ca.crt` and points the TLS clients at it.
+fn trust_host_ca(spec: &mut BoxSpec, ca: Option<&Path>) {
+    let Some(ca) = ca else {
+        return;
+    };
+    spec.etc.retain(|e| e.name() != CA_NAME);
+    spec.etc.push(EtcOverride::HostFile {
+        name: CA_NAME.into(),
+        source: ca.to_path_buf(),
+    });
+    let path = format!("/etc/{CA_NAME}");
+    for k in CA_VARS {
+        set(&mut spec.env, k, &path);
+    }
+}
+
+/// The host's network: its namespace, its resolver configuration and its CA bundle.
+pub fn host(spec: &mut BoxSpec, ca: Option<&Path>) {
+    spec.host_network = true;
+    if spec.egress.take().is_some() {
+        // The relay's variables would point at a relay this box doesn't have.
+        spec.env.retain(|(k, _)| {
+            !PROXY_VARS.contains(&k.as_str()) && !NO_PROXY_VARS.contains(&k.as_str())
+        });
+    }
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    spec.etc.retain(|e| e.name() != "resolv.conf");
+    spec.etc.push(EtcOverride::Contents {
+        name: "resolv.conf".into(),
+        contents: resolv,
+    });
+    trust_host_ca(spec, ca)
+}
+
+/// The allowlist proxy: the box's own namespace with only `lo`, where the relay listens, the
+/// proxy variables pointing at it, no resolver, and the host's CA bundle.
+pub fn egress(spec: &mut BoxSpec, ca: Option<&Path>) {
+    spec.host_network = false;
+    spec.egress = Some(EgressSpec { port: RELAY_PORT });
+    let url = format!("http://127.0.0.1:{RELAY_PORT}");
+    for k in PROXY_VARS {
+        set(&mut spec.env, k, &url);
+    }
+    for k in NO_PROXY_VARS {
+        set(&mut spec.env, k, "localhost,127.0.0.1,::1");
+    }
+    // Only the proxy resolves names: the box has no resolver to ask.
+    spec.etc.retain(|e| e.name() != "resolv.conf");
+    spec.etc.push(EtcOverride::Contents {
+        name: "resolv.conf".into(),
+        contents: "# kern-sandbox: no resolver in the box; names are resolved by the egress proxy (HTTP_PROXY)\n".into(),
+    });
+    trust_host_ca(spec, ca)
+}
+
+/// The egress line of one box: the end kern passes to the box's relay, and a task on our end
+/// that serves every connection the relay hands over, until the box is gone.
+pub struct Line {
+    theirs: OwnedFd,
+}
+
+impl Line {
+    pub fn open(proxy: &Arc<Proxy>) -> Result<Line> {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| Error::Runtime(format!("socketpair for the egress relay: {e}")))?;
+        ours.set_nonblocking(true)
+            .map_err(|e| Error::Runtime(format!("egress socket: {e}")))?;
+        let ours = tokio::net::UnixStream::from_std(ours)
+            .map_err(|e| Error::Runtime(format!("egress socket: {e}")))?;
+        tokio::spawn(serve_box(ours, proxy.clone()));
+        Ok(Line {
+            theirs: OwnedFd::from(theirs),
+        })
+    }
+
+    pub fn fd(&self) -> &OwnedFd {
+        &self.theirs
+    }
+}
+
+/// The descriptors for one box: its channel, and its egress line when it has one.
+pub fn fds<'a>(channel: Option<&'a OwnedFd>, line: Option<&'a Line>) -> BoxFds<'a> {
+    BoxFds {
+        channel,
+        egress: line.map(Line::fd),
+    }
+}
+
+/// Receives the box's connections (each a socket, by SCM_RIGHTS) and serves each with the
+/// proxy. Ends when the box's relay is gone.
+async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
+    let mut buf = [0u8; 64];
+    loop {
+        if line.readable().await.is_err() {
+            return;
+        }
+        let got = line.try_io(tokio::io::Interest::READABLE, || {
+            crate::engine::sys::recv_with_fds(line.as_raw_fd(), &mut buf)
+        });
+        match got {
+            Ok((0, _)) => return,
+            Ok((_, fds)) => {
+                for fd in fds {
+                    let conn = std::net::TcpStream::from(fd);
+                    if conn.set_nonblocking(true).is_err() {
+                        continue;
+                    }
+                    if let Ok(conn) = tokio::net::TcpStream::from_std(conn) {
+                        tokio::spawn(proxy.clone().serve(conn));
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => return,
+        }
+    }
+}
+
+/// The proxy's decisions since the last call, as runtime notes: each denial on a line of its
+/// own (the same one once), the allowed destinations summed up on one line.
+pub fn notes(decisions: Vec<Decision>) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    let mut allowed: Vec<(String, usize)> = Vec::new();
+    for d in decisions {
+        if d.allowed {
+            let dest = format!("{}:{}", d.host, d.port);
+            match allowed.iter_mut().find(|(h, _)| *h == dest) {
+                Some((_, n)) => *n += 1,
+                None => allowed.push((dest, 1)),
+            }
+        } else {
+            let line = format!("note: {d}");
+            if !notes.contains(&line) {
+                notes.push(line);
+            }
+        }
+    }
+    if !allowed.is_empty() {
+        let list: Vec<String> = allowed
+            .iter()
+            .map(|(h, n)| {
+                if *n == 1 {
+                    h.clone()
+                } else {
+                    format!("{h} ({n}x)")
+                }
+            })
+            .collect();
+        notes.push(format!("note: egress allowed: {}", list.join(", ")));
+    }
+    notes
+}
