@@ -183,6 +183,39 @@ describe('egressAllow through the proxy (127.0.0.1 servers, named as literals)',
     expect(origin.stdout).toMatch(/^HTTP\/1\.1 400/);
   });
 
+  test('kernels and prewarmed boxes go through the same proxy', async () => {
+    const pre = await new Sandbox(opts({ egressAllow: [`127.0.0.1:${local.port}`], prewarm: 1 })).open();
+    try {
+      const code = `import os\nos.environ.pop("NO_PROXY"); os.environ.pop("no_proxy")\n${fetchPy(`http://127.0.0.1:${local.port}/warm`)}`;
+      const r = await pre.runCode(code);
+      expect(r.stdout).toMatch(/^STATUS 200 hello from .* \/warm/);
+      const denied = await pre.runCode(fetchPy('http://example.com/'));
+      expect(denied.stdout).toMatch(/^STATUS 403/);
+      const k = await pre.kernel();
+      try {
+        const cell = await k.runCode(code);
+        expect(cell.stdout).toMatch(/^STATUS 200 hello from .* \/warm/);
+      } finally {
+        await k.close();
+      }
+    } finally {
+      await pre.close();
+    }
+  });
+
+  test('the setup box keeps the host network: no proxy variables, direct connections work', async () => {
+    const ws = temp('kern-egress-setup-');
+    const sb2 = await new Sandbox({
+      image: SCI,
+      workspace: ws,
+      egressAllow: ['pypi.org'],
+      setup: `env > /workspace/env.txt; python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:${local.port}/from-setup").status)' > /workspace/setup.txt`,
+    }).open();
+    await sb2.close();
+    expect(fs.readFileSync(path.join(ws, 'setup.txt'), 'utf8')).toBe('200\n');
+    expect(fs.readFileSync(path.join(ws, 'env.txt'), 'utf8')).not.toMatch(/^(HTTP_PROXY|https_proxy|ALL_PROXY)=/m);
+  });
+
   test('UDP, raw sockets and direct connections fail: the proxy is the only way out', async () => {
     const r = await sb.runCode(
       [

@@ -26,7 +26,7 @@ const PROXY_VARS: &[&str] = &[
     "ALL_PROXY",
     "all_proxy",
 ];
-const NO_PROXY_VARS: &[&str] = &["NO_PROXY", "no_proxy"];
+const NO_PROXY_VARS: &[&str] = &["NO_PROXY", "no_proxy", "NODE_USE_ENV_PROXY"];
 /// The host CA bundle's name in a networked box's `/etc`.
 pub const CA_NAME: &str = "kern-host-ca.crt";
 /// Host CA bundles, first found wins (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine/Arch).
@@ -114,6 +114,8 @@ pub fn egress(spec: &mut BoxSpec, ca: Option<&Path>) {
     for k in NO_PROXY_VARS {
         set(&mut spec.env, k, "localhost,127.0.0.1,::1");
     }
+    // Node's own fetch reads the proxy variables only when asked to (Node 24 and later).
+    set(&mut spec.env, "NODE_USE_ENV_PROXY", "1");
     // Only the proxy resolves names: the box has no resolver to ask.
     spec.etc.retain(|e| e.name() != "resolv.conf");
     spec.etc.push(EtcOverride::Contents {
