@@ -9,7 +9,7 @@ const fs = require('fs');
 const http = require('http');
 const path = require('path');
 const { execFileSync, spawn } = require('child_process');
-const { isRoot, requireRootfs, opts, tempDirs, expectSandboxError, summary, waitFor, uniqueName } = require('./helpers');
+const { isRoot, requireRootfs, opts, tempDirs, summary } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';

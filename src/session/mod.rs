@@ -107,14 +107,13 @@ async fn workspace_changes(
     track::diff(&before, &after)
 }
 
-/// A socket to a driver: our end for tokio, the box's end to send to kern.
-fn driver_socketpair() -> Result<(tokio::net::UnixStream, OwnedFd)> {
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| Error::Runtime(format!("socketpair for the driver: {e}")))?;
-    ours.set_nonblocking(true)
-        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
-    let ours = tokio::net::UnixStream::from_std(ours)
-        .map_err(|e| Error::Runtime(format!("driver socket: {e}")))?;
+/// A socket to something in a box (`what`: the driver, the egress relay): our end for tokio,
+/// the box's end to send to kern.
+fn box_socketpair(what: &str) -> Result<(tokio::net::UnixStream, OwnedFd)> {
+    let fail = |e: std::io::Error| Error::Runtime(format!("socketpair for the {what}: {e}"));
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(fail)?;
+    ours.set_nonblocking(true).map_err(fail)?;
+    let ours = tokio::net::UnixStream::from_std(ours).map_err(fail)?;
     Ok((ours, OwnedFd::from(theirs)))
 }
 
@@ -749,7 +748,7 @@ impl Sandbox {
         // results back: read concurrently, so the box never blocks on a full socket.
         let (channel, results_rx) = match &cell {
             Some(code) => {
-                let (ours, theirs) = driver_socketpair()?;
+                let (ours, theirs) = box_socketpair("driver")?;
                 (Some(theirs), Some(driver_io_on(ours, code)?))
             }
             None => (None, None),

