@@ -299,7 +299,11 @@ export interface SandboxOptions {
    * process; kern refuses to start the box if the profile is not loaded. Default null (no AppArmor
    * profile).
    *
-   * Not built yet in 0.1: a non-null value throws SandboxError. */
+   * Fails closed: with AppArmor off on the host, or the profile not among the loaded ones
+   * (`/sys/kernel/security/apparmor/profiles`), every call returns a `startup_failed` fault that
+   * says so and the code never runs (the `setup` box too). The workload enters the profile at
+   * exec (`/proc/self/attr/apparmor/exec`). Only the refusal is tested on this project's
+   * machines, which have no AppArmor. */
   apparmor?: string | null;
   /** Linux capabilities removed in every box (kern `--cap-drop`). Default ["ALL"]. This can affect
    * workloads: for example, listening on a port below 1024 inside the box needs NET_BIND_SERVICE.

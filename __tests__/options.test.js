@@ -44,7 +44,6 @@ describe('not built in this release: refused with a SandboxError naming the opti
     ['persistTtlS', { persistTtlS: 60 }, /persistTtlS/],
     ['profiles', { profiles: ['vcpu:heavy'] }, /profiles/],
     ['securityProfile', { securityProfile: 'untrusted' }, /securityProfile/],
-    ['apparmor', { apparmor: 'kern-box' }, /apparmor/],
     ['user', { user: '1000:1000' }, /user/],
     ['capDrop', { capDrop: [] }, /capDrop/],
     ['capDrop subset', { capDrop: ['NET_RAW'] }, /capDrop/],

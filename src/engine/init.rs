@@ -159,6 +159,14 @@ fn exec_workload(
     if let Err(e) = drop_privileges(spec.user.as_ref()) {
         fail("drop privileges", e);
     }
+    if let Some(profile) = &spec.apparmor {
+        if let Err(e) = super::apparmor::exec_into(profile) {
+            fail(
+                &format!("enter the AppArmor profile {profile:?} at exec"),
+                e,
+            );
+        }
+    }
     // Ignored signals stay ignored across exec (kern's runtime ignores SIGPIPE): the workload
     // starts with every disposition at its default and nothing blocked, as from a shell.
     if let Err(e) = sys::default_signals() {

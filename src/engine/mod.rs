@@ -3,6 +3,7 @@
 //! `launch` runs in the caller's process (the Node addon) and only spawns the `kern` binary;
 //! everything else runs inside `kern`, which is single-threaded where it clones.
 
+pub mod apparmor;
 pub mod cgroup;
 pub mod idmap;
 pub mod init;

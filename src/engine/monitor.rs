@@ -174,6 +174,11 @@ fn build_and_supervise(
     if spec.argv.is_empty() {
         return startup_failed("nothing to run: the argv is empty");
     }
+    if let Some(profile) = &spec.apparmor {
+        if let Err(why) = super::apparmor::check_loaded(profile) {
+            return startup_failed(why);
+        }
+    }
     let extra_reserved: Vec<String> = spec
         .tmpfs
         .iter()
@@ -246,6 +251,12 @@ fn build_and_supervise(
         Ok(Forked::Parent(pid)) => {
             drop(passed);
             pid
+        }
+        Err(e) if super::apparmor::userns_restriction_hint().is_some() => {
+            return startup_failed(format!(
+                "cannot create the box's namespaces: {e}: {}",
+                super::apparmor::userns_restriction_hint().unwrap_or_default()
+            ));
         }
         Err(e) => {
             return startup_failed(format!(

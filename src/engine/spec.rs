@@ -89,6 +89,10 @@ pub struct BoxSpec {
     /// SCM_RIGHTS) to the host's proxy over a socket the caller sent with this spec.
     #[serde(default)]
     pub egress: Option<EgressSpec>,
+    /// An AppArmor profile the workload enters at exec (`apparmor`); the box fails to start
+    /// when it can't.
+    #[serde(default)]
+    pub apparmor: Option<String>,
 }
 
 /// Where the egress relay listens inside the box.

@@ -343,6 +343,7 @@ impl Opened {
                 Vec::new()
             },
             egress: None,
+            apparmor: cfg.apparmor.clone(),
         };
         match &cfg.network {
             options::Network::None => {}

@@ -80,6 +80,8 @@ pub struct Config {
     pub pyc_cache: bool,
     /// The boxes' way out (`network`, `egressAllow`).
     pub network: Network,
+    /// The AppArmor profile every box's workload enters (`apparmor`).
+    pub apparmor: Option<String>,
 }
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
@@ -329,6 +331,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         deps_readonly: true,
         pyc_cache: true,
         network: Network::None,
+        apparmor: None,
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -478,7 +481,6 @@ pub fn parse(v: &Value) -> Result<Config> {
             "securityProfile",
             "`securityProfile` (the untrusted seccomp profile)",
         ),
-        ("apparmor", "`apparmor`"),
         ("user", "`user` (running as an image account)"),
     ] {
         if let Some(v) = get(key).filter(|v| !v.is_null()) {
@@ -486,6 +488,18 @@ pub fn parse(v: &Value) -> Result<Config> {
                 .ok_or_else(|| type_err(key, "a string or null", v))?;
             return Err(not_built(what));
         }
+    }
+    if let Some(v) = get("apparmor").filter(|v| !v.is_null()) {
+        let name = v
+            .as_str()
+            .ok_or_else(|| type_err("apparmor", "a profile name or null", v))?;
+        if name.is_empty()
+            || name.len() > 255
+            || name.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            return crate::invalid!("option `apparmor` {name:?} is not an AppArmor profile name: give the name of a profile loaded on the host (no spaces or control characters, at most 255 bytes)");
+        }
+        cfg.apparmor = Some(name.to_string());
     }
     if let Some(v) = get("capDrop") {
         let caps = strings("capDrop", v)?;

@@ -269,6 +269,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         etc: Vec::new(),
         readonly_in_workspace: Vec::new(),
         egress: None,
+        apparmor: None,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
