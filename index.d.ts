@@ -287,7 +287,12 @@ export interface SandboxOptions {
    * against the cgroup), instead of falling back to running without them (kern `--require-limits`).
    * Default false.
    *
-   * Not built yet in 0.1: `requireLimits: true` throws SandboxError. */
+   * `open()` starts one box and kern reads `memory.limit_in_bytes`/`memory.max` and `pids.max` back
+   * from its cgroup and checks the box's monitor is in it; anything short of that makes `open()`
+   * throw a SandboxError saying why and where caps can be enforced (as root, or under a delegated
+   * cgroup v2 subtree). Every later box is checked the same way before it starts. Unprivileged
+   * on cgroup v1 (as on this project's machines) it always refuses. Contradicts
+   * `enforceLimits: false` (SandboxError). */
   requireLimits?: boolean;
   /** `"untrusted"` opts into an extra hardening bundle: a seccomp allowlist, dropping all capabilities
    * and a read-only root; paths bound through `mounts` remain writable. Default null: kern's standard

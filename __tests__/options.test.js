@@ -47,7 +47,6 @@ describe('not built in this release: refused with a SandboxError naming the opti
     ['user', { user: '1000:1000' }, /user/],
     ['capDrop', { capDrop: [] }, /capDrop/],
     ['capDrop subset', { capDrop: ['NET_RAW'] }, /capDrop/],
-    ['requireLimits', { requireLimits: true }, /requireLimits/],
   ])('%s', async (_label, extra, re) => {
     await expectRefused(opts(extra), re);
   });

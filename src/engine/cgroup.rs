@@ -56,6 +56,59 @@ impl BoxCgroup {
         }
     }
 
+    /// Reads the memory and pids caps back and checks `pid` is inside the leaf: what
+    /// `requireLimits` trusts, rather than the writes having returned Ok.
+    pub fn verify(&self, limits: &Limits, pid: libc::pid_t) -> Result<(), String> {
+        let read = |p: PathBuf| {
+            fs::read_to_string(&p)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| format!("read {}: {e}", p.display()))
+        };
+        let (memory, pids) = match &self.layout {
+            Layout::V1 { memory, pids, .. } => (
+                memory.as_ref().map(|d| d.join("memory.limit_in_bytes")),
+                pids.as_ref().map(|d| d.join("pids.max")),
+            ),
+            Layout::V2 { leaf, .. } => (Some(leaf.join("memory.max")), Some(leaf.join("pids.max"))),
+        };
+        if let Some(bytes) = limits.memory_bytes {
+            let file = memory.ok_or("no memory cgroup holds the box")?;
+            let got: u64 = read(file.clone())?
+                .parse()
+                .map_err(|_| format!("{} is not a number", file.display()))?;
+            // The kernel rounds the cap down to whole pages.
+            if got > bytes || bytes - got >= 4096 * 16 {
+                return Err(format!(
+                    "{} reads {got}, not the {bytes} asked for",
+                    file.display()
+                ));
+            }
+        }
+        if let Some(max) = limits.pids {
+            let file = pids.ok_or("no pids cgroup holds the box")?;
+            let got = read(file.clone())?;
+            if got != max.to_string() {
+                return Err(format!(
+                    "{} reads {got}, not the {max} asked for",
+                    file.display()
+                ));
+            }
+        }
+        let mine = read(PathBuf::from(format!("/proc/{pid}/cgroup")))?;
+        for dir in self.dirs() {
+            let rel = dir.strip_prefix(CGROUP_ROOT).unwrap_or(dir);
+            let tail = rel
+                .components()
+                .skip(usize::from(matches!(self.layout, Layout::V1 { .. })))
+                .collect::<PathBuf>();
+            let tail = format!("/{}", tail.display());
+            if !mine.lines().any(|l| l.ends_with(&format!(":{tail}"))) {
+                return Err(format!("process {pid} is not in {}", dir.display()));
+            }
+        }
+        Ok(())
+    }
+
     /// Moves `pid` (and so every process it will start) into the box's cgroup.
     pub fn add(&self, pid: libc::pid_t) -> io::Result<()> {
         if self.inside && pid as u32 == std::process::id() {

@@ -385,6 +385,7 @@ fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
             kind,
             format!("the kern runtime {how} without reporting how the box ended"),
         )),
+        ..Default::default()
     }
 }
 

@@ -32,6 +32,7 @@ fn startup_failed(message: impl Into<String>) -> BoxReport {
     BoxReport {
         exit_code: 125,
         fault: Some(Fault::new(FaultKind::StartupFailed, message)),
+        ..Default::default()
     }
 }
 
@@ -45,6 +46,8 @@ pub struct Prepared {
     fallback: Fallback,
     /// Our oom_score_adj before we protected ourselves: the box gets it back (see `supervise`).
     oom_adj: Option<String>,
+    /// `requireLimits` and a cap not verifiably in force: why no box may start.
+    refusal: Option<String>,
 }
 
 /// Creates the cgroup, moves this process into it, and decides which caps fall back to
@@ -83,6 +86,37 @@ pub fn prepare(limits: &Limits) -> Prepared {
         }
     }
     let enforced = cg.as_ref().map(|c| c.enforced).unwrap_or_default();
+    let refusal = if l.require && (l.memory_bytes.is_some() || l.pids.is_some()) {
+        // As written: the pids cap counts the monitor too.
+        let written = Limits {
+            pids: l.pids.map(|p| p + 1),
+            ..l.clone()
+        };
+        let verified = match &cg {
+            Some(c) => c.verify(&written, std::process::id() as libc::pid_t),
+            None => Err(reason.clone()),
+        };
+        verified.err().map(|why| {
+            format!(
+                "requireLimits: the memory and pids caps are not verifiably enforced here ({why}); \
+                 run where kern can write a cgroup (as root, or under a delegated cgroup v2 \
+                 subtree: systemd's user manager, or KERN_CGROUP_PARENT), or drop requireLimits \
+                 to run with best-effort rlimits"
+            )
+        })
+    } else {
+        None
+    };
+    if refusal.is_some() {
+        // Nothing will run: no rlimit fallback, and no warnings about one.
+        return Prepared {
+            limits: limits.clone(),
+            cgroup: cg,
+            fallback,
+            oom_adj,
+            refusal,
+        };
+    }
     if let (Some(bytes), false) = (l.memory_bytes, enforced.memory) {
         fallback.data_bytes = Some(bytes);
         note(
@@ -108,6 +142,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
         cgroup: cg,
         fallback,
         oom_adj,
+        refusal: None,
     }
 }
 
@@ -173,6 +208,11 @@ fn build_and_supervise(
     }
     if spec.argv.is_empty() {
         return startup_failed("nothing to run: the argv is empty");
+    }
+    if let Some(why) = &prepared.refusal {
+        let mut report = startup_failed(why.clone());
+        report.limits_refused = Some(why.clone());
+        return report;
     }
     if let Some(profile) = &spec.apparmor {
         if let Err(why) = super::apparmor::check_loaded(profile) {
@@ -553,6 +593,7 @@ fn supervise(
     let mut report = BoxReport {
         exit_code: 0,
         fault: None,
+        ..Default::default()
     };
     let mut exited = false;
     let mut tmpfs_used: Vec<(u64, String)> = Vec::new();

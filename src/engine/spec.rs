@@ -44,6 +44,10 @@ pub struct Limits {
     pub cpus: Option<f64>,
     /// true: cgroups (hard); false: rlimits only (best effort).
     pub enforce: bool,
+    /// `requireLimits`: refuse to run unless the memory and pids caps asked for are read back
+    /// from the box's cgroup as set.
+    #[serde(default)]
+    pub require: bool,
 }
 
 /// One box, one workload.

@@ -53,4 +53,7 @@ pub struct BoxReport {
     /// The workload's exit code; 128+N when a signal N ended it (the shell convention).
     pub exit_code: i32,
     pub fault: Option<Fault>,
+    /// `requireLimits` refused the box before it started: why. The caller throws it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits_refused: Option<String>,
 }

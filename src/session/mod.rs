@@ -353,6 +353,35 @@ impl Opened {
         spec
     }
 
+    /// `requireLimits` at open(): one box running `true` under the session's caps, which kern
+    /// refuses to start unless it read the caps back from the box's cgroup.
+    async fn check_limits(&self, kern: &std::path::Path) -> Result<()> {
+        let workspace = self.workspace_path()?;
+        let mut spec = self.spec(vec!["true".into()], &[], 30_000, false, &workspace);
+        // Only the caps are under test: no network, no mounts, nothing else to go wrong.
+        spec.binds.clear();
+        spec.host_network = false;
+        spec.egress = None;
+        spec.etc.clear();
+        spec.apparmor = None;
+        let outcome = Kern::spawn(kern, &spec.limits)?
+            .run(
+                &spec,
+                1 << 16,
+                None,
+                self.closing.subscribe(),
+                Default::default(),
+            )
+            .await?
+            .ok_or_else(|| {
+                Error::Runtime("the kern runtime exited before it read the spec".into())
+            })?;
+        match outcome.report.limits_refused {
+            Some(why) => Err(Error::Invalid(why)),
+            None => Ok(()),
+        }
+    }
+
     /// The egress line for a box of this session, when its boxes go through the proxy.
     fn egress_line(&self, spec: &BoxSpec) -> Result<Option<network::Line>> {
         match (&self.proxy, &spec.egress) {
@@ -535,6 +564,13 @@ impl Sandbox {
         });
         if let Some(cmd) = opened.config.setup.clone() {
             if let Err(e) = setup::run(&opened, &self.kern, &cmd, sink).await {
+                let _ = opened.shut_down().await;
+                return Err(e);
+            }
+        }
+        if opened.config.limits.require {
+            // Refused here, not at the first call: a box that runs `true` tells.
+            if let Err(e) = opened.check_limits(&self.kern).await {
                 let _ = opened.shut_down().await;
                 return Err(e);
             }
@@ -773,6 +809,9 @@ impl Sandbox {
         // Our copy of the box's end goes now: the reader sees EOF once the box's
         // copies are gone.
         drop(channel);
+        if let Some(why) = outcome.report.limits_refused {
+            return Err(Error::Invalid(why));
+        }
         drop(line);
         let mut notes = opened.network_notes();
         let results = match results_rx {

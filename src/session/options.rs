@@ -315,6 +315,7 @@ pub fn parse(v: &Value) -> Result<Config> {
             pids: Some(DEFAULT_PIDS),
             cpus: None,
             enforce: true,
+            require: false,
         },
         timeout_ms: DEFAULT_TIMEOUT_MS,
         max_output: DEFAULT_MAX_OUTPUT,
@@ -472,8 +473,9 @@ pub fn parse(v: &Value) -> Result<Config> {
         cfg.limits.enforce = boolean("enforceLimits", v)?;
     }
     if let Some(v) = get("requireLimits") {
-        if boolean("requireLimits", v)? {
-            return Err(not_built("`requireLimits`"));
+        cfg.limits.require = boolean("requireLimits", v)?;
+        if cfg.limits.require && !cfg.limits.enforce {
+            return crate::invalid!("`requireLimits: true` and `enforceLimits: false` contradict each other: requireLimits insists on the cgroup caps that enforceLimits: false turns off. Drop one.");
         }
     }
     for (key, what) in [

@@ -257,6 +257,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
             pids: (a.pids_limit > 0).then_some(a.pids_limit),
             cpus: a.cpus,
             enforce: !a.no_enforce_limits,
+            require: false,
         },
         timeout_ms: (a.timeout * 1000.0).ceil() as u64,
         argv: a.argv,
