@@ -314,7 +314,11 @@ export interface SandboxOptions {
    * workloads: for example, listening on a port below 1024 inside the box needs NET_BIND_SERVICE.
    * `[]` removes none.
    *
-   * Not built yet in 0.1: any value other than ["ALL"] throws SandboxError. */
+   * Names are Linux's (`"NET_BIND_SERVICE"`, `"CAP_SYS_ADMIN"`, any case); an unknown one throws
+   * SandboxError. The workload keeps every capability not listed, from the bounding set to the
+   * effective set (and, for an image `USER` other than root, the ambient set). Kept capabilities
+   * count only inside the box's own user namespace: box root is never host root, and nested user
+   * namespaces stay refused. */
   capDrop?: string[];
   /** The account every box runs as, `"<user>[:<group>]"`, each part a name or a numeric id (e.g.
    * "node", "1000", "1000:1000"). Default null: the image's own `USER`, resolved in the image's

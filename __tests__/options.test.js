@@ -45,8 +45,6 @@ describe('not built in this release: refused with a SandboxError naming the opti
     ['profiles', { profiles: ['vcpu:heavy'] }, /profiles/],
     ['securityProfile', { securityProfile: 'untrusted' }, /securityProfile/],
     ['user', { user: '1000:1000' }, /user/],
-    ['capDrop', { capDrop: [] }, /capDrop/],
-    ['capDrop subset', { capDrop: ['NET_RAW'] }, /capDrop/],
   ])('%s', async (_label, extra, re) => {
     await expectRefused(opts(extra), re);
   });

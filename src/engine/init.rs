@@ -156,7 +156,7 @@ fn exec_workload(
             fail("place the channel at fd 3", e);
         }
     }
-    if let Err(e) = drop_privileges(spec.user.as_ref()) {
+    if let Err(e) = drop_privileges(spec.user.as_ref(), &spec.keep_caps) {
         fail("drop privileges", e);
     }
     if let Some(profile) = &spec.apparmor {
@@ -242,14 +242,30 @@ fn become_user(u: &crate::engine::spec::BoxUser) -> std::io::Result<()> {
 
 /// The bounding set goes first (that needs CAP_SETPCAP, which a switch to another uid loses),
 /// then the image's USER, then no_new_privs and whatever capabilities remain.
-fn drop_privileges(user: Option<&crate::engine::spec::BoxUser>) -> std::io::Result<()> {
-    sys::capbset_drop_all()?;
+/// `keep` (from `capDrop`) are the capabilities the workload keeps, in its own user namespace.
+fn drop_privileges(
+    user: Option<&crate::engine::spec::BoxUser>,
+    keep: &[u32],
+) -> std::io::Result<()> {
+    sys::capbset_keep(keep)?;
     sys::ambient_clear()?;
     if let Some(u) = user {
+        // A switch away from uid 0 empties the permitted set unless told to keep it.
+        if !keep.is_empty() {
+            nix::sys::prctl::set_keepcaps(true)?;
+        }
         become_user(u).map_err(|e| {
             std::io::Error::new(e.kind(), format!("become uid {} gid {}: {e}", u.uid, u.gid))
         })?;
     }
     nix::sys::prctl::set_no_new_privs()?;
-    sys::capset_clear()
+    sys::capset_to(keep)?;
+    // An account other than root carries capabilities across exec only in the ambient set;
+    // box root gets the bounding set's, capped by no_new_privs at what it holds now.
+    if user.is_some_and(|u| u.uid != 0) {
+        for &c in keep {
+            sys::ambient_raise(c)?;
+        }
+    }
+    Ok(())
 }

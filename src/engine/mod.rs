@@ -4,6 +4,7 @@
 //! everything else runs inside `kern`, which is single-threaded where it clones.
 
 pub mod apparmor;
+pub mod caps;
 pub mod cgroup;
 pub mod idmap;
 pub mod init;

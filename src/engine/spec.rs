@@ -97,6 +97,9 @@ pub struct BoxSpec {
     /// when it can't.
     #[serde(default)]
     pub apparmor: Option<String>,
+    /// Capabilities the workload keeps (`capDrop` names what goes); empty: none, the default.
+    #[serde(default)]
+    pub keep_caps: Vec<u32>,
 }
 
 /// Where the egress relay listens inside the box.

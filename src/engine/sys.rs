@@ -204,21 +204,49 @@ struct CapData {
 
 /// Empties the effective, permitted and inheritable capability sets of this thread.
 pub fn capset_clear() -> io::Result<()> {
+    capset_to(&[])
+}
+
+/// Sets the effective, permitted and inheritable sets of this thread to exactly `keep`
+/// (capability numbers).
+pub fn capset_to(keep: &[u32]) -> io::Result<()> {
     const LINUX_CAPABILITY_VERSION_3: u32 = 0x2008_0522;
     let header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
     };
-    let data = [CapData::default(); 2];
+    let mut data = [CapData::default(); 2];
+    for &c in keep.iter().filter(|c| **c < 64) {
+        let (word, bit) = ((c / 32) as usize, 1u32 << (c % 32));
+        data[word].effective |= bit;
+        data[word].permitted |= bit;
+        data[word].inheritable |= bit;
+    }
     // SAFETY: header and a two-element data array (the v3 layout) are valid for the call.
     let ret =
         unsafe { libc::syscall(libc::SYS_capset, &header as *const CapHeader, data.as_ptr()) };
     check(ret).map(|_| ())
 }
 
-/// Drops every capability from the bounding set, up to the kernel's last one.
-pub fn capbset_drop_all() -> io::Result<()> {
-    for cap in 0..64 {
+/// Raises `cap` in the ambient set, so it survives an exec as a non-root user (it must be in
+/// the permitted and inheritable sets already).
+pub fn ambient_raise(cap: u32) -> io::Result<()> {
+    // SAFETY: PR_CAP_AMBIENT_RAISE takes integer arguments only.
+    let ret = unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+            cap as libc::c_ulong,
+            0,
+            0,
+        )
+    };
+    check(ret as libc::c_long).map(|_| ())
+}
+
+/// Drops every capability but `keep` from the bounding set, up to the kernel's last one.
+pub fn capbset_keep(keep: &[u32]) -> io::Result<()> {
+    for cap in (0..64u32).filter(|c| !keep.contains(c)) {
         // SAFETY: PR_CAPBSET_DROP takes integer arguments only.
         let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
         if ret != 0 {

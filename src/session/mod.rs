@@ -344,6 +344,7 @@ impl Opened {
             },
             egress: None,
             apparmor: cfg.apparmor.clone(),
+            keep_caps: cfg.keep_caps.clone(),
         };
         match &cfg.network {
             options::Network::None => {}

@@ -82,6 +82,8 @@ pub struct Config {
     pub network: Network,
     /// The AppArmor profile every box's workload enters (`apparmor`).
     pub apparmor: Option<String>,
+    /// Capabilities boxes keep: all but those `capDrop` names (none by default).
+    pub keep_caps: Vec<u32>,
 }
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
@@ -333,6 +335,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         pyc_cache: true,
         network: Network::None,
         apparmor: None,
+        keep_caps: Vec::new(),
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -503,13 +506,10 @@ pub fn parse(v: &Value) -> Result<Config> {
         }
         cfg.apparmor = Some(name.to_string());
     }
-    if let Some(v) = get("capDrop") {
-        let caps = strings("capDrop", v)?;
-        if !(caps.len() == 1 && caps[0].eq_ignore_ascii_case("ALL")) {
-            return Err(not_built(
-                "`capDrop` other than [\"ALL\"] (keeping capabilities)",
-            ));
-        }
+    if let Some(v) = get("capDrop").filter(|v| !v.is_null()) {
+        let drop = strings("capDrop", v)?;
+        cfg.keep_caps = crate::engine::caps::kept_after_dropping(&drop)
+            .map_err(|e| Error::Invalid(format!("option `capDrop`: {e}")))?;
     }
     if let Some(v) = get("depsReadonly") {
         cfg.deps_readonly = boolean("depsReadonly", v)?;

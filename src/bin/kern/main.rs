@@ -271,6 +271,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         readonly_in_workspace: Vec::new(),
         egress: None,
         apparmor: None,
+        keep_caps: Vec::new(),
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;

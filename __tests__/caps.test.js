@@ -1,0 +1,76 @@
+'use strict';
+// `capDrop`: which capabilities the workload loses. Default ["ALL"]; [] keeps them all; names
+// drop just those. Whatever is kept counts only inside the box's own user namespace: box root
+// is never host root, and nested user namespaces stay refused.
+
+const { requireRootfs, opts, makeCanaryFile, expectSandboxError } = require('./helpers');
+const { Sandbox, SandboxError } = require('..');
+
+beforeAll(() => requireRootfs());
+
+const PROBE = [
+  'import socket',
+  'eff = int([l for l in open("/proc/self/status") if l.startswith("CapEff")][0].split()[1], 16)',
+  'print("eff", hex(eff), "netbind", bool(eff >> 10 & 1), "sysadmin", bool(eff >> 21 & 1))',
+  's = socket.socket()',
+  'try:',
+  '    s.bind(("127.0.0.1", 80)); print("bind80 ok")',
+  'except PermissionError:',
+  '    print("bind80 refused")',
+].join('\n');
+
+async function probe(capDrop) {
+  const sb = await new Sandbox(opts(capDrop === undefined ? {} : { capDrop })).open();
+  try {
+    const r = await sb.runCode(PROBE);
+    expect(r.exitCode).toBe(0);
+    return r.stdout;
+  } finally {
+    await sb.close();
+  }
+}
+
+test('default (["ALL"]): no capability, so no port below 1024', async () => {
+  const out = await probe(undefined);
+  expect(out).toMatch(/^eff 0x0 netbind False sysadmin False\nbind80 refused\n$/);
+  expect(await probe(['ALL'])).toBe(out);
+});
+
+test('[] keeps every capability (in the box): a port below 1024 can be bound', async () => {
+  const out = await probe([]);
+  expect(out).toMatch(/netbind True sysadmin True\nbind80 ok\n$/);
+});
+
+test('naming capabilities drops just those', async () => {
+  const out = await probe(['NET_BIND_SERVICE', 'cap_sys_admin']);
+  expect(out).toMatch(/netbind False sysadmin False\nbind80 refused\n$/);
+  expect(out).not.toMatch(/^eff 0x0 /);
+  const other = await probe(['NET_RAW']);
+  expect(other).toMatch(/netbind True .*\nbind80 ok\n$/);
+});
+
+test('kept capabilities stay inside the box: no nested user namespace, no host file touched', async () => {
+  const canary = makeCanaryFile();
+  const sb = await new Sandbox(opts({ capDrop: [] })).open();
+  try {
+    const r = await sb.run(['sh', '-c', `unshare -U true && echo nested; mount -t tmpfs none /mnt && echo mounted; echo x >> /tmp/${canary.name}; cat /proc/self/uid_map`]);
+    expect(r.stdout).not.toMatch(/nested/);
+    // A mount in the box's own namespace is the box's business; the host never sees it.
+    expect(canary.intact()).toBe(true);
+    // Box root is never host root: uid 0 maps to something else (or to the unprivileged caller).
+    const map = r.stdout.trim().split('\n').pop().trim().split(/\s+/).map(Number);
+    expect(map[0]).toBe(0);
+    if (process.getuid() === 0) expect(map[1]).not.toBe(0);
+  } finally {
+    await sb.close();
+    canary.remove();
+  }
+});
+
+test('an unknown capability is a SandboxError naming it', async () => {
+  for (const capDrop of [['NET_RAWR'], ['ALL', 42], 'ALL']) {
+    const sb = new Sandbox(opts({ capDrop }));
+    await expectSandboxError(() => sb.open(), SandboxError, /capDrop/);
+    await sb.close();
+  }
+});
