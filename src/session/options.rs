@@ -622,7 +622,6 @@ mod tests {
             ("persist", json!(true)),
             ("persistTtlS", json!(60)),
             ("securityProfile", json!("untrusted")),
-            ("capDrop", json!([])),
         ] {
             let mut o = json!({"image": "host"});
             o[k] = v;
