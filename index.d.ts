@@ -220,7 +220,8 @@ export interface SandboxOptions {
    * listed; it dials the address it checked. For a CONNECT to port 443 it reads the TLS
    * ClientHello and cuts a tunnel whose SNI names another host. Every decision is logged with
    * `tracing` and summarised in `runtimeNotes` (`note: egress denied: …`, `note: egress allowed:
-   * …`). Measured here: a CONNECT tunnel moves about 1 GB/s (995 MiB/s, 0.39× a direct loopback
+   * …`). A box holds at most 256 connections through the proxy at once (more are closed), so it
+   * can't exhaust your process's descriptors. Measured here: a CONNECT tunnel moves about 1 GB/s (995 MiB/s, 0.39× a direct loopback
    * connection; BENCHMARKS.md). Boxes trust the host's CA bundle, as with `network: true`. Residual risks: data can leave
    * through an allowed host, and TLS to an allowed name can carry anything (domain fronting).
    */

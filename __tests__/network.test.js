@@ -216,6 +216,25 @@ describe('egressAllow through the proxy (127.0.0.1 servers, named as literals)',
     expect(fs.readFileSync(path.join(ws, 'env.txt'), 'utf8')).not.toMatch(/^(HTTP_PROXY|https_proxy|ALL_PROXY)=/m);
   });
 
+  test('a box holds at most 256 connections open through the proxy; more are closed at once', async () => {
+    const r = await sb.runCode(
+      [
+        'import os, socket, select, time',
+        'port = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])',
+        'socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(300)]',
+        'time.sleep(1.0)',
+        'ready, _, _ = select.select(socks, [], [], 0.5)',
+        'closed = sum(1 for s in ready if s.recv(1) == b"")',
+        'print("closed", closed, "open", len(socks) - closed)',
+      ].join('\n'),
+      { timeoutS: 60 }
+    );
+    expect(r.exitCode).toBe(0);
+    const [, closed, open] = /closed (\d+) open (\d+)/.exec(r.stdout).map(Number);
+    expect(open).toBeLessThanOrEqual(256);
+    expect(closed).toBeGreaterThanOrEqual(44);
+  });
+
   test('UDP, raw sockets and direct connections fail: the proxy is the only way out', async () => {
     const r = await sb.runCode(
       [

@@ -151,9 +151,15 @@ pub fn fds<'a>(channel: Option<&'a OwnedFd>, line: Option<&'a Line>) -> BoxFds<'
     }
 }
 
+/// How many connections one box may have open through the proxy at once. Each costs the
+/// caller's process two descriptors: without a cap, a box could exhaust them and break its host.
+pub const MAX_CONNECTIONS_PER_BOX: usize = 256;
+
 /// Receives the box's connections (each a socket, by SCM_RIGHTS) and serves each with the
-/// proxy. Ends when the box's relay is gone.
+/// proxy, at most `MAX_CONNECTIONS_PER_BOX` at a time (one more is closed at once). Ends when
+/// the box's relay is gone.
 async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS_PER_BOX));
     let mut buf = [0u8; 64];
     loop {
         if line.readable().await.is_err() {
@@ -166,12 +172,20 @@ async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
             Ok((0, _)) => return,
             Ok((_, fds)) => {
                 for fd in fds {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        tracing::warn!("egress: a box has {MAX_CONNECTIONS_PER_BOX} connections open; closing another");
+                        continue;
+                    };
                     let conn = std::net::TcpStream::from(fd);
                     if conn.set_nonblocking(true).is_err() {
                         continue;
                     }
                     if let Ok(conn) = tokio::net::TcpStream::from_std(conn) {
-                        tokio::spawn(proxy.clone().serve(conn));
+                        let proxy = proxy.clone();
+                        tokio::spawn(async move {
+                            proxy.serve(conn).await;
+                            drop(slot);
+                        });
                     }
                 }
             }
