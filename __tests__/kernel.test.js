@@ -1,4 +1,5 @@
 'use strict';
+const fs = require('fs');
 // The warm kernel: one long-lived box running the python driver, through the public API.
 
 const { Sandbox, SandboxError } = require('..');
@@ -150,18 +151,24 @@ test('an open kernel (and prewarmed pool) does not keep Node alive, and dies wit
   const { spawnSync } = require('child_process');
   const path = require('path');
   const before = driverPids();
+  // A temp dir of its own, so its temporary workspace can be watched.
+  const tmp = fs.mkdtempSync(path.join(require('os').tmpdir(), 'kern-exit-'));
   const script = `
     const { Sandbox } = require(${JSON.stringify(path.join(__dirname, '..'))});
     (async () => {
       const sb = await new Sandbox(${JSON.stringify(opts({ prewarm: 1 }))}).open();
       const k = await sb.kernel();
       console.log((await k.runCode('1 + 1')).results[0].text);
+      console.log(require('fs').readdirSync(${JSON.stringify(tmp)}).filter((n) => n.startsWith('kern-ws-')).length);
     })();`;
   // Nothing is closed: Node must still exit by itself once its work is done.
-  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000 });
+  const r = spawnSync(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 60000, env: { ...process.env, TMPDIR: tmp } });
   expect(r.error).toBeUndefined();
   expect(r.status).toBe(0);
-  expect(r.stdout).toBe('2\n');
+  expect(r.stdout).toBe('2\n1\n');
+  // The temporary workspace it made went with it.
+  expect(fs.readdirSync(tmp).filter((n) => n.startsWith('kern-ws-'))).toEqual([]);
+  fs.rmSync(tmp, { recursive: true, force: true });
   // Whatever drivers appeared while it ran are gone with it.
   const since = driverPids().filter((p) => !before.includes(p));
   expect(await gone(since)).toEqual([]);

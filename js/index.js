@@ -144,6 +144,25 @@ function kernPath() {
   return process.env.KERN_BIN || path.join(__dirname, '..', 'kern');
 }
 
+// Sandboxes opened and not yet closed. A process that exits without close() still removes the
+// temporary workspaces they made (their boxes die with it: kern's lifeline closes).
+const unclosed = new Set();
+let exitHook = false;
+function removeOnExit(native) {
+  unclosed.add(native);
+  if (exitHook) return;
+  exitHook = true;
+  process.once('exit', () => {
+    for (const n of unclosed) {
+      try {
+        n.abandon();
+      } catch {
+        // Best effort at exit: nothing is left to report to.
+      }
+    }
+  });
+}
+
 class Sandbox {
   #native;
   #onStdout;
@@ -172,10 +191,12 @@ class Sandbox {
     const out = guard('onStdout', this.#onStdout, errors);
     const err = guard('onStderr', this.#onStderr, errors);
     await callNative(() => this.#native.open(out, err));
+    removeOnExit(this.#native);
     return this;
   }
 
   async close() {
+    unclosed.delete(this.#native);
     await callNative(() => this.#native.close());
   }
 

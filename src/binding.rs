@@ -111,6 +111,12 @@ impl NativeSandbox {
         self.inner.close().await.map_err(to_napi)
     }
 
+    /// At process exit, for a Sandbox never closed: removes the temporary workspace it made.
+    #[napi]
+    pub fn abandon(&self) {
+        self.inner.abandon();
+    }
+
     /// Runs one call; resolves to the result as JSON once every chunk was delivered.
     #[napi]
     pub async fn exec(

@@ -594,6 +594,17 @@ impl Sandbox {
         Ok(())
     }
 
+    /// The process is exiting without close(): remove the temporary workspace (a kept one is
+    /// the caller's). Its boxes are dying with the process (their kern's lifeline closed), so
+    /// this is best effort, and synchronous: there is no later.
+    pub fn abandon(&self) {
+        if let Ok(State::Open(o)) = self.state.try_lock().as_deref() {
+            if let Ok(mut ws) = o.workspace.lock() {
+                let _ = ws.dispose();
+            }
+        }
+    }
+
     async fn opened(&self) -> Result<Arc<Opened>> {
         match &*self.state.lock().await {
             State::Open(o) => Ok(o.clone()),
