@@ -22,6 +22,7 @@ const {
   summary,
   expectOk,
   waitFor,
+  startSwapLoop,
 } = require('./helpers');
 
 const { Sandbox, SandboxError } = require('..');
@@ -423,24 +424,7 @@ describe('a box racing the host', () => {
       const secret = `host secret ${uniqueName()}\n`;
       fs.writeFileSync(path.join(raceDir, 'f'), secret); // what d/f would be through the symlink
       try {
-        // A loop killed mid-iteration may have left d.real (or d as a symlink) behind.
-        for (const n of ['d', 'd.real']) fs.rmSync(path.join(ws, n), { recursive: true, force: true });
-        fs.mkdirSync(path.join(ws, 'd'));
-        fs.writeFileSync(path.join(ws, 'd', 'f'), 'inside\n');
-        let boxDone = false;
-        const box = sb
-          .run(
-            [
-              'sh',
-              '-c',
-              'cd /workspace && timeout 8 sh -c ' +
-                `'while :; do mv -T d d.real; ln -s ${raceDir} d; rm d; mv -T d.real d; done' 2>/dev/null; echo looped`,
-            ],
-            { timeoutS: 20 }
-          )
-          .finally(() => {
-            boxDone = true;
-          });
+        const { box, isDone } = await startSwapLoop(sb, ws, raceDir, { seconds: 8, timeoutS: 20, inside: 'inside\n' });
         const stats = { readOk: 0, readRefused: 0, writeOk: 0, writeRefused: 0, whileBoxRan: 0 };
         const wrong = [];
         const end = Date.now() + 6000;
@@ -460,7 +444,7 @@ describe('a box racing the host', () => {
             if (!(e instanceof SandboxError)) throw e;
             stats.writeRefused++;
           }
-          if (!boxDone) stats.whileBoxRan++;
+          if (!isDone()) stats.whileBoxRan++;
         }
         const r = await box;
         expect(summary(r)).toMatchObject({ fault: null, exitCode: 0, stdout: 'looped\n' });
@@ -484,24 +468,7 @@ describe('a box racing the host', () => {
       const marker = uniqueName('hostonly');
       fs.writeFileSync(path.join(raceDir, marker), 'host only\n');
       try {
-        // A loop killed mid-iteration may have left d.real (or d as a symlink) behind.
-        for (const n of ['d', 'd.real']) fs.rmSync(path.join(ws, n), { recursive: true, force: true });
-        fs.mkdirSync(path.join(ws, 'd'));
-        fs.writeFileSync(path.join(ws, 'd', 'f'), 'inside\n');
-        let boxDone = false;
-        const box = sb
-          .run(
-            [
-              'sh',
-              '-c',
-              'cd /workspace && timeout 6 sh -c ' +
-                `'while :; do mv -T d d.real; ln -s ${raceDir} d; rm d; mv -T d.real d; done' 2>/dev/null; echo looped`,
-            ],
-            { timeoutS: 20 }
-          )
-          .finally(() => {
-            boxDone = true;
-          });
+        const { box, isDone } = await startSwapLoop(sb, ws, raceDir, { seconds: 6, timeoutS: 20, inside: 'inside\n' });
         const stats = { ok: 0, refused: 0, whileBoxRan: 0 };
         const leaked = [];
         const end = Date.now() + 4000;
@@ -516,7 +483,7 @@ describe('a box racing the host', () => {
               stats.refused++;
             }
           }
-          if (!boxDone) stats.whileBoxRan++;
+          if (!isDone()) stats.whileBoxRan++;
         }
         const r = await box;
         expect(summary(r)).toMatchObject({ fault: null, exitCode: 0, stdout: 'looped\n' });

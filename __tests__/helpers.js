@@ -169,6 +169,39 @@ function tempDirs() {
   };
 }
 
+/**
+ * The race the host file API must survive: resets `d` in the workspace `ws` to a real directory
+ * holding `d/f` (content `inside`), then starts, in `box` (a Sandbox on `ws`), a loop that for
+ * `seconds` keeps swapping `d` for a symlink to the host directory `raceDir` and back. Resolves
+ * once the loop runs, to `{ box, isDone }`: the call's promise (stdout "looped\n") and whether it
+ * has ended.
+ */
+async function startSwapLoop(box, ws, raceDir, { seconds, timeoutS, inside }) {
+  // A loop killed mid-iteration may have left d.real (or d as a symlink) behind.
+  for (const n of ['d', 'd.real', 'started']) fs.rmSync(path.join(ws, n), { recursive: true, force: true });
+  fs.mkdirSync(path.join(ws, 'd'));
+  fs.writeFileSync(path.join(ws, 'd', 'f'), inside);
+  let done = false;
+  const call = box
+    .run(
+      [
+        'sh',
+        '-c',
+        `cd /workspace && : > started && timeout ${seconds} sh -c ` +
+          // -T: never move d *into* a d.real left behind.
+          `'while :; do mv -T d d.real; ln -s ${raceDir} d; rm d; mv -T d.real d; done' 2>/dev/null; echo looped`,
+      ],
+      { timeoutS }
+    )
+    .finally(() => {
+      done = true;
+    });
+  if (!(await waitFor(() => fs.existsSync(path.join(ws, 'started')), 20000))) {
+    throw new Error('the swapping loop did not start within 20 s');
+  }
+  return { box: call, isDone: () => done };
+}
+
 /** Finds files named `name` under `root`, at most `depth` levels deep (skips unreadable dirs). */
 function findFileNamed(root, name, depth = 3) {
   const hits = [];
@@ -304,6 +337,7 @@ module.exports = {
   makeCanaryFile,
   makeTempDir,
   tempDirs,
+  startSwapLoop,
   findFileNamed,
   expectSandboxError,
   openAndClose,

@@ -20,6 +20,7 @@ const {
   makeTempDir,
   expectOk,
   waitFor,
+  startSwapLoop,
 } = require('./helpers');
 const tar = require('./support/tar');
 
@@ -556,26 +557,6 @@ describe('a box of another Sandbox on the same workspace racing the host', () =>
     if (other) await other.close();
   });
 
-  /** Starts the swapping loop in `other`'s box and waits until it runs. */
-  async function startSwapper(raceDir, seconds) {
-    let done = false;
-    const box = other
-      .run(
-        [
-          'sh',
-          '-c',
-          `cd /workspace && : > started && timeout ${seconds} sh -c ` +
-            `'while :; do mv -T d d.real; ln -s ${raceDir} d; rm d; mv -T d.real d; done' 2>/dev/null; echo looped`,
-        ],
-        { timeoutS: seconds + 20 }
-      )
-      .finally(() => {
-        done = true;
-      });
-    expect(await waitFor(() => existsAt(path.join(ws, 'started')), 20000)).toBe(true);
-    return { box, isDone: () => done };
-  }
-
   test(
     'snapshot never archives the host dir a swapped-in symlink points at',
     async () => {
@@ -585,11 +566,7 @@ describe('a box of another Sandbox on the same workspace racing the host', () =>
       fs.writeFileSync(path.join(raceDir, 'f'), secret);
       fs.writeFileSync(path.join(raceDir, marker), secret);
       try {
-        // A loop killed mid-iteration may have left d.real (or d as a symlink) behind.
-        for (const n of ['d', 'd.real']) fs.rmSync(path.join(ws, n), { recursive: true, force: true });
-        fs.mkdirSync(path.join(ws, 'd'));
-        fs.writeFileSync(path.join(ws, 'd', 'f'), 'inside');
-        const { box } = await startSwapper(raceDir, 6);
+        const { box } = await startSwapLoop(other, ws, raceDir, { seconds: 6, timeoutS: 26, inside: 'inside' });
         const stats = { ok: 0, refused: 0 };
         const leaked = [];
         const skippedNames = new Set();
@@ -634,10 +611,6 @@ describe('a box of another Sandbox on the same workspace racing the host', () =>
       const secret = `host secret ${uniqueName()}`;
       fs.writeFileSync(path.join(raceDir, 'f'), secret);
       try {
-        // A loop killed mid-iteration may have left d.real (or d as a symlink) behind.
-        for (const n of ['d', 'd.real']) fs.rmSync(path.join(ws, n), { recursive: true, force: true });
-        fs.mkdirSync(path.join(ws, 'd'));
-        fs.writeFileSync(path.join(ws, 'd', 'f'), 'inside');
         const arc = newDest('race.tgz');
         fs.writeFileSync(
           arc,
@@ -648,7 +621,7 @@ describe('a box of another Sandbox on the same workspace racing the host', () =>
             { name: 'd/sub/g', data: 'restored g' },
           ])
         );
-        const { box } = await startSwapper(raceDir, 6);
+        const { box } = await startSwapLoop(other, ws, raceDir, { seconds: 6, timeoutS: 26, inside: 'inside' });
         const stats = { ok: 0, refused: 0 };
         const end = Date.now() + 4000;
         while (Date.now() < end) {
