@@ -330,34 +330,36 @@ const MOVE_MOUNT_T_EMPTY_PATH: libc::c_uint = 0x0000_0040;
 /// `open_tree(OPEN_TREE_CLONE)`: a detached copy of the mount tree at `path`, as an fd. Only
 /// the monitor (in the host's namespaces) can reach some sources, and only it may idmap them.
 pub fn open_tree_clone(path: &str, recursive: bool) -> io::Result<OwnedFd> {
-    let cpath = cstr(path)?;
-    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
-    if recursive {
-        flags |= libc::AT_RECURSIVE as libc::c_uint;
-    }
-    // SAFETY: `cpath` is NUL-terminated and outlives the call; on success the kernel returns a
-    // new fd that we own.
-    let ret = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, cpath.as_ptr(), flags) };
-    let fd = check(ret)? as RawFd;
-    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    open_tree(libc::AT_FDCWD, &cstr(path)?, 0, recursive)
 }
 
 /// `open_tree(OPEN_TREE_CLONE)` of the inode `fd` refers to (an O_PATH fd opened without
 /// following symlinks), so what is cloned is what was checked, not whatever a path names now.
 pub fn open_tree_clone_fd(fd: BorrowedFd<'_>, recursive: bool) -> io::Result<OwnedFd> {
-    let empty = c"";
-    let mut flags =
-        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    open_tree(
+        fd.as_raw_fd(),
+        c"",
+        libc::AT_EMPTY_PATH as libc::c_uint,
+        recursive,
+    )
+}
+
+fn open_tree(
+    dirfd: RawFd,
+    path: &std::ffi::CStr,
+    extra: libc::c_uint,
+    recursive: bool,
+) -> io::Result<OwnedFd> {
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | extra;
     if recursive {
         flags |= libc::AT_RECURSIVE as libc::c_uint;
     }
-    // SAFETY: the empty path is NUL-terminated and static; `fd` is a valid descriptor for the
-    // call; on success the kernel returns a new fd that we own.
-    let ret = unsafe { libc::syscall(libc::SYS_open_tree, fd.as_raw_fd(), empty.as_ptr(), flags) };
-    let new = check(ret)? as RawFd;
-    // SAFETY: `new` was just returned by the kernel and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
+    // SAFETY: `path` is NUL-terminated and outlives the call, `dirfd` is AT_FDCWD or a valid
+    // descriptor; on success the kernel returns a new fd that we own.
+    let ret = unsafe { libc::syscall(libc::SYS_open_tree, dirfd, path.as_ptr(), flags) };
+    let fd = check(ret)? as RawFd;
+    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Sets flags on a detached tree, and with `userns` makes it an idmapped mount: files appear
@@ -397,35 +399,32 @@ pub fn mount_setattr_fd(
 
 /// Attaches a detached tree (from `open_tree_clone`) at `target` in this mount namespace.
 pub fn move_mount_to(tree: BorrowedFd<'_>, target: &str) -> io::Result<()> {
-    let ctarget = cstr(target)?;
-    let empty = c"";
-    // SAFETY: both paths are NUL-terminated and outlive the call; the fds are valid.
-    let ret = unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            tree.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_FDCWD,
-            ctarget.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    };
-    check(ret).map(|_| ())
+    move_mount(tree, libc::AT_FDCWD, &cstr(target)?, 0)
 }
 
 /// Attaches a detached tree over the inode `target` refers to (an O_PATH fd), never over
 /// whatever a path would resolve to by then.
 pub fn move_mount_to_fd(tree: BorrowedFd<'_>, target: BorrowedFd<'_>) -> io::Result<()> {
+    move_mount(tree, target.as_raw_fd(), c"", MOVE_MOUNT_T_EMPTY_PATH)
+}
+
+fn move_mount(
+    tree: BorrowedFd<'_>,
+    to_dirfd: RawFd,
+    to_path: &std::ffi::CStr,
+    extra: libc::c_uint,
+) -> io::Result<()> {
     let empty = c"";
-    // SAFETY: the empty paths are NUL-terminated and static; both fds are valid for the call.
+    // SAFETY: both paths are NUL-terminated and outlive the call; `tree` is valid and
+    // `to_dirfd` is AT_FDCWD or a valid descriptor.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_move_mount,
             tree.as_raw_fd(),
             empty.as_ptr(),
-            target.as_raw_fd(),
-            empty.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH,
+            to_dirfd,
+            to_path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH | extra,
         )
     };
     check(ret).map(|_| ())

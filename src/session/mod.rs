@@ -268,16 +268,9 @@ impl Opened {
         let Ok(workspace) = self.workspace_path() else {
             return;
         };
-        // The image's own posture only: the session's mounts, deps and `env` are not the
-        // image's, and a failure caused by them must not be recorded against the image.
-        let mut template = self.spec(Vec::new(), &[], 0, false, &workspace);
-        template.binds.clear();
-        template.readonly_in_workspace.clear();
-        template.env = self.base_env.clone();
-        // Compiling needs no network.
-        template.host_network = false;
-        template.egress = None;
-        template.etc.clear();
+        // The session's mounts, deps and `env` are not the image's: a failure caused by them
+        // must not be recorded against the image.
+        let template = self.bare_spec(Vec::new(), 0, &workspace);
         let (me, kern) = (me.clone(), kern.to_path_buf());
         tokio::spawn(async move {
             let _running = me.running.read().await;
@@ -354,16 +347,31 @@ impl Opened {
         spec
     }
 
+    /// A box for the session's own work (the pyc build, the requireLimits probe): the image's
+    /// posture (account, limits, scratch, AppArmor) without the caller's mounts, deps, `env` or
+    /// network.
+    fn bare_spec(
+        &self,
+        argv: Vec<String>,
+        timeout_ms: u64,
+        workspace: &std::path::Path,
+    ) -> BoxSpec {
+        let mut spec = self.spec(argv, &[], timeout_ms, false, workspace);
+        spec.binds.clear();
+        spec.readonly_in_workspace.clear();
+        spec.env = self.base_env.clone();
+        spec.host_network = false;
+        spec.egress = None;
+        spec.etc.clear();
+        spec
+    }
+
     /// `requireLimits` at open(): one box running `true` under the session's caps, which kern
     /// refuses to start unless it read the caps back from the box's cgroup.
     async fn check_limits(&self, kern: &std::path::Path) -> Result<()> {
         let workspace = self.workspace_path()?;
-        let mut spec = self.spec(vec!["true".into()], &[], 30_000, false, &workspace);
-        // Only the caps are under test: no network, no mounts, nothing else to go wrong.
-        spec.binds.clear();
-        spec.host_network = false;
-        spec.egress = None;
-        spec.etc.clear();
+        let mut spec = self.bare_spec(vec!["true".into()], 30_000, &workspace);
+        // Only the caps are under test: an AppArmor refusal would come first and hide them.
         spec.apparmor = None;
         let outcome = Kern::spawn(kern, &spec.limits)?
             .run(
@@ -530,9 +538,8 @@ impl Sandbox {
         let deps = setup::has_deps(config.setup.is_some(), &workspace.path);
         let ca = network::host_ca()?;
         let proxy = match &config.network {
-            options::Network::Egress(entries) => {
-                let policy = crate::engine::proxy::Policy::parse(entries)
-                    .map_err(|e| Error::Invalid(format!("option `egressAllow`: {e}")))?;
+            options::Network::Egress(policy) => {
+                let policy = policy.clone();
                 let resolver = crate::engine::proxy::Resolver::from_env()
                     .map_err(|e| Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
                 Some(crate::engine::proxy::Proxy::new(policy, resolver))

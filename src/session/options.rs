@@ -87,14 +87,14 @@ pub struct Config {
 }
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Network {
     /// A namespace with only `lo` (the default).
     None,
     /// The host's network namespace (`network: true`).
     Host,
-    /// The allowlist proxy, with these `egressAllow` entries (checked by `Policy::parse`).
-    Egress(Vec<String>),
+    /// The allowlist proxy, with the policy the `egressAllow` entries make.
+    Egress(crate::engine::proxy::Policy),
 }
 
 fn type_err(key: &str, want: &str, v: &Value) -> Error {
@@ -354,8 +354,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         cfg.network = Network::Host;
     } else if !egress.is_empty() {
         // An empty list allows nothing: the default, a box with no network at all.
-        check_egress(&egress)?;
-        cfg.network = Network::Egress(egress);
+        cfg.network = Network::Egress(egress_policy(&egress)?);
     }
 
     match get("image") {
@@ -535,10 +534,9 @@ pub fn parse(v: &Value) -> Result<Config> {
     Ok(cfg)
 }
 
-/// Checks `egressAllow` entries as the proxy will read them.
-pub fn check_egress(entries: &[String]) -> Result<()> {
+/// The proxy's policy from `egressAllow` entries; a bad entry is the option's error.
+pub fn egress_policy(entries: &[String]) -> Result<crate::engine::proxy::Policy> {
     crate::engine::proxy::Policy::parse(entries)
-        .map(drop)
         .map_err(|e| Error::Invalid(format!("option `egressAllow`: {e}")))
 }
 
@@ -553,7 +551,7 @@ pub fn check_early(options: &Value) -> Result<()> {
         if map.get("network").and_then(Value::as_bool) == Some(true) {
             return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
         }
-        check_egress(&entries)?;
+        egress_policy(&entries)?;
     }
     Ok(())
 }

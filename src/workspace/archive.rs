@@ -96,8 +96,7 @@ const HEADER_ROOM: u64 = 64 * 1024;
 const COPY_BUF: usize = 128 * 1024;
 /// mtimes past 9999-12-31 are clamped: larger values overflow some filesystems' timestamps.
 const MAX_MTIME: u64 = 253_402_300_799;
-/// Attempts at a fresh temp name, and at replacing a path a racing box keeps changing.
-const TEMP_TRIES: u32 = 16;
+/// Attempts at replacing a path a racing box keeps changing.
 const RACE_TRIES: u32 = 8;
 const TEMP_PREFIX: &str = ".kern-restore-";
 
@@ -1007,29 +1006,14 @@ impl FileWriter<'_> {
 /// A new file with a name nobody else has, created `O_EXCL|O_NOFOLLOW` (a name a box guessed
 /// and planted is skipped, never opened).
 fn create_temp(parent: &OwnedFd, rel: &str) -> Result<(String, OwnedFd)> {
-    use std::hash::{BuildHasher, Hasher};
-    let flags =
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    for _ in 0..TEMP_TRIES {
-        // RandomState is freshly keyed per call: an unpredictable 64-bit suffix without a
-        // random-number crate.
-        let tag = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        let tmp = format!("{TEMP_PREFIX}{tag:016x}");
-        match openat(parent, tmp.as_str(), flags, Mode::from_bits_truncate(0o600)) {
-            Ok(fd) => return Ok((tmp, fd)),
-            Err(Errno::EEXIST) => continue,
-            Err(e) => {
-                return Err(Error::Runtime(format!(
-                    "cannot create a temp file next to {rel:?} in the workspace: {e}"
-                )))
-            }
-        }
-    }
-    Err(Error::Runtime(format!(
-        "cannot find a free temp name next to {rel:?} in the workspace"
-    )))
+    super::files::create_exclusive(parent, TEMP_PREFIX, 0o600).map_err(|e| match e {
+        Errno::EEXIST => Error::Runtime(format!(
+            "cannot find a free temp name next to {rel:?} in the workspace"
+        )),
+        e => Error::Runtime(format!(
+            "cannot create a temp file next to {rel:?} in the workspace: {e}"
+        )),
+    })
 }
 
 /// `name` in `parent` as a real directory: reused if one is there, else created (after

@@ -392,17 +392,26 @@ fn fill(fd: OwnedFd, data: &[u8], owner: Option<(u32, u32)>) -> std::io::Result<
     Ok(())
 }
 
-/// `O_EXCL|O_NOFOLLOW`: whatever the box planted under a guessed name (a symlink included) makes
-/// the create fail instead of being used; we then pick another name.
 fn create_temp(dir: &OwnedFd) -> nix::Result<(String, OwnedFd)> {
+    create_exclusive(dir, TEMP_PREFIX, 0o644)
+}
+
+/// A new file named `<prefix><random hex>` in `dir`, created `O_EXCL|O_NOFOLLOW`: whatever the
+/// box planted under a guessed name (a symlink included) makes the create fail instead of being
+/// used; we then pick another name, up to 16 times (EEXIST after that).
+pub(super) fn create_exclusive(
+    dir: &OwnedFd,
+    prefix: &str,
+    mode: u32,
+) -> nix::Result<(String, OwnedFd)> {
     let mut last = Errno::EEXIST;
     for _ in 0..16 {
-        let name = format!("{TEMP_PREFIX}{:016x}", random_u64());
+        let name = format!("{prefix}{:016x}", random_u64());
         match openat(
             dir,
             name.as_str(),
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o644),
+            Mode::from_bits_truncate(mode),
         ) {
             Ok(fd) => return Ok((name, fd)),
             Err(e @ Errno::EEXIST) => last = e,
