@@ -2,6 +2,7 @@
 // What the benchmark scripts share: argument parsing, statistics, and writing a generated
 // section of BENCHMARKS.md between markers (prose outside them is kept).
 
+const { execFileSync } = require('child_process');
 const fs = require('fs');
 const path = require('path');
 
@@ -82,4 +83,69 @@ function requireBuilt(repo, kern, die) {
   return api;
 }
 
-module.exports = { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt, which, percentile, median, writeSection, requireBuilt };
+/** A command's trimmed stdout, or '' when it can't run or fails (for version strings and facts). */
+function sh(cmd, args) {
+  try {
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return '';
+  }
+}
+
+/** A file's text, or null when it is gone or not readable (a /proc entry of a process that ended). */
+function readText(file) {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+/** pid -> {comm, state, ppid, cpu (utime + stime, ticks), start} for every process visible now. */
+function readProcs() {
+  const procs = new Map();
+  for (const name of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = readText(`/proc/${name}/stat`);
+    if (!stat) continue;
+    const close = stat.lastIndexOf(')');
+    const f = stat.slice(close + 2).split(' '); // f[0] is field 3 (state)
+    procs.set(Number(name), {
+      comm: stat.slice(stat.indexOf('(') + 1, close),
+      state: f[0],
+      ppid: Number(f[1]),
+      cpu: Number(f[11]) + Number(f[12]),
+      start: f[19],
+    });
+  }
+  return procs;
+}
+
+/** Whether `pid` is this process or one of its descendants, in a `readProcs()` map. */
+function isOurs(procs, pid) {
+  for (let p = pid, hops = 0; p > 1 && hops < 64; hops++) {
+    if (p === process.pid) return true;
+    const e = procs.get(p);
+    if (!e) return false;
+    p = e.ppid;
+  }
+  return false;
+}
+
+module.exports = {
+  REPO,
+  KERN,
+  OUT,
+  ROOTFS,
+  dieFor,
+  parsePositiveInt,
+  which,
+  percentile,
+  median,
+  writeSection,
+  requireBuilt,
+  sh,
+  readText,
+  readProcs,
+  isOurs,
+};

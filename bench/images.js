@@ -36,7 +36,7 @@ const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, readProcs, isOurs } = require('./common');
 
 const die = dieFor('bench-images');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
@@ -116,41 +116,11 @@ function rm(p) {
 // Processes that start and end between two samples are missed, so it is a lower bound.
 const CLK_TCK = Number(version('getconf', ['CLK_TCK'])) || 100;
 const foreign = { byComm: new Map(), last: null, t0: Date.now(), samples: 0 };
-function readProcs() {
-  const procs = new Map();
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    let stat;
-    try {
-      stat = fs.readFileSync(`/proc/${name}/stat`, 'utf8');
-    } catch {
-      continue; // gone meanwhile
-    }
-    const close = stat.lastIndexOf(')');
-    const f = stat.slice(close + 2).split(' '); // f[0] is field 3 (state)
-    procs.set(Number(name), {
-      comm: stat.slice(stat.indexOf('(') + 1, close),
-      ppid: Number(f[1]),
-      cpu: Number(f[11]) + Number(f[12]), // utime + stime, in ticks
-      start: f[19],
-    });
-  }
-  return procs;
-}
 function sampleForeign() {
   const procs = readProcs();
-  const ours = (pid) => {
-    for (let p = pid, hops = 0; p > 1 && hops < 64; hops++) {
-      if (p === process.pid) return true;
-      const e = procs.get(p);
-      if (!e) return false;
-      p = e.ppid;
-    }
-    return false;
-  };
   if (foreign.last) {
     for (const [pid, e] of procs) {
-      if (pid === 2 || e.ppid === 2 || ours(pid)) continue;
+      if (pid === 2 || e.ppid === 2 || isOurs(procs, pid)) continue;
       const prev = foreign.last.get(pid);
       const delta = prev && prev.start === e.start ? e.cpu - prev.cpu : e.cpu;
       if (delta > 0) foreign.byComm.set(e.comm, (foreign.byComm.get(e.comm) || 0) + delta / CLK_TCK);

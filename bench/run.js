@@ -20,11 +20,11 @@
 // really succeeds (exit 0, no fault), and a case that does not is reported instead of timed.
 'use strict';
 
-const { spawn, execFileSync } = require('child_process');
+const { spawn } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh } = require('./common');
 
 const die = dieFor('bench');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
@@ -33,14 +33,6 @@ const N = parsePositiveInt(process.env.BENCH_N, 50, 'BENCH_N');
 const WARMUP = parsePositiveInt(process.env.BENCH_WARMUP, 5, 'BENCH_WARMUP');
 const START = '<!-- bench:start -->';
 const END = '<!-- bench:end -->';
-
-function sh(cmd, args) {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return '';
-  }
-}
 
 // ---- preconditions ----------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ const fs = require('fs');
 const http = require('http');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt, readProcs, isOurs } = require('./common');
 
 const die = dieFor('bench-soak');
 const WORKERS = positiveInt(process.env.SOAK_WORKERS, 100, 'SOAK_WORKERS', die);
@@ -36,27 +36,10 @@ const END = '<!-- bench-soak:end -->';
 if (!fs.existsSync(path.join(ROOTFS, '.kern-test-rootfs'))) die(`no test rootfs at ${ROOTFS}: run scripts/build-test-rootfs.sh`);
 const { Sandbox } = requireBuilt(REPO, KERN, die);
 
+/** Processes below this one (kern monitors, boxes, drivers), not counting itself. */
 function descendants() {
-  const parent = new Map();
-  for (const d of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = fs.readFileSync(`/proc/${d}/stat`, 'utf8');
-      parent.set(Number(d), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      /* gone */
-    }
-  }
-  let n = 0;
-  for (const pid of parent.keys()) {
-    for (let p = parent.get(pid), hops = 0; p && hops < 64; p = parent.get(p), hops++) {
-      if (p === process.pid) {
-        n++;
-        break;
-      }
-    }
-  }
-  return n;
+  const procs = readProcs();
+  return [...procs.keys()].filter((pid) => pid !== process.pid && isOurs(procs, pid)).length;
 }
 
 function boxCgroups() {

@@ -43,11 +43,10 @@
 //   counts pages the slots share once per slot. Measured again on the same Sandbox after the run.
 'use strict';
 
-const { execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt, sh, readText, readProcs, isOurs } = require('./common');
 
 const die = dieFor('bench-warm');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
@@ -75,14 +74,6 @@ const log = (msg) => process.stderr.write(`bench-warm: ${msg}\n`);
 const oneLine = (s) => String(s).replace(/\s+/g, ' ').trim();
 const now = () => process.hrtime.bigint();
 const msSince = (t0) => Number(process.hrtime.bigint() - t0) / 1e6;
-
-function sh(cmd, args) {
-  try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-  } catch {
-    return '';
-  }
-}
 
 // ---- preconditions ----------------------------------------------------------------------------
 
@@ -113,34 +104,6 @@ function check(r, text) {
 }
 
 // ---- the host's view of the boxes (/proc) -------------------------------------------------------
-
-function readText(file) {
-  try {
-    return fs.readFileSync(file, 'utf8');
-  } catch {
-    return null; // gone meanwhile, or not readable
-  }
-}
-
-/** pid -> {comm, state, ppid, cpu (ticks), start} for every process visible now. */
-function readProcs() {
-  const procs = new Map();
-  for (const name of fs.readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const stat = readText(`/proc/${name}/stat`);
-    if (!stat) continue;
-    const close = stat.lastIndexOf(')');
-    const f = stat.slice(close + 2).split(' '); // f[0] is field 3 (state)
-    procs.set(Number(name), {
-      comm: stat.slice(stat.indexOf('(') + 1, close),
-      state: f[0],
-      ppid: Number(f[1]),
-      cpu: Number(f[11]) + Number(f[12]),
-      start: f[19],
-    });
-  }
-  return procs;
-}
 
 /** The host-side root of whatever is mounted at /workspace in pid's mount namespace. */
 function workspaceRoot(pid) {
@@ -235,15 +198,6 @@ const CLK_TCK = Number(sh('getconf', ['CLK_TCK'])) || 100;
 const others = { cpu: new Map(), last: null, t0: Date.now() };
 function sampleOthers() {
   const procs = readProcs();
-  const mine = (pid) => {
-    for (let p = pid, hops = 0; p > 1 && hops < 64; hops++) {
-      if (p === process.pid) return true;
-      const e = procs.get(p);
-      if (!e) return false;
-      p = e.ppid;
-    }
-    return false;
-  };
   // This process's ancestors (npm, the shell) only wait for it.
   const ancestors = new Set();
   for (let p = procs.get(process.pid)?.ppid, hops = 0; p > 1 && hops < 64; hops++) {
@@ -252,7 +206,7 @@ function sampleOthers() {
   }
   if (others.last) {
     for (const [pid, e] of procs) {
-      if (pid === 2 || e.ppid === 2 || mine(pid) || ancestors.has(pid)) continue;
+      if (pid === 2 || e.ppid === 2 || isOurs(procs, pid) || ancestors.has(pid)) continue;
       const before = others.last.get(pid);
       const used = before && before.start === e.start ? e.cpu - before.cpu : e.cpu;
       if (used > 0) others.cpu.set(e.comm, (others.cpu.get(e.comm) || 0) + used / CLK_TCK);
