@@ -299,7 +299,22 @@ export interface SandboxOptions {
    * and a read-only root; paths bound through `mounts` remain writable. Default null: kern's standard
    * posture.
    *
-   * Not built yet in 0.1: a non-null value throws SandboxError. */
+   * The allowlist follows Docker's default seccomp profile plus what Python, Node and bash were measured
+   * to call; it covers every box of the Sandbox (`runCode`, `run`, kernels, prewarmed boxes, `setup`).
+   * - Escape syscalls (the mount family, `setns`, `clone`/`unshare` with namespace flags, `ptrace`,
+   *   `process_vm_*`, `bpf`, `perf_event_open`, `keyctl`/`add_key`/`request_key`, `userfaultfd`,
+   *   `kexec_*`, module loading, `open_by_handle_at`, `reboot`, `swapon`, `syslog`, clock setting,
+   *   `iopl`/`ioperm`, `ioctl` `TIOCSTI`/`TIOCLINUX`, `AF_ALG`/`AF_VSOCK` sockets, …) fail with EPERM;
+   *   the code runs on, and the result's `fault` is `escape_blocked`, naming each syscall it tried
+   *   (each name once). Kernel cells get the EPERM but no per-cell fault in 0.1.
+   * - `clone3`, `io_uring_*`, x32 numbers and syscalls on neither list answer ENOSYS, so libc and libuv
+   *   fall back as they do on an older kernel.
+   * - A 32-bit (`int 0x80`) syscall kills the process: an `escape_blocked` fault says so.
+   * - The root is read-only and `/workspace`, the scratch tmpfs and writable `mounts` stay writable,
+   *   as in the standard posture; a `capDrop` that keeps a capability contradicts the profile
+   *   (SandboxError).
+   * x86_64 only in 0.1 (elsewhere: SandboxError). Measured here: the filter adds no measurable time
+   * to a box start (see BENCHMARKS.md). */
   securityProfile?: string | null;
   /** Name of an AppArmor profile, already loaded on the host, to apply when the box starts its
    * process; kern refuses to start the box if the profile is not loaded. Default null (no AppArmor
@@ -326,7 +341,13 @@ export interface SandboxOptions {
    * /etc/passwd. The workspace appears owned by that account (an idmapped mount; nothing on disk
    * changes, and no host user gains access), and what it writes lands owned by the workspace's owner.
    *
-   * Not built yet in 0.1: a non-null value (choosing another account) throws SandboxError. */
+   * A name is looked up in the image's /etc/passwd (and a group in its /etc/group) at `open()`: an
+   * account the image lacks throws SandboxError there; a number needs no entry (its group is then 0).
+   * The account applies to every box: `runCode`, `run`, kernels, prewarmed boxes and `setup`. Since
+   * the workspace is idmapped to that account, files it closes to others (0600, 0700) stay readable
+   * through the host file API (`readFile`, `snapshot`), which works as the workspace's owner; no ACL
+   * or subordinate id range is needed, rootless or as root. As root the account must lie within the
+   * box's 65,536 ids. Rootless, supplementary groups are not set (the kernel allows one mapped id). */
   user?: string | null;
   /** Mount what `setup` installed (`/workspace/.deps`) read-only in every `runCode`/`run` box and
    * kernel, so one call cannot tamper with dependencies that later calls load. Default true. It

@@ -27,7 +27,7 @@ filter="${KERN_TEST_FILTER:-}"
 skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 # The suites that run a second time as an unprivileged user: the rootless path is real.
-rootless_tests=(__tests__/core.test.js __tests__/isolation.test.js __tests__/images.test.js __tests__/results.test.js __tests__/kernel.test.js __tests__/prewarm.test.js __tests__/files.test.js __tests__/snapshot.test.js __tests__/mounts.test.js __tests__/setup.test.js __tests__/workspace.test.js __tests__/network.test.js __tests__/require-limits.test.js __tests__/apparmor.test.js __tests__/caps.test.js)
+rootless_tests=(__tests__/core.test.js __tests__/isolation.test.js __tests__/images.test.js __tests__/results.test.js __tests__/kernel.test.js __tests__/prewarm.test.js __tests__/files.test.js __tests__/snapshot.test.js __tests__/mounts.test.js __tests__/setup.test.js __tests__/workspace.test.js __tests__/network.test.js __tests__/require-limits.test.js __tests__/apparmor.test.js __tests__/caps.test.js __tests__/untrusted.test.js __tests__/user.test.js)
 
 root_report="$repo/.jest-results.json"
 rootless_report=""     # set once the rootless run has an output location
@@ -103,10 +103,13 @@ abort() {
 }
 
 rm -f "$root_report"
-if [[ "$skip_rootless" != 1 ]]; then
-  if [[ -z "$filter" || "__tests__/core.test.js" =~ $filter || "__tests__/isolation.test.js" =~ $filter ]]; then
-    rootless_expected=1
-  fi
+# The rootless suites this invocation runs: all of them, or those the filter matches.
+rootless_run=()
+for t in "${rootless_tests[@]}"; do
+  [[ -z "$filter" || "$t" =~ $filter ]] && rootless_run+=("$t")
+done
+if [[ "$skip_rootless" != 1 && ${#rootless_run[@]} -gt 0 ]]; then
+  rootless_expected=1
 fi
 
 step "setup: Debian packages, toolchain check, npm ci (scripts/setup-deps.sh)"
@@ -146,7 +149,7 @@ root_rc=$?
 ((root_rc == 0)) || fail "jest (root)"
 
 if [[ "$rootless_expected" == 1 ]]; then
-  step "jest (rootless, as $rootless_user): npx jest ${rootless_tests[*]}"
+  step "jest (rootless, as $rootless_user): npx jest ${rootless_run[*]}"
   ok=1
   if ! id -u "$rootless_user" >/dev/null 2>&1; then
     if [[ "$(id -u)" != 0 ]]; then
@@ -191,7 +194,7 @@ if [[ "$rootless_expected" == 1 ]]; then
     # shellcheck disable=SC2016
     su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
       kern-rootless "$run_dir" "${rootless_env[@]}" \
-      npx jest "${rootless_tests[@]}" --json "--outputFile=$rootless_report" </dev/null
+      npx jest "${rootless_run[@]}" --json "--outputFile=$rootless_report" </dev/null
     rootless_rc=$?
     ((rootless_rc == 0)) || fail "jest (rootless, as $rootless_user)"
   fi

@@ -23,6 +23,8 @@ pub mod msg {
     pub const EXEC_FAILED: char = 'E';
     /// The workload ended: `X <code-or-128+signal> <tmpfs-used-bytes> <tmpfs-target>...`.
     pub const EXITED: char = 'X';
+    /// The seccomp supervisor refused an escape syscall: `B <name>`, once per name.
+    pub const BLOCKED: char = 'B';
 }
 
 /// rlimits the workload gets when a cap is not enforced by a cgroup.
@@ -66,11 +68,26 @@ pub fn pid1(
             sys::exit_now(1);
         }
     }
+    // The seccomp supervisor first, so the workload can hand it the filter's listener.
+    let listener_tx = match &spec.seccomp {
+        Some(_) => match start_supervisor(&init_pipe) {
+            Ok(tx) => Some(tx),
+            Err(e) => {
+                send(
+                    &init_pipe,
+                    &format!("{} start the seccomp supervisor: {e}", msg::SETUP_FAILED),
+                );
+                sys::exit_now(1);
+            }
+        },
+        None => None,
+    };
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, fallback),
+        Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, listener_tx, fallback),
         Ok(Forked::Parent(pid)) => {
             // The workload's channel is the workload's alone.
             drop(channel);
+            drop(listener_tx);
             pid
         }
         Err(e) => {
@@ -105,6 +122,46 @@ fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::Set
     sys::loopback_up().map_err(|e| mounts::SetupError(format!("bring up lo: {e}")))
 }
 
+/// Forks the process that answers the `untrusted` filter's notifications: it names each
+/// refused syscall to the monitor once (`B <name>`; a bounded number of lines, so a loop of
+/// attempts cannot fill the init pipe and stall the box), then fails the call with EPERM.
+/// It is outside every filter (a child of PID 1, before the workload installs them) and
+/// non-dumpable like PID 1. Returns the socket the workload sends the listener on.
+fn start_supervisor(init_pipe: &OwnedFd) -> std::io::Result<OwnedFd> {
+    let (tx, rx) = std::os::unix::net::UnixStream::pair()?;
+    match sys::clone_fork(0)? {
+        Forked::Parent(_) => Ok(OwnedFd::from(tx)),
+        Forked::Child => {
+            drop(tx);
+            let mut byte = [0u8; 1];
+            let listener = match sys::recv_with_fds(rx.as_raw_fd(), &mut byte) {
+                Ok((_, mut fds)) if !fds.is_empty() => fds.swap_remove(0),
+                // The workload never got as far as its filters.
+                _ => sys::exit_now(0),
+            };
+            drop(rx);
+            let mut named: Vec<String> = Vec::new();
+            loop {
+                match sys::seccomp_recv(listener.as_fd()) {
+                    Ok(n) => {
+                        let name = super::seccomp::describe(n.nr, &n.args);
+                        if named.len() < 32 && !named.contains(&name) {
+                            // Before the answer: the line is in the pipe before the workload
+                            // can go on, and so before its exit is reported.
+                            send(init_pipe, &format!("{} {name}", msg::BLOCKED));
+                            named.push(name);
+                        }
+                        // ENOENT: the caller died meanwhile; nothing to answer.
+                        let _ = sys::seccomp_deny(listener.as_fd(), n.id, libc::EPERM);
+                    }
+                    Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOENT)) => {}
+                    Err(_) => sys::exit_now(0),
+                }
+            }
+        }
+    }
+}
+
 /// Reaps every child until the workload itself has ended; returns its exit code (128+signal).
 fn reap_until(workload: libc::pid_t) -> i32 {
     loop {
@@ -125,17 +182,21 @@ fn exec_workload(
     spec: &BoxSpec,
     init_pipe: OwnedFd,
     channel: Option<OwnedFd>,
+    listener_tx: Option<OwnedFd>,
     fallback: &Fallback,
 ) -> ! {
-    // The channel goes to fd 3; the init pipe must not be sitting there when it does.
-    let init_pipe = if channel.is_some() && init_pipe.as_raw_fd() <= CHANNEL_FD {
-        match sys::dup_above(init_pipe.as_fd(), 10) {
+    // The channel goes to fd 3; nothing else we keep may be sitting there when it does.
+    let above_channel = |fd: OwnedFd| -> OwnedFd {
+        if channel.is_none() || fd.as_raw_fd() > CHANNEL_FD {
+            return fd;
+        }
+        match sys::dup_above(fd.as_fd(), 10) {
             Ok(fd) => fd,
             Err(_) => sys::exit_now(127),
         }
-    } else {
-        init_pipe
     };
+    let init_pipe = above_channel(init_pipe);
+    let listener_tx = listener_tx.map(above_channel);
     let init_pipe = &init_pipe;
     let fail = |what: &str, e: std::io::Error| -> ! {
         send(init_pipe, &format!("{} {what}: {e}", msg::SETUP_FAILED));
@@ -185,6 +246,12 @@ fn exec_workload(
         Ok(v) => v,
         Err(e) => fail("env", e),
     };
+    // Last, with everything the exec needs in hand: from here on this process is filtered.
+    if let (Some(programs), Some(tx)) = (&spec.seccomp, listener_tx) {
+        if let Err(e) = enter_seccomp(programs, tx) {
+            fail("enter the untrusted seccomp profile", e);
+        }
+    }
     let program = &spec.argv[0];
     let candidates: Vec<String> = if program.contains('/') {
         vec![program.clone()]
@@ -210,6 +277,18 @@ fn exec_workload(
     }
     send(init_pipe, &format!("{} {last} {program}", msg::EXEC_FAILED));
     sys::exit_now(127)
+}
+
+/// Installs the allowlist, then the notify filter, and hands the notify filter's listener to the
+/// supervisor.
+fn enter_seccomp(p: &super::seccomp::Programs, tx: OwnedFd) -> std::io::Result<()> {
+    let allow = super::seccomp::unpack(&p.allow);
+    let notify = super::seccomp::unpack(&p.notify);
+    sys::seccomp_install(&allow, false)?;
+    let listener = sys::seccomp_install(&notify, true)?
+        .ok_or_else(|| std::io::Error::other("the kernel returned no listener"))?;
+    sys::send_with_fds(tx.as_fd(), b"L", &[listener.as_raw_fd()])?;
+    Ok(())
 }
 
 fn apply_rlimits(fallback: &Fallback) -> std::io::Result<()> {

@@ -14,6 +14,7 @@ pub mod mounts;
 pub mod proxy;
 pub mod relay;
 pub mod rootfs;
+pub mod seccomp;
 pub mod spec;
 pub mod status;
 pub mod sys;

@@ -597,6 +597,7 @@ fn supervise(
     };
     let mut exited = false;
     let mut tmpfs_used: Vec<(u64, String)> = Vec::new();
+    let mut blocked: Vec<&str> = Vec::new();
     for line in messages.lines() {
         let (kind, rest) = line.split_at(
             line.char_indices()
@@ -632,6 +633,7 @@ fn supervise(
                     format!("cannot run \"{program}\": {why}{hint}"),
                 ));
             }
+            Some(msg::BLOCKED) => blocked.push(rest),
             Some(msg::EXITED) => {
                 let mut parts = rest.split(' ');
                 let code = parts.next().and_then(|c| c.parse().ok()).unwrap_or(255);
@@ -674,7 +676,31 @@ fn supervise(
             ));
         }
     }
+    if report.fault.is_none() && spec.seccomp.is_some() {
+        report.fault = escape_fault(&blocked, report.exit_code);
+    }
     report
+}
+
+/// What the `untrusted` profile stopped, when it stopped something: the syscalls its supervisor
+/// refused, or a process killed for a foreign architecture's syscall (SIGSYS from the filter's
+/// architecture check; the supervisor never kills).
+fn escape_fault(blocked: &[&str], exit_code: i32) -> Option<Fault> {
+    if !blocked.is_empty() {
+        return Some(Fault::new(
+            FaultKind::EscapeBlocked,
+            format!(
+                "securityProfile \"untrusted\" refused {}: each attempt failed with EPERM and the code ran on",
+                blocked.join(", ")
+            ),
+        ));
+    }
+    (exit_code == 128 + libc::SIGSYS).then(|| {
+        Fault::new(
+            FaultKind::EscapeBlocked,
+            "securityProfile \"untrusted\" killed the workload (SIGSYS) for a system call of a foreign architecture, such as a 32-bit int 0x80 call on x86_64",
+        )
+    })
 }
 
 /// Detached, idmapped copies of the workspace and the image directory, made here because only

@@ -100,6 +100,10 @@ pub struct BoxSpec {
     /// Capabilities the workload keeps (`capDrop` names what goes); empty: none, the default.
     #[serde(default)]
     pub keep_caps: Vec<u32>,
+    /// `securityProfile: "untrusted"`: the seccomp programs the workload runs under; escapes it
+    /// stops come back as `escape_blocked`.
+    #[serde(default)]
+    pub seccomp: Option<super::seccomp::Programs>,
 }
 
 /// Where the egress relay listens inside the box.

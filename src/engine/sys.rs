@@ -552,3 +552,77 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[RawFd]) -> io::R
         None,
     )?)
 }
+
+/// Installs one seccomp filter on the calling thread (`no_new_privs` must already be set).
+/// With `listener`, the kernel returns the filter's user-notification fd.
+pub fn seccomp_install(prog: &[libc::sock_filter], listener: bool) -> io::Result<Option<OwnedFd>> {
+    let fprog = libc::sock_fprog {
+        len: u16::try_from(prog.len())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?,
+        filter: prog.as_ptr() as *mut libc::sock_filter,
+    };
+    let flags = if listener {
+        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
+    } else {
+        0
+    };
+    // SAFETY: fprog points at `prog`, which outlives the call; the kernel copies the program.
+    let ret = check(unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            flags,
+            &fprog as *const libc::sock_fprog,
+        )
+    })?;
+    if !listener {
+        return Ok(None);
+    }
+    // SAFETY: with NEW_LISTENER the return value is a new fd that nothing else owns.
+    Ok(Some(unsafe { OwnedFd::from_raw_fd(ret as RawFd) }))
+}
+
+/// One syscall a filter handed to its listener: the id to answer, its number and arguments.
+pub struct Notification {
+    pub id: u64,
+    pub nr: i32,
+    pub args: [u64; 6],
+}
+
+/// Waits for the next notification on a seccomp listener.
+pub fn seccomp_recv(listener: BorrowedFd<'_>) -> io::Result<Notification> {
+    // SAFETY: seccomp_notif is plain data; the kernel requires it zeroed before RECV.
+    let mut req: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+    // SAFETY: RECV fills `req`, which is the size the ioctl number encodes.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_RECV as _,
+            &mut req as *mut libc::seccomp_notif,
+        )
+    } as libc::c_long)?;
+    Ok(Notification {
+        id: req.id,
+        nr: req.data.nr,
+        args: req.data.args,
+    })
+}
+
+/// Fails the notified syscall `id` with `errno`.
+pub fn seccomp_deny(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result<()> {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: -errno,
+        flags: 0,
+    };
+    // SAFETY: SEND reads `resp`, which is the size the ioctl number encodes.
+    check(unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND as _,
+            &mut resp as *mut libc::seccomp_notif_resp,
+        )
+    } as libc::c_long)?;
+    Ok(())
+}

@@ -264,6 +264,19 @@ pub fn open(
     })
 }
 
+/// The `user` option: `account` ("name", "uid", "name:group", "uid:gid") resolved in the image's
+/// own /etc/passwd and /etc/group, as the image's USER is. Box root is None.
+pub fn resolve_user(root: &RootSpec, account: &str) -> Result<Option<BoxUser>, Error> {
+    let dir = match root {
+        RootSpec::Dir { path } => path.as_path(),
+        RootSpec::Host => std::path::Path::new("/"),
+    };
+    let what = "option `user`";
+    let resolved = user::resolve(dir, account, what)?;
+    check_range(&resolved, what)?;
+    Ok((resolved.uid != 0 || resolved.gid != 0).then_some(resolved))
+}
+
 /// Started as root, a box has 65,536 ids; an account above them can't exist in it.
 fn check_range(u: &BoxUser, what: &str) -> Result<(), Error> {
     let range = crate::engine::idmap::RANGE;

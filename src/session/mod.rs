@@ -338,6 +338,7 @@ impl Opened {
             egress: None,
             apparmor: cfg.apparmor.clone(),
             keep_caps: cfg.keep_caps.clone(),
+            seccomp: cfg.seccomp.clone(),
         };
         match &cfg.network {
             options::Network::None => {}
@@ -520,6 +521,10 @@ impl Sandbox {
         })
         .await
         .map_err(|e| Error::Runtime(format!("the image task failed: {e}")))??;
+        let mut image = image;
+        if let Some(account) = &config.user {
+            image.user = crate::image::resolve_user(&image.root, account)?;
+        }
         let home = if config.tmpfs.iter().any(|t| t.target == "/tmp") {
             "/tmp"
         } else {

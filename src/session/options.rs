@@ -84,6 +84,11 @@ pub struct Config {
     pub apparmor: Option<String>,
     /// Capabilities boxes keep: all but those `capDrop` names (none by default).
     pub keep_caps: Vec<u32>,
+    /// `user`: the account every box runs as, resolved in the image at open(); None: the
+    /// image's USER.
+    pub user: Option<String>,
+    /// `securityProfile: "untrusted"`: the seccomp programs every box runs under.
+    pub seccomp: Option<crate::engine::seccomp::Programs>,
 }
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
@@ -126,6 +131,25 @@ fn positive(key: &str, v: &Value, integer: bool) -> Result<f64> {
         return Err(type_err(key, want, v));
     }
     Ok(n)
+}
+
+/// `"<user>[:<group>]"`, each part a name or a number; names are looked up at open().
+fn check_account(account: &str) -> Result<&str> {
+    let part_ok = |p: &str| {
+        !p.is_empty()
+            && p.len() <= 32
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '$'))
+            && !p.starts_with('-')
+    };
+    let mut parts = account.split(':');
+    let ok = parts.next().is_some_and(part_ok)
+        && parts.next().is_none_or(part_ok)
+        && parts.next().is_none();
+    if !ok {
+        return crate::invalid!("option `user` {account:?} is not \"<user>[:<group>]\": give a name or a numeric id for each, such as \"node\", \"1000\" or \"1000:1000\"");
+    }
+    Ok(account)
 }
 
 fn boolean(key: &str, v: &Value) -> Result<bool> {
@@ -336,6 +360,8 @@ pub fn parse(v: &Value) -> Result<Config> {
         network: Network::None,
         apparmor: None,
         keep_caps: Vec::new(),
+        seccomp: None,
+        user: None,
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -480,18 +506,22 @@ pub fn parse(v: &Value) -> Result<Config> {
             return crate::invalid!("`requireLimits: true` and `enforceLimits: false` contradict each other: requireLimits insists on the cgroup caps that enforceLimits: false turns off. Drop one.");
         }
     }
-    for (key, what) in [
-        (
-            "securityProfile",
-            "`securityProfile` (the untrusted seccomp profile)",
-        ),
-        ("user", "`user` (running as an image account)"),
-    ] {
-        if let Some(v) = get(key).filter(|v| !v.is_null()) {
-            v.as_str()
-                .ok_or_else(|| type_err(key, "a string or null", v))?;
-            return Err(not_built(what));
+    if let Some(v) = get("securityProfile").filter(|v| !v.is_null()) {
+        let name = v
+            .as_str()
+            .ok_or_else(|| type_err("securityProfile", "\"untrusted\" or null", v))?;
+        if name != "untrusted" {
+            return crate::invalid!("option `securityProfile` {name:?} is not a profile: the one profile is \"untrusted\" (null keeps kern's standard posture)");
         }
+        let programs = crate::engine::seccomp::untrusted()
+            .map_err(|e| Error::Invalid(format!("option `securityProfile`: {e}")))?;
+        cfg.seccomp = Some(programs.clone());
+    }
+    if let Some(v) = get("user").filter(|v| !v.is_null()) {
+        let account = v
+            .as_str()
+            .ok_or_else(|| type_err("user", "\"<user>[:<group>]\" or null", v))?;
+        cfg.user = Some(check_account(account)?.to_string());
     }
     if let Some(v) = get("apparmor").filter(|v| !v.is_null()) {
         let name = v
@@ -509,6 +539,9 @@ pub fn parse(v: &Value) -> Result<Config> {
         let drop = strings("capDrop", v)?;
         cfg.keep_caps = crate::engine::caps::kept_after_dropping(&drop)
             .map_err(|e| Error::Invalid(format!("option `capDrop`: {e}")))?;
+        if cfg.seccomp.is_some() && !cfg.keep_caps.is_empty() {
+            return crate::invalid!("`securityProfile: \"untrusted\"` drops every capability, and `capDrop` keeps some: use capDrop [\"ALL\"] (or leave it out) with the untrusted profile, or drop the profile");
+        }
     }
     if let Some(v) = get("depsReadonly") {
         cfg.deps_readonly = boolean("depsReadonly", v)?;
@@ -612,15 +645,35 @@ mod tests {
         assert!(err(json!({"image": "host", "tmpfs": {"/proc/x": "1m"}})).contains("/proc"));
         assert!(err(json!({"image": "host", "tmpfs": {"/a/../b": "1m"}})).contains("normalised"));
         assert!(err(json!({"image": "host", "tmpfs": {"/x": "lots"}})).contains("size"));
+        assert!(err(json!({"image": "host", "securityProfile": "strict"})).contains("untrusted"));
+        for bad in ["", "a:b:c", ":0", "0:", "-x", "a b", "root\n"] {
+            assert!(
+                err(json!({"image": "host", "user": bad})).contains("<user>[:<group>]"),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            parse(&json!({"image": "host", "user": "node:1000"}))
+                .unwrap()
+                .user
+                .as_deref(),
+            Some("node:1000")
+        );
+        assert!(
+            err(json!({"image": "host", "securityProfile": "untrusted", "capDrop": []}))
+                .contains("capDrop")
+        );
+        assert!(
+            parse(&json!({"image": "host", "securityProfile": "untrusted"}))
+                .unwrap()
+                .seccomp
+                .is_some()
+        );
     }
 
     #[test]
     fn unbuilt_options_are_refused_by_name() {
-        for (k, v) in [
-            ("persist", json!(true)),
-            ("persistTtlS", json!(60)),
-            ("securityProfile", json!("untrusted")),
-        ] {
+        for (k, v) in [("persist", json!(true)), ("persistTtlS", json!(60))] {
             let mut o = json!({"image": "host"});
             o[k] = v;
             let e = err(o);

@@ -86,6 +86,10 @@ struct RunArgs {
     /// Caps as best-effort rlimits instead of cgroups.
     #[arg(long)]
     no_enforce_limits: bool,
+    /// `untrusted`: run under the seccomp allowlist (escape syscalls fail with EPERM and are
+    /// reported as an escape_blocked fault naming them).
+    #[arg(long = "security-profile", value_parser = ["untrusted"])]
+    security_profile: Option<String>,
     /// The command to run.
     #[arg(last = true, required = true)]
     argv: Vec<String>,
@@ -272,6 +276,14 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         egress: None,
         apparmor: None,
         keep_caps: Vec::new(),
+        seccomp: match a.security_profile {
+            Some(_) => Some(
+                kern_sandbox::engine::seccomp::untrusted()
+                    .map_err(|e| e.to_string())?
+                    .clone(),
+            ),
+            None => None,
+        },
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
