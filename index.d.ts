@@ -313,8 +313,9 @@ export interface SandboxOptions {
    * - The root is read-only and `/workspace`, the scratch tmpfs and writable `mounts` stay writable,
    *   as in the standard posture; a `capDrop` that keeps a capability contradicts the profile
    *   (SandboxError).
-   * x86_64 only in 0.1 (elsewhere: SandboxError). Measured here: the filter adds no measurable time
-   * to a box start (see BENCHMARKS.md). */
+   * x86_64 only in 0.1 (elsewhere: SandboxError). Cost, measured here: a few ms per box start
+   * (BENCHMARKS.md, the `untrusted` rows; loading the 1,700-instruction allowlist into the kernel is
+   * 1.2 ms of it) and about 40 ns per syscall afterwards. */
   securityProfile?: string | null;
   /** Name of an AppArmor profile, already loaded on the host, to apply when the box starts its
    * process; kern refuses to start the box if the profile is not loaded. Default null (no AppArmor

@@ -138,6 +138,11 @@ async function main() {
   const getNoLimits = async () => sbNoLimits || (sbNoLimits = await openSandbox({ enforceLimits: false }));
   apiCase("kern API: `sb.run(['/bin/true'])`", 'true', getLimits, (sb) => sb.run(TRUE));
   apiCase("kern API: `sb.runCode('pass')` (python)", 'python', getLimits, (sb) => sb.runCode('pass', { language: 'python' }));
+  let sbUntrusted;
+  const getUntrusted = async () => sbUntrusted || (sbUntrusted = await openSandbox({ securityProfile: 'untrusted' }));
+  apiCase("kern API, `securityProfile: 'untrusted'`: `sb.run(['/bin/true'])`", 'true', getUntrusted, (sb) => sb.run(TRUE));
+  apiCase("kern API, `securityProfile: 'untrusted'`: `sb.runCode('pass')`", 'python', getUntrusted,
+    (sb) => sb.runCode('pass', { language: 'python' }));
   apiCase("kern API, `enforceLimits: false`: `sb.run(['/bin/true'])`", 'true', getNoLimits, (sb) => sb.run(TRUE));
   apiCase("kern API, `enforceLimits: false`: `sb.runCode('pass')`", 'python', getNoLimits,
     (sb) => sb.runCode('pass', { language: 'python' }));
