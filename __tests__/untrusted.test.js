@@ -144,6 +144,22 @@ print(os.waitstatus_to_exitcode(st), n)`;
     expect(r.fault.message.match(/\bbpf\b/g)).toHaveLength(1);
     expect(r.fault.message).toMatch(/\bptrace\b/);
   });
+  test('the workload cannot silence the reporter: after kill -9 of everything it can reach, escapes are still named', async () => {
+    const code = `${SC}
+import signal
+try:
+    os.kill(-1, signal.SIGKILL)  # every process of the box but PID 1 and this one
+except ProcessLookupError:
+    pass
+try:
+    os.kill(1, signal.SIGKILL)   # PID 1 ignores signals from inside its namespace
+except OSError:
+    pass
+print(sc(250, 0, 0, 0, 0, 0))`;
+    const r = await withBox(untrusted(), (sb) => sb.runCode(code));
+    expect(r.stdout.trim()).toBe('1');
+    expect(r.fault).toEqual({ type: 'escape_blocked', message: expect.stringMatching(/\bkeyctl\b/) });
+  });
 });
 
 describe('ordinary work runs unchanged', () => {

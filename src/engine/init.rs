@@ -68,19 +68,22 @@ pub fn pid1(
             sys::exit_now(1);
         }
     }
-    // The seccomp supervisor first, so the workload can hand it the filter's listener.
-    let listener_tx = match &spec.seccomp {
-        Some(_) => match start_supervisor(&init_pipe) {
-            Ok(tx) => Some(tx),
+    // The workload hands PID 1 its seccomp listener over this pair (the `untrusted` profile).
+    let (listener_tx, listener_rx) = match &spec.seccomp {
+        Some(_) => match std::os::unix::net::UnixStream::pair() {
+            Ok((tx, rx)) => (Some(OwnedFd::from(tx)), Some(rx)),
             Err(e) => {
                 send(
                     &init_pipe,
-                    &format!("{} start the seccomp supervisor: {e}", msg::SETUP_FAILED),
+                    &format!(
+                        "{} socketpair for the seccomp listener: {e}",
+                        msg::SETUP_FAILED
+                    ),
                 );
                 sys::exit_now(1);
             }
         },
-        None => None,
+        None => (None, None),
     };
     let workload = match sys::clone_fork(0) {
         Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, listener_tx, fallback),
@@ -98,7 +101,10 @@ pub fn pid1(
             sys::exit_now(1);
         }
     };
-    let code = reap_until(workload);
+    let code = match listener_rx {
+        Some(rx) => supervise_until(workload, rx, &init_pipe),
+        None => reap_until(workload),
+    };
     // How full each scratch tmpfs was, so an OOM can name the scratch that held the bytes.
     let mut line = format!("{} {code}", msg::EXITED);
     for t in &spec.tmpfs {
@@ -122,42 +128,93 @@ fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::Set
     sys::loopback_up().map_err(|e| mounts::SetupError(format!("bring up lo: {e}")))
 }
 
-/// Forks the process that answers the `untrusted` filter's notifications: it names each
-/// refused syscall to the monitor once (`B <name>`; a bounded number of lines, so a loop of
-/// attempts cannot fill the init pipe and stall the box), then fails the call with EPERM.
-/// It is outside every filter (a child of PID 1, before the workload installs them) and
-/// non-dumpable like PID 1. Returns the socket the workload sends the listener on.
-fn start_supervisor(init_pipe: &OwnedFd) -> std::io::Result<OwnedFd> {
-    let (tx, rx) = std::os::unix::net::UnixStream::pair()?;
-    match sys::clone_fork(0)? {
-        Forked::Parent(_) => Ok(OwnedFd::from(tx)),
-        Forked::Child => {
-            drop(tx);
-            let mut byte = [0u8; 1];
-            let listener = match sys::recv_with_fds(rx.as_raw_fd(), &mut byte) {
-                Ok((_, mut fds)) if !fds.is_empty() => fds.swap_remove(0),
-                // The workload never got as far as its filters.
-                _ => sys::exit_now(0),
-            };
-            drop(rx);
-            let mut named: Vec<String> = Vec::new();
-            loop {
-                match sys::seccomp_recv(listener.as_fd()) {
-                    Ok(n) => {
-                        let name = super::seccomp::describe(n.nr, &n.args);
-                        if named.len() < 32 && !named.contains(&name) {
-                            // Before the answer: the line is in the pipe before the workload
-                            // can go on, and so before its exit is reported.
-                            send(init_pipe, &format!("{} {name}", msg::BLOCKED));
-                            named.push(name);
-                        }
-                        // ENOENT: the caller died meanwhile; nothing to answer.
-                        let _ = sys::seccomp_deny(listener.as_fd(), n.id, libc::EPERM);
-                    }
-                    Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOENT)) => {}
-                    Err(_) => sys::exit_now(0),
+/// `reap_until` for the `untrusted` profile: PID 1 also answers the notify filter. It names each
+/// refused syscall to the monitor once (`B <name>`, a bounded number of lines, so a loop of
+/// attempts cannot fill the init pipe and stall the box), then fails the call with EPERM. PID 1
+/// is outside every filter (the workload installs them after the fork), non-dumpable, and immune
+/// to signals from inside its own PID namespace, so the workload can't silence it.
+fn supervise_until(
+    workload: libc::pid_t,
+    rx: std::os::unix::net::UnixStream,
+    init_pipe: &OwnedFd,
+) -> i32 {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::signal::{SigSet, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use nix::sys::wait::WaitPidFlag;
+    let mut byte = [0u8; 1];
+    // The workload sends it just before exec; None: it never got that far (it has exited).
+    let mut listener = match sys::recv_with_fds(rx.as_raw_fd(), &mut byte) {
+        Ok((_, mut fds)) if !fds.is_empty() => Some(fds.swap_remove(0)),
+        _ => None,
+    };
+    drop(rx);
+    // SIGCHLD as a readable fd, so one poll waits for both children and notifications. Blocked
+    // only now: the workload was forked with the default mask.
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    let chld = match mask
+        .thread_block()
+        .and_then(|_| SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK))
+    {
+        Ok(fd) => fd,
+        // Without it, no notification can be waited for alongside the children: close the
+        // listener (the filter then answers ENOSYS, still refusing) and just reap.
+        Err(_) => {
+            drop(listener);
+            let _ = mask.thread_unblock();
+            return reap_until(workload);
+        }
+    };
+    let mut named: Vec<String> = Vec::new();
+    loop {
+        loop {
+            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == workload => return code,
+                Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == workload => {
+                    return 128 + sig as i32
                 }
+                Ok(WaitStatus::StillAlive) => break,
+                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return 255,
             }
+        }
+        let mut fds = vec![PollFd::new(chld.as_fd(), PollFlags::POLLIN)];
+        if let Some(l) = &listener {
+            fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
+        }
+        if poll(&mut fds, PollTimeout::NONE).is_err() {
+            continue;
+        }
+        let ready = fds
+            .get(1)
+            .and_then(|f| f.revents())
+            .unwrap_or(PollFlags::empty());
+        drop(fds);
+        while let Ok(Some(_)) = chld.read_signal() {}
+        let Some(l) = &listener else { continue };
+        if ready.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
+            // No process is left under the filter.
+            listener = None;
+            continue;
+        }
+        if !ready.contains(PollFlags::POLLIN) {
+            continue;
+        }
+        match sys::seccomp_recv(l.as_fd()) {
+            Ok(n) => {
+                let name = super::seccomp::describe(n.nr, &n.args);
+                if named.len() < 32 && !named.contains(&name) {
+                    // Before the answer: the line is in the pipe before the workload can go on,
+                    // and so before its exit is reported.
+                    send(init_pipe, &format!("{} {name}", msg::BLOCKED));
+                    named.push(name);
+                }
+                // ENOENT: the caller died meanwhile; nothing to answer.
+                let _ = sys::seccomp_deny(l.as_fd(), n.id, libc::EPERM);
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::ENOENT)) => {}
+            Err(_) => listener = None,
         }
     }
 }
