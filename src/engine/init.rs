@@ -304,8 +304,12 @@ fn exec_workload(
         Err(e) => fail("env", e),
     };
     // Last, with everything the exec needs in hand: from here on this process is filtered.
-    if let (Some(programs), Some(tx)) = (&spec.seccomp, listener_tx) {
-        if let Err(e) = enter_seccomp(programs, tx) {
+    if let Some(programs) = &spec.seccomp {
+        // Fail closed: no way to hand over the listener is no filter, and no workload.
+        let entered = listener_tx
+            .ok_or_else(|| std::io::Error::other("no socket for the listener"))
+            .and_then(|tx| enter_seccomp(programs, tx));
+        if let Err(e) = entered {
             fail("enter the untrusted seccomp profile", e);
         }
     }
