@@ -8,7 +8,7 @@
 const fs = require('fs');
 const path = require('path');
 const { requireRootfs, opts, makeCanaryFile, expectSandboxError } = require('./helpers');
-const { Sandbox, SandboxError } = require('..');
+const { Sandbox, SandboxError, withSandbox } = require('..');
 
 const X64 = process.arch === 'x64';
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
@@ -16,15 +16,6 @@ const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/ro
 beforeAll(() => requireRootfs());
 
 const untrusted = (extra = {}) => opts({ securityProfile: 'untrusted', ...extra });
-
-async function withBox(o, fn) {
-  const sb = await new Sandbox(o).open();
-  try {
-    return await fn(sb);
-  } finally {
-    await sb.close();
-  }
-}
 
 // Python prelude: `sc(nr, *args)` makes a raw syscall and returns 0 or the errno.
 const SC = [
@@ -65,7 +56,7 @@ function escapeProbe() {
 
 (X64 ? describe : describe.skip)('escape syscalls (x86_64 numbers)', () => {
   test('each fails with EPERM, and the fault names every one of them', async () => {
-    const r = await withBox(untrusted(), (sb) => sb.runCode(escapeProbe()));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(escapeProbe()));
     expect(r.exitCode).toBe(0);
     const out = JSON.parse(r.stdout);
     for (const name of Object.keys(ESCAPES)) expect([name, out[name]]).toEqual([name, 1]);
@@ -74,7 +65,7 @@ function escapeProbe() {
   });
 
   test('without the profile the same probe raises no fault and reaches the kernel', async () => {
-    const r = await withBox(opts(), (sb) => sb.runCode(escapeProbe()));
+    const r = await withSandbox(opts(), (sb) => sb.runCode(escapeProbe()));
     expect(r.fault).toBeNull();
     const out = JSON.parse(r.stdout);
     // The filter, not the kernel, answered EPERM above: unfiltered these reach the kernel's own
@@ -86,10 +77,10 @@ function escapeProbe() {
     const code = `${SC}
 print(json.dumps({"clone3": sc(435, 0, 0), "io_uring_setup": sc(425, 1, 0),
   "io_uring_enter": sc(426, -1, 0, 0, 0, 0), "x32_getpid": sc(0x40000000 | 39), "nr_1000": sc(1000)}))`;
-    const r = await withBox(untrusted(), (sb) => sb.runCode(code));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(code));
     expect(JSON.parse(r.stdout)).toEqual({ clone3: 38, io_uring_setup: 38, io_uring_enter: 38, x32_getpid: 38, nr_1000: 38 });
     expect(r.fault).toBeNull();
-    const plain = await withBox(opts(), (sb) => sb.runCode(code));
+    const plain = await withSandbox(opts(), (sb) => sb.runCode(code));
     // Unfiltered, clone3 with a NULL argument is EFAULT/EINVAL, never ENOSYS on this kernel.
     expect(JSON.parse(plain.stdout).clone3).not.toBe(38);
   });
@@ -109,7 +100,7 @@ try:
 except OSError as e:
     out["af_alg"] = e.errno
 print(json.dumps(out))`;
-    const r = await withBox(untrusted(), (sb) => sb.runCode(code));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(code));
     expect(JSON.parse(r.stdout)).toEqual({ unshare_user: 1, unshare_files: 0, clone_newns: 1, tiocsti: 1, tioclinux: 1, af_alg: 1 });
     for (const name of ['unshare with namespace flags', 'clone with namespace flags', 'ioctl\\(TIOCSTI\\)', 'ioctl\\(TIOCLINUX\\)', 'socket\\(AF_ALG\\)']) {
       expect(r.fault.message).toMatch(new RegExp(name));
@@ -123,10 +114,10 @@ m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
 m.write(bytes([0xb8, 20, 0, 0, 0, 0xcd, 0x80, 0xc3]))
 f = ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(m)))
 print("alive", f() != 0, flush=True)`;
-    const r = await withBox(untrusted(), (sb) => sb.runCode(code));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(code));
     expect(r.stdout).not.toMatch(/alive/);
     expect(r.fault).toEqual({ type: 'escape_blocked', message: expect.stringMatching(/foreign architecture/) });
-    const plain = await withBox(opts(), (sb) => sb.runCode(code));
+    const plain = await withSandbox(opts(), (sb) => sb.runCode(code));
     expect(plain.fault).toBeNull();
   });
 
@@ -138,7 +129,7 @@ if os.fork() == 0:
 _, st = os.wait()
 n = sum(1 for _ in range(10000) if sc(321, 0, 0, 0) == 1)
 print(os.waitstatus_to_exitcode(st), n)`;
-    const r = await withBox(untrusted(), (sb) => sb.runCode(code));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(code));
     expect(r.stdout.trim()).toBe('1 10000');
     expect(r.fault.type).toBe('escape_blocked');
     expect(r.fault.message.match(/\bbpf\b/g)).toHaveLength(1);
@@ -156,7 +147,7 @@ try:
 except OSError:
     pass
 print(sc(250, 0, 0, 0, 0, 0))`;
-    const r = await withBox(untrusted(), (sb) => sb.runCode(code));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(code));
     expect(r.stdout.trim()).toBe('1');
     expect(r.fault).toEqual({ type: 'escape_blocked', message: expect.stringMatching(/\bkeyctl\b/) });
   });
@@ -172,7 +163,7 @@ c = socket.create_connection(srv.getsockname()); a, _ = srv.accept(); c.sendall(
 with tempfile.NamedTemporaryFile(dir=".") as f: f.write(b"x"); f.flush(); size = os.path.getsize(f.name)
 with multiprocessing.Pool(2) as p: sq = p.map(abs, [-1, -2])
 print(sub, got.decode(), size, hashlib.sha256(b"").hexdigest()[:8], sq)`;
-    const r = await withBox(untrusted(), (sb) => sb.runCode(code));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(code));
     expect(r.fault).toBeNull();
     expect(r.stdout.trim()).toBe('sub ping 1 e3b0c442 [1, 2]');
   });
@@ -189,14 +180,14 @@ new Worker('require("worker_threads").parentPort.postMessage(6*7)', { eval: true
     });
   });
 });`;
-    const r = await withBox(untrusted(), (sb) => sb.runCode(js, { language: 'node' }));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(js, { language: 'node' }));
     expect(r.fault).toBeNull();
     expect(r.stdout.trim()).toBe('42 child pong');
   });
 
   test('bash: pipelines, substitution, background jobs, mktemp, text tools', async () => {
     const sh = 'x=$(echo abc | tr a-z A-Z); sleep 0.1 & wait; f=$(mktemp); printf "b\\na\\n" | sort > "$f"; echo "$x $(wc -l < "$f") $(head -1 "$f")"; awk "BEGIN{print 6*7}"';
-    const r = await withBox(untrusted(), (sb) => sb.runCode(sh, { language: 'bash' }));
+    const r = await withSandbox(untrusted(), (sb) => sb.runCode(sh, { language: 'bash' }));
     expect(r.fault).toBeNull();
     expect(r.stdout).toBe('ABC 2 a\n42\n');
   });
@@ -206,7 +197,7 @@ new Worker('require("worker_threads").parentPort.postMessage(6*7)', { eval: true
       throw new Error(`test rootfs (sci) missing at ${SCI}: build it with scripts/build-test-rootfs-sci.sh`);
     }
     const code = 'import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()\n6 * 7';
-    const r = await withBox(untrusted({ image: SCI }), (sb) => sb.runCode(code));
+    const r = await withSandbox(untrusted({ image: SCI }), (sb) => sb.runCode(code));
     expect(r.fault).toBeNull();
     expect(r.results.some((x) => x.png)).toBe(true);
     expect(r.results.some((x) => x.text === '42')).toBe(true);

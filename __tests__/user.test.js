@@ -6,20 +6,11 @@
 const fs = require('fs');
 const path = require('path');
 const { requireRootfs, opts, tempDirs, expectSandboxError } = require('./helpers');
-const { Sandbox, SandboxError } = require('..');
+const { Sandbox, SandboxError, withSandbox } = require('..');
 
 beforeAll(() => requireRootfs());
 const temp = tempDirs();
 afterAll(() => temp.removeAll());
-
-async function withBox(o, fn) {
-  const sb = await new Sandbox(o).open();
-  try {
-    return await fn(sb);
-  } finally {
-    await sb.close();
-  }
-}
 
 const WHO = 'echo "$(id -u):$(id -g) $(whoami 2>/dev/null || echo -)"; stat -c "%u:%g" .';
 
@@ -31,14 +22,14 @@ test('a name from the image (nobody), a number and a uid:gid pair each become th
     ['nobody:nogroup', /^65534:65534 nobody\n65534:65534\n$/],
     ['root', /^0:0 root\n0:0\n$/],
   ]) {
-    const r = await withBox(opts({ user }), (sb) => sb.run(['sh', '-c', WHO]));
+    const r = await withSandbox(opts({ user }), (sb) => sb.run(['sh', '-c', WHO]));
     expect([user, r.stdout]).toEqual([user, expect.stringMatching(want)]);
   }
 });
 
 test('what the account writes lands owned by the workspace owner, and closed files stay readable from the host', async () => {
   const ws = temp.temp('kern-user-');
-  await withBox(opts({ user: 'nobody', workspace: ws }), async (sb) => {
+  await withSandbox(opts({ user: 'nobody', workspace: ws }), async (sb) => {
     const r = await sb.runCode(
       'import os\nos.makedirs("private", mode=0o700)\nwith open("private/key", "w") as f: f.write("s3cret")\nos.chmod("private/key", 0o600)\nprint(os.getuid())'
     );
@@ -56,7 +47,7 @@ test('what the account writes lands owned by the workspace owner, and closed fil
 });
 
 test('the account applies to kernels and to the setup box too', async () => {
-  await withBox(opts({ user: 'nobody', setup: 'id -u > setup-uid' }), async (sb) => {
+  await withSandbox(opts({ user: 'nobody', setup: 'id -u > setup-uid' }), async (sb) => {
     expect((await sb.readFile('setup-uid')).toString()).toBe('65534\n');
     const k = await sb.kernel();
     try {
@@ -69,7 +60,7 @@ test('the account applies to kernels and to the setup box too', async () => {
 });
 
 test('an account other than root has no capability and cannot take root back', async () => {
-  const r = await withBox(opts({ user: 'nobody' }), (sb) =>
+  const r = await withSandbox(opts({ user: 'nobody' }), (sb) =>
     sb.run(['sh', '-c', 'grep ^CapEff /proc/self/status; su -c true root </dev/null 2>&1 >/dev/null && echo became-root; touch /etc/x 2>/dev/null && echo wrote-etc; echo done'])
   );
   expect(r.stdout).toMatch(/^CapEff:\s+0+\n/);
