@@ -84,6 +84,8 @@ pub struct Config {
     pub apparmor: Option<String>,
     /// Capabilities boxes keep: all but those `capDrop` names (none by default).
     pub keep_caps: Vec<u32>,
+    /// Host character devices every box gets (`vgpio:` profiles).
+    pub devices: Vec<crate::engine::spec::DeviceSpec>,
 }
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
@@ -336,6 +338,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         network: Network::None,
         apparmor: None,
         keep_caps: Vec::new(),
+        devices: Vec::new(),
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -461,9 +464,14 @@ pub fn parse(v: &Value) -> Result<Config> {
         }
     }
     if let Some(v) = get("profiles").filter(|v| !v.is_null()) {
-        if !strings("profiles", v)?.is_empty() {
-            return Err(not_built("`profiles` (kern.toml resource profiles)"));
-        }
+        // After memoryMb, cpus, mounts and tmpfs: a profile yields to those options and must
+        // not land on their paths.
+        super::profiles::apply(
+            &mut cfg,
+            &strings("profiles", v)?,
+            get("memoryMb"),
+            get("cpus"),
+        )?;
     }
     if let Some(v) = get("env").filter(|v| !v.is_null()) {
         cfg.env = parse_env(v)?;
@@ -552,6 +560,9 @@ pub fn check_early(options: &Value) -> Result<()> {
             return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
         }
         egress_policy(&entries)?;
+    }
+    if let Some(v) = map.get("profiles").filter(|v| !v.is_null()) {
+        super::profiles::check_tokens(&strings("profiles", v)?)?;
     }
     Ok(())
 }

@@ -272,6 +272,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         egress: None,
         apparmor: None,
         keep_caps: Vec::new(),
+        devices: Vec::new(),
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
