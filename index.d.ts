@@ -179,11 +179,13 @@ export interface SandboxOptions {
    *
    * Not built yet in 0.1: passing it throws SandboxError. */
   persistTtlS?: number;
-  /** Memory limit in MiB (kern `--memory`), counting the box's `/tmp` scratch. Default 512. `null`
-   * means no memory limit (and, once `profiles` are built, defers to a `vcpu:` profile's `memory=`).
-   * Exceeding it ends the call with an `oom` fault. */
+  /** Memory limit in MiB (kern `--memory`), counting the box's `/tmp` scratch and any `vdisk:`
+   * profile. Default 512, and that default is an explicit value: it wins over a `vcpu:` profile's
+   * `memory`. `null` means no limit of its own: a `vcpu:` profile's `memory` applies when there is
+   * one, else the box is uncapped. Exceeding it ends the call with an `oom` fault. */
   memoryMb?: number | null;
-  /** CPU limit in cores (kern `--cpus`). Default null: no CPU limit. */
+  /** CPU limit in cores (kern `--cpus`). Default null: no limit of its own, so a `vcpu:` profile's
+   * `cpus` applies when there is one, else no CPU limit. A number wins over the profile. */
   cpus?: number | null;
   /** Maximum number of tasks in the box, which stops fork bombs (kern `--pids-limit`). Default 256. */
   pids?: number | null;
@@ -265,9 +267,47 @@ export interface SandboxOptions {
    * referring to a `[[vcpu]]`, `[[vgpio]]` or `[[vdisk]]` section of `~/.config/kern/kern.toml`: a
    * CPU/memory allotment, a set of GPIO/I2C/SPI devices (the only route to host hardware), or a
    * size-limited scratch disk. Every entry must be a known prefix plus an alphanumeric name, so an
-   * entry cannot be used to inject a command-line flag.
+   * entry cannot be used to inject a command-line flag: an entry must match
+   * `^(vcpu|vgpio|vdisk):[A-Za-z0-9]{1,64}$`, checked by the constructor.
    *
-   * Not built yet in 0.1: a non-empty value throws SandboxError.
+   * The file is `$KERN_CONFIG` when set (an absolute path), else `~/.config/kern/kern.toml`. It is
+   * read at `open()`, and only when `profiles` is non-empty:
+   *
+   * ```toml
+   * [[vcpu]]                # a CPU + memory slice; at most one per Sandbox
+   * name = "heavy"          # 1-64 ASCII letters or digits, unique within its kind
+   * cpus = 1.5              # optional: cores, > 0
+   * memory = "2G"           # optional: "512M", "2G", or an integer number of bytes (`memory_mb` is refused)
+   *
+   * [[vgpio]]               # host devices: the only way to grant a box hardware
+   * name = "leds"
+   * devices = ["/dev/gpiochip0", "/dev/i2c-1"]   # character devices only
+   *
+   * [[vdisk]]               # a size-capped scratch area, fresh in every box
+   * name = "scratch"
+   * size = "256M"           # same forms as `memory`
+   * path = "/scratch"       # optional: an absolute box path, default /scratch
+   * ```
+   *
+   * - `vcpu`: explicit options win. `memoryMb` left out is its 512 default, which wins; only
+   *   `memoryMb: null` lets the profile's `memory` apply (uncapped if it has none). `cpus` left out
+   *   or null lets the profile's `cpus` apply; a number wins.
+   * - `vgpio`: each device is resolved on the host (symlinks such as `/dev/serial/by-id/...`
+   *   followed to the real node, which must be a character device; `/dev/mem`, `/dev/kmem` and
+   *   `/dev/port` are refused) and bound read-write into the box at the path as written when it is
+   *   under `/dev`, else at `/dev/<file name>`, never over the box's own `/dev` nodes. kern binds
+   *   only the node it checked (same inode and device number): one replaced after `open()` makes
+   *   the call a `startup_failed` fault. The node's host permissions still apply: rootless the
+   *   box's uid is yours; run as root, the box is an unprivileged host id, which must be able to
+   *   reach and open the node (its mode, group or ACL).
+   * - `vdisk`: in 0.1 a tmpfs with that size, so it is memory-backed and counts toward `memoryMb`:
+   *   writing past `size` fails with ENOSPC, and writing past `memoryMb` ends in an `oom` fault
+   *   that names the scratch. Its `path` must not be `/`, under `/proc`, `/dev`, `/sys`, `/etc`
+   *   or `/tmp`, over or inside the workspace, or overlap a `tmpfs` or `mounts` target.
+   *
+   * Every mistake throws SandboxError from `open()`, naming the file and line (`kern.toml:7: ...`)
+   * where there is one: an unknown entry or kind, a missing file, malformed TOML, an unknown key, a
+   * duplicate name, a missing or non-character device, a bad size or path, two `vcpu` entries.
    */
   profiles?: string[];
   /** Extra environment variables for the code, on top of PATH, HOME, LANG and HOSTNAME (yours win).

@@ -257,6 +257,34 @@ async function openAndClose(Sandbox, o) {
   }
 }
 
+/** Reads the memory/pids/cpu caps of the cgroup `pid` is in, from the host side (v1 or v2). */
+function hostCgroupCaps(pid) {
+  const lines = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
+  const v1 = {};
+  let v2 = null;
+  for (const l of lines) {
+    const [, ctrls, p] = l.match(/^\d+:([^:]*):(.*)$/);
+    if (ctrls === '') v2 = p;
+    for (const c of ctrls.split(',')) v1[c] = p;
+  }
+  const rd = (f) => fs.readFileSync(f, 'utf8').trim();
+  if (fs.existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes')) {
+    const quota = Number(rd(`/sys/fs/cgroup/cpu${v1.cpu}/cpu.cfs_quota_us`));
+    const period = Number(rd(`/sys/fs/cgroup/cpu${v1.cpu}/cpu.cfs_period_us`));
+    return {
+      memory: Number(rd(`/sys/fs/cgroup/memory${v1.memory}/memory.limit_in_bytes`)),
+      pids: rd(`/sys/fs/cgroup/pids${v1.pids}/pids.max`),
+      cpus: quota > 0 ? quota / period : null,
+    };
+  }
+  const [q, per] = rd(`/sys/fs/cgroup${v2}/cpu.max`).split(' ');
+  return {
+    memory: Number(rd(`/sys/fs/cgroup${v2}/memory.max`)),
+    pids: rd(`/sys/fs/cgroup${v2}/pids.max`),
+    cpus: q === 'max' ? null : Number(q) / Number(per),
+  };
+}
+
 /** A compact description of a result for failure messages. */
 function describeResult(r) {
   if (!r) return String(r);
@@ -342,4 +370,5 @@ module.exports = {
   expectSandboxError,
   openAndClose,
   describeResult,
+  hostCgroupCaps,
 };

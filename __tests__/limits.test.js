@@ -15,6 +15,7 @@ const {
   makeTempDir,
   summary,
   expectOk,
+  hostCgroupCaps,
 } = require('./helpers');
 
 const { Sandbox } = require('..');
@@ -37,34 +38,6 @@ async function withOpen(o, fn) {
 function splitMarker() {
   const m = uniqueName('mk');
   return { a: m.slice(0, 8), b: m.slice(8), whole: m };
-}
-
-/** Reads the memory/pids/cpu caps of the cgroup `pid` is in, from the host side (v1 or v2). */
-function hostCgroupCaps(pid) {
-  const lines = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
-  const v1 = {};
-  let v2 = null;
-  for (const l of lines) {
-    const [, ctrls, p] = l.match(/^\d+:([^:]*):(.*)$/);
-    if (ctrls === '') v2 = p;
-    for (const c of ctrls.split(',')) v1[c] = p;
-  }
-  const rd = (f) => fs.readFileSync(f, 'utf8').trim();
-  if (fs.existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes')) {
-    const quota = Number(rd(`/sys/fs/cgroup/cpu${v1.cpu}/cpu.cfs_quota_us`));
-    const period = Number(rd(`/sys/fs/cgroup/cpu${v1.cpu}/cpu.cfs_period_us`));
-    return {
-      memory: Number(rd(`/sys/fs/cgroup/memory${v1.memory}/memory.limit_in_bytes`)),
-      pids: rd(`/sys/fs/cgroup/pids${v1.pids}/pids.max`),
-      cpus: quota > 0 ? quota / period : null,
-    };
-  }
-  const [q, per] = rd(`/sys/fs/cgroup${v2}/cpu.max`).split(' ');
-  return {
-    memory: Number(rd(`/sys/fs/cgroup${v2}/memory.max`)),
-    pids: rd(`/sys/fs/cgroup${v2}/pids.max`),
-    cpus: q === 'max' ? null : Number(q) / Number(per),
-  };
 }
 
 describe('memory', () => {

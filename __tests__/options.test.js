@@ -42,9 +42,6 @@ describe('not built in this release: refused with a SandboxError naming the opti
     ['name', { name: 'box1' }, /name/],
     ['persist', { persist: true }, /persist/],
     ['persistTtlS', { persistTtlS: 60 }, /persistTtlS/],
-    ['profiles', { profiles: ['vcpu:heavy'] }, /profiles/],
-    ['securityProfile', { securityProfile: 'untrusted' }, /securityProfile/],
-    ['user', { user: '1000:1000' }, /user/],
   ])('%s', async (_label, extra, re) => {
     await expectRefused(opts(extra), re);
   });

@@ -7,7 +7,7 @@
 //! binds so nothing is ever mounted beneath a directory the box can write.
 
 use super::rootfs::{Entry, RootPlan};
-use super::spec::{BindSpec, BoxSpec, TmpfsSpec};
+use super::spec::{BindSpec, BoxSpec, DeviceSpec, TmpfsSpec};
 use super::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::fs;
@@ -181,6 +181,12 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
     } else {
         Vec::new()
     };
+    // Devices too: a node the caller made under /tmp would be hidden by the stage.
+    let device_fds = spec
+        .devices
+        .iter()
+        .map(open_device)
+        .collect::<Result<Vec<_>, _>>()?;
     let root = Path::new(STAGE);
     tmpfs(root, 1 << 20, 0o755, nosuid_nodev)?;
 
@@ -224,7 +230,7 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
         }
     }
 
-    build_dev(root)?;
+    build_dev(root, &spec.devices, &device_fds)?;
     for t in &spec.tmpfs {
         mount_scratch(root, t)?;
     }
@@ -341,7 +347,7 @@ fn mount_scratch(root: &Path, t: &TmpfsSpec) -> Result<(), SetupError> {
     )
 }
 
-fn build_dev(root: &Path) -> Result<(), SetupError> {
+fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(), SetupError> {
     let dev = root.join("dev");
     new_tmpfs(
         &dev,
@@ -386,6 +392,9 @@ fn build_dev(root: &Path) -> Result<(), SetupError> {
         0o1777,
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
     )?;
+    for (d, fd) in devices.iter().zip(fds) {
+        bind_device(root, d, fd)?;
+    }
     sys::mount_setattr(dev.to_str().unwrap_or_default(), MOUNT_ATTR_RDONLY, false)
         .ctx(|| "make /dev read-only".into())
 }
@@ -466,18 +475,8 @@ fn open_entry(image: &OwnedFd, name: &str, dir: bool) -> Result<OwnedFd, SetupEr
 /// caller checked: a source swapped since (for a symlink to something the caller would have
 /// refused) is never mounted.
 fn open_bind_source(b: &BindSpec) -> Result<OwnedFd, SetupError> {
-    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-    let rel = b.source.strip_prefix("/").unwrap_or(&b.source);
-    let top = open_dir(Path::new("/")).ctx(|| "open /".into())?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     let what = || format!("open the mount source {}", b.source.display());
-    let fd = if rel.as_os_str().is_empty() {
-        top
-    } else {
-        openat2(&top, rel, how).ctx(what)?
-    };
+    let fd = open_no_follow(&b.source).ctx(what)?;
     let st = nix::sys::stat::fstat(&fd).ctx(what)?;
     if st.st_dev != b.dev || st.st_ino != b.ino {
         return Err(SetupError(format!(
@@ -486,6 +485,81 @@ fn open_bind_source(b: &BindSpec) -> Result<OwnedFd, SetupError> {
         )));
     }
     Ok(fd)
+}
+
+/// Opens `source` as O_PATH from `/` with no symlink (or magic link) anywhere in it.
+fn open_no_follow(source: &Path) -> io::Result<OwnedFd> {
+    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    let rel = source.strip_prefix("/").unwrap_or(source);
+    let top = open_dir(Path::new("/"))?;
+    if rel.as_os_str().is_empty() {
+        return Ok(top);
+    }
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    Ok(openat2(&top, rel, how)?)
+}
+
+/// Opens a `vgpio` device node again, without following symlinks, and checks it is still the
+/// character device the caller checked (same inode, same device number).
+fn open_device(d: &DeviceSpec) -> Result<OwnedFd, SetupError> {
+    use nix::sys::stat::SFlag;
+    let what = || format!("open the device {}", d.source.display());
+    let fd = open_no_follow(&d.source).ctx(what)?;
+    let st = nix::sys::stat::fstat(&fd).ctx(what)?;
+    let chr = SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFCHR;
+    if !chr || st.st_dev != d.dev || st.st_ino != d.ino || st.st_rdev != d.rdev {
+        return Err(SetupError(format!(
+            "the device {} changed after it was checked; refusing to bind it",
+            d.source.display()
+        )));
+    }
+    Ok(fd)
+}
+
+/// Binds one checked device node at its place under the box's `/dev` (our own tmpfs). No
+/// `nodev` on it: the node is the point. The target must be new, so a device can never shadow
+/// one of the box's own nodes.
+fn bind_device(root: &Path, d: &DeviceSpec, fd: &OwnedFd) -> Result<(), SetupError> {
+    let rel = d.target.strip_prefix("/dev/").unwrap_or_default();
+    if rel.is_empty()
+        || rel
+            .split('/')
+            .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err(SetupError(format!(
+            "device target {:?} is not a normalised path under /dev",
+            d.target
+        )));
+    }
+    let parts: Vec<&str> = rel.split('/').collect();
+    let Some((name, dirs)) = parts.split_last() else {
+        return Err(SetupError(format!("device target {:?} is empty", d.target)));
+    };
+    let mut target = root.join("dev");
+    // Parent directories are made here, one by one, and never reached through one of /dev's
+    // symlinks (`fd` points into /proc).
+    for dir in dirs {
+        target.push(dir);
+        mkdir(&target, 0o755)?;
+        if !fs::symlink_metadata(&target).is_ok_and(|m| m.is_dir()) {
+            return Err(SetupError(format!(
+                "device target {}: {} is not a directory of the box's /dev",
+                d.target,
+                target.display()
+            )));
+        }
+    }
+    target.push(name);
+    fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&target)
+        .map(drop)
+        .ctx(|| format!("create the mount point for the device {}", d.target))?;
+    bind(&fd_path(fd), &target, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)
 }
 
 /// Mounts `ws/rel` read-only over itself, reached through an fd opened without following

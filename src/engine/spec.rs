@@ -104,6 +104,9 @@ pub struct BoxSpec {
     /// stops come back as `escape_blocked`.
     #[serde(default)]
     pub seccomp: Option<super::seccomp::Programs>,
+    /// Host character devices bound into the box's `/dev` (the `vgpio:` profiles), read-write.
+    #[serde(default)]
+    pub devices: Vec<DeviceSpec>,
 }
 
 /// Where the egress relay listens inside the box.
@@ -123,6 +126,22 @@ pub struct BindSpec {
     pub dir: bool,
     pub dev: u64,
     pub ino: u64,
+}
+
+/// One host character device bound into the box. The caller resolved `source` (symlinks and
+/// all) to the real node and recorded its identity; `kern` opens that path again without
+/// following symlinks and binds it only if it is still this node.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct DeviceSpec {
+    /// The real node on the host (canonical, no symlinks in it).
+    pub source: PathBuf,
+    /// Absolute, normalised path in the box, under `/dev/`.
+    pub target: String,
+    pub dev: u64,
+    pub ino: u64,
+    /// The device number the node stands for (major/minor): an inode reused for another device
+    /// is refused too.
+    pub rdev: u64,
 }
 
 /// What goes at `/etc/<name>`.

@@ -5,6 +5,7 @@ pub mod kernel;
 pub mod mounts;
 pub mod network;
 pub mod options;
+pub mod profiles;
 mod pyc;
 pub mod setup;
 mod warm;
@@ -339,6 +340,7 @@ impl Opened {
             apparmor: cfg.apparmor.clone(),
             keep_caps: cfg.keep_caps.clone(),
             seccomp: cfg.seccomp.clone(),
+            devices: cfg.devices.clone(),
         };
         match &cfg.network {
             options::Network::None => {}
@@ -349,8 +351,8 @@ impl Opened {
     }
 
     /// A box for the session's own work (the pyc build, the requireLimits probe): the image's
-    /// posture (account, limits, scratch, AppArmor) without the caller's mounts, deps, `env` or
-    /// network.
+    /// posture (account, limits, scratch, AppArmor) without the caller's mounts, devices, deps,
+    /// `env` or network.
     fn bare_spec(
         &self,
         argv: Vec<String>,
@@ -359,6 +361,7 @@ impl Opened {
     ) -> BoxSpec {
         let mut spec = self.spec(argv, &[], timeout_ms, false, workspace);
         spec.binds.clear();
+        spec.devices.clear();
         spec.readonly_in_workspace.clear();
         spec.env = self.base_env.clone();
         spec.host_network = false;

@@ -199,7 +199,7 @@ fn stat_id(p: &Path) -> Option<Id> {
     stat(p).ok().map(|st| id_of(&st))
 }
 
-fn no_openat2() -> Error {
+pub(super) fn no_openat2() -> Error {
     Error::Runtime(
         "mounts need openat2, which this kernel lacks (Linux 5.6 or later is needed)".into(),
     )
@@ -207,7 +207,7 @@ fn no_openat2() -> Error {
 
 /// `openat2` of an absolute path, resolved from `/`, with no symlink or magic link anywhere in
 /// it: a component swapped for a symlink after `canonicalize` fails with ELOOP.
-fn open_no_symlinks(path: &Path) -> nix::Result<OwnedFd> {
+pub(super) fn open_no_symlinks(path: &Path) -> nix::Result<OwnedFd> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);

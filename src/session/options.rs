@@ -89,6 +89,8 @@ pub struct Config {
     pub user: Option<String>,
     /// `securityProfile: "untrusted"`: the seccomp programs every box runs under.
     pub seccomp: Option<crate::engine::seccomp::Programs>,
+    /// Host character devices every box gets (`vgpio:` profiles).
+    pub devices: Vec<crate::engine::spec::DeviceSpec>,
 }
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
@@ -362,6 +364,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         keep_caps: Vec::new(),
         seccomp: None,
         user: None,
+        devices: Vec::new(),
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.
@@ -487,9 +490,14 @@ pub fn parse(v: &Value) -> Result<Config> {
         }
     }
     if let Some(v) = get("profiles").filter(|v| !v.is_null()) {
-        if !strings("profiles", v)?.is_empty() {
-            return Err(not_built("`profiles` (kern.toml resource profiles)"));
-        }
+        // After memoryMb, cpus, mounts and tmpfs: a profile yields to those options and must
+        // not land on their paths.
+        super::profiles::apply(
+            &mut cfg,
+            &strings("profiles", v)?,
+            get("memoryMb"),
+            get("cpus"),
+        )?;
     }
     if let Some(v) = get("env").filter(|v| !v.is_null()) {
         cfg.env = parse_env(v)?;
@@ -585,6 +593,9 @@ pub fn check_early(options: &Value) -> Result<()> {
             return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
         }
         egress_policy(&entries)?;
+    }
+    if let Some(v) = map.get("profiles").filter(|v| !v.is_null()) {
+        super::profiles::check_tokens(&strings("profiles", v)?)?;
     }
     Ok(())
 }

@@ -284,6 +284,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
             ),
             None => None,
         },
+        devices: Vec::new(),
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
