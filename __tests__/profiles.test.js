@@ -20,7 +20,7 @@ const {
   summary,
   expectOk,
 } = require('./helpers');
-const { Sandbox, SandboxError } = require('..');
+const { Sandbox, SandboxError, withSandbox } = require('..');
 
 // Jest gives each test file its own `process.env` copy: the addon reads the real one.
 const realEnv = require('vm').runInThisContext('process').env;
@@ -49,14 +49,7 @@ function kernToml(text) {
   return file;
 }
 
-async function withOpen(extra, fn) {
-  const s = await new Sandbox(opts(extra)).open();
-  try {
-    return await fn(s);
-  } finally {
-    await s.close();
-  }
-}
+const withOpen = (extra, fn) => withSandbox(opts(extra), fn);
 
 async function refused(extra, ...patterns) {
   return expectSandboxError(() => openAndClose(Sandbox, opts(extra)), SandboxError, ...patterns);
@@ -119,6 +112,18 @@ describe('vcpu: caps from the profile, explicit options first', () => {
 
   test('memoryMb left out is the 512 default, which wins; cpus left out takes the profile', async () => {
     expect(await effectiveCaps({ profiles: ['vcpu:heavy'] })).toEqual({ memory: 512 * MiB, cpus: 1.5 });
+  });
+
+  test('the default overriding a profile\'s memory is said once, in the first call\'s runtimeNotes', async () => {
+    const notes = await withOpen({ profiles: ['vcpu:heavy'] }, async (s) => {
+      const first = await s.run(['true']);
+      const second = await s.run(['true']);
+      return [first.runtimeNotes.join('\n'), second.runtimeNotes.join('\n')];
+    });
+    expect(notes[0]).toMatch(/profile vcpu:heavy sets memory to 300 MiB, but memoryMb's default of 512 MiB applies.*memoryMb: null/);
+    expect(notes[1]).not.toMatch(/vcpu:heavy/);
+    const withNull = await withOpen({ memoryMb: null, profiles: ['vcpu:heavy'] }, (s) => s.run(['true']));
+    expect(withNull.runtimeNotes.join('\n')).not.toMatch(/vcpu:heavy/);
   });
 
   test('explicit memoryMb and cpus win over the profile', async () => {

@@ -159,6 +159,8 @@ const SPARES: usize = 2;
 
 struct Opened {
     config: Config,
+    /// `config.notes`, until the first call takes them.
+    option_notes: std::sync::Mutex<Vec<String>>,
     /// The resolved image; holding it marks the image in use in the store.
     image: crate::image::Image,
     /// The workload's environment before per-call additions.
@@ -403,6 +405,18 @@ impl Opened {
         }
     }
 
+    /// What the session's options and network did during a call, as runtime notes; the
+    /// options' own notes come with the first call only.
+    fn session_notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .option_notes
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default();
+        notes.extend(self.network_notes());
+        notes
+    }
+
     /// What the session's network did during a call, as runtime notes.
     fn network_notes(&self) -> Vec<String> {
         match (&self.config.network, &self.proxy) {
@@ -563,6 +577,7 @@ impl Sandbox {
             .filter_map(|_| Kern::spawn(&self.kern, &config.limits).ok())
             .collect();
         let opened = Arc::new(Opened {
+            option_notes: std::sync::Mutex::new(config.notes.clone()),
             config,
             image,
             base_env,
@@ -802,7 +817,7 @@ impl Sandbox {
             // this one for the CPU.
             opened.fill_pool(&opened, &self.kern);
             let mut r = r?;
-            for n in opened.network_notes() {
+            for n in opened.session_notes() {
                 push_note(&mut r.stderr, &n);
             }
             r.files = workspace_changes(before, &workspace, &mut r.stderr).await;
@@ -840,7 +855,7 @@ impl Sandbox {
             return Err(Error::Invalid(why));
         }
         drop(line);
-        let mut notes = opened.network_notes();
+        let mut notes = opened.session_notes();
         let results = match results_rx {
             Some(rx) => {
                 let (bytes, capped) = match tokio::time::timeout(RESULTS_GRACE, rx).await {

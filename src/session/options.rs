@@ -91,6 +91,8 @@ pub struct Config {
     pub seccomp: Option<crate::engine::seccomp::Programs>,
     /// Host character devices every box gets (`vgpio:` profiles).
     pub devices: Vec<crate::engine::spec::DeviceSpec>,
+    /// Runtime notes about the options, given with the session's first call.
+    pub notes: Vec<String>,
 }
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
@@ -365,6 +367,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         seccomp: None,
         user: None,
         devices: Vec::new(),
+        notes: Vec::new(),
     };
 
     // Mutually exclusive before "not built": the mistake is the combination.

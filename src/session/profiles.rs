@@ -757,6 +757,16 @@ fn apply_from(
     let chosen = load(&path, &tokens, &taken)?;
     if let Some(v) = &chosen.vcpu {
         with_vcpu(&mut cfg.limits, v, memory_option, cpus_option);
+        // The spec's precedence, said aloud: an absent memoryMb is its 512 MiB default.
+        if let (None, Some(bytes)) = (memory_option, v.memory_bytes) {
+            let name = tokens.iter().find(|t| t.kind == Kind::Vcpu);
+            cfg.notes.push(format!(
+                "note: profile {} sets memory to {} MiB, but memoryMb's default of {} MiB applies (an explicit option wins over a profile, and memoryMb defaults to 512); pass memoryMb: null to let the profile's memory apply",
+                name.map(ToString::to_string).unwrap_or_default(),
+                bytes >> 20,
+                super::options::DEFAULT_MEMORY_MB
+            ));
+        }
     }
     cfg.devices = chosen.devices;
     cfg.tmpfs.extend(chosen.disks);
