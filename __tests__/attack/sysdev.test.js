@@ -246,9 +246,9 @@ for k in (k1, k2):
     expect(res.j['user/user']).toMatch(/^(ENOKEY|EACCES|EPERM|EKEYREVOKED)$/);
   });
 
-  // REAL HOLE (found by this suite): kern never gives the box a fresh session keyring, so the box
-  // inherits the caller's and, as a possessor, reads every key in it. Failing until fixed.
-  test.failing("the caller's session keyring secret is not reachable from the box (kern must not hand its session keyring down)", () => {
+  // Found by this suite: the box used to inherit the caller's session keyring and, as a
+  // possessor, read every key in it. The box's PID 1 now joins a new, empty one.
+  test("the caller's session keyring secret is not reachable from the box (kern must not hand its session keyring down)", () => {
     for (const [k, v] of Object.entries(res.j)) expect({ [k]: v }).toEqual({ [k]: expect.not.stringContaining(secret) });
     expect(res.j['session/sion']).toMatch(/^(ENOKEY|EACCES|EPERM|EKEYREVOKED)$/);
   });

@@ -61,6 +61,15 @@ pub fn pid1(
         send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, e.0));
         sys::exit_now(1);
     }
+    // The caller's session keyring is inherited through fork and would stay readable by the
+    // box (keys are readable by whoever possesses their keyring): start an empty one.
+    if let Err(e) = sys::new_session_keyring() {
+        send(
+            &init_pipe,
+            &format!("{} join a new session keyring: {e}", msg::SETUP_FAILED),
+        );
+        sys::exit_now(1);
+    }
     let Passed { channel, egress } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
         if let Err(err) = super::relay::start(e.port, line) {

@@ -626,3 +626,21 @@ pub fn seccomp_deny(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result
     } as libc::c_long)?;
     Ok(())
 }
+
+/// Gives the calling process (and what it forks) a new, empty, anonymous session keyring, so
+/// nothing of the caller's session keyring is reachable. `KEYCTL_JOIN_SESSION_KEYRING` (1) with
+/// a NULL name. A kernel without keyrings (ENOSYS) has nothing to hand down.
+pub fn new_session_keyring() -> io::Result<()> {
+    const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
+    // SAFETY: a NULL name pointer asks for an anonymous keyring; no memory is passed.
+    match check(unsafe {
+        libc::syscall(
+            libc::SYS_keyctl,
+            KEYCTL_JOIN_SESSION_KEYRING,
+            std::ptr::null::<libc::c_char>(),
+        )
+    }) {
+        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => Ok(()),
+        r => r.map(drop),
+    }
+}
