@@ -200,7 +200,7 @@ describe('privileges', () => {
   test('box root is never host root: the workload runs as an unprivileged host uid', async () => {
     const marker = uniqueName('idmap');
     let hostUid = null;
-    const r = await sb.run(['sh', '-c', `cat /proc/self/uid_map; echo ready; sleep 2; : ${marker}`], {
+    const r = await sb.run(['sh', '-c', `id -u; echo ready; sleep 2; : ${marker}`], {
       onStdout: (c) => {
         if (hostUid !== null || !c.toString().includes('ready')) return;
         const [p] = hostProcessesMatching(marker);
@@ -208,17 +208,13 @@ describe('privileges', () => {
       },
     });
     expectOk(r);
-    const [inside, outside, count] = r.stdout.trim().split('\n')[0].trim().split(/\s+/).map(Number);
-    expect(inside).toBe(0);
-    // The box's uid 0 is what the host sees for the workload's process.
-    expect(hostUid).toBe(outside);
+    // Root in the box; on the host, what the host's /proc says the process is.
+    expect(r.stdout.split('\n')[0]).toBe('0');
     if (isRoot) {
       // Root maps the box to a range of unprivileged host ids, never to host uid 0.
-      expect(outside).not.toBe(0);
-      expect(count).toBe(65536);
+      expect(hostUid).toBeGreaterThanOrEqual(65536);
     } else {
-      expect(outside).toBe(process.getuid());
-      expect(count).toBe(1);
+      expect(hostUid).toBe(process.getuid());
     }
   });
 
@@ -252,10 +248,11 @@ describe('privileges', () => {
       ].join('\n')
     );
     expectOk(r);
-    const [unshare, capEff, max] = r.stdout.trim().split('\n');
-    expect(unshare).toMatch(/^unshare -1 /);
+    const [unshare, capEff] = r.stdout.trim().split('\n');
+    // Refused by the limit: the box's one nested namespace (the one that locks its mounts)
+    // is all its user namespace may hold.
+    expect(unshare).toMatch(/^unshare -1 (No space left on device|Operation not permitted)$/);
     expect(capEff).toBe('0000000000000000');
-    expect(max).toBe('0');
     // The host's own limit is untouched.
     expect(Number(fs.readFileSync('/proc/sys/user/max_user_namespaces', 'utf8'))).toBeGreaterThan(0);
   });

@@ -194,14 +194,13 @@ describe('with every capability kept (capDrop: [])', () => {
     guard.assertUntouched();
   });
 
-  // REAL HOLE (found by this suite): with capDrop [] the box holds CAP_SYS_ADMIN over its own mount
-  // namespace, and the read-only image binds are not locked, so `mount -o remount,bind,rw /usr`
-  // succeeds and the box writes into the HOST's image directory — as root through the idmapped
-  // mount, so the files land owned by host uid 0, set-id bits included (a setuid-root binary on
-  // the host). Marked failing until the mounts are locked; the assertions are the safe behaviour.
-  // Rootless, the box's root is the invoking user, who does not own the root-owned test image, so
-  // the write fails there (an image pulled into the user's own KERN_HOME would not be so lucky).
-  (process.getuid() === 0 ? test.failing : test)('remounting the image read-write (mount -o remount,rw and MS_BIND|MS_REMOUNT) cannot make the host image writable', async () => {
+  // Found by this suite: with capDrop [] the box holds CAP_SYS_ADMIN over its own mount
+  // namespace, and the read-only image binds used to be remountable, so `mount -o
+  // remount,bind,rw /usr` let the box write into the HOST's image directory, as root through the
+  // idmapped mount (files owned by host uid 0, set-id bits included). The box's PID 1 now locks
+  // its mounts (a nested user namespace with a copy of the mount namespace): the assertions are
+  // the safe behaviour, root and rootless.
+  test('remounting the image read-write (mount -o remount,rw and MS_BIND|MS_REMOUNT) cannot make the host image writable', async () => {
     const victimRel = 'usr/share/base-files/motd';
     const victim = path.join(ROOTFS, victimRel);
     const before = fileState(victim);
@@ -239,8 +238,8 @@ describe('with every capability kept (capDrop: [])', () => {
     }
   });
 
-  // HOLE (same cause, smaller): depsReadonly does not hold against a box that keeps CAP_SYS_ADMIN.
-  test.failing('/workspace/.deps stays read-only: neither a remount nor an umount lets the box rewrite dependencies', async () => {
+  // Same cause, same fix: depsReadonly held only against a box without CAP_SYS_ADMIN.
+  test('/workspace/.deps stays read-only: neither a remount nor an umount lets the box rewrite dependencies', async () => {
     fs.mkdirSync(path.join(capsWs, '.deps'), { recursive: true });
     fs.writeFileSync(path.join(capsWs, '.deps', 'dep.py'), 'VALUE = 1\n');
     const before = fileState(path.join(capsWs, '.deps', 'dep.py'));
