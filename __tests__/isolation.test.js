@@ -132,7 +132,12 @@ describe('host processes and environment', () => {
 
   test('the host environment does not leak into the box', async () => {
     const value = uniqueName('hostenv');
-    process.env.KERN_CANARY_X = value;
+    // Jest gives each test file its own copy of process.env; the real one is what the addon
+    // (and kern, which it spawns) inherits.
+    const realEnv = require('vm').runInThisContext('process').env;
+    realEnv.KERN_CANARY_X = value;
+    // The control: a child of this process does see it.
+    expect(require('child_process').execFileSync('sh', ['-c', 'echo "$KERN_CANARY_X"']).toString().trim()).toBe(value);
     try {
       const s = await new Sandbox(opts()).open();
       try {
@@ -144,7 +149,7 @@ describe('host processes and environment', () => {
         await s.close();
       }
     } finally {
-      delete process.env.KERN_CANARY_X;
+      delete realEnv.KERN_CANARY_X;
     }
   });
 
