@@ -47,6 +47,9 @@ pub const NAMES: &[&str] = &[
     "CHECKPOINT_RESTORE",
 ];
 
+/// CAP_SYS_ADMIN's number (its place in `NAMES`), the capability every mount operation needs.
+pub const SYS_ADMIN: u32 = 21;
+
 /// The number of a capability name, `CAP_` prefix optional, any case.
 pub fn number(name: &str) -> Option<u32> {
     let upper = name.to_ascii_uppercase();
@@ -72,6 +75,11 @@ pub fn kept_after_dropping(drop: &[String]) -> Result<Vec<u32>, String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn sys_admin_is_numbered_as_the_kernel_does() {
+        assert_eq!(super::number("SYS_ADMIN"), Some(super::SYS_ADMIN));
+    }
+
     use super::*;
 
     #[test]

@@ -126,7 +126,9 @@ pub fn pid1(
 
 fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::SetupError> {
     mounts::build(spec, src, trees)?;
-    nest(spec)?;
+    if spec.locks_mounts() {
+        nest(spec)?;
+    }
     // Non-dumpable: /proc/1 stays out of the workload's reach. Only now: `nest`'s helper had to
     // write PID 1's maps, and no code of the box has run yet.
     nix::sys::prctl::set_dumpable(false)
@@ -231,7 +233,7 @@ fn supervise_until(
     }
 }
 
-/// Locks the mount tree just built: PID 1 moves into a nested user namespace with a copy of the
+/// Locks the mount tree just built, for a workload that keeps CAP_SYS_ADMIN: PID 1 moves into a nested user namespace with a copy of the
 /// mount namespace, and mounts copied into a namespace owned by a less privileged user
 /// namespace are locked by the kernel (a read-only mount can't be remounted writable, a mount
 /// can't be taken off what it covers), even for a workload that keeps CAP_SYS_ADMIN through

@@ -263,9 +263,16 @@ fn build_and_supervise(
         Ok(p) => p,
         Err(e) => return startup_failed(format!("socketpair: {e}")),
     };
-    // UTS, IPC and network namespaces come later, with the nested user namespace that owns
-    // them (`init::nest`), so the workload's capabilities (`capDrop`) apply to them.
-    let flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    // With locked mounts, the UTS, IPC and network namespaces come later, with the nested user
+    // namespace that owns them (`init::nest`), so the capabilities the workload keeps
+    // (`capDrop`) apply to them.
+    let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS;
+    if !spec.locks_mounts() {
+        flags |= libc::CLONE_NEWIPC | libc::CLONE_NEWUTS;
+        if !spec.host_network {
+            flags |= libc::CLONE_NEWNET;
+        }
+    }
     let pid = match sys::clone_fork(flags) {
         Ok(Forked::Child) => {
             drop(init_r);
@@ -346,12 +353,13 @@ fn child(
     if take_setup_ids(mapping).is_err() {
         sys::exit_now(1);
     }
-    // No nested user namespaces but ours: inside one, the workload would hold every capability
-    // again (the door to much of the kernel's attack surface). The limit is per user namespace
-    // and charged all the way up, so 1 here admits exactly the one PID 1 makes to lock the
-    // mounts (`init::nest`), and every later attempt from inside it, by any account, fails.
-    // Written through the host's /proc that is still mounted here.
-    if std::fs::write("/proc/sys/user/max_user_namespaces", "1").is_err() {
+    // No nested user namespaces (but ours): inside one, the workload would hold every
+    // capability again (the door to much of the kernel's attack surface). The limit is per user
+    // namespace and charged all the way up, so 1 here admits exactly the one PID 1 makes to
+    // lock the mounts (`init::nest`), and every later attempt from inside it, by any account,
+    // fails. Written through the host's /proc that is still mounted here.
+    let limit = if spec.locks_mounts() { "1" } else { "0" };
+    if std::fs::write("/proc/sys/user/max_user_namespaces", limit).is_err() {
         sys::exit_now(1);
     }
     // If kern dies, the box dies with it (and with PID 1 the whole PID namespace). Set only now:

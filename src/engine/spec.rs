@@ -166,6 +166,13 @@ impl EtcOverride {
 pub const CHANNEL_FD: i32 = 3;
 
 impl BoxSpec {
+    /// Whether the box's mounts must be locked (`init::nest`): only a workload that keeps
+    /// CAP_SYS_ADMIN can mount, remount or unmount at all; without it the lock would buy
+    /// nothing and cost a user namespace per box.
+    pub fn locks_mounts(&self) -> bool {
+        self.keep_caps.contains(&super::caps::SYS_ADMIN)
+    }
+
     /// The PATH the workload's `argv[0]` is resolved with.
     pub fn path_var(&self) -> &str {
         self.env
