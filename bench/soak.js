@@ -9,7 +9,9 @@
 // Needs: `npm run build` and the test rootfs.
 //
 // Each worker loops until the time is up: open a Sandbox on the test rootfs (every third with
-// `egressAllow` naming a loopback server of this process, every fifth with `prewarm: 1`), then
+// `egressAllow` naming a loopback server of this process, every fifth with `prewarm: 1`, every
+// seventh with `securityProfile: 'untrusted'`, every eleventh with `capDrop: []`, whose boxes
+// lock their mounts in a nested user namespace), then
 // run a python `runCode`, a `run(['sh', ...])` that writes a file, a `writeFile`/`readFile` round
 // trip, `listFiles`, a kernel with two cells, a `snapshot`, through the proxy when it has one,
 // and `close()`. Every result is checked (exit code, output); a wrong one counts as a failure.
@@ -95,7 +97,8 @@ async function main() {
   const worker = async (w) => {
     for (let i = 0; Date.now() < deadline; i++) {
       const egress = w % 3 === 0;
-      const o = { image: ROOTFS, ...(egress ? { egressAllow: [`127.0.0.1:${port}`] } : {}), ...(w % 5 === 0 ? { prewarm: 1 } : {}) };
+      const o = { image: ROOTFS, ...(egress ? { egressAllow: [`127.0.0.1:${port}`] } : {}), ...(w % 5 === 0 ? { prewarm: 1 } : {}),
+        ...(w % 7 === 0 ? { securityProfile: 'untrusted' } : {}), ...(w % 11 === 0 ? { capDrop: [] } : {}) };
       let sb;
       try {
         sb = await timed('open', () => new Sandbox(o).open());
