@@ -339,6 +339,7 @@ impl Opened {
             apparmor: cfg.apparmor.clone(),
             keep_caps: cfg.keep_caps.clone(),
             seccomp: cfg.seccomp.clone(),
+            resident: None,
         };
         match &cfg.network {
             options::Network::None => {}

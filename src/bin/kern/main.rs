@@ -3,10 +3,13 @@
 //! like the Sandbox options.
 
 use clap::{Parser, Subcommand};
+use kern_sandbox::engine::exec;
 use kern_sandbox::engine::monitor::{self, run_box};
+use kern_sandbox::engine::resident::CallTarget;
 use kern_sandbox::engine::spec::{
     BoxSpec, Limits, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
 };
+use kern_sandbox::engine::status::BoxReport;
 use kern_sandbox::engine::sys;
 use kern_sandbox::image;
 use kern_sandbox::session::base_env;
@@ -162,47 +165,86 @@ fn boxed() -> ExitCode {
         buf: Vec::new(),
         fds: Vec::new(),
     };
-    let limits: Limits = match control.line().map(|l| serde_json::from_slice(&l)) {
-        Some(Ok(l)) => l,
-        Some(Err(e)) => {
+    let Some(caps) = control.line() else {
+        return ExitCode::SUCCESS;
+    };
+    // A call into a resident box: its caps are the box's, already in force.
+    if let Ok(c) = serde_json::from_slice::<CallCaps>(&caps) {
+        let prepared = exec::prepare(&c.call);
+        let Some((spec, passed)) = read_spec(&mut control) else {
+            prepared.release();
+            return ExitCode::SUCCESS;
+        };
+        exec::run_call(
+            &spec,
+            prepared,
+            Some(control_fd()),
+            passed,
+            &mut send_report,
+        );
+        return ExitCode::SUCCESS;
+    }
+    let limits: Limits = match serde_json::from_slice(&caps) {
+        Ok(l) => l,
+        Err(e) => {
             eprintln!("kern box: bad caps line: {e}");
             return ExitCode::from(125);
         }
-        None => return ExitCode::SUCCESS,
     };
     let prepared = monitor::prepare(&limits);
-    let spec: BoxSpec = match control.line().map(|l| serde_json::from_slice(&l)) {
-        Some(Ok(s)) => s,
-        Some(Err(e)) => {
+    let Some((spec, passed)) = read_spec(&mut control) else {
+        prepared.release();
+        return ExitCode::SUCCESS;
+    };
+    run_box(
+        &spec,
+        prepared,
+        Some(control_fd()),
+        passed,
+        &mut send_report,
+    );
+    ExitCode::SUCCESS
+}
+
+/// The caps line of a call into a resident box (`Kern::spawn_call`).
+#[derive(serde::Deserialize)]
+struct CallCaps {
+    call: CallTarget,
+}
+
+fn control_fd() -> BorrowedFd<'static> {
+    // SAFETY: fd 0 is the control socket for the whole life of this process; `detach_stdio`
+    // only ever replaces it with /dev/null, so the number stays a valid descriptor.
+    unsafe { BorrowedFd::borrow_raw(0) }
+}
+
+fn send_report(report: &BoxReport) {
+    let mut out = serde_json::to_vec(report).unwrap_or_default();
+    out.push(b'\n');
+    let _ = nix::unistd::write(control_fd(), &out);
+    // The caller is done once these close: the cgroup teardown that follows is ours.
+    let _ = sys::detach_stdio();
+}
+
+/// Line 2: the spec, with the descriptors it announces. None: EOF ("not needed") or a bad
+/// spec (said on stderr).
+fn read_spec(control: &mut Control) -> Option<(BoxSpec, monitor::Passed)> {
+    let spec: BoxSpec = match serde_json::from_slice(&control.line()?) {
+        Ok(s) => s,
+        Err(e) => {
             eprintln!("kern box: bad spec: {e}");
-            prepared.release();
-            return ExitCode::from(125);
-        }
-        None => {
-            prepared.release();
-            return ExitCode::SUCCESS;
+            return None;
         }
     };
     // In the order the addon sends them (`BoxFds`): the channel, then the egress line.
-    let mut fds = control.fds.into_iter();
+    let mut fds = std::mem::take(&mut control.fds).into_iter();
     let channel = if spec.channel { fds.next() } else { None };
     let egress = if spec.egress.is_some() {
         fds.next()
     } else {
         None
     };
-    // SAFETY: fd 0 is the control socket for the whole life of this process; this borrow ends
-    // before `detach_stdio` replaces it.
-    let socket = unsafe { BorrowedFd::borrow_raw(0) };
-    let passed = monitor::Passed { channel, egress };
-    run_box(&spec, prepared, Some(socket), passed, &mut |report| {
-        let mut out = serde_json::to_vec(report).unwrap_or_default();
-        out.push(b'\n');
-        let _ = nix::unistd::write(socket, &out);
-        // The caller is done once these close: the cgroup teardown that follows is ours.
-        let _ = sys::detach_stdio();
-    });
-    ExitCode::SUCCESS
+    Some((spec, monitor::Passed { channel, egress }))
 }
 
 fn run(a: RunArgs) -> Result<ExitCode, String> {
@@ -284,6 +326,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
             ),
             None => None,
         },
+        resident: None,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
