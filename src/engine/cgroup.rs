@@ -172,8 +172,14 @@ impl BoxCgroup {
             let _ = fs::write(leaf.join("cgroup.kill"), "1");
         }
         for dir in self.dirs() {
-            // A resident box's per-call cgroups go first (their processes died with the box).
-            remove_calls(dir);
+            // A resident box's per-call cgroups go first. Their box processes died with the box;
+            // what is left are callers' spare kerns waiting for a call, sent back where this
+            // process came from (their call will find the box gone).
+            let origin = match &self.layout {
+                Layout::V1 { .. } => dir.parent().and_then(Path::parent).map(Path::to_path_buf),
+                Layout::V2 { origin, .. } => origin.clone(),
+            };
+            remove_calls(dir, origin.as_deref());
             for attempt in 0..50 {
                 match fs::remove_dir(dir) {
                     Ok(()) => break,
@@ -256,7 +262,7 @@ fn sweep_stale(parent: &Path) {
         let empty =
             fs::read_to_string(e.path().join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
         if !alive && empty {
-            remove_calls(&e.path());
+            remove_calls(&e.path(), None);
             let _ = fs::remove_dir(e.path());
         }
     }
@@ -437,7 +443,7 @@ fn enable_controllers(dir: &Path) -> io::Result<()> {
 }
 
 /// The per-call cgroups a resident box's calls left (see `CallCgroup`), once they are empty.
-fn remove_calls(dir: &Path) {
+fn remove_calls(dir: &Path, move_to: Option<&Path>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };
@@ -446,6 +452,12 @@ fn remove_calls(dir: &Path) {
             .to_str()
             .is_some_and(|n| n.starts_with(CALL_PREFIX))
         {
+            if let Some(to) = move_to {
+                let procs = fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines() {
+                    let _ = fs::write(to.join("cgroup.procs"), pid);
+                }
+            }
             for _ in 0..50 {
                 match fs::remove_dir(e.path()) {
                     Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
@@ -591,6 +603,12 @@ impl CallCgroup {
         for (dir, origin) in self.dirs.iter().zip(&self.origins) {
             let _ = fs::write(origin.join("cgroup.procs"), &me);
             let _ = fs::remove_dir(dir);
+            // The box may have ended while this call's cgroup was being made (its monitor then
+            // could not remove its own): an empty box cgroup goes too. A live box's holds its
+            // monitor and PID 1, so this fails harmlessly there.
+            if let Some(box_dir) = dir.parent() {
+                let _ = fs::remove_dir(box_dir);
+            }
         }
     }
 }
