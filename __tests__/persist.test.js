@@ -302,6 +302,8 @@ test('a stale state file naming a live but unrelated process is not mistaken for
       hostname: 'kern',
     },
     rlimits: {},
+    cgroup_ns: false,
+    ns_fds: [],
   };
   fs.writeFileSync(statePath(name), JSON.stringify(forged), { mode: 0o600 });
   expect(kernCli(['ps']).stdout).not.toContain(name);

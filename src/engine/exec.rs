@@ -105,29 +105,32 @@ fn startup_failed(message: impl Into<String>) -> BoxReport {
     }
 }
 
-/// The namespaces of the box that are not already ours (a box with the host's network shares
-/// our network namespace, and a box without cgroups our cgroup namespace: joining those would
-/// need privileges over the host's).
-fn ns_flags(pid1: i32) -> std::io::Result<nix::sched::CloneFlags> {
+/// The box's namespaces, opened through its monitor's descriptors (user first: joining it
+/// gives the capabilities the others need). The monitor is checked to be the same process after
+/// the opens, so a recycled pid can't hand over another process's namespaces.
+fn open_namespaces(state: &State) -> Result<Vec<(nix::sched::CloneFlags, OwnedFd)>, String> {
     use nix::sched::CloneFlags as F;
-    use std::os::unix::fs::MetadataExt;
-    let mut flags = F::empty();
-    for (flag, name) in [
-        (F::CLONE_NEWUSER, "user"),
-        (F::CLONE_NEWNS, "mnt"),
-        (F::CLONE_NEWNET, "net"),
-        (F::CLONE_NEWIPC, "ipc"),
-        (F::CLONE_NEWUTS, "uts"),
-        (F::CLONE_NEWPID, "pid"),
-        (F::CLONE_NEWCGROUP, "cgroup"),
-    ] {
-        let theirs = std::fs::metadata(format!("/proc/{pid1}/ns/{name}"))?;
-        let ours = std::fs::metadata(format!("/proc/self/ns/{name}"))?;
-        if (theirs.dev(), theirs.ino()) != (ours.dev(), ours.ino()) {
-            flags |= flag;
-        }
+    let kind = |k: &str| match k {
+        "user" => Some(F::CLONE_NEWUSER),
+        "mnt" => Some(F::CLONE_NEWNS),
+        "ipc" => Some(F::CLONE_NEWIPC),
+        "uts" => Some(F::CLONE_NEWUTS),
+        "pid" => Some(F::CLONE_NEWPID),
+        "net" => Some(F::CLONE_NEWNET),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for (k, fd) in &state.ns_fds {
+        let flag = kind(k).ok_or_else(|| format!("unknown namespace kind {k:?} in the state"))?;
+        let file = std::fs::File::open(format!("/proc/{}/fd/{fd}", state.monitor.pid))
+            .map_err(|e| format!("open the box's {k} namespace through its monitor: {e}"))?;
+        out.push((flag, OwnedFd::from(file)));
     }
-    Ok(flags)
+    if !out.iter().any(|(f, _)| *f == F::CLONE_NEWUSER) || !state.monitor.alive() {
+        return Err(gone(&state.name, "its monitor has exited"));
+    }
+    out.sort_by_key(|(f, _)| *f != F::CLONE_NEWUSER);
+    Ok(out)
 }
 
 fn call(
@@ -137,8 +140,8 @@ fn call(
     passed: Passed,
 ) -> BoxReport {
     let start = Instant::now();
-    let (state, pid1) = match &prepared.found {
-        Ok((s, fd)) => (s, fd),
+    let state = match &prepared.found {
+        Ok((s, _pid1)) => s,
         Err(why) => {
             return BoxReport {
                 exit_code: 125,
@@ -171,9 +174,15 @@ fn call(
             "this resident box was started unprivileged, so its one account is the one it was built with; run as that user, or start the box as root",
         );
     }
-    let flags = match ns_flags(state.pid1.pid) {
-        Ok(f) => f,
-        Err(e) => return startup_failed(format!("read the resident box's namespaces: {e}")),
+    let namespaces = match open_namespaces(state) {
+        Ok(n) => n,
+        Err(why) => {
+            return BoxReport {
+                exit_code: 125,
+                resident_gone: Some(why),
+                ..Default::default()
+            }
+        }
     };
     let fallback = Fallback {
         data_bytes: state.rlimits.data_bytes,
@@ -193,8 +202,8 @@ fn call(
             drop(init_r);
             drop(go_w);
             let j = Joining {
-                pid1,
-                flags,
+                namespaces: &namespaces,
+                cgroup_ns: state.cgroup_ns && prepared.cgroup.is_some(),
                 mapping,
                 init_w,
                 go_r,
@@ -348,8 +357,9 @@ fn read_available(fd: &OwnedFd, into: &mut Vec<u8>) {
 
 /// What the call's init needs to join the box.
 struct Joining<'a> {
-    pid1: &'a OwnedFd,
-    flags: nix::sched::CloneFlags,
+    namespaces: &'a [(nix::sched::CloneFlags, OwnedFd)],
+    /// The call gets a cgroup namespace rooted at its own cgroup.
+    cgroup_ns: bool,
     mapping: Mapping,
     init_w: OwnedFd,
     go_r: OwnedFd,
@@ -379,11 +389,22 @@ fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: Passed, fallback: &Fallback
         sys::exit_now(1);
     }
     drop(j.go_r);
-    let mut keep = vec![init_w.as_raw_fd(), j.pid1.as_raw_fd()];
+    let mut keep = vec![init_w.as_raw_fd()];
+    keep.extend(j.namespaces.iter().map(|(_, f)| f.as_raw_fd()));
     keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
     sys::close_others(&keep);
-    if let Err(e) = nix::sched::setns(j.pid1, j.flags) {
-        fail("join the resident box's namespaces", &e);
+    for (flag, fd) in j.namespaces {
+        if let Err(e) = nix::sched::setns(fd, *flag) {
+            fail(
+                &format!("join the resident box's namespaces ({flag:?})"),
+                &e,
+            );
+        }
+    }
+    if j.cgroup_ns {
+        if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP) {
+            fail("a cgroup namespace for the call", &e);
+        }
     }
     if let Err(e) = monitor::take_setup_ids(j.mapping) {
         fail("take the box's ids", &e);

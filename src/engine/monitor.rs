@@ -547,6 +547,25 @@ fn supervise(
         }
         Mapping::Caller { .. } => Trees::default(),
     };
+    // A resident box's namespaces, opened while its init is still dumpable (it waits for "go").
+    let mut ns_files = Vec::new();
+    if spec.resident.is_some() {
+        let mut kinds = vec!["user", "mnt", "ipc", "uts", "pid"];
+        if !spec.host_network {
+            kinds.push("net");
+        }
+        // No cgroup namespace: PID 1 makes its own only after "go"; a call makes one of its own
+        // at its cgroup (see `exec::call_init`), as a fresh box does at the box's.
+        for kind in kinds {
+            match std::fs::File::open(format!("/proc/{pid}/ns/{kind}")) {
+                Ok(f) => ns_files.push((kind, f)),
+                Err(e) => {
+                    kill_and_reap(pid);
+                    return startup_failed(format!("open the box's {kind} namespace: {e}"));
+                }
+            }
+        }
+    }
     if send_go(&go_w, &trees).is_err() {
         kill_and_reap(pid);
         return startup_failed("the box's init exited before it could start");
@@ -566,6 +585,8 @@ fn supervise(
     }) = &spec.resident
     {
         let r = ResidentStart {
+            ns_files,
+            cgroup_ns: cgroup.is_some(),
             name,
             ttl_ms: *ttl_ms,
             posture,
@@ -929,6 +950,10 @@ fn human_secs(ms: u64) -> String {
 
 /// What a resident box is started with.
 struct ResidentStart<'a> {
+    /// The box's namespaces, held open for the calls (see `resident::State::ns_fds`).
+    ns_files: Vec<(&'static str, std::fs::File)>,
+    /// PID 1 unshared its cgroup namespace (see `child`).
+    cgroup_ns: bool,
     name: &'a str,
     ttl_ms: u64,
     posture: &'a std::collections::BTreeMap<String, String>,
@@ -1011,6 +1036,12 @@ fn keep_resident(
             data_bytes: fallback.data_bytes,
             nproc: fallback.nproc,
         },
+        cgroup_ns: r.cgroup_ns,
+        ns_fds: r
+            .ns_files
+            .iter()
+            .map(|(k, f)| (k.to_string(), f.as_raw_fd()))
+            .collect(),
     };
     if let Err(e) = res::write(&dir, &state) {
         return kill(e.to_string());

@@ -90,6 +90,15 @@ pub struct State {
     /// seccomp, AppArmor) and the environment `kern exec` starts from.
     pub spec: BoxSpec,
     pub rlimits: Rlimits,
+    /// The box has its own cgroup namespace (it has a cgroup of its own).
+    #[serde(default)]
+    pub cgroup_ns: bool,
+    /// Descriptors of the box's namespaces that its monitor holds open, by kind ("user", "mnt",
+    /// ...): a call opens them through /proc/<monitor>/fd. PID 1 is non-dumpable, so only root
+    /// may open its /proc/<pid>/ns or setns through its pidfd; the monitor, the caller's own
+    /// dumpable process outside the box, is reachable by the same user.
+    #[serde(default)]
+    pub ns_fds: Vec<(String, i32)>,
 }
 
 /// Who a call is for: the box's name and its PID 1 as the caller last saw it.
@@ -358,6 +367,8 @@ mod tests {
             }))
             .unwrap(),
             rlimits: Rlimits::default(),
+            cgroup_ns: false,
+            ns_fds: Vec::new(),
         }
     }
 
