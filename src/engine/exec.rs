@@ -1,8 +1,10 @@
 //! One call into a live resident box (`persist`). The `kern` that runs it stays on the host, as
 //! a fresh box's monitor does: it moves itself into a per-call child of the box's cgroup (done
 //! when it is a spare, off the call's path), then forks the call's init. The call's init joins
-//! every namespace of the box through a pidfd of its PID 1 (`setns` with all the flags at once),
-//! takes the ids a fresh box's setup runs as, and forks the workload, which is then inside the
+//! every namespace of the box through the descriptors the box's monitor holds (user first; a
+//! pidfd `setns` would need ptrace rights over the non-dumpable PID 1, which only root has),
+//! makes a cgroup namespace at its own cgroup, takes the ids a fresh box's setup runs as, and
+//! forks the workload, which is then inside the
 //! box's PID namespace and gets exactly a fresh workload's posture (`init::exec_workload`). Like
 //! a fresh box's PID 1, the call's init answers the untrusted profile's seccomp notifications
 //! and reports the exit on the init pipe; it is outside the box's PID namespace, so nothing in
