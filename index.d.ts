@@ -10,9 +10,9 @@
 // Retyping these members as `Uint8Array` (which `Buffer` extends) would drop the requirement, but that
 // changes the published surface and is left for a later minor release.
 //
-// Release 0.1 ships part of this surface. An option or method that is declared here but not built yet
-// is REFUSED: using it throws a `SandboxError` naming it, rather than being silently ignored. Each
-// affected doc comment below says so.
+// Release 0.1 builds this whole surface. The few combinations it does not support (`persist` with
+// `egressAllow`, `prewarm` or `kernel()`; `securityProfile` off x86_64) are REFUSED: they throw a
+// `SandboxError` naming them, rather than being silently ignored. Each affected doc comment says so.
 
 /** Why the SANDBOX (not the user's code) ended or blocked a call. Always returned as data on an
  * `ExecutionResult`, never thrown. */
@@ -98,7 +98,7 @@ export class ExecutionResult {
 }
 
 /** THROWN for caller or configuration mistakes: an invalid argument, a refused mount, a missing `kern`
- * runtime, or (in 0.1) an option or method that is not built yet. Sandbox-level outcomes of running
+ * runtime, or (in 0.1) a combination of options it does not support. Sandbox-level outcomes of running
  * code are never thrown; they are reported as `ExecutionResult.fault`. */
 export class SandboxError extends Error {}
 /** Thrown when a requested host mount is unsafe: a sensitive host source, or a target path that is
@@ -161,23 +161,33 @@ export interface SandboxOptions {
    * refused, but count for the next call. Default null (unbounded). */
   workspaceMaxBytes?: number | null;
   /** Stable identifier for a `persist` sandbox, so separate processes using the same name share one
-   * resident box.
-   *
-   * Not built yet in 0.1: passing it throws SandboxError. */
+   * resident box. 1-64 letters, digits, `_`, `.` or `-`, starting with a letter or digit. Only with
+   * `persist: true` (else SandboxError). */
   name?: string | null;
   /** Keep a single resident box alive and run each call inside it (`kern exec`) instead of starting a
    * fresh box. The interpreter is still started anew for every call, so the saving over a fresh box is
-   * small (see BENCHMARKS.md). Requires `name` and `workspace`. The box outlives `close()`; `destroy()`
-   * ends it. It is weaker isolation than a fresh box: `/tmp` persists between calls and the PID
-   * namespace is shared. Reusing a name whose box was created with a different security posture is
-   * refused. Default false.
+   * small: it saves building the box, not the interpreter start (see BENCHMARKS.md, "Resident box vs
+   * fresh box": one loaded run on a 2-core host measured `runCode('pass')` at 0.29x and
+   * `run(['/bin/true'])` at 0.03x of a fresh box's median). Requires `name` and `workspace`.
    *
-   * Not built yet in 0.1: passing it throws SandboxError. */
+   * `open()` meets the live box of that name (any process, any Sandbox) or starts one; `setup` runs
+   * only when the box is created. A box of that name built under another posture (image, workspace,
+   * limits, network, mounts, tmpfs, user, capDrop, securityProfile, apparmor, depsReadonly, setup) is
+   * refused with a SandboxError naming the differing options. The box outlives `close()` and the
+   * process that opened it; `destroy()` (from any process) or `kern stop NAME` ends it, and so does
+   * `persistTtlS`. It is weaker isolation than a fresh box: `/tmp` and other scratch persist between
+   * calls (and count against `memoryMb`), and the PID namespace is shared: processes a call leaves
+   * running stay, and every call can see them (the first call's `runtimeNotes` says so). Each call gets
+   * a fresh box's posture (capabilities, seccomp, no_new_privs, AppArmor, account); a call's timeout
+   * kills that call's processes only (a per-call cgroup as root; rootless, its process group: a
+   * process that starts its own session escapes that kill and lives on in the box until it ends).
+   * Not combinable with `egressAllow` (its proxy lives in the opening process) or `prewarm`; `kernel()`
+   * is refused, and so is a `capDrop` that keeps SYS_ADMIN (whose locked mounts resident calls would not
+   * join); `pycCache` is off (`pycCache: true` is refused). Default false. */
   persist?: boolean;
-  /** Lifetime of the resident `persist` box, in seconds; the box carries this as its own kern timeout,
-   * so it goes away even if the process that created it dies. Default 3600.
-   *
-   * Not built yet in 0.1: passing it throws SandboxError. */
+  /** Lifetime of the resident `persist` box, in seconds, from its start: kern's own deadline on the
+   * box, enforced by the box's monitor, so it goes away even if every process that used it died. The
+   * opener that creates the box sets it. Default 3600. Only with `persist: true`. */
   persistTtlS?: number;
   /** Memory limit in MiB (kern `--memory`), counting the box's `/tmp` scratch and any `vdisk:`
    * profile. Default 512, and that default is an explicit value: it wins over a `vcpu:` profile's
@@ -464,11 +474,10 @@ export class Sandbox {
   open(): Promise<this>;
   /** End the session, removing the workspace only if `open()` created it. Safe to call more than once. */
   close(): Promise<void>;
-  /** Stop the resident box of a `persist` sandbox ahead of its TTL. Idempotent; with no resident box it
-   * does nothing.
-   *
-   * Not built yet in 0.1 (since `persist` is not): there is never a resident box, so this resolves
-   * without doing anything. */
+  /** Stop the resident box of a `persist` sandbox (its `name`, whoever started it) ahead of its TTL;
+   * resolves once its state and cgroup are gone. Idempotent; without `persist`, or with no live box,
+   * it does nothing. Another Sandbox on that box then throws a SandboxError on its next call. Works
+   * without `open()`. */
   destroy(): Promise<void>;
   /** Run a code snippet (`language` defaults to "python") against the workspace in a new box with
    * no network. Files written to the

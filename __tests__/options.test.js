@@ -37,8 +37,9 @@ describe('exports and error classes', () => {
   });
 });
 
-describe('not built in this release: refused with a SandboxError naming the option', () => {
+describe('refused: a SandboxError naming the option', () => {
   test.each([
+    // persist needs name and workspace; name and persistTtlS mean nothing without persist.
     ['name', { name: 'box1' }, /name/],
     ['persist', { persist: true }, /persist/],
     ['persistTtlS', { persistTtlS: 60 }, /persistTtlS/],

@@ -10,7 +10,7 @@
 //
 // Each worker loops until the time is up: open a Sandbox on the test rootfs (every third with
 // `egressAllow` naming a loopback server of this process, every fifth with `prewarm: 1`, every
-// seventh with `securityProfile: 'untrusted'`, every eleventh with `capDrop: []`, whose boxes
+// seventh with `securityProfile: 'untrusted'`, every other eleventh with `capDrop: []`, whose boxes
 // lock their mounts in a nested user namespace), then
 // run a python `runCode`, a `run(['sh', ...])` that writes a file, a `writeFile`/`readFile` round
 // trip, `listFiles`, a kernel with two cells, a `snapshot`, through the proxy when it has one,
@@ -98,7 +98,7 @@ async function main() {
     for (let i = 0; Date.now() < deadline; i++) {
       const egress = w % 3 === 0;
       const o = { image: ROOTFS, ...(egress ? { egressAllow: [`127.0.0.1:${port}`] } : {}), ...(w % 5 === 0 ? { prewarm: 1 } : {}),
-        ...(w % 7 === 0 ? { securityProfile: 'untrusted' } : {}), ...(w % 11 === 0 ? { capDrop: [] } : {}) };
+        ...(w % 7 === 0 ? { securityProfile: 'untrusted' } : w % 11 === 0 ? { capDrop: [] } : {}) };
       let sb;
       try {
         sb = await timed('open', () => new Sandbox(o).open());

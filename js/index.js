@@ -201,7 +201,9 @@ class Sandbox {
   }
 
   async destroy() {
-    // A resident box exists only with `persist`, which 0.1 refuses at open(): nothing to stop.
+    // Stops the resident box of this Sandbox's `name` (a no-op without `persist`), wherever
+    // it was started; resolves once its state and cgroup are gone.
+    await callNative(() => this.#native.destroy());
   }
 
   async runCode(code, opts) {

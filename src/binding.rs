@@ -111,6 +111,12 @@ impl NativeSandbox {
         self.inner.close().await.map_err(to_napi)
     }
 
+    /// Stops the resident box of a `persist` sandbox; a no-op otherwise.
+    #[napi]
+    pub async fn destroy(&self) -> napi::Result<()> {
+        self.inner.destroy().await.map_err(to_napi)
+    }
+
     /// At process exit, for a Sandbox never closed: removes the temporary workspace it made.
     #[napi]
     pub fn abandon(&self) {

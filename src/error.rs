@@ -8,9 +8,6 @@ pub enum Error {
     /// A bad option, a bad argument, a call in the wrong state.
     #[error("{0}")]
     Invalid(String),
-    /// An option or method accepted by the spec that this release does not build yet.
-    #[error("{0} is not built yet in kern-sandbox {ver}; leave it out (see the README's \"Not built yet\")", ver = env!("CARGO_PKG_VERSION"))]
-    NotBuilt(String),
     /// A host mount refused as unsafe.
     #[error("{0}")]
     MountRefused(String),

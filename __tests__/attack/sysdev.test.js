@@ -179,25 +179,29 @@ describe('kernel keyrings', () => {
 const fs = require('fs');
 const { Sandbox } = require(process.argv[2]);
 (async () => {
-  const sb = await new Sandbox({ image: process.argv[3] }).open();
+  const extra = JSON.parse(process.argv[6] || '{}');
+  const sb = await new Sandbox({ image: process.argv[3], ...extra }).open();
   try {
     const r = await sb.runCode(fs.readFileSync(process.argv[5], 'utf8'));
     fs.writeFileSync(process.argv[4], JSON.stringify({ stdout: r.stdout, stderr: r.stderr, fault: r.fault }));
-  } finally { await sb.close(); }
+  } finally {
+    if (extra.persist) await sb.destroy();
+    await sb.close();
+  }
 })().catch((e) => { fs.writeFileSync(process.argv[4], JSON.stringify({ error: String(e.stack || e) })); process.exit(1); });
 `;
   const HARNESS = `
 import ctypes, os, sys, json
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
-node, driver, repo, image, out, pyfile, desc, secret = sys.argv[1:9]
+node, driver, repo, image, out, pyfile, desc, secret, extra = sys.argv[1:10]
 sess = libc.syscall(250, 1, b"kern-attack-session")  # KEYCTL_JOIN_SESSION_KEYRING
 k1 = libc.syscall(248, b"user", (desc + "-session").encode(), secret.encode(), len(secret), ctypes.c_long(-3))
 k2 = libc.syscall(248, b"user", (desc + "-user").encode(), secret.encode(), len(secret), ctypes.c_long(-4))
 with open(out + ".host", "w") as f: f.write(json.dumps({"session": sess, "k1": k1, "k2": k2, "errno": ctypes.get_errno()}))
 pid = os.fork()
 if pid == 0:
-    os.execv(node, [node, driver, repo, image, out, pyfile])
+    os.execv(node, [node, driver, repo, image, out, pyfile, extra])
 os.waitpid(pid, 0)
 for k in (k1, k2):
     if k > 0: libc.syscall(250, 21, ctypes.c_long(k))  # KEYCTL_INVALIDATE
@@ -218,21 +222,30 @@ for k in (k1, k2):
     ].join('\n');
 
   let res;
+  let resident;
   let secret;
-  beforeAll(() => {
-    const dir = temp('kern-atk-keys-');
-    const desc = `kernatk-${guard.token}`;
-    secret = `keysecret-${guard.token}`;
-    const files = { driver: path.join(dir, 'driver.js'), py: path.join(dir, 'box.py'), out: path.join(dir, 'out.json') };
+  // One run of the harness: the box's findings, with `extra` Sandbox options.
+  const hunt = (dir, desc, extra) => {
+    const files = { driver: path.join(dir, 'driver.js'), py: path.join(dir, 'box.py'), out: path.join(dir, `out-${Object.keys(extra).length}.json`) };
     fs.writeFileSync(files.driver, DRIVER);
     fs.writeFileSync(files.py, BOX(desc));
     let py = 'python3';
     if (spawnSync(py, ['-c', '1']).status !== 0) py = '/usr/bin/python3';
-    const h = spawnSync(py, ['-c', HARNESS, process.execPath, files.driver, REPO, ROOTFS, files.out, files.py, desc, secret], { encoding: 'utf8', timeout: 120000 });
+    const h = spawnSync(py, ['-c', HARNESS, process.execPath, files.driver, REPO, ROOTFS, files.out, files.py, desc, secret, JSON.stringify(extra)], { encoding: 'utf8', timeout: 120000 });
     if (h.status !== 0) throw new Error(`keyring harness failed: ${h.stderr}`);
     const box = JSON.parse(fs.readFileSync(files.out, 'utf8'));
     if (box.error) throw new Error(box.error);
-    res = { host: JSON.parse(fs.readFileSync(`${files.out}.host`, 'utf8')), box, j: JSON.parse(box.stdout.trim().split('\n').pop()) };
+    return { host: JSON.parse(fs.readFileSync(`${files.out}.host`, 'utf8')), box, j: JSON.parse(box.stdout.trim().split('\n').pop()) };
+  };
+  beforeAll(() => {
+    const dir = temp('kern-atk-keys-');
+    const desc = `kernatk-${guard.token}`;
+    secret = `keysecret-${guard.token}`;
+    res = hunt(dir, desc, {});
+    // A resident box's calls are forked from outside the box: they must not carry the caller's
+    // session keyring in either.
+    const ws = temp('kern-atk-keys-ws-');
+    resident = hunt(dir, desc, { persist: true, name: `keys${guard.token}`.replace(/[^A-Za-z0-9]/g, '').slice(0, 40), workspace: ws });
   }, 150000);
 
   test('control: the host harness really holds both keys', () => {
@@ -251,6 +264,12 @@ for k in (k1, k2):
   test("the caller's session keyring secret is not reachable from the box (kern must not hand its session keyring down)", () => {
     for (const [k, v] of Object.entries(res.j)) expect({ [k]: v }).toEqual({ [k]: expect.not.stringContaining(secret) });
     expect(res.j['session/sion']).toMatch(/^(ENOKEY|EACCES|EPERM|EKEYREVOKED)$/);
+  });
+
+  test("a resident box's call does not carry the caller's session keyring in", () => {
+    expect(resident.host.k1).toBeGreaterThan(0);
+    for (const [k, v] of Object.entries(resident.j)) expect({ [k]: v }).toEqual({ [k]: expect.not.stringContaining(secret) });
+    expect(resident.j['session/sion']).toMatch(/^(ENOKEY|EACCES|EPERM|EKEYREVOKED)$/);
   });
 });
 

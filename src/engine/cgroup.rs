@@ -172,6 +172,14 @@ impl BoxCgroup {
             let _ = fs::write(leaf.join("cgroup.kill"), "1");
         }
         for dir in self.dirs() {
+            // A resident box's per-call cgroups go first. Their box processes died with the box;
+            // what is left are callers' spare kerns waiting for a call, sent back where this
+            // process came from (their call will find the box gone).
+            let origin = match &self.layout {
+                Layout::V1 { .. } => dir.parent().and_then(Path::parent).map(Path::to_path_buf),
+                Layout::V2 { origin, .. } => origin.clone(),
+            };
+            remove_calls(dir, origin.as_deref());
             for attempt in 0..50 {
                 match fs::remove_dir(dir) {
                     Ok(()) => break,
@@ -254,6 +262,7 @@ fn sweep_stale(parent: &Path) {
         let empty =
             fs::read_to_string(e.path().join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
         if !alive && empty {
+            remove_calls(&e.path(), None);
             let _ = fs::remove_dir(e.path());
         }
     }
@@ -431,4 +440,175 @@ fn enable_controllers(dir: &Path) -> io::Result<()> {
         }
     }
     fs::write(dir.join("cgroup.subtree_control"), wanted.join(" "))
+}
+
+/// The per-call cgroups a resident box's calls left (see `CallCgroup`), once they are empty.
+fn remove_calls(dir: &Path, move_to: Option<&Path>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with(CALL_PREFIX))
+        {
+            if let Some(to) = move_to {
+                let procs = fs::read_to_string(e.path().join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines() {
+                    let _ = fs::write(to.join("cgroup.procs"), pid);
+                }
+            }
+            for _ in 0..50 {
+                match fs::remove_dir(e.path()) {
+                    Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_micros(200))
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+}
+
+const CALL_PREFIX: &str = "call-";
+
+/// One call into a resident box: a child of the box's cgroup (in each v1 controller the box
+/// has, or its v2 leaf). The caps stay the box's (cgroups are hierarchical); the child exists so
+/// a timeout can kill exactly this call's process tree, wherever its processes went in the PID
+/// namespace. The `kern` that runs the call moves itself in first (off the call's path, like a
+/// spare for a fresh box), so everything it forks is born inside.
+#[derive(Debug)]
+pub struct CallCgroup {
+    dirs: Vec<PathBuf>,
+    v2: bool,
+    /// The box's memory cgroup, whose OOM counter tells whether the call met the cap.
+    box_memory: Option<PathBuf>,
+    /// Where this process was before, per dir, to go back to before the rmdir.
+    origins: Vec<PathBuf>,
+}
+
+impl CallCgroup {
+    /// The call cgroup under the box whose PID 1 is `pid1`, with this process inside; None when
+    /// the box has no cgroup of its own (rootless without delegation) or the move is refused.
+    pub fn enter(pid1: libc::pid_t, id: &str) -> Option<CallCgroup> {
+        let text = fs::read_to_string(format!("/proc/{pid1}/cgroup")).ok()?;
+        let is_box = |p: &str| {
+            Path::new(p)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("box-"))
+        };
+        let v2 = Path::new(CGROUP_ROOT).join("cgroup.controllers").exists();
+        let mut boxes: Vec<(PathBuf, String)> = Vec::new();
+        let mut box_memory = None;
+        for line in text.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            if !is_box(path) {
+                continue;
+            }
+            let rel = path.trim_start_matches('/');
+            let (dir, ctrl) = if v2 && ctrls.is_empty() {
+                (Path::new(CGROUP_ROOT).join(rel), String::new())
+            } else if !v2 {
+                let Some(c) = ["memory", "pids", "cpu"]
+                    .into_iter()
+                    .find(|c| ctrls.split(',').any(|x| x == *c))
+                else {
+                    continue;
+                };
+                (v1_mount(c)?.join(rel), c.to_string())
+            } else {
+                continue;
+            };
+            if ctrl == "memory" || v2 {
+                box_memory = Some(dir.clone());
+            }
+            boxes.push((dir, ctrl));
+        }
+        if boxes.is_empty() {
+            return None;
+        }
+        let mut cg = CallCgroup {
+            dirs: Vec::new(),
+            v2,
+            box_memory,
+            origins: Vec::new(),
+        };
+        for (dir, ctrl) in &boxes {
+            let origin = own_path(ctrl)
+                .map(|p| {
+                    let mount = if v2 {
+                        PathBuf::from(CGROUP_ROOT)
+                    } else {
+                        v1_mount(ctrl).unwrap_or_default()
+                    };
+                    mount.join(p.trim_start_matches('/'))
+                })
+                .unwrap_or_default();
+            let call = dir.join(format!("{CALL_PREFIX}{id}"));
+            let moved = fs::create_dir(&call).and_then(|()| {
+                fs::write(call.join("cgroup.procs"), std::process::id().to_string())
+            });
+            cg.dirs.push(call);
+            cg.origins.push(origin);
+            if moved.is_err() {
+                cg.leave_and_remove();
+                return None;
+            }
+        }
+        Some(cg)
+    }
+
+    /// How many times the OOM killer acted in the whole box so far.
+    pub fn box_oom_kills(&self) -> u64 {
+        let Some(m) = &self.box_memory else { return 0 };
+        if self.v2 {
+            read_keyed(&m.join("memory.events"), "oom_kill").unwrap_or(0)
+        } else {
+            read_keyed(&m.join("memory.oom_control"), "oom_kill").unwrap_or(0)
+        }
+    }
+
+    /// Kills every process of the call but this one (the caller of this function stays in the
+    /// cgroup until `leave_and_remove`). Repeated until the cgroup holds only us, since a
+    /// process may fork while the list is read; the box's pids cap bounds how long that lasts.
+    pub fn kill_others(&self) {
+        let me = std::process::id().to_string();
+        for _ in 0..1000 {
+            let mut others = false;
+            for dir in &self.dirs {
+                let procs = fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines().filter(|p| *p != me) {
+                    if let Ok(pid) = pid.parse::<i32>() {
+                        others = true;
+                        let _ = nix::sys::signal::kill(
+                            nix::unistd::Pid::from_raw(pid),
+                            nix::sys::signal::Signal::SIGKILL,
+                        );
+                    }
+                }
+            }
+            if !others {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(500));
+        }
+    }
+
+    /// Goes back to where this process came from and removes the call's cgroup if it is empty
+    /// (processes the call left running keep it until the box ends).
+    pub fn leave_and_remove(&self) {
+        let me = std::process::id().to_string();
+        for (dir, origin) in self.dirs.iter().zip(&self.origins) {
+            let _ = fs::write(origin.join("cgroup.procs"), &me);
+            let _ = fs::remove_dir(dir);
+            // The box may have ended while this call's cgroup was being made (its monitor then
+            // could not remove its own): an empty box cgroup goes too. A live box's holds its
+            // monitor and PID 1, so this fails harmlessly there.
+            if let Some(box_dir) = dir.parent() {
+                let _ = fs::remove_dir(box_dir);
+            }
+        }
+    }
 }

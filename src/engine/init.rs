@@ -25,6 +25,11 @@ pub mod msg {
     pub const EXITED: char = 'X';
     /// The seccomp supervisor refused an escape syscall: `B <name>`, once per name.
     pub const BLOCKED: char = 'B';
+    /// A resident box's PID 1 finished its setup and idles as the reaper: `R`.
+    pub const READY: char = 'R';
+    /// A call into a resident box forked its workload: `P <host pid>` (its process group, the
+    /// per-call kill where there is no cgroup).
+    pub const PID: char = 'P';
 }
 
 /// rlimits the workload gets when a cap is not enforced by a cgroup.
@@ -34,7 +39,7 @@ pub struct Fallback {
     pub nproc: Option<u64>,
 }
 
-fn send(pipe: &OwnedFd, line: &str) {
+pub(super) fn send(pipe: &OwnedFd, line: &str) {
     let mut line = line.replace('\n', " ");
     // Short enough to be one atomic pipe write, cut on a character boundary.
     let mut end = line.len().min(3800);
@@ -74,6 +79,13 @@ pub fn pid1(
             send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
             sys::exit_now(1);
         }
+    }
+    if spec.resident.is_some() {
+        // A resident box: no workload of its own. Calls join it later (`engine::exec`); their
+        // orphans land here.
+        drop(channel);
+        send(&init_pipe, &msg::READY.to_string());
+        idle_reaper();
     }
     // The workload hands PID 1 its seccomp listener over this pair (the `untrusted` profile).
     let (listener_tx, listener_rx) = match &spec.seccomp {
@@ -147,7 +159,7 @@ fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::Set
 /// attempts cannot fill the init pipe and stall the box), then fails the call with EPERM. PID 1
 /// is outside every filter (the workload installs them after the fork), non-dumpable, and immune
 /// to signals from inside its own PID namespace, so the workload can't silence it.
-fn supervise_until(
+pub(super) fn supervise_until(
     workload: libc::pid_t,
     rx: std::os::unix::net::UnixStream,
     init_pipe: &OwnedFd,
@@ -313,8 +325,36 @@ fn write_identity_maps() -> std::io::Result<()> {
     std::fs::write("/proc/1/gid_map", gid_map)
 }
 
+/// A resident box's PID 1: reaps whatever ends, for as long as the box lives (the monitor
+/// ends it with SIGKILL). SIGCHLD is read from a signalfd, so no exit between a wait and the
+/// sleep is missed.
+fn idle_reaper() -> ! {
+    use nix::sys::signal::{SigSet, Signal};
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    use nix::sys::wait::WaitPidFlag;
+    let mut mask = SigSet::empty();
+    mask.add(Signal::SIGCHLD);
+    let chld = mask
+        .thread_block()
+        .and_then(|_| SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC));
+    loop {
+        while let Ok(s) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            if s == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        match &chld {
+            Ok(fd) => {
+                let _ = fd.read_signal();
+            }
+            // No signalfd: poll for orphans now and then instead.
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
+        }
+    }
+}
+
 /// Reaps every child until the workload itself has ended; returns its exit code (128+signal).
-fn reap_until(workload: libc::pid_t) -> i32 {
+pub(super) fn reap_until(workload: libc::pid_t) -> i32 {
     loop {
         match waitpid(Pid::from_raw(-1), None) {
             Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == workload => return code,
@@ -328,8 +368,9 @@ fn reap_until(workload: libc::pid_t) -> i32 {
     }
 }
 
-/// In the workload's process: drop everything, then exec. Never returns.
-fn exec_workload(
+/// In the workload's process: drop everything, then exec. Never returns. The posture is the
+/// same for a fresh box's workload and a call into a resident box (`engine::exec`).
+pub(super) fn exec_workload(
     spec: &BoxSpec,
     init_pipe: OwnedFd,
     channel: Option<OwnedFd>,
@@ -356,6 +397,11 @@ fn exec_workload(
     // A new session: the workload can't reach a controlling terminal of the host (TIOCSTI).
     if let Err(e) = nix::unistd::setsid() {
         fail("setsid", e.into());
+    }
+    // Again here, not only in PID 1: a resident box's calls are forked from outside the box and
+    // would otherwise carry their caller's session keyring in.
+    if let Err(e) = sys::new_session_keyring() {
+        fail("join a new session keyring", e);
     }
     if let Err(e) = apply_rlimits(fallback) {
         fail("setrlimit", e);

@@ -110,10 +110,16 @@ fn use_systemd_scope(limits: &Limits) -> Option<&'static Path> {
 impl Kern {
     /// Starts `kern box` and hands it the caps. `Err` only when `kern` can't be started.
     pub fn spawn(kern: &Path, limits: &Limits) -> Result<Kern> {
+        let line = serde_json::to_vec(limits)
+            .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
+        Kern::start(kern, line, use_systemd_scope(limits))
+    }
+
+    /// Starts `kern box` and sends it `line` (line 1 of the protocol).
+    fn start(kern: &Path, mut line: Vec<u8>, scoped: Option<&Path>) -> Result<Kern> {
         let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| io("socketpair", e))?;
-        let scoped = use_systemd_scope(limits);
         let mut cmd = match scoped {
             Some(systemd_run) => {
                 let mut c = tokio::process::Command::new(systemd_run);
@@ -143,8 +149,6 @@ impl Kern {
                     kern.display()
                 ))
             })?;
-        let mut line = serde_json::to_vec(limits)
-            .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
         line.push(b'\n');
         // A few hundred bytes into an empty socket buffer: never blocks.
         (&ours)
@@ -155,6 +159,14 @@ impl Kern {
             control: ours,
             scoped: scoped.is_some(),
         })
+    }
+
+    /// Starts `kern box` for one call into the resident box `target`: it finds the box and
+    /// moves into the call's cgroup under it before the spec comes (see `engine::exec`).
+    pub fn spawn_call(kern: &Path, target: &super::resident::CallTarget) -> Result<Kern> {
+        let line = serde_json::to_vec(&serde_json::json!({ "call": target }))
+            .map_err(|e| Error::Runtime(format!("serialise the call target: {e}")))?;
+        Kern::start(kern, line, None)
     }
 
     /// Lets a spare go: closing the control socket tells kern to leave its cgroup and exit, and

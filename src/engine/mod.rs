@@ -6,6 +6,7 @@
 pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
+pub mod exec;
 pub mod idmap;
 pub mod init;
 pub mod launch;
@@ -13,6 +14,7 @@ pub mod monitor;
 pub mod mounts;
 pub mod proxy;
 pub mod relay;
+pub mod resident;
 pub mod rootfs;
 pub mod seccomp;
 pub mod spec;

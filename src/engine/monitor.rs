@@ -8,7 +8,7 @@ use super::idmap::{self, Mapping};
 use super::init::{self, msg, Fallback};
 use super::mounts::{self, Sources, Trees};
 use super::rootfs::{top_component, RootPlan};
-use super::spec::{BindSpec, BoxSpec, Limits, RootSpec};
+use super::spec::{BindSpec, BoxSpec, Limits, Resident, RootSpec};
 use super::status::{BoxReport, Fault, FaultKind};
 use super::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -43,7 +43,7 @@ fn startup_failed(message: impl Into<String>) -> BoxReport {
 pub struct Prepared {
     limits: Limits,
     cgroup: Option<BoxCgroup>,
-    fallback: Fallback,
+    pub(super) fallback: Fallback,
     /// Our oom_score_adj before we protected ourselves: the box gets it back (see `supervise`).
     oom_adj: Option<String>,
     /// `requireLimits` and a cap not verifiably in force: why no box may start.
@@ -176,6 +176,8 @@ pub fn run_box(
     passed: Passed,
     on_report: &mut dyn FnMut(&BoxReport),
 ) {
+    // A resident box reports once it has started, long before it ends: whoever reports takes it.
+    let mut reporter = Some(on_report);
     let report = if spec.channel != passed.channel.is_some()
         || spec.egress.is_some() != passed.egress.is_some()
     {
@@ -189,9 +191,12 @@ pub fn run_box(
             lifeline,
             passed,
             Mapping::for_this_process(spec.user.as_ref()),
+            &mut reporter,
         )
     };
-    on_report(&report);
+    if let Some(r) = reporter.take() {
+        r(&report);
+    }
     prepared.release();
 }
 
@@ -201,12 +206,13 @@ fn build_and_supervise(
     lifeline: Option<BorrowedFd<'_>>,
     passed: Passed,
     mapping: Mapping,
+    reporter: &mut Reporter<'_>,
 ) -> BoxReport {
     let start = Instant::now();
     if spec.limits != prepared.limits {
         return startup_failed("internal error: the box's caps differ from the caps kern prepared");
     }
-    if spec.argv.is_empty() {
+    if spec.argv.is_empty() && spec.resident.is_none() {
         return startup_failed("nothing to run: the argv is empty");
     }
     if let Some(why) = &prepared.refusal {
@@ -319,7 +325,26 @@ fn build_and_supervise(
             return startup_failed(format!("cannot reset the box's oom_score_adj: {e}"));
         }
     }
-    supervise(spec, pid, cgroup, init_r, go_w, lifeline, start, mapping)
+    let s = Supervised {
+        pid,
+        init_r,
+        go_w,
+        start,
+        mapping,
+    };
+    supervise(spec, s, cgroup, lifeline, fallback, reporter)
+}
+
+/// How a box's report reaches its caller (taken by whoever sends it).
+pub(super) type Reporter<'a> = Option<&'a mut dyn FnMut(&BoxReport)>;
+
+/// The box just cloned, as `supervise` takes it over.
+struct Supervised {
+    pid: libc::pid_t,
+    init_r: OwnedFd,
+    go_w: OwnedFd,
+    start: Instant,
+    mapping: Mapping,
 }
 
 /// The clone child, before it becomes PID 1 proper: wait for the maps (and the idmapped trees
@@ -425,7 +450,7 @@ fn receive_go(go: &OwnedFd) -> Option<Trees> {
 /// one (its capabilities in the box's namespace are the creator's, whatever the uid). With a
 /// range the clone still holds the host's ids (unmapped in the box); the supplementary groups
 /// of host root go too.
-fn take_setup_ids(mapping: Mapping) -> nix::Result<()> {
+pub(super) fn take_setup_ids(mapping: Mapping) -> nix::Result<()> {
     use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
     let (u, g) = mapping.setup_ids();
     let (root_u, root_g) = (Uid::from_raw(u), Gid::from_raw(g));
@@ -482,17 +507,21 @@ fn box_id() -> String {
     format!("box-{}-{nanos:09}", std::process::id())
 }
 
-#[allow(clippy::too_many_arguments)]
 fn supervise(
     spec: &BoxSpec,
-    pid: libc::pid_t,
+    s: Supervised,
     cgroup: &Option<BoxCgroup>,
-    init_r: OwnedFd,
-    go_w: OwnedFd,
     lifeline: Option<BorrowedFd<'_>>,
-    start: Instant,
-    mapping: Mapping,
+    fallback: &Fallback,
+    reporter: &mut Reporter<'_>,
 ) -> BoxReport {
+    let Supervised {
+        pid,
+        init_r,
+        go_w,
+        start,
+        mapping,
+    } = s;
     let kill_and_reap = |pid: libc::pid_t| {
         let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         let _ = waitpid(Pid::from_raw(pid), None);
@@ -523,6 +552,33 @@ fn supervise(
         }
         Mapping::Caller { .. } => Trees::default(),
     };
+    // A resident box's namespaces, opened while its init is still dumpable (it waits for "go").
+    let mut ns_files = Vec::new();
+    if spec.resident.is_some() && spec.locks_mounts() {
+        // Its PID 1 would move into nested namespaces after this point, and calls would join
+        // the outer, unlocked ones (the session refuses this combination first).
+        kill_and_reap(pid);
+        return startup_failed(
+            "a resident box can't keep CAP_SYS_ADMIN: its locked mounts live in namespaces its calls would not join",
+        );
+    }
+    if spec.resident.is_some() {
+        let mut kinds = vec!["user", "mnt", "ipc", "uts", "pid"];
+        if !spec.host_network {
+            kinds.push("net");
+        }
+        // No cgroup namespace: PID 1 makes its own only after "go"; a call makes one of its own
+        // at its cgroup (see `exec::call_init`), as a fresh box does at the box's.
+        for kind in kinds {
+            match std::fs::File::open(format!("/proc/{pid}/ns/{kind}")) {
+                Ok(f) => ns_files.push((kind, f)),
+                Err(e) => {
+                    kill_and_reap(pid);
+                    return startup_failed(format!("open the box's {kind} namespace: {e}"));
+                }
+            }
+        }
+    }
     if send_go(&go_w, &trees).is_err() {
         kill_and_reap(pid);
         return startup_failed("the box's init exited before it could start");
@@ -535,6 +591,23 @@ fn supervise(
         return startup_failed("the box's init exited before it could start");
     }
     drop(go_w);
+    if let Some(Resident::Start {
+        name,
+        ttl_ms,
+        posture,
+    }) = &spec.resident
+    {
+        let r = ResidentStart {
+            ns_files,
+            cgroup_ns: cgroup.is_some(),
+            name,
+            ttl_ms: *ttl_ms,
+            posture,
+            pid,
+            start,
+        };
+        return keep_resident(spec, r, pidfd, init_r, fallback, reporter);
+    }
 
     let deadline = start + Duration::from_millis(spec.timeout_ms);
     let mut ended_by: Option<Fault> = None;
@@ -595,6 +668,24 @@ fn supervise(
 
     let mut messages = String::new();
     let _ = std::fs::File::from(init_r).read_to_string(&mut messages);
+    let oom = cgroup
+        .as_ref()
+        .filter(|cg| cg.oom_kills() > 0)
+        .map(|cg| cg.shmem_bytes());
+    conclude(spec, &messages, ended_by, oom, init_status, "box's init")
+}
+
+/// How a box (or one call into a resident box) ended, from its init's messages on the init
+/// pipe: `ended_by` is kern's own reason (timeout, caller gone), `oom` the cgroup's shmem bytes
+/// when the OOM killer acted, `init_status` how the init (`who`) ended.
+pub(super) fn conclude(
+    spec: &BoxSpec,
+    messages: &str,
+    ended_by: Option<Fault>,
+    oom: Option<u64>,
+    init_status: nix::Result<WaitStatus>,
+    who: &str,
+) -> BoxReport {
     let mut report = BoxReport {
         exit_code: 0,
         fault: None,
@@ -658,8 +749,7 @@ fn supervise(
         report.fault = Some(fault);
         return report;
     }
-    if cgroup.as_ref().is_some_and(|cg| cg.oom_kills() > 0) {
-        let shmem = cgroup.as_ref().map(|cg| cg.shmem_bytes()).unwrap_or(0);
+    if let Some(shmem) = oom {
         report.fault = Some(oom_fault(spec, &tmpfs_used, shmem));
         if !exited {
             report.exit_code = 137;
@@ -670,14 +760,14 @@ fn supervise(
         report.exit_code = 125;
         report.fault = Some(Fault::new(
             FaultKind::Killed,
-            format!("the box's init ended before the workload reported an exit ({init_status:?})"),
+            format!("the {who} ended before the workload reported an exit ({init_status:?})"),
         ));
     }
     if let Ok(WaitStatus::Signaled(_, sig, _)) = init_status {
         if report.fault.is_none() {
             report.fault = Some(Fault::new(
                 FaultKind::Killed,
-                format!("the box's init was killed by {sig}"),
+                format!("the {who} was killed by {sig}"),
             ));
         }
     }
@@ -869,4 +959,165 @@ fn human_secs(ms: u64) -> String {
     } else {
         format!("{:.3} s", ms as f64 / 1000.0)
     }
+}
+
+/// What a resident box is started with.
+struct ResidentStart<'a> {
+    /// The box's namespaces, held open for the calls (see `resident::State::ns_fds`).
+    ns_files: Vec<(&'static str, std::fs::File)>,
+    /// PID 1 unshared its cgroup namespace (see `child`).
+    cgroup_ns: bool,
+    name: &'a str,
+    ttl_ms: u64,
+    posture: &'a std::collections::BTreeMap<String, String>,
+    pid: libc::pid_t,
+    start: Instant,
+}
+
+/// A resident box's life after its clone: wait for PID 1's "ready", write the state file (the
+/// opener holds the name's lock), report "started", then detach from the caller entirely (new
+/// session, stdio and control socket closed, the lifeline ignored) so the box outlives the
+/// process that opened it. Ends at the TTL, on SIGTERM, or when PID 1 dies (a stop: SIGKILL
+/// through its pidfd); then removes the state (the cgroup goes in `run_box`).
+fn keep_resident(
+    spec: &BoxSpec,
+    r: ResidentStart<'_>,
+    pidfd: OwnedFd,
+    init_r: OwnedFd,
+    fallback: &Fallback,
+    reporter: &mut Reporter<'_>,
+) -> BoxReport {
+    use super::resident::{self as res, ProcId, State};
+    let kill = |why: String| {
+        let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+        let _ = waitpid(Pid::from_raw(r.pid), None);
+        startup_failed(why)
+    };
+    let start_deadline = r.start + Duration::from_millis(spec.timeout_ms);
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        let left = start_deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return kill("the resident box did not finish its setup in time".into());
+        }
+        let mut fds = [PollFd::new(init_r.as_fd(), PollFlags::POLLIN)];
+        match poll(
+            &mut fds,
+            PollTimeout::from(left.as_millis().min(60_000) as u16),
+        ) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => return kill(format!("poll: {e}")),
+        }
+        match nix::unistd::read(&init_r, &mut byte) {
+            Ok(1) if byte[0] == b'\n' => break,
+            Ok(1) => line.push(byte[0]),
+            _ => break,
+        }
+    }
+    let line = String::from_utf8_lossy(&line).into_owned();
+    if !line.starts_with(msg::READY) {
+        let why = line
+            .strip_prefix(msg::SETUP_FAILED)
+            .map(|w| format!("the box could not be built: {}", w.trim()))
+            .unwrap_or_else(|| "the resident box's init ended during its setup".into());
+        return kill(why);
+    }
+    let me = std::process::id() as i32;
+    let ids = ProcId::of(r.pid).and_then(|p| ProcId::of(me).map(|m| (p, m)));
+    let (pid1, monitor) = match ids {
+        Ok(ids) => ids,
+        Err(e) => return kill(format!("read the box's start time: {e}")),
+    };
+    let dir = match res::state_dir() {
+        Ok(d) => d,
+        Err(e) => return kill(e.to_string()),
+    };
+    let now = res::now_unix_ms();
+    let state = State {
+        name: r.name.to_string(),
+        pid1,
+        monitor,
+        posture_hash: res::posture_hash(r.posture),
+        posture: r.posture.clone(),
+        workspace: spec.workspace.clone(),
+        created_unix_ms: now,
+        deadline_unix_ms: now + r.ttl_ms,
+        spec: spec.clone(),
+        rlimits: res::Rlimits {
+            data_bytes: fallback.data_bytes,
+            nproc: fallback.nproc,
+        },
+        cgroup_ns: r.cgroup_ns,
+        ns_fds: r
+            .ns_files
+            .iter()
+            .map(|(k, f)| (k.to_string(), f.as_raw_fd()))
+            .collect(),
+    };
+    if let Err(e) = res::write(&dir, &state) {
+        return kill(e.to_string());
+    }
+    if let Some(report) = reporter.take() {
+        report(&BoxReport {
+            started: Some(pid1),
+            ..Default::default()
+        });
+    }
+    // From here on nothing of the caller's may end the box: not its process group's signals
+    // (a terminal's ^C or hang-up), not its exit. SIGTERM is a polite stop.
+    let _ = nix::unistd::setsid();
+    let _ = sys::detach_stdio();
+    use nix::sys::signal::{SigSet, Signal};
+    let mut mask = SigSet::empty();
+    for sig in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGPIPE,
+    ] {
+        mask.add(sig);
+    }
+    let sigfd = mask.thread_block().and_then(|_| {
+        nix::sys::signalfd::SignalFd::with_flags(&mask, nix::sys::signalfd::SfdFlags::SFD_CLOEXEC)
+    });
+    let deadline = r.start + Duration::from_millis(r.ttl_ms);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        if let Ok(s) = &sigfd {
+            fds.push(PollFd::new(s.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(
+            &mut fds,
+            PollTimeout::from(left.as_millis().min(60_000) as u16),
+        ) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(_) => break,
+        }
+        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+            break;
+        }
+        drop(fds);
+        if let Ok(s) = &sigfd {
+            if let Ok(Some(info)) = s.read_signal() {
+                if info.ssi_signo == Signal::SIGTERM as u32 {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+    let _ = waitpid(Pid::from_raw(r.pid), None);
+    crate::workspace::walk::strip_setid(&spec.workspace);
+    for b in spec.binds.iter().filter(|b| b.writable) {
+        crate::workspace::walk::strip_setid(&b.source);
+    }
+    res::remove_if_monitor(&dir, r.name, &monitor);
+    BoxReport::default()
 }

@@ -107,6 +107,30 @@ pub struct BoxSpec {
     /// Host character devices bound into the box's `/dev` (the `vgpio:` profiles), read-write.
     #[serde(default)]
     pub devices: Vec<DeviceSpec>,
+    /// A resident box (`persist`): start one, or exec this call into a live one.
+    #[serde(default)]
+    pub resident: Option<Resident>,
+}
+
+/// The two halves of a resident box.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Resident {
+    /// Build the box, but PID 1 runs no workload: it only reaps. The monitor writes the state
+    /// file `name` (its opener holds the name's lock meanwhile), reports, detaches from its
+    /// caller and keeps the box until `ttl_ms` (or a stop), then removes state and cgroup.
+    /// `timeout_ms` of the spec bounds only the start.
+    Start {
+        name: String,
+        ttl_ms: u64,
+        /// The options that define the box, by option name (a mismatch names them).
+        posture: std::collections::BTreeMap<String, String>,
+    },
+    /// Run this spec's argv in the live box `name`, whose PID 1 must be `pid1`.
+    Exec {
+        name: String,
+        pid1: super::resident::ProcId,
+    },
 }
 
 /// Where the egress relay listens inside the box.

@@ -56,4 +56,11 @@ pub struct BoxReport {
     /// `requireLimits` refused the box before it started: why. The caller throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits_refused: Option<String>,
+    /// A resident box started: its PID 1 (the state file holds the rest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started: Option<super::resident::ProcId>,
+    /// An exec found no resident box to run in (destroyed, or past its TTL): why. The caller
+    /// throws it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_gone: Option<String>,
 }

@@ -7,6 +7,7 @@ pub mod network;
 pub mod options;
 pub mod profiles;
 mod pyc;
+mod resident;
 pub mod setup;
 mod warm;
 
@@ -186,6 +187,8 @@ struct Opened {
     ca: Option<PathBuf>,
     /// The allowlist proxy of this session's boxes (`egressAllow`).
     proxy: Option<Arc<crate::engine::proxy::Proxy>>,
+    /// `persist`: the resident box every call runs in (set once open() met or started it).
+    resident: std::sync::OnceLock<resident::Attached>,
 }
 
 /// Counts one box that may write to the workspace, for as long as it lives.
@@ -343,6 +346,7 @@ impl Opened {
             keep_caps: cfg.keep_caps.clone(),
             seccomp: cfg.seccomp.clone(),
             devices: cfg.devices.clone(),
+            resident: None,
         };
         match &cfg.network {
             options::Network::None => {}
@@ -461,6 +465,15 @@ impl Opened {
         }
     }
 
+    /// A kern for this session's next call: prepared with the caps of a fresh box, or, in a
+    /// resident session, for a call into its box.
+    fn spawn_kern(&self, path: &std::path::Path) -> Result<Kern> {
+        match self.resident.get() {
+            Some(r) => Kern::spawn_call(path, &r.target),
+            None => Kern::spawn(path, &self.config.limits),
+        }
+    }
+
     /// Takes the oldest live spare (or starts a kern) and tops the spares up, so their cgroup
     /// moves overlap this call.
     fn kern(&self, path: &std::path::Path) -> Result<Kern> {
@@ -478,10 +491,10 @@ impl Opened {
         }
         let kern = match taken {
             Some(k) => k,
-            None => Kern::spawn(path, &self.config.limits)?,
+            None => self.spawn_kern(path)?,
         };
         while spares.len() < SPARES {
-            match Kern::spawn(path, &self.config.limits) {
+            match self.spawn_kern(path) {
                 Ok(k) => spares.push_back(k),
                 Err(_) => break,
             }
@@ -573,9 +586,14 @@ impl Sandbox {
         } else {
             None
         };
-        let spares = (0..SPARES)
-            .filter_map(|_| Kern::spawn(&self.kern, &config.limits).ok())
-            .collect();
+        // A resident session's spares wait until its box is known.
+        let spares = if config.resident.is_some() {
+            Default::default()
+        } else {
+            (0..SPARES)
+                .filter_map(|_| Kern::spawn(&self.kern, &config.limits).ok())
+                .collect()
+        };
         let opened = Arc::new(Opened {
             option_notes: std::sync::Mutex::new(config.notes.clone()),
             config,
@@ -592,7 +610,30 @@ impl Sandbox {
             exclusive: AtomicBool::new(false),
             ca,
             proxy,
+            resident: std::sync::OnceLock::new(),
         });
+        if opened.config.resident.is_some() {
+            if opened.config.limits.require {
+                if let Err(e) = opened.check_limits(&self.kern).await {
+                    let _ = opened.shut_down().await;
+                    return Err(e);
+                }
+            }
+            match resident::attach_or_start(&opened, &self.kern, sink).await {
+                Ok(a) => {
+                    let _ = opened.resident.set(a);
+                }
+                Err(e) => {
+                    let _ = opened.shut_down().await;
+                    return Err(e);
+                }
+            }
+            if let Ok(mut spares) = opened.spares.lock() {
+                spares.extend(opened.spawn_kern(&self.kern).ok());
+            }
+            *state = State::Open(opened);
+            return Ok(());
+        }
         if let Some(cmd) = opened.config.setup.clone() {
             if let Err(e) = setup::run(&opened, &self.kern, &cmd, sink).await {
                 let _ = opened.shut_down().await;
@@ -622,6 +663,16 @@ impl Sandbox {
             opened.shut_down().await?;
         }
         Ok(())
+    }
+
+    /// Stops the resident box of a `persist` sandbox (opened here or not, from any process).
+    /// Idempotent; nothing to do without `persist`.
+    pub async fn destroy(&self) -> Result<()> {
+        let config = options::parse(&self.options)?;
+        match config.resident {
+            Some(r) => resident::destroy(r.name).await,
+            None => Ok(()),
+        }
     }
 
     /// The process is exiting without close(): remove the temporary workspace (a kept one is
@@ -723,6 +774,9 @@ impl Sandbox {
     /// per-cell default (the session's `timeoutS` when absent).
     pub async fn kernel(&self, timeout_s: Option<&serde_json::Value>) -> Result<kernel::Kernel> {
         let opened = self.opened().await?;
+        if opened.config.resident.is_some() {
+            return crate::invalid!("kernel() is not available with `persist`: a kernel is its own long-lived box; use runCode() (each call runs in the resident box), or open a Sandbox without `persist` for a kernel");
+        }
         let timeout_ms = match timeout_s {
             None | Some(serde_json::Value::Null) => opened.config.timeout_ms,
             Some(v) => options::timeout_ms("timeoutS", v)?,
@@ -776,7 +830,15 @@ impl Sandbox {
             Some(v) => options::timeout_ms("timeoutS", v)?,
         };
         let workspace = opened.workspace_path()?;
-        let spec = opened.spec(argv, &lang_env, timeout_ms, cell.is_some(), &workspace);
+        let mut spec = opened.spec(argv, &lang_env, timeout_ms, cell.is_some(), &workspace);
+        let attached = opened.resident.get();
+        if let Some(a) = attached {
+            a.check()?;
+            spec.resident = Some(crate::engine::spec::Resident::Exec {
+                name: a.target.name.clone(),
+                pid1: a.target.pid1,
+            });
+        }
 
         // Held until the workspace walks after the box are done: close() waits for it.
         let _running = opened.running.read().await;
@@ -841,7 +903,8 @@ impl Sandbox {
         let outcome = match first {
             Some(o) => o,
             // The spare died before it got the spec: nothing ran; use a fresh kern.
-            None => Kern::spawn(&self.kern, &cfg.limits)?
+            None => opened
+                .spawn_kern(&self.kern)?
                 .run(&spec, cfg.max_output, sink, cancel, fds)
                 .await?
                 .ok_or_else(|| {
@@ -854,8 +917,13 @@ impl Sandbox {
         if let Some(why) = outcome.report.limits_refused {
             return Err(Error::Invalid(why));
         }
+        if outcome.report.resident_gone.is_some() {
+            let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
+            return Err(resident::gone(name));
+        }
         drop(line);
         let mut notes = opened.session_notes();
+        notes.extend(attached.and_then(resident::Attached::first_call_note));
         let results = match results_rx {
             Some(rx) => {
                 let (bytes, capped) = match tokio::time::timeout(RESULTS_GRACE, rx).await {

@@ -93,7 +93,19 @@ pub struct Config {
     pub devices: Vec<crate::engine::spec::DeviceSpec>,
     /// Runtime notes about the options, given with the session's first call.
     pub notes: Vec<String>,
+    /// `persist`: every call runs in one resident box of this name.
+    pub resident: Option<ResidentOpts>,
 }
+
+/// `persist`, `name`, `persistTtlS`.
+#[derive(Debug, Clone)]
+pub struct ResidentOpts {
+    pub name: String,
+    pub ttl_ms: u64,
+}
+
+/// `persistTtlS` when left out: an hour.
+pub const DEFAULT_PERSIST_TTL_S: u64 = 3600;
 
 /// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
 #[derive(Debug, Clone)]
@@ -171,10 +183,6 @@ fn strings(key: &str, v: &Value) -> Result<Vec<String>> {
                 .ok_or_else(|| type_err(key, "an array of strings", v))
         })
         .collect()
-}
-
-fn not_built(what: impl Into<String>) -> Error {
-    Error::NotBuilt(what.into())
 }
 
 /// Closest known option name, for "did you mean".
@@ -365,12 +373,13 @@ pub fn parse(v: &Value) -> Result<Config> {
         apparmor: None,
         keep_caps: Vec::new(),
         seccomp: None,
+        resident: None,
         user: None,
         devices: Vec::new(),
         notes: Vec::new(),
     };
 
-    // Mutually exclusive before "not built": the mistake is the combination.
+    // Mutually exclusive first: the mistake is the combination.
     let network = match get("network") {
         None => false,
         Some(v) => boolean("network", v)?,
@@ -427,19 +436,48 @@ pub fn parse(v: &Value) -> Result<Config> {
     if let Some(v) = get("workspaceMaxBytes").filter(|v| !v.is_null()) {
         cfg.workspace_max_bytes = Some(positive("workspaceMaxBytes", v, true)? as u64);
     }
-    if let Some(v) = get("name").filter(|v| !v.is_null()) {
-        v.as_str()
-            .ok_or_else(|| type_err("name", "a string or null", v))?;
-        return Err(not_built("`name` (resident boxes)"));
-    }
-    if let Some(v) = get("persist") {
-        if boolean("persist", v)? {
-            return Err(not_built("`persist` (resident boxes)"));
+    let name = match get("name").filter(|v| !v.is_null()) {
+        Some(v) => {
+            let n = v
+                .as_str()
+                .ok_or_else(|| type_err("name", "a string or null", v))?;
+            crate::engine::resident::check_name(n)
+                .map_err(|e| Error::Invalid(format!("option `name`: {e}")))?;
+            Some(n.to_string())
         }
-    }
-    if let Some(v) = get("persistTtlS") {
-        positive("persistTtlS", v, false)?;
-        return Err(not_built("`persistTtlS` (resident boxes)"));
+        None => None,
+    };
+    let persist = match get("persist") {
+        Some(v) => boolean("persist", v)?,
+        None => false,
+    };
+    let ttl_s = match get("persistTtlS").filter(|v| !v.is_null()) {
+        Some(v) => Some(positive("persistTtlS", v, false)?),
+        None => None,
+    };
+    if persist {
+        let Some(name) = name else {
+            return crate::invalid!("option `persist: true` needs a `name`: processes that name the same sandbox meet the same resident box");
+        };
+        if cfg.workspace.is_none() {
+            return crate::invalid!("option `persist: true` needs a `workspace` (an absolute directory path): the resident box outlives this Sandbox, and a temporary workspace would be deleted at close()");
+        }
+        let ttl_s = ttl_s.unwrap_or(DEFAULT_PERSIST_TTL_S as f64);
+        if ttl_s * 1000.0 > u64::MAX as f64 / 2.0 {
+            return Err(type_err(
+                "persistTtlS",
+                "a positive number of seconds",
+                &json_num(ttl_s),
+            ));
+        }
+        cfg.resident = Some(ResidentOpts {
+            name,
+            ttl_ms: (ttl_s * 1000.0).ceil() as u64,
+        });
+    } else if name.is_some() {
+        return crate::invalid!("option `name` is only used with `persist: true` (it names the resident box); add `persist: true`, or leave `name` out");
+    } else if ttl_s.is_some() {
+        return crate::invalid!("option `persistTtlS` is only used with `persist: true`; add `persist: true`, or leave `persistTtlS` out");
     }
     match get("memoryMb") {
         None => {}
@@ -575,7 +613,29 @@ pub fn parse(v: &Value) -> Result<Config> {
         }
         cfg.prewarm = n as usize;
     }
+    if cfg.resident.is_some() {
+        // Refused, never accepted and ignored: each needs something the resident box can't give.
+        if matches!(cfg.network, Network::Egress(_)) {
+            return crate::invalid!("options `persist` and `egressAllow` can't be combined yet: the allowlist proxy lives in the process that opened the Sandbox, and a resident box outlives it; use network: false or true");
+        }
+        if cfg.prewarm > 0 {
+            return crate::invalid!("options `persist` and `prewarm` can't be combined: a resident box runs every call itself (each call still starts a fresh interpreter); leave `prewarm` out");
+        }
+        if cfg.keep_caps.contains(&crate::engine::caps::SYS_ADMIN) {
+            return crate::invalid!("options `persist` and a `capDrop` that keeps SYS_ADMIN can't be combined yet: such a box's mounts are locked in a nested namespace that resident calls do not join; drop SYS_ADMIN (the default capDrop [\"ALL\"] does)");
+        }
+        // The compiled stdlib is bound into a box when it starts; a resident box would miss a
+        // cache built later, so its calls compile as they import.
+        if get("pycCache").and_then(Value::as_bool) == Some(true) {
+            return crate::invalid!("options `persist` and `pycCache: true` can't be combined yet: the cache is bound into a box when it starts, and a resident box starts before it is built; leave pycCache out (it is off for resident boxes)");
+        }
+        cfg.pyc_cache = false;
+    }
     Ok(cfg)
+}
+
+fn json_num(n: f64) -> Value {
+    serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
 }
 
 /// The proxy's policy from `egressAllow` entries; a bad entry is the option's error.
@@ -686,13 +746,31 @@ mod tests {
     }
 
     #[test]
-    fn unbuilt_options_are_refused_by_name() {
-        for (k, v) in [("persist", json!(true)), ("persistTtlS", json!(60))] {
-            let mut o = json!({"image": "host"});
-            o[k] = v;
-            let e = err(o);
-            assert!(e.contains(k) && e.contains("not built yet"), "{k}: {e}");
-        }
+    fn resident_options_are_checked() {
+        let ws = json!("/tmp");
+        assert!(err(json!({"image": "host", "persist": true})).contains("`name`"));
+        assert!(err(json!({"image": "host", "persist": true, "name": "a"})).contains("`workspace`"));
+        assert!(
+            err(json!({"image": "host", "name": "a"})).contains("only used with `persist: true`")
+        );
+        assert!(err(json!({"image": "host", "persistTtlS": 5}))
+            .contains("only used with `persist: true`"));
+        assert!(
+            err(json!({"image": "host", "persist": true, "name": "../x", "workspace": ws}))
+                .contains("not a valid sandbox name")
+        );
+        assert!(err(json!({"image": "host", "persist": true, "name": "a", "workspace": ws, "persistTtlS": 0})).contains("persistTtlS"));
+        assert!(err(
+            json!({"image": "host", "persist": true, "name": "a", "workspace": ws, "prewarm": 1})
+        )
+        .contains("prewarm"));
+        assert!(err(json!({"image": "host", "persist": true, "name": "a", "workspace": ws, "egressAllow": ["a.com"]})).contains("egressAllow"));
+        let c = parse(&json!({"image": "host", "persist": true, "name": "a", "workspace": ws, "persistTtlS": 2.5})).unwrap();
+        let r = c.resident.unwrap();
+        assert_eq!((r.name.as_str(), r.ttl_ms), ("a", 2500));
+        let c = parse(&json!({"image": "host", "persist": true, "name": "a", "workspace": ws}))
+            .unwrap();
+        assert_eq!(c.resident.unwrap().ttl_ms, DEFAULT_PERSIST_TTL_S * 1000);
         // The default image is the spec's, as a registry reference (pulled at open()).
         let d = parse(&json!({})).unwrap();
         assert!(

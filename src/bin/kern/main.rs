@@ -3,10 +3,13 @@
 //! like the Sandbox options.
 
 use clap::{Parser, Subcommand};
+use kern_sandbox::engine::exec;
 use kern_sandbox::engine::monitor::{self, run_box};
+use kern_sandbox::engine::resident::{self, CallTarget};
 use kern_sandbox::engine::spec::{
-    BoxSpec, Limits, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
+    BoxSpec, Limits, Resident, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
 };
+use kern_sandbox::engine::status::BoxReport;
 use kern_sandbox::engine::sys;
 use kern_sandbox::image;
 use kern_sandbox::session::base_env;
@@ -51,6 +54,28 @@ enum Command {
     },
     /// Remove blobs no image needs and abandoned partial work.
     Prune,
+    /// Run a command in a live resident box (a Sandbox opened with `persist`):
+    /// kern exec NAME -- python3 -c 'print(1)'
+    Exec {
+        /// The sandbox's `name`.
+        name: String,
+        /// Run as this account of the image ("<user>[:<group>]"), as the `user` option.
+        #[arg(long, short)]
+        user: Option<String>,
+        /// Wall-clock limit of this call in seconds (the box goes on after it).
+        #[arg(long, default_value_t = 30.0)]
+        timeout: f64,
+        /// Environment variable for this call, KEY=VALUE (repeatable), on top of the box's.
+        #[arg(long, short)]
+        env: Vec<String>,
+        /// The command to run.
+        #[arg(last = true, required = true)]
+        argv: Vec<String>,
+    },
+    /// List the live resident boxes.
+    Ps,
+    /// Stop a resident box (and remove its state and cgroup); no box by that name is not an error.
+    Stop { name: String },
     /// Internal: build one box from the JSON lines on stdin (a socket), report on it.
     #[command(hide = true)]
     Box,
@@ -105,6 +130,21 @@ fn main() -> ExitCode {
                 ExitCode::from(125)
             }
         },
+        Command::Exec {
+            name,
+            user,
+            timeout,
+            env,
+            argv,
+        } => match resident_exec(&name, user.as_deref(), timeout, &env, argv) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("kern: {e}");
+                ExitCode::from(125)
+            }
+        },
+        Command::Ps => report(ps()),
+        Command::Stop { name } => report(stop(&name)),
         Command::Pull { reference, quiet } => report(images::pull(&reference, quiet)),
         Command::Images => report(images::list()),
         Command::Rmi { images } => report(images::rmi(&images)),
@@ -162,47 +202,86 @@ fn boxed() -> ExitCode {
         buf: Vec::new(),
         fds: Vec::new(),
     };
-    let limits: Limits = match control.line().map(|l| serde_json::from_slice(&l)) {
-        Some(Ok(l)) => l,
-        Some(Err(e)) => {
+    let Some(caps) = control.line() else {
+        return ExitCode::SUCCESS;
+    };
+    // A call into a resident box: its caps are the box's, already in force.
+    if let Ok(c) = serde_json::from_slice::<CallCaps>(&caps) {
+        let prepared = exec::prepare(&c.call);
+        let Some((spec, passed)) = read_spec(&mut control) else {
+            prepared.release();
+            return ExitCode::SUCCESS;
+        };
+        exec::run_call(
+            &spec,
+            prepared,
+            Some(control_fd()),
+            passed,
+            &mut send_report,
+        );
+        return ExitCode::SUCCESS;
+    }
+    let limits: Limits = match serde_json::from_slice(&caps) {
+        Ok(l) => l,
+        Err(e) => {
             eprintln!("kern box: bad caps line: {e}");
             return ExitCode::from(125);
         }
-        None => return ExitCode::SUCCESS,
     };
     let prepared = monitor::prepare(&limits);
-    let spec: BoxSpec = match control.line().map(|l| serde_json::from_slice(&l)) {
-        Some(Ok(s)) => s,
-        Some(Err(e)) => {
+    let Some((spec, passed)) = read_spec(&mut control) else {
+        prepared.release();
+        return ExitCode::SUCCESS;
+    };
+    run_box(
+        &spec,
+        prepared,
+        Some(control_fd()),
+        passed,
+        &mut send_report,
+    );
+    ExitCode::SUCCESS
+}
+
+/// The caps line of a call into a resident box (`Kern::spawn_call`).
+#[derive(serde::Deserialize)]
+struct CallCaps {
+    call: CallTarget,
+}
+
+fn control_fd() -> BorrowedFd<'static> {
+    // SAFETY: fd 0 is the control socket for the whole life of this process; `detach_stdio`
+    // only ever replaces it with /dev/null, so the number stays a valid descriptor.
+    unsafe { BorrowedFd::borrow_raw(0) }
+}
+
+fn send_report(report: &BoxReport) {
+    let mut out = serde_json::to_vec(report).unwrap_or_default();
+    out.push(b'\n');
+    let _ = nix::unistd::write(control_fd(), &out);
+    // The caller is done once these close: the cgroup teardown that follows is ours.
+    let _ = sys::detach_stdio();
+}
+
+/// Line 2: the spec, with the descriptors it announces. None: EOF ("not needed") or a bad
+/// spec (said on stderr).
+fn read_spec(control: &mut Control) -> Option<(BoxSpec, monitor::Passed)> {
+    let spec: BoxSpec = match serde_json::from_slice(&control.line()?) {
+        Ok(s) => s,
+        Err(e) => {
             eprintln!("kern box: bad spec: {e}");
-            prepared.release();
-            return ExitCode::from(125);
-        }
-        None => {
-            prepared.release();
-            return ExitCode::SUCCESS;
+            return None;
         }
     };
     // In the order the addon sends them (`BoxFds`): the channel, then the egress line.
-    let mut fds = control.fds.into_iter();
+    let mut fds = std::mem::take(&mut control.fds).into_iter();
     let channel = if spec.channel { fds.next() } else { None };
     let egress = if spec.egress.is_some() {
         fds.next()
     } else {
         None
     };
-    // SAFETY: fd 0 is the control socket for the whole life of this process; this borrow ends
-    // before `detach_stdio` replaces it.
-    let socket = unsafe { BorrowedFd::borrow_raw(0) };
-    let passed = monitor::Passed { channel, egress };
-    run_box(&spec, prepared, Some(socket), passed, &mut |report| {
-        let mut out = serde_json::to_vec(report).unwrap_or_default();
-        out.push(b'\n');
-        let _ = nix::unistd::write(socket, &out);
-        // The caller is done once these close: the cgroup teardown that follows is ours.
-        let _ = sys::detach_stdio();
-    });
-    ExitCode::SUCCESS
+    Some((spec, monitor::Passed { channel, egress }))
 }
 
 fn run(a: RunArgs) -> Result<ExitCode, String> {
@@ -285,6 +364,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
             None => None,
         },
         devices: Vec::new(),
+        resident: None,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
@@ -298,4 +378,95 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         code = report.exit_code.clamp(0, 255);
     });
     Ok(ExitCode::from(code as u8))
+}
+
+/// `kern exec`: the box's own posture (and environment), this argv; output straight through.
+fn resident_exec(
+    name: &str,
+    user: Option<&str>,
+    timeout: f64,
+    env: &[String],
+    argv: Vec<String>,
+) -> Result<ExitCode, String> {
+    let dir = resident::state_dir().map_err(|e| e.to_string())?;
+    let live = {
+        let _lock = resident::lock(&dir, name).map_err(|e| e.to_string())?;
+        resident::find(&dir, name).map_err(|e| e.to_string())?
+    }
+    .ok_or_else(|| format!("no live resident box named {name} (`kern ps` lists them)"))?;
+    if !(timeout.is_finite() && timeout > 0.0) {
+        return Err("--timeout must be a positive number of seconds".into());
+    }
+    let state = live.state;
+    let mut spec = state.spec.clone();
+    if let Some(account) = user {
+        spec.user = image::resolve_user(&spec.root, account).map_err(|e| e.to_string())?;
+    }
+    for kv in env {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| format!("--env {kv:?}: expected KEY=VALUE"))?;
+        spec.env.retain(|(ek, _)| ek != k);
+        spec.env.push((k.to_string(), v.to_string()));
+    }
+    spec.argv = argv;
+    spec.timeout_ms = (timeout * 1000.0).ceil() as u64;
+    spec.channel = false;
+    spec.egress = None;
+    let target = CallTarget {
+        name: name.to_string(),
+        pid1: state.pid1,
+    };
+    spec.resident = Some(Resident::Exec {
+        name: target.name.clone(),
+        pid1: target.pid1,
+    });
+    let prepared = exec::prepare(&target);
+    let mut code = 125;
+    exec::run_call(&spec, prepared, None, Default::default(), &mut |report| {
+        if let Some(why) = &report.resident_gone {
+            monitor::note("warning", why);
+        }
+        if let Some(f) = &report.fault {
+            monitor::note(
+                "warning",
+                &format!("fault {}: {}", f.kind.as_str(), f.message),
+            );
+        }
+        code = report.exit_code.clamp(0, 255);
+    });
+    Ok(ExitCode::from(code as u8))
+}
+
+fn ps() -> Result<(), String> {
+    let dir = resident::state_dir().map_err(|e| e.to_string())?;
+    let now = resident::now_unix_ms();
+    let secs = |ms: u64| format!("{}s", ms / 1000);
+    println!(
+        "{:<24} {:>8} {:>8} {:>9}  WORKSPACE",
+        "NAME", "PID", "AGE", "TTL LEFT"
+    );
+    for s in resident::list(&dir) {
+        println!(
+            "{:<24} {:>8} {:>8} {:>9}  {}",
+            s.name,
+            s.pid1.pid,
+            secs(now.saturating_sub(s.created_unix_ms)),
+            secs(s.deadline_unix_ms.saturating_sub(now)),
+            s.workspace.display()
+        );
+    }
+    Ok(())
+}
+
+fn stop(name: &str) -> Result<(), String> {
+    let dir = resident::state_dir().map_err(|e| e.to_string())?;
+    let stopped = resident::stop(&dir, name, None, std::time::Duration::from_secs(30))
+        .map_err(|e| e.to_string())?;
+    if stopped {
+        println!("stopped {name}");
+    } else {
+        println!("no live resident box named {name}");
+    }
+    Ok(())
 }

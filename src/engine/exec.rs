@@ -1,0 +1,449 @@
+//! One call into a live resident box (`persist`). The `kern` that runs it stays on the host, as
+//! a fresh box's monitor does: it moves itself into a per-call child of the box's cgroup (done
+//! when it is a spare, off the call's path), then forks the call's init. The call's init joins
+//! every namespace of the box through the descriptors the box's monitor holds (user first; a
+//! pidfd `setns` would need ptrace rights over the non-dumpable PID 1, which only root has),
+//! makes a cgroup namespace at its own cgroup, takes the ids a fresh box's setup runs as, and
+//! forks the workload, which is then inside the
+//! box's PID namespace and gets exactly a fresh workload's posture (`init::exec_workload`). Like
+//! a fresh box's PID 1, the call's init answers the untrusted profile's seccomp notifications
+//! and reports the exit on the init pipe; it is outside the box's PID namespace, so nothing in
+//! the box can see or signal it.
+//!
+//! A timeout (or the caller going away) kills the call only: every process of its cgroup, or,
+//! without cgroups (rootless), its process group — a process that started its own session
+//! escapes that and lives on in the box until the box ends (its PID 1 reaps it).
+
+use super::cgroup::CallCgroup;
+use super::idmap::Mapping;
+use super::init::{self, msg, Fallback};
+use super::monitor::{self, Passed};
+use super::resident::{self, CallTarget, State};
+use super::spec::{BoxSpec, Resident};
+use super::status::{BoxReport, Fault, FaultKind};
+use super::sys::{self, Forked};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::wait::waitpid;
+use nix::unistd::Pid;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// A `kern` ready to run one call in a resident box: it found the box, holds a pidfd of its
+/// PID 1, and sits in the call's cgroup.
+pub struct PreparedCall {
+    target: CallTarget,
+    found: Result<(State, OwnedFd), String>,
+    cgroup: Option<CallCgroup>,
+    oom_adj: Option<String>,
+}
+
+fn gone(name: &str, why: &str) -> String {
+    format!("the resident box {name} was destroyed or reached its TTL ({why}); open a new Sandbox to start a new one")
+}
+
+/// Finds the box `target` names and moves into a new call cgroup under it.
+pub fn prepare(target: &CallTarget) -> PreparedCall {
+    let found = resident::state_dir()
+        .map_err(|e| e.to_string())
+        .and_then(|d| resident::read(&d, &target.name).map_err(|e| e.to_string()))
+        .and_then(|s| s.ok_or_else(|| gone(&target.name, "no state file")))
+        .and_then(|s| {
+            if s.pid1 != target.pid1 {
+                return Err(gone(&target.name, "another box has that name now"));
+            }
+            let fd = s
+                .pid1
+                .pidfd()
+                .ok_or_else(|| gone(&target.name, "its PID 1 has exited"))?;
+            Ok((s, fd))
+        });
+    let mut cgroup = None;
+    let mut oom_adj = None;
+    if found.is_ok() {
+        let nanos = resident::now_unix_ms();
+        cgroup = CallCgroup::enter(target.pid1.pid, &format!("{}-{nanos}", std::process::id()));
+        if cgroup.is_some() {
+            // As a fresh box's monitor: the OOM killer must pick the call, never its reporter.
+            let before = std::fs::read_to_string("/proc/self/oom_score_adj").ok();
+            if std::fs::write("/proc/self/oom_score_adj", "-1000").is_ok() {
+                oom_adj = before.map(|b| b.trim().to_string());
+            }
+        }
+    }
+    PreparedCall {
+        target: target.clone(),
+        found,
+        cgroup,
+        oom_adj,
+    }
+}
+
+impl PreparedCall {
+    pub fn release(self) {
+        if let Some(cg) = &self.cgroup {
+            cg.leave_and_remove();
+        }
+    }
+}
+
+/// Runs one call and reports it, like `monitor::run_box` for a fresh box.
+pub fn run_call(
+    spec: &BoxSpec,
+    prepared: PreparedCall,
+    lifeline: Option<BorrowedFd<'_>>,
+    passed: Passed,
+    on_report: &mut dyn FnMut(&BoxReport),
+) {
+    let report = call(spec, &prepared, lifeline, passed);
+    on_report(&report);
+    prepared.release();
+}
+
+fn startup_failed(message: impl Into<String>) -> BoxReport {
+    BoxReport {
+        exit_code: 125,
+        fault: Some(Fault::new(FaultKind::StartupFailed, message)),
+        ..Default::default()
+    }
+}
+
+/// The box's namespaces, opened through its monitor's descriptors (user first: joining it
+/// gives the capabilities the others need). The monitor is checked to be the same process after
+/// the opens, so a recycled pid can't hand over another process's namespaces.
+fn open_namespaces(state: &State) -> Result<Vec<(nix::sched::CloneFlags, OwnedFd)>, String> {
+    use nix::sched::CloneFlags as F;
+    let kind = |k: &str| match k {
+        "user" => Some(F::CLONE_NEWUSER),
+        "mnt" => Some(F::CLONE_NEWNS),
+        "ipc" => Some(F::CLONE_NEWIPC),
+        "uts" => Some(F::CLONE_NEWUTS),
+        "pid" => Some(F::CLONE_NEWPID),
+        "net" => Some(F::CLONE_NEWNET),
+        _ => None,
+    };
+    let mut out = Vec::new();
+    for (k, fd) in &state.ns_fds {
+        let flag = kind(k).ok_or_else(|| format!("unknown namespace kind {k:?} in the state"))?;
+        let file = std::fs::File::open(format!("/proc/{}/fd/{fd}", state.monitor.pid))
+            .map_err(|e| format!("open the box's {k} namespace through its monitor: {e}"))?;
+        out.push((flag, OwnedFd::from(file)));
+    }
+    if !out.iter().any(|(f, _)| *f == F::CLONE_NEWUSER) || !state.monitor.alive() {
+        return Err(gone(&state.name, "its monitor has exited"));
+    }
+    out.sort_by_key(|(f, _)| *f != F::CLONE_NEWUSER);
+    Ok(out)
+}
+
+fn call(
+    spec: &BoxSpec,
+    prepared: &PreparedCall,
+    lifeline: Option<BorrowedFd<'_>>,
+    passed: Passed,
+) -> BoxReport {
+    let start = Instant::now();
+    let state = match &prepared.found {
+        Ok((s, _pid1)) => s,
+        Err(why) => {
+            return BoxReport {
+                exit_code: 125,
+                resident_gone: Some(why.clone()),
+                ..Default::default()
+            }
+        }
+    };
+    match &spec.resident {
+        Some(Resident::Exec { name, pid1 })
+            if *name == prepared.target.name && *pid1 == prepared.target.pid1 => {}
+        _ => {
+            return startup_failed(
+                "internal error: the call names another resident box than kern prepared for",
+            )
+        }
+    }
+    if spec.channel != passed.channel.is_some() || passed.egress.is_some() {
+        return startup_failed(
+            "internal error: a descriptor of the call was announced but not sent, or the reverse",
+        );
+    }
+    if spec.argv.is_empty() {
+        return startup_failed("nothing to run: the argv is empty");
+    }
+    // The box's user namespace maps what it was built with: unprivileged that is one account.
+    let mapping = Mapping::for_this_process(state.spec.user.as_ref());
+    if matches!(mapping, Mapping::Caller { .. }) && spec.user != state.spec.user {
+        return startup_failed(
+            "this resident box was started unprivileged, so its one account is the one it was built with; run as that user, or start the box as root",
+        );
+    }
+    let namespaces = match open_namespaces(state) {
+        Ok(n) => n,
+        Err(why) => {
+            return BoxReport {
+                exit_code: 125,
+                resident_gone: Some(why),
+                ..Default::default()
+            }
+        }
+    };
+    let fallback = Fallback {
+        data_bytes: state.rlimits.data_bytes,
+        nproc: state.rlimits.nproc,
+    };
+    let oom_before = prepared.cgroup.as_ref().map(CallCgroup::box_oom_kills);
+    let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("pipe: {e}")),
+    };
+    let (go_r, go_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => return startup_failed(format!("pipe: {e}")),
+    };
+    let a = match sys::clone_fork(0) {
+        Ok(Forked::Child) => {
+            drop(init_r);
+            drop(go_w);
+            let j = Joining {
+                namespaces: &namespaces,
+                cgroup_ns: state.cgroup_ns && prepared.cgroup.is_some(),
+                mapping,
+                init_w,
+                go_r,
+            };
+            call_init(spec, j, passed, &fallback)
+        }
+        Ok(Forked::Parent(pid)) => pid,
+        Err(e) => return startup_failed(format!("fork: {e}")),
+    };
+    drop(passed);
+    drop(init_w);
+    drop(go_r);
+    if let Some(adj) = &prepared.oom_adj {
+        // The call's processes get the caller's score back (see `monitor::prepare`).
+        let _ = std::fs::write(format!("/proc/{a}/oom_score_adj"), adj);
+    }
+    let _ = nix::unistd::write(&go_w, b"g");
+    drop(go_w);
+    let a_fd = match sys::pidfd_open(a) {
+        Ok(fd) => fd,
+        Err(e) => {
+            let _ = nix::sys::signal::kill(Pid::from_raw(a), nix::sys::signal::Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(a), None);
+            return startup_failed(format!("pidfd_open: {e}"));
+        }
+    };
+    let _ = nix::fcntl::fcntl(
+        &init_r,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    let mut messages = Vec::new();
+    let deadline = start + Duration::from_millis(spec.timeout_ms);
+    let mut ended_by = None;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            ended_by = Some(Fault::new(
+                FaultKind::Timeout,
+                format!(
+                    "the call ran past its timeout of {} s; kern killed the call's processes (the resident box {} goes on)",
+                    spec.timeout_ms as f64 / 1000.0,
+                    prepared.target.name
+                ),
+            ));
+            break;
+        }
+        let mut fds = vec![
+            PollFd::new(a_fd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(init_r.as_fd(), PollFlags::POLLIN),
+        ];
+        if let Some(l) = lifeline {
+            fds.push(PollFd::new(l, PollFlags::POLLIN));
+        }
+        match poll(
+            &mut fds,
+            PollTimeout::from(left.as_millis().min(60_000) as u16),
+        ) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                ended_by = Some(Fault::new(
+                    FaultKind::Killed,
+                    format!("kern lost track of the call (poll: {e}) and killed it"),
+                ));
+                break;
+            }
+        }
+        let ready = |i: usize| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        let (a_done, readable, caller_gone) = (ready(0), ready(1), ready(2));
+        drop(fds);
+        if readable {
+            read_available(&init_r, &mut messages);
+        }
+        if a_done {
+            break;
+        }
+        if caller_gone {
+            ended_by = Some(Fault::new(
+                FaultKind::Killed,
+                "the caller ended the call (Sandbox.close() while it ran, or the caller's process exited); kern killed the call's processes",
+            ));
+            break;
+        }
+    }
+    if ended_by.is_some() {
+        read_available(&init_r, &mut messages);
+        match &prepared.cgroup {
+            Some(cg) => cg.kill_others(),
+            None => {
+                let text = String::from_utf8_lossy(&messages);
+                let workload = text
+                    .lines()
+                    .find_map(|l| l.strip_prefix(msg::PID))
+                    .and_then(|p| p.trim().parse::<i32>().ok());
+                if let Some(w) = workload {
+                    // Its process group (it is a session leader), then itself.
+                    let _ = nix::sys::signal::kill(
+                        Pid::from_raw(-w),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                    let _ =
+                        nix::sys::signal::kill(Pid::from_raw(w), nix::sys::signal::Signal::SIGKILL);
+                }
+            }
+        }
+        let _ = sys::pidfd_kill(a_fd.as_fd(), libc::SIGKILL);
+    }
+    let status = waitpid(Pid::from_raw(a), None);
+    // Nothing else holds the write end once the call's init is gone (the workload's copy closed
+    // at its exec), so this ends; bounded anyway.
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        read_available(&init_r, &mut messages);
+        let left = until.saturating_duration_since(Instant::now());
+        let mut fds = [PollFd::new(init_r.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(left.as_millis() as u16)) {
+            Ok(n) if n > 0 && !left.is_zero() => {
+                let mut probe = [0u8; 4096];
+                match nix::unistd::read(&init_r, &mut probe) {
+                    Ok(0) => break,
+                    Ok(n) => messages.extend_from_slice(&probe[..n]),
+                    Err(nix::errno::Errno::EAGAIN) => continue,
+                    Err(_) => break,
+                }
+            }
+            _ => break,
+        }
+    }
+    crate::workspace::walk::strip_setid(&spec.workspace);
+    let oom = match (&prepared.cgroup, oom_before) {
+        (Some(cg), Some(before)) if cg.box_oom_kills() > before => Some(0),
+        _ => None,
+    };
+    let text = String::from_utf8_lossy(&messages).into_owned();
+    monitor::conclude(spec, &text, ended_by, oom, status, "call's init")
+}
+
+fn read_available(fd: &OwnedFd, into: &mut Vec<u8>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = nix::unistd::read(fd, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        into.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// What the call's init needs to join the box.
+struct Joining<'a> {
+    namespaces: &'a [(nix::sched::CloneFlags, OwnedFd)],
+    /// The call gets a cgroup namespace rooted at its own cgroup.
+    cgroup_ns: bool,
+    mapping: Mapping,
+    init_w: OwnedFd,
+    go_r: OwnedFd,
+}
+
+/// The call's init (a child of the `kern` running the call). Never returns.
+fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: Passed, fallback: &Fallback) -> ! {
+    std::panic::set_hook(Box::new(|info| {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("kern: internal error in the call: {info}\n").as_bytes(),
+        );
+        sys::exit_now(125)
+    }));
+    let init_w = j.init_w;
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        init::send(&init_w, &format!("{} {what}: {e}", msg::SETUP_FAILED));
+        sys::exit_now(1)
+    };
+    // Holds what the host's process has: nothing of it may reach the box.
+    let _ = nix::sys::prctl::set_dumpable(false);
+    if let Err(e) = sys::stdin_null() {
+        fail("stdin", &e);
+    }
+    let mut go = [0u8; 1];
+    if !matches!(nix::unistd::read(&j.go_r, &mut go), Ok(1)) {
+        sys::exit_now(1);
+    }
+    drop(j.go_r);
+    let mut keep = vec![init_w.as_raw_fd()];
+    keep.extend(j.namespaces.iter().map(|(_, f)| f.as_raw_fd()));
+    keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
+    sys::close_others(&keep);
+    for (flag, fd) in j.namespaces {
+        if let Err(e) = nix::sched::setns(fd, *flag) {
+            fail(
+                &format!("join the resident box's namespaces ({flag:?})"),
+                &e,
+            );
+        }
+    }
+    if j.cgroup_ns {
+        if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP) {
+            fail("a cgroup namespace for the call", &e);
+        }
+    }
+    if let Err(e) = monitor::take_setup_ids(j.mapping) {
+        fail("take the box's ids", &e);
+    }
+    // If the kern running the call dies, so does this init (set after the id change, which
+    // clears it). The workload, already in the box, is then the box's to reap.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    if let Err(e) = std::env::set_current_dir(&spec.workspace_target) {
+        fail(&format!("chdir {}", spec.workspace_target), &e);
+    }
+    let (listener_tx, listener_rx) = match &spec.seccomp {
+        Some(_) => match std::os::unix::net::UnixStream::pair() {
+            Ok((tx, rx)) => (Some(OwnedFd::from(tx)), Some(rx)),
+            Err(e) => fail("socketpair for the seccomp listener", &e),
+        },
+        None => (None, None),
+    };
+    let Passed { channel, .. } = passed;
+    let workload = match sys::clone_fork(0) {
+        Ok(Forked::Child) => init::exec_workload(spec, init_w, channel, listener_tx, fallback),
+        Ok(Forked::Parent(pid)) => pid,
+        Err(e) => fail("fork the workload", &e),
+    };
+    drop(channel);
+    drop(listener_tx);
+    init::send(&init_w, &format!("{} {workload}", msg::PID));
+    let code = match listener_rx {
+        Some(rx) => init::supervise_until(workload, rx, &init_w),
+        None => init::reap_until(workload),
+    };
+    let mut line = format!("{} {code}", msg::EXITED);
+    for t in &spec.tmpfs {
+        let used = nix::sys::statvfs::statvfs(t.target.as_str())
+            .map(|s| (s.blocks() - s.blocks_free()) * s.fragment_size())
+            .unwrap_or(0);
+        line.push_str(&format!(" {used} {}", t.target));
+    }
+    init::send(&init_w, &line);
+    sys::exit_now(0)
+}

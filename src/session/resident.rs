@@ -1,0 +1,210 @@
+//! A session's side of `persist`: meet the resident box of its name (or start it), and the
+//! checks each call makes that the box is still the one this Sandbox opened.
+
+use super::Opened;
+use crate::engine::launch::Kern;
+use crate::engine::resident::{self as res, CallTarget};
+use crate::engine::spec::{BoxSpec, Resident};
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// How long a resident box may take to build (its mounts, not any workload).
+const START_TIMEOUT_MS: u64 = 30_000;
+/// How long destroy() waits for the box's monitor to clean up.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+
+/// The resident box a session runs its calls in.
+pub(super) struct Attached {
+    pub target: CallTarget,
+    /// The first call says what a resident box is not (a fresh one).
+    noted: AtomicBool,
+}
+
+impl Attached {
+    /// `Err` with the clear message when the box is gone (destroyed, or past its TTL).
+    pub fn check(&self) -> Result<()> {
+        if self.target.pid1.alive() {
+            Ok(())
+        } else {
+            Err(gone(&self.target.name))
+        }
+    }
+
+    /// The runtime note of the first call only.
+    pub fn first_call_note(&self) -> Option<String> {
+        (!self.noted.swap(true, Ordering::SeqCst)).then(|| {
+            format!(
+                "note: this call ran in the resident box {} (persist): it is not a fresh box; /tmp and the other scratch filesystems keep what earlier calls left (and count against memoryMb), and the PID namespace is shared, so processes a call leaves running stay and every call can see them",
+                self.target.name
+            )
+        })
+    }
+}
+
+pub(super) fn gone(name: &str) -> Error {
+    Error::Invalid(format!(
+        "the resident box {name} was destroyed (destroy(), `kern stop`, or its persistTtlS ran out) after this Sandbox opened it; open a new Sandbox to start a new one"
+    ))
+}
+
+/// The options that define a box, by option name, from the box's own spec: what a second
+/// Sandbox of the same name must agree on.
+fn posture(
+    spec: &BoxSpec,
+    image_digest: Option<String>,
+    setup: Option<&str>,
+) -> BTreeMap<String, String> {
+    let l = &spec.limits;
+    let num = |v: Option<String>| v.unwrap_or_else(|| "null".into());
+    let mut p = BTreeMap::new();
+    let mut put = |k: &str, v: String| {
+        p.insert(k.to_string(), v);
+    };
+    put("image", image_digest.unwrap_or_else(|| json(&spec.root)));
+    put("workspace", spec.workspace.display().to_string());
+    put(
+        "memoryMb",
+        num(l
+            .memory_bytes
+            .map(|b| (b as f64 / (1u64 << 20) as f64).to_string())),
+    );
+    put("pids", num(l.pids.map(|n| n.to_string())));
+    put("cpus", num(l.cpus.map(|c| c.to_string())));
+    put("enforceLimits", l.enforce.to_string());
+    put("requireLimits", l.require.to_string());
+    put(
+        "network",
+        if spec.host_network { "true" } else { "false" }.into(),
+    );
+    put("mounts", json(&spec.binds));
+    put("tmpfs", json(&spec.tmpfs));
+    put("user", json(&spec.user));
+    put("capDrop", json(&spec.keep_caps));
+    put(
+        "securityProfile",
+        if spec.seccomp.is_some() {
+            "untrusted"
+        } else {
+            "standard"
+        }
+        .into(),
+    );
+    put("apparmor", json(&spec.apparmor));
+    put("depsReadonly", json(&spec.readonly_in_workspace));
+    put("setup", json(&setup));
+    p
+}
+
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+fn state_dir() -> Result<PathBuf> {
+    res::state_dir()
+}
+
+/// open() of a `persist` session: under the name's lock, attach to the live box of that name
+/// (refused when its posture differs), or run `setup` and start one.
+pub(super) async fn attach_or_start(
+    opened: &Opened,
+    kern: &Path,
+    sink: Option<tokio::sync::mpsc::UnboundedSender<crate::engine::launch::Chunk>>,
+) -> Result<Attached> {
+    let cfg = &opened.config;
+    let Some(r) = cfg.resident.clone() else {
+        return Err(Error::Runtime(
+            "internal error: not a resident session".into(),
+        ));
+    };
+    let workspace = opened.workspace_path()?;
+    let mut spec = opened.spec(Vec::new(), &[], START_TIMEOUT_MS, false, &workspace);
+    let digest = opened.image.digest.as_ref().map(|d| d.to_string());
+    let posture = posture(&spec, digest, cfg.setup.as_deref());
+    let dir = tokio::task::spawn_blocking(state_dir)
+        .await
+        .map_err(|e| Error::Runtime(format!("state task: {e}")))??;
+    let (d, n) = (dir.clone(), r.name.clone());
+    let (lock, live) = tokio::task::spawn_blocking(move || {
+        let lock = res::lock(&d, &n)?;
+        let live = res::find(&d, &n)?;
+        Ok::<_, Error>((lock, live))
+    })
+    .await
+    .map_err(|e| Error::Runtime(format!("state task: {e}")))??;
+    if let Some(live) = live {
+        let s = &live.state;
+        if s.posture_hash != res::posture_hash(&posture) {
+            let diff = res::posture_diff(&s.posture, &posture);
+            return crate::invalid!(
+                "a resident box named {} already runs with another posture: {}; open it with the same options, use another name, or destroy() it first",
+                r.name,
+                diff.join("; ")
+            );
+        }
+        drop(lock);
+        return Ok(Attached {
+            target: CallTarget {
+                name: r.name,
+                pid1: s.pid1,
+            },
+            noted: AtomicBool::new(false),
+        });
+    }
+    // `setup` runs only when the box is created (its .deps are then in the box's mounts).
+    if let Some(cmd) = cfg.setup.clone() {
+        super::setup::run(opened, kern, &cmd, sink).await?;
+    }
+    spec.resident = Some(Resident::Start {
+        name: r.name.clone(),
+        ttl_ms: r.ttl_ms,
+        posture,
+    });
+    let outcome = Kern::spawn(kern, &spec.limits)?
+        .run(
+            &spec,
+            1 << 16,
+            None,
+            opened.closing.subscribe(),
+            Default::default(),
+        )
+        .await?
+        .ok_or_else(|| Error::Runtime("the kern runtime exited before it read the spec".into()))?;
+    if let Some(why) = outcome.report.limits_refused {
+        return Err(Error::Invalid(why));
+    }
+    let Some(pid1) = outcome.report.started else {
+        let why = outcome
+            .report
+            .fault
+            .map(|f| f.message)
+            .unwrap_or_else(|| "no report".into());
+        let stderr = String::from_utf8_lossy(&outcome.stderr);
+        return Err(Error::Runtime(format!(
+            "the resident box {} could not start: {why}{}",
+            r.name,
+            if stderr.trim().is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", stderr.trim())
+            }
+        )));
+    };
+    drop(lock);
+    Ok(Attached {
+        target: CallTarget { name: r.name, pid1 },
+        noted: AtomicBool::new(false),
+    })
+}
+
+/// destroy(): stops the box of this name, whoever started it. Idempotent.
+pub(super) async fn destroy(name: String) -> Result<()> {
+    tokio::task::spawn_blocking(move || {
+        let dir = state_dir()?;
+        res::stop(&dir, &name, None, STOP_WAIT).map(drop)
+    })
+    .await
+    .map_err(|e| Error::Runtime(format!("destroy task: {e}")))?
+}
