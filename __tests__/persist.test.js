@@ -236,6 +236,34 @@ print(n)`;
   await sb.destroy();
 });
 
+test('a resident call streams, caps its output and reports faults as a fresh box does', async () => {
+  const name = boxName();
+  const chunks = [];
+  const sb = await open(persistOpts(name, makeTempDir(), { maxOutputBytes: 1000, memoryMb: 64, onStdout: (c) => chunks.push(c.toString()) }));
+  const before = await pid1Stat(sb);
+  chunks.length = 0;
+  const big = await sb.run(['sh', '-c', 'echo first; yes x | head -c 100000']);
+  expect(big.stdout.length).toBe(1000);
+  expect(big.truncated).toBe(true);
+  expect(chunks.join('').startsWith('first\n')).toBe(true);
+  const missing = await sb.run(['no-such-program-here']);
+  expect(missing.fault && missing.fault.type).toBe('exec_failed');
+  expect(missing.exitCode).toBe(127);
+  const err = await sb.runCode('raise ValueError("boom")');
+  expect(err.exitCode).not.toBe(0);
+  expect(err.codeStderr).toMatch(/ValueError: boom/);
+  expect(err.fault).toBeNull();
+  if (isRoot) {
+    // The box's memory cgroup is shared by its calls: the one that blows it is the one killed.
+    const oom = await sb.runCode('x = bytearray(512 * 1024 * 1024)\nprint(len(x))');
+    expect(oom.fault && oom.fault.type).toBe('oom');
+  }
+  expect(await pid1Stat(sb)).toBe(before);
+  const ok = await sb.run(['sh', '-c', 'echo still-here']);
+  expect(ok.stdout).toBe('still-here\n');
+  await sb.destroy();
+});
+
 test('the box outlives its killed owner and ends at its TTL, leaving nothing behind', async () => {
   const name = boxName();
   const ws = makeTempDir();

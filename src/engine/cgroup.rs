@@ -570,6 +570,24 @@ impl CallCgroup {
         }
     }
 
+    /// OOM kills of this call's own processes. cgroup v1 counts a kill in the victim's memory
+    /// cgroup (this call's) and not in the box's, whose limit was met; so both are read.
+    pub fn call_oom_kills(&self) -> u64 {
+        let (file, memory_dir) = if self.v2 {
+            ("memory.events", self.dirs.first())
+        } else {
+            (
+                "memory.oom_control",
+                self.dirs
+                    .iter()
+                    .find(|d| d.components().any(|c| c.as_os_str() == "memory")),
+            )
+        };
+        memory_dir
+            .and_then(|d| read_keyed(&d.join(file), "oom_kill"))
+            .unwrap_or(0)
+    }
+
     /// Kills every process of the call but this one (the caller of this function stays in the
     /// cgroup until `leave_and_remove`). Repeated until the cgroup holds only us, since a
     /// process may fork while the list is read; the box's pids cap bounds how long that lasts.

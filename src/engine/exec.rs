@@ -340,7 +340,9 @@ fn call(
     }
     crate::workspace::walk::strip_setid(&spec.workspace);
     let oom = match (&prepared.cgroup, oom_before) {
-        (Some(cg), Some(before)) if cg.box_oom_kills() > before => Some(0),
+        (Some(cg), Some(before)) if cg.box_oom_kills() > before || cg.call_oom_kills() > 0 => {
+            Some(0)
+        }
         _ => None,
     };
     let text = String::from_utf8_lossy(&messages).into_owned();
