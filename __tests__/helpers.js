@@ -355,6 +355,7 @@ module.exports = {
   requireRootfs,
   opts,
   uniqueName,
+  listPids,
   hostProcessesMatching,
   procStat,
   childrenNamed,

@@ -23,18 +23,11 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const crypto = require('crypto');
-const { uniqueName, makeCanaryFile, startHostCanaryProcess, isAlive, hostProcessesMatching, waitFor } = require('../helpers');
+const { uniqueName, listPids, makeCanaryFile, startHostCanaryProcess, isAlive, hostProcessesMatching, waitFor } = require('../helpers');
 
 const REPO = path.resolve(__dirname, '..', '..');
 /** The kern runtime binary the addon spawns (the host binary a CVE-2019-5736-style attack wants). */
 const KERN_BIN = process.env.KERN_BIN || path.join(REPO, 'kern');
-
-function procPids() {
-  return fs
-    .readdirSync('/proc')
-    .filter((d) => /^\d+$/.test(d))
-    .map(Number);
-}
 
 function ppidOf(pid) {
   try {
@@ -56,7 +49,7 @@ function commOf(pid) {
 /** pid -> comm of every live descendant of `root`. */
 function descendants(root = process.pid) {
   const parent = new Map();
-  for (const p of procPids()) parent.set(p, ppidOf(p));
+  for (const p of listPids()) parent.set(p, ppidOf(p));
   const out = new Map();
   for (const p of parent.keys()) {
     let q = parent.get(p);

@@ -439,13 +439,6 @@ fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: Passed, fallback: &Fallback
         Some(rx) => init::supervise_until(workload, rx, &init_w),
         None => init::reap_until(workload),
     };
-    let mut line = format!("{} {code}", msg::EXITED);
-    for t in &spec.tmpfs {
-        let used = nix::sys::statvfs::statvfs(t.target.as_str())
-            .map(|s| (s.blocks() - s.blocks_free()) * s.fragment_size())
-            .unwrap_or(0);
-        line.push_str(&format!(" {used} {}", t.target));
-    }
-    init::send(&init_w, &line);
+    init::send(&init_w, &init::exited_line(spec, code));
     sys::exit_now(0)
 }

@@ -124,14 +124,7 @@ pub fn pid1(
         Some(rx) => supervise_until(workload, rx, &init_pipe),
         None => reap_until(workload),
     };
-    // How full each scratch tmpfs was, so an OOM can name the scratch that held the bytes.
-    let mut line = format!("{} {code}", msg::EXITED);
-    for t in &spec.tmpfs {
-        let used = nix::sys::statvfs::statvfs(t.target.as_str())
-            .map(|s| (s.blocks() - s.blocks_free()) * s.fragment_size())
-            .unwrap_or(0);
-        line.push_str(&format!(" {used} {}", t.target));
-    }
+    let line = exited_line(spec, code);
     send(&init_pipe, &line);
     sys::exit_now(0)
 }
@@ -351,6 +344,19 @@ fn idle_reaper() -> ! {
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
         }
     }
+}
+
+/// The `X` message: the workload's exit, and how full each scratch tmpfs was, so an OOM can name
+/// the scratch that held the bytes.
+pub(super) fn exited_line(spec: &BoxSpec, code: i32) -> String {
+    let mut line = format!("{} {code}", msg::EXITED);
+    for t in &spec.tmpfs {
+        let used = nix::sys::statvfs::statvfs(t.target.as_str())
+            .map(|s| (s.blocks() - s.blocks_free()) * s.fragment_size())
+            .unwrap_or(0);
+        line.push_str(&format!(" {used} {}", t.target));
+    }
+    line
 }
 
 /// Reaps every child until the workload itself has ended; returns its exit code (128+signal).

@@ -369,13 +369,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
     run_box(&spec, prepared, None, Default::default(), &mut |report| {
-        if let Some(f) = &report.fault {
-            monitor::note(
-                "warning",
-                &format!("fault {}: {}", f.kind.as_str(), f.message),
-            );
-        }
-        code = report.exit_code.clamp(0, 255);
+        code = say_fault_and_code(report);
     });
     Ok(ExitCode::from(code as u8))
 }
@@ -427,13 +421,7 @@ fn resident_exec(
         if let Some(why) = &report.resident_gone {
             monitor::note("warning", why);
         }
-        if let Some(f) = &report.fault {
-            monitor::note(
-                "warning",
-                &format!("fault {}: {}", f.kind.as_str(), f.message),
-            );
-        }
-        code = report.exit_code.clamp(0, 255);
+        code = say_fault_and_code(report);
     });
     Ok(ExitCode::from(code as u8))
 }
@@ -469,4 +457,15 @@ fn stop(name: &str) -> Result<(), String> {
         println!("no live resident box named {name}");
     }
     Ok(())
+}
+
+/// A box's fault as a `warning:` line on stderr, and its exit code as the CLI's (0..=255).
+fn say_fault_and_code(report: &kern_sandbox::engine::status::BoxReport) -> i32 {
+    if let Some(f) = &report.fault {
+        monitor::note(
+            "warning",
+            &format!("fault {}: {}", f.kind.as_str(), f.message),
+        );
+    }
+    report.exit_code.clamp(0, 255)
 }
