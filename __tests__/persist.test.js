@@ -6,7 +6,11 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { spawn, spawnSync } = require('child_process');
-const { requireRootfs, makeTempDir, uniqueName, isAlive, waitFor, expectSandboxError, isRoot } = require('./helpers');
+const { requireRootfs, tempDirs, uniqueName, isAlive, waitFor, expectSandboxError, isRoot } = require('./helpers');
+
+// Workspaces of the resident boxes, removed once every box is destroyed (afterAll).
+const temps = tempDirs();
+const makeTempDir = () => temps.temp('kern-persist-ws-');
 
 // Where kern keeps the state files (the rule of engine/resident.rs `state_dir`). Jest's
 // process.env is not the environment the addon sees, so it is read, never changed, here; the boxes'
@@ -120,6 +124,8 @@ beforeAll(() => {
 afterAll(async () => {
   for (const sb of sandboxes) await sb.close().catch(() => {});
   for (const n of names) kernCli(['stop', n]);
+  // Last: every box is stopped, so nothing uses its workspace any more.
+  temps.removeAll();
 });
 
 test('state in /tmp survives across calls; the first call says what a resident box is', async () => {
