@@ -202,9 +202,11 @@ async function startSwapLoop(box, ws, raceDir, { seconds, timeoutS, inside }) {
   return { box: call, isDone: () => done };
 }
 
-/** Finds files named `name` under `root`, at most `depth` levels deep (skips unreadable dirs). */
-function findFileNamed(root, name, depth = 3) {
-  const hits = [];
+/**
+ * Walks `root` at most `depth` levels deep, skipping unreadable directories: `visit(entry, path)`
+ * sees every entry and returns true to descend into it.
+ */
+function walkTree(root, depth, visit) {
   const walk = (dir, d) => {
     let entries;
     try {
@@ -214,11 +216,19 @@ function findFileNamed(root, name, depth = 3) {
     }
     for (const e of entries) {
       const p = path.join(dir, e.name);
-      if (e.name === name) hits.push(p);
-      if (e.isDirectory() && !e.isSymbolicLink() && d > 0) walk(p, d - 1);
+      if (visit(e, p) && d > 0) walk(p, d - 1);
     }
   };
   walk(root, depth);
+}
+
+/** Finds files named `name` under `root`, at most `depth` levels deep (skips unreadable dirs). */
+function findFileNamed(root, name, depth = 3) {
+  const hits = [];
+  walkTree(root, depth, (e, p) => {
+    if (e.name === name) hits.push(p);
+    return e.isDirectory() && !e.isSymbolicLink();
+  });
   return hits;
 }
 
@@ -356,6 +366,7 @@ module.exports = {
   opts,
   uniqueName,
   listPids,
+  walkTree,
   hostProcessesMatching,
   procStat,
   childrenNamed,

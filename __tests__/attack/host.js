@@ -23,7 +23,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const crypto = require('crypto');
-const { uniqueName, listPids, makeCanaryFile, startHostCanaryProcess, isAlive, hostProcessesMatching, waitFor } = require('../helpers');
+const { uniqueName, listPids, walkTree, makeCanaryFile, startHostCanaryProcess, isAlive, hostProcessesMatching, waitFor } = require('../helpers');
 
 const REPO = path.resolve(__dirname, '..', '..');
 /** The kern runtime binary the addon spawns (the host binary a CVE-2019-5736-style attack wants). */
@@ -100,26 +100,16 @@ function kernCgroupLeaves() {
   }
   roots.push('/sys/fs/cgroup');
   for (const c of ctrls) roots.push(path.join('/sys/fs/cgroup', c));
-  const walk = (dir, depth) => {
-    let entries;
-    try {
-      entries = fs.readdirSync(dir, { withFileTypes: true });
-    } catch {
-      return;
-    }
-    for (const e of entries) {
-      if (!e.isDirectory()) continue;
-      const p = path.join(dir, e.name);
-      if (e.name === 'kern-sandbox') {
-        for (const leaf of fs.readdirSync(p, { withFileTypes: true })) {
-          if (leaf.isDirectory() && leaf.name.startsWith('box-')) out.push(path.join(p, leaf.name));
-        }
-      } else if (depth > 0) walk(p, depth - 1);
-    }
-  };
   for (const r of roots) {
     // The leaf lives under the caller's own cgroup (v1) or at the top (v2): a few levels suffice.
-    walk(r, 3);
+    walkTree(r, 3, (e, p) => {
+      if (!e.isDirectory()) return false;
+      if (e.name !== 'kern-sandbox') return true;
+      for (const leaf of fs.readdirSync(p, { withFileTypes: true })) {
+        if (leaf.isDirectory() && leaf.name.startsWith('box-')) out.push(path.join(p, leaf.name));
+      }
+      return false;
+    });
   }
   return [...new Set(out)].sort();
 }
