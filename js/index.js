@@ -306,9 +306,13 @@ class Sandbox {
       throw new SandboxError('kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })');
     }
     for (const k of Object.keys(opts || {})) {
-      if (k !== 'timeoutS') throw new SandboxError(`unknown kernel() option \`${k}\`; it takes timeoutS`);
+      if (k !== 'timeoutS' && k !== 'jupyter') throw new SandboxError(`unknown kernel() option \`${k}\`; it takes timeoutS and jupyter`);
     }
-    const nk = await callNative(() => this.#native.kernel(toWire({ timeoutS: opts ? opts.timeoutS : undefined }, 'kernel option')));
+    const jupyter = opts ? opts.jupyter : undefined;
+    if (jupyter !== undefined && typeof jupyter !== 'string') {
+      throw new SandboxError('kernel({ jupyter }) takes the name of a kernelspec in the image as a string, e.g. kernel({ jupyter: "python3" })');
+    }
+    const nk = await callNative(() => this.#native.kernel(toWire({ timeoutS: opts ? opts.timeoutS : undefined, jupyter }, 'kernel option')));
     return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
   }
 }

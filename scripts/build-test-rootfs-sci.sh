@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the "sci" test rootfs the rich-results tests run on: the base test rootfs
 # (scripts/build-test-rootfs.sh, which must have run first) plus Debian's python3-matplotlib,
-# python3-pandas, python3-numpy and python3-pip (for the `setup` tests) with their dependencies only (--no-install-recommends). Made by
+# python3-pandas, python3-numpy and python3-pip (for the `setup` tests), and two Jupyter kernels for the
+# jupyter-kernel tests (python3-ipykernel, and r-cran-irkernel with R), with their dependencies only
+# (--no-install-recommends). Made by
 # copying the base and running apt-get in a chroot of the copy: about 3x faster than a second
 # debootstrap, whose resolver also takes scipy and with it a compiler toolchain. Cached outside
 # the repo; rebuilt only when missing, when this script changes or when the base was rebuilt (the
@@ -18,7 +20,7 @@ set -euo pipefail
 base="${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}"
 dest="${KERN_TEST_ROOTFS_SCI:-/var/cache/kern-sandbox-test/rootfs-bookworm-sci}"
 mirror="${KERN_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
-packages=(python3-matplotlib python3-pandas python3-numpy python3-pip)
+packages=(python3-matplotlib python3-pandas python3-numpy python3-pip python3-ipykernel r-cran-irkernel)
 # Kept out, so apt takes the other alternative of a dependency: python3-fonttools depends on
 # "python3-scipy | python3-munkres", and scipy depends on pythran, which depends on g++, boost,
 # OpenBLAS and the Python headers: about 1 GiB more that no test uses. munkres is one small module.
@@ -66,7 +68,14 @@ install_into() {
   chroot "$root" "${env[@]}" apt-get clean
   # The packages import (bytecode and matplotlib's config dir kept out of the result).
   chroot "$root" "${env[@]}" MPLCONFIGDIR=/tmp/kern-mplcheck \
-    python3 -B -c 'import matplotlib, pandas, numpy'
+    python3 -B -c 'import matplotlib, pandas, numpy, ipykernel'
+  chroot "$root" "${env[@]}" Rscript -e 'library(IRkernel)'
+  for k in python3 ir; do
+    [[ -f "$root/usr/share/jupyter/kernels/$k/kernel.json" ]] || {
+      echo "no kernelspec $k in /usr/share/jupyter/kernels" >&2
+      exit 1
+    }
+  done
   rm -rf "$root/tmp/kern-mplcheck"
 }
 

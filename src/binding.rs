@@ -138,14 +138,14 @@ impl NativeSandbox {
         finish(result, forwarder).await
     }
 
-    /// Opens a warm kernel; `options_json` is `{ timeoutS? }`.
+    /// Opens a kernel; `options_json` is `{ timeoutS?, jupyter? }`.
     #[napi]
     pub async fn kernel(&self, options_json: String) -> napi::Result<NativeKernel> {
         let opts: KernelOptions = serde_json::from_str(&options_json)
             .map_err(|e| to_napi(Error::Invalid(format!("kernel() options: {e}"))))?;
         let k = self
             .inner
-            .kernel(opts.timeout_s.as_ref())
+            .kernel(opts.timeout_s.as_ref(), opts.jupyter.as_deref())
             .await
             .map_err(to_napi)?;
         Ok(NativeKernel { inner: Arc::new(k) })
@@ -156,6 +156,7 @@ impl NativeSandbox {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct KernelOptions {
     timeout_s: Option<serde_json::Value>,
+    jupyter: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -165,10 +166,10 @@ struct CellRequest {
     timeout_s: Option<serde_json::Value>,
 }
 
-/// A warm kernel (see `session::kernel`).
+/// A kernel (see `session::kernel` and `session::jupyter`).
 #[napi]
 pub struct NativeKernel {
-    inner: Arc<crate::session::kernel::Kernel>,
+    inner: Arc<crate::session::OpenKernel>,
 }
 
 #[napi]

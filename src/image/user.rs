@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// Reads a file of the image, resolving every symlink as if the image root were `/`: an
 /// image's /etc/passwd that links to `/etc/shadow` must not read the host's.
-fn read_in_root(root: &Path, rel: &str) -> Option<String> {
+pub(crate) fn read_in_root(root: &Path, rel: &str) -> Option<String> {
     use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
     let dir = std::fs::File::open(root).ok()?;
     let how = OpenHow::new()

@@ -75,20 +75,24 @@ pub fn results(frames: &[Value]) -> (Vec<Bundle>, Vec<String>) {
         let Some(data) = f.get("data").and_then(Value::as_object) else {
             continue;
         };
-        let mut bundle = Map::new();
-        for (mime, payload) in data {
-            match check(mime, payload) {
-                Ok(v) => {
-                    bundle.insert(mime.clone(), v);
-                }
-                Err(why) => notes.push(format!("note: a result's {mime} was dropped: {why}")),
-            }
-        }
-        if !bundle.is_empty() {
-            out.push(bundle);
-        }
+        out.extend(bundle(data, &mut notes));
     }
     (out, notes)
+}
+
+/// One MIME bundle, checked: entries that fail are dropped with a note; None when none is left.
+/// Jupyter kernels' `display_data` and `execute_result` go through here too.
+pub fn bundle(data: &Map<String, Value>, notes: &mut Vec<String>) -> Option<Bundle> {
+    let mut bundle = Map::new();
+    for (mime, payload) in data {
+        match check(mime, payload) {
+            Ok(v) => {
+                bundle.insert(mime.clone(), v);
+            }
+            Err(why) => notes.push(format!("note: a result's {mime} was dropped: {why}")),
+        }
+    }
+    (!bundle.is_empty()).then_some(bundle)
 }
 
 /// Payloads are strings; JSON values are stringified (the spec's `json` is a string); images

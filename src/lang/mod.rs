@@ -1,6 +1,7 @@
 //! Per-language launch: which interpreter a `runCode` snippet goes to, and how.
 
 pub mod driver;
+pub mod jupyter;
 
 use crate::error::{Error, Result};
 

@@ -1,6 +1,7 @@
 //! A Sandbox session: options, the workspace, and one fresh box per call. The binding is a thin
 //! layer over this; nothing here knows napi.
 
+pub mod jupyter;
 pub mod kernel;
 pub mod mounts;
 pub mod network;
@@ -57,6 +58,34 @@ pub struct ExecResult {
     pub truncated: bool,
     /// Rich results of a python cell, in order.
     pub results: Vec<driver::Bundle>,
+}
+
+/// A kernel a caller opened: our python driver's, or a Jupyter kernel of the image.
+pub enum OpenKernel {
+    Driver(kernel::Kernel),
+    Jupyter(jupyter::JupyterKernel),
+}
+
+impl OpenKernel {
+    /// Runs one cell (they run one at a time, in call order).
+    pub async fn run_code(
+        &self,
+        code: &str,
+        timeout_ms: Option<u64>,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> Result<ExecResult> {
+        match self {
+            OpenKernel::Driver(k) => k.run_code(code, timeout_ms, sink).await,
+            OpenKernel::Jupyter(k) => k.run_code(code, timeout_ms, sink).await,
+        }
+    }
+
+    pub async fn close(&self) -> Result<()> {
+        match self {
+            OpenKernel::Driver(k) => k.close().await,
+            OpenKernel::Jupyter(k) => k.close().await,
+        }
+    }
 }
 
 /// How much of a cell's results (encoded images included) a call keeps.
@@ -770,9 +799,17 @@ impl Sandbox {
         archive::restore(&ws, src, &archive::Limits::default(), owner)
     }
 
-    /// Opens a warm kernel: one long-lived box running the python driver; `timeout_s` is its
-    /// per-cell default (the session's `timeoutS` when absent).
-    pub async fn kernel(&self, timeout_s: Option<&serde_json::Value>) -> Result<kernel::Kernel> {
+    /// Opens a kernel: by default one long-lived box running our python driver; with `jupyter`,
+    /// the image's Jupyter kernelspec of that name. `timeout_s` is its per-cell default (the
+    /// session's `timeoutS` when absent).
+    pub async fn kernel(
+        &self,
+        timeout_s: Option<&serde_json::Value>,
+        jupyter: Option<&str>,
+    ) -> Result<OpenKernel> {
+        if let Some(name) = jupyter {
+            crate::lang::jupyter::kernelspec::check_name(name)?;
+        }
         let opened = self.opened().await?;
         if opened.config.resident.is_some() {
             return crate::invalid!("kernel() is not available with `persist`: a kernel is its own long-lived box; use runCode() (each call runs in the resident box), or open a Sandbox without `persist` for a kernel");
@@ -792,10 +829,15 @@ impl Sandbox {
             None => None,
         };
         let active = Active::enter(&opened).await;
+        if let Some(name) = jupyter {
+            let mut k = jupyter::JupyterKernel::start(opened, &self.kern, timeout_ms, name).await?;
+            k.attach(active, quota, max_output);
+            return Ok(OpenKernel::Jupyter(k));
+        }
         let mut k = kernel::Kernel::start(opened, &self.kern, timeout_ms)?;
         k.set_max_output(max_output);
         k.attach(active, quota);
-        Ok(k)
+        Ok(OpenKernel::Driver(k))
     }
 
     /// Runs one call in a fresh box.

@@ -34,6 +34,33 @@ pub fn start(
     let workspace = opened.workspace_path()?;
     let spec = opened.spec(launch.argv, &launch.env, LIFETIME_MS, true, &workspace);
     let (sock, channel) = super::box_socketpair("driver")?;
+    let b = spawn(opened, kern_path, spec, Some(channel), sink)?;
+    Ok(DriverBox {
+        sock,
+        ended: b.ended,
+        stop: b.stop,
+    })
+}
+
+/// A long-lived box started from `spec`.
+pub struct LongBox {
+    /// Resolves when the box has ended.
+    pub ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
+    /// Turning true ends the box.
+    pub stop: watch::Sender<bool>,
+    /// The host pid of the box's monitor (`kern`), to find the box's processes by.
+    pub monitor: Option<u32>,
+}
+
+/// Starts a box that lives until `stop` turns true or the session closes, its output forwarded
+/// to `sink`; `channel` is the box's end of a socket to it, if any.
+pub fn spawn(
+    opened: Arc<Opened>,
+    kern_path: &std::path::Path,
+    spec: crate::engine::spec::BoxSpec,
+    channel: Option<std::os::fd::OwnedFd>,
+    sink: UnboundedSender<Chunk>,
+) -> Result<LongBox> {
     let (stop, stop_rx) = watch::channel(false);
     // The session closing ends the box too.
     let mut closing = opened.closing.subscribe();
@@ -46,6 +73,7 @@ pub fn start(
     });
     let line = opened.egress_line(&spec)?;
     let kern = opened.kern(kern_path)?;
+    let monitor = kern.pid();
     let ended = tokio::spawn(async move {
         // Held for the box's life: the session's close() waits for it to end.
         let _running = opened.running.read().await;
@@ -59,14 +87,18 @@ pub fn start(
                 &spec,
                 sink,
                 stop_rx,
-                super::network::fds(Some(&channel), line.as_ref()),
+                super::network::fds(channel.as_ref(), line.as_ref()),
             )
             .await;
         drop(channel);
         drop(line);
         r
     });
-    Ok(DriverBox { sock, ended, stop })
+    Ok(LongBox {
+        ended,
+        stop,
+        monitor,
+    })
 }
 
 /// A prewarmed slot: a driver box that has run nothing, used as a kernel for exactly one cell

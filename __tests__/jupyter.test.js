@@ -1,0 +1,370 @@
+'use strict';
+// Jupyter kernels of the image (`kernel({ jupyter })`): IPython (Debian's python3-ipykernel) and
+// R (r-cran-irkernel) on the sci test rootfs, driven over ZeroMQ ipc:// sockets, through the
+// public API.
+
+const fs = require('fs');
+const os = require('os');
+const { Sandbox, SandboxError } = require('..');
+const { opts, expectOk, expectSandboxError, hostProcessesMatching, waitFor, makeTempDir, ROOTFS } = require('./helpers');
+
+const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+beforeAll(() => {
+  if (!fs.existsSync(`${SCI}/.kern-test-rootfs`)) {
+    throw new Error(`test rootfs (sci) missing at ${SCI}: build it with scripts/build-test-rootfs-sci.sh`);
+  }
+});
+
+/** The host's socket directories of Jupyter kernels (one per open kernel). */
+const socketDirs = () => fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('kern-jk-'));
+
+async function withKernel(sbOpts, kOpts, fn) {
+  const sb = await new Sandbox(opts({ image: SCI, ...sbOpts })).open();
+  try {
+    const k = await sb.kernel(kOpts);
+    try {
+      return await fn(k, sb);
+    } finally {
+      await k.close();
+    }
+  } finally {
+    await sb.close();
+  }
+}
+
+describe('IPython (ipykernel)', () => {
+  let sb;
+  let k;
+  beforeAll(async () => {
+    sb = await new Sandbox(opts({ image: SCI })).open();
+    k = await sb.kernel({ jupyter: 'python3' });
+  });
+  afterAll(async () => {
+    if (k) await k.close();
+    if (sb) await sb.close();
+  });
+
+  test('state carries across cells; stdout, stderr and the last expression per cell', async () => {
+    const a = await k.runCode('x = 41\nimport sys\nprint("out")\nprint("err", file=sys.stderr)');
+    expectOk(a);
+    expect(a.stdout).toBe('out\n');
+    expect(a.codeStderr).toBe('err\n');
+    expect(a.results).toEqual([]);
+    const b = await k.runCode('x + 1');
+    expectOk(b);
+    expect(b.stdout).toBe('');
+    expect(b.results.map((r) => r.text)).toEqual(['42']);
+  });
+
+  test('display() and a matplotlib figure (inline backend) arrive as results, in order', async () => {
+    const r = await k.runCode(
+      [
+        'from IPython.display import display, HTML',
+        'display(HTML("<b>bold</b>"))',
+        'import matplotlib.pyplot as plt',
+        'plt.plot([1, 3, 2])',
+        'plt.show()',
+        '"last"',
+      ].join('\n')
+    );
+    expectOk(r);
+    expect(r.results.length).toBe(3);
+    expect(r.results[0].html).toBe('<b>bold</b>');
+    expect(r.results[1].formats()).toContain('image/png');
+    expect(r.results[1].png.subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
+    expect(r.results[1].png.length).toBeGreaterThan(1000);
+    expect(r.results[2].text).toBe("'last'");
+  });
+
+  test('an exception gives its traceback (no colour codes) on stderr and a non-zero exit', async () => {
+    const r = await k.runCode('def f():\n    return 1 / 0\nf()');
+    expect(r.exitCode).not.toBe(0);
+    expect(r.fault).toBeNull();
+    expect(r.codeStderr).toMatch(/ZeroDivisionError: division by zero\n$/);
+    expect(r.codeStderr).toMatch(/Traceback/);
+    expect(r.stderr).not.toMatch(/\u001b\[/);
+    // The kernel lives on.
+    expect((await k.runCode('x')).results[0].text).toBe('41');
+  });
+
+  test('IPython itself: !shell commands and magics', async () => {
+    const r = await k.runCode('!echo hi from the shell');
+    expectOk(r);
+    expect(r.stdout.trim()).toBe('hi from the shell');
+    const m = await k.runCode('%who_ls');
+    expectOk(m);
+    expect(m.results[0].text).toMatch(/'x'/);
+  });
+
+  test('input() fails at once with a clear error: no stdin is offered', async () => {
+    const r = await k.runCode('input("name? ")', { timeoutS: 30 });
+    expect(r.fault).toBeNull();
+    expect(r.exitCode).not.toBe(0);
+    expect(r.codeStderr).toMatch(/StdinNotImplementedError/);
+  });
+
+  test('no TCP for the kernel\'s channels: they are ipc:// files in the private directory, and the box has no network', async () => {
+    const r = await k.runCode(
+      [
+        'import json, os, stat',
+        'tcp = [l.split()[1:4] for f in ("/proc/net/tcp", "/proc/net/tcp6") for l in open(f).read().splitlines()[1:]]',
+        'conn = json.load(open("/.kern-jupyter/connection.json"))',
+        'socks = sorted(n for n in os.listdir("/.kern-jupyter") if stat.S_ISSOCK(os.stat("/.kern-jupyter/" + n).st_mode))',
+        'nets = sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:])',
+        'print(json.dumps({"tcp": tcp, "transport": conn["transport"], "socks": socks, "net": nets}))',
+      ].join('\n')
+    );
+    expectOk(r);
+    const got = JSON.parse(r.stdout);
+    expect(got).toMatchObject({ transport: 'ipc', socks: ['k-1', 'k-2', 'k-3', 'k-4', 'k-5'], net: ['lo'] });
+    // ipykernel 6 itself opens one loopback listener (its IOPub thread's pipe for the output of
+    // forked subprocesses, iostream.py); it lives in the box's own network namespace, which has
+    // only `lo`. Nothing else: no channel of ours, nothing on another address.
+    for (const [local, remote] of got.tcp) {
+      expect(local).toMatch(/^0100007F:/);
+      expect(remote).toMatch(/^(00000000:0000|0100007F:[0-9A-F]{4})$/);
+    }
+    expect(got.tcp.length).toBeLessThanOrEqual(1);
+  });
+
+  test('a message with a bad signature is dropped and counted in a runtime note', async () => {
+    // The kernel's own session sends on its real IOPub socket; once with its key, once with
+    // another. The first must arrive, the second must not.
+    const send = (text) =>
+      [
+        'k = get_ipython().kernel',
+        `k.session.send(k.iopub_socket, "stream", {"name": "stdout", "text": ${JSON.stringify(text)}}, parent=k.get_parent("shell"))`,
+      ].join('\n');
+    const good = await k.runCode(send('SIGNED\n'));
+    expectOk(good);
+    expect(good.stdout).toBe('SIGNED\n');
+    expect(good.runtimeNotes).toEqual([]);
+    const forged = await k.runCode(
+      ['key = get_ipython().kernel.session.key', 'get_ipython().kernel.session.key = b"not-the-key"', send('FORGED\n'), 'k.session.key = key'].join('\n')
+    );
+    expectOk(forged);
+    expect(forged.stdout).not.toMatch(/FORGED/);
+    expect(forged.runtimeNotes.join('\n')).toMatch(/1 message\(s\) on the kernel's sockets had no valid signature and were dropped/);
+    // Once reported, not again.
+    expect((await k.runCode('1')).runtimeNotes).toEqual([]);
+  });
+
+  test('output streams to onStdout while the cell runs', async () => {
+    // The cell waits for a file that only the onStdout callback writes: it finishes only if
+    // its first line reached the callback while it was running.
+    const seen = [];
+    const ws = makeTempDir();
+    const live = await new Sandbox(opts({
+      image: SCI,
+      workspace: ws,
+      onStdout: (b) => {
+        seen.push(b.toString());
+        if (b.toString().includes('started')) fs.writeFileSync(`${ws}/go`, '');
+      },
+    })).open();
+    try {
+      const lk = await live.kernel({ jupyter: 'python3' });
+      const r = await lk.runCode(
+        'import os, time, sys\nprint("started", flush=True)\nfor _ in range(400):\n    if os.path.exists("go"): break\n    time.sleep(0.05)\nprint("go seen" if os.path.exists("go") else "no go")',
+        { timeoutS: 60 }
+      );
+      await lk.close();
+      expectOk(r);
+      expect(r.stdout).toBe('started\ngo seen\n');
+      expect(seen.join('')).toBe('started\ngo seen\n');
+    } finally {
+      await live.close();
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('R (IRkernel)', () => {
+  let sb;
+  let k;
+  beforeAll(async () => {
+    sb = await new Sandbox(opts({ image: SCI })).open();
+    k = await sb.kernel({ jupyter: 'ir' });
+  });
+  afterAll(async () => {
+    if (k) await k.close();
+    if (sb) await sb.close();
+  });
+
+  test('state carries across cells', async () => {
+    const a = await k.runCode('x <- 41\nprint("hi")');
+    expectOk(a);
+    expect(a.stdout).toBe('[1] "hi"\n');
+    const b = await k.runCode('x + 1');
+    expectOk(b);
+    expect(b.results[0].text).toBe('[1] 42');
+  });
+
+  test('a data.frame arrives with its text, HTML and markdown forms', async () => {
+    const r = await k.runCode('data.frame(n = c(1, 2), s = c("a", "b"))');
+    expectOk(r);
+    expect(r.results.length).toBe(1);
+    const df = r.results[0];
+    expect(df.formats()).toEqual(expect.arrayContaining(['text/plain', 'text/html', 'text/markdown']));
+    expect(df.text).toMatch(/n s\n1 1 a\n2 2 b/);
+    expect(df.html).toMatch(/<table/);
+    expect(df.markdown).toMatch(/\| n [^|]*\| s [^|]*\|\n\|---\|---\|\n\| 1 \| a \|/);
+  });
+
+  test('an error gives a traceback and a non-zero exit; the kernel lives on', async () => {
+    const r = await k.runCode('f <- function() stop("boom")\nf()');
+    expect(r.exitCode).not.toBe(0);
+    expect(r.fault).toBeNull();
+    expect(r.codeStderr).toMatch(/Error in f\(\): boom/);
+    expect(r.codeStderr).toMatch(/Traceback/);
+    expect((await k.runCode('x')).results[0].text).toBe('[1] 41');
+  });
+
+  test('IRkernel opens no TCP socket at all: /proc/net/tcp of the box is empty', async () => {
+    const r = await k.runCode('cat(length(readLines("/proc/net/tcp")) - 1, length(readLines("/proc/net/tcp6")) - 1, file.exists("/.kern-jupyter/k-1"))');
+    expectOk(r);
+    expect(r.stdout).toBe('0 0 TRUE');
+  });
+
+  test('a cell timeout interrupts R with SIGINT (its kernelspec\'s interrupt mode) and keeps its state', async () => {
+    await k.runCode('y <- 7');
+    const r = await k.runCode('y <- 1\nwhile (TRUE) {}', { timeoutS: 1 });
+    expect(r.fault).toMatchObject({ type: 'timeout' });
+    expect(r.fault.message).toMatch(/interrupted it and the kernel kept its state/);
+    expect((await k.runCode('y')).results[0].text).toBe('[1] 1');
+  });
+});
+
+test('interrupt keeps state: x = 1, a cell that never ends, then x is still 1', async () => {
+  await withKernel({}, { jupyter: 'python3' }, async (k) => {
+    expectOk(await k.runCode('x = 1'));
+    const r = await k.runCode('while True: pass', { timeoutS: 1 });
+    expect(r.fault).toMatchObject({ type: 'timeout' });
+    expect(r.fault.message).toMatch(/interrupted it and the kernel kept its state/);
+    expect(r.codeStderr).toMatch(/KeyboardInterrupt/);
+    expect(r.exitCode).not.toBe(0);
+    const after = await k.runCode('x');
+    expectOk(after);
+    expect(after.results[0].text).toBe('1');
+  });
+});
+
+test('a cell that ignores the interrupt is torn down with a timeout fault after the grace period', async () => {
+  await withKernel({}, { jupyter: 'python3', timeoutS: 1 }, async (k) => {
+    const r = await k.runCode('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass');
+    expect(r.fault).toMatchObject({ type: 'timeout' });
+    expect(r.fault.message).toMatch(/did not stop within \d+s of an interrupt; kern killed the kernel's box/);
+    expect(r.exitCode).toBe(137);
+    await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/, /did not stop/, /jupyter: "python3"/);
+  });
+});
+
+test('a kernel that died between cells is reported on the next call', async () => {
+  await withKernel({}, { jupyter: 'python3' }, async (k) => {
+    expectOk(await k.runCode('import os, threading\nthreading.Timer(0.3, os._exit, [3]).start()'));
+    // The kernel's process exits on its own after the cell; the next call says so.
+    await new Promise((r) => setTimeout(r, 1500));
+    await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/, /exited \(code 3\)/);
+  });
+});
+
+test('a kernel that stops answering its heartbeat is noticed on the next call and torn down', async () => {
+  await withKernel({}, { jupyter: 'python3' }, async (k) => {
+    // SIGSTOP freezes the whole kernel (its heartbeat thread too) once the cell has finished.
+    expectOk(await k.runCode('import os, signal, threading\nthreading.Timer(0.3, os.kill, [os.getpid(), signal.SIGSTOP]).start()'));
+    await new Promise((r) => setTimeout(r, 1000));
+    await expectSandboxError(() => k.runCode('1'), SandboxError, /stopped answering its heartbeat/);
+    await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/);
+  });
+});
+
+test('a kernel that dies during a cell gives a fault, and later calls say it is gone', async () => {
+  await withKernel({}, { jupyter: 'python3' }, async (k) => {
+    const r = await k.runCode('import os\nprint("before", flush=True)\nos._exit(5)');
+    expect(r.fault).not.toBeNull();
+    expect(r.fault.message).toMatch(/exited \(code 5\)/);
+    expect(r.exitCode).toBe(137);
+    await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/);
+  });
+});
+
+test('close() shuts the kernel down cleanly (its exit handlers run), leaving no process or socket directory', async () => {
+  const kernelPids = () => hostProcessesMatching('ipykernel_launcher').map((p) => p.pid);
+  const [dirsBefore, pidsBefore] = [socketDirs(), kernelPids()];
+  const sb = await new Sandbox(opts({ image: SCI })).open();
+  let ours;
+  let dir;
+  try {
+    const k = await sb.kernel({ jupyter: 'python3' });
+    [dir] = socketDirs().filter((d) => !dirsBefore.includes(d));
+    ours = kernelPids().filter((p) => !pidsBefore.includes(p));
+    expect(dir).toBeDefined();
+    expect(ours.length).toBeGreaterThan(0);
+    expectOk(await k.runCode('import atexit\natexit.register(lambda: open("/workspace/bye.txt", "w").write("clean"))'));
+    await k.close();
+    // A shutdown_request lets the kernel run its exit handlers; a kill would not.
+    expect((await sb.readFile('bye.txt')).toString()).toBe('clean');
+    await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down \(it was closed\)/);
+    await k.close();
+  } finally {
+    await sb.close();
+  }
+  expect(await waitFor(() => kernelPids().every((p) => !ours.includes(p)))).toBe(true);
+  expect(socketDirs()).not.toContain(dir);
+});
+
+test('closing the Sandbox closes its Jupyter kernels', async () => {
+  const sb = await new Sandbox(opts({ image: SCI })).open();
+  const k = await sb.kernel({ jupyter: 'ir' });
+  expectOk(await k.runCode('1'));
+  await sb.close();
+  await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/);
+});
+
+test('a kernelspec the image lacks is a SandboxError listing the ones it has', async () => {
+  const sb = await new Sandbox(opts({ image: SCI })).open();
+  try {
+    await expectSandboxError(
+      () => sb.kernel({ jupyter: 'julia-1.10' }),
+      SandboxError,
+      /no Jupyter kernelspec "julia-1.10"/,
+      /the image has: "ir", "python3"/,
+      /\/usr\/share\/jupyter\/kernels/
+    );
+  } finally {
+    await sb.close();
+  }
+  // The base test image has no Jupyter at all.
+  const bare = await new Sandbox(opts({ image: ROOTFS })).open();
+  try {
+    await expectSandboxError(() => bare.kernel({ jupyter: 'python3' }), SandboxError, /the image has no kernelspecs/);
+  } finally {
+    await bare.close();
+  }
+});
+
+test('bad kernel() options are refused before anything starts', async () => {
+  const sb = await new Sandbox(opts({ image: SCI })).open();
+  try {
+    await expectSandboxError(() => sb.kernel({ jupyter: 3 }), SandboxError, /kernelspec in the image as a string/);
+    await expectSandboxError(() => sb.kernel({ jupyter: '../../etc' }), SandboxError, /takes a kernelspec name/);
+    await expectSandboxError(() => sb.kernel({ jupyter: '' }), SandboxError, /takes a kernelspec name/);
+    await expectSandboxError(() => sb.kernel({ jupter: 'python3' }), SandboxError, /unknown kernel\(\) option `jupter`/);
+  } finally {
+    await sb.close();
+  }
+});
+
+test('the box keeps the Sandbox posture: securityProfile "untrusted" and a memory cap apply to the kernel', async () => {
+  await withKernel({ securityProfile: 'untrusted', memoryMb: 512 }, { jupyter: 'python3' }, async (k) => {
+    // unshare(CLONE_NEWUSER) is refused by the profile (EPERM); without it, a box's process
+    // could make a user namespace of its own.
+    const r = await k.runCode('import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nprint(libc.unshare(0x10000000), ctypes.get_errno())');
+    expectOk(r);
+    expect(r.stdout.trim()).toBe('-1 1');
+    const big = await k.runCode('b = bytearray(2 * 1024**3)\nb[::4096] = b"x" * (len(b) // 4096)', { timeoutS: 60 });
+    expect(big.fault).toMatchObject({ type: 'oom' });
+  });
+});

@@ -1,0 +1,463 @@
+//! One cell of a Jupyter kernel: the messages that answer an `execute_request`, mapped onto an
+//! `ExecutionResult`'s parts. `stream` is stdout/stderr, `display_data` and `execute_result`
+//! are results in arrival order, `error` is a traceback on stderr and a non-zero exit code. The
+//! cell is done when both the shell's `execute_reply` and IOPub's `status: idle` for it have
+//! arrived (they travel on different sockets, so either may come first).
+
+use super::wire::Message;
+use crate::engine::launch::Stream;
+use crate::lang::driver::{self, Bundle};
+use serde_json::{json, Value};
+
+/// How much of a cell's results (encoded images included) is kept.
+pub const MAX_RESULTS_BYTES: usize = 128 << 20;
+
+/// One stream's text, kept up to a cap.
+#[derive(Debug, Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+impl Kept {
+    fn push(&mut self, data: &[u8], cap: usize) {
+        let room = cap.saturating_sub(self.bytes.len());
+        if data.len() > room {
+            self.truncated = true;
+        }
+        self.bytes.extend_from_slice(&data[..data.len().min(room)]);
+    }
+}
+
+/// What a cell produced so far.
+#[derive(Debug)]
+pub struct Cell {
+    msg_id: String,
+    max_output: usize,
+    stdout: Kept,
+    stderr: Kept,
+    results: Vec<Bundle>,
+    /// The `transient.display_id` of each result, for `update_display_data`.
+    display_ids: Vec<Option<String>>,
+    results_bytes: usize,
+    notes: Vec<String>,
+    failed: bool,
+    reply: Option<Value>,
+    idle: bool,
+}
+
+/// Output to show the caller as it arrives.
+pub type Shown = Vec<(Stream, Vec<u8>)>;
+
+impl Cell {
+    pub fn new(msg_id: String, max_output: usize) -> Cell {
+        Cell {
+            msg_id,
+            max_output,
+            stdout: Kept::default(),
+            stderr: Kept::default(),
+            results: Vec::new(),
+            display_ids: Vec::new(),
+            results_bytes: 0,
+            notes: Vec::new(),
+            failed: false,
+            reply: None,
+            idle: false,
+        }
+    }
+
+    /// The execute_request's content for `code`: no stdin (so `input()` fails at once instead
+    /// of waiting for a reply nobody sends), history kept as a notebook would.
+    pub fn request(code: &str) -> Value {
+        json!({
+            "code": code,
+            "silent": false,
+            "store_history": true,
+            "user_expressions": {},
+            "allow_stdin": false,
+            "stop_on_error": true,
+        })
+    }
+
+    fn ours(&self, m: &Message) -> bool {
+        m.parent_id() == Some(self.msg_id.as_str())
+    }
+
+    fn text(&mut self, stream: Stream, text: &str, shown: &mut Shown) {
+        let cap = self.max_output;
+        match stream {
+            Stream::Stdout => self.stdout.push(text.as_bytes(), cap),
+            Stream::Stderr => self.stderr.push(text.as_bytes(), cap),
+        }
+        if !text.is_empty() {
+            shown.push((stream, text.as_bytes().to_vec()));
+        }
+    }
+
+    fn result(&mut self, content: &Value, update: bool) {
+        let Some(data) = content.get("data").and_then(Value::as_object) else {
+            return;
+        };
+        let Some(bundle) = driver::bundle(data, &mut self.notes) else {
+            return;
+        };
+        let size: usize = bundle
+            .values()
+            .map(|v| v.as_str().map_or(0, str::len))
+            .sum();
+        if self.results_bytes + size > MAX_RESULTS_BYTES {
+            let note = format!(
+                "note: the cell's rich results passed {} MiB; the rest were dropped",
+                MAX_RESULTS_BYTES >> 20
+            );
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+            return;
+        }
+        self.results_bytes += size;
+        let id = content
+            .pointer("/transient/display_id")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        if update {
+            // An update replaces the display it names, if this cell made it; one made by an
+            // earlier cell can't be changed in its result any more, so it is added here.
+            if let Some(at) = id
+                .as_ref()
+                .and_then(|id| self.display_ids.iter().position(|d| d.as_ref() == Some(id)))
+            {
+                self.results[at] = bundle;
+                return;
+            }
+        }
+        self.results.push(bundle);
+        self.display_ids.push(id);
+    }
+
+    /// Takes an IOPub message; returns the output to show now. Messages for other requests
+    /// are ignored.
+    pub fn on_iopub(&mut self, m: &Message) -> Shown {
+        let mut shown = Vec::new();
+        if !self.ours(m) {
+            return shown;
+        }
+        let c = &m.content;
+        match m.msg_type() {
+            "stream" => {
+                let stream = match c.get("name").and_then(Value::as_str) {
+                    Some("stderr") => Stream::Stderr,
+                    _ => Stream::Stdout,
+                };
+                let text = c.get("text").and_then(Value::as_str).unwrap_or("");
+                self.text(stream, text, &mut shown);
+            }
+            "display_data" | "execute_result" => self.result(c, false),
+            "update_display_data" => self.result(c, true),
+            "error" => {
+                self.failed = true;
+                let text = traceback(c);
+                self.text(Stream::Stderr, &text, &mut shown);
+            }
+            "status" if c.get("execution_state").and_then(Value::as_str) == Some("idle") => {
+                self.idle = true;
+            }
+            // execute_input echoes the code; clear_output asks a notebook to blank its output
+            // area, which a result keeps (documented); anything else is for other frontends.
+            _ => {}
+        }
+        shown
+    }
+
+    /// Takes a shell message; returns output to show (a failure the kernel reported only in
+    /// its reply).
+    pub fn on_reply(&mut self, m: &Message) -> Shown {
+        let mut shown = Vec::new();
+        if !self.ours(m) || m.msg_type() != "execute_reply" {
+            return shown;
+        }
+        let status = m.content.get("status").and_then(Value::as_str);
+        if status != Some("ok") && !self.failed {
+            self.failed = true;
+            let text = match status {
+                Some("aborted") => "the kernel aborted this cell (an earlier one failed)\n".into(),
+                _ => traceback(&m.content),
+            };
+            self.text(Stream::Stderr, &text, &mut shown);
+        }
+        self.reply = Some(m.content.clone());
+        shown
+    }
+
+    /// The kernel's reply and its idle status have both arrived.
+    pub fn done(&self) -> bool {
+        self.reply.is_some() && self.idle
+    }
+
+    /// Whether the kernel said the cell failed.
+    pub fn failed(&self) -> bool {
+        self.failed
+    }
+
+    pub fn into_parts(self) -> Parts {
+        Parts {
+            stdout: String::from_utf8_lossy(&self.stdout.bytes).into_owned(),
+            stderr: String::from_utf8_lossy(&self.stderr.bytes).into_owned(),
+            truncated: self.stdout.truncated || self.stderr.truncated,
+            exit_code: i32::from(self.failed),
+            results: self.results,
+            notes: self.notes,
+        }
+    }
+}
+
+/// A finished (or abandoned) cell's output.
+#[derive(Debug)]
+pub struct Parts {
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+    pub exit_code: i32,
+    pub results: Vec<Bundle>,
+    pub notes: Vec<String>,
+}
+
+/// An `error` (or a failed `execute_reply`) as text: the traceback without its colour codes,
+/// or `ename: evalue` when the kernel sent none.
+fn traceback(c: &Value) -> String {
+    let lines: Vec<String> = c
+        .get("traceback")
+        .and_then(Value::as_array)
+        .map(|t| t.iter().filter_map(Value::as_str).map(strip_ansi).collect())
+        .unwrap_or_default();
+    let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let mut text = if lines.is_empty() {
+        match (s("ename"), s("evalue")) {
+            (n, v) if n.is_empty() && v.is_empty() => {
+                "the kernel reported an error without a name or message (an interrupted R cell does)".into()
+            }
+            (n, v) => format!("{n}: {v}"),
+        }
+    } else {
+        lines.join("\n")
+    };
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
+}
+
+/// Removes ANSI escape sequences (IPython colours its tracebacks): CSI sequences up to their
+/// final byte, and two-byte escapes.
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if ch != '\u{1b}' {
+            out.push(ch);
+            continue;
+        }
+        if chars.next() == Some('[') {
+            for c in chars.by_ref() {
+                if ('\u{40}'..='\u{7e}').contains(&c) {
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message as a kernel sends it (what `wire::decode` returns).
+    fn msg(kind: &str, parent: &str, content: Value) -> Message {
+        Message {
+            header: json!({"msg_type": kind, "msg_id": format!("{kind}-reply")}),
+            parent_header: json!({"msg_id": parent}),
+            content,
+        }
+    }
+
+    const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
+    /// The messages ipykernel 6.17 sends for `print("hi"); display(HTML(...)); plt.plot(); 1+1`,
+    /// recorded from a real kernel and trimmed.
+    #[test]
+    fn an_ipython_cell_maps_onto_a_result() {
+        let mut cell = Cell::new("req-1".into(), 1 << 20);
+        let mut shown = Vec::new();
+        for m in [
+            msg("status", "req-1", json!({"execution_state": "busy"})),
+            msg(
+                "execute_input",
+                "req-1",
+                json!({"code": "...", "execution_count": 3}),
+            ),
+            msg("stream", "req-1", json!({"name": "stdout", "text": "hi\n"})),
+            msg(
+                "stream",
+                "other",
+                json!({"name": "stdout", "text": "not ours\n"}),
+            ),
+            msg(
+                "display_data",
+                "req-1",
+                json!({"data": {"text/plain": "<IPython.core.display.HTML object>", "text/html": "<b>x</b>"}, "metadata": {}, "transient": {}}),
+            ),
+            msg(
+                "display_data",
+                "req-1",
+                json!({"data": {"text/plain": "<Figure size 640x480 with 1 Axes>", "image/png": PNG_1X1}, "metadata": {"image/png": {"width": 1, "height": 1}}, "transient": {}}),
+            ),
+            msg(
+                "stream",
+                "req-1",
+                json!({"name": "stderr", "text": "warn\n"}),
+            ),
+            msg(
+                "execute_result",
+                "req-1",
+                json!({"data": {"text/plain": "2"}, "metadata": {}, "execution_count": 3}),
+            ),
+        ] {
+            shown.extend(cell.on_iopub(&m));
+        }
+        assert!(!cell.done());
+        shown.extend(cell.on_reply(&msg(
+            "execute_reply",
+            "req-1",
+            json!({"status": "ok", "execution_count": 3}),
+        )));
+        assert!(!cell.done(), "idle has not arrived yet");
+        cell.on_iopub(&msg("status", "req-1", json!({"execution_state": "idle"})));
+        assert!(cell.done());
+        assert_eq!(
+            shown,
+            vec![
+                (Stream::Stdout, b"hi\n".to_vec()),
+                (Stream::Stderr, b"warn\n".to_vec())
+            ]
+        );
+        let p = cell.into_parts();
+        assert_eq!(
+            (p.stdout.as_str(), p.stderr.as_str(), p.exit_code),
+            ("hi\n", "warn\n", 0)
+        );
+        assert_eq!(p.results.len(), 3);
+        assert_eq!(p.results[0]["text/html"], "<b>x</b>");
+        assert_eq!(p.results[1]["image/png"], PNG_1X1);
+        assert_eq!(p.results[2]["text/plain"], "2");
+        assert!(p.notes.is_empty());
+    }
+
+    #[test]
+    fn an_error_gives_a_clean_traceback_and_a_failure() {
+        let mut cell = Cell::new("r".into(), 1 << 20);
+        let shown = cell.on_iopub(&msg(
+            "error",
+            "r",
+            json!({"ename": "ZeroDivisionError", "evalue": "division by zero", "traceback": [
+                "\u{1b}[0;31m---------------------------------------------------------------------------\u{1b}[0m",
+                "\u{1b}[0;31mZeroDivisionError\u{1b}[0m                         Traceback (most recent call last)",
+                "\u{1b}[0;31mZeroDivisionError\u{1b}[0m: division by zero"
+            ]}),
+        ));
+        cell.on_reply(&msg("execute_reply", "r", json!({"status": "error", "ename": "ZeroDivisionError", "evalue": "division by zero", "traceback": []})));
+        cell.on_iopub(&msg("status", "r", json!({"execution_state": "idle"})));
+        assert!(cell.done() && cell.failed());
+        let p = cell.into_parts();
+        assert_eq!(p.exit_code, 1);
+        assert!(
+            p.stderr.ends_with("ZeroDivisionError: division by zero\n"),
+            "{}",
+            p.stderr
+        );
+        assert!(!p.stderr.contains('\u{1b}'));
+        // Shown once, not again for the reply.
+        assert_eq!(shown.len(), 1);
+        assert_eq!(p.stderr.matches("division by zero").count(), 1);
+    }
+
+    /// IRkernel reports an R error with an `error` message whose traceback is empty.
+    #[test]
+    fn an_r_error_without_traceback_says_what_failed() {
+        let mut cell = Cell::new("r".into(), 1 << 20);
+        cell.on_iopub(&msg(
+            "error",
+            "r",
+            json!({"ename": "ERROR", "evalue": "object 'y' not found", "traceback": []}),
+        ));
+        cell.on_reply(&msg("execute_reply", "r", json!({"status": "error"})));
+        let p = cell.into_parts();
+        assert_eq!(p.stderr, "ERROR: object 'y' not found\n");
+        assert_eq!(p.exit_code, 1);
+    }
+
+    #[test]
+    fn a_failure_only_in_the_reply_is_reported() {
+        let mut cell = Cell::new("r".into(), 1 << 20);
+        let shown = cell.on_reply(&msg("execute_reply", "r", json!({"status": "aborted"})));
+        assert_eq!(shown.len(), 1);
+        assert!(cell.failed());
+    }
+
+    #[test]
+    fn updates_replace_their_display_and_bad_payloads_are_noted() {
+        let mut cell = Cell::new("r".into(), 1 << 20);
+        cell.on_iopub(&msg(
+            "display_data",
+            "r",
+            json!({"data": {"text/plain": "0%"}, "transient": {"display_id": "p"}}),
+        ));
+        cell.on_iopub(&msg(
+            "update_display_data",
+            "r",
+            json!({"data": {"text/plain": "100%"}, "transient": {"display_id": "p"}}),
+        ));
+        cell.on_iopub(&msg(
+            "update_display_data",
+            "r",
+            json!({"data": {"text/plain": "elsewhere"}, "transient": {"display_id": "q"}}),
+        ));
+        cell.on_iopub(&msg(
+            "display_data",
+            "r",
+            json!({"data": {"image/png": "bm90IGEgcG5n", "text/plain": "fig"}}),
+        ));
+        let p = cell.into_parts();
+        let plain: Vec<_> = p
+            .results
+            .iter()
+            .map(|b| b["text/plain"].as_str().unwrap())
+            .collect();
+        assert_eq!(plain, ["100%", "elsewhere", "fig"]);
+        assert!(p.results[2].get("image/png").is_none());
+        assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
+    }
+
+    #[test]
+    fn output_is_capped_and_marked_truncated() {
+        let mut cell = Cell::new("r".into(), 4);
+        let shown = cell.on_iopub(&msg(
+            "stream",
+            "r",
+            json!({"name": "stdout", "text": "0123456789"}),
+        ));
+        // The caller still sees it live; the result keeps the cap.
+        assert_eq!(shown[0].1, b"0123456789");
+        let p = cell.into_parts();
+        assert_eq!((p.stdout.as_str(), p.truncated), ("0123", true));
+    }
+
+    #[test]
+    fn ansi_codes_are_stripped() {
+        assert_eq!(
+            strip_ansi("\u{1b}[0;31mError\u{1b}[0m: x\u{1b}(B"),
+            "Error: xB"
+        );
+        assert_eq!(strip_ansi("plain é"), "plain é");
+    }
+}

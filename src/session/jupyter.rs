@@ -1,0 +1,758 @@
+//! A Jupyter kernel the image provides (`kernel({ jupyter: "python3" })`), in one long-lived box
+//! with the posture of any kernel box, driven over ZeroMQ `ipc://` sockets.
+//!
+//! The sockets live in a private host directory (0700, fresh per kernel) bound into the box at
+//! `/.kern-jupyter`, with the connection file: no TCP, no change to the box's network. Every
+//! message is signed with a key made for this kernel; one that fails verification is dropped
+//! and counted, and the count is reported in a cell's runtime notes. Each socket is read by a
+//! task of its own into an unbounded channel, so the kernel is never throttled by the caller
+//! (ipykernel drops IOPub messages for a slow subscriber).
+//!
+//! Against the driver kernel (`session::kernel`): a cell timeout first interrupts the kernel
+//! (SIGINT to its process, or `interrupt_request` when its kernelspec asks for messages) and
+//! keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a kernel that
+//! does not stop is torn down.
+
+use super::{ExecResult, Opened};
+use crate::engine::launch::{Chunk, Outcome, Stream};
+use crate::engine::spec::BindSpec;
+use crate::engine::status::{Fault, FaultKind};
+use crate::error::{Error, Result};
+use crate::lang::jupyter::cell::{Cell, Shown};
+use crate::lang::jupyter::kernelspec::{self, Channel, Interrupt, KernelSpec};
+use crate::lang::jupyter::wire::{self, Dropped, Message, Session};
+use bytes::Bytes;
+use serde_json::json;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::{watch, Mutex};
+use zeromq::{Socket, SocketRecv, SocketSend};
+
+/// How long a kernel may take to start and answer `kernel_info_request` (R loads in about a
+/// second here; a cold page cache on a slow disk is many times that).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long an interrupted cell has to stop before the kernel is torn down.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// How long a kernel has to answer its heartbeat before a cell.
+const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long `close()` waits for the kernel to exit after `shutdown_request`.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+/// How much of the kernel process's own output (outside cells) is kept, for error messages.
+const LOG_TAIL: usize = 8 << 10;
+
+pub struct JupyterKernel {
+    state: Mutex<State>,
+    session_closing: watch::Receiver<bool>,
+    stop: watch::Sender<bool>,
+    timeout_ms: u64,
+    max_output: usize,
+    spec: KernelSpec,
+    /// Messages dropped for a bad signature, and how many of them a note already reported.
+    bad_signatures: Arc<AtomicU64>,
+    reported: AtomicU64,
+    active: std::sync::Mutex<Option<super::Active>>,
+    quota: Option<(std::path::PathBuf, u64)>,
+    /// The socket directory; removed as soon as the kernel is gone (its box ended).
+    dir: Arc<std::sync::Mutex<Option<tempfile::TempDir>>>,
+}
+
+enum State {
+    Live(Box<Live>),
+    Dead(String),
+}
+
+struct Live {
+    session: Session,
+    shell: zeromq::DealerSendHalf,
+    control: zeromq::DealerSendHalf,
+    heartbeat: zeromq::ReqSocket,
+    replies: UnboundedReceiver<Message>,
+    control_replies: UnboundedReceiver<Message>,
+    iopub: UnboundedReceiver<Message>,
+    /// The kernel process's own stdout/stderr (not a cell's `stream` messages).
+    chunks: UnboundedReceiver<Chunk>,
+    log: Vec<u8>,
+    ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
+    monitor: Option<u32>,
+}
+
+fn random_key() -> String {
+    // Two v4 UUIDs: 244 random bits from the OS generator, as hex.
+    format!(
+        "{}{}",
+        uuid::Uuid::new_v4().simple(),
+        uuid::Uuid::new_v4().simple()
+    )
+}
+
+fn runtime(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Runtime(format!("jupyter kernel: {what}: {e}"))
+}
+
+impl JupyterKernel {
+    /// Starts kernelspec `name` of the session's image and waits until it answers.
+    pub(super) async fn start(
+        opened: Arc<Opened>,
+        kern_path: &std::path::Path,
+        timeout_ms: u64,
+        name: &str,
+    ) -> Result<JupyterKernel> {
+        kernelspec::check_name(name)?;
+        let workspace = opened.workspace_path()?;
+        let mut spec = opened.spec(Vec::new(), &[], super::warm::LIFETIME_MS, false, &workspace);
+        let root = match &opened.image.root {
+            crate::engine::spec::RootSpec::Dir { path } => path.clone(),
+            crate::engine::spec::RootSpec::Host => "/".into(),
+        };
+        let home = spec
+            .env
+            .iter()
+            .find(|(k, _)| k == "HOME")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| "/root".into());
+        let ks = {
+            let (root, home, name) = (root.clone(), home.clone(), name.to_string());
+            tokio::task::spawn_blocking(move || {
+                kernelspec::find(&root, &home, &name).or_else(|e| {
+                    // Box root's own home, where `pip install --user` puts kernelspecs.
+                    if home != "/root" {
+                        kernelspec::find(&root, "/root", &name).map_err(|_| e)
+                    } else {
+                        Err(e)
+                    }
+                })
+            })
+            .await
+            .map_err(|e| runtime("kernelspec lookup", e))??
+        };
+
+        // The socket directory: ours alone (0700), its path short enough for a socket name.
+        let dir = tempfile::Builder::new()
+            .prefix("kern-jk-")
+            .tempdir()
+            .map_err(|e| runtime("create the socket directory", e))?;
+        let longest = kernelspec::endpoint(dir.path(), Channel::Heartbeat);
+        if longest.len() - "ipc://".len() >= 108 {
+            return Err(Error::Invalid(format!(
+                "the temporary directory {} is too long a path for the kernel's sockets (108 bytes at most); set TMPDIR to a shorter one",
+                dir.path().display()
+            )));
+        }
+        let key = random_key();
+        let conn = kernelspec::connection_file(&key, name).to_string();
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(dir.path().join("connection.json"))
+                .map_err(|e| runtime("write the connection file", e))?;
+            f.write_all(conn.as_bytes())
+                .map_err(|e| runtime("write the connection file", e))?;
+        }
+        let meta = std::fs::metadata(dir.path()).map_err(|e| runtime("socket directory", e))?;
+        spec.binds.push(BindSpec {
+            source: dir.path().to_path_buf(),
+            target: kernelspec::SOCKET_DIR.into(),
+            writable: true,
+            dir: true,
+            dev: meta.dev(),
+            ino: meta.ino(),
+        });
+        spec.argv = ks.argv.clone();
+        // The kernelspec's env, then the caller's `env` on top (as for any call).
+        for (k, v) in ks.env.iter().chain(&opened.config.env) {
+            spec.env.retain(|(ek, _)| ek != k);
+            spec.env.push((k.clone(), v.clone()));
+        }
+
+        let session_closing = opened.closing.subscribe();
+        let (sink, mut chunks) = tokio::sync::mpsc::unbounded_channel();
+        let started = super::warm::spawn(opened, kern_path, spec, None, sink)?;
+        let bad_signatures = Arc::new(AtomicU64::new(0));
+        let session = Session::new(key.as_bytes());
+        let stop = started.stop;
+        let mut ended = started.ended;
+        let mut log = Vec::new();
+        let connect = connect(
+            dir.path().to_path_buf(),
+            session.clone(),
+            bad_signatures.clone(),
+        );
+        tokio::pin!(connect);
+        let deadline = tokio::time::sleep(START_TIMEOUT);
+        tokio::pin!(deadline);
+        // Connected and answering, or why not (the box's end, or the deadline).
+        let outcome: std::result::Result<Sockets, String> = loop {
+            tokio::select! {
+                r = &mut connect => break r.map_err(|e| format!("it did not answer on its sockets ({e})")),
+                c = chunks.recv() => if let Some(c) = c { keep_tail(&mut log, &c.data) },
+                r = &mut ended => {
+                    while let Ok(c) = chunks.try_recv() {
+                        keep_tail(&mut log, &c.data);
+                    }
+                    let why = match r {
+                        Ok(Ok(Some(o))) => match o.report.fault {
+                            Some(f) => f.message,
+                            None => format!("its process exited with code {}", o.report.exit_code),
+                        },
+                        Ok(Ok(None)) => "its box was not started (the Sandbox is closing)".into(),
+                        Ok(Err(e)) => e.to_string(),
+                        Err(e) => e.to_string(),
+                    };
+                    break Err(why);
+                }
+                _ = &mut deadline => break Err(format!("it did not answer within {}s", START_TIMEOUT.as_secs())),
+            }
+        };
+        let socks = match outcome {
+            Ok(s) => s,
+            Err(why) => {
+                stop.send_replace(true);
+                if !ended.is_finished() {
+                    let _ = ended.await;
+                }
+                let log = String::from_utf8_lossy(&log);
+                let log = log.trim();
+                return Err(Error::Invalid(format!(
+                    "the Jupyter kernel \"{name}\" ({}) did not start: {why}{}",
+                    ks.argv.join(" "),
+                    if log.is_empty() {
+                        String::new()
+                    } else {
+                        format!("; its output:\n{log}")
+                    }
+                )));
+            }
+        };
+        // Its box ending on a stop (close(), the Sandbox closing, a timeout) removes it too,
+        // even if this kernel object lives on in the caller's hands.
+        let dir = Arc::new(std::sync::Mutex::new(Some(dir)));
+        let on_stop = dir.clone();
+        let mut stopped = stop.subscribe();
+        tokio::spawn(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            if let Ok(mut d) = on_stop.lock() {
+                drop(d.take());
+            }
+        });
+        Ok(JupyterKernel {
+            state: Mutex::new(State::Live(Box::new(Live {
+                session,
+                shell: socks.shell,
+                control: socks.control,
+                heartbeat: socks.heartbeat,
+                replies: socks.replies,
+                control_replies: socks.control_replies,
+                iopub: socks.iopub,
+                chunks,
+                log,
+                ended,
+                monitor: started.monitor,
+            }))),
+            session_closing,
+            stop,
+            timeout_ms,
+            max_output: 64 << 20,
+            spec: ks,
+            bad_signatures,
+            reported: AtomicU64::new(0),
+            active: std::sync::Mutex::new(None),
+            quota: None,
+            dir,
+        })
+    }
+
+    /// Makes this a caller's kernel: counted as active, and held to the workspace cap.
+    pub(super) fn attach(
+        &mut self,
+        active: super::Active,
+        quota: Option<(std::path::PathBuf, u64)>,
+        max_output: usize,
+    ) {
+        self.active = std::sync::Mutex::new(Some(active));
+        self.quota = quota;
+        self.max_output = max_output;
+    }
+
+    fn torn_down(&self, why: &str) -> Error {
+        Error::Invalid(format!(
+            "this Jupyter kernel (\"{}\") was torn down ({why}); open a new one with sandbox.kernel({{ jupyter: \"{}\" }})",
+            self.spec.name, self.spec.name
+        ))
+    }
+
+    /// Runs one cell. Cells wait for each other, in order.
+    pub async fn run_code(
+        &self,
+        code: &str,
+        timeout_ms: Option<u64>,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> Result<ExecResult> {
+        if code.len() > crate::lang::MAX_CELL_BYTES {
+            crate::lang::check_cell(code)?;
+        }
+        let mut state = self.state.lock().await;
+        let live = match &mut *state {
+            State::Dead(why) => return Err(self.torn_down(why)),
+            State::Live(l) => l,
+        };
+        // Gone between cells (the session closed, the process died, it stopped answering):
+        // nothing runs, and the caller hears why.
+        let gone = if *self.session_closing.borrow() {
+            Some("its Sandbox was closed".to_string())
+        } else if live.ended.is_finished() {
+            Some(self.box_end(live).await.message)
+        } else if let Err(why) = heartbeat(&mut live.heartbeat).await {
+            self.stop.send_replace(true);
+            let _ = self.box_end(live).await;
+            Some(format!(
+                "it stopped answering its heartbeat ({why}), so kern killed its box"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = gone {
+            let e = self.torn_down(&why);
+            *state = State::Dead(why);
+            self.remove_dir();
+            return Err(e);
+        }
+        if let Some((ws, cap)) = self.quota.clone() {
+            let bytes =
+                tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws).bytes)
+                    .await
+                    .unwrap_or(0);
+            if bytes > cap {
+                return Ok(ExecResult::refused(super::workspace_full(bytes, cap)));
+            }
+        }
+        // What earlier cells left behind (late output after their idle) is not this cell's.
+        while live.iopub.try_recv().is_ok() {}
+        while live.replies.try_recv().is_ok() {}
+        while live.control_replies.try_recv().is_ok() {}
+        while let Ok(c) = live.chunks.try_recv() {
+            keep_tail(&mut live.log, &c.data);
+        }
+
+        let start = Instant::now();
+        let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
+        let (id, frames) = live
+            .session
+            .request("execute_request", &Cell::request(code));
+        let mut cell = Cell::new(id, self.max_output);
+        let show = |shown: Shown| {
+            if let Some(s) = &sink {
+                for (stream, data) in shown {
+                    let _ = s.send(Chunk { stream, data });
+                }
+            }
+        };
+        let mut fault: Option<Fault> = None;
+        let mut dead = false;
+        if send(&mut live.shell, frames).await.is_err() {
+            fault = Some(Fault::new(
+                FaultKind::Killed,
+                "the kernel's shell socket is gone; the kernel was torn down",
+            ));
+            dead = true;
+        }
+        let mut deadline = tokio::time::Instant::now() + timeout;
+        let mut interrupted = false;
+        // Output the kernel process writes itself (an R `system()` call, a C library) during a
+        // cell is the cell's too.
+        let mut own = [Vec::new(), Vec::new()];
+        while !dead && !cell.done() {
+            tokio::select! {
+                m = live.iopub.recv() => match m {
+                    Some(m) => show(cell.on_iopub(&m)),
+                    None => dead = true,
+                },
+                m = live.replies.recv() => match m {
+                    Some(m) => show(cell.on_reply(&m)),
+                    None => dead = true,
+                },
+                c = live.chunks.recv() => match c {
+                    Some(c) => {
+                        own[(c.stream == Stream::Stderr) as usize].extend_from_slice(&c.data);
+                        show(vec![(c.stream, c.data)]);
+                    }
+                    None => dead = true,
+                },
+                _ = tokio::time::sleep_until(deadline) => {
+                    if interrupted {
+                        self.stop.send_replace(true);
+                        let _ = self.box_end(live).await;
+                        fault = Some(Fault::new(
+                            FaultKind::Timeout,
+                            format!(
+                                "the cell ran past its timeout of {:.3}s and did not stop within {}s of an interrupt; kern killed the kernel's box and every process in it",
+                                timeout.as_secs_f64(),
+                                INTERRUPT_GRACE.as_secs()
+                            ),
+                        ));
+                        dead = true;
+                    } else {
+                        interrupted = true;
+                        self.interrupt(live).await;
+                        deadline = tokio::time::Instant::now() + INTERRUPT_GRACE;
+                    }
+                }
+            }
+        }
+        if dead && fault.is_none() {
+            fault = Some(self.box_end(live).await);
+        }
+        if interrupted && fault.is_none() {
+            fault = Some(Fault::new(
+                FaultKind::Timeout,
+                format!(
+                    "the cell ran past its timeout of {:.3}s; kern interrupted it and the kernel kept its state",
+                    timeout.as_secs_f64()
+                ),
+            ));
+        }
+        let mut parts = cell.into_parts();
+        for (i, bytes) in own.iter().enumerate() {
+            if !bytes.is_empty() {
+                let text = String::from_utf8_lossy(bytes);
+                if i == 0 {
+                    parts.stdout.push_str(&text);
+                } else {
+                    parts.stderr.push_str(&text);
+                }
+            }
+        }
+        let mut stderr = parts.stderr;
+        for n in &parts.notes {
+            super::push_note(&mut stderr, n);
+        }
+        let bad = self.bad_signatures.load(Ordering::SeqCst);
+        let before = self.reported.swap(bad, Ordering::SeqCst);
+        if bad > before {
+            super::push_note(
+                &mut stderr,
+                &format!(
+                    "note: {} message(s) on the kernel's sockets had no valid signature and were dropped ({bad} since the kernel started)",
+                    bad - before
+                ),
+            );
+        }
+        let exit_code = match (&fault, dead) {
+            (Some(_), true) => 137,
+            _ => parts.exit_code,
+        };
+        if dead {
+            let why = fault
+                .as_ref()
+                .map(|f| f.message.clone())
+                .unwrap_or_else(|| "its box ended".into());
+            *state = State::Dead(why);
+            self.remove_dir();
+        }
+        Ok(ExecResult {
+            stdout: parts.stdout,
+            stderr,
+            exit_code,
+            duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+            fault,
+            files: Vec::new(),
+            truncated: parts.truncated,
+            results: parts.results,
+        })
+    }
+
+    /// Removes the socket directory (the box has ended: nothing binds in it any more).
+    fn remove_dir(&self) {
+        if let Ok(mut d) = self.dir.lock() {
+            drop(d.take());
+        }
+    }
+
+    /// Interrupts the running cell the way the kernelspec asks.
+    async fn interrupt(&self, live: &mut Live) {
+        match self.spec.interrupt {
+            Interrupt::Message => {
+                let (_, frames) = live.session.request("interrupt_request", &json!({}));
+                let _ = send(&mut live.control, frames).await;
+            }
+            Interrupt::Signal => {
+                if let Some(monitor) = live.monitor {
+                    let _ = tokio::task::spawn_blocking(move || {
+                        signal_workload(monitor, nix::sys::signal::Signal::SIGINT)
+                    })
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// Waits for the box to end and says why it did.
+    async fn box_end(&self, live: &mut Live) -> Fault {
+        let outcome = (&mut live.ended).await;
+        let log = String::from_utf8_lossy(&live.log).trim().to_string();
+        let tail = if log.is_empty() {
+            String::new()
+        } else {
+            let lines: Vec<&str> = log.lines().rev().take(10).collect();
+            let lines: Vec<&str> = lines.into_iter().rev().collect();
+            format!("; its last output:\n{}", lines.join("\n"))
+        };
+        match outcome {
+            Ok(Ok(Some(o))) => o.report.fault.unwrap_or_else(|| {
+                Fault::new(
+                    FaultKind::Killed,
+                    format!(
+                        "the kernel's process exited (code {}); the kernel was torn down{tail}",
+                        o.report.exit_code
+                    ),
+                )
+            }),
+            _ => Fault::new(
+                FaultKind::Killed,
+                "the kernel's box ended unexpectedly; the kernel was torn down",
+            ),
+        }
+    }
+
+    /// Asks the kernel to shut down, then ends its box if it has not exited. Idempotent.
+    pub async fn close(&self) -> Result<()> {
+        let mut state = self.state.lock().await;
+        if let State::Live(live) = &mut *state {
+            if !live.ended.is_finished() {
+                let (_, frames) = live
+                    .session
+                    .request("shutdown_request", &json!({"restart": false}));
+                if send(&mut live.control, frames).await.is_ok() {
+                    let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut live.ended).await;
+                }
+            }
+            self.stop.send_replace(true);
+            if !live.ended.is_finished() {
+                let _ = (&mut live.ended).await;
+            }
+        }
+        self.stop.send_replace(true);
+        *state = State::Dead("it was closed".into());
+        self.remove_dir();
+        if let Ok(mut a) = self.active.lock() {
+            a.take();
+        }
+        Ok(())
+    }
+}
+
+fn keep_tail(log: &mut Vec<u8>, data: &[u8]) {
+    log.extend_from_slice(data);
+    if log.len() > LOG_TAIL {
+        log.drain(..log.len() - LOG_TAIL);
+    }
+}
+
+async fn send(sock: &mut zeromq::DealerSendHalf, frames: Vec<Bytes>) -> Result<()> {
+    let msg = zeromq::ZmqMessage::try_from(frames).map_err(|e| runtime("message", e))?;
+    sock.send(msg).await.map_err(|e| runtime("send", e))
+}
+
+/// One heartbeat round trip.
+async fn heartbeat(hb: &mut zeromq::ReqSocket) -> std::result::Result<(), String> {
+    let ping = Bytes::from_static(b"kern-ping");
+    let round = async {
+        hb.send(zeromq::ZmqMessage::from(ping.clone()))
+            .await
+            .map_err(|e| e.to_string())?;
+        let pong = hb.recv().await.map_err(|e| e.to_string())?;
+        if pong.get(0) == Some(&ping) {
+            Ok(())
+        } else {
+            Err("it answered with something else".to_string())
+        }
+    };
+    match tokio::time::timeout(HEARTBEAT_TIMEOUT, round).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("no answer in {}s", HEARTBEAT_TIMEOUT.as_secs())),
+    }
+}
+
+/// The connected sockets, each read by a task of its own.
+struct Sockets {
+    shell: zeromq::DealerSendHalf,
+    control: zeromq::DealerSendHalf,
+    heartbeat: zeromq::ReqSocket,
+    replies: UnboundedReceiver<Message>,
+    control_replies: UnboundedReceiver<Message>,
+    iopub: UnboundedReceiver<Message>,
+}
+
+/// Connects to the kernel's sockets as they appear and waits until it answers: a
+/// `kernel_info_reply` on shell and a status for that request on IOPub, which proves the IOPub
+/// subscription has reached the kernel (messages published before it would be lost).
+async fn connect(
+    dir: std::path::PathBuf,
+    session: Session,
+    bad: Arc<AtomicU64>,
+) -> std::result::Result<Sockets, String> {
+    let mut options = zeromq::SocketOptions::default();
+    // The shell's identity is the session's, as jupyter_client does, so stdin could route.
+    options.peer_identity(
+        zeromq::util::PeerIdentity::try_from(session.id.as_bytes().to_vec())
+            .map_err(|e| e.to_string())?,
+    );
+    options.connect_timeout(START_TIMEOUT);
+    let mut shell = zeromq::DealerSocket::with_options(options);
+    let mut control = zeromq::DealerSocket::new();
+    let mut iopub = zeromq::SubSocket::new();
+    let mut heartbeat = zeromq::ReqSocket::new();
+    let ep = |c| kernelspec::endpoint(&dir, c);
+    let (shell_ep, control_ep, iopub_ep, hb_ep) = (
+        ep(Channel::Shell),
+        ep(Channel::Control),
+        ep(Channel::IoPub),
+        ep(Channel::Heartbeat),
+    );
+    let e = |what: &str, e: zeromq::ZmqError| format!("{what}: {e}");
+    iopub.subscribe("").await.map_err(|x| e("subscribe", x))?;
+    let (a, b, c, d) = tokio::join!(
+        shell.connect(&shell_ep),
+        control.connect(&control_ep),
+        iopub.connect(&iopub_ep),
+        heartbeat.connect(&hb_ep),
+    );
+    a.map_err(|x| e("shell", x))?;
+    b.map_err(|x| e("control", x))?;
+    c.map_err(|x| e("iopub", x))?;
+    d.map_err(|x| e("heartbeat", x))?;
+    let (shell_tx, shell_rx) = shell.split();
+    let (control_tx, control_rx) = control.split();
+    let mut socks = Sockets {
+        shell: shell_tx,
+        control: control_tx,
+        heartbeat,
+        replies: read_into(shell_rx, &session, &bad),
+        control_replies: read_into(control_rx, &session, &bad),
+        iopub: read_into(iopub, &session, &bad),
+    };
+    // Asked again every half second until both answers for one request are in.
+    loop {
+        let (id, frames) = session.request("kernel_info_request", &json!({}));
+        send(&mut socks.shell, frames)
+            .await
+            .map_err(|e| e.to_string())?;
+        let (mut reply, mut status) = (false, false);
+        let wait = tokio::time::sleep(Duration::from_millis(500));
+        tokio::pin!(wait);
+        while !(reply && status) {
+            tokio::select! {
+                m = socks.replies.recv() => match m {
+                    Some(m) => reply |= m.parent_id() == Some(id.as_str()) && m.msg_type() == "kernel_info_reply",
+                    None => return Err("the shell socket closed".into()),
+                },
+                m = socks.iopub.recv() => match m {
+                    Some(m) => status |= m.parent_id() == Some(id.as_str()) && m.msg_type() == "status",
+                    None => return Err("the iopub socket closed".into()),
+                },
+                _ = &mut wait => break,
+            }
+        }
+        if reply && status {
+            return Ok(socks);
+        }
+    }
+}
+
+/// A receiving socket read continuously by its own task into an unbounded channel: messages
+/// that verify go on, the others are counted (bad signatures) or dropped (malformed).
+fn read_into<S: SocketRecv + Send + 'static>(
+    mut sock: S,
+    session: &Session,
+    bad: &Arc<AtomicU64>,
+) -> UnboundedReceiver<Message> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let signer = session.signer.clone();
+    let bad = bad.clone();
+    tokio::spawn(async move {
+        while let Ok(m) = sock.recv().await {
+            let frames = m.into_vec();
+            match wire::decode(&signer, &frames) {
+                Ok(msg) => {
+                    if tx.send(msg).is_err() {
+                        return;
+                    }
+                }
+                Err(Dropped::BadSignature) => {
+                    bad.fetch_add(1, Ordering::SeqCst);
+                }
+                Err(Dropped::Malformed) => {}
+            }
+            if tx.is_closed() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Sends `sig` to the box's workload (the kernel process): the children of the box's init,
+/// which is a descendant of the box's monitor. Found by the parent pids in `/proc`.
+fn signal_workload(monitor: u32, sig: nix::sys::signal::Signal) {
+    let parents = parent_map();
+    let children = |of: i32| -> Vec<i32> {
+        parents
+            .iter()
+            .filter(|(_, pp)| *pp == of)
+            .map(|(p, _)| *p)
+            .collect()
+    };
+    // monitor -> (helpers) -> the box's init (pid 1 in its namespace) -> the kernel.
+    let mut frontier = vec![monitor as i32];
+    for _ in 0..4 {
+        let mut next = Vec::new();
+        for p in frontier {
+            for c in children(p) {
+                if ns_pid(c) == Some(1) {
+                    for w in children(c) {
+                        // A pid that has gone meanwhile gets ESRCH.
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(w), sig);
+                    }
+                    return;
+                }
+                next.push(c);
+            }
+        }
+        frontier = next;
+    }
+}
+
+/// pid -> parent pid of every process in /proc.
+fn parent_map() -> Vec<(i32, i32)> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // The fields after the command name, which may itself hold spaces and parentheses.
+            let rest = &stat[stat.rfind(')')? + 2..];
+            let ppid = rest.split(' ').nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+/// A process's pid in its own (innermost) pid namespace.
+fn ns_pid(pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("NSpid:"))?;
+    let ids: Vec<&str> = line.split_whitespace().skip(1).collect();
+    // Only a process in a nested namespace can be a box's init.
+    if ids.len() < 2 {
+        return None;
+    }
+    ids.last()?.parse().ok()
+}
