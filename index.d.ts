@@ -542,8 +542,24 @@ export class Sandbox {
    * `runCode('pass')` round trip takes 0.14 ms (median), against about 20 ms for a fresh-box
    * `runCode`. `timeoutS` is the per-cell default (the Sandbox's `timeoutS` when absent). The
    * session's `onStdout`/`onStderr` see each cell's output as it runs. Closing the Sandbox closes
-   * its kernels. */
-  kernel(opts?: { timeoutS?: number }): Promise<Kernel>;
+   * its kernels.
+   *
+   * ADDITION to the published surface — `jupyter`: instead of our Python driver, start the image's
+   * Jupyter kernelspec of that name (`"python3"` for ipykernel, `"ir"` for IRkernel, any other
+   * the image installs), for stateful R/Julia/JavaScript sessions or IPython's own behaviour
+   * (`!cmd`, `%magics`, `%pip`). It is looked up in the image's `$HOME/.local/share/jupyter/kernels`,
+   * `/root/.local/share/...`, `/usr/local/share/jupyter/kernels` and `/usr/share/jupyter/kernels`;
+   * a missing one is a SandboxError listing the kernelspecs the image has. The kernel runs in one
+   * long-lived box with the same posture as any kernel box (network off unless the Sandbox says
+   * otherwise, limits, `securityProfile`, `user`). kern talks to it over ZeroMQ `ipc://` sockets
+   * in a private directory bound into the box at `/.kern-jupyter` (no TCP, no change to the
+   * box's network), every message signed with HMAC-SHA256 under a key made for this kernel;
+   * a message whose signature does not verify is dropped and counted in the next cell's
+   * `runtimeNotes`. See `Kernel` for how its cells differ.
+   *
+   * Measured here (BENCHMARKS.md, "Jupyter kernels vs the driver kernel"): ipykernel starts in
+   * about 0.8 s and IRkernel in about 0.8 s, against about 40 ms for the driver kernel. */
+  kernel(opts?: { timeoutS?: number; jupyter?: string }): Promise<Kernel>;
 }
 
 /** A warm Python interpreter living in one long-lived box, obtained from `Sandbox.kernel()`. State in
@@ -552,13 +568,36 @@ export class Sandbox {
  *
  * Cells run one at a time, in the order `runCode` was called. Once the box is gone (a cell timed
  * out, the memory cap killed it, `close()`, or its Sandbox closed) every later call throws a
- * SandboxError that says which. */
+ * SandboxError that says which.
+ *
+ * A Jupyter kernel (`kernel({ jupyter })`) answers the same calls, with these differences:
+ * - Output: `stream` messages are `stdout`/`stderr` (and reach `onStdout`/`onStderr` as they
+ *   arrive); `display_data` and `execute_result` are `results`, in order
+ *   (`update_display_data` replaces the display it names; `clear_output` is ignored, so nothing
+ *   a cell printed is lost); an `error` puts its traceback, colour codes removed, on stderr and
+ *   makes `exitCode` 1. Output the kernel's process writes to its own stdout/stderr during a
+ *   cell (an R `system()` call) is the cell's too. IPython's `!cmd` runs on a terminal, so its
+ *   lines end in `\r\n`.
+ * - Timeout: a cell past its deadline is first INTERRUPTED (SIGINT to the kernel's process, or
+ *   an `interrupt_request` when its kernelspec's `interrupt_mode` is `"message"`). If the cell
+ *   stops within 5 s, the kernel keeps its state: the result has a `timeout` fault saying so
+ *   (with the kernel's own KeyboardInterrupt or R error on stderr) and later cells run on. Only
+ *   a kernel that does not stop is torn down, with a `timeout` fault and exit code 137. The
+ *   driver kernel always tears down.
+ * - `input()` (and R's `readline()`) fail at once with the kernel's own error: no stdin is
+ *   offered (`allow_stdin: false`), so a cell never waits for an answer.
+ * - Before each cell kern checks the kernel's heartbeat (5 s at most): a kernel whose process
+ *   died or that stopped answering is reported by that call's SandboxError, and its box is ended.
+ * - `close()` sends `shutdown_request` (so the kernel's exit handlers run) and ends the box if
+ *   it has not exited within 3 s. */
 export class Kernel {
   /** Run `code` as the next cell, seeing the state left by earlier cells. A final expression,
    * `display()` calls and matplotlib figures are captured into `results`. `timeoutS` overrides the
-   * kernel's deadline for this cell; going over it ends the kernel and yields a `timeout` fault. */
+   * kernel's deadline for this cell; going over it ends the kernel and yields a `timeout` fault
+   * (a Jupyter kernel is interrupted first; see above). */
   runCode(code: string, opts?: { timeoutS?: number }): Promise<ExecutionResult>;
-  /** Shut the kernel down: close its input, kill its process group and clean up. */
+  /** Shut the kernel down: close its input, kill its process group and clean up (a Jupyter
+   * kernel gets a `shutdown_request` first). */
   close(): Promise<void>;
 }
 

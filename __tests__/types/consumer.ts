@@ -171,6 +171,8 @@ async function sandboxApi(): Promise<void> {
 
   const k: Kernel = await sb.kernel();
   const k2: Kernel = await sb.kernel({ timeoutS: 10 });
+  const k3: Kernel = await sb.kernel({ jupyter: "python3", timeoutS: 10 });
+  void k3;
   inspectResult(await k.runCode('x = 1'));
   inspectResult(await k.runCode('x + 1', { timeoutS: 2 }));
   await k.close();

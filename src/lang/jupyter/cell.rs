@@ -284,7 +284,7 @@ mod tests {
     const PNG_1X1: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
 
     /// The messages ipykernel 6.17 sends for `print("hi"); display(HTML(...)); plt.plot(); 1+1`,
-    /// recorded from a real kernel and trimmed.
+    /// shaped as seen from a real kernel here (the fields we read; a tiny PNG for the figure).
     #[test]
     fn an_ipython_cell_maps_onto_a_result() {
         let mut cell = Cell::new("req-1".into(), 1 << 20);
