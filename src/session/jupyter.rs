@@ -676,7 +676,14 @@ fn read_into<S: SocketRecv + Send + 'static>(
     let signer = session.signer.clone();
     let bad = bad.clone();
     tokio::spawn(async move {
-        while let Ok(m) = sock.recv().await {
+        loop {
+            // Ends with the kernel (its receiver dropped), which drops the socket and stops
+            // its reconnecting to a box that is gone.
+            let m = tokio::select! {
+                m = sock.recv() => m,
+                _ = tx.closed() => return,
+            };
+            let Ok(m) = m else { return };
             let frames = m.into_vec();
             match wire::decode(&signer, &frames) {
                 Ok(msg) => {
@@ -688,9 +695,6 @@ fn read_into<S: SocketRecv + Send + 'static>(
                     bad.fetch_add(1, Ordering::SeqCst);
                 }
                 Err(Dropped::Malformed) => {}
-            }
-            if tx.is_closed() {
-                return;
             }
         }
     });
