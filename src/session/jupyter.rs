@@ -597,6 +597,22 @@ async fn connect(
     session: Session,
     bad: Arc<AtomicU64>,
 ) -> std::result::Result<Sockets, String> {
+    // Connect only once the kernel has bound every socket: the ZeroMQ client retries a socket
+    // that is not there yet with exponential back-off (0.05, 0.15, 0.35, 0.75, 1.55 s...), so
+    // a kernel bound just after one attempt would be reached only at the next (BENCHMARKS.md).
+    let all = [
+        Channel::Shell,
+        Channel::IoPub,
+        Channel::Stdin,
+        Channel::Control,
+        Channel::Heartbeat,
+    ];
+    while !all
+        .iter()
+        .all(|c| kernelspec::socket_path(&dir, *c).exists())
+    {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     let mut options = zeromq::SocketOptions::default();
     // The shell's identity is the session's, as jupyter_client does, so stdin could route.
     options.peer_identity(

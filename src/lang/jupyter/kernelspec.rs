@@ -197,9 +197,14 @@ pub fn parse(name: &str, dir: &str, text: &str) -> Result<KernelSpec> {
     })
 }
 
+/// The socket file of a channel, under the socket directory `dir` as the host sees it.
+pub fn socket_path(dir: &Path, channel: Channel) -> std::path::PathBuf {
+    dir.join(format!("{SOCKET_PREFIX}-{}", channel as u8))
+}
+
 /// The ipc endpoint of a channel, under the socket directory `dir` as the host sees it.
 pub fn endpoint(dir: &Path, channel: Channel) -> String {
-    format!("ipc://{}/{SOCKET_PREFIX}-{}", dir.display(), channel as u8)
+    format!("ipc://{}", socket_path(dir, channel).display())
 }
 
 /// The connection file's JSON: ipc transport, sockets in the box's socket directory, the key.
