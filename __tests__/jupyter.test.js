@@ -330,7 +330,7 @@ test('a kernelspec the image lacks is a SandboxError listing the ones it has', a
       () => sb.kernel({ jupyter: 'julia-1.10' }),
       SandboxError,
       /no Jupyter kernelspec "julia-1.10"/,
-      /the image has: "ir", "python3"/,
+      /the kernelspecs there are "ir", "python3"/,
       /\/usr\/share\/jupyter\/kernels/
     );
   } finally {
@@ -339,9 +339,47 @@ test('a kernelspec the image lacks is a SandboxError listing the ones it has', a
   // The base test image has no Jupyter at all.
   const bare = await new Sandbox(opts({ image: ROOTFS })).open();
   try {
-    await expectSandboxError(() => bare.kernel({ jupyter: 'python3' }), SandboxError, /the image has no kernelspecs/);
+    await expectSandboxError(() => bare.kernel({ jupyter: 'python3' }), SandboxError, /no kernelspecs were found there/);
   } finally {
     await bare.close();
+  }
+});
+
+test('a kernelspec on JUPYTER_PATH in the workspace, with interrupt_mode "message": the interrupt_request keeps state', async () => {
+  const ws = makeTempDir();
+  try {
+    fs.mkdirSync(`${ws}/jk/kernels/pymsg`, { recursive: true });
+    fs.writeFileSync(
+      `${ws}/jk/kernels/pymsg/kernel.json`,
+      JSON.stringify({
+        argv: ['python3', '-m', 'ipykernel_launcher', '-f', '{connection_file}'],
+        display_name: 'Python, interrupted by message',
+        language: 'python',
+        interrupt_mode: 'message',
+        env: { KERNEL_FLAVOUR: 'msg:{resource_dir}' },
+      })
+    );
+    await withKernel({ workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } }, { jupyter: 'pymsg' }, async (k) => {
+      const env = await k.runCode('import os\nx = 1\nos.environ["KERNEL_FLAVOUR"]');
+      expectOk(env);
+      expect(env.results[0].text).toBe("'msg:/workspace/jk/kernels/pymsg'");
+      // Only an interrupt_request on the control socket can stop this cell (kern sends no
+      // signal to a kernel whose kernelspec asks for messages); if none arrived, the kernel
+      // would be torn down after the grace period instead.
+      const r = await k.runCode('while True: pass', { timeoutS: 1 });
+      expect(r.fault).toMatchObject({ type: 'timeout' });
+      expect(r.fault.message).toMatch(/interrupted it and the kernel kept its state/);
+      expect((await k.runCode('x')).results[0].text).toBe('1');
+    });
+    // The image's kernelspecs and the workspace's are listed together when a name is missing.
+    const sb = await new Sandbox(opts({ image: SCI, workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } })).open();
+    try {
+      await expectSandboxError(() => sb.kernel({ jupyter: 'nope' }), SandboxError, /"ir", "pymsg", "python3"/, /\/workspace\/jk\/kernels/);
+    } finally {
+      await sb.close();
+    }
+  } finally {
+    fs.rmSync(ws, { recursive: true, force: true });
   }
 });
 

@@ -15,7 +15,7 @@
 
 use super::{ExecResult, Opened};
 use crate::engine::launch::{Chunk, Outcome, Stream};
-use crate::engine::spec::BindSpec;
+use crate::engine::spec::{BindSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::jupyter::cell::{Cell, Shown};
@@ -107,23 +107,32 @@ impl JupyterKernel {
             crate::engine::spec::RootSpec::Dir { path } => path.clone(),
             crate::engine::spec::RootSpec::Host => "/".into(),
         };
-        let home = spec
-            .env
-            .iter()
-            .find(|(k, _)| k == "HOME")
-            .map(|(_, v)| v.clone())
-            .unwrap_or_else(|| "/root".into());
+        let var = |k: &str| {
+            spec.env
+                .iter()
+                .find(|(ek, _)| ek == k)
+                .map(|(_, v)| v.clone())
+        };
+        let home = var("HOME").unwrap_or_else(|| "/root".into());
+        // Box root's own home too, where `pip install --user` in the image put kernelspecs.
+        let mut homes = vec![home.as_str()];
+        if spec.user.is_none() {
+            homes.push("/root");
+        }
+        let dirs = kernelspec::search_dirs(var("JUPYTER_PATH").as_deref(), &homes);
         let ks = {
-            let (root, home, name) = (root.clone(), home.clone(), name.to_string());
+            let name = name.to_string();
+            let ws = workspace.clone();
             tokio::task::spawn_blocking(move || {
-                kernelspec::find(&root, &home, &name).or_else(|e| {
-                    // Box root's own home, where `pip install --user` puts kernelspecs.
-                    if home != "/root" {
-                        kernelspec::find(&root, "/root", &name).map_err(|_| e)
-                    } else {
-                        Err(e)
+                // A kernelspec in the workspace (JUPYTER_PATH there, or one `setup` installed
+                // under .deps) is read from the host's workspace; any other from the image.
+                let locate = move |d: &str| match d.strip_prefix(DEFAULT_WORKSPACE_TARGET) {
+                    Some(rest) if rest.is_empty() || rest.starts_with('/') => {
+                        (ws.clone(), rest.trim_start_matches('/').to_string())
                     }
-                })
+                    _ => (root.clone(), d.trim_start_matches('/').to_string()),
+                };
+                kernelspec::find(&dirs, &locate, &name)
             })
             .await
             .map_err(|e| runtime("kernelspec lookup", e))??

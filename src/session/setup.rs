@@ -50,6 +50,17 @@ pub fn deps_env(env: &mut Vec<(String, String)>) {
             deps("node/bin")
         ),
     );
+    // Kernelspecs that `pip install ipykernel` put in .deps, for `kernel({ jupyter })` and for
+    // jupyter's own tools in the box.
+    prepend(
+        env,
+        "JUPYTER_PATH",
+        &format!(
+            "{}:{}",
+            deps("python/share/jupyter"),
+            deps("pyuser/share/jupyter")
+        ),
+    );
     for (k, v) in [
         ("PYTHONUSERBASE", deps("pyuser")),
         ("npm_config_prefix", deps("node")),

@@ -63,38 +63,63 @@ pub fn check_name(name: &str) -> Result<()> {
     }
 }
 
-/// The kernelspec directories of an image, most preferred first (jupyter's order: the user's,
-/// then the system's).
-pub fn search_dirs(home: &str) -> Vec<String> {
-    let mut dirs = Vec::new();
-    let home = home.trim_end_matches('/');
-    if home.starts_with('/') && home.len() > 1 {
-        dirs.push(format!("{home}/.local/share/jupyter/kernels"));
+/// The kernelspec directories of a box, most preferred first, in jupyter's own order: each
+/// `JUPYTER_PATH` entry's `kernels`, the user's, then the system's. `homes`: the box's `HOME`
+/// and the account's home in the image (where `pip install --user` put one).
+pub fn search_dirs(jupyter_path: Option<&str>, homes: &[&str]) -> Vec<String> {
+    let mut dirs: Vec<String> = Vec::new();
+    let mut add = |d: String| {
+        if !dirs.contains(&d) {
+            dirs.push(d);
+        }
+    };
+    for p in jupyter_path.unwrap_or("").split(':') {
+        let p = p.trim_end_matches('/');
+        if p.starts_with('/') && p.len() > 1 {
+            add(format!("{p}/kernels"));
+        }
     }
-    dirs.push("/usr/local/share/jupyter/kernels".into());
-    dirs.push("/usr/share/jupyter/kernels".into());
+    for home in homes {
+        let home = home.trim_end_matches('/');
+        if home.starts_with('/') && home.len() > 1 {
+            add(format!("{home}/.local/share/jupyter/kernels"));
+        }
+    }
+    add("/usr/local/share/jupyter/kernels".into());
+    add("/usr/share/jupyter/kernels".into());
     dirs
 }
 
-/// Finds kernelspec `name` in the image at `root`; `home` is the box account's home. A missing
-/// one is an error that lists the kernelspecs the image has, and where it looked.
-pub fn find(root: &Path, home: &str, name: &str) -> Result<KernelSpec> {
+/// Where a directory of the box is on the host: a root to resolve it in (every symlink stays
+/// under it) and the path below that root.
+pub type Locate<'a> = &'a dyn Fn(&str) -> (std::path::PathBuf, String);
+
+/// Finds kernelspec `name` in `dirs` (paths in the box, see `search_dirs`), read through
+/// `locate`. A missing one is an error that lists the kernelspecs there are, and where it looked.
+pub fn find(dirs: &[String], locate: Locate<'_>, name: &str) -> Result<KernelSpec> {
     check_name(name)?;
-    let dirs = search_dirs(home);
-    for dir in &dirs {
-        let rel = format!("{}/{name}/kernel.json", dir.trim_start_matches('/'));
-        if let Some(text) = crate::image::user::read_in_root(root, &rel) {
+    for dir in dirs {
+        let (root, rel) = locate(dir);
+        if let Some(text) =
+            crate::image::user::read_in_root(&root, &format!("{rel}/{name}/kernel.json"))
+        {
             return parse(name, &format!("{dir}/{name}"), &text);
         }
     }
-    let mut found: Vec<String> = dirs.iter().flat_map(|d| list(root, d)).collect();
+    let mut found: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| {
+            let (root, rel) = locate(d);
+            list(&root, &rel)
+        })
+        .collect();
     found.sort();
     found.dedup();
     let have = if found.is_empty() {
-        "the image has no kernelspecs (install one, e.g. Debian's python3-ipykernel or r-cran-irkernel, or `pip install ipykernel`)".to_string()
+        "no kernelspecs were found there (install one in the image, e.g. Debian's python3-ipykernel or r-cran-irkernel, or `pip install ipykernel`)".to_string()
     } else {
         format!(
-            "the image has: {}",
+            "the kernelspecs there are {}",
             found
                 .iter()
                 .map(|f| format!("\"{f}\""))
@@ -103,13 +128,13 @@ pub fn find(root: &Path, home: &str, name: &str) -> Result<KernelSpec> {
         )
     };
     Err(Error::Invalid(format!(
-        "no Jupyter kernelspec \"{name}\" in the image (looked in {}); {have}",
+        "no Jupyter kernelspec \"{name}\" in the box (looked in {}); {have}",
         dirs.join(", ")
     )))
 }
 
-/// The kernelspec names under one directory of the image (those with a kernel.json).
-fn list(root: &Path, dir: &str) -> Vec<String> {
+/// The kernelspec names under one directory (those with a kernel.json).
+fn list(root: &Path, rel: &str) -> Vec<String> {
     use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
     let Ok(rootfd) = std::fs::File::open(root) else {
         return Vec::new();
@@ -117,7 +142,7 @@ fn list(root: &Path, dir: &str) -> Vec<String> {
     let how = OpenHow::new()
         .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let Ok(fd) = openat2(&rootfd, dir.trim_start_matches('/'), how) else {
+    let Ok(fd) = openat2(&rootfd, if rel.is_empty() { "." } else { rel }, how) else {
         return Vec::new();
     };
     let Ok(mut d) = nix::dir::Dir::from_fd(fd) else {
@@ -128,8 +153,7 @@ fn list(root: &Path, dir: &str) -> Vec<String> {
         .filter_map(|e| e.file_name().to_str().ok().map(str::to_string))
         .filter(|n| check_name(n).is_ok())
         .filter(|n| {
-            let rel = format!("{}/{n}/kernel.json", dir.trim_start_matches('/'));
-            crate::image::user::read_in_root(root, &rel).is_some()
+            crate::image::user::read_in_root(root, &format!("{rel}/{n}/kernel.json")).is_some()
         })
         .take(100)
         .collect()
@@ -303,6 +327,24 @@ mod tests {
     }
 
     #[test]
+    fn search_order_is_jupyters() {
+        assert_eq!(
+            search_dirs(
+                Some("/workspace/jk:relative:/opt/j/"),
+                &["/tmp", "/root", "/tmp"]
+            ),
+            [
+                "/workspace/jk/kernels",
+                "/opt/j/kernels",
+                "/tmp/.local/share/jupyter/kernels",
+                "/root/.local/share/jupyter/kernels",
+                "/usr/local/share/jupyter/kernels",
+                "/usr/share/jupyter/kernels",
+            ]
+        );
+    }
+
+    #[test]
     fn finds_specs_in_an_image_and_lists_them_when_missing() {
         let root = tempfile::tempdir().unwrap();
         let k = root.path().join("usr/share/jupyter/kernels/python3");
@@ -316,14 +358,14 @@ mod tests {
         let user = root.path().join("root/.local/share/jupyter/kernels");
         std::fs::create_dir_all(&user).unwrap();
         std::os::unix::fs::symlink("/", user.join("evil")).unwrap();
-        assert_eq!(
-            find(root.path(), "/root", "python3").unwrap().argv[0],
-            "python3"
-        );
-        let e = find(root.path(), "/root", "julia").unwrap_err().to_string();
-        assert!(e.contains("the image has: \"python3\""), "{e}");
+        let dirs = search_dirs(None, &["/root"]);
+        let r = root.path().to_path_buf();
+        let locate = move |d: &str| (r.clone(), d.trim_start_matches('/').to_string());
+        assert_eq!(find(&dirs, &locate, "python3").unwrap().argv[0], "python3");
+        let e = find(&dirs, &locate, "julia").unwrap_err().to_string();
+        assert!(e.contains("the kernelspecs there are \"python3\""), "{e}");
         assert!(e.contains("/usr/local/share/jupyter/kernels"), "{e}");
-        let e = find(root.path(), "/root", "evil").unwrap_err().to_string();
+        let e = find(&dirs, &locate, "evil").unwrap_err().to_string();
         assert!(e.contains("no Jupyter kernelspec \"evil\""), "{e}");
     }
 }
