@@ -547,9 +547,14 @@ export class Sandbox {
    * ADDITION to the published surface — `jupyter`: instead of our Python driver, start the image's
    * Jupyter kernelspec of that name (`"python3"` for ipykernel, `"ir"` for IRkernel, any other
    * the image installs), for stateful R/Julia/JavaScript sessions or IPython's own behaviour
-   * (`!cmd`, `%magics`, `%pip`). It is looked up in the image's `$HOME/.local/share/jupyter/kernels`,
-   * `/root/.local/share/...`, `/usr/local/share/jupyter/kernels` and `/usr/share/jupyter/kernels`;
-   * a missing one is a SandboxError listing the kernelspecs the image has. The kernel runs in one
+   * (`!cmd`, `%magics`, `%pip`). It is looked up as jupyter does: in each `JUPYTER_PATH` entry's
+   * `kernels` (from the image's `Env` or your `env`; a path under `/workspace` is read from the
+   * workspace, and `setup` puts `.deps`' `share/jupyter` there, so `setup: "pip install ipykernel"`
+   * on an image without it works), then `$HOME/.local/share/jupyter/kernels`,
+   * `/root/.local/share/...`, `/usr/local/share/jupyter/kernels` and `/usr/share/jupyter/kernels`.
+   * A missing one is a SandboxError listing the kernelspecs there are. A kernelspec whose
+   * interpreter is `python` runs `python3` when the box has only that (pip's kernelspecs name
+   * `python`; Debian's images have `python3`). The kernel runs in one
    * long-lived box with the same posture as any kernel box (network off unless the Sandbox says
    * otherwise, limits, `securityProfile`, `user`). kern talks to it over ZeroMQ `ipc://` sockets
    * in a private directory bound into the box at `/.kern-jupyter` (no TCP, no change to the

@@ -383,6 +383,17 @@ test('a kernelspec on JUPYTER_PATH in the workspace, with interrupt_mode "messag
   }
 });
 
+test('setup: "pip install ipykernel" (from the real PyPI) gives a kernelspec the kernel finds in .deps', async () => {
+  // pip's own scratch goes to the workspace: the box's /tmp is too small for the wheels.
+  const setup = 'mkdir -p /workspace/.piptmp && TMPDIR=/workspace/.piptmp pip install --quiet ipykernel; rc=$?; rm -rf /workspace/.piptmp; exit $rc';
+  await withKernel({ setup }, { jupyter: 'python3' }, async (k) => {
+    // The pip-installed ipykernel runs (its kernelspec names "python"; the image has python3).
+    const r = await k.runCode('import ipykernel\nipykernel.__file__');
+    expectOk(r);
+    expect(r.results[0].text).toBe("'/workspace/.deps/python/ipykernel/__init__.py'");
+  });
+}, 300000);
+
 test('the kernel runs as the Sandbox\'s user account, its sockets still reachable', async () => {
   await withKernel({ user: 'nobody' }, { jupyter: 'python3' }, async (k) => {
     const r = await k.runCode('import os\nos.getuid(), os.getgid()');

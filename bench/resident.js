@@ -65,7 +65,7 @@ async function main() {
   const fmt = (v) => v.toFixed(1);
   const stats = times.map((t) => {
     const s = [...t].sort((a, b) => a - b);
-    return { med: median(s), p90: percentile(s, 90) };
+    return { med: median(s), p90: percentile(s, 0.9) };
   });
   const rows = [];
   for (let c = 0; c < cases.length; c += 2) {

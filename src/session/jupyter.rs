@@ -120,6 +120,7 @@ impl JupyterKernel {
             homes.push("/root");
         }
         let dirs = kernelspec::search_dirs(var("JUPYTER_PATH").as_deref(), &homes);
+        let path = var("PATH").unwrap_or_default();
         let ks = {
             let name = name.to_string();
             let ws = workspace.clone();
@@ -132,7 +133,17 @@ impl JupyterKernel {
                     }
                     _ => (root.clone(), d.trim_start_matches('/').to_string()),
                 };
-                kernelspec::find(&dirs, &locate, &name)
+                let mut ks = kernelspec::find(&dirs, &locate, &name)?;
+                // A kernelspec that pip installed names its interpreter "python", meaning the
+                // python that installed it; jupyter_client runs its own interpreter there. Ours
+                // is the box's: an image with only `python3` (Debian's) gets that one.
+                if ks.argv[0] == "python"
+                    && !on_path(&locate, &path, "python")
+                    && on_path(&locate, &path, "python3")
+                {
+                    ks.argv[0] = "python3".into();
+                }
+                Ok::<_, Error>(ks)
             })
             .await
             .map_err(|e| runtime("kernelspec lookup", e))??
@@ -554,6 +565,21 @@ impl JupyterKernel {
         }
         Ok(())
     }
+}
+
+/// Whether `name` is a file in a directory of the box's `path`, found through `locate`.
+fn on_path(locate: &dyn Fn(&str) -> (std::path::PathBuf, String), path: &str, name: &str) -> bool {
+    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    path.split(':').filter(|d| d.starts_with('/')).any(|d| {
+        let (root, rel) = locate(d);
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        std::fs::File::open(&root)
+            .ok()
+            .and_then(|r| openat2(&r, format!("{rel}/{name}").as_str(), how).ok())
+            .is_some()
+    })
 }
 
 fn keep_tail(log: &mut Vec<u8>, data: &[u8]) {
