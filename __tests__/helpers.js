@@ -354,8 +354,26 @@ function sharedSandbox(extra = {}) {
   );
 }
 
+/** Opens a Sandbox with `opts(sbOpts)` and a kernel of it with `kOpts`, runs `fn(kernel, sandbox)`,
+ * and closes both whatever happens. */
+async function withKernel(sbOpts, kOpts, fn) {
+  const { Sandbox } = require('..');
+  const sb = await new Sandbox(opts(sbOpts)).open();
+  try {
+    const k = await sb.kernel(kOpts);
+    try {
+      return await fn(k, sb);
+    } finally {
+      await k.close();
+    }
+  } finally {
+    await sb.close();
+  }
+}
+
 module.exports = {
   sharedSandbox,
+  withKernel,
   summary,
   expectOk,
   ROOTFS,

@@ -3,7 +3,7 @@ const fs = require('fs');
 // The warm kernel: one long-lived box running the python driver, through the public API.
 
 const { Sandbox, SandboxError } = require('..');
-const { opts, hostProcessesMatching, sleep, isRoot } = require('./helpers');
+const { opts, hostProcessesMatching, sleep, isRoot, withKernel } = require('./helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 
@@ -18,19 +18,6 @@ async function gone(pids) {
   return alive();
 }
 
-async function withKernel(sbOpts, kOpts, fn) {
-  const sb = await new Sandbox(opts(sbOpts)).open();
-  try {
-    const k = await sb.kernel(kOpts);
-    try {
-      return await fn(k, sb);
-    } finally {
-      await k.close();
-    }
-  } finally {
-    await sb.close();
-  }
-}
 
 test('state persists across cells; output and results are per cell', async () => {
   await withKernel({}, {}, async (k) => {

@@ -46,7 +46,7 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt, sh, readText, readProcs, isOurs } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt, sh, readText, readProcs, isOurs, otherWork, closeOnExit } = require('./common');
 
 const die = dieFor('bench-warm');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
@@ -190,57 +190,11 @@ function measureSlots(wsName, spares) {
   return { slots: per, spareRss };
 }
 
-// Other work on a shared machine disturbs the numbers, so the report says how much there was.
-// Sampled between rounds (never inside a timed call): CPU time of processes that are neither this
-// process, its descendants or its ancestors, nor kernel threads. Processes that start and end
-// between two samples are missed, so it is a lower bound.
-const CLK_TCK = Number(sh('getconf', ['CLK_TCK'])) || 100;
-const others = { cpu: new Map(), last: null, t0: Date.now() };
-function sampleOthers() {
-  const procs = readProcs();
-  // This process's ancestors (npm, the shell) only wait for it.
-  const ancestors = new Set();
-  for (let p = procs.get(process.pid)?.ppid, hops = 0; p > 1 && hops < 64; hops++) {
-    ancestors.add(p);
-    p = procs.get(p)?.ppid;
-  }
-  if (others.last) {
-    for (const [pid, e] of procs) {
-      if (pid === 2 || e.ppid === 2 || isOurs(procs, pid) || ancestors.has(pid)) continue;
-      const before = others.last.get(pid);
-      const used = before && before.start === e.start ? e.cpu - before.cpu : e.cpu;
-      if (used > 0) others.cpu.set(e.comm, (others.cpu.get(e.comm) || 0) + used / CLK_TCK);
-    }
-  }
-  others.last = procs;
-}
-function othersNote() {
-  const wall = (Date.now() - others.t0) / 1000;
-  const total = [...others.cpu.values()].reduce((a, b) => a + b, 0);
-  const top = [...others.cpu].sort((a, b) => b[1] - a[1]).slice(0, 4).map(([c, v]) => `${c} ${v.toFixed(1)} s`).join(', ');
-  if (total < 0.01 * wall) return `no other busy process was seen during the run (${total.toFixed(1)} CPU-s outside this benchmark over ${Math.round(wall)} s, sampled between rounds)`;
-  return `other work ran during this run: at least ${total.toFixed(1)} CPU-s outside this benchmark over ${Math.round(wall)} s of wall time (${top}); on ${os.cpus().length} CPU(s) that disturbs the numbers, rerun on an idle machine to be sure`;
-}
+const { sample: sampleOthers, note: othersNote } = otherWork();
 
 // ---- main -------------------------------------------------------------------------------------
 
-const opened = []; // Sandboxes and kernels to close, in reverse order
-async function closeAll() {
-  while (opened.length) {
-    const x = opened.pop();
-    try {
-      await x.close();
-    } catch (e) {
-      log(`close failed: ${oneLine(e.message || e)}`);
-    }
-  }
-}
-for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
-  process.once(sig, () => {
-    log(`${sig}: closing the sandboxes`);
-    closeAll().finally(() => process.exit(130));
-  });
-}
+const { opened, closeAll } = closeOnExit(log); // Sandboxes and kernels to close, in reverse order
 
 async function main() {
   const { Sandbox } = checkPrerequisites();

@@ -40,6 +40,8 @@ pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long `close()` waits for the kernel to exit after `shutdown_request`.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+/// How many message ids a socket's reader remembers to drop replays (then it starts over).
+const SEEN_IDS: usize = 100_000;
 /// How much of the kernel process's own output (outside cells) is kept, for error messages.
 const LOG_TAIL: usize = 8 << 10;
 
@@ -66,12 +68,7 @@ enum State {
 
 struct Live {
     session: Session,
-    shell: zeromq::DealerSendHalf,
-    control: zeromq::DealerSendHalf,
-    heartbeat: zeromq::ReqSocket,
-    replies: UnboundedReceiver<Message>,
-    control_replies: UnboundedReceiver<Message>,
-    iopub: UnboundedReceiver<Message>,
+    socks: Sockets,
     /// The kernel process's own stdout/stderr (not a cell's `stream` messages).
     chunks: UnboundedReceiver<Chunk>,
     log: Vec<u8>,
@@ -264,12 +261,7 @@ impl JupyterKernel {
         Ok(JupyterKernel {
             state: Mutex::new(State::Live(Box::new(Live {
                 session,
-                shell: socks.shell,
-                control: socks.control,
-                heartbeat: socks.heartbeat,
-                replies: socks.replies,
-                control_replies: socks.control_replies,
-                iopub: socks.iopub,
+                socks,
                 chunks,
                 log,
                 ended,
@@ -328,7 +320,7 @@ impl JupyterKernel {
             Some("its Sandbox was closed".to_string())
         } else if live.ended.is_finished() {
             Some(self.box_end(live).await.message)
-        } else if let Err(why) = heartbeat(&mut live.heartbeat).await {
+        } else if let Err(why) = heartbeat(&mut live.socks.heartbeat).await {
             self.stop.send_replace(true);
             let _ = self.box_end(live).await;
             Some(format!(
@@ -343,19 +335,13 @@ impl JupyterKernel {
             self.remove_dir();
             return Err(e);
         }
-        if let Some((ws, cap)) = self.quota.clone() {
-            let bytes =
-                tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws).bytes)
-                    .await
-                    .unwrap_or(0);
-            if bytes > cap {
-                return Ok(ExecResult::refused(super::workspace_full(bytes, cap)));
-            }
+        if let Some(refused) = super::kernel::over_quota(&self.quota).await {
+            return Ok(refused);
         }
         // What earlier cells left behind (late output after their idle) is not this cell's.
-        while live.iopub.try_recv().is_ok() {}
-        while live.replies.try_recv().is_ok() {}
-        while live.control_replies.try_recv().is_ok() {}
+        while live.socks.iopub.try_recv().is_ok() {}
+        while live.socks.replies.try_recv().is_ok() {}
+        while live.socks.control_replies.try_recv().is_ok() {}
         while let Ok(c) = live.chunks.try_recv() {
             keep_tail(&mut live.log, &c.data);
         }
@@ -375,25 +361,39 @@ impl JupyterKernel {
         };
         let mut fault: Option<Fault> = None;
         let mut dead = false;
-        if send(&mut live.shell, frames).await.is_err() {
+        if send(&mut live.socks.shell, frames).await.is_err() {
             fault = Some(Fault::new(
                 FaultKind::Killed,
                 "the kernel's shell socket is gone; the kernel was torn down",
             ));
             dead = true;
         }
-        let mut deadline = tokio::time::Instant::now() + timeout;
-        let mut interrupted = false;
+        // Past the deadline the cell is interrupted, but only once the kernel runs it (an
+        // interrupt that lands before would be ignored and the cell would then run on), or a
+        // second later in any case; torn down if it has not stopped INTERRUPT_GRACE after.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let fallback = deadline + Duration::from_secs(1);
+        let grace_end = deadline + INTERRUPT_GRACE;
+        let (mut timed_out, mut interrupted) = (false, false);
         // Output the kernel process writes itself (an R `system()` call, a C library) during a
         // cell is the cell's too.
         let mut own = [Vec::new(), Vec::new()];
         while !dead && !cell.done() {
+            if timed_out && !interrupted && cell.executing() {
+                interrupted = true;
+                self.interrupt(live).await;
+            }
+            let wake = match (timed_out, interrupted) {
+                (false, _) => deadline,
+                (true, false) => fallback,
+                (true, true) => grace_end,
+            };
             tokio::select! {
-                m = live.iopub.recv() => match m {
+                m = live.socks.iopub.recv() => match m {
                     Some(m) => show(cell.on_iopub(&m)),
                     None => dead = true,
                 },
-                m = live.replies.recv() => match m {
+                m = live.socks.replies.recv() => match m {
                     Some(m) => show(cell.on_reply(&m)),
                     None => dead = true,
                 },
@@ -404,8 +404,13 @@ impl JupyterKernel {
                     }
                     None => dead = true,
                 },
-                _ = tokio::time::sleep_until(deadline) => {
-                    if interrupted {
+                _ = tokio::time::sleep_until(wake) => {
+                    if !timed_out {
+                        timed_out = true;
+                    } else if !interrupted {
+                        interrupted = true;
+                        self.interrupt(live).await;
+                    } else {
                         self.stop.send_replace(true);
                         let _ = self.box_end(live).await;
                         fault = Some(Fault::new(
@@ -417,10 +422,6 @@ impl JupyterKernel {
                             ),
                         ));
                         dead = true;
-                    } else {
-                        interrupted = true;
-                        self.interrupt(live).await;
-                        deadline = tokio::time::Instant::now() + INTERRUPT_GRACE;
                     }
                 }
             }
@@ -428,11 +429,16 @@ impl JupyterKernel {
         if dead && fault.is_none() {
             fault = Some(self.box_end(live).await);
         }
-        if interrupted && fault.is_none() {
+        if timed_out && fault.is_none() {
+            let what = if interrupted {
+                "kern interrupted it and the kernel kept its state"
+            } else {
+                "it ended before kern's interrupt was sent, and the kernel kept its state"
+            };
             fault = Some(Fault::new(
                 FaultKind::Timeout,
                 format!(
-                    "the cell ran past its timeout of {:.3}s; kern interrupted it and the kernel kept its state",
+                    "the cell ran past its timeout of {:.3}s; {what}",
                     timeout.as_secs_f64()
                 ),
             ));
@@ -499,7 +505,7 @@ impl JupyterKernel {
         match self.spec.interrupt {
             Interrupt::Message => {
                 let (_, frames) = live.session.request("interrupt_request", &json!({}));
-                let _ = send(&mut live.control, frames).await;
+                let _ = send(&mut live.socks.control, frames).await;
             }
             Interrupt::Signal => {
                 if let Some(monitor) = live.monitor {
@@ -523,21 +529,7 @@ impl JupyterKernel {
             let lines: Vec<&str> = lines.into_iter().rev().collect();
             format!("; its last output:\n{}", lines.join("\n"))
         };
-        match outcome {
-            Ok(Ok(Some(o))) => o.report.fault.unwrap_or_else(|| {
-                Fault::new(
-                    FaultKind::Killed,
-                    format!(
-                        "the kernel's process exited (code {}); the kernel was torn down{tail}",
-                        o.report.exit_code
-                    ),
-                )
-            }),
-            _ => Fault::new(
-                FaultKind::Killed,
-                "the kernel's box ended unexpectedly; the kernel was torn down",
-            ),
-        }
+        super::kernel::end_fault(outcome, "process", &tail)
     }
 
     /// Asks the kernel to shut down, then ends its box if it has not exited. Idempotent.
@@ -548,7 +540,7 @@ impl JupyterKernel {
                 let (_, frames) = live
                     .session
                     .request("shutdown_request", &json!({"restart": false}));
-                if send(&mut live.control, frames).await.is_ok() {
+                if send(&mut live.socks.control, frames).await.is_ok() {
                     let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut live.ended).await;
                 }
             }
@@ -727,6 +719,7 @@ fn read_into<S: SocketRecv + Send + 'static>(
     let signer = session.signer.clone();
     let bad = bad.clone();
     tokio::spawn(async move {
+        let mut seen = std::collections::HashSet::new();
         loop {
             // Ends with the kernel (its receiver dropped), which drops the socket and stops
             // its reconnecting to a box that is gone.
@@ -738,6 +731,19 @@ fn read_into<S: SocketRecv + Send + 'static>(
             let frames = m.into_vec();
             match wire::decode(&signer, &frames) {
                 Ok(msg) => {
+                    // A message seen before (same msg_id) is a replay, or ZeroMQ delivering it
+                    // twice: taken once.
+                    let id = msg
+                        .header
+                        .get("msg_id")
+                        .and_then(|v| v.as_str())
+                        .unwrap_or("");
+                    if !id.is_empty() && !seen.insert(id.to_string()) {
+                        continue;
+                    }
+                    if seen.len() > SEEN_IDS {
+                        seen.clear();
+                    }
                     if tx.send(msg).is_err() {
                         return;
                     }

@@ -205,14 +205,8 @@ impl Kernel {
                 "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
             )));
         }
-        if let Some((ws, cap)) = self.quota.clone() {
-            let bytes =
-                tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws).bytes)
-                    .await
-                    .unwrap_or(0);
-            if bytes > cap {
-                return Ok(ExecResult::refused(super::workspace_full(bytes, cap)));
-            }
+        if let Some(refused) = over_quota(&self.quota).await {
+            return Ok(refused);
         }
         let start = Instant::now();
         let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
@@ -331,22 +325,7 @@ impl Kernel {
 
     /// Waits for the box to end and says why it did.
     async fn box_end(&self, live: &mut Live) -> Fault {
-        let outcome = (&mut live.ended).await;
-        match outcome {
-            Ok(Ok(Some(o))) => o.report.fault.unwrap_or_else(|| {
-                Fault::new(
-                    FaultKind::Killed,
-                    format!(
-                        "the kernel's python process exited (code {}); the kernel was torn down",
-                        o.report.exit_code
-                    ),
-                )
-            }),
-            _ => Fault::new(
-                FaultKind::Killed,
-                "the kernel's box ended unexpectedly; the kernel was torn down",
-            ),
-        }
+        end_fault((&mut live.ended).await, "python process", "")
     }
 
     /// Ends the box and waits for it. Idempotent.
@@ -361,6 +340,39 @@ impl Kernel {
             a.take();
         }
         Ok(())
+    }
+}
+
+/// A cell's refusal when the workspace is over `workspaceMaxBytes` (checked before each cell).
+pub(super) async fn over_quota(quota: &Option<(std::path::PathBuf, u64)>) -> Option<ExecResult> {
+    let (ws, cap) = quota.clone()?;
+    let bytes = tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws).bytes)
+        .await
+        .unwrap_or(0);
+    (bytes > cap).then(|| ExecResult::refused(super::workspace_full(bytes, cap)))
+}
+
+/// Why a kernel's box ended, from its outcome: the box's own fault, or the kernel's `process`
+/// exiting (`tail`: what it last wrote, if worth saying).
+pub(super) fn end_fault(
+    outcome: std::result::Result<Result<Option<Outcome>>, tokio::task::JoinError>,
+    process: &str,
+    tail: &str,
+) -> Fault {
+    match outcome {
+        Ok(Ok(Some(o))) => o.report.fault.unwrap_or_else(|| {
+            Fault::new(
+                FaultKind::Killed,
+                format!(
+                    "the kernel's {process} exited (code {}); the kernel was torn down{tail}",
+                    o.report.exit_code
+                ),
+            )
+        }),
+        _ => Fault::new(
+            FaultKind::Killed,
+            "the kernel's box ended unexpectedly; the kernel was torn down",
+        ),
     }
 }
 

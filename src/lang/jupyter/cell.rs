@@ -44,6 +44,8 @@ pub struct Cell {
     failed: bool,
     reply: Option<Value>,
     idle: bool,
+    /// The kernel said it runs the code (`execute_input`, or output of it).
+    executing: bool,
 }
 
 /// Output to show the caller as it arrives.
@@ -63,6 +65,7 @@ impl Cell {
             failed: false,
             reply: None,
             idle: false,
+            executing: false,
         }
     }
 
@@ -143,6 +146,9 @@ impl Cell {
             return shown;
         }
         let c = &m.content;
+        if m.msg_type() != "status" {
+            self.executing = true;
+        }
         match m.msg_type() {
             "stream" => {
                 let stream = match c.get("name").and_then(Value::as_str) {
@@ -192,6 +198,12 @@ impl Cell {
     /// The kernel's reply and its idle status have both arrived.
     pub fn done(&self) -> bool {
         self.reply.is_some() && self.idle
+    }
+
+    /// Whether the kernel has started running the code: ipykernel installs its SIGINT handler
+    /// only then (before, an interrupt is ignored), and says so with `execute_input`.
+    pub fn executing(&self) -> bool {
+        self.executing
     }
 
     /// Whether the kernel said the cell failed.
@@ -289,6 +301,11 @@ mod tests {
     fn an_ipython_cell_maps_onto_a_result() {
         let mut cell = Cell::new("req-1".into(), 1 << 20);
         let mut shown = Vec::new();
+        cell.on_iopub(&msg("status", "req-1", json!({"execution_state": "busy"})));
+        assert!(
+            !cell.executing(),
+            "busy comes before ipykernel can be interrupted"
+        );
         for m in [
             msg("status", "req-1", json!({"execution_state": "busy"})),
             msg(
@@ -325,7 +342,7 @@ mod tests {
         ] {
             shown.extend(cell.on_iopub(&m));
         }
-        assert!(!cell.done());
+        assert!(!cell.done() && cell.executing());
         shown.extend(cell.on_reply(&msg(
             "execute_reply",
             "req-1",
