@@ -387,6 +387,56 @@ test('setup: "pip install ipykernel" (from the real PyPI) gives a kernelspec the
   });
 }, 300000);
 
+test('maxOutputBytes caps a cell\'s output (stream messages and the process\'s own writes alike)', async () => {
+  await withKernel({ maxOutputBytes: 1000 }, { jupyter: 'python3' }, async (k) => {
+    const r = await k.runCode('print("x" * 200_000)\nimport os\nos.system("head -c 5000 /dev/zero | tr \'\\\\0\' y")');
+    expect(r.fault).toBeNull();
+    expect(r.truncated).toBe(true);
+    expect(r.stdout.length).toBe(1000);
+    // Under the cap, nothing is marked.
+    const small = await k.runCode('print("ok")');
+    expect([small.stdout, small.truncated]).toEqual(['ok\n', false]);
+  });
+});
+
+test('two kernels of one Sandbox at once keep separate state', async () => {
+  await withKernel({}, { jupyter: 'python3' }, async (a, sb) => {
+    const b = await sb.kernel({ jupyter: 'python3' });
+    try {
+      expectOk(await a.runCode('v = "a"'));
+      expectOk(await b.runCode('v = "b"'));
+      const [ra, rb] = await Promise.all([a.runCode('v'), b.runCode('v')]);
+      expect([ra.results[0].text, rb.results[0].text]).toEqual(["'a'", "'b'"]);
+    } finally {
+      await b.close();
+    }
+  });
+});
+
+test('a kernel that exits at start is a SandboxError with its output', async () => {
+  const ws = makeTempDir();
+  try {
+    fs.mkdirSync(`${ws}/jk/kernels/broken`, { recursive: true });
+    fs.writeFileSync(
+      `${ws}/jk/kernels/broken/kernel.json`,
+      JSON.stringify({ argv: ['sh', '-c', 'echo cannot start here >&2; exit 3', '{connection_file}'], language: 'none' })
+    );
+    fs.mkdirSync(`${ws}/jk/kernels/absent`, { recursive: true });
+    fs.writeFileSync(`${ws}/jk/kernels/absent/kernel.json`, JSON.stringify({ argv: ['no-such-kernel-binary', '{connection_file}'] }));
+    const sb = await new Sandbox(opts({ image: SCI, workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } })).open();
+    try {
+      await expectSandboxError(() => sb.kernel({ jupyter: 'broken' }), SandboxError, /"broken" .* did not start: its process exited with code 3/, /cannot start here/);
+      await expectSandboxError(() => sb.kernel({ jupyter: 'absent' }), SandboxError, /did not start/, /no-such-kernel-binary/);
+      // The Sandbox is fine afterwards.
+      expectOk(await sb.runCode('print(1)'));
+    } finally {
+      await sb.close();
+    }
+  } finally {
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
+});
+
 test('the kernel runs as the Sandbox\'s user account, its sockets still reachable', async () => {
   await withKernel({ user: 'nobody' }, { jupyter: 'python3' }, async (k) => {
     const r = await k.runCode('import os\nos.getuid(), os.getgid()');

@@ -14,7 +14,7 @@
 //! does not stop is torn down.
 
 use super::{ExecResult, Opened};
-use crate::engine::launch::{Chunk, Outcome, Stream};
+use crate::engine::launch::{Chunk, Outcome};
 use crate::engine::spec::{BindSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -375,9 +375,6 @@ impl JupyterKernel {
         let fallback = deadline + Duration::from_secs(1);
         let grace_end = deadline + INTERRUPT_GRACE;
         let (mut timed_out, mut interrupted) = (false, false);
-        // Output the kernel process writes itself (an R `system()` call, a C library) during a
-        // cell is the cell's too.
-        let mut own = [Vec::new(), Vec::new()];
         while !dead && !cell.done() {
             if timed_out && !interrupted && cell.executing() {
                 interrupted = true;
@@ -398,10 +395,9 @@ impl JupyterKernel {
                     None => dead = true,
                 },
                 c = live.chunks.recv() => match c {
-                    Some(c) => {
-                        own[(c.stream == Stream::Stderr) as usize].extend_from_slice(&c.data);
-                        show(vec![(c.stream, c.data)]);
-                    }
+                    // Output the kernel process writes itself (an R `system()` call, a C
+                    // library) during a cell is the cell's too.
+                    Some(c) => show(cell.on_output(c.stream, &c.data)),
                     None => dead = true,
                 },
                 _ = tokio::time::sleep_until(wake) => {
@@ -443,17 +439,7 @@ impl JupyterKernel {
                 ),
             ));
         }
-        let mut parts = cell.into_parts();
-        for (i, bytes) in own.iter().enumerate() {
-            if !bytes.is_empty() {
-                let text = String::from_utf8_lossy(bytes);
-                if i == 0 {
-                    parts.stdout.push_str(&text);
-                } else {
-                    parts.stderr.push_str(&text);
-                }
-            }
-        }
+        let parts = cell.into_parts();
         let mut stderr = parts.stderr;
         for n in &parts.notes {
             super::push_note(&mut stderr, n);

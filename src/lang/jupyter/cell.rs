@@ -86,14 +86,14 @@ impl Cell {
         m.parent_id() == Some(self.msg_id.as_str())
     }
 
-    fn text(&mut self, stream: Stream, text: &str, shown: &mut Shown) {
+    fn text(&mut self, stream: Stream, text: &[u8], shown: &mut Shown) {
         let cap = self.max_output;
         match stream {
-            Stream::Stdout => self.stdout.push(text.as_bytes(), cap),
-            Stream::Stderr => self.stderr.push(text.as_bytes(), cap),
+            Stream::Stdout => self.stdout.push(text, cap),
+            Stream::Stderr => self.stderr.push(text, cap),
         }
         if !text.is_empty() {
-            shown.push((stream, text.as_bytes().to_vec()));
+            shown.push((stream, text.to_vec()));
         }
     }
 
@@ -156,14 +156,14 @@ impl Cell {
                     _ => Stream::Stdout,
                 };
                 let text = c.get("text").and_then(Value::as_str).unwrap_or("");
-                self.text(stream, text, &mut shown);
+                self.text(stream, text.as_bytes(), &mut shown);
             }
             "display_data" | "execute_result" => self.result(c, false),
             "update_display_data" => self.result(c, true),
             "error" => {
                 self.failed = true;
                 let text = traceback(c);
-                self.text(Stream::Stderr, &text, &mut shown);
+                self.text(Stream::Stderr, text.as_bytes(), &mut shown);
             }
             "status" if c.get("execution_state").and_then(Value::as_str) == Some("idle") => {
                 self.idle = true;
@@ -172,6 +172,13 @@ impl Cell {
             // area, which a result keeps (documented); anything else is for other frontends.
             _ => {}
         }
+        shown
+    }
+
+    /// Takes output the kernel's process wrote to its own stdout/stderr during the cell.
+    pub fn on_output(&mut self, stream: Stream, data: &[u8]) -> Shown {
+        let mut shown = Vec::new();
+        self.text(stream, data, &mut shown);
         shown
     }
 
@@ -189,7 +196,7 @@ impl Cell {
                 Some("aborted") => "the kernel aborted this cell (an earlier one failed)\n".into(),
                 _ => traceback(&m.content),
             };
-            self.text(Stream::Stderr, &text, &mut shown);
+            self.text(Stream::Stderr, text.as_bytes(), &mut shown);
         }
         self.reply = Some(m.content.clone());
         shown
