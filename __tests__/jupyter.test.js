@@ -387,6 +387,42 @@ test('setup: "pip install ipykernel" (from the real PyPI) gives a kernelspec the
   });
 }, 300000);
 
+test('attack: socket names swapped for symlinks to a host socket never get a connection from kern', async () => {
+  // The box can write in its socket directory. It replaces every socket with a symlink to a
+  // socket on the host, then the kernel exits: ZeroMQ's sockets on our side reconnect by
+  // themselves, and had they reconnected by name they would reach the host's socket.
+  const dir = makeTempDir();
+  const canary = `${dir}/canary.sock`;
+  let connections = 0;
+  const server = require('net').createServer((c) => {
+    connections++;
+    c.destroy();
+  });
+  await new Promise((r) => server.listen(canary, r));
+  try {
+    await withKernel({}, { jupyter: 'python3' }, async (k) => {
+      const r = await k.runCode(
+        [
+          'import os, threading',
+          'for n in ["k-1", "k-2", "k-3", "k-4", "k-5"]:',
+          '    os.unlink("/.kern-jupyter/" + n)',
+          `    os.symlink(${JSON.stringify(canary)}, "/.kern-jupyter/" + n)`,
+          'threading.Timer(0.3, os._exit, [0]).start()',
+        ].join('\n')
+      );
+      expectOk(r);
+      // Reconnects are retried from 0.1 s on: 3 s is many attempts.
+      await new Promise((res) => setTimeout(res, 3000));
+      expect(connections).toBe(0);
+      await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/);
+    });
+    expect(connections).toBe(0);
+  } finally {
+    server.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test('maxOutputBytes caps a cell\'s output (stream messages and the process\'s own writes alike)', async () => {
   await withKernel({ maxOutputBytes: 1000 }, { jupyter: 'python3' }, async (k) => {
     const r = await k.runCode('print("x" * 200_000)\nimport os\nos.system("head -c 5000 /dev/zero | tr \'\\\\0\' y")');

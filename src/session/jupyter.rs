@@ -23,6 +23,7 @@ use crate::lang::jupyter::kernelspec::{self, Channel, Interrupt, KernelSpec};
 use crate::lang::jupyter::wire::{self, Dropped, Message, Session};
 use bytes::Bytes;
 use serde_json::json;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -146,18 +147,12 @@ impl JupyterKernel {
             .map_err(|e| runtime("kernelspec lookup", e))??
         };
 
-        // The socket directory: ours alone (0700), its path short enough for a socket name.
+        // The socket directory: ours alone (0700). Its host path may be long: the kernel binds
+        // at /.kern-jupyter, and we connect through descriptors (see `connect`).
         let dir = tempfile::Builder::new()
             .prefix("kern-jk-")
             .tempdir()
             .map_err(|e| runtime("create the socket directory", e))?;
-        let longest = kernelspec::endpoint(dir.path(), Channel::Heartbeat);
-        if longest.len() - "ipc://".len() >= 108 {
-            return Err(Error::Invalid(format!(
-                "the temporary directory {} is too long a path for the kernel's sockets (108 bytes at most); set TMPDIR to a shorter one",
-                dir.path().display()
-            )));
-        }
         let key = random_key();
         let conn = kernelspec::connection_file(&key, name).to_string();
         {
@@ -594,6 +589,8 @@ async fn heartbeat(hb: &mut zeromq::ReqSocket) -> std::result::Result<(), String
 
 /// The connected sockets, each read by a task of its own.
 struct Sockets {
+    /// The socket files, held open for as long as the sockets may reconnect through them.
+    _files: Vec<std::os::fd::OwnedFd>,
     shell: zeromq::DealerSendHalf,
     control: zeromq::DealerSendHalf,
     heartbeat: zeromq::ReqSocket,
@@ -637,12 +634,34 @@ async fn connect(
     let mut control = zeromq::DealerSocket::new();
     let mut iopub = zeromq::SubSocket::new();
     let mut heartbeat = zeromq::ReqSocket::new();
-    let ep = |c| kernelspec::endpoint(&dir, c);
+    // Each socket is reached through a descriptor of the very file the kernel bound (opened
+    // without following a symlink, checked to be a socket), never by its name again: the box
+    // can write in the directory, and ZeroMQ reconnects by itself, so a name the box swapped
+    // for a symlink must not lead a reconnect to a socket of the host's.
+    let mut held = Vec::new();
+    let mut ep = |c| -> std::result::Result<String, String> {
+        use nix::fcntl::OFlag;
+        use nix::sys::stat::{fstat, Mode, SFlag};
+        let p = kernelspec::socket_path(&dir, c);
+        let fd = nix::fcntl::open(
+            &p,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| format!("open {}: {e}", p.display()))?;
+        let st = fstat(&fd).map_err(|e| format!("stat {}: {e}", p.display()))?;
+        if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
+            return Err(format!("{} is not a socket", p.display()));
+        }
+        let endpoint = format!("ipc:///proc/self/fd/{}", fd.as_raw_fd());
+        held.push(fd);
+        Ok(endpoint)
+    };
     let (shell_ep, control_ep, iopub_ep, hb_ep) = (
-        ep(Channel::Shell),
-        ep(Channel::Control),
-        ep(Channel::IoPub),
-        ep(Channel::Heartbeat),
+        ep(Channel::Shell)?,
+        ep(Channel::Control)?,
+        ep(Channel::IoPub)?,
+        ep(Channel::Heartbeat)?,
     );
     let e = |what: &str, e: zeromq::ZmqError| format!("{what}: {e}");
     iopub.subscribe("").await.map_err(|x| e("subscribe", x))?;
@@ -659,6 +678,7 @@ async fn connect(
     let (shell_tx, shell_rx) = shell.split();
     let (control_tx, control_rx) = control.split();
     let mut socks = Sockets {
+        _files: held,
         shell: shell_tx,
         control: control_tx,
         heartbeat,

@@ -226,11 +226,6 @@ pub fn socket_path(dir: &Path, channel: Channel) -> std::path::PathBuf {
     dir.join(format!("{SOCKET_PREFIX}-{}", channel as u8))
 }
 
-/// The ipc endpoint of a channel, under the socket directory `dir` as the host sees it.
-pub fn endpoint(dir: &Path, channel: Channel) -> String {
-    format!("ipc://{}", socket_path(dir, channel).display())
-}
-
 /// The connection file's JSON: ipc transport, sockets in the box's socket directory, the key.
 pub fn connection_file(key: &str, kernel_name: &str) -> Value {
     json!({
@@ -321,8 +316,8 @@ mod tests {
         assert_eq!(c["ip"], "/.kern-jupyter/k");
         assert_eq!(c["iopub_port"], 2);
         assert_eq!(
-            endpoint(Path::new("/tmp/d"), Channel::Heartbeat),
-            "ipc:///tmp/d/k-5"
+            socket_path(Path::new("/tmp/d"), Channel::Heartbeat),
+            Path::new("/tmp/d/k-5")
         );
     }
 
