@@ -323,7 +323,9 @@ function summary(r) {
 
 /** Asserts the call exited 0 with no fault, printing stdout/stderr if not. */
 function expectOk(r) {
-  expect(summary(r)).toMatchObject({ exitCode: 0, fault: null });
+  const s = summary(r);
+  // toEqual on the whole summary, so a failure prints stdout and stderr too.
+  if (s.exitCode !== 0 || s.fault !== null) expect(s).toEqual({ ...s, exitCode: 0, fault: null });
   expect(r.success).toBe(true);
 }
 

@@ -70,7 +70,10 @@ impl Cell {
     }
 
     /// The execute_request's content for `code`: no stdin (so `input()` fails at once instead
-    /// of waiting for a reply nobody sends), history kept as a notebook would.
+    /// of waiting for a reply nobody sends), history kept as a notebook would. `stop_on_error`
+    /// is off: it exists to abort cells queued behind a failing one, and ours are never queued
+    /// (one at a time), while ipykernel 6 also aborts whatever arrives in a short window after
+    /// an error, which a loaded machine stretched over our next cell.
     pub fn request(code: &str) -> Value {
         json!({
             "code": code,
@@ -78,7 +81,7 @@ impl Cell {
             "store_history": true,
             "user_expressions": {},
             "allow_stdin": false,
-            "stop_on_error": true,
+            "stop_on_error": false,
         })
     }
 
