@@ -338,7 +338,7 @@ test('a kernelspec the image lacks is a SandboxError listing the ones it has', a
   }
 });
 
-test('a kernelspec on JUPYTER_PATH in the workspace, with interrupt_mode "message": the interrupt_request keeps state', async () => {
+test('kernelspecs on JUPYTER_PATH in the workspace: interrupt_mode "message", and a wrapper script whose process group gets the SIGINT; both keep state', async () => {
   const ws = makeTempDir();
   try {
     fs.mkdirSync(`${ws}/jk/kernels/pymsg`, { recursive: true });
@@ -352,6 +352,13 @@ test('a kernelspec on JUPYTER_PATH in the workspace, with interrupt_mode "messag
         env: { KERNEL_FLAVOUR: 'msg:{resource_dir}' },
       })
     );
+    // A kernel behind a wrapper script (as conda's kernelspecs do): the interrupt goes to the
+    // process group, so it reaches the kernel, not just the shell.
+    fs.mkdirSync(`${ws}/jk/kernels/wrapped`, { recursive: true });
+    fs.writeFileSync(
+      `${ws}/jk/kernels/wrapped/kernel.json`,
+      JSON.stringify({ argv: ['sh', '-c', 'python3 -m ipykernel_launcher -f "$0"; exit $?', '{connection_file}'], language: 'python' })
+    );
     await withKernel({ workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } }, { jupyter: 'pymsg' }, async (k) => {
       const env = await k.runCode('import os\nx = 1\nos.environ["KERNEL_FLAVOUR"]');
       expectOk(env);
@@ -364,10 +371,16 @@ test('a kernelspec on JUPYTER_PATH in the workspace, with interrupt_mode "messag
       expect(r.fault.message).toMatch(/interrupted it and the kernel kept its state/);
       expect((await k.runCode('x')).results[0].text).toBe('1');
     });
+    await withKernel({ workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } }, { jupyter: 'wrapped' }, async (k) => {
+      expectOk(await k.runCode('x = 1'));
+      const r = await k.runCode('while True: pass', { timeoutS: 1 });
+      expect(summary(r)).toMatchObject({ fault: { type: 'timeout', message: expect.stringMatching(/interrupted it and the kernel kept its state/) } });
+      expect((await k.runCode('x')).results[0].text).toBe('1');
+    });
     // The image's kernelspecs and the workspace's are listed together when a name is missing.
     const sb = await new Sandbox(opts({ image: SCI, workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } })).open();
     try {
-      await expectSandboxError(() => sb.kernel({ jupyter: 'nope' }), SandboxError, /"ir", "pymsg", "python3"/, /\/workspace\/jk\/kernels/);
+      await expectSandboxError(() => sb.kernel({ jupyter: 'nope' }), SandboxError, /"ir", "pymsg", "python3", "wrapped"/, /\/workspace\/jk\/kernels/);
     } finally {
       await sb.close();
     }

@@ -764,7 +764,7 @@ fn read_into<S: SocketRecv + Send + 'static>(
     rx
 }
 
-/// Sends `sig` to the box's workload (the kernel process): the children of the box's init,
+/// Sends `sig` to the box's workload (the kernel's process group): the children of the box's init,
 /// which is a descendant of the box's monitor. Found by the parent pids in `/proc`.
 fn signal_workload(monitor: u32, sig: nix::sys::signal::Signal) {
     let parents = parent_map();
@@ -783,8 +783,13 @@ fn signal_workload(monitor: u32, sig: nix::sys::signal::Signal) {
             for c in children(p) {
                 if ns_pid(c) == Some(1) {
                     for w in children(c) {
-                        // A pid that has gone meanwhile gets ESRCH.
-                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(w), sig);
+                        // The workload leads its own process group (init made it a session
+                        // leader): signal the group, as jupyter_client does, so a wrapper
+                        // script's kernel gets it too. A pid gone meanwhile gets ESRCH.
+                        let pid = nix::unistd::Pid::from_raw(w);
+                        if nix::sys::signal::killpg(pid, sig).is_err() {
+                            let _ = nix::sys::signal::kill(pid, sig);
+                        }
                     }
                     return;
                 }
