@@ -586,14 +586,15 @@ export class Sandbox {
  *   makes `exitCode` 1. Output the kernel's process writes to its own stdout/stderr during a
  *   cell (an R `system()` call) is the cell's too. IPython's `!cmd` runs on a terminal, so its
  *   lines end in `\r\n`.
- * - Timeout: a cell past its deadline is first INTERRUPTED (SIGINT to the kernel's process, or
+ * - Timeout: a cell past its deadline is first INTERRUPTED (SIGINT to the kernel's process group, or
  *   an `interrupt_request` when its kernelspec's `interrupt_mode` is `"message"`). If the cell
  *   stops within 5 s, the kernel keeps its state: the result has a `timeout` fault saying so
  *   (with the kernel's own KeyboardInterrupt or R error on stderr) and later cells run on. Only
  *   a kernel that does not stop is torn down, with a `timeout` fault and exit code 137. The
  *   driver kernel always tears down.
- * - `input()` (and R's `readline()`) fail at once with the kernel's own error: no stdin is
- *   offered (`allow_stdin: false`), so a cell never waits for an answer.
+ * - No stdin is offered (`allow_stdin: false`): IPython's `input()` fails at once with its own
+ *   error; a kernel that asks for input anyway (IRkernel's `readline()`) has the cell
+ *   interrupted at once, with a runtime note saying why. A cell never waits for an answer.
  * - Before each cell kern checks the kernel's heartbeat (5 s at most): a kernel whose process
  *   died or that stopped answering is reported by that call's SandboxError, and its box is ended.
  * - `close()` sends `shutdown_request` (so the kernel's exit handlers run) and ends the box if

@@ -213,6 +213,14 @@ describe('R (IRkernel)', () => {
     expect((await k.runCode('x')).results[0].text).toBe('[1] 41');
   });
 
+  test('readline() asks for input anyway: the cell is interrupted at once with a note, never left waiting', async () => {
+    const r = await k.runCode('answer <- readline("name? ")', { timeoutS: 60 });
+    expect(r.fault).toBeNull();
+    expect(r.exitCode).toBe(1);
+    expect(r.runtimeNotes.join('\n')).toMatch(/the cell asked for input \(prompt "name\? "\), which a kernel cell cannot be given; kern interrupted it/);
+    expect((await k.runCode('x')).results[0].text).toBe('[1] 41');
+  });
+
   test('IRkernel opens no TCP socket at all: /proc/net/tcp of the box is empty', async () => {
     const r = await k.runCode('cat(length(readLines("/proc/net/tcp")) - 1, length(readLines("/proc/net/tcp6")) - 1, file.exists("/.kern-jupyter/k-1"))');
     expectOk(r);

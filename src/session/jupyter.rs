@@ -9,7 +9,7 @@
 //! (ipykernel drops IOPub messages for a slow subscriber).
 //!
 //! Against the driver kernel (`session::kernel`): a cell timeout first interrupts the kernel
-//! (SIGINT to its process, or `interrupt_request` when its kernelspec asks for messages) and
+//! (SIGINT to its process group, or `interrupt_request` when its kernelspec asks for messages) and
 //! keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a kernel that
 //! does not stop is torn down.
 
@@ -337,6 +337,7 @@ impl JupyterKernel {
         while live.socks.iopub.try_recv().is_ok() {}
         while live.socks.replies.try_recv().is_ok() {}
         while live.socks.control_replies.try_recv().is_ok() {}
+        while live.socks.stdin.try_recv().is_ok() {}
         while let Ok(c) = live.chunks.try_recv() {
             keep_tail(&mut live.log, &c.data);
         }
@@ -346,6 +347,8 @@ impl JupyterKernel {
         let (id, frames) = live
             .session
             .request("execute_request", &Cell::request(code));
+        let cell_id = id.clone();
+        let mut asked_input: Option<String> = None;
         let mut cell = Cell::new(id, self.max_output);
         let show = |shown: Shown| {
             if let Some(s) = &sink {
@@ -387,6 +390,19 @@ impl JupyterKernel {
                 },
                 m = live.socks.replies.recv() => match m {
                     Some(m) => show(cell.on_reply(&m)),
+                    None => dead = true,
+                },
+                m = live.socks.stdin.recv() => match m {
+                    Some(m) if m.msg_type() == "input_request" && m.parent_id() == Some(cell_id.as_str()) => {
+                        // A cell can't be given input: it is interrupted at once, and told why.
+                        let prompt = m.content.get("prompt").and_then(|p| p.as_str()).unwrap_or("");
+                        asked_input = Some(prompt.to_string());
+                        if !interrupted {
+                            interrupted = true;
+                            self.interrupt(live).await;
+                        }
+                    }
+                    Some(_) => {}
                     None => dead = true,
                 },
                 c = live.chunks.recv() => match c {
@@ -438,6 +454,14 @@ impl JupyterKernel {
         let mut stderr = parts.stderr;
         for n in &parts.notes {
             super::push_note(&mut stderr, n);
+        }
+        if let Some(prompt) = asked_input {
+            super::push_note(
+                &mut stderr,
+                &format!(
+                    "note: the cell asked for input (prompt {prompt:?}), which a kernel cell cannot be given; kern interrupted it"
+                ),
+            );
         }
         let bad = self.bad_signatures.load(Ordering::SeqCst);
         let before = self.reported.swap(bad, Ordering::SeqCst);
@@ -597,6 +621,9 @@ struct Sockets {
     replies: UnboundedReceiver<Message>,
     control_replies: UnboundedReceiver<Message>,
     iopub: UnboundedReceiver<Message>,
+    /// Requests for input: we offer none (`allow_stdin: false`), but a kernel that asks anyway
+    /// (IRkernel's `readline()`) would wait for ever.
+    stdin: UnboundedReceiver<Message>,
 }
 
 /// Connects to the kernel's sockets as they appear and waits until it answers: a
@@ -623,14 +650,19 @@ async fn connect(
     {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    let mut options = zeromq::SocketOptions::default();
-    // The shell's identity is the session's, as jupyter_client does, so stdin could route.
-    options.peer_identity(
-        zeromq::util::PeerIdentity::try_from(session.id.as_bytes().to_vec())
-            .map_err(|e| e.to_string())?,
-    );
-    options.connect_timeout(START_TIMEOUT);
-    let mut shell = zeromq::DealerSocket::with_options(options);
+    // Shell and stdin share the session's identity, as jupyter_client does: a kernel sends its
+    // input_request to the stdin peer named like the shell peer that asked.
+    let identity = || -> std::result::Result<zeromq::SocketOptions, String> {
+        let mut options = zeromq::SocketOptions::default();
+        options.peer_identity(
+            zeromq::util::PeerIdentity::try_from(session.id.as_bytes().to_vec())
+                .map_err(|e| e.to_string())?,
+        );
+        options.connect_timeout(START_TIMEOUT);
+        Ok(options)
+    };
+    let mut shell = zeromq::DealerSocket::with_options(identity()?);
+    let mut stdin = zeromq::DealerSocket::with_options(identity()?);
     let mut control = zeromq::DealerSocket::new();
     let mut iopub = zeromq::SubSocket::new();
     let mut heartbeat = zeromq::ReqSocket::new();
@@ -657,24 +689,27 @@ async fn connect(
         held.push(fd);
         Ok(endpoint)
     };
-    let (shell_ep, control_ep, iopub_ep, hb_ep) = (
+    let (shell_ep, stdin_ep, control_ep, iopub_ep, hb_ep) = (
         ep(Channel::Shell)?,
+        ep(Channel::Stdin)?,
         ep(Channel::Control)?,
         ep(Channel::IoPub)?,
         ep(Channel::Heartbeat)?,
     );
     let e = |what: &str, e: zeromq::ZmqError| format!("{what}: {e}");
     iopub.subscribe("").await.map_err(|x| e("subscribe", x))?;
-    let (a, b, c, d) = tokio::join!(
+    let (a, b, c, d, f) = tokio::join!(
         shell.connect(&shell_ep),
         control.connect(&control_ep),
         iopub.connect(&iopub_ep),
         heartbeat.connect(&hb_ep),
+        stdin.connect(&stdin_ep),
     );
     a.map_err(|x| e("shell", x))?;
     b.map_err(|x| e("control", x))?;
     c.map_err(|x| e("iopub", x))?;
     d.map_err(|x| e("heartbeat", x))?;
+    f.map_err(|x| e("stdin", x))?;
     let (shell_tx, shell_rx) = shell.split();
     let (control_tx, control_rx) = control.split();
     let mut socks = Sockets {
@@ -685,6 +720,7 @@ async fn connect(
         replies: read_into(shell_rx, &session, &bad),
         control_replies: read_into(control_rx, &session, &bad),
         iopub: read_into(iopub, &session, &bad),
+        stdin: read_into(stdin, &session, &bad),
     };
     // Asked again every half second until both answers for one request are in.
     loop {
