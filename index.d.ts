@@ -167,8 +167,8 @@ export interface SandboxOptions {
   /** Keep a single resident box alive and run each call inside it (`kern exec`) instead of starting a
    * fresh box. The interpreter is still started anew for every call, so the saving over a fresh box is
    * small: it saves building the box, not the interpreter start (see BENCHMARKS.md, "Resident box vs
-   * fresh box", measured here: `runCode('pass')` 27.0 ms against 30.1 ms for a fresh box, 0.90x;
-   * `run(['/bin/true'])` 5.6 against 7.7 ms, 0.72x). Requires `name` and `workspace`.
+   * fresh box", measured here: `runCode('pass')` 26.4 ms against 29.6 ms for a fresh box, 0.89x;
+   * `run(['/bin/true'])` 5.1 against 7.4 ms, 0.68x). Requires `name` and `workspace`.
    *
    * `open()` meets the live box of that name (any process, any Sandbox) or starts one; `setup` runs
    * only when the box is created. A box of that name built under another posture (image, workspace,
@@ -562,11 +562,11 @@ export class Sandbox {
    * a message whose signature does not verify is dropped and counted in the next cell's
    * `runtimeNotes`. See `Kernel` for how its cells differ.
    *
-   * Measured here (BENCHMARKS.md, "Jupyter kernels vs the driver kernel"): start plus first cell
-   * 0.73 s for ipykernel and 0.78 s for IRkernel (the kernels' own imports), against 34 ms for
-   * the driver kernel; a trivial cell 5.1 ms on ipykernel and 16 ms on IRkernel, against 0.34 ms
-   * (IPython's and IRkernel's per-cell work plus four signed messages); a matplotlib figure cell
-   * 102 ms against 88 ms. */
+   * Measured here (BENCHMARKS.md, "Jupyter kernels vs the driver kernel", an idle machine):
+   * start plus first cell 0.62 s for ipykernel and 0.68 s for IRkernel (the kernels' own
+   * imports), against 25 ms for the driver kernel; a trivial cell 4.7 ms on ipykernel and 14 ms
+   * on IRkernel, against 0.33 ms (IPython's and IRkernel's per-cell work plus four signed
+   * messages); a matplotlib figure cell 91 ms against 71 ms. */
   kernel(opts?: { timeoutS?: number; jupyter?: string }): Promise<Kernel>;
 }
 
