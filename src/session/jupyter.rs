@@ -434,7 +434,9 @@ impl JupyterKernel {
             }
         }
         if dead && fault.is_none() {
-            fault = Some(self.box_end(live).await);
+            // The kernel's output or a socket closed: its box is ending, or a socket failed
+            // while it runs, which leaves a kernel we can't talk to; that one is ended.
+            fault = Some(self.box_end_within(live, Some(SHUTDOWN_GRACE)).await);
         }
         if timed_out && fault.is_none() {
             let what = if interrupted {
@@ -525,7 +527,21 @@ impl JupyterKernel {
 
     /// Waits for the box to end and says why it did.
     async fn box_end(&self, live: &mut Live) -> Fault {
-        let outcome = (&mut live.ended).await;
+        self.box_end_within(live, None).await
+    }
+
+    /// As `box_end`, but ends the box itself if it has not ended within `wait`.
+    async fn box_end_within(&self, live: &mut Live, wait: Option<Duration>) -> Fault {
+        let outcome = match wait {
+            None => (&mut live.ended).await,
+            Some(wait) => match tokio::time::timeout(wait, &mut live.ended).await {
+                Ok(o) => o,
+                Err(_) => {
+                    self.stop.send_replace(true);
+                    (&mut live.ended).await
+                }
+            },
+        };
         let log = String::from_utf8_lossy(&live.log).trim().to_string();
         let tail = if log.is_empty() {
             String::new()
