@@ -61,6 +61,8 @@ async function main() {
     await resident.close();
     await fresh.close();
     fs.rmSync(ws, { recursive: true, force: true });
+    // The runtime dir held the resident box's registry; the box is destroyed, so it goes too.
+    fs.rmSync(process.env.XDG_RUNTIME_DIR, { recursive: true, force: true });
   }
   const fmt = (v) => v.toFixed(1);
   const stats = times.map((t) => {

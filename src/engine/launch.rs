@@ -169,13 +169,13 @@ impl Kern {
         Kern::start(kern, line, None)
     }
 
-    /// Lets a spare go: closing the control socket tells kern to leave its cgroup and exit, and
-    /// a task reaps it so no zombie stays behind.
     /// The host pid of this `kern` (the box's monitor), while it runs.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
     }
 
+    /// Lets a spare go: closing the control socket tells kern to leave its cgroup and exit, and
+    /// a task reaps it so no zombie stays behind.
     pub fn retire(self) {
         let mut child = self.child;
         drop(self.control);

@@ -1,6 +1,7 @@
-//! Boxes whose python driver is started before it has a cell: the kernel (many cells) and the
-//! prewarm pool (a kernel used for exactly one cell). Both are a box spawned with the driver and
-//! a socket to it; the box lives until it is stopped or its session closes.
+//! Long-lived boxes (`spawn`): a box that lives until it is stopped or its session closes. On
+//! it: boxes whose python driver is started before it has a cell, the kernel (many cells) and
+//! the prewarm pool (a kernel used for exactly one cell), both spawned with the driver and a
+//! socket to it; and Jupyter kernels (`session::jupyter`).
 
 use super::Opened;
 use crate::engine::launch::{Chunk, Outcome};
