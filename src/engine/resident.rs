@@ -315,7 +315,7 @@ pub fn posture_hash(posture: &BTreeMap<String, String>) -> String {
     use sha2::{Digest, Sha256};
     let json = serde_json::to_vec(posture).unwrap_or_default();
     let digest = Sha256::digest(&json);
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(digest)
 }
 
 /// The options whose values differ, as `option (box: a, here: b)`.

@@ -111,8 +111,7 @@ fn random_marker() -> String {
         use std::io::Read;
         f.read_exact(&mut bytes)
     });
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("\u{1e}kern-cell-end-{hex}\u{1e}")
+    format!("\u{1e}kern-cell-end-{}\u{1e}", hex::encode(bytes))
 }
 
 impl Kernel {

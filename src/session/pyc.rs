@@ -88,7 +88,10 @@ impl Cache {
                     m.ino(),
                     m.mtime()
                 );
-                format!("dir-{}", hex(&sha2::Sha256::digest(id.as_bytes())[..16]))
+                format!(
+                    "dir-{}",
+                    hex::encode(&sha2::Sha256::digest(id.as_bytes())[..16])
+                )
             }
             (None, RootSpec::Host) => return Ok(None),
         };
@@ -214,8 +217,4 @@ impl Cache {
         drop(lock);
         Ok(())
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -46,33 +46,17 @@ impl Signer {
 
     /// The lowercase hex signature of header, parent header, metadata and content.
     pub fn sign(&self, parts: &[&[u8]; 4]) -> String {
-        hex(&self.mac_of(parts).finalize().into_bytes())
+        hex::encode(self.mac_of(parts).finalize().into_bytes())
     }
 
     /// Whether `signature` (hex, as received) signs `parts`. The comparison is constant-time
     /// (`Mac::verify_slice`); a signature that is not hex fails without being compared.
     pub fn verify(&self, signature: &[u8], parts: &[&[u8]; 4]) -> bool {
-        match unhex(signature) {
-            Some(sig) => self.mac_of(parts).verify_slice(&sig).is_ok(),
-            None => false,
+        match hex::decode(signature) {
+            Ok(sig) => self.mac_of(parts).verify_slice(&sig).is_ok(),
+            Err(_) => false,
         }
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &[u8]) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    s.chunks(2)
-        .map(|p| {
-            let d = |c: u8| (c as char).to_digit(16);
-            Some((d(p[0])? * 16 + d(p[1])?) as u8)
-        })
-        .collect()
 }
 
 /// One received message, its JSON parsed.
