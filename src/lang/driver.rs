@@ -16,6 +16,10 @@ pub const DRIVER: &str = include_str!("driver.py");
 /// The driver refuses frames above this; so do we.
 pub const MAX_FRAME: usize = 256 << 20;
 
+/// How much of a cell's results (encoded images included) a call keeps: the driver's and a
+/// Jupyter kernel's alike.
+pub const MAX_RESULTS_BYTES: usize = 128 << 20;
+
 /// Images from the box are untrusted: one larger than this (encoded) or than `MAX_PIXELS`
 /// decoded is refused rather than handed to the caller as a decompression bomb.
 pub const MAX_IMAGE_BYTES: usize = 32 << 20;

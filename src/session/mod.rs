@@ -19,7 +19,8 @@ use crate::engine::spec::{
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::image::manifest::RunConfig;
-use crate::lang::{driver, Language};
+use crate::lang::driver::{self, MAX_RESULTS_BYTES};
+use crate::lang::Language;
 use crate::workspace::track::{self, FileInfo};
 use crate::workspace::Workspace;
 use crate::workspace::{archive, files};
@@ -88,8 +89,6 @@ impl OpenKernel {
     }
 }
 
-/// How much of a cell's results (encoded images included) a call keeps.
-const MAX_RESULTS_BYTES: usize = 128 << 20;
 /// How long to wait, after the box ended, for the last result bytes.
 const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 

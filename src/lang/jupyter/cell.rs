@@ -6,11 +6,8 @@
 
 use super::wire::Message;
 use crate::engine::launch::Stream;
-use crate::lang::driver::{self, Bundle};
+use crate::lang::driver::{self, Bundle, MAX_RESULTS_BYTES};
 use serde_json::{json, Value};
-
-/// How much of a cell's results (encoded images included) is kept.
-pub const MAX_RESULTS_BYTES: usize = 128 << 20;
 
 /// One stream's text, kept up to a cap.
 #[derive(Debug, Default)]
