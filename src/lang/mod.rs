@@ -20,6 +20,11 @@ pub fn check_cell(code: &str) -> Result<()> {
             "the code contains a NUL byte, which Python source cannot".into(),
         ));
     }
+    check_cell_size(code)
+}
+
+/// Checks a cell's size (any kernel's: a Jupyter kernel's language may allow NUL bytes).
+pub fn check_cell_size(code: &str) -> Result<()> {
     if code.len() > MAX_CELL_BYTES {
         return Err(Error::Invalid(format!(
             "the code is {} bytes, over the {} MiB a cell may be; write it to a workspace file and run it with run([\"python3\", \"file.py\"])",

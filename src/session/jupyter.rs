@@ -46,6 +46,15 @@ const SEEN_IDS: usize = 100_000;
 /// How much of the kernel process's own output (outside cells) is kept, for error messages.
 const LOG_TAIL: usize = 8 << 10;
 
+/// What the caller's Sandbox holds a Jupyter kernel to (it is always a caller's kernel, never a
+/// pool slot): counted as a box writing to the workspace until closed, the workspace cap checked
+/// before each cell, and the output cap.
+pub(super) struct Caller {
+    pub active: super::Active,
+    pub quota: Option<(std::path::PathBuf, u64)>,
+    pub max_output: usize,
+}
+
 pub struct JupyterKernel {
     state: Mutex<State>,
     session_closing: watch::Receiver<bool>,
@@ -97,8 +106,8 @@ impl JupyterKernel {
         kern_path: &std::path::Path,
         timeout_ms: u64,
         name: &str,
+        caller: Caller,
     ) -> Result<JupyterKernel> {
-        kernelspec::check_name(name)?;
         let workspace = opened.workspace_path()?;
         let mut spec = opened.spec(Vec::new(), &[], super::warm::LIFETIME_MS, false, &workspace);
         let root = match &opened.image.root {
@@ -265,26 +274,14 @@ impl JupyterKernel {
             session_closing,
             stop,
             timeout_ms,
-            max_output: 64 << 20,
+            max_output: caller.max_output,
             spec: ks,
             bad_signatures,
             reported: AtomicU64::new(0),
-            active: std::sync::Mutex::new(None),
-            quota: None,
+            active: std::sync::Mutex::new(Some(caller.active)),
+            quota: caller.quota,
             dir,
         })
-    }
-
-    /// Makes this a caller's kernel: counted as active, and held to the workspace cap.
-    pub(super) fn attach(
-        &mut self,
-        active: super::Active,
-        quota: Option<(std::path::PathBuf, u64)>,
-        max_output: usize,
-    ) {
-        self.active = std::sync::Mutex::new(Some(active));
-        self.quota = quota;
-        self.max_output = max_output;
     }
 
     fn torn_down(&self, why: &str) -> Error {
@@ -301,9 +298,7 @@ impl JupyterKernel {
         timeout_ms: Option<u64>,
         sink: Option<UnboundedSender<Chunk>>,
     ) -> Result<ExecResult> {
-        if code.len() > crate::lang::MAX_CELL_BYTES {
-            crate::lang::check_cell(code)?;
-        }
+        crate::lang::check_cell_size(code)?;
         let mut state = self.state.lock().await;
         let live = match &mut *state {
             State::Dead(why) => return Err(self.torn_down(why)),

@@ -829,8 +829,13 @@ impl Sandbox {
         };
         let active = Active::enter(&opened).await;
         if let Some(name) = jupyter {
-            let mut k = jupyter::JupyterKernel::start(opened, &self.kern, timeout_ms, name).await?;
-            k.attach(active, quota, max_output);
+            let caller = jupyter::Caller {
+                active,
+                quota,
+                max_output,
+            };
+            let k =
+                jupyter::JupyterKernel::start(opened, &self.kern, timeout_ms, name, caller).await?;
             return Ok(OpenKernel::Jupyter(k));
         }
         let mut k = kernel::Kernel::start(opened, &self.kern, timeout_ms)?;
