@@ -344,13 +344,20 @@ function sharedSandbox(extra = {}) {
   afterAll(async () => {
     if (sb) await sb.close();
   });
+  return lateBound(() => sb, 'sharedSandbox');
+}
+
+/** A handle whose property reads go to the object `get()` returns once a beforeAll has made it
+ * (methods bound to it), so a describe block can name it before it exists. */
+function lateBound(get, what) {
   return new Proxy(
     {},
     {
       get(_target, key) {
-        if (!sb) throw new Error('sharedSandbox used outside its tests (before beforeAll ran)');
-        const v = sb[key];
-        return typeof v === 'function' ? v.bind(sb) : v;
+        const obj = get();
+        if (!obj) throw new Error(`${what} used outside its tests (before beforeAll ran)`);
+        const v = obj[key];
+        return typeof v === 'function' ? v.bind(obj) : v;
       },
     }
   );
@@ -375,6 +382,7 @@ async function withKernel(sbOpts, kOpts, fn) {
 
 module.exports = {
   sharedSandbox,
+  lateBound,
   withKernel,
   summary,
   expectOk,

@@ -25,17 +25,24 @@ const socketDirs = () => fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith(
 /** A Sandbox on the sci rootfs with `sbOpts`, and a kernel of it with `kOpts`. */
 const withKernel = (sbOpts, kOpts, fn) => helpers.withKernel({ image: SCI, ...sbOpts }, kOpts, fn);
 
-describe('IPython (ipykernel)', () => {
-  let sb;
-  let k;
+/** One Sandbox on the sci rootfs and one Jupyter kernel of it for the enclosing describe block,
+ * closed after it; calls on the returned handle go to that kernel. */
+function sharedKernel(jupyter) {
+  let sb = null;
+  let kernel = null;
   beforeAll(async () => {
     sb = await new Sandbox(opts({ image: SCI })).open();
-    k = await sb.kernel({ jupyter: 'python3' });
+    kernel = await sb.kernel({ jupyter });
   });
   afterAll(async () => {
-    if (k) await k.close();
+    if (kernel) await kernel.close();
     if (sb) await sb.close();
   });
+  return helpers.lateBound(() => kernel, 'sharedKernel');
+}
+
+describe('IPython (ipykernel)', () => {
+  const k = sharedKernel('python3');
 
   test('state carries across cells; stdout, stderr and the last expression per cell', async () => {
     const a = await k.runCode('x = 41\nimport sys\nprint("out")\nprint("err", file=sys.stderr)');
@@ -173,16 +180,7 @@ describe('IPython (ipykernel)', () => {
 });
 
 describe('R (IRkernel)', () => {
-  let sb;
-  let k;
-  beforeAll(async () => {
-    sb = await new Sandbox(opts({ image: SCI })).open();
-    k = await sb.kernel({ jupyter: 'ir' });
-  });
-  afterAll(async () => {
-    if (k) await k.close();
-    if (sb) await sb.close();
-  });
+  const k = sharedKernel('ir');
 
   test('state carries across cells', async () => {
     const a = await k.runCode('x <- 41\nprint("hi")');
