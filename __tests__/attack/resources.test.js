@@ -171,13 +171,29 @@ test('a daemon (double fork, setsid, SIGTERM/SIGHUP ignored, stdio closed) dies 
       '        fd = os.open("/dev/null", os.O_RDWR); [os.dup2(fd, i) for i in (0, 1, 2)]',
       '        os.execvp("sh", ["sh", "-c", "trap \\"\\" TERM HUP; sleep 300; : " + tag])',
       '    os._exit(0)',
-      'time.sleep(1)',
+      // Waits until the daemon runs, says so, and waits again until the host has looked (the
+      // callback writes `seen`): the look is made while the call still runs, not after.
+      'def daemon_up():',
+      '    for p in filter(str.isdigit, os.listdir("/proc")):',
+      '        try:',
+      '            if tag.encode() in open(f"/proc/{p}/cmdline", "rb").read(): return True',
+      '        except OSError: pass',
+      '    return False',
+      'for _ in range(300):',
+      '    if daemon_up(): break',
+      '    time.sleep(0.05)',
       'print("parent exits", flush=True)',
+      'for _ in range(300):',
+      `    if os.path.exists("seen-${a}"): break`,
+      '    time.sleep(0.05)',
     ].join('\n'),
     {
-      timeoutS: 20,
+      timeoutS: 40,
       onStdout: (c) => {
-        if (during === null && c.toString().includes('parent exits')) during = hostProcessesMatching(whole).length;
+        if (during === null && c.toString().includes('parent exits')) {
+          during = hostProcessesMatching(whole).length;
+          sb.writeFile(`seen-${a}`, '').catch(() => {});
+        }
       },
     }
   );
