@@ -4,7 +4,7 @@
 // is never host root, and nested user namespaces stay refused.
 
 const fs = require('fs');
-const { requireRootfs, opts, makeCanaryFile, expectSandboxError, uniqueName, hostProcessesMatching } = require('./helpers');
+const { KEEP_ALL_CAPS, isRoot, requireRootfs, opts, makeCanaryFile, expectSandboxError, uniqueName, hostProcessesMatching } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 beforeAll(() => requireRootfs());
@@ -52,7 +52,7 @@ test('naming capabilities drops just those', async () => {
 
 test('kept capabilities stay inside the box: no nested user namespace, no host file touched', async () => {
   const canary = makeCanaryFile();
-  const sb = await new Sandbox(opts({ capDrop: [] })).open();
+  const sb = await new Sandbox(opts({ capDrop: KEEP_ALL_CAPS })).open();
   try {
     const marker = uniqueName('capsroot');
     let hostUid = null;
@@ -79,6 +79,37 @@ test('an unknown capability is a SandboxError naming it', async () => {
   for (const capDrop of [['NET_RAWR'], ['ALL', 42], 'ALL']) {
     const sb = new Sandbox(opts({ capDrop }));
     await expectSandboxError(() => sb.open(), SandboxError, /capDrop/);
+    await sb.close();
+  }
+});
+
+(isRoot ? test : test.skip)('as root, keeping SETFCAP is refused before any box starts: box root could give a workspace file capabilities the host honours', async () => {
+  for (const capDrop of [[], ['NET_RAW'], ['cap_sys_admin']]) {
+    const sb = new Sandbox(opts({ capDrop }));
+    await expectSandboxError(() => sb.open(), SandboxError, /capDrop.*SETFCAP/);
+  }
+  // Dropping SETFCAP keeps every other capability, and setxattr of security.capability fails.
+  const ws = require('./helpers').makeTempDir('kern-fcaps-');
+  const sb = await new Sandbox(opts({ capDrop: ['SETFCAP'], workspace: ws })).open();
+  try {
+    const r = await sb.runCode([
+      'import os, struct',
+      "open('capf', 'w').write('x')",
+      "v = struct.pack('<IIIII', 0x02000001, 1 << 7, 0, 0, 0)  # cap_setuid+ep",
+      'try:',
+      "    os.setxattr('capf', 'security.capability', v); print('set')",
+      'except OSError as e:',
+      "    print('refused', e.errno)",
+    ].join('\n'));
+    expect(r.stdout).toMatch(/^refused/);
+    let xattr = null;
+    try {
+      xattr = require('child_process').execFileSync('python3', ['-c', 'import os, sys; os.getxattr(sys.argv[1], "security.capability")', `${ws}/capf`], { stdio: ['ignore', 'pipe', 'ignore'] });
+    } catch {
+      xattr = null;
+    }
+    expect(xattr).toBeNull();
+  } finally {
     await sb.close();
   }
 });

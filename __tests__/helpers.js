@@ -27,6 +27,10 @@ function requireRootfs() {
   return ROOTFS;
 }
 
+/** The most a box may keep: every capability, less SETFCAP when run as root (kern refuses that:
+ * a file capability box root sets in the workspace would be one the host honours). */
+const KEEP_ALL_CAPS = isRoot ? ['SETFCAP'] : [];
+
 /** Sandbox options on the test image, plus overrides. */
 function opts(extra = {}) {
   return { image: ROOTFS, ...extra };
@@ -381,6 +385,7 @@ async function withKernel(sbOpts, kOpts, fn) {
 }
 
 module.exports = {
+  KEEP_ALL_CAPS,
   sharedSandbox,
   lateBound,
   withKernel,

@@ -388,7 +388,7 @@ test('option combinations that cannot work are refused', async () => {
     [{ persist: true, name: '../etc', workspace: ws }, /not a valid sandbox name/],
     [{ persist: true, name: 'x1', workspace: ws, persistTtlS: -1 }, /persistTtlS/],
     [{ persist: true, name: 'x1', workspace: ws, prewarm: 1 }, /prewarm/],
-    [{ persist: true, name: 'x1', workspace: ws, capDrop: [] }, /SYS_ADMIN/],
+    [{ persist: true, name: 'x1', workspace: ws, capDrop: ['SETFCAP'] }, /SYS_ADMIN/],
     [{ persist: true, name: 'x1', workspace: ws, pycCache: true }, /pycCache/],
     [{ persist: true, name: 'x1', workspace: ws, egressAllow: ['example.com'] }, /egressAllow/],
   ];

@@ -8,7 +8,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { ROOTFS, requireRootfs, opts, tempDirs, expectSandboxError, summary } = require('../helpers');
+const { KEEP_ALL_CAPS, ROOTFS, requireRootfs, opts, tempDirs, expectSandboxError, summary } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE, fileState } = require('./host');
 const { Sandbox, SandboxError } = require('../..');
 
@@ -29,7 +29,7 @@ beforeAll(async () => {
   ws = temp('kern-atk-fs-ws-');
   capsWs = temp('kern-atk-fs-caps-');
   sb = await new Sandbox(opts({ workspace: ws })).open();
-  caps = await new Sandbox(opts({ workspace: capsWs, capDrop: [] })).open();
+  caps = await new Sandbox(opts({ workspace: capsWs, capDrop: KEEP_ALL_CAPS })).open();
 });
 
 afterAll(async () => {
@@ -243,7 +243,7 @@ describe('with every capability kept (capDrop: [])', () => {
     fs.mkdirSync(path.join(capsWs, '.deps'), { recursive: true });
     fs.writeFileSync(path.join(capsWs, '.deps', 'dep.py'), 'VALUE = 1\n');
     const before = fileState(path.join(capsWs, '.deps', 'dep.py'));
-    const s = await new Sandbox(opts({ workspace: capsWs, capDrop: [] })).open();
+    const s = await new Sandbox(opts({ workspace: capsWs, capDrop: KEEP_ALL_CAPS })).open();
     try {
       const { j } = await runJson(
         s,
@@ -315,7 +315,7 @@ describe('/proc/*/exe overwrite (CVE-2019-5736 class)', () => {
   });
 
   test('capDrop [] plus egressAllow (a kern relay process in the box too): the kern binary is still out of reach', async () => {
-    const s = await new Sandbox(opts({ capDrop: [], egressAllow: ['example.invalid'] })).open();
+    const s = await new Sandbox(opts({ capDrop: KEEP_ALL_CAPS, egressAllow: ['example.invalid'] })).open();
     try {
       const { j } = await runJson(s, EXE_PROBE);
       check(j);

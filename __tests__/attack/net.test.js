@@ -11,7 +11,7 @@ const os = require('os');
 const net = require('net');
 const path = require('path');
 const dgram = require('dgram');
-const { requireRootfs, opts, tempDirs } = require('../helpers');
+const { KEEP_ALL_CAPS, requireRootfs, opts, tempDirs } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE, realEnv } = require('./host');
 const { Sandbox } = require('../..');
 
@@ -212,7 +212,7 @@ describe('no network (the default)', () => {
 
   test('with every capability kept (capDrop []): a raw socket exists but sees only the box\'s lo; the host got nothing', async () => {
     if (!EXT_IP) throw new Error('this host has no external IPv4 address to aim at');
-    const s = await new Sandbox(opts({ capDrop: [] })).open();
+    const s = await new Sandbox(opts({ capDrop: KEEP_ALL_CAPS })).open();
     try {
       const { j } = await runJson(
         s,

@@ -7,7 +7,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
-const { ROOTFS, requireRootfs, opts, isRoot, tempDirs } = require('../helpers');
+const { KEEP_ALL_CAPS, ROOTFS, requireRootfs, opts, isRoot, tempDirs } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE, REPO } = require('./host');
 const { Sandbox } = require('../..');
 
@@ -21,7 +21,7 @@ beforeAll(async () => {
   requireRootfs();
   guard = await hostGuard();
   sb = await new Sandbox(opts()).open();
-  caps = await new Sandbox(opts({ capDrop: [] })).open();
+  caps = await new Sandbox(opts({ capDrop: KEEP_ALL_CAPS })).open();
 });
 
 afterAll(async () => {

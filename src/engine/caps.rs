@@ -57,6 +57,9 @@ pub fn number(name: &str) -> Option<u32> {
     NAMES.iter().position(|n| *n == bare).map(|i| i as u32)
 }
 
+/// CAP_SETFCAP: setting file capabilities, which the host honours on files it can run.
+pub const SETFCAP: u32 = 31;
+
 /// What stays after dropping `drop` (names, or "ALL"); an unknown name is the error.
 pub fn kept_after_dropping(drop: &[String]) -> Result<Vec<u32>, String> {
     if drop.iter().any(|d| d.eq_ignore_ascii_case("ALL")) {

@@ -176,6 +176,12 @@ fn call(
             "this resident box was started unprivileged, so its one account is the one it was built with; run as that user, or start the box as root",
         );
     }
+    if !super::landlock::available() {
+        monitor::note(
+            "warning",
+            "this kernel has no Landlock, so processes left running in the resident box by earlier calls can read this call's memory and environment; enable Landlock (the lsm= boot parameter) to isolate calls",
+        );
+    }
     let namespaces = match open_namespaces(state) {
         Ok(n) => n,
         Err(why) => {
@@ -338,7 +344,7 @@ fn call(
             _ => break,
         }
     }
-    crate::workspace::walk::strip_setid(&spec.workspace);
+    let unswept = monitor::sweep_setid(spec);
     let oom = match (&prepared.cgroup, oom_before) {
         (Some(cg), Some(before)) if cg.box_oom_kills() > before || cg.call_oom_kills() > 0 => {
             Some(0)
@@ -346,7 +352,9 @@ fn call(
         _ => None,
     };
     let text = String::from_utf8_lossy(&messages).into_owned();
-    monitor::conclude(spec, &text, ended_by, oom, status, "call's init")
+    let mut report = monitor::conclude(spec, &text, ended_by, oom, status, "call's init");
+    monitor::fail_closed(&mut report, unswept);
+    report
 }
 
 fn read_available(fd: &OwnedFd, into: &mut Vec<u8>) {

@@ -450,6 +450,19 @@ pub(super) fn exec_workload(
         Err(e) => fail("env", e),
     };
     // Last, with everything the exec needs in hand: from here on this process is filtered.
+    // Every workload in a Landlock domain of its own: calls of a resident box can't trace or
+    // read each other (see `landlock`; the call's kern said so if the kernel has none).
+    if let Err(e) = super::landlock::enter_own_domain() {
+        fail(
+            "enter a Landlock domain",
+            std::io::Error::other(e.to_string()),
+        );
+    }
+    // Every workload: no set-id bit from a box, ever (see `setid`).
+    if let Err(e) = sys::seccomp_install(&super::seccomp::unpack(&super::setid::program().0), false)
+    {
+        fail("enter the set-id seccomp filter", e);
+    }
     if let Some(programs) = &spec.seccomp {
         // Fail closed: no way to hand over the listener is no filter, and no workload.
         let entered = listener_tx

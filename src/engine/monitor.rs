@@ -661,10 +661,7 @@ fn supervise(
     }
     let init_status = waitpid(Pid::from_raw(pid), None);
     // Every box process is gone now: no set-id file it made outlives it.
-    crate::workspace::walk::strip_setid(&spec.workspace);
-    for b in spec.binds.iter().filter(|b| b.writable) {
-        crate::workspace::walk::strip_setid(&b.source);
-    }
+    let unswept = sweep_setid(spec);
 
     let mut messages = String::new();
     let _ = std::fs::File::from(init_r).read_to_string(&mut messages);
@@ -672,7 +669,35 @@ fn supervise(
         .as_ref()
         .filter(|cg| cg.oom_kills() > 0)
         .map(|cg| cg.shmem_bytes());
-    conclude(spec, &messages, ended_by, oom, init_status, "box's init")
+    let mut report = conclude(spec, &messages, ended_by, oom, init_status, "box's init");
+    fail_closed(&mut report, unswept);
+    report
+}
+
+/// Clears set-id bits in everything the box could write (the workspace, `"rw"` binds): the
+/// second wall behind the seccomp filter. A sweep that cannot finish is a fault, never a pass.
+pub(super) fn sweep_setid(spec: &BoxSpec) -> Option<Fault> {
+    let writable = spec.binds.iter().filter(|b| b.writable).map(|b| &b.source);
+    for root in std::iter::once(&spec.workspace).chain(writable) {
+        if let Err(why) = crate::workspace::walk::strip_setid(root) {
+            let message = format!(
+                "kern could not check every file the box left in {} for set-id bits ({why}), so the call is failed closed; remove what the box left there",
+                root.display()
+            );
+            note("warning", &message);
+            return Some(Fault::new(FaultKind::Killed, message));
+        }
+    }
+    None
+}
+
+/// Puts a failed sweep's fault on the report, unless the sandbox already acted.
+pub(super) fn fail_closed(report: &mut BoxReport, unswept: Option<Fault>) {
+    if let Some(f) = unswept {
+        if report.fault.is_none() {
+            report.fault = Some(f);
+        }
+    }
 }
 
 /// How a box (or one call into a resident box) ended, from its init's messages on the init
@@ -1114,10 +1139,8 @@ fn keep_resident(
     }
     let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
     let _ = waitpid(Pid::from_raw(r.pid), None);
-    crate::workspace::walk::strip_setid(&spec.workspace);
-    for b in spec.binds.iter().filter(|b| b.writable) {
-        crate::workspace::walk::strip_setid(&b.source);
-    }
+    // Nobody reads this report: a sweep that fails has said so on kern's stderr.
+    let _ = sweep_setid(spec);
     res::remove_if_monitor(&dir, r.name, &monitor);
     BoxReport::default()
 }

@@ -7,7 +7,7 @@
 //! binds so nothing is ever mounted beneath a directory the box can write.
 
 use super::rootfs::{Entry, RootPlan};
-use super::spec::{BindSpec, BoxSpec, DeviceSpec, TmpfsSpec};
+use super::spec::{BindSpec, BoxSpec, DeviceSpec, Resident, TmpfsSpec};
 use super::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::fs;
@@ -274,7 +274,9 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
         umount2(IMAGE_STAGE, MntFlags::MNT_DETACH).ctx(|| "detach the image stage".into())?;
     }
 
-    build_proc(root)?;
+    // A resident box's calls share its PID namespace: each sees only the processes it may
+    // trace, which, each call being in its own Landlock domain, are its own.
+    build_proc(root, matches!(spec.resident, Some(Resident::Start { .. })))?;
 
     // The skeleton itself becomes read-only: the box can't add files next to /usr.
     sys::mount_setattr(STAGE, MOUNT_ATTR_RDONLY, false).ctx(|| "make the root read-only".into())?;
@@ -399,17 +401,34 @@ fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(),
         .ctx(|| "make /dev read-only".into())
 }
 
-fn build_proc(root: &Path) -> Result<(), SetupError> {
+fn build_proc(root: &Path, hide_others: bool) -> Result<(), SetupError> {
     let proc_dir = root.join("proc");
     mkdir(&proc_dir, 0o555)?;
-    mount(
-        Some("proc"),
-        &proc_dir,
-        Some("proc"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-        None::<&str>,
-    )
-    .ctx(|| "mount /proc (is the host's /proc partly covered, as in some containers?)".into())?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    let mounted = if hide_others {
+        // `invisible` is 5.8's spelling of the older `2`.
+        mount(
+            Some("proc"),
+            &proc_dir,
+            Some("proc"),
+            flags,
+            Some("hidepid=invisible"),
+        )
+        .or_else(|_| {
+            mount(
+                Some("proc"),
+                &proc_dir,
+                Some("proc"),
+                flags,
+                Some("hidepid=2"),
+            )
+        })
+    } else {
+        mount(Some("proc"), &proc_dir, Some("proc"), flags, None::<&str>)
+    };
+    mounted.ctx(|| {
+        "mount /proc (is the host's /proc partly covered, as in some containers?)".into()
+    })?;
     let null = root.join("dev/null");
     for name in PROC_MASKED {
         let p = proc_dir.join(name);

@@ -591,6 +591,12 @@ pub fn parse(v: &Value) -> Result<Config> {
         if cfg.seccomp.is_some() && !cfg.keep_caps.is_empty() {
             return crate::invalid!("`securityProfile: \"untrusted\"` drops every capability, and `capDrop` keeps some: use capDrop [\"ALL\"] (or leave it out) with the untrusted profile, or drop the profile");
         }
+        // Run as root, box root writes through the idmapped workspace as the workspace's owner:
+        // a file capability it set (`setcap cap_setuid+ep`) would be one the host honours.
+        if nix::unistd::geteuid().is_root() && cfg.keep_caps.contains(&crate::engine::caps::SETFCAP)
+        {
+            return crate::invalid!("option `capDrop` keeps SETFCAP, and kern-sandbox runs as root: box root could then give a workspace file capabilities (`setcap cap_setuid+ep`) that the host honours; add \"SETFCAP\" to capDrop (e.g. capDrop: [\"SETFCAP\"] to keep every other capability)");
+        }
     }
     if let Some(v) = get("depsReadonly") {
         cfg.deps_readonly = boolean("depsReadonly", v)?;

@@ -3,14 +3,53 @@
 //! is examined with `fstatat(AT_SYMLINK_NOFOLLOW)`, and changes are made through O_PATH handles.
 //! Path-based walks (`read_dir` on a joined path) can be redirected to host files by a box that
 //! renames a directory into a symlink between two steps.
+//!
+//! The walk is complete whatever the tree's shape, and says so when it is not: it holds at most
+//! `MAX_OPEN_DIRS` descriptors however wide or deep the tree (a box can make millions of
+//! directories; one fd per pending directory ran into EMFILE and skipped the rest), climbs back
+//! up through `..` checked against the inode it left, and reports every directory it could not
+//! read as an error instead of passing over it.
 
 use nix::dir::Dir;
+use nix::errno::Errno;
 use nix::fcntl::{open, openat, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode, SFlag};
 use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+/// Directory descriptors one walk holds open at most (its depth beyond that is climbed back
+/// through `..`).
+const MAX_OPEN_DIRS: usize = 32;
+
+/// Why a walk could not see every entry.
+#[derive(Debug, thiserror::Error)]
+pub enum WalkError {
+    #[error("cannot read the directory {}: {errno}", shown(rel))]
+    Unreadable { rel: PathBuf, errno: Errno },
+    #[error("the directory {} changed while it was walked", shown(rel))]
+    Changed { rel: PathBuf },
+}
+
+fn shown(rel: &Path) -> String {
+    if rel.as_os_str().is_empty() {
+        "(the top)".into()
+    } else {
+        rel.display().to_string()
+    }
+}
+
+/// What the visitor wants done after seeing an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Visit {
+    /// Go on; a directory is entered.
+    Enter,
+    /// Go on, but not into this directory.
+    Skip,
+    /// End the walk now (it then reports itself incomplete).
+    Stop,
+}
 
 /// What the visitor sees of one entry.
 pub struct Seen<'a> {
@@ -41,7 +80,7 @@ impl Seen<'_> {
         )?;
         let now = fstat(&fd)?;
         if now.st_ino != self.stat.st_ino || now.st_dev != self.stat.st_dev {
-            return Err(nix::errno::Errno::ESTALE);
+            return Err(Errno::ESTALE);
         }
         // An O_PATH fd can't be fchmod'ed; its /proc magic link names the inode itself.
         nix::sys::stat::fchmodat(
@@ -53,89 +92,219 @@ impl Seen<'_> {
     }
 }
 
+/// One directory on the way down: its names still to visit, and its fd while it holds one.
+struct Frame {
+    fd: Option<OwnedFd>,
+    rel: PathBuf,
+    dev: u64,
+    ino: u64,
+    names: std::vec::IntoIter<OsString>,
+}
+
+const DIR_FLAGS: OFlag = OFlag::O_RDONLY
+    .union(OFlag::O_DIRECTORY)
+    .union(OFlag::O_NOFOLLOW)
+    .union(OFlag::O_CLOEXEC);
+
+fn names_of(fd: &OwnedFd) -> nix::Result<Vec<OsString>> {
+    let dup = fd.try_clone().map_err(|_| Errno::EMFILE)?;
+    let mut dir = Dir::from_fd(dup)?;
+    let mut out = Vec::new();
+    for e in dir.iter() {
+        let e = e?;
+        let n = e.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            out.push(OsStr::from_bytes(n).to_os_string());
+        }
+    }
+    Ok(out)
+}
+
+/// A directory we may pass over: one only its owner may enter, and we are that owner (an
+/// unprivileged caller; root opens anything). Whatever is inside is reachable by nobody else,
+/// and a set-id file of ours grants nothing to ourselves.
+fn ours_and_closed(errno: Errno, st: &FileStat) -> bool {
+    errno == Errno::EACCES && st.st_uid == nix::unistd::geteuid().as_raw()
+}
+
+fn frame(fd: OwnedFd, rel: PathBuf) -> Result<Frame, WalkError> {
+    let st = fstat(&fd).map_err(|errno| WalkError::Unreadable {
+        rel: rel.clone(),
+        errno,
+    })?;
+    let names = names_of(&fd).map_err(|errno| WalkError::Unreadable {
+        rel: rel.clone(),
+        errno,
+    })?;
+    Ok(Frame {
+        fd: Some(fd),
+        rel,
+        dev: st.st_dev,
+        ino: st.st_ino,
+        names: names.into_iter(),
+    })
+}
+
 /// Walks `root` depth-first, calling `visit` for every entry (directories before their
-/// contents; a directory is entered only if `visit` returns true for it). Stops after `max`
-/// entries and returns false then.
-pub fn walk(root: &Path, max: usize, mut visit: impl FnMut(&Seen<'_>) -> bool) -> bool {
-    let Ok(top) = open(
+/// contents). `Ok(true)`: every entry was seen; `Ok(false)`: the visitor stopped the walk. An
+/// error names the directory that could not be read, or that changed under the walk: nothing is
+/// passed over silently. A missing `root` is an empty tree.
+pub fn walk_all(root: &Path, mut visit: impl FnMut(&Seen<'_>) -> Visit) -> Result<bool, WalkError> {
+    let top = match open(
         root,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
-    ) else {
-        return true;
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(true),
+        Err(errno) => {
+            return Err(WalkError::Unreadable {
+                rel: PathBuf::new(),
+                errno,
+            })
+        }
     };
-    let mut stack: Vec<(OwnedFd, PathBuf)> = vec![(top, PathBuf::new())];
-    let mut seen = 0usize;
-    while let Some((dir_fd, rel)) = stack.pop() {
-        let names: Vec<OsString> = match dir_fd
-            .try_clone()
-            .map_err(|_| nix::errno::Errno::EBADF)
-            .and_then(Dir::from_fd)
-        {
-            Ok(mut dir) => dir
-                .iter()
-                .flatten()
-                .map(|e| OsStr::from_bytes(e.file_name().to_bytes()).to_os_string())
-                .filter(|n| n != "." && n != "..")
-                .collect(),
-            Err(_) => continue,
-        };
-        for name in names {
-            seen += 1;
-            if seen > max {
-                return false;
-            }
-            let Ok(stat) = fstatat(
-                dir_fd.as_fd(),
-                name.as_os_str(),
-                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
-            ) else {
-                continue;
-            };
-            let path = rel.join(&name);
-            let entry = Seen {
-                rel: &path,
-                stat: &stat,
-                parent: &dir_fd,
-                name: &name,
-            };
-            let enter = visit(&entry) && entry.is_dir();
-            if enter {
-                let flags =
-                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-                if let Ok(sub) = openat(dir_fd.as_fd(), name.as_os_str(), flags, Mode::empty()) {
-                    stack.push((sub, path));
+    let mut stack = vec![frame(top, PathBuf::new())?];
+    let mut open_dirs = 1usize;
+    while let Some(depth) = stack.len().checked_sub(1) {
+        let Some(name) = stack[depth].names.next() else {
+            // This directory is done: climb back to its parent, through `..` if the parent's
+            // fd was given up, and only to the very inode we came down from.
+            let done = stack.pop().and_then(|f| f.fd);
+            if let (Some(child), Some(parent)) = (done, stack.last_mut()) {
+                if parent.fd.is_none() {
+                    let fd =
+                        openat(child.as_fd(), "..", DIR_FLAGS, Mode::empty()).map_err(|errno| {
+                            WalkError::Unreadable {
+                                rel: parent.rel.clone(),
+                                errno,
+                            }
+                        })?;
+                    let st = fstat(&fd).map_err(|errno| WalkError::Unreadable {
+                        rel: parent.rel.clone(),
+                        errno,
+                    })?;
+                    if st.st_dev != parent.dev || st.st_ino != parent.ino {
+                        return Err(WalkError::Changed {
+                            rel: parent.rel.clone(),
+                        });
+                    }
+                    parent.fd = Some(fd);
+                } else {
+                    open_dirs -= 1;
                 }
+            }
+            continue;
+        };
+        let cur = &stack[depth];
+        let Some(dir_fd) = cur.fd.as_ref() else {
+            // The frame being read always holds its fd (only shallower ones give theirs up).
+            return Err(WalkError::Changed {
+                rel: cur.rel.clone(),
+            });
+        };
+        let stat = match fstatat(
+            dir_fd.as_fd(),
+            name.as_os_str(),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        ) {
+            Ok(st) => st,
+            // Gone since it was listed (a live resident box): nothing left to see.
+            Err(Errno::ENOENT) => continue,
+            Err(errno) => {
+                return Err(WalkError::Unreadable {
+                    rel: cur.rel.clone(),
+                    errno,
+                })
+            }
+        };
+        let path = cur.rel.join(&name);
+        let entry = Seen {
+            rel: &path,
+            stat: &stat,
+            parent: dir_fd,
+            name: &name,
+        };
+        match visit(&entry) {
+            Visit::Stop => return Ok(false),
+            Visit::Skip => continue,
+            Visit::Enter if !entry.is_dir() => continue,
+            Visit::Enter => {}
+        }
+        let sub = match openat(dir_fd.as_fd(), name.as_os_str(), DIR_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(Errno::ENOENT) => continue,
+            Err(errno) if ours_and_closed(errno, &stat) => continue,
+            Err(errno) => return Err(WalkError::Unreadable { rel: path, errno }),
+        };
+        let sub = frame(sub, path)?;
+        if sub.dev != stat.st_dev || sub.ino != stat.st_ino {
+            return Err(WalkError::Changed { rel: sub.rel });
+        }
+        stack.push(sub);
+        open_dirs += 1;
+        if open_dirs > MAX_OPEN_DIRS {
+            // Give up the shallowest fd below the top one; `..` brings it back, checked.
+            if let Some(f) = stack[1..].iter_mut().find(|f| f.fd.is_some()) {
+                f.fd = None;
+                open_dirs -= 1;
             }
         }
     }
-    true
+    Ok(true)
 }
 
-/// Clears the setuid/setgid bits of every regular file under `root`. A box may `chmod u+s` a
-/// file it owns, and through the idmapped workspace that file is owned on the host by the
-/// workspace's owner (root, when run as root): it must not stay set-id once the box is gone.
-/// kern runs this after every box, before it reports, so it covers the CLI and a caller that
-/// died mid-call too. A directory we can't open is skipped: nobody else can reach into it either.
-pub fn strip_setid(root: &Path) {
+/// Walks `root` as `walk_all` does, entering a directory when `visit` returns true, stopping
+/// after `max` entries. True when every entry was seen; false when `max` was reached or a
+/// directory could not be read (callers that must not miss anything use `walk_all`).
+pub fn walk(root: &Path, max: usize, mut visit: impl FnMut(&Seen<'_>) -> bool) -> bool {
+    let mut seen = 0usize;
+    walk_all(root, |e| {
+        seen += 1;
+        if seen > max {
+            Visit::Stop
+        } else if visit(e) {
+            Visit::Enter
+        } else {
+            Visit::Skip
+        }
+    })
+    .unwrap_or(false)
+}
+
+/// Clears the setuid/setgid bits of every regular file under `root`. The box's seccomp filter
+/// refuses set-id modes at the source (`engine::seccomp::setid`); this sweep after every box is
+/// the second wall, for a kernel path the filter does not know. kern runs it before it reports,
+/// so it covers the CLI and a caller that died mid-call too. It is complete or it fails: the
+/// caller turns an error into a fault.
+pub fn strip_setid(root: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
     // A single file (a writable file mount) is its own root.
     if let Ok(m) = std::fs::symlink_metadata(root) {
-        use std::os::unix::fs::PermissionsExt;
         if m.is_file() {
             let mode = m.permissions().mode();
             if mode & 0o6000 != 0 {
-                let _ =
-                    std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode & 0o1777));
+                std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode & 0o1777))
+                    .map_err(|e| format!("{}: {e}", root.display()))?;
             }
-            return;
+            return Ok(());
         }
     }
-    walk(root, usize::MAX, |e| {
+    let mut failed: Option<String> = None;
+    let walked = walk_all(root, |e| {
         if e.is_file() && e.stat.st_mode & 0o6000 != 0 {
-            let _ = e.chmod(e.stat.st_mode & 0o1777);
+            if let Err(errno) = e.chmod(e.stat.st_mode & 0o1777) {
+                failed = Some(format!("{}: {errno}", e.rel.display()));
+                return Visit::Stop;
+            }
         }
-        true
+        Visit::Enter
     });
+    match (walked, failed) {
+        (_, Some(why)) => Err(format!("cannot clear the set-id bits of {why}")),
+        (Err(e), None) => Err(e.to_string()),
+        (Ok(_), None) => Ok(()),
+    }
 }
 
 #[cfg(test)]
@@ -165,11 +334,90 @@ mod tests {
             std::fs::write(&p, "x").unwrap();
             std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o6755)).unwrap();
         }
-        strip_setid(ws.path());
+        strip_setid(ws.path()).unwrap();
         let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
         assert_eq!(mode(&planted), 0o755);
         assert_eq!(mode(&victim), 0o4755, "a file behind a symlink was changed");
         assert_eq!(mode(&deps.join("hid")), 0o755);
         assert_eq!(mode(&weird.join("hid")), 0o755);
+    }
+
+    fn count(root: &Path) -> (usize, usize) {
+        let (mut dirs, mut files) = (0, 0);
+        assert!(walk_all(root, |e| {
+            if e.is_dir() {
+                dirs += 1;
+            } else {
+                files += 1;
+            }
+            Visit::Enter
+        })
+        .unwrap());
+        (dirs, files)
+    }
+
+    #[test]
+    fn a_deep_tree_is_walked_whole_with_few_descriptors() {
+        // Deeper than MAX_OPEN_DIRS many times over, with a file at every level and siblings
+        // on the way back up: every entry is seen, and the walk climbs back through `..`.
+        let ws = tempfile::tempdir().unwrap();
+        let mut p = ws.path().to_path_buf();
+        for i in 0..200 {
+            p.push(format!("d{i}"));
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join("f"), "x").unwrap();
+            std::fs::create_dir(p.join("side")).unwrap();
+        }
+        assert_eq!(count(ws.path()), (400, 200));
+    }
+
+    fn open_fds() -> usize {
+        std::fs::read_dir("/proc/self/fd").unwrap().count()
+    }
+
+    #[test]
+    fn a_wide_tree_is_walked_whole_with_few_descriptors() {
+        // Many sibling directories, each with a file: the old walk kept one fd per pending
+        // sibling (3,000 here) and skipped the rest once `openat` failed.
+        let ws = tempfile::tempdir().unwrap();
+        for i in 0..3000 {
+            let d = ws.path().join(format!("s{i}"));
+            std::fs::create_dir(&d).unwrap();
+            std::fs::write(d.join("f"), "x").unwrap();
+        }
+        let before = open_fds();
+        let mut most = 0;
+        let (mut dirs, mut files) = (0, 0);
+        assert!(walk_all(ws.path(), |e| {
+            most = most.max(open_fds());
+            if e.is_dir() {
+                dirs += 1;
+            } else {
+                files += 1;
+            }
+            Visit::Enter
+        })
+        .unwrap());
+        assert_eq!((dirs, files), (3000, 3000));
+        // Other tests run in this process at the same time: a wide margin, far below 3,000.
+        assert!(most < before + 500, "{most} fds open (from {before})");
+    }
+
+    #[test]
+    fn an_unreadable_directory_is_an_error_not_a_skip() {
+        // A directory replaced by a file between the listing and the open (ENOTDIR) must not
+        // pass as complete.
+        let ws = tempfile::tempdir().unwrap();
+        std::fs::create_dir(ws.path().join("a")).unwrap();
+        let mut first = true;
+        let r = walk_all(ws.path(), |e| {
+            if first && e.is_dir() {
+                first = false;
+                std::fs::remove_dir(ws.path().join("a")).unwrap();
+                std::fs::write(ws.path().join("a"), "x").unwrap();
+            }
+            Visit::Enter
+        });
+        assert!(r.is_err(), "{r:?}");
     }
 }

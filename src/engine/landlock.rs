@@ -1,0 +1,32 @@
+//! Every workload enters a Landlock domain of its own just before its exec.
+//!
+//! The domain restricts nothing a box can do (it handles only the creation of block devices,
+//! which a box can't do anyway); it exists for the kernel's rule that a process in a Landlock
+//! domain may trace, or read through `/proc/<pid>/{mem,environ,fd}`, only processes in the same
+//! domain or one nested in it. In a resident box (`persist`) every call shares one PID
+//! namespace and one account, so without this a process left running by one call could read a
+//! later call's memory and environment, or write into its output. With it, sibling calls are
+//! strangers to each other, and the box's `/proc` (mounted `hidepid=invisible` for resident
+//! boxes) doesn't even list them. kern's own processes, outside every domain, keep their reach.
+
+use landlock::{AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus};
+
+/// Whether this kernel can make a domain (Landlock built in and enabled).
+pub fn available() -> bool {
+    Ruleset::default()
+        .set_compatibility(CompatLevel::HardRequirement)
+        .handle_access(AccessFs::MakeBlock)
+        .and_then(|r| r.create())
+        .is_ok()
+}
+
+/// Puts the calling thread (and what it execs) in a new domain. False where the kernel has no
+/// Landlock; `available` lets the caller say so before it gets here.
+pub fn enter_own_domain() -> Result<bool, landlock::RulesetError> {
+    let status = Ruleset::default()
+        .set_compatibility(CompatLevel::BestEffort)
+        .handle_access(AccessFs::MakeBlock)?
+        .create()?
+        .restrict_self()?;
+    Ok(status.ruleset != RulesetStatus::NotEnforced)
+}
