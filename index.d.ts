@@ -176,8 +176,13 @@ export interface SandboxOptions {
    * refused with a SandboxError naming the differing options. The box outlives `close()` and the
    * process that opened it; `destroy()` (from any process) or `kern stop NAME` ends it, and so does
    * `persistTtlS`. It is weaker isolation than a fresh box: `/tmp` and other scratch persist between
-   * calls (and count against `memoryMb`), and the PID namespace is shared: processes a call leaves
-   * running stay, and every call can see them (the first call's `runtimeNotes` says so). Each call gets
+   * calls (and count against `memoryMb`), and processes a call leaves running stay until the box
+   * ends (the first call's `runtimeNotes` says so). Calls share the PID namespace but not each other's
+   * processes: each call runs in a Landlock domain of its own and the box's `/proc` is mounted
+   * `hidepid=invisible`, so a call neither lists, traces nor reads (`/proc/<pid>/{cmdline,environ,mem,fd}`)
+   * another call's processes, and so cannot see another call's `env`, source or output; what calls
+   * still share is the filesystem (workspace, `/tmp`), the network namespace (`lo`), System V IPC,
+   * and signals by pid. Without Landlock in the kernel a call says so in a `warning:` note. Each call gets
    * a fresh box's posture (capabilities, seccomp, no_new_privs, AppArmor, account); a call's timeout
    * kills that call's processes only (a per-call cgroup as root; rootless, its process group: a
    * process that starts its own session escapes that kill and lives on in the box until it ends).

@@ -37,7 +37,7 @@ impl Attached {
     pub fn first_call_note(&self) -> Option<String> {
         (!self.noted.swap(true, Ordering::SeqCst)).then(|| {
             format!(
-                "note: this call ran in the resident box {} (persist): it is not a fresh box; /tmp and the other scratch filesystems keep what earlier calls left (and count against memoryMb), and the PID namespace is shared, so processes a call leaves running stay and every call can see them",
+                "note: this call ran in the resident box {} (persist): it is not a fresh box; /tmp and the other scratch filesystems keep what earlier calls left (and count against memoryMb), and processes a call leaves running stay until the box ends (each call sees, traces and reads only its own: the others are hidden from it, but may still signal it by pid)",
                 self.target.name
             )
         })
