@@ -69,8 +69,8 @@ pub fn memory_out_of_bounds(bytes: u64) -> Option<String> {
     }
     if bytes > MAX_MEMORY_MB * MIB {
         return Some(format!(
-            "is {}, over the {MAX_MEMORY_MB} MiB (16 TiB) a memory cap may be; for no cap at all \
-             use null",
+            "is {}, over the {MAX_MEMORY_MB} MiB (16 TiB) a memory cap may be; a larger one caps \
+             nothing: turn the cap off instead (memoryMb: null; kern run --memory 0)",
             show_bytes(bytes)
         ));
     }
@@ -105,7 +105,7 @@ pub fn cpus_out_of_bounds(cores: f64) -> Option<String> {
     if cores > MAX_CPUS {
         return Some(format!(
             "is {cores}, over the {MAX_CPUS} cores Linux can schedule on; for no cap leave it \
-             out (or null)"
+             out"
         ));
     }
     None
@@ -121,7 +121,8 @@ pub fn pids_out_of_bounds(n: u64) -> Option<String> {
     }
     if n > MAX_PIDS {
         return Some(format!(
-            "is {n}, over the {MAX_PIDS} tasks the kernel can cap to; for no cap use null"
+            "is {n}, over the {MAX_PIDS} tasks the kernel can cap to; turn the cap off instead \
+             (pids: null; kern run --pids-limit 0)"
         ));
     }
     None
@@ -480,24 +481,29 @@ pub fn exec_budget() -> usize {
     usize::try_from((stack / 4).clamp(128 << 10, 6 << 20)).unwrap_or(6 << 20)
 }
 
-/// Bytes an exec's strings take on the new stack: each with its NUL, plus its pointer.
+/// Bytes an exec's string of `len` takes on the new stack: with its NUL, plus its pointer.
 fn exec_cost(len: usize) -> usize {
     len + 1 + std::mem::size_of::<usize>()
+}
+
+/// The first environment string over MAX_ARG_STRLEN, as (name, length of `NAME=value`), and
+/// what all of them take at exec.
+fn env_exec_size(env: &[(String, String)]) -> (Option<(&str, usize)>, usize) {
+    let len = |(k, v): &(String, String)| k.len() + 1 + v.len();
+    let over = env
+        .iter()
+        .find(|kv| len(kv) + 1 > MAX_ARG_STRLEN)
+        .map(|kv| (kv.0.as_str(), len(kv)));
+    (over, env.iter().map(|kv| exec_cost(len(kv))).sum())
 }
 
 /// The caller's `env` against the exec limits, before any box: each `NAME=value` within
 /// MAX_ARG_STRLEN, and the whole within the budget less what kern adds.
 fn check_env_size(env: &[(String, String)]) -> Result<()> {
-    for (k, v) in env {
-        let len = k.len() + 1 + v.len();
-        if len + 1 > MAX_ARG_STRLEN {
-            return crate::invalid!("option `env`: {k:?} is {} as NAME=value; Linux caps each environment string at {} KiB (MAX_ARG_STRLEN) and would refuse to start the box. Pass large data as a workspace file (writeFile) instead", show_bytes(len as u64), MAX_ARG_STRLEN >> 10);
-        }
+    let (over, total) = env_exec_size(env);
+    if let Some((k, len)) = over {
+        return crate::invalid!("option `env`: {k:?} is {} as NAME=value; Linux caps each environment string at {} KiB (MAX_ARG_STRLEN) and would refuse to start the box. Pass large data as a workspace file (writeFile) instead", show_bytes(len as u64), MAX_ARG_STRLEN >> 10);
     }
-    let total: usize = env
-        .iter()
-        .map(|(k, v)| exec_cost(k.len() + 1 + v.len()))
-        .sum();
     let budget = exec_budget();
     let room = budget.saturating_sub(EXEC_RESERVE);
     if total > room {
@@ -509,23 +515,19 @@ fn check_env_size(env: &[(String, String)]) -> Result<()> {
 /// A box's whole argv and environment (what kern adds included) against the exec limits: a
 /// SandboxError before the box starts, where the kernel's E2BIG would fail it.
 pub fn check_exec_size(argv: &[String], env: &[(String, String)]) -> Result<()> {
-    for (i, a) in argv.iter().enumerate() {
-        if a.len() + 1 > MAX_ARG_STRLEN {
-            return crate::invalid!("argument {i} of the call is {}; Linux caps each argument at {} KiB (MAX_ARG_STRLEN) and would refuse to start it. Pass large data as a workspace file (writeFile) instead", show_bytes(a.len() as u64), MAX_ARG_STRLEN >> 10);
-        }
+    if let Some((i, a)) = argv
+        .iter()
+        .enumerate()
+        .find(|(_, a)| a.len() + 1 > MAX_ARG_STRLEN)
+    {
+        return crate::invalid!("argument {i} of the call is {}; Linux caps each argument at {} KiB (MAX_ARG_STRLEN) and would refuse to start it. Pass large data as a workspace file (writeFile) instead", show_bytes(a.len() as u64), MAX_ARG_STRLEN >> 10);
     }
-    for (k, v) in env {
-        if k.len() + v.len() + 2 > MAX_ARG_STRLEN {
-            return crate::invalid!("the box's environment variable {k:?} is {}; Linux caps each at {} KiB (MAX_ARG_STRLEN)", show_bytes((k.len() + 1 + v.len()) as u64), MAX_ARG_STRLEN >> 10);
-        }
+    let (over, env_total) = env_exec_size(env);
+    if let Some((k, len)) = over {
+        return crate::invalid!("the box's environment variable {k:?} is {}; Linux caps each at {} KiB (MAX_ARG_STRLEN)", show_bytes(len as u64), MAX_ARG_STRLEN >> 10);
     }
     // The program's path is copied too: at most PATH_MAX.
-    let total = argv.iter().map(|a| exec_cost(a.len())).sum::<usize>()
-        + env
-            .iter()
-            .map(|(k, v)| exec_cost(k.len() + 1 + v.len()))
-            .sum::<usize>()
-        + 4096;
+    let total = argv.iter().map(|a| exec_cost(a.len())).sum::<usize>() + env_total + 4096;
     let budget = exec_budget();
     if total > budget {
         return crate::invalid!("the call's arguments and environment take {} at exec, over the {} Linux allows here (a quarter of the stack rlimit); pass large data as a workspace file (writeFile) instead", show_bytes(total as u64), show_bytes(budget as u64));
@@ -716,7 +718,7 @@ pub fn parse(v: &Value) -> Result<Config> {
             // Saturating: a value past u64 is reported as over the bound, not wrapped.
             let bytes = (positive("memoryMb", v, false)? * MIB as f64) as u64;
             if let Some(why) = memory_out_of_bounds(bytes) {
-                return crate::invalid!("option `memoryMb` {why} (memoryMb: {MIN_MEMORY_MB})");
+                return crate::invalid!("option `memoryMb` {why}");
             }
             cfg.limits.memory_bytes = Some(bytes)
         }

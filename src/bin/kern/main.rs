@@ -339,13 +339,13 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     // The same bounds as the Sandbox options, before any box starts.
     let memory_bytes = (a.memory > 0).then(|| a.memory.saturating_mul(1 << 20));
     if let Some(why) = memory_bytes.and_then(options::memory_out_of_bounds) {
-        return Err(format!("--memory {} (MiB) {why}; 0 means no cap", a.memory));
+        return Err(format!("--memory {} (MiB) {why}", a.memory));
     }
     if let Some(why) = (a.pids_limit > 0)
         .then_some(a.pids_limit)
         .and_then(options::pids_out_of_bounds)
     {
-        return Err(format!("--pids-limit {why}; 0 means no cap"));
+        return Err(format!("--pids-limit {why}"));
     }
     if let Some(cores) = a.cpus {
         if !(cores.is_finite() && cores > 0.0) {
