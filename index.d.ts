@@ -124,8 +124,10 @@ export interface SandboxOptions {
    *   opens in 2.6 ms.
    * - An absolute path: an OCI image layout directory, a `docker save` / OCI archive, or a plain
    *   root filesystem directory (mounted read-only; nothing is ever written into it).
-   * - `"host"`: the host's `/usr`, `/bin`, `/lib*` and a reduced `/etc`, read-only; never `/home`,
-   *   `/root`, `/var`, `/tmp` or credential files.
+   * - `"host"`: the host's `/usr`, `/bin`, `/sbin`, `/lib*` and a reduced `/etc`, read-only; never
+   *   `/home`, `/root`, `/var`, `/tmp`, `/opt` or credential files. Of `/usr/local` only its program
+   *   directories (`bin`, `sbin`, `lib*`, `libexec`, `include`, `share`): its `etc` and the rest are
+   *   hidden. (Changed: `/opt` and `/usr/local/etc` were shown before.) README "Images" lists it all.
    *
    * The image config's `Env` is the workload's environment, its `USER` the account it runs as;
    * `WorkingDir` gives way to the workspace. An unreachable registry, an unknown tag, missing
@@ -155,7 +157,7 @@ export interface SandboxOptions {
   /** Upper bound, in bytes, on how large the workspace may grow across calls. Checked between calls
    * rather than enforced as a hard limit: the call that crosses it completes, and later calls
    * (`runCode`, `run` and kernel cells) are not run and return a `workspace_full` fault that says
-   * how much the workspace holds and the cap. What counts is the disk space of the workspace's
+   * how much the workspace holds and the cap. A positive integer, at most 2^53 - 1. What counts is the disk space of the workspace's
    * regular files, as `du` counts it (a sparse file costs what it holds), without `.deps`, found by
    * the same walk as `trackFiles` (at most 100,000 entries). Host `writeFile`/`restore` are not
    * refused, but count for the next call. Default null (unbounded). */
@@ -192,21 +194,31 @@ export interface SandboxOptions {
   persist?: boolean;
   /** Lifetime of the resident `persist` box, in seconds, from its start: kern's own deadline on the
    * box, enforced by the box's monitor, so it goes away even if every process that used it died. The
-   * opener that creates the box sets it. Default 3600. Only with `persist: true`. */
+   * opener that creates the box sets it. Default 3600, at most 31,536,000 (a year). Only with
+   * `persist: true`. */
   persistTtlS?: number;
   /** Memory limit in MiB (kern `--memory`), counting the box's `/tmp` scratch and any `vdisk:`
    * profile. Default 512, and that default is an explicit value: it wins over a `vcpu:` profile's
    * `memory`. `null` means no limit of its own: a `vcpu:` profile's `memory` applies when there is
-   * one, else the box is uncapped. Exceeding it ends the call with an `oom` fault. */
+   * one, else the box is uncapped. Exceeding it ends the call with an `oom` fault.
+   * Bounds (SandboxError naming them otherwise, at `open()`): at least 32 (python with a few
+   * imports takes 12 MiB, node 20 MiB, before any code of yours runs), at most 16,777,216 (16 TiB); fractions are allowed. The same
+   * bounds hold for a `vcpu:` profile's `memory` (a bare integer there is bytes) and `kern run
+   * --memory`. */
   memoryMb?: number | null;
   /** CPU limit in cores (kern `--cpus`). Default null: no limit of its own, so a `vcpu:` profile's
-   * `cpus` applies when there is one, else no CPU limit. A number wins over the profile. */
+   * `cpus` applies when there is one, else no CPU limit. A number wins over the profile. From 0.01
+   * (the kernel's smallest quota, 1 ms per 100 ms) to 8192 (more cores than Linux schedules on),
+   * here and in a `vcpu:` profile. */
   cpus?: number | null;
-  /** Maximum number of tasks in the box, which stops fork bombs (kern `--pids-limit`). Default 256. */
+  /** Maximum number of tasks in the box, which stops fork bombs (kern `--pids-limit`). Default 256.
+   * An integer from 8 (a box needs its init, the interpreter and its threads) to 4,194,304 (the
+   * kernel's PID_MAX_LIMIT); null for no cap. */
   pids?: number | null;
   /** Wall-clock limit per call, in seconds; always applied. The kern runtime enforces it from outside
    * the box by killing the box's PID 1, which ends every process in it (double-forked and `setsid`
-   * ones too); the call then has a `timeout` fault. Default 30. */
+   * ones too); the call then has a `timeout` fault. Default 30. From 0.01 to 604,800 (7 days), here,
+   * per call and per kernel cell. */
   timeoutS?: number;
   /** LOOSENS ISOLATION when true: every `runCode`/`run` box, kernel and prewarmed box shares the
    * host's network namespace (rootless too): it can reach anything the host can, its loopback
@@ -275,6 +287,8 @@ export interface SandboxOptions {
    * The real limit is the smaller of the tmpfs size and `memoryMb`, which tools such as `df` inside the
    * box cannot see: an oversized tmpfs reports plenty of free space, and writing past the memory limit
    * ends in an `oom` fault rather than `ENOSPC`. That fault's message points at the scratch mount.
+   *
+   * A size is at least 4096 bytes (one page) and at most 16 TiB, here and for a `vdisk:` profile.
    */
   tmpfs?: Record<string, string | null> | string[];
   /**
@@ -327,10 +341,17 @@ export interface SandboxOptions {
   profiles?: string[];
   /** Extra environment variables for the code, on top of PATH, HOME, LANG and HOSTNAME (yours win).
    * They travel to the runtime over its private control socket: never on a command line, never in a
-   * file. The host's own environment never reaches the box. */
+   * file. The host's own environment never reaches the box.
+   *
+   * Bounded by what Linux can exec, checked by the constructor (SandboxError naming the limit):
+   * each `NAME=value` under 128 KiB (MAX_ARG_STRLEN), and all of them together within the exec
+   * budget (a quarter of the stack rlimit, at most 6 MiB: 2 MiB with the usual 8 MiB) less 256 KiB
+   * kept for the image's environment, kern's own variables and the call's arguments. A call whose
+   * whole argv and environment (`run()`'s arguments, `runCode`'s code for bash, sh and node) would
+   * not exec is a SandboxError before its box starts. Large data belongs in a workspace file. */
   env?: Record<string, string>;
   /** Capture limit for stdout and for stderr, each, in bytes; output beyond it is dropped and
-   * `truncated` is set. Default 64 MiB. */
+   * `truncated` is set. Default 64 MiB. A positive integer, at most 268,435,456 (256 MiB). */
   maxOutputBytes?: number;
   /** true (default): `memoryMb`, `pids` and `cpus` are enforced by a cgroup of the box's own (cgroup
    * v1 or v2; unprivileged on v2 through a systemd-delegated subtree). Where no cgroup can be
@@ -402,8 +423,9 @@ export interface SandboxOptions {
    * The account applies to every box: `runCode`, `run`, kernels, prewarmed boxes and `setup`. Since
    * the workspace is idmapped to that account, files it closes to others (0600, 0700) stay readable
    * through the host file API (`readFile`, `snapshot`), which works as the workspace's owner; no ACL
-   * or subordinate id range is needed, rootless or as root. As root the account must lie within the
-   * box's 65,536 ids. Rootless, supplementary groups are not set (the kernel allows one mapped id). */
+   * or subordinate id range is needed, rootless or as root. The account must lie within the box's
+   * 65,536 ids (uid and gid 0 to 65535), rootless too (changed: rootless took any id before).
+   * Rootless, supplementary groups are not set (the kernel allows one mapped id). */
   user?: string | null;
   /** Mount what `setup` installed (`/workspace/.deps`) read-only in every `runCode`/`run` box and
    * kernel, so one call cannot tamper with dependencies that later calls load. Default true. It
@@ -447,7 +469,7 @@ export interface SandboxOptions {
    * Default 0. Each warm box keeps an interpreter resident for the whole session whether it is used or
    * not, so the caller decides whether that is worth it. Refilling a slot takes time, so N behaves as a
    * burst allowance: up to N calls in quick succession are served warm and later ones start normally.
-   * At most 64. A call's `timeoutS` is enforced the same way on a prewarmed box. Closing the Sandbox
+   * An integer from 0 to 64. A call's `timeoutS` is enforced the same way on a prewarmed box. Closing the Sandbox
    * ends the pool; no process is left behind. */
   prewarm?: number;
 }

@@ -271,6 +271,43 @@ async function openAndClose(Sandbox, o) {
   }
 }
 
+/**
+ * Points KERN_BIN (read by the Sandbox constructor) at a wrapper of kern that leaves a mark on
+ * the host whenever a kern runtime starts. `started()` says whether one did; `restore()` undoes it.
+ */
+function markingKern() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-mark-'));
+  const mark = path.join(dir, 'started');
+  const wrapper = path.join(dir, 'kern');
+  const saved = process.env.KERN_BIN;
+  const real = saved || path.join(__dirname, '..', 'kern');
+  fs.writeFileSync(wrapper, `#!/bin/sh\n: > '${mark}'\nexec '${real}' "$@"\n`, { mode: 0o755 });
+  process.env.KERN_BIN = wrapper;
+  return {
+    started: () => fs.existsSync(mark),
+    restore() {
+      if (saved === undefined) delete process.env.KERN_BIN;
+      else process.env.KERN_BIN = saved;
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Expects opening a Sandbox with `o` to fail with a SandboxError matching `patterns` before any
+ * box, or even a kern runtime, started (see markingKern). Returns the error.
+ */
+async function expectRefusedBeforeAnyBox(Sandbox, SandboxError, o, ...patterns) {
+  const kern = markingKern();
+  try {
+    const err = await expectSandboxError(() => openAndClose(Sandbox, o), SandboxError, ...patterns);
+    if (kern.started()) throw new Error(`a kern runtime started before the refusal: ${err.message}`);
+    return err;
+  } finally {
+    kern.restore();
+  }
+}
+
 /** Reads the memory/pids/cpu caps of the cgroup `pid` is in, from the host side (v1 or v2). */
 function hostCgroupCaps(pid) {
   const lines = fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().split('\n');
@@ -414,6 +451,8 @@ module.exports = {
   findFileNamed,
   expectSandboxError,
   openAndClose,
+  markingKern,
+  expectRefusedBeforeAnyBox,
   describeResult,
   hostCgroupCaps,
 };

@@ -1,7 +1,21 @@
 'use strict';
 // Option validation: what this release refuses, what is a programmer mistake, and the error classes.
 
-const { ROOTFS, requireRootfs, opts, expectSandboxError, openAndClose, expectOk, sharedSandbox } = require('./helpers');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { execFileSync } = require('child_process');
+const {
+  ROOTFS,
+  requireRootfs,
+  opts,
+  expectSandboxError,
+  openAndClose,
+  expectOk,
+  sharedSandbox,
+  markingKern,
+  expectRefusedBeforeAnyBox,
+} = require('./helpers');
 
 const kern = require('..');
 const { Sandbox, SandboxError, MountRefused, ExecutionResult, Result } = kern;
@@ -222,5 +236,178 @@ describe('programmer mistakes throw SandboxError', () => {
 
   test('image path that exists but is a file is refused', async () => {
     await expectRefused({ image: `${ROOTFS}/.kern-test-rootfs` }, /image|director/i);
+  });
+});
+
+// Bad input (issue 16): every out-of-bounds number is a SandboxError naming the option and its
+// bound, before any box (or kern runtime) starts, root and rootless alike.
+describe('bounds: a SandboxError naming the option and its bound, before any box', () => {
+  const MiB = 1024 * 1024;
+
+  test('the marking kern does see a box start (so the checks below can fail)', async () => {
+    const kern = markingKern();
+    try {
+      const sb = new Sandbox(opts({ memoryMb: 32 }));
+      try {
+        await sb.open();
+        expectOk(await sb.run(['true']));
+      } finally {
+        await sb.close();
+      }
+      expect(kern.started()).toBe(true);
+    } finally {
+      kern.restore();
+    }
+  });
+
+  test.each([
+    ['memoryMb', 1, /`memoryMb` is 1 MiB, below the 32 MiB a box needs/],
+    ['memoryMb', 0.5, /`memoryMb` is 512 KiB, below the 32 MiB/],
+    ['memoryMb', 31, /`memoryMb` is 31 MiB, below the 32 MiB/],
+    ['memoryMb', 1e12, /`memoryMb` is .* over the 16777216 MiB \(16 TiB\).*null/],
+    ['cpus', 1e9, /`cpus` is 1000000000, over the 8192 cores/],
+    ['cpus', 0.001, /`cpus` is 0.001, below the 0.01 cores/],
+    ['pids', 1, /`pids` is 1, below the 8 tasks/],
+    ['pids', 1e9, /`pids` is 1000000000, over the 4194304 tasks/],
+    ['pids', 2.5, /`pids` must be a positive integer/],
+    ['maxOutputBytes', 2 ** 60, /`maxOutputBytes` is 1152921504606847000, over the 268435456 bytes/],
+    ['timeoutS', 1e-9, /`timeoutS` is 0.000000001 s; the shortest timeout is 0.01 s/],
+    ['timeoutS', 1e9, /`timeoutS` is 1000000000 s; the longest supported timeout is 7 days/],
+    ['workspaceMaxBytes', 2 ** 60, /`workspaceMaxBytes` is .*, over the 9007199254740991 bytes/],
+    ['workspaceMaxBytes', 0.5, /`workspaceMaxBytes` must be a positive integer/],
+    ['tmpfs', { '/tmp': '1e30g' }, /`tmpfs`: size "1e30g" for "\/tmp" is .* over the 16777216 MiB/],
+    ['tmpfs', { '/tmp': '1' }, /`tmpfs`: size "1" for "\/tmp" is 1 bytes, below the 4096 bytes/],
+    ['user', '70000', /`user` "70000": id 70000 is outside the 65536 ids a box has \(0 to 65535\), root or not/],
+    ['user', '0:70000', /`user` "0:70000": id 70000 is outside the 65536 ids/],
+    ['prewarm', 65, /`prewarm` is 65; at most 64/],
+    ['prewarm', 1.5, /`prewarm` must be a non-negative integer/],
+  ])('%s = %j', async (key, value, re) => {
+    await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ [key]: value }), re);
+  });
+
+  test('NaN and Infinity are refused before they reach the runtime, naming the option', async () => {
+    for (const key of ['memoryMb', 'cpus', 'pids', 'timeoutS', 'maxOutputBytes', 'workspaceMaxBytes', 'prewarm']) {
+      for (const v of [NaN, Infinity, -Infinity]) {
+        await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ [key]: v }), new RegExp(`option.${key} must be a finite number`));
+      }
+    }
+  });
+
+  test('persistTtlS over a year', async () => {
+    const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-ttl-'));
+    try {
+      await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ persist: true, name: `ttl${process.pid}`, workspace: ws, persistTtlS: 1e12 }), /`persistTtlS` is 1000000000000, over the 31536000 seconds \(a year\)/);
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  });
+
+  test('the bounds themselves are accepted', async () => {
+    const sb = new Sandbox(opts({ memoryMb: 32, cpus: 8192, pids: 8, maxOutputBytes: 256 * MiB, workspaceMaxBytes: Number.MAX_SAFE_INTEGER, user: '65535:65535' }));
+    await sb.open();
+    try {
+      const r = await sb.run(['sh', '-c', 'id -u; id -g']);
+      expectOk(r);
+      expect(r.stdout).toBe('65535\n65535\n');
+    } finally {
+      await sb.close();
+    }
+  });
+
+  test('a per-call or per-cell timeoutS out of bounds is refused, naming it', async () => {
+    const sb = await new Sandbox(opts()).open();
+    try {
+      for (const t of [1e-9, 1e9]) {
+        await expectSandboxError(() => sb.run(['true'], { timeoutS: t }), SandboxError, /timeoutS.*(shortest|longest)/);
+        await expectSandboxError(() => sb.kernel({ timeoutS: t }), SandboxError, /timeoutS.*(shortest|longest)/);
+      }
+    } finally {
+      await sb.close();
+    }
+  });
+
+  test('kern run bounds --memory, --cpus, --pids-limit, --timeout and --tmpfs the same way', () => {
+    const kernBin = process.env.KERN_BIN || path.join(__dirname, '..', 'kern');
+    for (const [flags, re] of [
+      [['--memory', '1'], /--memory 1 \(MiB\) is 1 MiB, below the 32 MiB/],
+      [['--cpus', '1e9'], /--cpus is 1000000000, over the 8192 cores/],
+      [['--pids-limit', '1'], /--pids-limit is 1, below the 8 tasks/],
+      [['--timeout', '1e-9'], /--timeout must be a number of seconds from 0.01/],
+      [['--tmpfs', '/tmp:1e30g'], /--tmpfs \/tmp:1e30g: the size is .* over/],
+    ]) {
+      let err;
+      try {
+        execFileSync(kernBin, ['run', '--image', ROOTFS, ...flags, '--', 'sh', '-c', 'echo RAN'], { encoding: 'utf8', stdio: 'pipe' });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeDefined();
+      expect(err.status).toBe(125);
+      expect(err.stdout).not.toMatch(/RAN/);
+      expect(err.stderr).toMatch(re);
+    }
+  });
+});
+
+// Issue 16, item 11: an env the kernel cannot exec fails at construction, saying the limit.
+describe('env, argv and code: what Linux can exec', () => {
+  const KiB = 1024;
+
+  test('one variable over 128 KiB is refused by the constructor, naming env and the limit', () => {
+    const kern = markingKern();
+    try {
+      for (const size of [128 * KiB, 64 * 1024 * KiB]) {
+        let err;
+        try {
+          new Sandbox(opts({ env: { BIG: 'x'.repeat(size) } }));
+        } catch (e) {
+          err = e;
+        }
+        expect(err).toBeInstanceOf(SandboxError);
+        expect(err.message).toMatch(/option `env`: "BIG" is .*; Linux caps each environment string at 128 KiB \(MAX_ARG_STRLEN\)/);
+      }
+      expect(kern.started()).toBe(false);
+    } finally {
+      kern.restore();
+    }
+  });
+
+  test('many variables within the string cap but over the exec budget are refused too', () => {
+    const env = {};
+    for (let i = 0; i < 80; i++) env[`V${i}`] = 'x'.repeat(100 * KiB);
+    expect(() => new Sandbox(opts({ env }))).toThrow(/option `env` takes .* at exec; .* may take .* here \(a quarter of the stack rlimit/);
+  });
+
+  test('the largest env allowed runs, and its value arrives whole', async () => {
+    const value = 'y'.repeat(128 * KiB - 6); // "BIG=" + value + its NUL: within 128 KiB
+    const sb = await new Sandbox(opts({ env: { BIG: value } })).open();
+    try {
+      const r = await sb.run(['sh', '-c', 'printf %s "$BIG" | wc -c']);
+      expectOk(r);
+      expect(r.stdout.trim()).toBe(String(value.length));
+    } finally {
+      await sb.close();
+    }
+  });
+
+  describe('per call', () => {
+    const sb = sharedSandbox();
+
+    test('a run() argument over 128 KiB is a SandboxError before the box, not exec_failed', async () => {
+      await expectSandboxError(() => sb.run(['echo', 'x'.repeat(128 * KiB)]), SandboxError, /argument 1 of the call is 128 KiB; Linux caps each argument at 128 KiB/);
+    });
+
+    test('run() arguments over the exec budget together are a SandboxError', async () => {
+      const args = Array.from({ length: 80 }, () => 'x'.repeat(100 * KiB));
+      await expectSandboxError(() => sb.run(['true', ...args]), SandboxError, /arguments and environment take .* over the .* Linux allows here/);
+    });
+
+    test('runCode code too large for an argument is refused, naming the limit', async () => {
+      await expectSandboxError(() => sb.runCode('#'.repeat(128 * KiB), { language: 'bash' }), SandboxError, /128 KiB/);
+    });
+
+    test('the sandbox still runs calls afterwards', async () => {
+      expectOk(await sb.run(['true']));
+    });
   });
 });

@@ -86,6 +86,13 @@ pub fn prepare(limits: &Limits) -> Prepared {
         }
     }
     let enforced = cg.as_ref().map(|c| c.enforced).unwrap_or_default();
+    if cg.is_some() {
+        // The cgroup exists, so a cap it lacks was not taken by its controller.
+        reason = String::from(
+            "the box's cgroup did not take it (its controller is not enabled there, or the \
+             kernel refused the value)",
+        );
+    }
     let refusal = if l.require && (l.memory_bytes.is_some() || l.pids.is_some()) {
         // As written: the pids cap counts the monitor too.
         let written = Limits {
@@ -238,6 +245,7 @@ fn build_and_supervise(
         &spec.workspace_target,
         &extra_reserved,
         &spec.etc,
+        &spec.hostname,
     ) {
         Ok(p) => p,
         Err(e) => return startup_failed(format!("cannot read the image {:?}: {e}", spec.root)),

@@ -227,6 +227,7 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
                 mkdir(&etc, 0o755)?;
                 symlink(target, etc.join(name)).ctx(|| format!("symlink /etc/{name}"))?;
             }
+            Entry::Mask { path, keep } => mask(&root.join(path), keep, ro)?,
         }
     }
 
@@ -293,6 +294,27 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
         )));
     }
     Ok(())
+}
+
+/// An empty tmpfs over `at` (hiding what a bind put there), with only `keep` bound back, made
+/// read-only once they are in place.
+fn mask(at: &Path, keep: &[Entry], ro: u64) -> Result<(), SetupError> {
+    tmpfs(at, 64 << 10, 0o755, MsFlags::MS_NOSUID | MsFlags::MS_NODEV)?;
+    for k in keep {
+        match k {
+            Entry::Bind { name, source, dir } => bind_new(source, &at.join(name), *dir, ro)?,
+            Entry::Symlink { name, target } => symlink(target, at.join(name))
+                .ctx(|| format!("symlink {name} in {}", at.display()))?,
+            _ => {
+                return Err(SetupError(format!(
+                    "{}: only binds and symlinks are kept",
+                    at.display()
+                )))
+            }
+        }
+    }
+    sys::mount_setattr(at.to_str().unwrap_or_default(), MOUNT_ATTR_RDONLY, false)
+        .ctx(|| format!("make {} read-only", at.display()))
 }
 
 /// Creates the mount point for `target` (inside the skeleton). Directly under the root we make

@@ -32,6 +32,10 @@ pub enum Entry {
     EtcImage { name: String, dir: bool },
     /// Recreate the image's symlink `/etc/<name> -> target`.
     EtcSymlink { name: String, target: PathBuf },
+    /// Hide what is bound at `/<path>` behind an empty read-only tmpfs, then bind back only
+    /// `keep` (`Bind`s and `Symlink`s named relative to `path`): the host image's /usr/local
+    /// without its configuration.
+    Mask { path: String, keep: Vec<Entry> },
 }
 
 /// The entries, and the image directory they come from (None for the host image).
@@ -44,9 +48,15 @@ pub struct RootPlan {
 /// Top-level names the box always provides itself.
 const BOX_OWNED: &[&str] = &["proc", "dev", "sys", "tmp"];
 
-/// The host image: the system's programs and libraries, never the host's data.
-const HOST_TOP: &[&str] = &[
-    "usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "opt",
+/// The host image: the system's programs and libraries, never the host's data. Not /opt: what
+/// lives there is the host's own (vendor software, its configuration and data), and nothing a
+/// box's PATH reaches.
+const HOST_TOP: &[&str] = &["usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"];
+
+/// Of the host's /usr/local, the program directories only: its `etc` (an npmrc with a token,
+/// say), `src` and anything else local stay outside the box.
+const HOST_USR_LOCAL: &[&str] = &[
+    "bin", "sbin", "lib", "lib32", "lib64", "libx32", "libexec", "include", "share",
 ];
 
 /// The parts of the host's /etc that programs need to start and to verify TLS. Everything else
@@ -75,12 +85,19 @@ const HOST_ETC: &[&str] = &[
 ];
 
 impl RootPlan {
+    /// `hostname` goes into the /etc/hosts and /etc/hostname given to an image without them.
     pub fn build(
         root: &RootSpec,
         workspace_target: &str,
         extra_reserved: &[String],
         etc: &[EtcOverride],
+        hostname: &str,
     ) -> io::Result<RootPlan> {
+        let mut etc = etc.to_vec();
+        if let RootSpec::Dir { path } = root {
+            etc.extend(missing_identity(path, &etc, hostname));
+        }
+        let etc = &etc[..];
         // Names the box mounts itself: the image's own entries of these names are not bound.
         let mut reserved: Vec<String> = BOX_OWNED.iter().map(|s| s.to_string()).collect();
         if let Some(top) = top_component(workspace_target) {
@@ -95,7 +112,7 @@ impl RootPlan {
                 plan
             }
             RootSpec::Dir { path } => Self::from_dir(path, &reserved)?,
-            RootSpec::Host => Self::host(),
+            RootSpec::Host => Self::host(hostname),
         };
         plan.entries.retain(|e| match e {
             Entry::EtcBind { name, .. } | Entry::EtcFile { name, .. } => {
@@ -150,26 +167,18 @@ impl RootPlan {
         })
     }
 
-    fn host() -> RootPlan {
-        let mut entries = Vec::new();
-        for name in HOST_TOP {
-            let source = Path::new("/").join(name);
-            match fs::symlink_metadata(&source) {
-                Ok(m) if m.file_type().is_symlink() => {
-                    if let Ok(target) = fs::read_link(&source) {
-                        entries.push(Entry::Symlink {
-                            name: name.to_string(),
-                            target,
-                        });
-                    }
-                }
-                Ok(m) if m.is_dir() => entries.push(Entry::Bind {
-                    name: name.to_string(),
-                    source,
-                    dir: true,
-                }),
-                _ => {}
-            }
+    fn host(hostname: &str) -> RootPlan {
+        let mut entries = host_entries(Path::new("/"), HOST_TOP);
+        let usr_local = Path::new("/usr/local");
+        if entries
+            .iter()
+            .any(|e| matches!(e, Entry::Bind { name, .. } if name == "usr"))
+            && fs::symlink_metadata(usr_local).is_ok_and(|m| m.is_dir())
+        {
+            entries.push(Entry::Mask {
+                path: "usr/local".into(),
+                keep: host_entries(usr_local, HOST_USR_LOCAL),
+            });
         }
         for name in HOST_ETC {
             let source = Path::new("/etc").join(name);
@@ -182,16 +191,14 @@ impl RootPlan {
             }
         }
         // The box's only accounts: its root (the caller, mapped) and nobody.
-        let generated = [
-            ("passwd", "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
-            ("group", "root:x:0:\nnogroup:x:65534:\n"),
-            ("hosts", "127.0.0.1\tlocalhost kern\n::1\tlocalhost ip6-localhost ip6-loopback\n"),
-            ("hostname", "kern\n"),
+        let accounts = [
+            ("passwd", "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n".to_string()),
+            ("group", "root:x:0:\nnogroup:x:65534:\n".to_string()),
         ];
-        for (name, contents) in generated {
+        for (name, contents) in accounts.into_iter().chain(identity(hostname)) {
             entries.push(Entry::EtcFile {
                 name: name.into(),
-                contents: contents.into(),
+                contents,
             });
         }
         RootPlan {
@@ -199,6 +206,62 @@ impl RootPlan {
             image: None,
         }
     }
+}
+
+/// Binds (or symlinks) of the host's `dir/<name>` for those of `names` that are directories.
+fn host_entries(dir: &Path, names: &[&str]) -> Vec<Entry> {
+    let mut entries = Vec::new();
+    for name in names {
+        let source = dir.join(name);
+        match fs::symlink_metadata(&source) {
+            Ok(m) if m.file_type().is_symlink() => {
+                if let Ok(target) = fs::read_link(&source) {
+                    entries.push(Entry::Symlink {
+                        name: name.to_string(),
+                        target,
+                    });
+                }
+            }
+            Ok(m) if m.is_dir() => entries.push(Entry::Bind {
+                name: name.to_string(),
+                source,
+                dir: true,
+            }),
+            _ => {}
+        }
+    }
+    entries
+}
+
+/// The box's network identity, as container runtimes write it: `localhost` on both loopback
+/// addresses, and the box's hostname on 127.0.0.1 (the only address every box has).
+fn identity(hostname: &str) -> [(&'static str, String); 2] {
+    [
+        (
+            "hosts",
+            format!("127.0.0.1\tlocalhost {hostname}\n::1\tlocalhost ip6-localhost ip6-loopback\n"),
+        ),
+        ("hostname", format!("{hostname}\n")),
+    ]
+}
+
+/// /etc/hosts and /etc/hostname for an image that has none (in any form, a dangling symlink
+/// included) and no override of them: without a hosts file `localhost` does not resolve. An
+/// image whose /etc is not a real directory is left as it is.
+fn missing_identity(image: &Path, etc: &[EtcOverride], hostname: &str) -> Vec<EtcOverride> {
+    let dir = image.join("etc");
+    if fs::symlink_metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+        return Vec::new();
+    }
+    identity(hostname)
+        .into_iter()
+        .filter(|(name, _)| !etc.iter().any(|o| o.name() == *name))
+        .filter(|(name, _)| fs::symlink_metadata(dir.join(name)).is_err())
+        .map(|(name, contents)| EtcOverride::Contents {
+            name: name.into(),
+            contents,
+        })
+        .collect()
 }
 
 /// The image's `/etc` entries other than the overridden ones. An image whose `/etc` is not a

@@ -251,7 +251,7 @@ pub fn open(
                     .unwrap_or(digest.as_str())
             );
             let resolved = user::resolve(&rootfs, u, &what)?;
-            check_range(&resolved, &what)?;
+            check_range(&resolved, &what, false)?;
             (resolved.uid != 0 || resolved.gid != 0).then_some(resolved)
         }
     };
@@ -273,17 +273,21 @@ pub fn resolve_user(root: &RootSpec, account: &str) -> Result<Option<BoxUser>, E
     };
     let what = "option `user`";
     let resolved = user::resolve(dir, account, what)?;
-    check_range(&resolved, what)?;
+    check_range(&resolved, what, true)?;
     Ok((resolved.uid != 0 || resolved.gid != 0).then_some(resolved))
 }
 
-/// Started as root, a box has 65,536 ids; an account above them can't exist in it.
-fn check_range(u: &BoxUser, what: &str) -> Result<(), Error> {
+/// A box has 65,536 ids. As root that is the range it is mapped to; rootless the one id it
+/// maps may be any, so an image's USER above them still runs there, but the `user` option
+/// (`everywhere`) is held to the same bound either way: a value that works in one posture only
+/// is a mistake found late.
+fn check_range(u: &BoxUser, what: &str, everywhere: bool) -> Result<(), Error> {
     let range = crate::engine::idmap::RANGE;
-    if nix::unistd::geteuid().is_root() && (u.uid >= range || u.gid >= range) {
+    let applies = everywhere || nix::unistd::geteuid().is_root();
+    if applies && (u.uid >= range || u.gid >= range) {
         return Err(Error::Invalid(format!(
-            "{what}: its USER resolves to uid {} gid {}, outside the {range} ids a box has",
-            u.uid, u.gid
+            "{what}: its USER resolves to uid {} gid {}, outside the {range} ids a box has (0 to {}); pick an account below {range}",
+            u.uid, u.gid, range - 1
         )));
     }
     Ok(())

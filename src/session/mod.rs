@@ -877,6 +877,8 @@ impl Sandbox {
         };
         let workspace = opened.workspace_path()?;
         let mut spec = opened.spec(argv, &lang_env, timeout_ms, cell.is_some(), &workspace);
+        // What the kernel would refuse with E2BIG is the caller's mistake, said before a box.
+        options::check_exec_size(&spec.argv, &spec.env)?;
         let attached = opened.resident.get();
         if let Some(a) = attached {
             a.check()?;

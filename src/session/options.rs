@@ -21,6 +21,140 @@ pub const MAX_PREWARM: usize = 64;
 /// The spec's default image, pulled from Docker Hub on first use.
 pub const DEFAULT_IMAGE: &str = "python:3.12-slim";
 
+// Bounds of the numeric options: a value outside them is a SandboxError naming the option and
+// the bound, before any box starts (never a box that dies, or a cap the kernel ignores).
+
+/// The least memory a box may be given. Measured under a memory cgroup (what the box's runtime,
+/// interpreter and driver take): `print()` in python needs 6 MiB, python importing json, asyncio
+/// and subprocess 12 MiB, node 20 MiB, sh less than 1 MiB. Below the floor a box ends in a
+/// confusing `killed` or `oom` fault, or hangs until its timeout (node at 16 MiB).
+pub const MIN_MEMORY_MB: u64 = 32;
+/// The most memory a cap may name: 16 TiB. More caps nothing on any host; `null` says that.
+pub const MAX_MEMORY_MB: u64 = 16 << 20;
+/// `cpu.max` takes no quota under 1 ms per 100 ms period.
+pub const MIN_CPUS: f64 = 0.01;
+/// More cores than Linux schedules on (NR_CPUS is at most 8192) caps nothing; the kernel
+/// refuses a quota over 2^44 us anyway.
+pub const MAX_CPUS: f64 = 8192.0;
+/// The fewest tasks a box may be capped to. Measured: at 1 no box starts (`startup_failed`), at 2
+/// python runs but a shell can't start a command; 8 leaves room for a pipeline.
+pub const MIN_PIDS: u64 = 8;
+/// `pids.max` takes at most PID_MAX_LIMIT (4 Mi on 64-bit).
+pub const MAX_PIDS: u64 = 4 << 20;
+/// The shortest timeout: kern's clock runs in milliseconds, and no box starts in less.
+pub const MIN_TIMEOUT_S: f64 = 0.01;
+/// The longest timeout: 7 days.
+pub const MAX_TIMEOUT_S: f64 = 7.0 * 86_400.0;
+/// The most output a call may keep per stream: 256 MiB, half of the longest string V8 makes
+/// (2^29 characters), so that any output, decoded, still fits the result.
+pub const MAX_OUTPUT_BYTES: u64 = 256 << 20;
+/// A tmpfs (or `vdisk`) is at least a page; at most the memory cap's bound (a larger size wraps
+/// to "unlimited" in the kernel's page count).
+pub const MIN_TMPFS_BYTES: u64 = 4096;
+pub const MAX_TMPFS_BYTES: u64 = MAX_MEMORY_MB * MIB;
+/// Byte counts JavaScript holds exactly: 2^53 - 1 (`Number.MAX_SAFE_INTEGER`).
+pub const MAX_SAFE_BYTES: u64 = (1 << 53) - 1;
+/// The longest `persistTtlS`: a year.
+pub const MAX_PERSIST_TTL_S: f64 = 365.0 * 86_400.0;
+
+/// Why a memory cap of `bytes` is out of bounds, in words that follow the option's name.
+pub fn memory_out_of_bounds(bytes: u64) -> Option<String> {
+    if bytes < MIN_MEMORY_MB * MIB {
+        return Some(format!(
+            "is {}, below the {MIN_MEMORY_MB} MiB a box needs to start (python with a few imports \
+             takes 12 MiB, node 20 MiB, before any code of yours runs); give at least \
+             {MIN_MEMORY_MB} MiB",
+            show_bytes(bytes)
+        ));
+    }
+    if bytes > MAX_MEMORY_MB * MIB {
+        return Some(format!(
+            "is {}, over the {MAX_MEMORY_MB} MiB (16 TiB) a memory cap may be; a larger one caps \
+             nothing: turn the cap off instead (memoryMb: null; kern run --memory 0)",
+            show_bytes(bytes)
+        ));
+    }
+    None
+}
+
+/// Why a tmpfs size of `bytes` is out of bounds.
+pub fn tmpfs_out_of_bounds(bytes: u64) -> Option<String> {
+    if bytes < MIN_TMPFS_BYTES {
+        return Some(format!(
+            "is {}, below the {MIN_TMPFS_BYTES} bytes (one page) a tmpfs holds at least",
+            show_bytes(bytes)
+        ));
+    }
+    if bytes > MAX_TMPFS_BYTES {
+        return Some(format!(
+            "is {}, over the {} MiB (16 TiB) a tmpfs may be",
+            show_bytes(bytes),
+            MAX_TMPFS_BYTES >> 20
+        ));
+    }
+    None
+}
+
+/// Why a cpu cap of `cores` is out of bounds.
+pub fn cpus_out_of_bounds(cores: f64) -> Option<String> {
+    if cores < MIN_CPUS {
+        return Some(format!(
+            "is {cores}, below the {MIN_CPUS} cores the kernel can cap to (1 ms of CPU per 100 ms)"
+        ));
+    }
+    if cores > MAX_CPUS {
+        return Some(format!(
+            "is {cores}, over the {MAX_CPUS} cores Linux can schedule on; for no cap leave it \
+             out"
+        ));
+    }
+    None
+}
+
+/// Why a pids cap of `n` is out of bounds.
+pub fn pids_out_of_bounds(n: u64) -> Option<String> {
+    if n < MIN_PIDS {
+        return Some(format!(
+            "is {n}, below the {MIN_PIDS} tasks a box needs to start (its init, the workload and \
+             the interpreter's threads)"
+        ));
+    }
+    if n > MAX_PIDS {
+        return Some(format!(
+            "is {n}, over the {MAX_PIDS} tasks the kernel can cap to; turn the cap off instead \
+             (pids: null; kern run --pids-limit 0)"
+        ));
+    }
+    None
+}
+
+/// `bytes` for a message, in the largest unit that keeps it readable.
+fn show_bytes(bytes: u64) -> String {
+    let whole_or_tenths = |n: f64| {
+        if n.fract() == 0.0 {
+            format!("{n}")
+        } else {
+            format!("{n:.1}")
+        }
+    };
+    if bytes >= MIB {
+        format!("{} MiB", whole_or_tenths(bytes as f64 / MIB as f64))
+    } else if bytes >= 1024 {
+        format!("{} KiB", whole_or_tenths(bytes as f64 / 1024.0))
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// A positive number no larger than `max`; `what` says the unit for the message.
+fn positive_at_most(key: &str, v: &Value, integer: bool, max: f64, what: &str) -> Result<f64> {
+    let n = positive(key, v, integer)?;
+    if n > max {
+        return crate::invalid!("option `{key}` is {n}, over the {max} {what} it may be");
+    }
+    Ok(n)
+}
+
 const KNOWN: &[&str] = &[
     "image",
     "setup",
@@ -165,6 +299,13 @@ fn check_account(account: &str) -> Result<&str> {
     if !ok {
         return crate::invalid!("option `user` {account:?} is not \"<user>[:<group>]\": give a name or a numeric id for each, such as \"node\", \"1000\" or \"1000:1000\"");
     }
+    let range = crate::engine::idmap::RANGE;
+    for part in account.split(':') {
+        let numeric = part.bytes().all(|b| b.is_ascii_digit());
+        if numeric && part.parse::<u32>().map_or(true, |id| id >= range) {
+            return crate::invalid!("option `user` {account:?}: id {part} is outside the {range} ids a box has (0 to {}), root or not; give an id below {range}", range - 1);
+        }
+    }
     Ok(account)
 }
 
@@ -290,10 +431,24 @@ fn parse_tmpfs(v: &Value) -> Result<Vec<TmpfsSpec>> {
             for (target, size) in map {
                 let bytes = match size {
                     Value::Null => default,
-                    Value::String(s) => parse_size(s).ok_or_else(|| {
-                        Error::Invalid(format!("option `tmpfs`: size {s:?} for {target:?} is not a size like \"64m\", \"1g\" or \"512k\""))
-                    })?,
-                    other => return Err(type_err(key, "a map of path -> size string (\"64m\") or null", other)),
+                    Value::String(s) => {
+                        let bytes = parse_size(s).ok_or_else(|| {
+                            Error::Invalid(format!("option `tmpfs`: size {s:?} for {target:?} is not a size like \"64m\", \"1g\" or \"512k\""))
+                        })?;
+                        if let Some(why) = tmpfs_out_of_bounds(bytes) {
+                            return crate::invalid!(
+                                "option `tmpfs`: size {s:?} for {target:?} {why}"
+                            );
+                        }
+                        bytes
+                    }
+                    other => {
+                        return Err(type_err(
+                            key,
+                            "a map of path -> size string (\"64m\") or null",
+                            other,
+                        ))
+                    }
                 };
                 push(target, bytes)?;
             }
@@ -307,6 +462,77 @@ fn parse_tmpfs(v: &Value) -> Result<Vec<TmpfsSpec>> {
         }
     }
     Ok(out)
+}
+
+/// The kernel's cap on one argv or environment string, its NUL included (MAX_ARG_STRLEN: 32
+/// pages of 4 KiB).
+pub const MAX_ARG_STRLEN: usize = 32 * 4096;
+/// What a box's exec budget keeps free of the caller's `env` for what kern adds to it: the
+/// image's ENV, kern's own variables, and the call's argv (runCode's code, up to 128 KiB, and
+/// python's driver).
+pub const EXEC_RESERVE: usize = 256 << 10;
+
+/// What argv and environment may take together at exec: a quarter of the stack rlimit, at most
+/// 6 MiB (3/4 of the kernel's _STK_LIM) and at least 128 KiB (fs/exec.c). A box's workload
+/// inherits this process's stack rlimit.
+pub fn exec_budget() -> usize {
+    use nix::sys::resource::{getrlimit, Resource};
+    let stack = getrlimit(Resource::RLIMIT_STACK).map_or(8 << 20, |(soft, _)| soft);
+    usize::try_from((stack / 4).clamp(128 << 10, 6 << 20)).unwrap_or(6 << 20)
+}
+
+/// Bytes an exec's string of `len` takes on the new stack: with its NUL, plus its pointer.
+fn exec_cost(len: usize) -> usize {
+    len + 1 + std::mem::size_of::<usize>()
+}
+
+/// The first environment string over MAX_ARG_STRLEN, as (name, length of `NAME=value`), and
+/// what all of them take at exec.
+fn env_exec_size(env: &[(String, String)]) -> (Option<(&str, usize)>, usize) {
+    let len = |(k, v): &(String, String)| k.len() + 1 + v.len();
+    let over = env
+        .iter()
+        .find(|kv| len(kv) + 1 > MAX_ARG_STRLEN)
+        .map(|kv| (kv.0.as_str(), len(kv)));
+    (over, env.iter().map(|kv| exec_cost(len(kv))).sum())
+}
+
+/// The caller's `env` against the exec limits, before any box: each `NAME=value` within
+/// MAX_ARG_STRLEN, and the whole within the budget less what kern adds.
+fn check_env_size(env: &[(String, String)]) -> Result<()> {
+    let (over, total) = env_exec_size(env);
+    if let Some((k, len)) = over {
+        return crate::invalid!("option `env`: {k:?} is {} as NAME=value; Linux caps each environment string at {} KiB (MAX_ARG_STRLEN) and would refuse to start the box. Pass large data as a workspace file (writeFile) instead", show_bytes(len as u64), MAX_ARG_STRLEN >> 10);
+    }
+    let budget = exec_budget();
+    let room = budget.saturating_sub(EXEC_RESERVE);
+    if total > room {
+        return crate::invalid!("option `env` takes {} at exec; a box's arguments and environment together may take {} here (a quarter of the stack rlimit, as Linux allows), of which {} KiB are kept for the image's environment, kern's own and the call's arguments, so `env` may take {}. Pass large data as a workspace file (writeFile) instead", show_bytes(total as u64), show_bytes(budget as u64), EXEC_RESERVE >> 10, show_bytes(room as u64));
+    }
+    Ok(())
+}
+
+/// A box's whole argv and environment (what kern adds included) against the exec limits: a
+/// SandboxError before the box starts, where the kernel's E2BIG would fail it.
+pub fn check_exec_size(argv: &[String], env: &[(String, String)]) -> Result<()> {
+    if let Some((i, a)) = argv
+        .iter()
+        .enumerate()
+        .find(|(_, a)| a.len() + 1 > MAX_ARG_STRLEN)
+    {
+        return crate::invalid!("argument {i} of the call is {}; Linux caps each argument at {} KiB (MAX_ARG_STRLEN) and would refuse to start it. Pass large data as a workspace file (writeFile) instead", show_bytes(a.len() as u64), MAX_ARG_STRLEN >> 10);
+    }
+    let (over, env_total) = env_exec_size(env);
+    if let Some((k, len)) = over {
+        return crate::invalid!("the box's environment variable {k:?} is {}; Linux caps each at {} KiB (MAX_ARG_STRLEN)", show_bytes(len as u64), MAX_ARG_STRLEN >> 10);
+    }
+    // The program's path is copied too: at most PATH_MAX.
+    let total = argv.iter().map(|a| exec_cost(a.len())).sum::<usize>() + env_total + 4096;
+    let budget = exec_budget();
+    if total > budget {
+        return crate::invalid!("the call's arguments and environment take {} at exec, over the {} Linux allows here (a quarter of the stack rlimit); pass large data as a workspace file (writeFile) instead", show_bytes(total as u64), show_bytes(budget as u64));
+    }
+    Ok(())
 }
 
 fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
@@ -323,7 +549,8 @@ fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
             }
             Ok((k.clone(), s.to_string()))
         })
-        .collect()
+        .collect::<Result<Vec<_>>>()
+        .and_then(|env| check_env_size(&env).map(|()| env))
 }
 
 /// Validates the options object (`null` = defaults).
@@ -434,7 +661,13 @@ pub fn parse(v: &Value) -> Result<Config> {
         }
     }
     if let Some(v) = get("workspaceMaxBytes").filter(|v| !v.is_null()) {
-        cfg.workspace_max_bytes = Some(positive("workspaceMaxBytes", v, true)? as u64);
+        cfg.workspace_max_bytes = Some(positive_at_most(
+            "workspaceMaxBytes",
+            v,
+            true,
+            MAX_SAFE_BYTES as f64,
+            "bytes (2^53 - 1, the largest integer JavaScript holds exactly)",
+        )? as u64);
     }
     let name = match get("name").filter(|v| !v.is_null()) {
         Some(v) => {
@@ -452,7 +685,13 @@ pub fn parse(v: &Value) -> Result<Config> {
         None => false,
     };
     let ttl_s = match get("persistTtlS").filter(|v| !v.is_null()) {
-        Some(v) => Some(positive("persistTtlS", v, false)?),
+        Some(v) => Some(positive_at_most(
+            "persistTtlS",
+            v,
+            false,
+            MAX_PERSIST_TTL_S,
+            "seconds (a year)",
+        )?),
         None => None,
     };
     if persist {
@@ -463,13 +702,6 @@ pub fn parse(v: &Value) -> Result<Config> {
             return crate::invalid!("option `persist: true` needs a `workspace` (an absolute directory path): the resident box outlives this Sandbox, and a temporary workspace would be deleted at close()");
         }
         let ttl_s = ttl_s.unwrap_or(DEFAULT_PERSIST_TTL_S as f64);
-        if ttl_s * 1000.0 > u64::MAX as f64 / 2.0 {
-            return Err(type_err(
-                "persistTtlS",
-                "a positive number of seconds",
-                &json_num(ttl_s),
-            ));
-        }
         cfg.resident = Some(ResidentOpts {
             name,
             ttl_ms: (ttl_s * 1000.0).ceil() as u64,
@@ -483,17 +715,34 @@ pub fn parse(v: &Value) -> Result<Config> {
         None => {}
         Some(Value::Null) => cfg.limits.memory_bytes = None,
         Some(v) => {
-            cfg.limits.memory_bytes = Some((positive("memoryMb", v, false)? * MIB as f64) as u64)
+            // Saturating: a value past u64 is reported as over the bound, not wrapped.
+            let bytes = (positive("memoryMb", v, false)? * MIB as f64) as u64;
+            if let Some(why) = memory_out_of_bounds(bytes) {
+                return crate::invalid!("option `memoryMb` {why}");
+            }
+            cfg.limits.memory_bytes = Some(bytes)
         }
     }
     match get("cpus") {
         None | Some(Value::Null) => {}
-        Some(v) => cfg.limits.cpus = Some(positive("cpus", v, false)?),
+        Some(v) => {
+            let cores = positive("cpus", v, false)?;
+            if let Some(why) = cpus_out_of_bounds(cores) {
+                return crate::invalid!("option `cpus` {why}");
+            }
+            cfg.limits.cpus = Some(cores)
+        }
     }
     match get("pids") {
         None => {}
         Some(Value::Null) => cfg.limits.pids = None,
-        Some(v) => cfg.limits.pids = Some(positive("pids", v, true)? as u64),
+        Some(v) => {
+            let n = positive("pids", v, true)? as u64;
+            if let Some(why) = pids_out_of_bounds(n) {
+                return crate::invalid!("option `pids` {why}");
+            }
+            cfg.limits.pids = Some(n)
+        }
     }
     if let Some(v) = get("timeoutS") {
         cfg.timeout_ms = timeout_ms("timeoutS", v)?;
@@ -544,7 +793,13 @@ pub fn parse(v: &Value) -> Result<Config> {
         cfg.env = parse_env(v)?;
     }
     if let Some(v) = get("maxOutputBytes") {
-        cfg.max_output = positive("maxOutputBytes", v, true)? as usize;
+        cfg.max_output = positive_at_most(
+            "maxOutputBytes",
+            v,
+            true,
+            MAX_OUTPUT_BYTES as f64,
+            "bytes (256 MiB per stream: what a JavaScript string of the output can hold)",
+        )? as usize;
     }
     if let Some(v) = get("enforceLimits") {
         cfg.limits.enforce = boolean("enforceLimits", v)?;
@@ -640,10 +895,6 @@ pub fn parse(v: &Value) -> Result<Config> {
     Ok(cfg)
 }
 
-fn json_num(n: f64) -> Value {
-    serde_json::Number::from_f64(n).map_or(Value::Null, Value::Number)
-}
-
 /// The proxy's policy from `egressAllow` entries; a bad entry is the option's error.
 pub fn egress_policy(entries: &[String]) -> Result<crate::engine::proxy::Policy> {
     crate::engine::proxy::Policy::parse(entries)
@@ -666,16 +917,25 @@ pub fn check_early(options: &Value) -> Result<()> {
     if let Some(v) = map.get("profiles").filter(|v| !v.is_null()) {
         super::profiles::check_tokens(&strings("profiles", v)?)?;
     }
+    // An env the kernel can't exec is refused here, not by every box that tries.
+    if let Some(v) = map.get("env").filter(|v| !v.is_null()) {
+        parse_env(v)?;
+    }
     Ok(())
 }
 
 /// A timeout in seconds as milliseconds, checked.
 pub fn timeout_ms(key: &str, v: &Value) -> Result<u64> {
     let s = positive(key, v, false)?;
-    if s > 7.0 * 86_400.0 {
-        return crate::invalid!("option `{key}` is {s} s; the longest supported timeout is 7 days");
+    if s < MIN_TIMEOUT_S {
+        return crate::invalid!("option `{key}` is {s} s; the shortest timeout is {MIN_TIMEOUT_S} s (10 ms: no box starts sooner)");
     }
-    Ok(((s * 1000.0).ceil() as u64).max(1))
+    if s > MAX_TIMEOUT_S {
+        return crate::invalid!(
+            "option `{key}` is {s} s; the longest supported timeout is 7 days ({MAX_TIMEOUT_S} s)"
+        );
+    }
+    Ok((s * 1000.0).ceil() as u64)
 }
 
 #[cfg(test)]
@@ -749,6 +1009,101 @@ mod tests {
                 .seccomp
                 .is_some()
         );
+    }
+
+    #[test]
+    fn numbers_are_bounded() {
+        let host = |k: &str, v: Value| {
+            let mut o = json!({"image": "host"});
+            o[k] = v;
+            o
+        };
+        for (k, v, want) in [
+            ("memoryMb", json!(1), "below the 32 MiB"),
+            ("memoryMb", json!(0.5), "is 512 KiB, below"),
+            ("memoryMb", json!(31.9), "below the 32 MiB"),
+            ("memoryMb", json!(1e12), "over the 16777216 MiB"),
+            ("memoryMb", json!(1e300), "over the 16777216 MiB"),
+            ("cpus", json!(1e9), "over the 8192 cores"),
+            ("cpus", json!(0.001), "below the 0.01 cores"),
+            ("pids", json!(1), "below the 8 tasks"),
+            ("pids", json!(1e9), "over the 4194304 tasks"),
+            (
+                "maxOutputBytes",
+                json!(1u64 << 60),
+                "over the 268435456 bytes",
+            ),
+            ("maxOutputBytes", json!(1.5), "positive integer"),
+            ("timeoutS", json!(1e-9), "shortest timeout"),
+            ("timeoutS", json!(1e9), "longest supported timeout"),
+            (
+                "workspaceMaxBytes",
+                json!(1e300),
+                "over the 9007199254740991 bytes",
+            ),
+            ("tmpfs", json!({"/x": "1e30g"}), "over the 16777216 MiB"),
+            ("tmpfs", json!({"/x": "1"}), "below the 4096 bytes"),
+            ("user", json!("70000"), "outside the 65536 ids"),
+            ("user", json!("0:65536"), "outside the 65536 ids"),
+            (
+                "user",
+                json!("99999999999999999999"),
+                "outside the 65536 ids",
+            ),
+            ("prewarm", json!(65), "at most 64"),
+            ("prewarm", json!(0.5), "non-negative integer"),
+        ] {
+            let e = err(host(k, v.clone()));
+            assert!(e.contains(k) && e.contains(want), "{k}={v}: {e}");
+        }
+        let ttl = err(
+            json!({"image": "host", "persist": true, "name": "a", "workspace": "/tmp", "persistTtlS": 1e12}),
+        );
+        assert!(
+            ttl.contains("persistTtlS") && ttl.contains("a year"),
+            "{ttl}"
+        );
+        for (k, v) in [
+            ("memoryMb", json!(32)),
+            ("memoryMb", json!(16u64 << 20)),
+            ("cpus", json!(0.01)),
+            ("cpus", json!(8192)),
+            ("pids", json!(8)),
+            ("timeoutS", json!(0.01)),
+            ("maxOutputBytes", json!(256u64 << 20)),
+            ("user", json!("65535:65535")),
+        ] {
+            assert!(parse(&host(k, v.clone())).is_ok(), "{k}={v}");
+        }
+    }
+
+    #[test]
+    fn an_env_the_kernel_cannot_exec_is_refused_early() {
+        let big = "x".repeat(MAX_ARG_STRLEN);
+        let e = check_early(&json!({"env": {"A": big}}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("option `env`") && e.contains("128 KiB"), "{e}");
+        // Many variables each within the string cap, together over the budget.
+        let v = "x".repeat(100 << 10);
+        let many: Map<String, Value> = (0..70).map(|i| (format!("V{i}"), json!(v))).collect();
+        let e = check_early(&json!({ "env": many }))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("option `env`") && e.contains("may take"), "{e}");
+        assert!(check_early(&json!({"env": {"A": "x".repeat(MAX_ARG_STRLEN - 3)}})).is_ok());
+        // The whole exec: argv and env together.
+        let arg = "y".repeat(MAX_ARG_STRLEN);
+        assert!(check_exec_size(&[arg], &[])
+            .unwrap_err()
+            .to_string()
+            .contains("argument 0"));
+        let args: Vec<String> = (0..100).map(|_| "y".repeat(100 << 10)).collect();
+        assert!(check_exec_size(&args, &[])
+            .unwrap_err()
+            .to_string()
+            .contains("stack rlimit"));
+        assert!(check_exec_size(&["true".into()], &[("A".into(), "b".into())]).is_ok());
     }
 
     #[test]

@@ -37,7 +37,9 @@
 //! A `vdisk` is a tmpfs with `size=` (memory-backed in 0.1, charged to the box's memory cgroup),
 //! so it joins the session's `tmpfs` list and a memory fault names it like any scratch.
 
-use super::options::{parse_size, Config};
+use super::options::{
+    cpus_out_of_bounds, memory_out_of_bounds, parse_size, tmpfs_out_of_bounds, Config,
+};
 use crate::engine::spec::{DeviceSpec, Limits, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use nix::errno::Errno;
@@ -360,7 +362,11 @@ impl Profiles {
                         ),
                     ))
                 }
-                c => c.as_ref().map(|c| *c.get_ref()),
+                Some(c) => match cpus_out_of_bounds(*c.get_ref()) {
+                    Some(why) => return Err(src.err(&c.span(), format!("cpus {why}"))),
+                    None => Some(*c.get_ref()),
+                },
+                None => None,
             };
             let memory_bytes = match &e.memory {
                 None => None,
@@ -375,6 +381,18 @@ impl Profiles {
                     )
                 })?),
             };
+            if let (Some(m), Some(bytes)) = (&e.memory, memory_bytes) {
+                if let Some(why) = memory_out_of_bounds(bytes) {
+                    return Err(src.err(
+                        &m.span(),
+                        format!(
+                            "memory = {} {why} (a bare integer is bytes: write \"{}M\" for MiB)",
+                            show(m.get_ref()),
+                            super::options::MIN_MEMORY_MB
+                        ),
+                    ));
+                }
+            }
             let value = Vcpu { cpus, memory_bytes };
             push_named(src, Kind::Vcpu, &mut out.vcpu, e.name, value)?;
         }
@@ -417,6 +435,12 @@ impl Profiles {
                     ),
                 )
             })?;
+            if let Some(why) = tmpfs_out_of_bounds(size_bytes) {
+                return Err(src.err(
+                    &e.size.span(),
+                    format!("size = {} {why}", show(e.size.get_ref())),
+                ));
+            }
             let (path, path_span) = match e.path {
                 Some(p) => (p.get_ref().clone(), p.span()),
                 None => (DEFAULT_VDISK_PATH.to_string(), e.name.span()),
@@ -852,7 +876,7 @@ mod tests {
 
     #[test]
     fn a_full_file_resolves() {
-        let text = "[[vcpu]]\nname = \"heavy\"\ncpus = 1.5\nmemory = \"2G\"\n\n[[vcpu]]\nname = \"int\"\ncpus = 2\nmemory = 1048576\n\n[[vdisk]]\nname = \"scratch\"\nsize = \"256M\"\n\n[[vdisk]]\nname = \"other\"\nsize = 4096\npath = \"/var/cache/x\"\n";
+        let text = "[[vcpu]]\nname = \"heavy\"\ncpus = 1.5\nmemory = \"2G\"\n\n[[vcpu]]\nname = \"int\"\ncpus = 2\nmemory = 67108864\n\n[[vdisk]]\nname = \"scratch\"\nsize = \"256M\"\n\n[[vdisk]]\nname = \"other\"\nsize = 4096\npath = \"/var/cache/x\"\n";
         let c = resolve(text, &["vcpu:heavy", "vdisk:scratch", "vdisk:other"]).unwrap();
         assert_eq!(
             c.vcpu,
@@ -879,7 +903,7 @@ mod tests {
             c.vcpu,
             Some(Vcpu {
                 cpus: Some(2.0),
-                memory_bytes: Some(MIB)
+                memory_bytes: Some(64 * MIB)
             })
         );
         // A profile with neither key: no caps of its own.
@@ -934,6 +958,36 @@ mod tests {
                 "[[vcpu]]\nname = \"a\"\nmemory = 0\n",
                 &["vcpu:a"],
                 "kern.toml:3: memory = 0",
+            ),
+            (
+                "[[vcpu]]\nname = \"a\"\nmemory = 96\n",
+                &["vcpu:a"],
+                "kern.toml:3: memory = 96 is 96 bytes, below the 32 MiB a box needs",
+            ),
+            (
+                "[[vcpu]]\nname = \"a\"\nmemory = \"1P\"\n",
+                &["vcpu:a"],
+                "kern.toml:3:",
+            ),
+            (
+                "[[vcpu]]\nname = \"a\"\nmemory = \"100T\"\n",
+                &["vcpu:a"],
+                "kern.toml:3: memory = \"100T\" is 104857600 MiB, over the",
+            ),
+            (
+                "[[vcpu]]\nname = \"a\"\ncpus = 1e9\n",
+                &["vcpu:a"],
+                "kern.toml:3: cpus is 1000000000, over the 8192 cores",
+            ),
+            (
+                "[[vdisk]]\nname = \"d\"\nsize = \"1e30g\"\n",
+                &["vdisk:d"],
+                "kern.toml:3: size = \"1e30g\" is",
+            ),
+            (
+                "[[vdisk]]\nname = \"d\"\nsize = 1\n",
+                &["vdisk:d"],
+                "kern.toml:3: size = 1 is 1 bytes, below the 4096 bytes",
             ),
             ("[vnet]\nname = \"a\"\n", &["vcpu:a"], "kern.toml:1:"),
             (

@@ -14,7 +14,7 @@ use kern_sandbox::engine::sys;
 use kern_sandbox::image;
 use kern_sandbox::session::base_env;
 use kern_sandbox::session::options::{
-    check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
+    self, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
@@ -173,8 +173,12 @@ impl Control {
     /// One `\n`-terminated line; `None` at EOF (or an error) before its end.
     fn line(&mut self) -> Option<Vec<u8>> {
         let mut chunk = vec![0u8; 64 * 1024];
+        // Only what arrived since the last look is searched: a long line is read in linear
+        // time, where searching the whole buffer per chunk took minutes for a 64 MiB spec.
+        let mut from = 0;
         loop {
-            if let Some(i) = self.buf.iter().position(|b| *b == b'\n') {
+            if let Some(i) = self.buf[from..].iter().position(|b| *b == b'\n') {
+                let i = from + i;
                 let rest = self.buf.split_off(i + 1);
                 let mut line = std::mem::replace(&mut self.buf, rest);
                 line.pop();
@@ -183,6 +187,7 @@ impl Control {
             match sys::recv_with_fds(0, &mut chunk) {
                 Ok((0, _)) | Err(_) => return None,
                 Ok((n, fds)) => {
+                    from = self.buf.len();
                     self.buf.extend_from_slice(&chunk[..n]);
                     self.fds.extend(fds);
                 }
@@ -300,6 +305,9 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         let (target, size) = t.split_once(':').unwrap_or((t, "64m"));
         let size_bytes =
             parse_size(size).ok_or_else(|| format!("--tmpfs {t}: bad size {size:?}"))?;
+        if let Some(why) = options::tmpfs_out_of_bounds(size_bytes) {
+            return Err(format!("--tmpfs {t}: the size {why}"));
+        }
         let target = check_target("--tmpfs", target).map_err(|e| e.to_string())?;
         tmpfs.push(TmpfsSpec { target, size_bytes });
     }
@@ -327,16 +335,34 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
             temp.path().to_path_buf()
         }
     };
-    if !(a.timeout.is_finite() && a.timeout > 0.0) {
-        return Err("--timeout must be a positive number of seconds".into());
+    check_timeout(a.timeout)?;
+    // The same bounds as the Sandbox options, before any box starts.
+    let memory_bytes = (a.memory > 0).then(|| a.memory.saturating_mul(1 << 20));
+    if let Some(why) = memory_bytes.and_then(options::memory_out_of_bounds) {
+        return Err(format!("--memory {} (MiB) {why}", a.memory));
     }
+    if let Some(why) = (a.pids_limit > 0)
+        .then_some(a.pids_limit)
+        .and_then(options::pids_out_of_bounds)
+    {
+        return Err(format!("--pids-limit {why}"));
+    }
+    if let Some(cores) = a.cpus {
+        if !(cores.is_finite() && cores > 0.0) {
+            return Err("--cpus must be a positive number of cores".into());
+        }
+        if let Some(why) = options::cpus_out_of_bounds(cores) {
+            return Err(format!("--cpus {why}"));
+        }
+    }
+    options::check_exec_size(&a.argv, &env).map_err(|e| e.to_string())?;
     let spec = BoxSpec {
         root,
         workspace,
         workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
         tmpfs,
         limits: Limits {
-            memory_bytes: (a.memory > 0).then_some(a.memory << 20),
+            memory_bytes,
             pids: (a.pids_limit > 0).then_some(a.pids_limit),
             cpus: a.cpus,
             enforce: !a.no_enforce_limits,
@@ -388,9 +414,7 @@ fn resident_exec(
         resident::find(&dir, name).map_err(|e| e.to_string())?
     }
     .ok_or_else(|| format!("no live resident box named {name} (`kern ps` lists them)"))?;
-    if !(timeout.is_finite() && timeout > 0.0) {
-        return Err("--timeout must be a positive number of seconds".into());
-    }
+    check_timeout(timeout)?;
     let state = live.state;
     let mut spec = state.spec.clone();
     if let Some(account) = user {
@@ -403,6 +427,7 @@ fn resident_exec(
         spec.env.retain(|(ek, _)| ek != k);
         spec.env.push((k.to_string(), v.to_string()));
     }
+    options::check_exec_size(&argv, &spec.env).map_err(|e| e.to_string())?;
     spec.argv = argv;
     spec.timeout_ms = (timeout * 1000.0).ceil() as u64;
     spec.channel = false;
@@ -424,6 +449,20 @@ fn resident_exec(
         code = say_fault_and_code(report);
     });
     Ok(ExitCode::from(code as u8))
+}
+
+/// `--timeout` within the bounds of `timeoutS`.
+fn check_timeout(seconds: f64) -> Result<(), String> {
+    if !(seconds.is_finite()
+        && (options::MIN_TIMEOUT_S..=options::MAX_TIMEOUT_S).contains(&seconds))
+    {
+        return Err(format!(
+            "--timeout must be a number of seconds from {} to {} (7 days)",
+            options::MIN_TIMEOUT_S,
+            options::MAX_TIMEOUT_S
+        ));
+    }
+    Ok(())
 }
 
 fn ps() -> Result<(), String> {
