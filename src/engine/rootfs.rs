@@ -245,6 +245,51 @@ fn identity(hostname: &str) -> [(&'static str, String); 2] {
     ]
 }
 
+/// Writes /etc/hosts and /etc/hostname into an image root being unpacked into the store, where
+/// the image has none (registry images rarely do: runtimes bind their own at run time), so its
+/// boxes bind the image's /etc whole instead of rebuilding it entry by entry. Written through
+/// descriptors that follow no symlink the layers planted; an `/etc` that is not a real
+/// directory is left alone (`missing_identity` then decides at run time).
+pub fn write_missing_identity(image: &Path, hostname: &str) -> io::Result<()> {
+    use nix::fcntl::{openat, OFlag};
+    use nix::sys::stat::Mode;
+    let root = match nix::fcntl::open(
+        image,
+        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(e) => return Err(e.into()),
+    };
+    let etc = match openat(
+        &root,
+        "etc",
+        OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ENOTDIR | nix::errno::Errno::ELOOP) => {
+            return Ok(())
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for (name, contents) in identity(hostname) {
+        let made = openat(
+            &etc,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o644),
+        );
+        match made {
+            Ok(fd) => std::io::Write::write_all(&mut fs::File::from(fd), contents.as_bytes())?,
+            // Present in any form (a symlink included): the image's own.
+            Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// /etc/hosts and /etc/hostname for an image that has none (in any form, a dangling symlink
 /// included) and no override of them: without a hosts file `localhost` does not resolve. An
 /// image whose /etc is not a real directory is left as it is.
