@@ -253,14 +253,11 @@ fn identity(hostname: &str) -> [(&'static str, String); 2] {
 pub fn write_missing_identity(image: &Path, hostname: &str) -> io::Result<()> {
     use nix::fcntl::{openat, OFlag};
     use nix::sys::stat::Mode;
-    let root = match nix::fcntl::open(
+    let root = nix::fcntl::open(
         image,
         OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(e) => return Err(e.into()),
-    };
+    )?;
     let etc = match openat(
         &root,
         "etc",
