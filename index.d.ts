@@ -137,11 +137,16 @@ export interface SandboxOptions {
   /** A shell command run once during `open()`, in a box that has network access, to install
    * dependencies (for example "pip install pandas" or "npm install -g left-pad").
    *
-   * The setup box is the session's box (image, account, limits, mounts, your `env`) with the
-   * host's network. It starts from a clean environment (the host's variables never reach it) set
-   * up so installers write into `/workspace/.deps`: `PIP_TARGET`, `PYTHONUSERBASE`,
-   * `npm_config_prefix`, and every later box gets `PYTHONPATH`, `NODE_PATH` and `PATH` pointing
-   * there, so `import x`, `require('x')` and installed commands just work. It trusts the host's
+   * The setup box is the session's box (image, account, limits, mounts, your `env`) with network
+   * (`setupNetwork`). It runs nothing a box could have written: it starts in an empty scratch
+   * directory (`/.kern-setup`, not the workspace: name workspace files by their absolute path,
+   * `pip install -r /workspace/requirements.txt`), with the image's environment and none of
+   * `/workspace/.deps` or the workspace on `PATH`, `PYTHONPATH`, the python user site or a config
+   * path (`PYTHONSAFEPATH=1`, `PYTHONNOUSERSITE=1`, `HOME` never in the workspace). The host's
+   * variables never reach it. Installers write into `/workspace/.deps` (`PIP_TARGET`,
+   * `npm_config_prefix`), and every later box gets `PYTHONPATH`, `NODE_PATH` and `PATH` pointing
+   * there, so `import x`, `require('x')` and installed commands just work. `open()` makes
+   * `.deps` before any box runs, so an ordinary box never creates it. It trusts the host's
    * CA bundle (bound read-only, with `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `PIP_CERT`,
    * `CURL_CA_BUNDLE` and `NODE_EXTRA_CA_CERTS` pointing at it), so networks that intercept TLS
    * work; `KERN_HOST_CA=0` turns that off. Its output goes to `onStdout`/`onStderr`. Its
@@ -428,10 +433,20 @@ export interface SandboxOptions {
    * Rootless, supplementary groups are not set (the kernel allows one mapped id). */
   user?: string | null;
   /** Mount what `setup` installed (`/workspace/.deps`) read-only in every `runCode`/`run` box and
-   * kernel, so one call cannot tamper with dependencies that later calls load. Default true. It
-   * applies whenever the workspace has a `.deps` directory (from `setup`, now or in an earlier
-   * session on the same workspace). */
+   * kernel, so one call cannot tamper with dependencies that later calls load. Default true.
+   * `open()` makes `.deps` in every workspace before any box runs, so it always applies. With
+   * `false`, boxes may write there (and later boxes run what they wrote); the setup box still runs
+   * nothing from it. */
   depsReadonly?: boolean;
+  /** *(Addition to the published surface.)* How the `setup` box reaches the network.
+   * `"public"` (default): every public host on ports 80 and 443 through kern's egress proxy (the
+   * box has no route of its own; `HTTP(S)_PROXY` point at the proxy, which resolves names
+   * itself), never the host's loopback, private, link-local or metadata addresses, so an install
+   * script can't reach the host's own services; a literal address listed in `egressAllow`
+   * (`"10.0.0.5:3141"`) is reachable too. `"host"`: the host's network namespace as it is, for a
+   * private package index by name or a proxy of your own. A failed setup's error lists the
+   * destinations the proxy refused. */
+  setupNetwork?: "public" | "host";
   /** Byte-compile the image's Python library path once per image (into `$KERN_HOME/pyc`) and mount
    * the result read-only in every box, with `PYTHONPYCACHEPREFIX` pointing at it. Default true.
    *

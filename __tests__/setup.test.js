@@ -1,7 +1,7 @@
 'use strict';
 // `setup`: one networked box at open() that installs into /workspace/.deps, and what later boxes
 // see of it. The install test reaches the real PyPI (reachable from this project's machines)
-// through the setup box's host network and the host's CA store.
+// through the setup box's egress proxy (setupNetwork "public") and the host's CA store.
 
 const fs = require('fs');
 const path = require('path');
@@ -114,7 +114,7 @@ test('a failed setup removes the temporary workspace it made', async () => {
   expect(leftovers).toEqual([]);
 });
 
-test("the setup box has the host's network but not the host's environment, and trusts the host CA bundle", async () => {
+test("the setup box has network but not the host's environment, and trusts the host CA bundle", async () => {
   const secret = uniqueName('kernsecret');
   realEnv.KERN_TEST_LEAK = secret;
   const ws = temp('kern-setup-ws-');
@@ -123,6 +123,7 @@ test("the setup box has the host's network but not the host's environment, and t
       image: SCI,
       workspace: ws,
       env: { MINE: 'yes' },
+      setupNetwork: 'host',
       setup:
         'env > /workspace/env.txt; cmp -s "$SSL_CERT_FILE" /etc/kern-host-ca.crt && echo ca-ok > /workspace/ca.txt; ' +
         'python3 -c "import socket; print(len(socket.getaddrinfo(\'pypi.org\', 443)) > 0)" > /workspace/dns.txt',
@@ -141,6 +142,16 @@ test("the setup box has the host's network but not the host's environment, and t
   expect(fs.readFileSync(path.join(ws, 'ca.txt'), 'utf8')).toBe('ca-ok\n');
   // Names resolve: the host's resolver configuration is in the box.
   expect(fs.readFileSync(path.join(ws, 'dns.txt'), 'utf8')).toBe('True\n');
+  // The default, "public": the proxy's variables, no resolver (the proxy resolves), an empty cwd.
+  const pub = await new Sandbox({ image: SCI, workspace: ws, setup: 'env > /workspace/env2.txt; pwd > /workspace/pwd.txt; ls -A > /workspace/ls.txt' }).open();
+  await pub.close();
+  const env2 = fs.readFileSync(path.join(ws, 'env2.txt'), 'utf8');
+  expect(env2).toMatch(/^HTTPS_PROXY=http:\/\/127\.0\.0\.1:3128$/m);
+  expect(env2).toMatch(/^PYTHONSAFEPATH=1$/m);
+  expect(env2).not.toMatch(/^PYTHONPATH=/m);
+  expect(env2).not.toMatch(/^PATH=.*\.deps/m);
+  expect(fs.readFileSync(path.join(ws, 'pwd.txt'), 'utf8')).toBe('/.kern-setup\n');
+  expect(fs.readFileSync(path.join(ws, 'ls.txt'), 'utf8')).toBe('');
   // The image's own /etc is still there around the overrides.
   const etc = await new Sandbox({ image: SCI, workspace: ws, setup: 'ls /etc > /workspace/etc.txt' }).open();
   await etc.close();

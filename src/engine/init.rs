@@ -400,6 +400,11 @@ pub(super) fn exec_workload(
         send(init_pipe, &format!("{} {what}: {e}", msg::SETUP_FAILED));
         sys::exit_now(127)
     };
+    if let Some(cwd) = &spec.cwd {
+        if let Err(e) = std::env::set_current_dir(cwd) {
+            fail(&format!("chdir {cwd}"), e);
+        }
+    }
     // A new session: the workload can't reach a controlling terminal of the host (TIOCSTI).
     if let Err(e) = nix::unistd::setsid() {
         fail("setsid", e.into());

@@ -110,6 +110,10 @@ pub struct BoxSpec {
     /// A resident box (`persist`): start one, or exec this call into a live one.
     #[serde(default)]
     pub resident: Option<Resident>,
+    /// The workload's cwd when it is not the workspace (the setup box starts in an empty
+    /// scratch directory, so nothing a box left in the workspace is on its import path).
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 /// The two halves of a resident box.

@@ -203,8 +203,6 @@ struct Opened {
     closing: tokio::sync::watch::Sender<bool>,
     /// Prewarmed one-cell python boxes (`prewarm`), oldest first.
     pool: std::sync::Mutex<std::collections::VecDeque<warm::Slot>>,
-    /// Boxes get the `.deps` environment (and, with `depsReadonly`, a read-only `.deps`).
-    deps: bool,
     /// The compiled stdlib of this image (`pycCache`), once built.
     pyc: Option<pyc::Cache>,
     /// Calls in flight plus open kernels: the boxes that may be writing to the workspace.
@@ -337,9 +335,7 @@ impl Opened {
     ) -> BoxSpec {
         let cfg = &self.config;
         let mut env = self.base_env.clone();
-        if self.deps {
-            setup::deps_env(&mut env);
-        }
+        setup::deps_env(&mut env);
         let mut binds = cfg.mounts.clone();
         if let Some(b) = self.pyc.as_ref().and_then(pyc::Cache::bind) {
             binds.push(b);
@@ -364,7 +360,7 @@ impl Opened {
             binds,
             host_network: false,
             etc: Vec::new(),
-            readonly_in_workspace: if self.deps && cfg.deps_readonly {
+            readonly_in_workspace: if cfg.deps_readonly {
                 vec![setup::DEPS_DIR.into()]
             } else {
                 Vec::new()
@@ -375,6 +371,7 @@ impl Opened {
             seccomp: cfg.seccomp.clone(),
             devices: cfg.devices.clone(),
             resident: None,
+            cwd: None,
         };
         match &cfg.network {
             options::Network::None => {}
@@ -598,7 +595,8 @@ impl Sandbox {
             Some(p) => Workspace::existing(p)?,
             None => Workspace::temporary()?,
         };
-        let deps = setup::has_deps(config.setup.is_some(), &workspace.path);
+        // Before any box: a `.deps` a box made could hold what later boxes run.
+        setup::make_deps_dir(&workspace.path)?;
         let ca = network::host_ca()?;
         let proxy = match &config.network {
             options::Network::Egress(policy) => {
@@ -632,7 +630,6 @@ impl Sandbox {
             running: tokio::sync::RwLock::new(()),
             closing: tokio::sync::watch::channel(false).0,
             pool: std::sync::Mutex::new(std::collections::VecDeque::new()),
-            deps,
             pyc,
             active: AtomicUsize::new(0),
             exclusive: AtomicBool::new(false),

@@ -181,6 +181,7 @@ const KNOWN: &[&str] = &[
     "capDrop",
     "user",
     "depsReadonly",
+    "setupNetwork",
     "pycCache",
     "trackFiles",
     "onStdout",
@@ -210,6 +211,8 @@ pub struct Config {
     pub workspace_max_bytes: Option<u64>,
     /// `.deps` read-only in every box (`depsReadonly`).
     pub deps_readonly: bool,
+    /// How the `setup` box reaches the network (`setupNetwork`).
+    pub setup_network: SetupNetwork,
     /// Byte-compile the image's stdlib once per image (`pycCache`).
     pub pyc_cache: bool,
     /// The boxes' way out (`network`, `egressAllow`).
@@ -241,7 +244,17 @@ pub struct ResidentOpts {
 /// `persistTtlS` when left out: an hour.
 pub const DEFAULT_PERSIST_TTL_S: u64 = 3600;
 
-/// How the session's boxes (not its `setup` box, which always has the host's) reach the network.
+/// How the `setup` box reaches the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupNetwork {
+    /// Every public host on ports 80 and 443 through the egress proxy, plus what `egressAllow`
+    /// lists: never the host's loopback or private ranges unless listed (the default).
+    Public,
+    /// The host's network namespace, as the host has it (a private package index, a proxy).
+    Host,
+}
+
+/// How the session's boxes (not its `setup` box: see `SetupNetwork`) reach the network.
 #[derive(Debug, Clone)]
 pub enum Network {
     /// A namespace with only `lo` (the default).
@@ -595,6 +608,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         setup: None,
         workspace_max_bytes: None,
         deps_readonly: true,
+        setup_network: SetupNetwork::Public,
         pyc_cache: true,
         network: Network::None,
         apparmor: None,
@@ -855,6 +869,19 @@ pub fn parse(v: &Value) -> Result<Config> {
     }
     if let Some(v) = get("depsReadonly") {
         cfg.deps_readonly = boolean("depsReadonly", v)?;
+    }
+    if let Some(v) = get("setupNetwork").filter(|v| !v.is_null()) {
+        cfg.setup_network = match v.as_str() {
+            Some("public") => SetupNetwork::Public,
+            Some("host") => SetupNetwork::Host,
+            _ => {
+                return Err(type_err(
+                    "setupNetwork",
+                    "\"public\" (the default) or \"host\"",
+                    v,
+                ))
+            }
+        };
     }
     if let Some(v) = get("pycCache") {
         cfg.pyc_cache = boolean("pycCache", v)?;

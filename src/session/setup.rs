@@ -1,15 +1,21 @@
-//! `setup`: one box at open(), with the host's network, that installs dependencies into the
-//! workspace's `.deps`; and the environment every later box gets so it finds them.
+//! `setup`: one box at open(), with network, that installs dependencies into the workspace's
+//! `.deps`; and the environment every later box gets so it finds them.
 //!
 //! The setup box is the session's box in every other respect (image, account, limits, mounts,
-//! no host variables). It shares the host's network namespace because installers need the
-//! network as the host has it, proxies and all, and it trusts the host's CA store: networks that
-//! intercept TLS (corporate proxies, and this project's CI machine) present their own CA, and
-//! without it every `pip install` fails certificate verification.
+//! no host variables), but it runs nothing a box could have written: it starts in an empty
+//! scratch directory, with the image's environment and none of `.deps` or the workspace on a
+//! search path or config path. Its network is every public host through the egress proxy
+//! (`setupNetwork: "public"`, the default: the host's loopback and private ranges stay out, so a
+//! package's install script can't reach the host's own services), or the host's network as it is
+//! (`"host"`, for a private index or a proxy). Either way it trusts the host's CA store:
+//! networks that intercept TLS (corporate proxies, and this project's CI machine) present their
+//! own CA, and without it every `pip install` fails certificate verification.
 
+use super::options::{Network, SetupNetwork};
 use super::{push_note, Opened};
 use crate::engine::launch::{Chunk, Kern};
-use crate::engine::spec::{BoxSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::proxy::{Policy, Proxy};
+use crate::engine::spec::{BoxSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use std::path::Path;
 use tokio::sync::mpsc::UnboundedSender;
@@ -70,18 +76,38 @@ pub fn deps_env(env: &mut Vec<(String, String)>) {
     }
 }
 
-/// The setup box's additions: install targets, and no caches in the workspace.
-fn setup_env(env: &mut Vec<(String, String)>) {
+/// Where the setup box starts: an empty scratch directory of its own, never the workspace.
+pub const SETUP_CWD: &str = "/.kern-setup";
+
+/// The setup box's environment: the image's own (PATH, HOME...) with nothing of the workspace on
+/// any search path. `.deps` holds what earlier boxes may have written (with `depsReadonly:
+/// false`, or before kern made it), so neither its programs (PATH), its modules (PYTHONPATH,
+/// the user site and its `.pth` files) nor a config file in the workspace (pip's and npm's, by
+/// way of HOME) may reach the installer; python does not put its cwd on the import path
+/// (`PYTHONSAFEPATH`, and the cwd is empty anyway). The install targets are set as before.
+fn setup_env(base: &[(String, String)]) -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = base.to_vec();
+    let in_workspace = |v: &str| {
+        v == DEFAULT_WORKSPACE_TARGET || v.starts_with(&format!("{DEFAULT_WORKSPACE_TARGET}/"))
+    };
+    if env.iter().any(|(k, v)| k == "HOME" && in_workspace(v)) {
+        env.retain(|(k, _)| k != "HOME");
+        env.push(("HOME".into(), SETUP_CWD.into()));
+    }
     let add = vec![
         ("PIP_TARGET".to_string(), deps("python")),
         ("PIP_NO_CACHE_DIR".into(), "1".into()),
         ("PIP_DISABLE_PIP_VERSION_CHECK".into(), "1".into()),
+        ("npm_config_prefix".into(), deps("node")),
         ("npm_config_update_notifier".into(), "false".into()),
+        ("PYTHONNOUSERSITE".into(), "1".into()),
+        ("PYTHONSAFEPATH".into(), "1".into()),
     ];
     for (k, v) in add {
         env.retain(|(ek, _)| *ek != k);
         env.push((k, v));
     }
+    env
 }
 
 fn setup_timeout_ms() -> Result<u64> {
@@ -94,8 +120,10 @@ fn setup_timeout_ms() -> Result<u64> {
     }
 }
 
-/// The setup box: the session's posture with the host's network, its resolver and CA bundle
-/// (whatever the session's own network is: installers need the network as the host has it).
+/// The setup box: the session's posture (image, account, limits, mounts), started in an empty
+/// scratch directory with the image's environment only (`setup_env`), and the network
+/// `setupNetwork` says: by default every public host through the egress proxy, never the host's
+/// loopback or private ranges.
 fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
     let mut spec = opened.spec(
         vec!["/bin/sh".into(), "-c".into(), cmd.into()],
@@ -104,8 +132,16 @@ fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
         false,
         workspace,
     );
-    super::network::host(&mut spec, opened.ca.as_deref());
-    setup_env(&mut spec.env);
+    spec.env = setup_env(&opened.base_env);
+    spec.tmpfs.push(TmpfsSpec {
+        target: SETUP_CWD.into(),
+        size_bytes: 1 << 20,
+    });
+    spec.cwd = Some(SETUP_CWD.into());
+    match opened.config.setup_network {
+        SetupNetwork::Public => super::network::egress(&mut spec, opened.ca.as_deref()),
+        SetupNetwork::Host => super::network::host(&mut spec, opened.ca.as_deref()),
+    }
     // The user's own `env` still wins (a private index URL, a corporate proxy).
     for (k, v) in &opened.config.env {
         spec.env.retain(|(ek, _)| ek != k);
@@ -114,6 +150,20 @@ fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
     // Dependencies are being written: never read-only here.
     spec.readonly_in_workspace.clear();
     Ok(spec)
+}
+
+/// The setup box's proxy: every public name, and the literals `egressAllow` lists.
+fn proxy(opened: &Opened) -> Result<Option<std::sync::Arc<Proxy>>> {
+    if opened.config.setup_network != SetupNetwork::Public {
+        return Ok(None);
+    }
+    let listed = match &opened.config.network {
+        Network::Egress(p) => p.clone(),
+        _ => Policy::default(),
+    };
+    let resolver = crate::engine::proxy::Resolver::from_env()
+        .map_err(|e| Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
+    Ok(Some(Proxy::new(Policy::public_names(&listed), resolver)))
 }
 
 /// Runs `setup` once; its output streams to `sink`. A setup that fails (or is ended by the
@@ -125,8 +175,9 @@ pub(super) async fn run(
     sink: Option<UnboundedSender<Chunk>>,
 ) -> Result<()> {
     let workspace = opened.workspace_path()?;
-    make_deps_dir(&workspace)?;
     let spec = spec(opened, cmd, &workspace)?;
+    let proxy = proxy(opened)?;
+    let line = proxy.as_ref().map(super::network::Line::open).transpose()?;
     let cancel = opened.closing.subscribe();
     let outcome = Kern::spawn(kern_path, &spec.limits)?
         .run(
@@ -134,7 +185,7 @@ pub(super) async fn run(
             opened.config.max_output,
             sink,
             cancel,
-            Default::default(),
+            super::network::fds(None, line.as_ref()),
         )
         .await?
         .ok_or_else(|| {
@@ -152,6 +203,19 @@ pub(super) async fn run(
         None => format!("it exited with code {}", report.exit_code),
     };
     let mut message = format!("setup failed: {why}. The command was {cmd:?}.");
+    let refused: Vec<String> = proxy
+        .map(|p| super::network::notes(p.take_decisions()))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| !n.starts_with("note: egress allowed"))
+        .collect();
+    if !refused.is_empty() {
+        push_note(
+            &mut message,
+            "The setup box reaches public hosts only (setupNetwork: \"public\"); a private package index or proxy needs setupNetwork: \"host\", or its address in egressAllow. Refused:",
+        );
+        message.push_str(&refused.join("\n"));
+    }
     if !tail.is_empty() {
         push_note(&mut message, "Its last stderr lines:");
         message.push_str(&tail);
@@ -163,9 +227,10 @@ pub(super) async fn run(
     })
 }
 
-/// `.deps` as a real directory owned like the workspace, made from the host so the setup box
-/// (whatever its account) finds it; a symlink planted there is refused, never followed.
-fn make_deps_dir(workspace: &Path) -> Result<()> {
+/// `.deps` as a real directory owned like the workspace, made from the host at open(), before any
+/// box runs, so no box ever makes it (every box then sees it read-only, with `depsReadonly`);
+/// a symlink planted there is refused, never followed.
+pub(super) fn make_deps_dir(workspace: &Path) -> Result<()> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt};
     let p = workspace.join(DEPS_DIR);
     match std::fs::symlink_metadata(&p) {
@@ -189,10 +254,4 @@ fn make_deps_dir(workspace: &Path) -> Result<()> {
             .map_err(|e| Error::Runtime(format!("chown {}: {e}", p.display())))?;
     }
     Ok(())
-}
-
-/// Whether the session's boxes get the deps environment and read-only `.deps`: with `setup`,
-/// or when a kept workspace already holds a `.deps` directory from an earlier session.
-pub fn has_deps(setup: bool, workspace: &Path) -> bool {
-    setup || std::fs::symlink_metadata(workspace.join(DEPS_DIR)).is_ok_and(|m| m.is_dir())
 }

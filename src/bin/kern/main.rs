@@ -391,6 +391,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         },
         devices: Vec::new(),
         resident: None,
+        cwd: None,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;

@@ -154,6 +154,9 @@ enum Target {
     Suffix(String),
     /// Exactly this address.
     Ip(IpAddr),
+    /// Any name (the setup box's public internet): still never a private, loopback or
+    /// link-local address, which the proxy checks on what the name resolves to.
+    AnyName,
 }
 
 #[derive(Debug, Clone)]
@@ -176,6 +179,7 @@ impl Entry {
                         && n.as_bytes()[n.len() - d.len() - 1] == b'.')
             }
             (Target::Ip(e), Host::Ip(ip)) => e == ip,
+            (Target::AnyName, Host::Name(_)) => true,
             _ => false,
         }
     }
@@ -206,6 +210,19 @@ impl Policy {
             .map(|e| parse_entry(e).map_err(|why| format!("egressAllow entry {e:?}: {why}")))
             .collect::<Result<_, _>>()?;
         Ok(Policy { entries })
+    }
+
+    /// Every name on ports 80 and 443 (what installers use), plus `extra`'s entries: the setup
+    /// box's way to the public internet. Private, loopback and link-local addresses stay out
+    /// unless `extra` lists them as literals.
+    pub fn public_names(extra: &Policy) -> Policy {
+        let mut entries = vec![Entry {
+            text: "any public host (setup)".into(),
+            target: Target::AnyName,
+            port: None,
+        }];
+        entries.extend(extra.entries.iter().cloned());
+        Policy { entries }
     }
 
     /// The entry allowing `host:port`, or why none does. Nothing is resolved here.
