@@ -528,7 +528,12 @@ export class Sandbox {
    *
    * Consistency: it refuses (SandboxError) while a call of this Sandbox is running or a kernel
    * is open, and calls started meanwhile wait for it. Bounded: at most 1,000,000 entries, 16 GiB
-   * per file, 64 GiB in all. */
+   * per file, 64 GiB in all.
+   *
+   * Changed: a file with holes (a sparse file) keeps them: only its data is archived, as a PAX 1.0
+   * sparse member (what `tar --sparse --format=posix` writes; GNU tar, bsdtar and Python's
+   * `tarfile` read it), and the size bounds count the bytes a file holds, not its apparent size:
+   * a 3 GiB sparse file holding a few KiB snapshots in milliseconds to a few KiB. */
   snapshot(dest: string): void;
   /** Unpack an archive made by `snapshot()` into the workspace, rejecting symlink, `..` and absolute
    * members. The whole archive is checked before anything is written: a symlink, hardlink,
@@ -536,7 +541,9 @@ export class Sandbox {
    * member under `.deps`, or one over the limits makes it throw SandboxError with the workspace
    * untouched. Members are merged in: files in the archive replace what is there, other files
    * stay. Nothing is ever written outside the workspace or through a symlink a box planted. Same
-   * consistency rule as `snapshot()`. */
+   * consistency rule as `snapshot()`. Changed: a PAX 1.0 sparse member is restored as a sparse
+   * file (its holes stay holes); its map is checked first like everything else. Other sparse
+   * forms (old GNU `S` members, PAX 0.x) are refused. */
   restore(src: string): void;
   /** List the regular files in the workspace, or under `subdir` of it (the `.deps` directory is
    * omitted), sorted by path, paths relative to the workspace; `change` is always "created" here.

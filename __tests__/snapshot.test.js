@@ -279,6 +279,46 @@ describe('round trip', () => {
   });
 });
 
+describe('sparse files', () => {
+  test('a 3 GiB sparse file the box made: a small snapshot, restored sparse with its data in place', async () => {
+    // The box makes it in no time: 3 GiB apparent, a few KiB of data near the start and the middle.
+    await plant(
+      'truncate -s 3G sparse.bin && printf head | dd of=sparse.bin conv=notrunc status=none && ' +
+        'head -c 10000 /dev/zero | tr "\\0" "\\011" | dd of=sparse.bin bs=1 seek=1073741824 conv=notrunc status=none'
+    );
+    const before = fs.statSync(path.join(ws, 'sparse.bin'));
+    expect(before.size).toBe(3 * 2 ** 30);
+    expect(before.blocks * 512).toBeLessThan(1 << 20);
+    const dest = newDest();
+    sb.snapshot(dest);
+    // The archive holds what the box wrote, not 3 GiB of zeros.
+    expect(fs.statSync(dest).size).toBeLessThan(64 * 1024);
+    await plant('rm sparse.bin');
+    sb.restore(dest);
+    const p = path.join(ws, 'sparse.bin');
+    const st = fs.statSync(p);
+    expect(st.size).toBe(3 * 2 ** 30);
+    expect(st.blocks * 512).toBeLessThan(1 << 20); // still sparse
+    const fd = fs.openSync(p, 'r');
+    try {
+      const read = (pos, len) => {
+        const b = Buffer.alloc(len);
+        expect(fs.readSync(fd, b, 0, len, pos)).toBe(len);
+        return b;
+      };
+      expect(read(0, 4).toString()).toBe('head');
+      expect(read(2 ** 30, 10000).equals(Buffer.alloc(10000, 9))).toBe(true);
+      expect(read(2 ** 30 + 10000, 4096).equals(Buffer.alloc(4096))).toBe(true);
+      expect(read(3 * 2 ** 30 - 4096, 4096).equals(Buffer.alloc(4096))).toBe(true);
+    } finally {
+      fs.closeSync(fd);
+    }
+    // The box reads the same file.
+    const r = await plant('head -c 4 sparse.bin; stat -c " %s" sparse.bin; rm sparse.bin');
+    expect(r.stdout).toBe(`head ${3 * 2 ** 30}\n`);
+  });
+});
+
 describe('where and when', () => {
   test('dest inside the workspace is refused and nothing is written there', async () => {
     await plant('mkdir -p sub && echo a > a.txt');
