@@ -568,13 +568,15 @@ fn append_sparse<W: Write>(
     };
     let mut header = header_for(st, EntryType::Regular, map.len() as u64 + data);
     let mut body = Runs {
-        file,
+        run: Exactly {
+            file,
+            left: 0,
+            shrank: false,
+        },
         runs: runs.into_iter(),
-        left: 0,
-        shrank: false,
     };
     let r = builder.append_data(&mut header, fake, map.as_slice().chain(&mut body));
-    *shrank = body.shrank;
+    *shrank = body.run.shrank;
     r
 }
 
@@ -588,37 +590,23 @@ fn pax_record(key: &str, value: &str) -> Vec<u8> {
     format!("{len} {key}={value}\n").into_bytes()
 }
 
-/// The data runs of a file, one after the other, exactly as long as the map says (a file that
-/// shrank is an error, like [`Exactly`]).
+/// The data runs of a file, one after the other, each read [`Exactly`] (a file that shrank is
+/// an error).
 struct Runs {
-    file: File,
+    run: Exactly,
     runs: std::vec::IntoIter<(u64, u64)>,
-    left: u64,
-    shrank: bool,
 }
 
 impl Read for Runs {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        while self.left == 0 {
+        while self.run.left == 0 {
             let Some((offset, len)) = self.runs.next() else {
                 return Ok(0);
             };
-            self.file.seek(SeekFrom::Start(offset))?;
-            self.left = len;
+            self.run.file.seek(SeekFrom::Start(offset))?;
+            self.run.left = len;
         }
-        let want = buf
-            .len()
-            .min(usize::try_from(self.left).unwrap_or(usize::MAX));
-        let n = self.file.read(&mut buf[..want])?;
-        if n == 0 {
-            self.shrank = true;
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "the file shrank while being read",
-            ));
-        }
-        self.left -= n as u64;
-        Ok(n)
+        self.run.read(buf)
     }
 }
 
