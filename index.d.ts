@@ -448,18 +448,30 @@ export interface SandboxOptions {
    * destinations the proxy refused. */
   setupNetwork?: "public" | "host";
   /** Byte-compile the image's Python library path once per image (into `$KERN_HOME/pyc`) and mount
-   * the result read-only in every box, with `PYTHONPYCACHEPREFIX` pointing at it. Default true.
+   * the result read-only in every box, where python reads the image's own modules' bytecode from
+   * it. Default true.
    *
    * The box root is read-only, so an image shipped without `.pyc` files (the official `python:*`
    * images delete them) otherwise recompiles every module it imports at every start. The cache
-   * is built by a network-off box of the image in the background after the first `open()`;
-   * calls made before it is ready run without it. Results are the same either way. Measured here
+   * is built in the background after the first `open()`; calls made before it is ready run
+   * without it. Results are the same either way. Measured here
    * on an image without `.pyc` files: a `runCode` importing nine common stdlib modules took 100 ms
    * with the cache against 362 ms without (built in 1.5 s, once per image); on an image that ships
    * them (Debian's python3), no difference (BENCHMARKS.md). The `"host"` image is left alone (the host's python
-   * has its compiled files). With the prefix set, python writes no `__pycache__` into the
-   * workspace. If the image has no `python3`, or compiling fails, python calls carry a `note:`
-   * saying so. */
+   * has its compiled files). If the image has no `python3`, or compiling fails, python calls carry
+   * a `note:` saying so.
+   *
+   * Changed: the cache is shared by every Sandbox of the image, so it is built from the image
+   * alone: a box with an empty workspace of its own, no mounts, no network, no capabilities,
+   * running `python3 -I` (no environment, no user site, no cwd on the import path), so nothing
+   * any box wrote can get into it; it is published complete by an atomic rename and is
+   * read-only on the host (files 0444, directories 0555) and in the box.
+   * Changed: `PYTHONPYCACHEPREFIX` is no longer set. `PYTHONPATH` starts with `/.kern-pyc/hook`,
+   * where a `sitecustomize` maps only the image's own directories to the cache, then runs the
+   * image's (or your) `sitecustomize`, and takes itself off `sys.path`. Everything else compiles
+   * as without the cache: `py_compile`, `compileall` and `zipfile.PyZipFile` work, and modules
+   * in the workspace get their `__pycache__` there. A stdlib module's `__cached__` names its file
+   * in the cache. `python3 -I`/`-E`/`-S` run without the cache. */
   pycCache?: boolean;
   /** true (default): `result.files` lists the workspace files each call created or modified, found by
    * scanning the workspace before and after the call (never following a symlink), so its cost grows
@@ -558,7 +570,12 @@ export class Sandbox {
    *
    * Consistency: it refuses (SandboxError) while a call of this Sandbox is running or a kernel
    * is open, and calls started meanwhile wait for it. Bounded: at most 1,000,000 entries, 16 GiB
-   * per file, 64 GiB in all. */
+   * per file, 64 GiB in all.
+   *
+   * Changed: a file with holes (a sparse file) keeps them: only its data is archived, as a PAX 1.0
+   * sparse member (what `tar --sparse --format=posix` writes; GNU tar, bsdtar and Python's
+   * `tarfile` read it), and the size bounds count the bytes a file holds, not its apparent size:
+   * a 3 GiB sparse file holding a few KiB snapshots in milliseconds to a few KiB. */
   snapshot(dest: string): void;
   /** Unpack an archive made by `snapshot()` into the workspace, rejecting symlink, `..` and absolute
    * members. The whole archive is checked before anything is written: a symlink, hardlink,
@@ -566,7 +583,9 @@ export class Sandbox {
    * member under `.deps`, or one over the limits makes it throw SandboxError with the workspace
    * untouched. Members are merged in: files in the archive replace what is there, other files
    * stay. Nothing is ever written outside the workspace or through a symlink a box planted. Same
-   * consistency rule as `snapshot()`. */
+   * consistency rule as `snapshot()`. Changed: a PAX 1.0 sparse member is restored as a sparse
+   * file (its holes stay holes); its map is checked first like everything else. Other sparse
+   * forms (old GNU `S` members, PAX 0.x) are refused. */
   restore(src: string): void;
   /** List the regular files in the workspace, or under `subdir` of it (the `.deps` directory is
    * omitted), sorted by path, paths relative to the workspace; `change` is always "created" here.

@@ -159,6 +159,16 @@ function makeTempDir(prefix = 'kern-test-') {
 }
 
 /** Temp dirs made through `temp(prefix)` are all removed by `removeAll()` (call it in afterAll). */
+/** Gives the owner write access to every directory under `dir` (kern seals its pyc cache 0555), so
+ * an unprivileged run can delete it. */
+function unseal(dir) {
+  if (!fs.existsSync(dir)) return;
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    if (e.isDirectory()) unseal(path.join(dir, e.name));
+  }
+  fs.chmodSync(dir, 0o755);
+}
+
 function tempDirs() {
   const made = [];
   return {
@@ -423,6 +433,7 @@ async function withKernel(sbOpts, kOpts, fn) {
 
 module.exports = {
   KEEP_ALL_CAPS,
+  unseal,
   sharedSandbox,
   lateBound,
   withKernel,

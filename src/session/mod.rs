@@ -297,12 +297,9 @@ impl Opened {
         if cache.bind().is_some() || cache.failure().is_some() {
             return;
         }
-        let Ok(workspace) = self.workspace_path() else {
-            return;
-        };
-        // The session's mounts, deps and `env` are not the image's: a failure caused by them
-        // must not be recorded against the image.
-        let template = self.bare_spec(Vec::new(), 0, &workspace);
+        // The builder replaces the workspace and everything else a box could have written
+        // (pyc::builder_spec); the template brings the image and the session's limits.
+        let template = self.bare_spec(Vec::new(), 0, std::path::Path::new("/nonexistent"));
         let (me, kern) = (me.clone(), kern.to_path_buf());
         tokio::spawn(async move {
             let _running = me.running.read().await;
@@ -337,13 +334,14 @@ impl Opened {
         let mut env = self.base_env.clone();
         setup::deps_env(&mut env);
         let mut binds = cfg.mounts.clone();
-        if let Some(b) = self.pyc.as_ref().and_then(pyc::Cache::bind) {
-            binds.push(b);
-            env.push(("PYTHONPYCACHEPREFIX".into(), pyc::TARGET.into()));
-        }
         for (k, v) in lang_env.iter().chain(&cfg.env) {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
+        }
+        if let Some(b) = self.pyc.as_ref().and_then(pyc::Cache::bind) {
+            binds.push(b);
+            // In front of the caller's own PYTHONPATH too: the hook takes itself off sys.path.
+            setup::prepend(&mut env, "PYTHONPATH", pyc::HOOK_DIR);
         }
         let mut spec = BoxSpec {
             root: self.image.root.clone(),

@@ -1,14 +1,25 @@
-//! `pycCache`: the image's Python standard library byte-compiled once per image into the store,
-//! then mounted read-only in every box with `PYTHONPYCACHEPREFIX` pointing at it.
+//! `pycCache`: the image's Python library byte-compiled once per image into the store, then
+//! mounted read-only in every box, where a small import hook makes python read the image's own
+//! modules' bytecode from it.
 //!
 //! Why: the box root is read-only, so an image that ships without `.pyc` files (the official
 //! `python:*` images delete them) makes every interpreter start recompile each stdlib module it
-//! imports, and throw the result away. The cache is built by a box of the image itself (network
-//! off, its own python, so the bytecode matches), in the background after the first `open()` of
-//! an image: calls made before it is ready start without it, and later ones with it. With the
-//! prefix set, python reads bytecode only from the prefix, so the cache holds everything on the
-//! image's `sys.path`, not just what lacked a `.pyc`; code in the workspace, whose bytecode can't
-//! be written there, is compiled in memory as before (and leaves no `__pycache__` behind).
+//! imports, and throw the result away. The cache is built in the background after the first
+//! `open()` of an image: calls made before it is ready start without it, and later ones with it.
+//!
+//! The cache is shared by every later Sandbox of the image (across users, with a shared
+//! `KERN_HOME`), so it is built from the image alone: a box of the image with an empty private
+//! workspace of its own, as box root with no capabilities, no mounts, no network, running
+//! `python3 -I` (no environment variables, no user site, no cwd on the import path), so that
+//! nothing any box wrote can run in it. It writes into a private temporary directory that is
+//! checked (directories and regular files only), sealed (files 0444, directories 0555) and
+//! published by an atomic rename only when complete; boxes get it mounted read-only.
+//!
+//! In a box, `PYTHONPATH` leads to the hook (`pyc_hook.py`, run as `sitecustomize`, which then
+//! runs the image's own): it maps `<dir>/__pycache__/<name>` of the image's directories to the
+//! cache, and nothing else. `sys.pycache_prefix` stays unset, so the bytecode of any other code
+//! (the workspace, `/tmp`, `py_compile`, `compileall`) is written where python writes it
+//! without the cache.
 
 use crate::engine::launch::Kern;
 use crate::engine::spec::{BindSpec, BoxSpec, RootSpec};
@@ -16,18 +27,26 @@ use crate::engine::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::image::store::Store;
 use sha2::Digest as _;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 /// Where the cache appears in the box.
 pub const TARGET: &str = "/.kern-pyc";
+/// The hook's directory in the box, put first on `PYTHONPATH`.
+pub const HOOK_DIR: &str = "/.kern-pyc/hook";
+/// The hook, installed as `hook/sitecustomize.py` in the cache.
+const HOOK: &str = include_str!("pyc_hook.py");
+/// The published cache under the image's key. Earlier versions published `ready`, built with
+/// the opening Sandbox's workspace as cwd (poisonable): it is never used, and removed when this
+/// one is published.
+const PUBLISHED: &str = "sealed-2";
 /// The builder's wall-clock limit.
 const BUILD_TIMEOUT_MS: u64 = 300_000;
 
-/// Fills the prefix for every module of the image's own `sys.path` (not the workspace, not
-/// `.deps`): a `.pyc` the image already ships is copied (python still checks it against its
-/// source at import), one it lacks is compiled. Test suites are skipped: nobody imports them,
-/// and they are half the stdlib.
+/// Fills `<prefix>/<dir>/<name>.<tag>.pyc` for every module of the image's own `sys.path` (under
+/// `-I`: no workspace, no `.deps`, no PYTHONPATH): a `.pyc` the image already ships is copied
+/// (python still checks it against its source at import), one it lacks is compiled. Test
+/// suites are skipped: nobody imports them, and they are half the stdlib.
 const BUILD_SCRIPT: &str = r#"
 import importlib.util, os, py_compile, re, shutil, sys
 prefix = sys.pycache_prefix
@@ -35,7 +54,7 @@ skip = re.compile(r'/(test|tests|idle_test|idlelib|tkinter|turtledemo|lib2to3)/'
 copied = compiled = failed = 0
 seen = set()
 for top in sys.path:
-    if not top or not os.path.isdir(top) or top.startswith(('/workspace', '/tmp', prefix)):
+    if not top or not os.path.isdir(top) or top.startswith(('/workspace', '/tmp', '/.kern-pyc')):
         continue
     for dirpath, dirnames, filenames in os.walk(top):
         if skip.search(dirpath + '/') or dirpath in seen:
@@ -63,7 +82,6 @@ for top in sys.path:
                 failed += 1
 print(f'copied {copied}, compiled {compiled}, failed {failed}')
 "#;
-
 /// The cache of one image: where it lives and whether it is built.
 #[derive(Debug, Clone)]
 pub struct Cache {
@@ -101,14 +119,15 @@ impl Cache {
     }
 
     fn ready_dir(&self) -> PathBuf {
-        self.dir.join("ready")
+        self.dir.join(PUBLISHED)
     }
 
     /// The read-only bind of a built cache, or None while it is not built (or can't be).
     pub fn bind(&self) -> Option<BindSpec> {
         let ready = self.ready_dir();
         let m = std::fs::symlink_metadata(&ready).ok()?;
-        if !m.is_dir() {
+        // Published caches are sealed; one that is writable was not made by us.
+        if !m.is_dir() || m.mode() & 0o222 != 0 {
             return None;
         }
         Some(BindSpec {
@@ -151,30 +170,19 @@ impl Cache {
         if self.bind().is_some() || self.failure().is_some() {
             return Ok(());
         }
-        let work = self.dir.join("tmp");
-        if work.exists() {
-            crate::workspace::make_deletable(&work);
-            let _ = std::fs::remove_dir_all(&work);
-        }
-        std::fs::create_dir(&work)
-            .map_err(|e| Error::Runtime(format!("create {}: {e}", work.display())))?;
-        let m = std::fs::metadata(&work)
-            .map_err(|e| Error::Runtime(format!("stat {}: {e}", work.display())))?;
-        let mut spec = template;
-        spec.argv = vec!["python3".into(), "-c".into(), BUILD_SCRIPT.into()];
-        spec.timeout_ms = BUILD_TIMEOUT_MS;
-        spec.channel = false;
-        spec.binds.retain(|b| b.target != TARGET);
-        spec.binds.push(BindSpec {
-            source: work.clone(),
-            target: TARGET.into(),
-            writable: true,
-            dir: true,
-            dev: m.dev(),
-            ino: m.ino(),
-        });
-        spec.env.retain(|(k, _)| k != "PYTHONPYCACHEPREFIX");
-        spec.env.push(("PYTHONPYCACHEPREFIX".into(), TARGET.into()));
+        // Private to this build (0700, fresh names): nothing else writes into them, and a half
+        // built or failed tree is never where a box looks. The output sits next to where it
+        // is published: a rename within one directory needs no write access to the (by then
+        // sealed) tree itself.
+        let scratch = |prefix: &str| {
+            tempfile::Builder::new()
+                .prefix(prefix)
+                .permissions(std::fs::Permissions::from_mode(0o700))
+                .tempdir_in(&self.dir)
+                .map_err(|e| Error::Runtime(format!("create a pyc build dir: {e}")))
+        };
+        let (out, workspace) = (scratch("build-")?, scratch("ws-")?);
+        let spec = builder_spec(template, workspace.path(), out.path())?;
         let outcome = Kern::spawn(kern, &spec.limits)?
             .run(&spec, 1 << 20, None, cancel.clone(), Default::default())
             .await?;
@@ -208,13 +216,107 @@ impl Cache {
             if lasting && !*cancel.borrow() {
                 let _ = std::fs::write(self.dir.join("failed"), &why);
             }
-            crate::workspace::make_deletable(&work);
-            let _ = std::fs::remove_dir_all(&work);
+            discard(out);
+            discard(workspace);
             return Err(Error::Runtime(why));
         }
-        std::fs::rename(&work, self.ready_dir())
-            .map_err(|e| Error::Runtime(format!("publish the pyc cache: {e}")))?;
+        discard(workspace);
+        let published = install_hook(out.path())
+            .and_then(|()| seal(out.path()))
+            .and_then(|()| {
+                std::fs::rename(out.path(), self.ready_dir())
+                    .map_err(|e| Error::Runtime(format!("publish the pyc cache: {e}")))
+            });
+        discard(out);
+        published?;
+        // The unsealed cache of earlier versions goes.
+        let old = self.dir.join("ready");
+        if std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir()) {
+            crate::workspace::make_deletable(&old);
+            let _ = std::fs::remove_dir_all(&old);
+        }
         drop(lock);
         Ok(())
+    }
+}
+
+/// The builder box: of the session's posture it keeps only the image, the limits, the scratch
+/// tmpfs, AppArmor and seccomp. Everything that could carry what a box wrote is replaced: its
+/// workspace is `workspace` (empty, private), its only mount the output, its account box root
+/// (reads all of the image), no capabilities, no devices, no network, the image's environment
+/// without `PYTHON*`, and python runs `-I`.
+fn builder_spec(template: BoxSpec, workspace: &Path, out: &Path) -> Result<BoxSpec> {
+    let m = std::fs::metadata(out)
+        .map_err(|e| Error::Runtime(format!("stat {}: {e}", out.display())))?;
+    let mut spec = template;
+    spec.workspace = workspace.to_path_buf();
+    spec.argv = vec![
+        "python3".into(),
+        "-I".into(),
+        "-X".into(),
+        format!("pycache_prefix={TARGET}/lib"),
+        "-c".into(),
+        BUILD_SCRIPT.into(),
+    ];
+    spec.timeout_ms = BUILD_TIMEOUT_MS;
+    spec.channel = false;
+    spec.user = None;
+    spec.keep_caps.clear();
+    spec.devices.clear();
+    spec.readonly_in_workspace.clear();
+    spec.host_network = false;
+    spec.egress = None;
+    spec.etc.clear();
+    spec.resident = None;
+    spec.env.retain(|(k, _)| !k.starts_with("PYTHON"));
+    spec.binds = vec![BindSpec {
+        source: out.to_path_buf(),
+        target: TARGET.into(),
+        writable: true,
+        dir: true,
+        dev: m.dev(),
+        ino: m.ino(),
+    }];
+    Ok(spec)
+}
+
+/// Puts the hook at `hook/sitecustomize.py` (kern's own file, written by the host).
+fn install_hook(out: &Path) -> Result<()> {
+    let dir = out.join("hook");
+    std::fs::create_dir(&dir)
+        .and_then(|()| std::fs::write(dir.join("sitecustomize.py"), HOOK))
+        .map_err(|e| Error::Runtime(format!("install the pyc hook: {e}")))
+}
+
+/// Makes the built tree read-only for good: directories 0555, files 0444. Anything but a
+/// directory or a regular file (a symlink, say) means the tree is not what the builder makes,
+/// and it is not published.
+fn seal(dir: &Path) -> Result<()> {
+    let fail = |p: &Path, e: std::io::Error| Error::Runtime(format!("seal {}: {e}", p.display()));
+    let entries = std::fs::read_dir(dir).map_err(|e| fail(dir, e))?;
+    for entry in entries {
+        let path = entry.map_err(|e| fail(dir, e))?.path();
+        let m = std::fs::symlink_metadata(&path).map_err(|e| fail(&path, e))?;
+        if m.is_dir() {
+            seal(&path)?;
+        } else if m.is_file() {
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
+                .map_err(|e| fail(&path, e))?;
+        } else {
+            return Err(Error::Runtime(format!(
+                "the pyc build left {}, which is neither a file nor a directory; not published",
+                path.display()
+            )));
+        }
+    }
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).map_err(|e| fail(dir, e))
+}
+
+/// Removes a build's scratch directory (sealed or not; gone already once published).
+fn discard(scratch: tempfile::TempDir) {
+    let path = scratch.keep();
+    if path.exists() {
+        crate::workspace::make_deletable(&path);
+        let _ = std::fs::remove_dir_all(&path);
     }
 }

@@ -32,7 +32,7 @@ fn deps(sub: &str) -> String {
 }
 
 /// Sets `k` to `v`, or puts `v` in front of an existing `:`-list.
-fn prepend(env: &mut Vec<(String, String)>, k: &str, v: &str) {
+pub(super) fn prepend(env: &mut Vec<(String, String)>, k: &str, v: &str) {
     match env.iter_mut().find(|(ek, _)| ek == k) {
         Some((_, old)) if !old.is_empty() => *old = format!("{v}:{old}"),
         Some((_, old)) => *old = v.to_string(),

@@ -126,8 +126,12 @@ fn dir_flags() -> OFlag {
 /// workspace meanwhile. A file that shrinks while it is read fails the snapshot; a file that
 /// grows is archived at the size it had when opened.
 ///
-/// Limits are checked before any data they guard is read: a file over `max_file_bytes` or a
-/// running total over `max_total_bytes` (a 1 TB sparse file, say) refuses the snapshot by name,
+/// A file with holes keeps them: its data runs (found with SEEK_DATA/SEEK_HOLE) are archived as
+/// a PAX 1.0 sparse member, and the size limits count the bytes files hold, not their apparent
+/// sizes (a 3 GiB sparse file holding 4 KiB costs 4 KiB).
+///
+/// Limits are checked before any data they guard is read: a file holding more than
+/// `max_file_bytes` or a running total over `max_total_bytes` refuses the snapshot by name,
 /// as do more than `max_entries` entries or a path deeper than `max_depth`.
 ///
 /// `dest` must be absolute, its directory must exist and must not be inside `root` (the archive
@@ -286,30 +290,47 @@ fn archive_tree<W: Write>(
                 let flags = OFlag::O_NONBLOCK | OFlag::O_NOCTTY;
                 let (fd, now) = open_seen(&frame.fd, &name, &seen, flags, &rel)?;
                 let size = u64::try_from(now.st_size).unwrap_or(0);
-                if size > limits.max_file_bytes {
+                let file = File::from(fd);
+                // A file with holes keeps them: only its data runs are archived, and only they
+                // count against the limits (what the box used, not what it declared).
+                let runs = data_runs(&file, size, &now)
+                    .map_err(|e| Error::Runtime(format!("examining {rel:?}: {e}")))?;
+                let used = runs
+                    .as_ref()
+                    .map_or(size, |r| r.iter().map(|&(_, len)| len).sum());
+                if used > limits.max_file_bytes {
                     return crate::invalid!(
-                        "snapshot refused: {rel:?} is {size} bytes, over the limit of {} bytes \
+                        "snapshot refused: {rel:?} holds {used} bytes, over the limit of {} bytes \
                          per file (max_file_bytes); remove or shrink it, or raise the limit",
                         limits.max_file_bytes
                     );
                 }
-                let total = report.bytes.saturating_add(size);
+                let total = report.bytes.saturating_add(used);
                 if total > limits.max_total_bytes {
                     return crate::invalid!(
-                        "snapshot refused at {rel:?} ({size} bytes): the files come to more \
+                        "snapshot refused at {rel:?} ({used} bytes): the files come to more \
                          than the limit of {} bytes in all (max_total_bytes); remove large \
                          files, or raise the limit",
                         limits.max_total_bytes
                     );
                 }
-                let mut header = header_for(&now, EntryType::Regular, size);
-                let mut data = Exactly {
-                    file: File::from(fd),
-                    left: size,
-                    shrank: false,
+                let mut shrank = false;
+                let appended = match runs {
+                    None => {
+                        let mut header = header_for(&now, EntryType::Regular, size);
+                        let mut data = Exactly {
+                            file,
+                            left: size,
+                            shrank: false,
+                        };
+                        let r = builder.append_data(&mut header, &rel, &mut data);
+                        shrank = data.shrank;
+                        r
+                    }
+                    Some(runs) => append_sparse(builder, &rel, &now, file, runs, &mut shrank),
                 };
-                if let Err(e) = builder.append_data(&mut header, &rel, &mut data) {
-                    return Err(if data.shrank {
+                if let Err(e) = appended {
+                    return Err(if shrank {
                         changed(&rel)
                     } else {
                         Error::Runtime(format!("archiving {rel:?}: {e}"))
@@ -441,6 +462,154 @@ impl Read for Exactly {
     }
 }
 
+/// Past this many data runs, the closest runs of a sparse file are merged (the holes between
+/// them archived as zeros): restore reads a member's map whole, and keeps it small.
+const MAX_RUNS: usize = 1024;
+/// The most runs restore accepts in one sparse map (archives made elsewhere may have more).
+const MAX_MAP_RUNS: u64 = 100_000;
+
+/// The data runs `(offset, length)` of a file with holes, found with SEEK_DATA/SEEK_HOLE; None
+/// for a file without holes (or on a filesystem that can't tell). A hole at the end is a run
+/// of length 0 at `size`, as GNU tar writes it.
+fn data_runs(file: &File, size: u64, st: &FileStat) -> io::Result<Option<Vec<(u64, u64)>>> {
+    use nix::unistd::{lseek, Whence};
+    // Cheap test first: blocks that cover the size leave no room for holes worth keeping.
+    if u64::try_from(st.st_blocks)
+        .unwrap_or(u64::MAX)
+        .saturating_mul(512)
+        >= size
+    {
+        return Ok(None);
+    }
+    let end = i64::try_from(size).map_err(io::Error::other)?;
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    let mut pos = 0i64;
+    while pos < end {
+        let start = match lseek(file, pos, Whence::SeekData) {
+            Ok(o) => o,
+            Err(Errno::ENXIO) => break,
+            Err(Errno::EINVAL | Errno::EOPNOTSUPP) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        if start >= end {
+            break;
+        }
+        let stop = lseek(file, start, Whence::SeekHole)?.min(end);
+        if stop <= start {
+            return Err(io::Error::other("the file changed while being archived"));
+        }
+        runs.push((start as u64, (stop - start) as u64));
+        pos = stop;
+    }
+    let mut gap = 4096;
+    while runs.len() > MAX_RUNS {
+        runs = merge_runs(runs, gap);
+        gap = gap.saturating_mul(2);
+    }
+    if runs.last().is_none_or(|&(o, l)| o + l < size) {
+        runs.push((size, 0));
+    }
+    Ok(Some(runs))
+}
+
+/// `runs` with every two neighbours less than `gap` apart made one.
+fn merge_runs(runs: Vec<(u64, u64)>, gap: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
+    for (o, l) in runs {
+        match out.last_mut() {
+            Some((po, pl)) if o - (*po + *pl) < gap => *pl = o + l - *po,
+            _ => out.push((o, l)),
+        }
+    }
+    out
+}
+
+/// A file with holes as a PAX 1.0 sparse member (what GNU tar writes with `--sparse
+/// --format=posix`, and GNU tar, bsdtar and Python's tarfile read): PAX records naming the
+/// file and its real size, then a member whose data is the map (the run count, then offset
+/// and length of each run, one decimal number a line, padded to 512 bytes) and the runs' bytes.
+fn append_sparse<W: Write>(
+    builder: &mut tar::Builder<W>,
+    rel: &str,
+    st: &FileStat,
+    file: File,
+    runs: Vec<(u64, u64)>,
+    shrank: &mut bool,
+) -> io::Result<()> {
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    let mut records = Vec::new();
+    for (k, v) in [
+        ("GNU.sparse.major", "1"),
+        ("GNU.sparse.minor", "0"),
+        ("GNU.sparse.name", rel),
+        ("GNU.sparse.realsize", &size.to_string()),
+    ] {
+        records.extend_from_slice(&pax_record(k, v));
+    }
+    let mut pax = tar::Header::new_ustar();
+    pax.set_entry_type(EntryType::XHeader);
+    pax.set_path("././@PaxHeader")?;
+    pax.set_mode(0o644);
+    pax.set_size(records.len() as u64);
+    pax.set_cksum();
+    builder.append(&pax, records.as_slice())?;
+
+    let mut map = format!("{}\n", runs.len());
+    for (o, l) in &runs {
+        map.push_str(&format!("{o}\n{l}\n"));
+    }
+    let mut map = map.into_bytes();
+    map.resize(map.len().div_ceil(512) * 512, 0);
+    let data: u64 = runs.iter().map(|&(_, l)| l).sum();
+    // Readers that know nothing of sparse files unpack it under this name, beside the real one.
+    let fake = match rel.rsplit_once('/') {
+        Some((dir, base)) => format!("{dir}/GNUSparseFile.0/{base}"),
+        None => format!("GNUSparseFile.0/{rel}"),
+    };
+    let mut header = header_for(st, EntryType::Regular, map.len() as u64 + data);
+    let mut body = Runs {
+        run: Exactly {
+            file,
+            left: 0,
+            shrank: false,
+        },
+        runs: runs.into_iter(),
+    };
+    let r = builder.append_data(&mut header, fake, map.as_slice().chain(&mut body));
+    *shrank = body.run.shrank;
+    r
+}
+
+/// One PAX record, `<length> <key>=<value>\n`, whose length counts its own digits.
+fn pax_record(key: &str, value: &str) -> Vec<u8> {
+    let rest = key.len() + value.len() + 3;
+    let mut len = rest + rest.to_string().len();
+    if len.to_string().len() + rest != len {
+        len += 1;
+    }
+    format!("{len} {key}={value}\n").into_bytes()
+}
+
+/// The data runs of a file, one after the other, each read [`Exactly`] (a file that shrank is
+/// an error).
+struct Runs {
+    run: Exactly,
+    runs: std::vec::IntoIter<(u64, u64)>,
+}
+
+impl Read for Runs {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        while self.run.left == 0 {
+            let Some((offset, len)) = self.runs.next() else {
+                return Ok(0);
+            };
+            self.run.file.seek(SeekFrom::Start(offset))?;
+            self.run.left = len;
+        }
+        self.run.read(buf)
+    }
+}
+
 fn join(parent: &str, name: &str) -> String {
     if parent.is_empty() {
         name.to_string()
@@ -457,10 +626,11 @@ fn join(parent: &str, name: &str) -> String {
 /// Two passes. The first reads the whole archive and writes nothing: every member must have a
 /// relative UTF-8 path without `..` or NUL (after GNU long-name and PAX `path` processing, and
 /// after dropping `.` components; at most 255 bytes a component and 4096 in all), must be a
-/// regular file or a directory (symlinks, hardlinks, devices, FIFOs, sparse files and anything
-/// else are refused by name), must not be under the top-level `.deps`, must not repeat a path or
-/// use a file's path as a directory, and must fit `limits` (entries, declared sizes per file and
-/// in all, depth). The first pass also refuses a file member where the workspace has a non-empty
+/// regular file, a PAX 1.0 sparse file (with a map that is in order, within its size and
+/// accounts for every stored byte) or a directory (symlinks, hardlinks, devices, FIFOs, other
+/// sparse forms and anything else are refused by name), must not be under the top-level
+/// `.deps`, must not repeat a path or use a file's path as a directory, and must fit `limits`
+/// (entries, stored sizes per file and in all, depth). The first pass also refuses a file member where the workspace has a non-empty
 /// directory. If anything is refused, the error (`Error::Invalid`) names the member and the
 /// workspace is untouched.
 ///
@@ -514,7 +684,10 @@ struct Member {
     /// Normal components joined by `/`.
     path: String,
     dir: bool,
+    /// Bytes the member stores (for a sparse file: its map and data runs).
     size: u64,
+    /// A PAX 1.0 sparse file: its real size (the runs are in its map).
+    sparse: Option<u64>,
     mode: u32,
     mtime: u64,
 }
@@ -527,6 +700,7 @@ impl Member {
         h.update(self.size.to_le_bytes());
         h.update(self.mode.to_le_bytes());
         h.update(self.mtime.to_le_bytes());
+        h.update(self.sparse.map_or([0xff; 8], u64::to_le_bytes));
         h.update(self.path.as_bytes());
         let mut out = [0u8; 32];
         out.copy_from_slice(&h.finalize());
@@ -620,19 +794,27 @@ fn describe(kind: EntryType) -> String {
 
 /// The checks that need only the member itself; both passes run them.
 fn inspect<R: Read>(
-    entry: &tar::Entry<'_, R>,
+    entry: &mut tar::Entry<'_, R>,
     limits: &Limits,
 ) -> std::result::Result<Member, String> {
-    // `path()` applies GNU long names and PAX `path` records: the name anyone would unpack to.
-    let raw = entry
-        .path()
-        .map_err(|e| format!("has an unreadable name ({e})"))?;
-    let raw = raw.as_os_str().as_bytes();
+    let sparse = sparse_of(entry)?;
+    // `path()` applies GNU long names and PAX `path` records: the name anyone would unpack to;
+    // a sparse file's real name is in its own record.
+    let raw: Vec<u8> = match &sparse {
+        Some((name, _)) => name.clone(),
+        None => entry
+            .path()
+            .map_err(|e| format!("has an unreadable name ({e})"))?
+            .as_os_str()
+            .as_bytes()
+            .to_vec(),
+    };
+    let raw = raw.as_slice();
     let path = member_path(raw)?;
     let kind = entry.header().entry_type();
     let dir = match kind {
         EntryType::Regular | EntryType::Continuous => false,
-        EntryType::Directory => true,
+        EntryType::Directory if sparse.is_none() => true,
         other => {
             return Err(format!(
                 "is a {}; only regular files and directories are restored",
@@ -674,9 +856,116 @@ fn inspect<R: Read>(
         path,
         dir,
         size,
+        sparse: sparse.map(|(_, real)| real),
         mode,
         mtime,
     })
+}
+
+/// A PAX 1.0 sparse file's name and real size, from its PAX records; None for any other
+/// member. Other sparse formats are refused by name.
+fn sparse_of<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+) -> std::result::Result<Option<(Vec<u8>, u64)>, String> {
+    let Some(records) = entry
+        .pax_extensions()
+        .map_err(|e| format!("has unreadable PAX records ({e})"))?
+    else {
+        return Ok(None);
+    };
+    let (mut seen, mut major, mut minor, mut name, mut real) = (false, None, None, None, None);
+    for record in records {
+        let record = record.map_err(|e| format!("has an unreadable PAX record ({e})"))?;
+        let key = record.key_bytes();
+        if !key.starts_with(b"GNU.sparse.") {
+            continue;
+        }
+        seen = true;
+        let value = record.value_bytes().to_vec();
+        match key {
+            b"GNU.sparse.major" => major = Some(value),
+            b"GNU.sparse.minor" => minor = Some(value),
+            b"GNU.sparse.name" => name = Some(value),
+            b"GNU.sparse.realsize" => real = Some(value),
+            _ => {}
+        }
+    }
+    if !seen {
+        return Ok(None);
+    }
+    let real = real
+        .as_deref()
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&r| i64::try_from(r).is_ok());
+    match (major.as_deref(), minor.as_deref(), name, real) {
+        (Some(b"1"), Some(b"0"), Some(name), Some(real)) => Ok(Some((name, real))),
+        _ => Err(
+            "is a sparse file in a form restore does not read (it reads PAX 1.0 sparse files, \
+             as snapshot() and `tar --sparse --format=posix` write them)"
+                .into(),
+        ),
+    }
+}
+
+/// Reads a sparse member's map from the start of its data: the runs `(offset, length)`,
+/// checked to be in order, within the real size, and to account for every stored byte.
+fn read_map(
+    data: &mut dyn Read,
+    m: &Member,
+    real: u64,
+) -> std::result::Result<Vec<(u64, u64)>, String> {
+    let bad = |why: &str| format!("has a sparse map that {why}");
+    let mut block = [0u8; 512];
+    let mut consumed = 0u64;
+    let mut nums: Vec<u64> = Vec::new();
+    let (mut cur, mut digits) = (0u64, 0usize);
+    let mut want: Option<u64> = None;
+    while want.is_none_or(|n| nums.len() as u64 != 1 + 2 * n) {
+        if consumed + 512 > m.size {
+            return Err(bad("runs past the member's data"));
+        }
+        data.read_exact(&mut block)
+            .map_err(|e| bad(&format!("cannot be read ({e})")))?;
+        consumed += 512;
+        for &b in &block {
+            if want.is_some_and(|n| nums.len() as u64 == 1 + 2 * n) {
+                break;
+            }
+            match b {
+                b'0'..=b'9' if digits < 20 => {
+                    cur = cur
+                        .checked_mul(10)
+                        .and_then(|c| c.checked_add(u64::from(b - b'0')))
+                        .ok_or_else(|| bad("holds a number too large"))?;
+                    digits += 1;
+                }
+                b'\n' if digits > 0 => {
+                    nums.push(cur);
+                    (cur, digits) = (0, 0);
+                    if nums.len() == 1 {
+                        if nums[0] > MAX_MAP_RUNS {
+                            return Err(bad(&format!("lists more than {MAX_MAP_RUNS} runs")));
+                        }
+                        want = Some(nums[0]);
+                    }
+                }
+                _ => return Err(bad("is malformed")),
+            }
+        }
+    }
+    let runs: Vec<(u64, u64)> = nums[1..].chunks(2).map(|c| (c[0], c[1])).collect();
+    let mut end = 0u64;
+    let mut stored = consumed;
+    for &(o, l) in &runs {
+        let stop = o.checked_add(l).filter(|&e| o >= end && e <= real);
+        end = stop.ok_or_else(|| bad("has runs out of order or past the file's size"))?;
+        stored = stored.saturating_add(l);
+    }
+    if stored != m.size {
+        return Err(bad("does not match the member's size"));
+    }
+    Ok(runs)
 }
 
 /// Shared by the metered reader and the member loop.
@@ -765,7 +1054,7 @@ fn each_member(
                 ),
             ));
         }
-        let member = inspect(&entry, limits).map_err(|why| refuse(&what, &why))?;
+        let member = inspect(&mut entry, limits).map_err(|why| refuse(&what, &why))?;
         // This member's data, padded to a 512-byte block, plus the next member's headers.
         let data = entry.size().saturating_add(511) & !511;
         meter.left.set(data.saturating_add(HEADER_ROOM));
@@ -788,8 +1077,11 @@ fn validate(top: &OwnedFd, file: &File, src: &Path, limits: &Limits) -> Result<V
     let mut look = Cursor::new(top);
     let mut total = 0u64;
     let mut plan = Vec::new();
-    each_member(file, limits, &refuse, |m, _| {
+    each_member(file, limits, &refuse, |m, data| {
         let what = format!("member {}", shown(&m.path));
+        if let Some(real) = m.sparse {
+            read_map(data, m, real).map_err(|why| refuse(&what, &why))?;
+        }
         total = total.saturating_add(m.size);
         if total > limits.max_total_bytes {
             return Err(refuse(
@@ -941,6 +1233,34 @@ impl FileWriter<'_> {
         result
     }
 
+    /// Copies exactly `len` bytes of the member's data into `out`.
+    fn copy(&mut self, out: &mut File, data: &mut dyn Read, len: u64, m: &Member) -> Result<()> {
+        let what = format!("member {}", shown(&m.path));
+        let mut left = len;
+        while left > 0 {
+            let want = self
+                .buf
+                .len()
+                .min(usize::try_from(left).unwrap_or(usize::MAX));
+            let n = match data.read(&mut self.buf[..want]) {
+                Ok(0) => {
+                    return Err((self.stopped)(
+                        &what,
+                        "is cut short: the archive is truncated",
+                    ))
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err((self.stopped)(&what, &format!("cannot be read ({e})"))),
+            };
+            out.write_all(&self.buf[..n]).map_err(|e| {
+                Error::Runtime(format!("writing {:?} in the workspace: {e}", m.path))
+            })?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+
     fn fill_and_place(
         &mut self,
         parent: &OwnedFd,
@@ -955,21 +1275,18 @@ impl FileWriter<'_> {
         let io_err = |doing: &str, e: &dyn std::fmt::Display| {
             Error::Runtime(format!("{doing} {:?} in the workspace: {e}", m.path))
         };
-        let mut left = m.size;
-        while left > 0 {
-            let want = self
-                .buf
-                .len()
-                .min(usize::try_from(left).unwrap_or(usize::MAX));
-            let n = match data.read(&mut self.buf[..want]) {
-                Ok(0) => return Err(stopped(&what, "is cut short: the archive is truncated")),
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(stopped(&what, &format!("cannot be read ({e})"))),
-            };
-            out.write_all(&self.buf[..n])
-                .map_err(|e| io_err("writing", &e))?;
-            left -= n as u64;
+        match m.sparse {
+            None => self.copy(&mut out, data, m.size, m)?,
+            Some(real) => {
+                // The runs land at their offsets; what lies between stays a hole.
+                let runs = read_map(data, m, real).map_err(|why| stopped(&what, &why))?;
+                for (offset, len) in runs {
+                    out.seek(SeekFrom::Start(offset))
+                        .map_err(|e| io_err("writing", &e))?;
+                    self.copy(&mut out, data, len, m)?;
+                }
+                out.set_len(real).map_err(|e| io_err("writing", &e))?;
+            }
         }
         if let Some((uid, gid)) = self.owner {
             fchown(&out, Some(uid), Some(gid)).map_err(|e| io_err("setting the owner of", &e))?;
@@ -1201,7 +1518,7 @@ mod tests {
     use super::*;
     use proptest::strategy::Strategy;
     use std::collections::BTreeMap;
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
     use std::path::Component;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -1967,17 +2284,140 @@ mod tests {
     }
 
     #[test]
+    fn sparse_files_keep_their_holes_both_ways() {
+        let ws = tempfile::tempdir().unwrap();
+        let size: u64 = 3 << 30;
+        let f = File::create(ws.path().join("sparse")).unwrap();
+        f.set_len(size).unwrap();
+        f.write_all_at(b"head", 0).unwrap();
+        f.write_all_at(&[9u8; 10_000], 1 << 30).unwrap();
+        drop(f);
+        // A file that is all hole, and one whose data ends it.
+        File::create(ws.path().join("empty-hole"))
+            .unwrap()
+            .set_len(1 << 20)
+            .unwrap();
+        let g = File::create(ws.path().join("tail")).unwrap();
+        g.write_all_at(b"end", (1 << 24) - 3).unwrap();
+        drop(g);
+        std::fs::set_permissions(
+            ws.path().join("sparse"),
+            std::fs::Permissions::from_mode(0o640),
+        )
+        .unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let dest = out.path().join("ws.tar.gz");
+        let started = Instant::now();
+        // A 1 MiB per-file limit: the 3 GiB file holds far less.
+        let limits = Limits {
+            max_file_bytes: 1 << 20,
+            ..Limits::default()
+        };
+        let report = snapshot(ws.path(), &dest, &limits).unwrap();
+        assert!(started.elapsed() < Duration::from_secs(30));
+        assert_eq!(report.files, 3);
+        assert!(report.bytes < 64 << 10, "{report:?}");
+        assert!(std::fs::metadata(&dest).unwrap().len() < 64 << 10);
+
+        let back = tempfile::tempdir().unwrap();
+        let r = restore(back.path(), &dest, &limits, None).unwrap();
+        assert_eq!(r.files, 3);
+        let p = back.path().join("sparse");
+        let m = std::fs::metadata(&p).unwrap();
+        assert_eq!(m.len(), size);
+        assert_eq!(m.mode() & 0o777, 0o640);
+        assert!(m.blocks() * 512 < 1 << 20, "{} blocks", m.blocks());
+        let f = File::open(&p).unwrap();
+        let mut buf = vec![0u8; 10_002];
+        f.read_exact_at(&mut buf[..4], 0).unwrap();
+        assert_eq!(&buf[..4], b"head");
+        f.read_exact_at(&mut buf, (1 << 30) - 1).unwrap();
+        assert_eq!(buf[0], 0);
+        assert!(buf[1..10_001].iter().all(|&b| b == 9));
+        assert_eq!(buf[10_001], 0);
+        f.read_exact_at(&mut buf[..4096], size - 4096).unwrap();
+        assert!(buf[..4096].iter().all(|&b| b == 0));
+        let hole = std::fs::metadata(back.path().join("empty-hole")).unwrap();
+        assert_eq!((hole.len(), hole.blocks()), (1 << 20, 0));
+        let tail = std::fs::read(back.path().join("tail")).unwrap();
+        assert_eq!(tail.len(), 1 << 24);
+        assert_eq!(&tail[tail.len() - 3..], b"end");
+        assert!(tail[..tail.len() - 3].iter().all(|&b| b == 0));
+
+        // Python's tarfile (and GNU tar) read the same member as the same file.
+        let py = std::process::Command::new("python3")
+            .arg("-c")
+            .arg("import sys, tarfile; t = tarfile.open(sys.argv[1]); m = t.getmember('sparse'); print(m.size, m.sparse is not None)")
+            .arg(&dest)
+            .output();
+        if let Ok(py) = py {
+            if py.status.success() {
+                assert_eq!(
+                    String::from_utf8_lossy(&py.stdout).trim(),
+                    format!("{size} True")
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn sparse_maps_that_lie_are_refused() {
+        let d = Limits::default();
+        let sparse = |map: &str, data: &[u8], real: &str| {
+            let mut body = map.as_bytes().to_vec();
+            body.resize(512, 0);
+            body.extend_from_slice(data);
+            let body = body.clone();
+            let real = real.to_string();
+            move |_: &Path| {
+                let mut rec = pax_record("GNU.sparse.major", "1");
+                rec.extend(pax_record("GNU.sparse.minor", "0"));
+                rec.extend(pax_record("GNU.sparse.name", "f"));
+                rec.extend(pax_record("GNU.sparse.realsize", &real));
+                T::new()
+                    .raw(b"PaxHeaders/f", EntryType::XHeader, &rec)
+                    .file("GNUSparseFile.0/f", &body)
+            }
+        };
+        for (case, map, data, real) in [
+            (
+                "past the real size",
+                "1\n100\n10\n",
+                &b"0123456789"[..],
+                "50",
+            ),
+            ("out of order", "2\n100\n1\n50\n1\n", b"ab", "200"),
+            ("more data than listed", "1\n0\n1\n", b"ab", "10"),
+            ("less data than listed", "1\n0\n5\n", b"ab", "10"),
+            ("malformed", "1\nx\n1\n", b"a", "10"),
+            ("too many runs", "999999999\n", b"", "10"),
+        ] {
+            let msg = refused(case, &d, sparse(map, data, real));
+            contains(&msg, "sparse map");
+        }
+        let msg = refused("PAX sparse 0.1", &d, |_| {
+            let mut rec = pax_record("GNU.sparse.numblocks", "1");
+            rec.extend(pax_record("GNU.sparse.map", "0,1"));
+            T::new()
+                .raw(b"PaxHeaders/f", EntryType::XHeader, &rec)
+                .file("f", b"a")
+        });
+        contains(&msg, "PAX 1.0 sparse");
+    }
+
+    #[test]
     fn snapshot_limits_refuse_before_writing() {
         let ws = tempfile::tempdir().unwrap();
         std::fs::write(ws.path().join("small"), "x").unwrap();
-        File::create(ws.path().join("huge"))
-            .unwrap()
-            .set_len(1 << 40)
+        // The limits count what a file holds: 1 MiB of data 1 TB into a sparse file.
+        let huge = File::create(ws.path().join("huge")).unwrap();
+        huge.set_len(1 << 40).unwrap();
+        huge.write_all_at(&vec![7u8; 1 << 20], (1 << 40) - (1 << 20))
             .unwrap();
         let out = tempfile::tempdir().unwrap();
         let dest = out.path().join("ws.tar.gz");
         let limits = Limits {
-            max_file_bytes: 1 << 30,
+            max_file_bytes: 1 << 19,
             ..Limits::default()
         };
         let started = Instant::now();
@@ -1986,13 +2426,13 @@ mod tests {
         let msg = err.to_string();
         contains(&msg, "\"huge\"");
         contains(&msg, "max_file_bytes");
-        contains(&msg, &(1u64 << 30).to_string());
+        contains(&msg, &(1u64 << 19).to_string());
         assert!(matches!(err, Error::Invalid(_)));
         // Neither the archive nor its temp file is left.
         assert_eq!(std::fs::read_dir(out.path()).unwrap().count(), 0);
 
         let limits = Limits {
-            max_total_bytes: 1 << 30,
+            max_total_bytes: 1 << 19,
             max_file_bytes: u64::MAX,
             ..Limits::default()
         };
