@@ -163,8 +163,10 @@ export interface SandboxOptions {
    * rather than enforced as a hard limit: the call that crosses it completes, and later calls
    * (`runCode`, `run` and kernel cells) are not run and return a `workspace_full` fault that says
    * how much the workspace holds and the cap. A positive integer, at most 2^53 - 1. What counts is the disk space of the workspace's
-   * regular files, as `du` counts it (a sparse file costs what it holds), without `.deps`, found by
-   * the same walk as `trackFiles` (at most 100,000 entries). Host `writeFile`/`restore` are not
+   * entries, as `du` counts it (a sparse file costs what it holds), each entry at least 4 KiB (what
+   * an inode costs: a million empty files are 4 GiB), without `.deps`. The walk counts every entry
+   * however many there are (it stops once past the cap), and a directory kern cannot read fails
+   * the check closed with a `workspace_full` that names it. Host `writeFile`/`restore` are not
    * refused, but count for the next call. Default null (unbounded). */
   workspaceMaxBytes?: number | null;
   /** Stable identifier for a `persist` sandbox, so separate processes using the same name share one

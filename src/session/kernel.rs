@@ -345,10 +345,11 @@ impl Kernel {
 /// A cell's refusal when the workspace is over `workspaceMaxBytes` (checked before each cell).
 pub(super) async fn over_quota(quota: &Option<(std::path::PathBuf, u64)>) -> Option<ExecResult> {
     let (ws, cap) = quota.clone()?;
-    let bytes = tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws).bytes)
-        .await
-        .unwrap_or(0);
-    (bytes > cap).then(|| ExecResult::refused(super::workspace_full(bytes, cap)))
+    let snap =
+        tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws, Some(cap)))
+            .await
+            .unwrap_or_else(|e| crate::workspace::track::Snapshot::unmeasured(e.to_string()));
+    super::over_quota(&snap, cap).map(ExecResult::refused)
 }
 
 /// Why a kernel's box ended, from its outcome: the box's own fault, or the kernel's `process`

@@ -122,7 +122,7 @@ async fn workspace_changes(
         return Vec::new();
     };
     let ws = workspace.to_path_buf();
-    let after = tokio::task::spawn_blocking(move || track::snapshot(&ws))
+    let after = tokio::task::spawn_blocking(move || track::snapshot(&ws, None))
         .await
         .unwrap_or_default();
     if before.capped || after.capped {
@@ -895,19 +895,20 @@ impl Sandbox {
             ));
         }
         let track = cfg.track_files;
-        let before = if track || cfg.workspace_max_bytes.is_some() {
+        let quota = cfg.workspace_max_bytes;
+        let before = if track || quota.is_some() {
             let ws = workspace.clone();
             Some(
-                tokio::task::spawn_blocking(move || track::snapshot(&ws))
+                tokio::task::spawn_blocking(move || track::snapshot(&ws, quota))
                     .await
-                    .unwrap_or_default(),
+                    .unwrap_or_else(|e| track::Snapshot::unmeasured(e.to_string())),
             )
         } else {
             None
         };
-        if let (Some(cap), Some(b)) = (cfg.workspace_max_bytes, &before) {
-            if b.bytes > cap {
-                return Ok(ExecResult::refused(workspace_full(b.bytes, cap)));
+        if let (Some(cap), Some(b)) = (quota, &before) {
+            if let Some(fault) = over_quota(b, cap) {
+                return Ok(ExecResult::refused(fault));
             }
         }
         let before = if track { before } else { None };
@@ -1005,11 +1006,25 @@ impl Sandbox {
 }
 
 /// The fault of a call refused because the workspace is over `workspaceMaxBytes`.
+/// The `workspace_full` refusal when the walk before a call found the workspace over `cap`, or
+/// could not measure all of it (fail closed: a box must not hide bytes in what kern can't read).
+pub(super) fn over_quota(snap: &track::Snapshot, cap: u64) -> Option<Fault> {
+    if let Some(why) = &snap.unmeasured {
+        return Some(Fault::new(
+            FaultKind::WorkspaceFull,
+            format!(
+                "kern could not measure the whole workspace against workspaceMaxBytes ({why}), so the call was not run; remove or fix what it names (listFiles() shows what is there)"
+            ),
+        ));
+    }
+    (snap.bytes > cap).then(|| workspace_full(snap.bytes, cap))
+}
+
 fn workspace_full(bytes: u64, cap: u64) -> Fault {
     Fault::new(
         FaultKind::WorkspaceFull,
         format!(
-            "the workspace holds {} of files, over workspaceMaxBytes ({}); the call was not run. Free space (listFiles() shows sizes; writeFile(path, \"\") empties a file after you readFile what you need) or open a Sandbox with a larger workspaceMaxBytes",
+            "the workspace holds {} (allocated blocks, and at least 4 KiB an entry), over workspaceMaxBytes ({}); the call was not run. Free space (listFiles() shows sizes; writeFile(path, \"\") empties a file after you readFile what you need) or open a Sandbox with a larger workspaceMaxBytes",
             human_bytes(bytes),
             human_bytes(cap)
         ),

@@ -40,6 +40,17 @@ fn shown(rel: &Path) -> String {
     }
 }
 
+/// What a walk does with a directory it may not open although it owns it (an unprivileged caller,
+/// a box's `chmod 000`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Closed {
+    /// It is an error: the walk must count everything (the workspace quota).
+    Fail,
+    /// Pass over it: only its owner can reach inside, and that is us (the set-id sweep: a set-id
+    /// file of ours grants nothing to ourselves, and nobody else can get at it).
+    PassOver,
+}
+
 /// What the visitor wants done after seeing an entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Visit {
@@ -120,9 +131,7 @@ fn names_of(fd: &OwnedFd) -> nix::Result<Vec<OsString>> {
     Ok(out)
 }
 
-/// A directory we may pass over: one only its owner may enter, and we are that owner (an
-/// unprivileged caller; root opens anything). Whatever is inside is reachable by nobody else,
-/// and a set-id file of ours grants nothing to ourselves.
+/// A directory only its owner may enter, and we are that owner (root opens anything).
 fn ours_and_closed(errno: Errno, st: &FileStat) -> bool {
     errno == Errno::EACCES && st.st_uid == nix::unistd::geteuid().as_raw()
 }
@@ -149,7 +158,11 @@ fn frame(fd: OwnedFd, rel: PathBuf) -> Result<Frame, WalkError> {
 /// contents). `Ok(true)`: every entry was seen; `Ok(false)`: the visitor stopped the walk. An
 /// error names the directory that could not be read, or that changed under the walk: nothing is
 /// passed over silently. A missing `root` is an empty tree.
-pub fn walk_all(root: &Path, mut visit: impl FnMut(&Seen<'_>) -> Visit) -> Result<bool, WalkError> {
+pub fn walk_all(
+    root: &Path,
+    closed: Closed,
+    mut visit: impl FnMut(&Seen<'_>) -> Visit,
+) -> Result<bool, WalkError> {
     let top = match open(
         root,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
@@ -234,7 +247,7 @@ pub fn walk_all(root: &Path, mut visit: impl FnMut(&Seen<'_>) -> Visit) -> Resul
         let sub = match openat(dir_fd.as_fd(), name.as_os_str(), DIR_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => continue,
-            Err(errno) if ours_and_closed(errno, &stat) => continue,
+            Err(errno) if closed == Closed::PassOver && ours_and_closed(errno, &stat) => continue,
             Err(errno) => return Err(WalkError::Unreadable { rel: path, errno }),
         };
         let sub = frame(sub, path)?;
@@ -259,7 +272,7 @@ pub fn walk_all(root: &Path, mut visit: impl FnMut(&Seen<'_>) -> Visit) -> Resul
 /// directory could not be read (callers that must not miss anything use `walk_all`).
 pub fn walk(root: &Path, max: usize, mut visit: impl FnMut(&Seen<'_>) -> bool) -> bool {
     let mut seen = 0usize;
-    walk_all(root, |e| {
+    walk_all(root, Closed::PassOver, |e| {
         seen += 1;
         if seen > max {
             Visit::Stop
@@ -291,7 +304,7 @@ pub fn strip_setid(root: &Path) -> Result<(), String> {
         }
     }
     let mut failed: Option<String> = None;
-    let walked = walk_all(root, |e| {
+    let walked = walk_all(root, Closed::PassOver, |e| {
         if e.is_file() && e.stat.st_mode & 0o6000 != 0 {
             if let Err(errno) = e.chmod(e.stat.st_mode & 0o1777) {
                 failed = Some(format!("{}: {errno}", e.rel.display()));
@@ -344,7 +357,7 @@ mod tests {
 
     fn count(root: &Path) -> (usize, usize) {
         let (mut dirs, mut files) = (0, 0);
-        assert!(walk_all(root, |e| {
+        assert!(walk_all(root, Closed::Fail, |e| {
             if e.is_dir() {
                 dirs += 1;
             } else {
@@ -388,7 +401,7 @@ mod tests {
         let before = open_fds();
         let mut most = 0;
         let (mut dirs, mut files) = (0, 0);
-        assert!(walk_all(ws.path(), |e| {
+        assert!(walk_all(ws.path(), Closed::Fail, |e| {
             most = most.max(open_fds());
             if e.is_dir() {
                 dirs += 1;
@@ -410,7 +423,7 @@ mod tests {
         let ws = tempfile::tempdir().unwrap();
         std::fs::create_dir(ws.path().join("a")).unwrap();
         let mut first = true;
-        let r = walk_all(ws.path(), |e| {
+        let r = walk_all(ws.path(), Closed::Fail, |e| {
             if first && e.is_dir() {
                 first = false;
                 std::fs::remove_dir(ws.path().join("a")).unwrap();
