@@ -162,7 +162,7 @@ mod tests {
         std::fs::create_dir(&closed).unwrap();
         std::fs::write(closed.join("big"), vec![1u8; 1 << 20]).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0)).unwrap();
+        std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o000)).unwrap();
         let snap = snapshot(dir.path(), Some(1 << 30));
         std::fs::set_permissions(&closed, std::fs::Permissions::from_mode(0o700)).unwrap();
         assert!(snap.unmeasured.is_some(), "{snap:?}");
