@@ -120,6 +120,9 @@ impl Kern {
         let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| io("socketpair", e))?;
+        // The box's PID 1 is a fork of this process, and `/proc/1/cmdline` shows its argv: the
+        // box learns no host path from it. Scoped, systemd-run execs argv[0] as given, so kern
+        // is named relative to its own directory.
         let mut cmd = match scoped {
             Some(systemd_run) => {
                 let mut c = tokio::process::Command::new(systemd_run);
@@ -131,11 +134,22 @@ impl Kern {
                     "-p",
                     "Delegate=yes",
                     "--",
-                ])
-                .arg(kern);
+                ]);
+                match (kern.parent(), kern.file_name()) {
+                    (Some(dir), Some(name)) if !dir.as_os_str().is_empty() => {
+                        c.arg(Path::new(".").join(name)).current_dir(dir);
+                    }
+                    _ => {
+                        c.arg(kern);
+                    }
+                }
                 c
             }
-            None => tokio::process::Command::new(kern),
+            None => {
+                let mut c = tokio::process::Command::new(kern);
+                c.arg0("kern");
+                c
+            }
         };
         let child = cmd
             .arg("box")
