@@ -257,7 +257,11 @@ export interface SandboxOptions {
    * ClientHello and cuts a tunnel whose SNI names another host. Every decision is logged with
    * `tracing` and summarised in `runtimeNotes` (`note: egress denied: …`, `note: egress allowed:
    * …`). A box holds at most 256 connections through the proxy at once (more are closed), so it
-   * can't exhaust your process's descriptors. Measured here: a CONNECT tunnel moves about 1 GB/s (995 MiB/s, 0.39× a direct loopback
+   * can't exhaust your process's descriptors. A listed loopback address (`"127.0.0.1:8080"`, or
+   * `"127.0.0.1"` for ports 80 and 443) also gets a listener at that address in the box, which
+   * the proxy tunnels to the host's (same checks): clients that skip the proxy for loopback
+   * (`NO_PROXY`), curl and raw sockets reach the listed service with the default environment, and
+   * other loopback ports stay the box's own. Measured here: a CONNECT tunnel moves about 1 GB/s (995 MiB/s, 0.39× a direct loopback
    * connection; BENCHMARKS.md). Boxes trust the host's CA bundle, as with `network: true`. Residual risks: data can leave
    * through an allowed host, and TLS to an allowed name can carry anything (domain fronting).
    */

@@ -203,12 +203,13 @@ describe('egressAllow through the proxy (127.0.0.1 servers, named as literals)',
     }
   });
 
-  test('the setup box keeps the host network: no proxy variables, direct connections work', async () => {
+  test('setupNetwork "host" gives the setup box the host network: no proxy variables, direct connections work', async () => {
     const ws = temp('kern-egress-setup-');
     const sb2 = await new Sandbox({
       image: SCI,
       workspace: ws,
       egressAllow: ['pypi.org'],
+      setupNetwork: 'host',
       setup: `env > /workspace/env.txt; python3 -c 'import urllib.request; print(urllib.request.urlopen("http://127.0.0.1:${local.port}/from-setup").status)' > /workspace/setup.txt`,
     }).open();
     await sb2.close();
@@ -235,6 +236,23 @@ describe('egressAllow through the proxy (127.0.0.1 servers, named as literals)',
     expect(closed).toBeGreaterThanOrEqual(44);
   });
 
+  test('a listed loopback address is reachable with the default environment (NO_PROXY sends clients straight to loopback)', async () => {
+    const before = local.seen.length;
+    const r = await sb.runCode(
+      [
+        fetchPy(`http://127.0.0.1:${local.port}/default-env`),
+        'import socket',
+        `s = socket.create_connection(("127.0.0.1", ${local.port}), timeout=15)`,
+        's.sendall(b"GET /raw HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n")',
+        'print(s.recv(4096).split(b"\\r\\n")[0].decode())',
+      ].join('\n')
+    );
+    expect(r.stdout).toMatch(/^STATUS 200 hello from \S+ \/default-env$/m);
+    expect(r.stdout).toMatch(/^HTTP\/1\.[01] 200/m);
+    expect(local.seen.slice(before).map((q) => q.url)).toEqual(['/default-env', '/raw']);
+    expect(r.stderr).toMatch(new RegExp(`egress allowed: 127\\.0\\.0\\.1:${local.port}`));
+  });
+
   test('UDP, raw sockets and direct connections fail: the proxy is the only way out', async () => {
     const r = await sb.runCode(
       [
@@ -246,7 +264,8 @@ describe('egressAllow through the proxy (127.0.0.1 servers, named as literals)',
         '        print(name, "failed", e.errno)',
         'attempt("udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"x", ("198.51.100.2", 53)))',
         'attempt("raw", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP))',
-        `attempt("direct", lambda: socket.create_connection(("127.0.0.1", ${local.port}), timeout=3))`,
+        // The listed port is reachable on the box's loopback (below); any other is not.
+        `attempt("direct", lambda: socket.create_connection(("127.0.0.1", ${local.port === 9 ? 10 : 9}), timeout=3))`,
         'attempt("v6", lambda: socket.create_connection(("2001:db8::1", 80), timeout=3))',
       ].join('\n')
     );

@@ -75,7 +75,7 @@ pub fn pid1(
     }
     let Passed { channel, egress } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
-        if let Err(err) = super::relay::start(e.port, line) {
+        if let Err(err) = super::relay::start(e.port, &e.direct, line) {
             send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
             sys::exit_now(1);
         }

@@ -141,6 +141,11 @@ pub enum Resident {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct EgressSpec {
     pub port: u16,
+    /// Loopback addresses `egressAllow` lists (`127.0.0.1:8080`): the relay listens on each in
+    /// the box too and tunnels it to the host's, so clients that go straight to loopback
+    /// (`NO_PROXY`) reach the listed service.
+    #[serde(default)]
+    pub direct: Vec<(std::net::IpAddr, u16)>,
 }
 
 /// One host path bound into the box. The caller resolved and checked `source` and recorded the

@@ -374,7 +374,9 @@ impl Opened {
         match &cfg.network {
             options::Network::None => {}
             options::Network::Host => network::host(&mut spec, self.ca.as_deref()),
-            options::Network::Egress(_) => network::egress(&mut spec, self.ca.as_deref()),
+            options::Network::Egress(policy) => {
+                network::egress(&mut spec, self.ca.as_deref(), policy)
+            }
         }
         spec
     }

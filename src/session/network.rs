@@ -7,7 +7,7 @@
 //! the server (CONNECT); only the names and addresses are the proxy's to decide.
 
 use crate::engine::launch::BoxFds;
-use crate::engine::proxy::{Decision, Proxy};
+use crate::engine::proxy::{Decision, Policy, Proxy};
 use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
 use crate::error::Result;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -104,9 +104,12 @@ pub fn host(spec: &mut BoxSpec, ca: Option<&Path>) {
 
 /// The allowlist proxy: the box's own namespace with only `lo`, where the relay listens, the
 /// proxy variables pointing at it, no resolver, and the host's CA bundle.
-pub fn egress(spec: &mut BoxSpec, ca: Option<&Path>) {
+pub fn egress(spec: &mut BoxSpec, ca: Option<&Path>, policy: &Policy) {
     spec.host_network = false;
-    spec.egress = Some(EgressSpec { port: RELAY_PORT });
+    spec.egress = Some(EgressSpec {
+        port: RELAY_PORT,
+        direct: policy.loopback_literals(),
+    });
     let url = format!("http://127.0.0.1:{RELAY_PORT}");
     for k in PROXY_VARS {
         set(&mut spec.env, k, &url);
@@ -170,7 +173,14 @@ async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
         });
         match got {
             Ok((0, _)) => return,
-            Ok((_, fds)) => {
+            Ok((n, fds)) => {
+                // `c`: a client of the proxy; `d<ip> <port>`: a tunnel to a listed loopback
+                // address (the proxy checks it as any other destination).
+                let direct = std::str::from_utf8(&buf[..n])
+                    .ok()
+                    .and_then(|t| t.strip_prefix('d'))
+                    .and_then(|t| t.split_once(' '))
+                    .and_then(|(ip, port)| Some((ip.to_string(), port.parse::<u16>().ok()?)));
                 for fd in fds {
                     let Ok(slot) = slots.clone().try_acquire_owned() else {
                         tracing::warn!("egress: a box has {MAX_CONNECTIONS_PER_BOX} connections open; closing another");
@@ -182,8 +192,12 @@ async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
                     }
                     if let Ok(conn) = tokio::net::TcpStream::from_std(conn) {
                         let proxy = proxy.clone();
+                        let direct = direct.clone();
                         tokio::spawn(async move {
-                            proxy.serve(conn).await;
+                            match direct {
+                                Some((ip, port)) => proxy.serve_direct(conn, &ip, port).await,
+                                None => proxy.serve(conn).await,
+                            }
                             drop(slot);
                         });
                     }

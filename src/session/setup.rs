@@ -139,7 +139,9 @@ fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
     });
     spec.cwd = Some(SETUP_CWD.into());
     match opened.config.setup_network {
-        SetupNetwork::Public => super::network::egress(&mut spec, opened.ca.as_deref()),
+        SetupNetwork::Public => {
+            super::network::egress(&mut spec, opened.ca.as_deref(), &listed(opened))
+        }
         SetupNetwork::Host => super::network::host(&mut spec, opened.ca.as_deref()),
     }
     // The user's own `env` still wins (a private index URL, a corporate proxy).
@@ -157,13 +159,20 @@ fn proxy(opened: &Opened) -> Result<Option<std::sync::Arc<Proxy>>> {
     if opened.config.setup_network != SetupNetwork::Public {
         return Ok(None);
     }
-    let listed = match &opened.config.network {
-        Network::Egress(p) => p.clone(),
-        _ => Policy::default(),
-    };
     let resolver = crate::engine::proxy::Resolver::from_env()
         .map_err(|e| Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
-    Ok(Some(Proxy::new(Policy::public_names(&listed), resolver)))
+    Ok(Some(Proxy::new(
+        Policy::public_names(&listed(opened)),
+        resolver,
+    )))
+}
+
+/// What `egressAllow` lists (the setup box may reach those literals too).
+fn listed(opened: &Opened) -> Policy {
+    match &opened.config.network {
+        Network::Egress(p) => p.clone(),
+        _ => Policy::default(),
+    }
 }
 
 /// Runs `setup` once; its output streams to `sink`. A setup that fails (or is ended by the

@@ -188,6 +188,26 @@ impl Proxy {
         self.serve_inner(client).await;
     }
 
+    /// A raw tunnel to `raw_host:port`, for a box's connection to a listed loopback address that
+    /// never spoke to the proxy (its client skipped it for loopback): vetted and dialled as a
+    /// CONNECT to that address would be, then relayed.
+    pub async fn serve_direct<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        self: Arc<Self>,
+        mut client: S,
+        raw_host: &str,
+        port: u16,
+    ) {
+        let Ok(host) = canonical_host(raw_host) else {
+            return;
+        };
+        let Some((upstream, decision)) = self.open(&mut client, &host, port).await else {
+            return;
+        };
+        let _ = upstream.set_nodelay(true);
+        self.tunnel(client, upstream, Vec::new(), &host, port, decision)
+            .await;
+    }
+
     /// Drains the decisions made since the last call, in order.
     pub fn take_decisions(&self) -> Vec<Decision> {
         self.decisions

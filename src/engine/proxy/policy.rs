@@ -225,6 +225,24 @@ impl Policy {
         Policy { entries }
     }
 
+    /// The loopback addresses listed as literals, with their ports (80 and 443 without one).
+    pub fn loopback_literals(&self) -> Vec<(IpAddr, u16)> {
+        let mut out = Vec::new();
+        for e in &self.entries {
+            if let Target::Ip(ip) = e.target {
+                if ip.is_loopback() {
+                    match e.port {
+                        Some(p) => out.push((ip, p)),
+                        None => out.extend(DEFAULT_PORTS.iter().map(|p| (ip, *p))),
+                    }
+                }
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
     /// The entry allowing `host:port`, or why none does. Nothing is resolved here.
     pub(super) fn check(&self, host: &Host, port: u16) -> Result<&str, String> {
         let mut host_matched = false;
