@@ -6,7 +6,7 @@
 // `hasOwnProperty`, and a Jupyter kernel that floods its IOPub socket while no cell runs.
 
 const fs = require('fs');
-const { requireRootfs, opts, sleep } = require('../helpers');
+const { requireRootfs, opts, sleep, withKernel } = require('../helpers');
 const { hostGuard } = require('./host');
 const { Sandbox } = require('../..');
 
@@ -146,73 +146,57 @@ describe('a Jupyter kernel between cells', () => {
   });
 
   test('a thread left publishing signed 8 MiB stream messages while no cell runs: the host does not grow; later cells say what was dropped', async () => {
-    const sb = await new Sandbox({ image: SCI, memoryMb: 2048 }).open();
-    try {
-      const k = await sb.kernel({ jupyter: 'python3', timeoutS: 60 });
-      try {
-        const r = await k.runCode(
-          [
-            'import threading',
-            'kk = get_ipython().kernel',
-            'parent = kk.get_parent("shell")',
-            'def flood():',
-            '    text = "x" * (8 << 20)',
-            '    for i in range(100):',
-            '        kk.session.send(kk.iopub_socket, "stream", {"name": "stdout", "text": text}, parent=parent)',
-            'threading.Thread(target=flood, daemon=True).start()',
-          ].join('\n')
-        );
-        expect(r.fault).toBeNull();
-        // The peak from here on (the kernel's resident memory high-water mark, reset).
-        gc();
-        fs.writeFileSync('/proc/self/clear_refs', '5');
-        const base = vmHwm();
-        // 800 MiB go out while no cell runs; each later cell notes what was dropped since the
-        // one before, until all 100 are accounted for (a grace, not a timing assertion).
-        let seen = 0;
-        for (let i = 0; i < 120 && seen < 100; i++) {
-          await sleep(500);
-          const next = await k.runCode('1 + 1');
-          expect(next.results[0].text).toBe('2');
-          expect(next.stdout).toBe('');
-          for (const n of next.runtimeNotes) {
-            const m = /^note: (\d+) output message\(s\) of the kernel \(\d+\.\d [KMG]iB\) came while no cell ran/.exec(n);
-            if (m) seen += Number(m[1]);
-          }
+    await withKernel({ image: SCI, memoryMb: 2048 }, { jupyter: 'python3', timeoutS: 60 }, async (k) => {
+      const r = await k.runCode(
+        [
+          'import threading',
+          'kk = get_ipython().kernel',
+          'parent = kk.get_parent("shell")',
+          'def flood():',
+          '    text = "x" * (8 << 20)',
+          '    for i in range(100):',
+          '        kk.session.send(kk.iopub_socket, "stream", {"name": "stdout", "text": text}, parent=parent)',
+          'threading.Thread(target=flood, daemon=True).start()',
+        ].join('\n')
+      );
+      expect(r.fault).toBeNull();
+      // The peak from here on (the kernel's resident memory high-water mark, reset).
+      gc();
+      fs.writeFileSync('/proc/self/clear_refs', '5');
+      const base = vmHwm();
+      // 800 MiB go out while no cell runs; each later cell notes what was dropped since the
+      // one before, until all 100 are accounted for (a grace, not a timing assertion).
+      let seen = 0;
+      for (let i = 0; i < 120 && seen < 100; i++) {
+        await sleep(500);
+        const next = await k.runCode('1 + 1');
+        expect(next.results[0].text).toBe('2');
+        expect(next.stdout).toBe('');
+        for (const n of next.runtimeNotes) {
+          const m = /^note: (\d+) output message\(s\) of the kernel \(\d+\.\d [KMG]iB\) came while no cell ran/.exec(n);
+          if (m) seen += Number(m[1]);
         }
-        expect(seen).toBe(100);
-        // Unbounded, the host held all 800 MiB until the next cell.
-        expect(vmHwm() - base).toBeLessThan(300 * MIB);
-      } finally {
-        await k.close();
       }
-    } finally {
-      await sb.close();
-    }
+      expect(seen).toBe(100);
+      // Unbounded, the host held all 800 MiB until the next cell.
+      expect(vmHwm() - base).toBeLessThan(300 * MIB);
+    });
     guard.assertUntouched();
   }, 300000);
 
   test('a message over 64 MiB is dropped before the host buffers it, with a note; the kernel goes on', async () => {
-    const sb = await new Sandbox({ image: SCI, memoryMb: 1024 }).open();
-    try {
-      const k = await sb.kernel({ jupyter: 'python3', timeoutS: 120 });
-      try {
-        const r = await k.runCode(
-          [
-            'kk = get_ipython().kernel',
-            'kk.session.send(kk.iopub_socket, "stream", {"name": "stdout", "text": "y" * (80 << 20)}, parent=kk.get_parent("shell"))',
-            'print("after")',
-          ].join('\n')
-        );
-        expect(r.stdout).toBe('after\n');
-        expect(r.runtimeNotes.join('\n')).toMatch(/1 message\(s\) of the kernel were over 64 MiB and were dropped/);
-        expect((await k.runCode('2 + 2')).results[0].text).toBe('4');
-      } finally {
-        await k.close();
-      }
-    } finally {
-      await sb.close();
-    }
+    await withKernel({ image: SCI, memoryMb: 1024 }, { jupyter: 'python3', timeoutS: 120 }, async (k) => {
+      const r = await k.runCode(
+        [
+          'kk = get_ipython().kernel',
+          'kk.session.send(kk.iopub_socket, "stream", {"name": "stdout", "text": "y" * (80 << 20)}, parent=kk.get_parent("shell"))',
+          'print("after")',
+        ].join('\n')
+      );
+      expect(r.stdout).toBe('after\n');
+      expect(r.runtimeNotes.join('\n')).toMatch(/1 message\(s\) of the kernel were over 64 MiB and were dropped/);
+      expect((await k.runCode('2 + 2')).results[0].text).toBe('4');
+    });
     guard.assertUntouched();
   }, 300000);
 });
