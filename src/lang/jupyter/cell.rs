@@ -117,11 +117,6 @@ impl Cell {
         }
     }
 
-    /// How large a message may be and still be worth reading for this cell's results.
-    pub fn room(&self) -> usize {
-        self.results.room()
-    }
-
     /// Takes an IOPub message; returns the output to show now. Messages for other requests
     /// are ignored.
     pub fn on_iopub(&mut self, m: &Message) -> Shown {
