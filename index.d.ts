@@ -47,8 +47,19 @@ export interface FileInfo {
  * every open matplotlib figure is rendered to PNG (Agg) at the end. Results travel on their own
  * channel, never parsed out of stdout, so nothing the code prints becomes one. PNG and JPEG data is
  * decoded once before it reaches you: an image that is malformed, over 32 MiB, or over 50 million
- * pixels is dropped with a runtime note. */
+ * pixels is dropped with a runtime note. Base64 image data is decoded as Jupyter clients do,
+ * whitespace ignored (kernels such as IRkernel send it in MIME-style lines), and kept in `data`
+ * without the line breaks.
+ *
+ * ADDITION (bounds, on every path: a fresh box, a prewarmed one, the driver kernel and a Jupyter
+ * kernel): one call or cell keeps at most 10,000 results and 128 MiB of them (payloads, MIME names,
+ * and an overhead of 256 bytes per result and 64 per entry); what does not fit is dropped, and a runtime
+ * note says how many results were. */
 export class Result {
+  /** MIME type -> payload. A NULL-PROTOTYPE object (change: it was a plain object): the box picks
+   * its keys, so it has no `hasOwnProperty`/`toString` of its own; use `Object.hasOwn(data, type)`,
+   * `type in data` or `formats()`. Only MIME type names (`type/subtype`, RFC 6838 characters) are
+   * admitted; any other name is dropped with a runtime note. */
   data: Record<string, string>;
   /** The `text/plain` entry, if present. */
   readonly text?: string;
@@ -627,7 +638,12 @@ export class Sandbox {
    * in a private directory bound into the box at `/.kern-jupyter` (no TCP, no change to the
    * box's network), every message signed with HMAC-SHA256 under a key made for this kernel;
    * a message whose signature does not verify is dropped and counted in the next cell's
-   * `runtimeNotes`. See `Kernel` for how its cells differ.
+   * `runtimeNotes`. Bounds (ADDITION): a message over 64 MiB is dropped before kern buffers it;
+   * kern queues at most 1024 messages / 16 MiB per socket for the running cell (a faster kernel
+   * waits, and its IOPub drops as for any slow subscriber); output a kernel sends while no cell
+   * runs (a thread an earlier cell left) is dropped as it arrives. The next cell's `runtimeNotes`
+   * say how many messages, and how many bytes, were dropped. See `Kernel` for how its cells
+   * differ.
    *
    * Measured here (BENCHMARKS.md, "Jupyter kernels vs the driver kernel", an idle machine):
    * start plus first cell 0.62 s for ipykernel and 0.68 s for IRkernel (the kernels' own

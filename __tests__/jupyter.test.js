@@ -76,6 +76,33 @@ describe('IPython (ipykernel)', () => {
     expect(r.results[2].text).toBe("'last'");
   });
 
+  test('an inline matplotlib figure whose base64 comes in MIME-style lines is a decoded PNG', async () => {
+    const r = await k.runCode(
+      [
+        'import base64, io',
+        'import matplotlib.pyplot as plt',
+        'from IPython.display import display',
+        'fig = plt.figure(); plt.plot([1, 3, 2]); buf = io.BytesIO(); fig.savefig(buf, format="png"); plt.close(fig)',
+        'b64 = base64.encodebytes(buf.getvalue()).decode()',
+        'assert "\\n" in b64[:100]',
+        'display({"image/png": b64, "text/plain": "fig"}, raw=True)',
+      ].join('\n')
+    );
+    expectOk(r);
+    expect(r.runtimeNotes).toEqual([]);
+    expect(r.results.length).toBe(1);
+    expect(r.results[0].png.subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
+    expect(r.results[0].png.length).toBeGreaterThan(1000);
+  });
+
+  test('a cell keeps at most 10,000 results, with a note', async () => {
+    const r = await k.runCode('from IPython.display import display\nfor i in range(10003):\n    display(i)', { timeoutS: 120 });
+    expectOk(r);
+    expect(r.results.length).toBe(10000);
+    expect(r.results[9999].text).toBe('9999');
+    expect(r.runtimeNotes).toEqual(['note: 3 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
+  });
+
   test('an exception gives its traceback (no colour codes) on stderr and a non-zero exit', async () => {
     const r = await k.runCode('def f():\n    return 1 / 0\nf()');
     expect(r.exitCode).not.toBe(0);
@@ -223,6 +250,19 @@ describe('R (IRkernel)', () => {
     const r = await k.runCode('cat(length(readLines("/proc/net/tcp")) - 1, length(readLines("/proc/net/tcp6")) - 1, file.exists("/.kern-jupyter/k-1"))');
     expectOk(r);
     expect(r.stdout).toBe('0 0 TRUE');
+  });
+
+  test('plot() arrives as a decoded PNG: IRkernel\'s base64 comes in lines, which are ignored as Jupyter clients do', async () => {
+    const r = await k.runCode('plot(1:10)');
+    expectOk(r);
+    expect(r.runtimeNotes).toEqual([]);
+    const fig = r.results.find((x) => x.formats().includes('image/png'));
+    expect(fig).toBeDefined();
+    expect(fig.png.subarray(0, 8).equals(PNG_SIGNATURE)).toBe(true);
+    expect(fig.png.length).toBeGreaterThan(1000);
+    // Kept without the line breaks, ready for a data: URL.
+    expect(fig.data['image/png']).not.toMatch(/\s/);
+    expect(Buffer.from(fig.data['image/png'], 'base64').equals(fig.png)).toBe(true);
   });
 
   test('a cell timeout interrupts R with SIGINT (its kernelspec\'s interrupt mode) and keeps its state', async () => {

@@ -160,3 +160,15 @@ test('an open kernel (and prewarmed pool) does not keep Node alive, and dies wit
   const since = driverPids().filter((p) => !before.includes(p));
   expect(await gone(since)).toEqual([]);
 });
+
+test('a cell keeps at most 10,000 results, with a note; the next cell has its own count', async () => {
+  await withKernel({}, {}, async (k) => {
+    const r = await k.runCode('for i in range(10002):\n    display(i)');
+    expect(r.results).toHaveLength(10000);
+    expect(r.results[9999].text).toBe('9999');
+    expect(r.runtimeNotes).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
+    const next = await k.runCode('display(1)\n2');
+    expect(next.results.map((x) => x.text)).toEqual(['1', '2']);
+    expect(next.runtimeNotes).toEqual([]);
+  });
+});

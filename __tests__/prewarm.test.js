@@ -101,3 +101,15 @@ test('prewarm must be a small non-negative integer', async () => {
     await expect(new Sandbox(opts({ prewarm: bad })).open()).rejects.toThrow(/prewarm/);
   }
 });
+
+test('a prewarmed box keeps at most 10,000 results, with a note, as a fresh box does', async () => {
+  const sb = await new Sandbox(opts({ prewarm: 1 })).open();
+  try {
+    const code = 'for i in range(10002):\n    display(i)';
+    const r = await sb.runCode(code);
+    expect(r.results).toHaveLength(10000);
+    expect(r.runtimeNotes).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
+  } finally {
+    await sb.close();
+  }
+});

@@ -194,6 +194,37 @@ Big()`);
   expect(r.runtimeNotes.join('\n')).toMatch(/image\/png was dropped: .*pixels/);
 });
 
+test('base64 in MIME-style lines (as Jupyter kernels send it) is decoded, whitespace ignored', async () => {
+  const r = await sb.runCode(`
+import base64, io
+import matplotlib
+matplotlib.use("agg")
+import matplotlib.pyplot as plt
+fig = plt.figure(); plt.plot([1, 2]); buf = io.BytesIO(); fig.savefig(buf, format="png"); plt.close(fig)
+b64 = base64.encodebytes(buf.getvalue()).decode()
+assert "\\n" in b64[:100]
+display({"image/png": b64}, raw=True)`);
+  expect(r.runtimeNotes).toEqual([]);
+  expect(r.results).toHaveLength(1);
+  decodePng(r.results[0].png);
+  expect(r.results[0].data['image/png']).not.toMatch(/\s/);
+});
+
+test('a result\'s data is a null-prototype object of MIME types; other names are dropped with a note', async () => {
+  const r = await sb.runCode('display({"text/plain": "ok", "toString": "x", "text/html": "<b>ok</b>"}, raw=True)');
+  const { data } = r.results[0];
+  expect(Object.getPrototypeOf(data)).toBeNull();
+  expect(Object.keys(data)).toEqual(['text/plain', 'text/html']);
+  expect(r.runtimeNotes).toEqual(['note: a result\'s entry "toString" was dropped: its name is not a MIME type (type/subtype)']);
+});
+
+test('a call keeps at most 10,000 results, with a note', async () => {
+  const r = await sb.runCode('for i in range(10002):\n    display(i)');
+  expect(r.results).toHaveLength(10000);
+  expect(r.results[0].text).toBe('0');
+  expect(r.runtimeNotes).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
+});
+
 test('other languages and run() have no results', async () => {
   expect((await sb.runCode('echo 1', { language: 'bash' })).results).toEqual([]);
   expect((await sb.run(['python3', '-c', '1 + 1'])).results).toEqual([]);

@@ -83,16 +83,41 @@ function decodeImage(b64) {
   return typeof b64 === 'string' ? Buffer.from(b64, 'base64') : null;
 }
 
+/** A result's `data` from the native side's MIME types and payloads: a null-prototype object,
+ * so no key the box picks (the native side admits only MIME type names anyway) can stand in for
+ * an Object.prototype method. */
+function bundleData(b) {
+  const data = Object.create(null);
+  b.mimes.forEach((mime, i) => {
+    data[mime] = b.payloads[i];
+  });
+  return data;
+}
+
+/** Output Buffer -> string. The native side caps each stream at maxOutputBytes; a cap beyond what
+ * one JS string can hold is cut here, with a note, rather than thrown. */
+function outputText(buf, notes, name) {
+  if (buf.length <= MAX_STRING_BYTES) return buf.toString('utf8');
+  notes.push(`note: ${name} was cut to ${MAX_STRING_BYTES} bytes, the most a JS string can hold`);
+  return buf.toString('utf8', 0, MAX_STRING_BYTES);
+}
+const MAX_STRING_BYTES = require('buffer').constants.MAX_STRING_LENGTH;
+
 class ExecutionResult {
-  constructor(r) {
-    this.stdout = r.stdout;
-    this.stderr = r.stderr;
+  /** `r`: the native result (stdout/stderr as Buffers); `extraNotes`: notes the JS layer adds. */
+  constructor(r, extraNotes = []) {
+    const notes = [];
+    this.stdout = outputText(r.stdout, notes, 'stdout');
+    let stderr = outputText(r.stderr, notes, 'stderr');
+    notes.push(...extraNotes);
+    if (notes.length) stderr += (stderr && !stderr.endsWith('\n') ? '\n' : '') + notes.join('\n') + '\n';
+    this.stderr = stderr;
     this.exitCode = r.exitCode;
     this.durationMs = r.durationMs;
     this.fault = r.fault ? { type: r.fault.type, message: r.fault.message } : null;
-    this.files = r.files;
-    this.truncated = r.truncated;
-    this.results = (r.results || []).map((d) => new Result(d));
+    this.files = r.files.map((f) => ({ path: f.path, size: f.size, change: f.change }));
+    this.truncated = r.truncated || notes.length > extraNotes.length;
+    this.results = r.results.map((b) => new Result(bundleData(b)));
   }
   get success() { return this.exitCode === 0 && this.fault === null; }
   get codeStderr() { return splitStderr(this.stderr).code; }
@@ -241,10 +266,8 @@ class Sandbox {
     const pick = (k, session) => (perCall[k] === undefined ? session : perCall[k]);
     const out = guard('onStdout', pick('onStdout', this.#onStdout), errors);
     const err = guard('onStderr', pick('onStderr', this.#onStderr), errors);
-    const json = await callNative(() => this.#native.exec(toWire(request, 'call'), out, err));
-    const r = JSON.parse(json);
-    if (errors.length) r.stderr += (r.stderr && !r.stderr.endsWith('\n') ? '\n' : '') + errors.join('\n') + '\n';
-    return new ExecutionResult(r);
+    const r = await callNative(() => this.#native.exec(toWire(request, 'call'), out, err));
+    return new ExecutionResult(r, errors);
   }
 
   async writeFile(filePath, data) {
@@ -354,10 +377,7 @@ class Kernel {
     const request = toWire({ code, timeoutS: opts ? opts.timeoutS : undefined }, 'cell');
     const turn = this.#tail.then(() => callNative(() => this.#native.runCode(request, out, err)));
     this.#tail = turn.catch(() => {});
-    const json = await turn;
-    const r = JSON.parse(json);
-    if (errors.length) r.stderr += (r.stderr && !r.stderr.endsWith('\n') ? '\n' : '') + errors.join('\n') + '\n';
-    return new ExecutionResult(r);
+    return new ExecutionResult(await turn, errors);
   }
 
   async close() {

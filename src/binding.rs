@@ -123,14 +123,14 @@ impl NativeSandbox {
         self.inner.abandon();
     }
 
-    /// Runs one call; resolves to the result as JSON once every chunk was delivered.
+    /// Runs one call; resolves to the result once every chunk was delivered.
     #[napi]
     pub async fn exec(
         &self,
         request_json: String,
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
-    ) -> napi::Result<String> {
+    ) -> napi::Result<NativeResult> {
         let req: ExecRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
@@ -181,7 +181,7 @@ impl NativeKernel {
         request_json: String,
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
-    ) -> napi::Result<String> {
+    ) -> napi::Result<NativeResult> {
         let req: CellRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad cell request: {e}"))))?;
         let timeout_ms = match &req.timeout_s {
@@ -229,13 +229,86 @@ fn forwarder(
 async fn finish(
     result: crate::error::Result<crate::session::ExecResult>,
     forwarder: Option<tokio::task::JoinHandle<()>>,
-) -> napi::Result<String> {
+) -> napi::Result<NativeResult> {
     if let Some(task) = forwarder {
         let _ = task.await;
     }
-    let result = result.map_err(to_napi)?;
-    serde_json::to_string(&result)
-        .map_err(|e| to_napi(Error::Runtime(format!("serialise the result: {e}"))))
+    Ok(NativeResult::from(result.map_err(to_napi)?))
+}
+
+/// A call's result as it crosses into JS: the output as Buffers the JS layer decodes (moved,
+/// not copied, and never escaped into a JSON text that can be six times the output's size),
+/// the rest as plain values. `js/index.js` builds the public `ExecutionResult` from it.
+#[napi(object)]
+pub struct NativeResult {
+    pub stdout: Buffer,
+    pub stderr: Buffer,
+    pub exit_code: i32,
+    pub duration_ms: f64,
+    pub fault: Option<NativeFault>,
+    pub files: Vec<NativeFile>,
+    pub truncated: bool,
+    pub results: Vec<NativeBundle>,
+}
+
+#[napi(object)]
+pub struct NativeFault {
+    #[napi(js_name = "type")]
+    pub kind: String,
+    pub message: String,
+}
+
+#[napi(object)]
+pub struct NativeFile {
+    pub path: String,
+    pub size: f64,
+    pub change: String,
+}
+
+/// One rich result: its MIME types and their payloads, in order (the JS layer makes `data`).
+#[napi(object)]
+pub struct NativeBundle {
+    pub mimes: Vec<String>,
+    pub payloads: Vec<String>,
+}
+
+impl From<crate::session::ExecResult> for NativeResult {
+    fn from(r: crate::session::ExecResult) -> NativeResult {
+        NativeResult {
+            stdout: Buffer::from(r.stdout.into_bytes()),
+            stderr: Buffer::from(r.stderr.into_bytes()),
+            exit_code: r.exit_code,
+            duration_ms: r.duration_ms,
+            fault: r.fault.map(|f| NativeFault {
+                kind: f.kind.as_str().to_string(),
+                message: f.message,
+            }),
+            files: r
+                .files
+                .into_iter()
+                .map(|f| NativeFile {
+                    path: f.path,
+                    size: f.size as f64,
+                    change: f.change.to_string(),
+                })
+                .collect(),
+            truncated: r.truncated,
+            results: r
+                .results
+                .into_iter()
+                .map(|b| {
+                    let (mimes, payloads) = b
+                        .into_iter()
+                        .map(|(k, v)| match v {
+                            serde_json::Value::String(s) => (k, s),
+                            other => (k, other.to_string()),
+                        })
+                        .unzip();
+                    NativeBundle { mimes, payloads }
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The crate version, for `version`.

@@ -46,49 +46,191 @@ pub fn frame(v: &Value) -> Vec<u8> {
     out
 }
 
-/// Splits a byte stream into frames; a truncated tail (the box died mid-frame) is dropped and
-/// reported as `true`.
-pub fn split_frames(mut bytes: &[u8]) -> (Vec<Value>, bool) {
-    let mut out = Vec::new();
-    while bytes.len() >= 4 {
-        let len = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
-        if len > MAX_FRAME || bytes.len() < 4 + len {
-            return (out, true);
+/// Frames this short are read whatever the limit: a `done` frame is never missed.
+const ALWAYS_READ: usize = 4096;
+
+/// Reads the driver's frames as their bytes arrive, holding at most one frame: a frame longer
+/// than the caller's limit (what the results may still take) is skipped as it streams past,
+/// never buffered, and counted.
+#[derive(Debug, Default)]
+pub struct FrameReader {
+    buf: Vec<u8>,
+    /// Bytes of a skipped frame still to come.
+    skipping: usize,
+    /// Frames skipped for their size.
+    pub skipped: usize,
+}
+
+impl FrameReader {
+    /// Takes the next bytes of the stream; returns the whole frames they completed. `limit`
+    /// says how long a frame may be to be read.
+    pub fn feed(&mut self, mut data: &[u8], limit: impl Fn() -> usize) -> Vec<Value> {
+        let mut out = Vec::new();
+        while !data.is_empty() {
+            if self.skipping > 0 {
+                let n = self.skipping.min(data.len());
+                self.skipping -= n;
+                data = &data[n..];
+                continue;
+            }
+            // The length first (4 bytes), then the body up to that length.
+            let need = if self.buf.len() < 4 {
+                4 - self.buf.len()
+            } else {
+                4 + self.body_len() - self.buf.len()
+            };
+            let n = need.min(data.len());
+            self.buf.extend_from_slice(&data[..n]);
+            data = &data[n..];
+            if self.buf.len() == 4 {
+                let len = self.body_len();
+                if len > MAX_FRAME.min(limit().max(ALWAYS_READ)) {
+                    self.skipped += 1;
+                    self.skipping = len;
+                    self.buf.clear();
+                    continue;
+                }
+                self.buf.reserve_exact(len);
+            }
+            if self.buf.len() >= 4 && self.buf.len() == 4 + self.body_len() {
+                if let Ok(v) = serde_json::from_slice::<Value>(&self.buf[4..]) {
+                    out.push(v);
+                }
+                self.buf = Vec::new();
+            }
         }
-        if let Ok(v) = serde_json::from_slice::<Value>(&bytes[4..4 + len]) {
-            out.push(v);
-        }
-        bytes = &bytes[4 + len..];
+        out
     }
-    (out, !bytes.is_empty())
+
+    fn body_len(&self) -> usize {
+        u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize
+    }
+
+    /// Whether the stream stopped inside a frame (the box died mid-frame).
+    pub fn cut(&self) -> bool {
+        !self.buf.is_empty() || self.skipping > 0
+    }
 }
 
 /// A rich result as the JS layer receives it: MIME type → payload, in the driver's order.
 pub type Bundle = Map<String, Value>;
 
-/// The display and result frames of a cell as checked bundles, in order, and the notes about
-/// anything refused.
-pub fn results(frames: &[Value]) -> (Vec<Bundle>, Vec<String>) {
-    let mut out = Vec::new();
-    let mut notes = Vec::new();
-    for f in frames {
+/// How many rich results one call or cell keeps (display() calls, figures, the last value).
+pub const MAX_RESULTS: usize = 10_000;
+
+/// What one result costs against `MAX_RESULTS_BYTES` beyond its MIME names and payloads: its
+/// map here and its objects in JS, so that many tiny results are bounded by memory too.
+const RESULT_OVERHEAD: usize = 256;
+/// The same, per MIME entry of a result.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// The rich results of one call or cell, checked and kept within `MAX_RESULTS` and
+/// `MAX_RESULTS_BYTES`; what does not fit is counted and said in a note. Every path (a fresh box,
+/// a prewarmed one, the driver kernel, a Jupyter kernel) collects through this.
+#[derive(Debug, Default)]
+pub struct Results {
+    bundles: Vec<Bundle>,
+    bytes: usize,
+    dropped: usize,
+    notes: Vec<String>,
+}
+
+fn cost(b: &Bundle) -> usize {
+    RESULT_OVERHEAD
+        + b.iter()
+            .map(|(k, v)| ENTRY_OVERHEAD + k.len() + v.as_str().map_or(0, str::len))
+            .sum::<usize>()
+}
+
+impl Results {
+    /// How long a frame or message may still be to be worth reading: nothing once the count
+    /// is reached.
+    pub fn room(&self) -> usize {
+        if self.bundles.len() >= MAX_RESULTS {
+            0
+        } else {
+            MAX_RESULTS_BYTES.saturating_sub(self.bytes)
+        }
+    }
+
+    /// Counts results lost before they could be read (frames skipped for their size).
+    pub fn lost(&mut self, n: usize) {
+        self.dropped += n;
+    }
+
+    /// A driver frame: a display/result bundle is taken; other frames are not results.
+    pub fn frame(&mut self, f: &Value) {
         let kind = f.get("type").and_then(Value::as_str).unwrap_or("");
         if kind != "display" && kind != "result" {
-            continue;
+            return;
         }
-        let Some(data) = f.get("data").and_then(Value::as_object) else {
-            continue;
-        };
-        out.extend(bundle(data, &mut notes));
+        if let Some(data) = f.get("data").and_then(Value::as_object) {
+            self.push(data);
+        }
     }
-    (out, notes)
+
+    /// Checks a MIME bundle and keeps it if it fits; returns its index.
+    pub fn push(&mut self, data: &Map<String, Value>) -> Option<usize> {
+        let b = self.admit(data)?;
+        self.bundles.push(b);
+        Some(self.bundles.len() - 1)
+    }
+
+    /// Puts a checked bundle in place of result `at` (a Jupyter `update_display_data`),
+    /// charged as a new result would be.
+    pub fn replace(&mut self, at: usize, data: &Map<String, Value>) {
+        if at >= self.bundles.len() {
+            return;
+        }
+        if let Some(b) = self.admit(data) {
+            self.bundles[at] = b;
+        }
+    }
+
+    /// A note about the results (a cut-off frame).
+    pub fn note(&mut self, n: String) {
+        self.notes.push(n);
+    }
+
+    fn admit(&mut self, data: &Map<String, Value>) -> Option<Bundle> {
+        if self.bundles.len() >= MAX_RESULTS {
+            self.dropped += 1;
+            return None;
+        }
+        let b = bundle(data, &mut self.notes)?;
+        let c = cost(&b);
+        if self.bytes + c > MAX_RESULTS_BYTES {
+            self.dropped += 1;
+            return None;
+        }
+        self.bytes += c;
+        Some(b)
+    }
+
+    /// The kept results, and the notes about what was refused or dropped.
+    pub fn finish(mut self) -> (Vec<Bundle>, Vec<String>) {
+        if self.dropped > 0 {
+            self.notes.push(format!(
+                "note: {} rich result(s) were dropped: a call keeps at most {MAX_RESULTS} results and {} MiB of them",
+                self.dropped,
+                MAX_RESULTS_BYTES >> 20
+            ));
+        }
+        (self.bundles, self.notes)
+    }
 }
 
 /// One MIME bundle, checked: entries that fail are dropped with a note; None when none is left.
-/// Jupyter kernels' `display_data` and `execute_result` go through here too.
-pub fn bundle(data: &Map<String, Value>, notes: &mut Vec<String>) -> Option<Bundle> {
+fn bundle(data: &Map<String, Value>, notes: &mut Vec<String>) -> Option<Bundle> {
     let mut bundle = Map::new();
     for (mime, payload) in data {
+        if !is_mime_type(mime) {
+            let shown: String = mime.chars().take(80).collect();
+            notes.push(format!(
+                "note: a result's entry {shown:?} was dropped: its name is not a MIME type (type/subtype)"
+            ));
+            continue;
+        }
         match check(mime, payload) {
             Ok(v) => {
                 bundle.insert(mime.clone(), v);
@@ -97,6 +239,18 @@ pub fn bundle(data: &Map<String, Value>, notes: &mut Vec<String>) -> Option<Bund
         }
     }
     (!bundle.is_empty()).then_some(bundle)
+}
+
+/// `type/subtype` in RFC 6838's restricted names (what Jupyter bundles use, e.g.
+/// `application/vnd.jupyter.widget-view+json`): never a name like `__proto__` or `toString`.
+fn is_mime_type(s: &str) -> bool {
+    let name = |p: &str| {
+        (1..=127).contains(&p.len())
+            && p.as_bytes()[0].is_ascii_alphanumeric()
+            && p.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || b"!#$&-^_.+".contains(&c))
+    };
+    matches!(s.split_once('/'), Some((t, sub)) if name(t) && name(sub))
 }
 
 /// Payloads are strings; JSON values are stringified (the spec's `json` is a string); images
@@ -114,16 +268,22 @@ fn check(mime: &str, payload: &Value) -> Result<Value, String> {
         _ => None,
     };
     if let Some(format) = format {
-        if s.len() > MAX_IMAGE_BYTES * 4 / 3 + 4 {
-            return Err(format!(
-                "the image is larger than {} MiB",
-                MAX_IMAGE_BYTES >> 20
-            ));
+        // Jupyter kernels send base64 in MIME style, in lines (IRkernel, `base64.encodebytes`):
+        // whitespace is ignored, as Jupyter clients do, and the payload kept without it.
+        let limit = MAX_IMAGE_BYTES.div_ceil(3) * 4;
+        let too_large = || format!("the image is larger than {} MiB", MAX_IMAGE_BYTES >> 20);
+        if s.len() > 2 * limit {
+            return Err(too_large());
+        }
+        let b64: String = s.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+        if b64.len() > limit {
+            return Err(too_large());
         }
         let bytes = base64::engine::general_purpose::STANDARD
-            .decode(s.trim())
+            .decode(&b64)
             .map_err(|e| format!("its base64 is invalid ({e})"))?;
         verify_image(&bytes, format)?;
+        return Ok(Value::String(b64));
     }
     Ok(Value::String(s.to_string()))
 }
@@ -151,16 +311,6 @@ fn verify_image(bytes: &[u8], format: image::ImageFormat) -> Result<(), String> 
         .map_err(|e| format!("it does not decode ({e})"))
 }
 
-/// What the `done` frame says, if it came: the cell's status.
-pub fn done_status(frames: &[Value]) -> Option<String> {
-    frames
-        .iter()
-        .rev()
-        .find(|f| f.get("type").and_then(Value::as_str) == Some("done"))
-        .and_then(|f| f.get("status").and_then(Value::as_str))
-        .map(str::to_string)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,15 +323,43 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(out.into_inner())
     }
 
+    /// Every frame of `bytes`, fed in pieces of `step` bytes.
+    fn read_all(bytes: &[u8], step: usize, limit: usize) -> (Vec<Value>, FrameReader) {
+        let mut r = FrameReader::default();
+        let mut out = Vec::new();
+        for piece in bytes.chunks(step) {
+            out.extend(r.feed(piece, || limit));
+        }
+        (out, r)
+    }
+
     #[test]
-    fn frames_round_trip_and_truncation_is_seen() {
+    fn frames_round_trip_in_any_pieces_and_truncation_is_seen() {
         let mut bytes = frame(&json!({"type": "display", "data": {"text/plain": "1"}}));
         bytes.extend(frame(&json!({"type": "done", "status": "ok"})));
-        let (frames, cut) = split_frames(&bytes);
-        assert_eq!((frames.len(), cut), (2, false));
-        assert_eq!(done_status(&frames).as_deref(), Some("ok"));
-        let (frames, cut) = split_frames(&bytes[..bytes.len() - 3]);
-        assert_eq!((frames.len(), cut), (1, true));
+        for step in [1, 3, 4, 5, 1 << 20] {
+            let (frames, r) = read_all(&bytes, step, usize::MAX);
+            assert_eq!((frames.len(), r.cut()), (2, false), "step {step}");
+            assert_eq!(frames[1]["status"], "ok");
+        }
+        let (frames, r) = read_all(&bytes[..bytes.len() - 3], 7, usize::MAX);
+        assert_eq!((frames.len(), r.cut()), (1, true));
+    }
+
+    #[test]
+    fn a_frame_over_the_limit_is_skipped_unread_and_the_next_one_read() {
+        let big = frame(&json!({"type": "display", "data": {"text/plain": "x".repeat(10_000)}}));
+        let mut bytes = big.clone();
+        bytes.extend(frame(&json!({"type": "done", "status": "ok"})));
+        let (frames, r) = read_all(&bytes, 100, 500);
+        assert_eq!((frames.len(), r.skipped, r.cut()), (1, 1, false));
+        assert_eq!(frames[0]["type"], "done");
+    }
+
+    fn results(frames: &[Value]) -> (Vec<Bundle>, Vec<String>) {
+        let mut r = Results::default();
+        frames.iter().for_each(|f| r.frame(f));
+        r.finish()
     }
 
     #[test]
@@ -201,5 +379,49 @@ mod tests {
         assert!(!bundles[1].contains_key("image/png"));
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("image/png"), "{notes:?}");
+    }
+
+    #[test]
+    fn base64_in_lines_is_decoded_and_kept_without_the_breaks() {
+        let b64 = png(40, 30);
+        let lines: Vec<String> = b64
+            .as_bytes()
+            .chunks(76)
+            .map(|l| String::from_utf8_lossy(l).into_owned())
+            .collect();
+        let mime_style = lines.join("\n") + "\n";
+        assert!(mime_style.contains('\n'));
+        let (bundles, notes) =
+            results(&[json!({"type": "display", "data": {"image/png": mime_style}})]);
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(bundles[0]["image/png"], json!(b64));
+    }
+
+    #[test]
+    fn names_that_are_not_mime_types_are_dropped() {
+        let (bundles, notes) = results(&[json!({"type": "display", "data": {
+            "text/plain": "ok", "hasOwnProperty": "x", "__proto__": "y", "toString": "z",
+            "application/vnd.jupyter.widget-view+json": "{}", "text/": "w"}})]);
+        assert_eq!(
+            bundles[0].keys().collect::<Vec<_>>(),
+            ["text/plain", "application/vnd.jupyter.widget-view+json"]
+        );
+        assert_eq!(notes.len(), 4, "{notes:?}");
+    }
+
+    #[test]
+    fn results_are_bounded_in_count_and_bytes_with_a_note() {
+        let tiny = json!({"type": "display", "data": {"text/plain": "1"}});
+        let (bundles, notes) = results(&vec![tiny; MAX_RESULTS + 5]);
+        assert_eq!(bundles.len(), MAX_RESULTS);
+        assert!(
+            notes[0].starts_with("note: 5 rich result(s) were dropped"),
+            "{notes:?}"
+        );
+        let big =
+            json!({"type": "display", "data": {"text/plain": "x".repeat(MAX_RESULTS_BYTES / 3)}});
+        let (bundles, notes) = results(&[big.clone(), big.clone(), big.clone(), big]);
+        assert_eq!(bundles.len(), 2);
+        assert!(notes[0].starts_with("note: 2 rich result(s)"), "{notes:?}");
     }
 }

@@ -116,6 +116,12 @@ impl Language {
     }
 }
 
+/// A program's output as text: moved, not copied, when it is valid UTF-8 (a call's output may
+/// be tens of MiB); otherwise each invalid sequence becomes U+FFFD.
+pub fn output_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

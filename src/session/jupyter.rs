@@ -5,8 +5,10 @@
 //! `/.kern-jupyter`, with the connection file: no TCP, no change to the box's network. Every
 //! message is signed with a key made for this kernel; one that fails verification is dropped
 //! and counted, and the count is reported in a cell's runtime notes. Each socket is read by a
-//! task of its own into an unbounded channel, so the kernel is never throttled by the caller
-//! (ipykernel drops IOPub messages for a slow subscriber).
+//! task of its own, so the kernel is never throttled by the caller (ipykernel drops IOPub
+//! messages for a slow subscriber). What the readers queue is bounded (`QUEUE_MESSAGES`,
+//! `QUEUE_BYTES`), and they queue only answers to the request we wait on: output a kernel sends
+//! while no cell runs is dropped at once, counted, and named in the next cell's notes.
 //!
 //! Against the driver kernel (`session::kernel`): a cell timeout first interrupts the kernel
 //! (SIGINT to its process group, or `interrupt_request` when its kernelspec asks for messages) and
@@ -45,6 +47,119 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
 const SEEN_IDS: usize = 100_000;
 /// How much of the kernel process's own output (outside cells) is kept, for error messages.
 const LOG_TAIL: usize = 8 << 10;
+/// How many messages, and how many bytes of them, a socket's reader may have queued for the
+/// cell; past either it waits (and the kernel with it: IOPub then drops, as for any slow
+/// subscriber). One message larger than `QUEUE_BYTES` waits for the queue to be empty.
+const QUEUE_MESSAGES: usize = 1024;
+const QUEUE_BYTES: usize = 16 << 20;
+
+/// A count the readers keep, and how much of it a note already reported.
+#[derive(Default)]
+struct Counted {
+    total: AtomicU64,
+    reported: AtomicU64,
+}
+
+impl Counted {
+    fn add(&self, n: u64) {
+        self.total.fetch_add(n, Ordering::SeqCst);
+    }
+
+    /// (what came since the last call, the total).
+    fn fresh(&self) -> (u64, u64) {
+        let total = self.total.load(Ordering::SeqCst);
+        (total - self.reported.swap(total, Ordering::SeqCst), total)
+    }
+}
+
+/// What the socket readers share with the kernel.
+#[derive(Default)]
+struct Readers {
+    /// Messages dropped for a bad signature.
+    bad_signatures: Counted,
+    /// Messages over `wire::MAX_MESSAGE_BYTES`, dropped.
+    too_large: Counted,
+    /// The request whose answers are wanted now (a cell's execute_request, the start's
+    /// kernel_info_request); anything else is dropped by the readers.
+    wanted: std::sync::Mutex<Option<String>>,
+    /// Output messages (stream, display, error...) that answered no wanted request, and their
+    /// bytes: dropped, for the next cell's note.
+    unasked: Counted,
+    unasked_bytes: Counted,
+}
+
+impl Readers {
+    fn want(&self, id: Option<&str>) {
+        if let Ok(mut w) = self.wanted.lock() {
+            *w = id.map(str::to_string);
+        }
+    }
+
+    fn wants(&self, m: &Message) -> bool {
+        match (self.wanted.lock(), m.parent_id()) {
+            (Ok(w), Some(p)) => w.as_deref() == Some(p),
+            _ => false,
+        }
+    }
+
+    /// Counts a message dropped unasked, if it carried output.
+    fn unasked(&self, m: &Message, bytes: usize) {
+        let output = matches!(
+            m.msg_type(),
+            "stream" | "display_data" | "execute_result" | "update_display_data" | "error"
+        );
+        if output {
+            self.unasked.add(1);
+            self.unasked_bytes.add(bytes as u64);
+        }
+    }
+}
+
+impl Readers {
+    /// Notes about what the readers dropped since the last cell's notes.
+    fn notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        let (n, _) = self.unasked.fresh();
+        let (bytes, _) = self.unasked_bytes.fresh();
+        if n > 0 {
+            notes.push(format!(
+                "note: {n} output message(s) of the kernel ({}) came while no cell ran (from a thread or process an earlier cell left running) and were dropped",
+                super::human_bytes(bytes)
+            ));
+        }
+        let (n, _) = self.too_large.fresh();
+        if n > 0 {
+            notes.push(format!(
+                "note: {n} message(s) of the kernel were over {} MiB and were dropped",
+                wire::MAX_MESSAGE_BYTES >> 20
+            ));
+        }
+        let (n, total) = self.bad_signatures.fresh();
+        if n > 0 {
+            notes.push(format!(
+                "note: {n} message(s) on the kernel's sockets had no valid signature and were dropped ({total} since the kernel started)"
+            ));
+        }
+        notes
+    }
+}
+
+/// A socket's queue of messages for the cell; each holds its bytes' share of `QUEUE_BYTES`
+/// until it is taken.
+struct Queue(tokio::sync::mpsc::Receiver<(Message, usize, tokio::sync::OwnedSemaphorePermit)>);
+
+impl Queue {
+    async fn recv(&mut self) -> Option<Message> {
+        self.0.recv().await.map(|(m, _, _)| m)
+    }
+
+    /// Empties the queue: what is in it answered a request no longer waited on.
+    fn discard(&mut self, readers: &Readers) {
+        while let Ok((m, bytes, _)) = self.0.try_recv() {
+            readers.unasked(&m, bytes);
+        }
+    }
+}
 
 /// What the caller's Sandbox holds a Jupyter kernel to (it is always a caller's kernel, never a
 /// pool slot): counted as a box writing to the workspace until closed, the workspace cap checked
@@ -62,9 +177,8 @@ pub struct JupyterKernel {
     timeout_ms: u64,
     max_output: usize,
     spec: KernelSpec,
-    /// Messages dropped for a bad signature, and how many of them a note already reported.
-    bad_signatures: Arc<AtomicU64>,
-    reported: AtomicU64,
+    /// What the socket readers counted (bad signatures, messages dropped).
+    readers: Arc<Readers>,
     active: std::sync::Mutex<Option<super::Active>>,
     quota: Option<(std::path::PathBuf, u64)>,
     /// The socket directory; removed as soon as the kernel is gone (its box ended).
@@ -195,16 +309,12 @@ impl JupyterKernel {
         let session_closing = opened.closing.subscribe();
         let (sink, mut chunks) = tokio::sync::mpsc::unbounded_channel();
         let started = super::warm::spawn(opened, kern_path, spec, None, sink)?;
-        let bad_signatures = Arc::new(AtomicU64::new(0));
+        let readers = Arc::new(Readers::default());
         let session = Session::new(key.as_bytes());
         let stop = started.stop;
         let mut ended = started.ended;
         let mut log = Vec::new();
-        let connect = connect(
-            dir.path().to_path_buf(),
-            session.clone(),
-            bad_signatures.clone(),
-        );
+        let connect = connect(dir.path().to_path_buf(), session.clone(), readers.clone());
         tokio::pin!(connect);
         let deadline = tokio::time::sleep(START_TIMEOUT);
         tokio::pin!(deadline);
@@ -276,8 +386,7 @@ impl JupyterKernel {
             timeout_ms,
             max_output: caller.max_output,
             spec: ks,
-            bad_signatures,
-            reported: AtomicU64::new(0),
+            readers,
             active: std::sync::Mutex::new(Some(caller.active)),
             quota: caller.quota,
             dir,
@@ -329,10 +438,13 @@ impl JupyterKernel {
             return Ok(refused);
         }
         // What earlier cells left behind (late output after their idle) is not this cell's.
-        while live.socks.iopub.try_recv().is_ok() {}
-        while live.socks.replies.try_recv().is_ok() {}
-        while live.socks.control_replies.try_recv().is_ok() {}
-        while live.socks.stdin.try_recv().is_ok() {}
+        for q in [
+            &mut live.socks.iopub,
+            &mut live.socks.replies,
+            &mut live.socks.stdin,
+        ] {
+            q.discard(&self.readers);
+        }
         while let Ok(c) = live.chunks.try_recv() {
             keep_tail(&mut live.log, &c.data);
         }
@@ -343,6 +455,7 @@ impl JupyterKernel {
             .session
             .request("execute_request", &Cell::request(code));
         let cell_id = id.clone();
+        self.readers.want(Some(&id));
         let mut asked_input: Option<String> = None;
         let mut cell = Cell::new(id, self.max_output);
         let show = |shown: Shown| {
@@ -460,16 +573,9 @@ impl JupyterKernel {
                 ),
             );
         }
-        let bad = self.bad_signatures.load(Ordering::SeqCst);
-        let before = self.reported.swap(bad, Ordering::SeqCst);
-        if bad > before {
-            super::push_note(
-                &mut stderr,
-                &format!(
-                    "note: {} message(s) on the kernel's sockets had no valid signature and were dropped ({bad} since the kernel started)",
-                    bad - before
-                ),
-            );
+        self.readers.want(None);
+        for n in self.readers.notes() {
+            super::push_note(&mut stderr, &n);
         }
         let exit_code = match (&fault, dead) {
             (Some(_), true) => 137,
@@ -624,17 +730,18 @@ async fn heartbeat(hb: &mut zeromq::ReqSocket) -> std::result::Result<(), String
 
 /// The connected sockets, each read by a task of its own.
 struct Sockets {
-    /// The socket files, held open for as long as the sockets may reconnect through them.
-    _files: Vec<std::os::fd::OwnedFd>,
+    /// The relays to the kernel's socket files, for as long as the sockets may reconnect.
+    _relays: Relays,
     shell: zeromq::DealerSendHalf,
     control: zeromq::DealerSendHalf,
     heartbeat: zeromq::ReqSocket,
-    replies: UnboundedReceiver<Message>,
-    control_replies: UnboundedReceiver<Message>,
-    iopub: UnboundedReceiver<Message>,
+    replies: Queue,
+    iopub: Queue,
     /// Requests for input: we offer none (`allow_stdin: false`), but a kernel that asks anyway
     /// (IRkernel's `readline()`) would wait for ever.
-    stdin: UnboundedReceiver<Message>,
+    stdin: Queue,
+    /// The control socket's replies (to interrupt and shutdown requests) are read and dropped.
+    _control: tokio::task::JoinHandle<()>,
 }
 
 /// Connects to the kernel's sockets as they appear and waits until it answers: a
@@ -643,7 +750,7 @@ struct Sockets {
 async fn connect(
     dir: std::path::PathBuf,
     session: Session,
-    bad: Arc<AtomicU64>,
+    readers: Arc<Readers>,
 ) -> std::result::Result<Sockets, String> {
     // Connect only once the kernel has bound every socket: the ZeroMQ client retries a socket
     // that is not there yet with exponential back-off (0.05, 0.15, 0.35, 0.75, 1.55 s...), so
@@ -680,8 +787,9 @@ async fn connect(
     // Each socket is reached through a descriptor of the very file the kernel bound (opened
     // without following a symlink, checked to be a socket), never by its name again: the box
     // can write in the directory, and ZeroMQ reconnects by itself, so a name the box swapped
-    // for a symlink must not lead a reconnect to a socket of the host's.
-    let mut held = Vec::new();
+    // for a symlink must not lead a reconnect to a socket of the host's. And each is reached
+    // through a relay of ours that bounds the size of what the kernel sends (`Relays`).
+    let mut relays = Relays::new().map_err(|e| format!("the relay directory: {e}"))?;
     let mut ep = |c| -> std::result::Result<String, String> {
         use nix::fcntl::OFlag;
         use nix::sys::stat::{fstat, Mode, SFlag};
@@ -696,9 +804,7 @@ async fn connect(
         if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFSOCK {
             return Err(format!("{} is not a socket", p.display()));
         }
-        let endpoint = format!("ipc:///proc/self/fd/{}", fd.as_raw_fd());
-        held.push(fd);
-        Ok(endpoint)
+        relays.add(c, fd, &readers)
     };
     let (shell_ep, stdin_ep, control_ep, iopub_ep, hb_ep) = (
         ep(Channel::Shell)?,
@@ -724,18 +830,22 @@ async fn connect(
     let (shell_tx, shell_rx) = shell.split();
     let (control_tx, control_rx) = control.split();
     let mut socks = Sockets {
-        _files: held,
+        _relays: relays,
         shell: shell_tx,
         control: control_tx,
         heartbeat,
-        replies: read_into(shell_rx, &session, &bad),
-        control_replies: read_into(control_rx, &session, &bad),
-        iopub: read_into(iopub, &session, &bad),
-        stdin: read_into(stdin, &session, &bad),
+        replies: read_into(shell_rx, &session, &readers),
+        iopub: read_into(iopub, &session, &readers),
+        stdin: read_into(stdin, &session, &readers),
+        _control: tokio::spawn(async move {
+            let mut control = control_rx;
+            while control.recv().await.is_ok() {}
+        }),
     };
     // Asked again every half second until both answers for one request are in.
     loop {
         let (id, frames) = session.request("kernel_info_request", &json!({}));
+        readers.want(Some(&id));
         send(&mut socks.shell, frames)
             .await
             .map_err(|e| e.to_string())?;
@@ -761,16 +871,106 @@ async fn connect(
     }
 }
 
-/// A receiving socket read continuously by its own task into an unbounded channel: messages
-/// that verify go on, the others are counted (bad signatures) or dropped (malformed).
+/// Our ZeroMQ sockets connect to a listener of ours per channel, in a private directory of the
+/// host, which relays each connection to the kernel's socket (reached through a descriptor of
+/// the file it bound) with what the kernel sends bounded by `zmtp::Bound`: the `zeromq` crate
+/// would reserve any length a frame announces. Dropped with the kernel's sockets.
+struct Relays {
+    dir: tempfile::TempDir,
+    accepting: Vec<tokio::task::AbortHandle>,
+}
+
+impl Relays {
+    fn new() -> std::io::Result<Relays> {
+        Ok(Relays {
+            dir: tempfile::Builder::new().prefix("kern-jr-").tempdir()?,
+            accepting: Vec::new(),
+        })
+    }
+
+    /// Relays connections to the kernel's socket `target` of channel `c`; returns the endpoint.
+    fn add(
+        &mut self,
+        c: Channel,
+        target: std::os::fd::OwnedFd,
+        readers: &Arc<Readers>,
+    ) -> std::result::Result<String, String> {
+        let path = kernelspec::socket_path(self.dir.path(), c);
+        let listener = tokio::net::UnixListener::bind(&path)
+            .map_err(|e| format!("relay {}: {e}", path.display()))?;
+        let readers = readers.clone();
+        let task = tokio::spawn(async move {
+            let kernel = format!("/proc/self/fd/{}", target.as_raw_fd());
+            while let Ok((ours, _)) = listener.accept().await {
+                // A kernel socket that refuses now is tried again by ZeroMQ's reconnect.
+                if let Ok(theirs) = tokio::net::UnixStream::connect(&kernel).await {
+                    tokio::spawn(relay(ours, theirs, readers.clone()));
+                }
+            }
+        });
+        self.accepting.push(task.abort_handle());
+        Ok(format!("ipc://{}", path.display()))
+    }
+}
+
+impl Drop for Relays {
+    fn drop(&mut self) {
+        self.accepting
+            .iter()
+            .for_each(tokio::task::AbortHandle::abort);
+    }
+}
+
+/// One relayed connection, until either side closes it.
+async fn relay(
+    ours: tokio::net::UnixStream,
+    theirs: tokio::net::UnixStream,
+    readers: Arc<Readers>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut ours_rx, mut ours_tx) = ours.into_split();
+    let (mut theirs_rx, mut theirs_tx) = theirs.into_split();
+    let up = tokio::io::copy(&mut ours_rx, &mut theirs_tx);
+    let down = async {
+        let mut bound = crate::lang::jupyter::zmtp::Bound::new(wire::MAX_MESSAGE_BYTES);
+        let mut buf = vec![0u8; 64 << 10];
+        let mut out = Vec::new();
+        loop {
+            let n = match theirs_rx.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            };
+            let before = bound.dropped;
+            // A command frame over the bound: not a kernel we can talk to; the connection goes.
+            if bound.feed(&buf[..n], &mut out).is_err() {
+                return;
+            }
+            readers.too_large.add(bound.dropped - before);
+            if ours_tx.write_all(&out).await.is_err() {
+                return;
+            }
+            out.clear();
+            out.shrink_to(1 << 20);
+        }
+    };
+    tokio::select! {
+        _ = up => {}
+        _ = down => {}
+    }
+}
+
+/// A receiving socket read continuously by its own task into a bounded queue: messages that
+/// verify and answer the wanted request go on, the others are counted (bad signatures, output
+/// nobody asked for) or dropped (malformed).
 fn read_into<S: SocketRecv + Send + 'static>(
     mut sock: S,
     session: &Session,
-    bad: &Arc<AtomicU64>,
-) -> UnboundedReceiver<Message> {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    readers: &Arc<Readers>,
+) -> Queue {
+    let (tx, rx) = tokio::sync::mpsc::channel(QUEUE_MESSAGES);
+    let room = Arc::new(tokio::sync::Semaphore::new(QUEUE_BYTES));
     let signer = session.signer.clone();
-    let bad = bad.clone();
+    let readers = readers.clone();
     tokio::spawn(async move {
         let mut seen = std::collections::HashSet::new();
         loop {
@@ -782,33 +982,47 @@ fn read_into<S: SocketRecv + Send + 'static>(
             };
             let Ok(m) = m else { return };
             let frames = m.into_vec();
-            match wire::decode(&signer, &frames) {
-                Ok(msg) => {
-                    // A message seen before (same msg_id) is a replay, or ZeroMQ delivering it
-                    // twice: taken once.
-                    let id = msg
-                        .header
-                        .get("msg_id")
-                        .and_then(|v| v.as_str())
-                        .unwrap_or("");
-                    if !id.is_empty() && !seen.insert(id.to_string()) {
-                        continue;
-                    }
-                    if seen.len() > SEEN_IDS {
-                        seen.clear();
-                    }
-                    if tx.send(msg).is_err() {
-                        return;
-                    }
-                }
+            let bytes: usize = frames.iter().map(Bytes::len).sum();
+            let msg = match wire::decode(&signer, &frames) {
+                Ok(msg) => msg,
                 Err(Dropped::BadSignature) => {
-                    bad.fetch_add(1, Ordering::SeqCst);
+                    readers.bad_signatures.add(1);
+                    continue;
                 }
-                Err(Dropped::Malformed) => {}
+                Err(Dropped::TooLarge) => {
+                    readers.too_large.add(1);
+                    continue;
+                }
+                Err(Dropped::Malformed) => continue,
+            };
+            drop(frames);
+            // A message seen before (same msg_id) is a replay, or ZeroMQ delivering it twice:
+            // taken once.
+            let id = msg
+                .header
+                .get("msg_id")
+                .and_then(|v| v.as_str())
+                .unwrap_or("");
+            if !id.is_empty() && !seen.insert(id.to_string()) {
+                continue;
+            }
+            if seen.len() > SEEN_IDS {
+                seen.clear();
+            }
+            if !readers.wants(&msg) {
+                readers.unasked(&msg, bytes);
+                continue;
+            }
+            let share = bytes.clamp(1, QUEUE_BYTES) as u32;
+            let Ok(permit) = room.clone().acquire_many_owned(share).await else {
+                return;
+            };
+            if tx.send((msg, bytes, permit)).await.is_err() {
+                return;
             }
         }
     });
-    rx
+    Queue(rx)
 }
 
 /// Sends `sig` to the box's workload (the kernel's process group): the children of the box's init,

@@ -5,7 +5,7 @@
 //! A cell that runs past its timeout tears the box down; so does `close()`. Once the box is
 //! gone, for whatever reason, every later call says so.
 
-use super::{driver_results, ExecResult, Opened};
+use super::{ExecResult, Opened};
 use crate::engine::launch::{Chunk, Outcome, Stream};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -42,7 +42,10 @@ enum State {
 
 struct Live {
     tx: tokio::net::unix::OwnedWriteHalf,
-    frames: UnboundedReceiver<Value>,
+    /// The driver's frames, read only while a cell runs: between cells a box that writes
+    /// frames fills the socket and waits, and the host holds nothing for it.
+    rx: tokio::net::unix::OwnedReadHalf,
+    reader: driver::FrameReader,
     chunks: UnboundedReceiver<Chunk>,
     /// Resolves when the box has ended.
     ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
@@ -125,14 +128,13 @@ impl Kernel {
         let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
         let started = super::warm::start(opened, kern_path, sink)?;
         let (rx, tx) = started.sock.into_split();
-        let (frames_tx, frames) = tokio::sync::mpsc::unbounded_channel();
-        tokio::spawn(read_frames(rx, frames_tx));
         let (stop, ended) = (started.stop, started.ended);
         Ok(Kernel {
             session_closing,
             state: Mutex::new(State::Live(Box::new(Live {
                 tx,
-                frames,
+                rx,
+                reader: driver::FrameReader::default(),
                 chunks,
                 ended,
                 next_id: 1,
@@ -217,8 +219,10 @@ impl Kernel {
         let [c0, c1] = std::mem::take(&mut live.carry);
         let mut out = Split::new(c0);
         let mut err = Split::new(c1);
-        let mut frames = Vec::new();
-        let mut done = false;
+        let mut results = driver::Results::default();
+        let mut done: Option<Value> = None;
+        let mut buf = vec![0u8; 256 * 1024];
+        live.reader.skipped = 0;
         let mut ended: Option<Fault> = None;
         let deadline = tokio::time::Instant::now() + timeout;
         if live.tx.write_all(&cell).await.is_err() {
@@ -232,18 +236,21 @@ impl Kernel {
                 let _ = s.send(Chunk { stream, data });
             }
         };
-        while ended.is_none() && !(done && out.done && err.done) {
+        while ended.is_none() && !(done.is_some() && out.done && err.done) {
             tokio::select! {
-                f = live.frames.recv() => match f {
-                    Some(f) => {
-                        if f.get("type").and_then(Value::as_str) == Some("done")
-                            && f.get("id").and_then(Value::as_u64) == Some(id)
-                        {
-                            done = true;
+                r = live.rx.read(&mut buf) => match r {
+                    Ok(n) if n > 0 => {
+                        for f in live.reader.feed(&buf[..n], || results.room()) {
+                            if f.get("type").and_then(Value::as_str) == Some("done")
+                                && f.get("id").and_then(Value::as_u64) == Some(id)
+                            {
+                                done = Some(f);
+                            } else {
+                                results.frame(&f);
+                            }
                         }
-                        frames.push(f);
                     }
-                    None => {
+                    _ => {
                         ended = Some(self.box_end(live).await);
                     }
                 },
@@ -285,10 +292,8 @@ impl Kernel {
         let exit_code = match &ended {
             // The box was killed, by the cell's deadline or otherwise.
             Some(_) => 137,
-            None => frames
-                .iter()
-                .rev()
-                .find(|f| f.get("type").and_then(Value::as_str) == Some("done"))
+            None => done
+                .as_ref()
                 .map(|f| {
                     match (
                         f.get("status").and_then(Value::as_str),
@@ -301,8 +306,9 @@ impl Kernel {
                 })
                 .unwrap_or(1),
         };
-        let (results, notes) = driver_results(&frames, false, false);
-        let mut stderr = String::from_utf8_lossy(&err.kept).into_owned();
+        results.lost(live.reader.skipped);
+        let (results, notes) = results.finish();
+        let mut stderr = crate::lang::output_text(std::mem::take(&mut err.kept));
         for n in &notes {
             super::push_note(&mut stderr, n);
         }
@@ -311,7 +317,7 @@ impl Kernel {
             *state = State::Dead(f.message.clone());
         }
         Ok(ExecResult {
-            stdout: String::from_utf8_lossy(&out.kept).into_owned(),
+            stdout: crate::lang::output_text(out.kept),
             stderr,
             exit_code,
             duration_ms: start.elapsed().as_secs_f64() * 1000.0,
@@ -373,35 +379,6 @@ pub(super) fn end_fault(
             FaultKind::Killed,
             "the kernel's box ended unexpectedly; the kernel was torn down",
         ),
-    }
-}
-
-async fn read_frames(mut rx: tokio::net::unix::OwnedReadHalf, out: UnboundedSender<Value>) {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 256 * 1024];
-    loop {
-        match rx.read(&mut chunk).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-        let mut used = 0;
-        while buf.len() - used >= 4 {
-            let len = u32::from_be_bytes([buf[used], buf[used + 1], buf[used + 2], buf[used + 3]])
-                as usize;
-            if len > driver::MAX_FRAME {
-                return;
-            }
-            if buf.len() - used < 4 + len {
-                break;
-            }
-            if let Ok(v) = serde_json::from_slice::<Value>(&buf[used + 4..used + 4 + len]) {
-                if out.send(v).is_err() {
-                    return;
-                }
-            }
-            used += 4 + len;
-        }
-        buf.drain(..used);
     }
 }
 

@@ -19,7 +19,7 @@ use crate::engine::spec::{
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::image::manifest::RunConfig;
-use crate::lang::driver::{self, MAX_RESULTS_BYTES};
+use crate::lang::driver;
 use crate::lang::Language;
 use crate::workspace::track::{self, FileInfo};
 use crate::workspace::Workspace;
@@ -92,26 +92,6 @@ impl OpenKernel {
 /// How long to wait, after the box ended, for the last result bytes.
 const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// A cell's results from the driver's frames, and the notes to add about what was dropped.
-fn driver_results(
-    frames: &[serde_json::Value],
-    capped: bool,
-    cut: bool,
-) -> (Vec<driver::Bundle>, Vec<String>) {
-    let mut notes = Vec::new();
-    if capped {
-        notes.push(format!(
-            "note: the call's rich results passed {} MiB; the rest were dropped",
-            MAX_RESULTS_BYTES >> 20
-        ));
-    } else if cut {
-        notes.push("note: the python driver's last result frame was cut off".into());
-    }
-    let (bundles, refused) = driver::results(frames);
-    notes.extend(refused);
-    (bundles, notes)
-}
-
 /// What a call changed in the workspace, from the walk before it (none when `trackFiles` is off).
 async fn workspace_changes(
     before: Option<track::Snapshot>,
@@ -147,11 +127,13 @@ fn box_socketpair(what: &str) -> Result<(tokio::net::UnixStream, OwnedFd)> {
     Ok((ours, OwnedFd::from(theirs)))
 }
 
-/// Writes the cell to the driver and reads everything it sends back, until EOF.
+/// Writes the cell to the driver and reads its frames as they come, until EOF: the results are
+/// taken (within their bounds) as they arrive, so nothing beyond what they keep is held; says
+/// whether the stream stopped inside a frame.
 fn driver_io_on(
     sock: tokio::net::UnixStream,
     code: &str,
-) -> Result<tokio::task::JoinHandle<(Vec<u8>, bool)>> {
+) -> Result<tokio::task::JoinHandle<(driver::Results, bool)>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut rx, mut tx) = sock.into_split();
     let cell = driver::cell_frame(1, code, true, None, false);
@@ -162,22 +144,21 @@ fn driver_io_on(
         drop(tx);
     });
     Ok(tokio::spawn(async move {
-        let mut out = Vec::new();
+        let mut reader = driver::FrameReader::default();
+        let mut results = driver::Results::default();
         let mut buf = vec![0u8; 256 * 1024];
-        let mut capped = false;
         loop {
             match rx.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if out.len() + n > MAX_RESULTS_BYTES {
-                        capped = true;
-                    } else {
-                        out.extend_from_slice(&buf[..n]);
+                    for f in reader.feed(&buf[..n], || results.room()) {
+                        results.frame(&f);
                     }
                 }
             }
         }
-        (out, capped)
+        results.lost(reader.skipped);
+        (results, reader.cut())
     }))
 }
 
@@ -972,13 +953,14 @@ impl Sandbox {
         notes.extend(attached.and_then(resident::Attached::first_call_note));
         let results = match results_rx {
             Some(rx) => {
-                let (bytes, capped) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
+                let (mut r, cut) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
                     Ok(Ok(r)) => r,
-                    _ => (Vec::new(), false),
+                    _ => Default::default(),
                 };
-                let (frames, cut) = driver::split_frames(&bytes);
-                let (bundles, n) =
-                    driver_results(&frames, capped, cut && outcome.report.fault.is_none());
+                if cut && outcome.report.fault.is_none() {
+                    r.note("note: the python driver's last result frame was cut off".into());
+                }
+                let (bundles, n) = r.finish();
                 notes.extend(n);
                 bundles
             }
@@ -989,13 +971,13 @@ impl Sandbox {
                 notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
             }
         }
-        let mut stderr = String::from_utf8_lossy(&outcome.stderr).into_owned();
+        let mut stderr = crate::lang::output_text(outcome.stderr);
         for n in &notes {
             push_note(&mut stderr, n);
         }
         let files = workspace_changes(before, &workspace, &mut stderr).await;
         Ok(ExecResult {
-            stdout: String::from_utf8_lossy(&outcome.stdout).into_owned(),
+            stdout: crate::lang::output_text(outcome.stdout),
             stderr,
             exit_code: outcome.report.exit_code,
             duration_ms: outcome.duration.as_secs_f64() * 1000.0,

@@ -6,7 +6,7 @@
 
 use super::wire::Message;
 use crate::engine::launch::Stream;
-use crate::lang::driver::{self, Bundle, MAX_RESULTS_BYTES};
+use crate::lang::driver::{Bundle, Results};
 use serde_json::{json, Value};
 
 /// One stream's text, kept up to a cap.
@@ -33,11 +33,9 @@ pub struct Cell {
     max_output: usize,
     stdout: Kept,
     stderr: Kept,
-    results: Vec<Bundle>,
-    /// The `transient.display_id` of each result, for `update_display_data`.
+    results: Results,
+    /// The `transient.display_id` of each kept result, for `update_display_data`.
     display_ids: Vec<Option<String>>,
-    results_bytes: usize,
-    notes: Vec<String>,
     failed: bool,
     reply: Option<Value>,
     idle: bool,
@@ -55,10 +53,8 @@ impl Cell {
             max_output,
             stdout: Kept::default(),
             stderr: Kept::default(),
-            results: Vec::new(),
+            results: Results::default(),
             display_ids: Vec::new(),
-            results_bytes: 0,
-            notes: Vec::new(),
             failed: false,
             reply: None,
             idle: false,
@@ -101,24 +97,6 @@ impl Cell {
         let Some(data) = content.get("data").and_then(Value::as_object) else {
             return;
         };
-        let Some(bundle) = driver::bundle(data, &mut self.notes) else {
-            return;
-        };
-        let size: usize = bundle
-            .values()
-            .map(|v| v.as_str().map_or(0, str::len))
-            .sum();
-        if self.results_bytes + size > MAX_RESULTS_BYTES {
-            let note = format!(
-                "note: the cell's rich results passed {} MiB; the rest were dropped",
-                MAX_RESULTS_BYTES >> 20
-            );
-            if !self.notes.contains(&note) {
-                self.notes.push(note);
-            }
-            return;
-        }
-        self.results_bytes += size;
         let id = content
             .pointer("/transient/display_id")
             .and_then(Value::as_str)
@@ -130,12 +108,13 @@ impl Cell {
                 .as_ref()
                 .and_then(|id| self.display_ids.iter().position(|d| d.as_ref() == Some(id)))
             {
-                self.results[at] = bundle;
+                self.results.replace(at, data);
                 return;
             }
         }
-        self.results.push(bundle);
-        self.display_ids.push(id);
+        if self.results.push(data).is_some() {
+            self.display_ids.push(id);
+        }
     }
 
     /// Takes an IOPub message; returns the output to show now. Messages for other requests
@@ -219,13 +198,14 @@ impl Cell {
     }
 
     pub fn into_parts(self) -> Parts {
+        let (results, notes) = self.results.finish();
         Parts {
-            stdout: String::from_utf8_lossy(&self.stdout.bytes).into_owned(),
-            stderr: String::from_utf8_lossy(&self.stderr.bytes).into_owned(),
+            stdout: crate::lang::output_text(self.stdout.bytes),
+            stderr: crate::lang::output_text(self.stderr.bytes),
             truncated: self.stdout.truncated || self.stderr.truncated,
             exit_code: i32::from(self.failed),
-            results: self.results,
-            notes: self.notes,
+            results,
+            notes,
         }
     }
 }

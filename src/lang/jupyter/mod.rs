@@ -5,3 +5,4 @@
 pub mod cell;
 pub mod kernelspec;
 pub mod wire;
+pub mod zmtp;

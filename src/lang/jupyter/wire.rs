@@ -17,9 +17,10 @@ use sha2::Sha256;
 pub const DELIMITER: &[u8] = b"<IDS|MSG>";
 /// The protocol version we put in headers.
 pub const PROTOCOL_VERSION: &str = "5.3";
-/// A frame larger than this is not a message we read (a display of a 100 MB image is refused by
-/// the result checks anyway; this bounds one JSON parse).
-pub const MAX_FRAME_BYTES: usize = 256 << 20;
+/// A message larger than this (all its frames) is not read: the largest image a result may hold
+/// is 32 MiB (43 MiB in base64), and ipykernel and IRkernel send output in pieces far smaller.
+/// It bounds one JSON parse, and what the ZeroMQ reader buffers (`session::jupyter`).
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// Signs and verifies with one kernel's key.
 #[derive(Clone)]
@@ -86,12 +87,17 @@ impl Message {
 pub enum Dropped {
     /// The signature did not match (or was missing): not from the kernel we started.
     BadSignature,
-    /// No delimiter, too few frames, a frame too large, or JSON that does not parse.
+    /// No delimiter, too few frames, or JSON that does not parse.
     Malformed,
+    /// Over `MAX_MESSAGE_BYTES`.
+    TooLarge,
 }
 
 /// Splits a multipart message into its parts and checks its signature.
 pub fn decode(signer: &Signer, frames: &[Bytes]) -> Result<Message, Dropped> {
+    if frames.iter().map(Bytes::len).sum::<usize>() > MAX_MESSAGE_BYTES {
+        return Err(Dropped::TooLarge);
+    }
     let at = frames
         .iter()
         .position(|f| f.as_ref() == DELIMITER)
@@ -108,9 +114,6 @@ pub fn decode(signer: &Signer, frames: &[Bytes]) -> Result<Message, Dropped> {
     ];
     if !signer.verify(&rest[0], &parts) {
         return Err(Dropped::BadSignature);
-    }
-    if parts.iter().any(|p| p.len() > MAX_FRAME_BYTES) {
-        return Err(Dropped::Malformed);
     }
     let parse = |b: &[u8]| serde_json::from_slice::<Value>(b).map_err(|_| Dropped::Malformed);
     let header = parse(parts[0])?;
