@@ -16,8 +16,10 @@ bash scripts/setup-deps.sh
 
 # Built = the kern runtime is there and the addon (js/native.js + its .node file) loads.
 if [[ ! -x ./kern ]] || ! node -e 'require("./js/native.js")' >/dev/null 2>&1; then
-  echo "demo: building the addon and the kern runtime (npm run build; a few minutes the first time)"
-  npm run build
+  # The dev profile (dependencies optimised, our crate incremental): minutes, not the release
+  # profile's LTO (`npm run build`, for packaging).
+  echo "demo: building the addon and the kern runtime (npm run build:debug; a few minutes the first time)"
+  npm run build:debug
 fi
 
 exec node scripts/demo.js

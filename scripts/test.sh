@@ -118,9 +118,11 @@ fi
 step "setup: Debian packages, toolchain check, npm ci (scripts/setup-deps.sh)"
 bash scripts/setup-deps.sh || abort "setup-deps.sh"
 
-step "build: npm run build (napi addon + kern binary)"
-npm run build || abort "npm run build"
-[[ -x "$repo/kern" ]] || abort "npm run build did not produce ./kern"
+# The dev profile (Cargo.toml: dependencies optimised, our crate incremental); the release
+# profile's LTO is for packaging (`npm run build`) and took 21 of a first run's 27 minutes.
+step "build: npm run build:debug (napi addon + kern binary, dev profile)"
+npm run build:debug || abort "npm run build:debug"
+[[ -x "$repo/kern" ]] || abort "npm run build:debug did not produce ./kern"
 
 step "lint: cargo fmt --check"
 cargo fmt --check || fail "cargo fmt --check (run: cargo fmt)"
