@@ -262,8 +262,28 @@ const PY_PRELUDE = [
 /** The real process environment (Jest hands tests a copy; the addon and child processes see this one). */
 const realEnv = require('vm').runInThisContext('process').env;
 
+/**
+ * The setup most attack files share: a host guard made before any Sandbox of the file, temp
+ * dirs, and at the end no leaks. `suite.guard` is the guard once `beforeAll` has run.
+ */
+function guardedSuite() {
+  const { requireRootfs, tempDirs } = require('../helpers');
+  const suite = { guard: null, dirs: tempDirs() };
+  beforeAll(async () => {
+    requireRootfs();
+    suite.guard = await hostGuard();
+  });
+  afterAll(async () => {
+    await suite.guard.assertNoLeaks();
+    suite.guard.cleanup();
+    suite.dirs.removeAll();
+  });
+  return suite;
+}
+
 module.exports = {
   REPO,
+  guardedSuite,
   KERN_BIN,
   hostGuard,
   descendants,

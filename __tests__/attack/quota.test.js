@@ -7,22 +7,11 @@
 const fs = require('fs');
 const path = require('path');
 const { Sandbox } = require('../..');
-const { requireRootfs, opts, tempDirs } = require('../helpers');
-const { hostGuard } = require('./host');
+const { opts } = require('../helpers');
+const { guardedSuite } = require('./host');
 
-let guard;
-const dirs = tempDirs();
-
-beforeAll(async () => {
-  requireRootfs();
-  guard = await hostGuard();
-});
-
-afterAll(async () => {
-  await guard.assertNoLeaks();
-  guard.cleanup();
-  dirs.removeAll();
-});
+const suite = guardedSuite();
+const { dirs } = suite;
 
 const CAP = 64 << 20;
 
@@ -55,7 +44,7 @@ test('110,000 empty files (past the 100,000 entries result.files tracks) still c
   } finally {
     await sb.close();
   }
-  guard.assertUntouched();
+  suite.guard.assertUntouched();
 }, 300_000);
 
 test('bytes in a directory the box closed (chmod 000) count, or the check fails closed', async () => {
@@ -72,5 +61,5 @@ test('bytes in a directory the box closed (chmod 000) count, or the check fails 
     // The box's closed directory, opened again so the temp dir can be removed.
     fs.chmodSync(path.join(ws, 'hide'), 0o700);
   }
-  guard.assertUntouched();
+  suite.guard.assertUntouched();
 }, 120_000);

@@ -8,22 +8,11 @@
 const fs = require('fs');
 const path = require('path');
 const { Sandbox } = require('../..');
-const { requireRootfs, opts, tempDirs, uniqueName } = require('../helpers');
-const { hostGuard } = require('./host');
+const { opts, uniqueName } = require('../helpers');
+const { guardedSuite } = require('./host');
 
-let guard;
-const dirs = tempDirs();
-
-beforeAll(async () => {
-  requireRootfs();
-  guard = await hostGuard();
-});
-
-afterAll(async () => {
-  await guard.assertNoLeaks();
-  guard.cleanup();
-  dirs.removeAll();
-});
+const suite = guardedSuite();
+const { dirs } = suite;
 
 const SPY = String.raw`
 import os, sys, time
@@ -103,5 +92,5 @@ test('what one call leaves running cannot read, trace or write a later call of t
     await a.close();
     await b.close();
   }
-  guard.assertUntouched();
+  suite.guard.assertUntouched();
 }, 120_000);

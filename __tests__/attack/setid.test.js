@@ -13,23 +13,12 @@ const fs = require('fs');
 const path = require('path');
 const { execFile } = require('child_process');
 const { Sandbox } = require('../..');
-const { requireRootfs, opts, tempDirs } = require('../helpers');
-const { hostGuard } = require('./host');
+const { opts } = require('../helpers');
+const { guardedSuite } = require('./host');
 
 const DIRS = 30000;
-let guard;
-const dirs = tempDirs();
-
-beforeAll(async () => {
-  requireRootfs();
-  guard = await hostGuard();
-});
-
-afterAll(async () => {
-  await guard.assertNoLeaks();
-  guard.cleanup();
-  dirs.removeAll();
-});
+const suite = guardedSuite();
+const { dirs } = suite;
 
 /** The box's attack on `top` (an in-box directory); prints ATTEMPTED, then waits for `ack`. */
 function attack(top) {
@@ -170,7 +159,7 @@ test(`30,000 directories of set-id attempts in the workspace: none is set-id on 
   } finally {
     await sb.close();
   }
-  guard.assertUntouched();
+  suite.guard.assertUntouched();
 }, 900_000);
 
 test('the same in a "rw" mount', async () => {
@@ -182,7 +171,7 @@ test('the same in a "rw" mount', async () => {
   } finally {
     await sb.close();
   }
-  guard.assertUntouched();
+  suite.guard.assertUntouched();
 }, 900_000);
 
 test('a set-id bit still reaches nothing through a resident box, a kernel or a prewarmed slot', async () => {

@@ -355,9 +355,11 @@ mod tests {
         assert_eq!(mode(&weird.join("hid")), 0o755);
     }
 
-    fn count(root: &Path) -> (usize, usize) {
+    /// (directories, other entries) under `root`; `each` runs at every entry.
+    fn count(root: &Path, mut each: impl FnMut()) -> (usize, usize) {
         let (mut dirs, mut files) = (0, 0);
         assert!(walk_all(root, Closed::Fail, |e| {
+            each();
             if e.is_dir() {
                 dirs += 1;
             } else {
@@ -381,7 +383,7 @@ mod tests {
             std::fs::write(p.join("f"), "x").unwrap();
             std::fs::create_dir(p.join("side")).unwrap();
         }
-        assert_eq!(count(ws.path()), (400, 200));
+        assert_eq!(count(ws.path(), || {}), (400, 200));
     }
 
     fn open_fds() -> usize {
@@ -400,18 +402,10 @@ mod tests {
         }
         let before = open_fds();
         let mut most = 0;
-        let (mut dirs, mut files) = (0, 0);
-        assert!(walk_all(ws.path(), Closed::Fail, |e| {
-            most = most.max(open_fds());
-            if e.is_dir() {
-                dirs += 1;
-            } else {
-                files += 1;
-            }
-            Visit::Enter
-        })
-        .unwrap());
-        assert_eq!((dirs, files), (3000, 3000));
+        assert_eq!(
+            count(ws.path(), || most = most.max(open_fds())),
+            (3000, 3000)
+        );
         // Other tests run in this process at the same time: a wide margin, far below 3,000.
         assert!(most < before + 500, "{most} fds open (from {before})");
     }
