@@ -127,15 +127,19 @@ npm run build:debug || abort "npm run build:debug"
 step "lint: cargo fmt --check"
 cargo fmt --check || fail "cargo fmt --check (run: cargo fmt)"
 
+# The napi build names its target triple, so cargo keeps its artefacts under target/<triple>:
+# the lints and unit tests name it too and reuse the dependencies it built, instead of building
+# them all again under target/debug.
+host_triple="$(rustc -vV | sed -n 's/^host: //p')"
 step "lint: cargo clippy --all-targets --no-default-features -- -D warnings"
-cargo clippy --quiet --all-targets --no-default-features -- -D warnings ||
+cargo clippy --quiet --target "$host_triple" --all-targets --no-default-features -- -D warnings ||
   fail "cargo clippy --all-targets --no-default-features"
 
 step "lint: cargo clippy --lib -- -D warnings"
-cargo clippy --quiet --lib -- -D warnings || fail "cargo clippy --lib"
+cargo clippy --quiet --target "$host_triple" --lib -- -D warnings || fail "cargo clippy --lib"
 
 step "unit: cargo test --no-default-features"
-cargo test --no-default-features || fail "cargo test --no-default-features"
+cargo test --target "$host_triple" --no-default-features || fail "cargo test --no-default-features"
 
 step "image: test rootfs (scripts/build-test-rootfs.sh)"
 bash scripts/build-test-rootfs.sh || abort "scripts/build-test-rootfs.sh"
