@@ -63,11 +63,12 @@ function readState(name) {
 
 // The box's PID 1 as the box itself sees it: its start time (stat field 22) only matches across
 // calls when it is the same process.
-async function pid1Stat(sb) {
-  const r = await sb.run(['cat', '/proc/1/stat']);
+/** The box's PID namespace, as a call sees it: the same box answers the same. (PID 1 itself is
+ * hidden from calls: the box's /proc is hidepid=invisible, and kern's reaper is not theirs.) */
+async function pidNamespace(sb) {
+  const r = await sb.run(['readlink', '/proc/self/ns/pid']);
   expect(r.exitCode).toBe(0);
-  const s = r.stdout.trim();
-  return s.slice(s.lastIndexOf(')') + 2).split(' ')[19];
+  return r.stdout.trim();
 }
 
 // cgroup leaves kern made for the box whose monitor has this pid (none rootless).
@@ -133,12 +134,12 @@ test('state in /tmp survives across calls; the first call says what a resident b
   const sb = await open(persistOpts(name, makeTempDir()));
   const first = await sb.run(['sh', '-c', 'echo kept > /tmp/resident-file']);
   expect(first.exitCode).toBe(0);
-  expect(first.runtimeNotes.join('\n')).toMatch(/resident box .*\/tmp .*PID namespace is shared/);
+  expect(first.runtimeNotes.join('\n')).toMatch(/resident box .*\/tmp .*processes a call leaves running stay/);
   const second = await sb.runCode('print(open("/tmp/resident-file").read().strip())');
   expect(second.stdout).toBe('kept\n');
   expect(second.runtimeNotes.join('\n')).not.toMatch(/resident box/);
   // A fresh interpreter each call, in the same box.
-  expect(await pid1Stat(sb)).toBe(await pid1Stat(sb));
+  expect(await pidNamespace(sb)).toBe(await pidNamespace(sb));
   const state = readState(name);
   expect(state).toMatchObject({ name });
   expect(fs.statSync(statePath(name)).mode & 0o777).toBe(0o600);
@@ -159,16 +160,16 @@ test('two Sandbox objects and a second Node process meet the same box', async ()
   const token = uniqueName('tok');
   await a.run(['sh', '-c', `echo ${token} > /tmp/shared`]);
   expect((await b.run(['cat', '/tmp/shared'])).stdout).toBe(`${token}\n`);
-  const stat = await pid1Stat(a);
-  expect(await pid1Stat(b)).toBe(stat);
+  const stat = await pidNamespace(a);
+  expect(await pidNamespace(b)).toBe(stat);
   const other = runNode(
     nodeScript(o, `
       await sb.open();
       const r = await sb.run(['cat', '/tmp/shared']);
-      const s = (await sb.run(['cat', '/proc/1/stat'])).stdout.trim();
+      const s = (await sb.run(['readlink', '/proc/self/ns/pid'])).stdout.trim();
       await sb.run(['sh', '-c', 'echo from-child > /tmp/back']);
       await sb.close();
-      return { shared: r.stdout, stat: s.slice(s.lastIndexOf(')') + 2).split(' ')[19] };
+      return { shared: r.stdout, stat: s };
     `)
   );
   expect(other).toEqual({ shared: `${token}\n`, stat });
@@ -221,7 +222,7 @@ test('destroy() is idempotent and works from another process; the other Sandbox 
 test('a call past its timeout is killed, its process tree with it, and the box goes on', async () => {
   const name = boxName();
   const sb = await open(persistOpts(name, makeTempDir()));
-  const before = await pid1Stat(sb);
+  const before = await pidNamespace(sb);
   const t = await sb.run(['sh', '-c', 'sleep 300 & sleep 301'], { timeoutS: 1 });
   expect(t.fault && t.fault.type).toBe('timeout');
   expect(t.exitCode).toBe(137);
@@ -235,7 +236,7 @@ for p in os.listdir('/proc'):
         pass
 print(n)`;
   expect((await sb.runCode(count)).stdout).toBe('0\n');
-  expect(await pid1Stat(sb)).toBe(before);
+  expect(await pidNamespace(sb)).toBe(before);
   const ok = await sb.run(['sh', '-c', 'echo fine; exit 4']);
   expect(ok).toMatchObject({ stdout: 'fine\n', exitCode: 4 });
   expect(ok.fault).toBeFalsy();
@@ -246,7 +247,7 @@ test('a resident call streams, caps its output and reports faults as a fresh box
   const name = boxName();
   const chunks = [];
   const sb = await open(persistOpts(name, makeTempDir(), { maxOutputBytes: 1000, memoryMb: 64, onStdout: (c) => chunks.push(c.toString()) }));
-  const before = await pid1Stat(sb);
+  const before = await pidNamespace(sb);
   chunks.length = 0;
   const big = await sb.run(['sh', '-c', 'echo first; yes x | head -c 100000']);
   expect(big.stdout.length).toBe(1000);
@@ -264,7 +265,7 @@ test('a resident call streams, caps its output and reports faults as a fresh box
     const oom = await sb.runCode('x = bytearray(512 * 1024 * 1024)\nprint(len(x))');
     expect(oom.fault && oom.fault.type).toBe('oom');
   }
-  expect(await pid1Stat(sb)).toBe(before);
+  expect(await pidNamespace(sb)).toBe(before);
   const ok = await sb.run(['sh', '-c', 'echo still-here']);
   expect(ok.stdout).toBe('still-here\n');
   await sb.destroy();

@@ -205,7 +205,7 @@ new Worker('require("worker_threads").parentPort.postMessage(6*7)', { eval: true
 
   test('setup, run() and a kernel all run under the profile', async () => {
     const canary = makeCanaryFile();
-    const sb = await new Sandbox(untrusted({ setup: 'echo ready > .deps-marker' })).open();
+    const sb = await new Sandbox(untrusted({ setup: 'echo ready > /workspace/.deps-marker' })).open();
     try {
       const r = await sb.run(['sh', '-c', 'cat .deps-marker; cat /proc/self/status | grep ^Seccomp:']);
       expect(r.stdout).toBe('ready\nSeccomp:\t2\n');

@@ -47,7 +47,7 @@ test('what the account writes lands owned by the workspace owner, and closed fil
 });
 
 test('the account applies to kernels and to the setup box too', async () => {
-  await withSandbox(opts({ user: 'nobody', setup: 'id -u > setup-uid' }), async (sb) => {
+  await withSandbox(opts({ user: 'nobody', setup: 'id -u > /workspace/setup-uid' }), async (sb) => {
     expect((await sb.readFile('setup-uid')).toString()).toBe('65534\n');
     const k = await sb.kernel();
     try {

@@ -175,6 +175,9 @@ struct Opened {
     image: crate::image::Image,
     /// The workload's environment before per-call additions.
     base_env: Vec<(String, String)>,
+    /// Boxes get the `.deps` environment: `setup` installs there, or an earlier session did.
+    /// (`.deps` itself exists, read-only with `depsReadonly`, in every workspace.)
+    deps: bool,
     workspace: std::sync::Mutex<Workspace>,
     /// Kerns that already sit in their cgroups, oldest first.
     spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
@@ -313,7 +316,9 @@ impl Opened {
     ) -> BoxSpec {
         let cfg = &self.config;
         let mut env = self.base_env.clone();
-        setup::deps_env(&mut env);
+        if self.deps {
+            setup::deps_env(&mut env);
+        }
         let mut binds = cfg.mounts.clone();
         for (k, v) in lang_env.iter().chain(&cfg.env) {
             env.retain(|(ek, _)| ek != k);
@@ -578,6 +583,7 @@ impl Sandbox {
         };
         // Before any box: a `.deps` a box made could hold what later boxes run.
         setup::make_deps_dir(&workspace.path)?;
+        let deps = setup::has_deps(config.setup.is_some(), &workspace.path);
         let ca = network::host_ca()?;
         let proxy = match &config.network {
             options::Network::Egress(policy) => {
@@ -606,6 +612,7 @@ impl Sandbox {
             config,
             image,
             base_env,
+            deps,
             workspace: std::sync::Mutex::new(workspace),
             spares: std::sync::Mutex::new(spares),
             running: tokio::sync::RwLock::new(()),

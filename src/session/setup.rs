@@ -264,3 +264,9 @@ pub(super) fn make_deps_dir(workspace: &Path) -> Result<()> {
     }
     Ok(())
 }
+
+/// Whether the session's boxes get the deps environment: with `setup`, or when a kept workspace's
+/// `.deps` already holds something (an earlier session's setup).
+pub fn has_deps(setup: bool, workspace: &Path) -> bool {
+    setup || std::fs::read_dir(workspace.join(DEPS_DIR)).is_ok_and(|mut d| d.next().is_some())
+}
