@@ -31,6 +31,12 @@ function requireRootfs() {
  * a file capability box root sets in the workspace would be one the host honours). */
 const KEEP_ALL_CAPS = isRoot ? ['SETFCAP'] : [];
 
+/** A result's runtime notes less the warnings an unprivileged run adds on cgroup v1 (caps that
+ * are best-effort there), so one expectation holds root and rootless. */
+function notesOf(r) {
+  return r.runtimeNotes.filter((n) => !/^warning: (memory|pids|cpu) cap .* is best-effort/.test(n));
+}
+
 /** Sandbox options on the test image, plus overrides. */
 function opts(extra = {}) {
   return { image: ROOTFS, ...extra };
@@ -433,6 +439,7 @@ async function withKernel(sbOpts, kOpts, fn) {
 
 module.exports = {
   KEEP_ALL_CAPS,
+  notesOf,
   unseal,
   sharedSandbox,
   lateBound,

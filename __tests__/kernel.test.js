@@ -3,7 +3,7 @@ const fs = require('fs');
 // The warm kernel: one long-lived box running the python driver, through the public API.
 
 const { Sandbox, SandboxError } = require('..');
-const { opts, hostProcessesMatching, sleep, isRoot, withKernel } = require('./helpers');
+const { notesOf, opts, hostProcessesMatching, sleep, isRoot, withKernel } = require('./helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 
@@ -166,9 +166,9 @@ test('a cell keeps at most 10,000 results, with a note; the next cell has its ow
     const r = await k.runCode('for i in range(10002):\n    display(i)');
     expect(r.results).toHaveLength(10000);
     expect(r.results[9999].text).toBe('9999');
-    expect(r.runtimeNotes).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
+    expect(notesOf(r)).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
     const next = await k.runCode('display(1)\n2');
     expect(next.results.map((x) => x.text)).toEqual(['1', '2']);
-    expect(next.runtimeNotes).toEqual([]);
+    expect(notesOf(next)).toEqual([]);
   });
 });

@@ -2,7 +2,7 @@
 // The prewarm pool: boxes whose python driver booted before the call, each serving one cell.
 
 const { Sandbox } = require('..');
-const { opts, hostProcessesMatching, sleep } = require('./helpers');
+const { notesOf, opts, hostProcessesMatching, sleep } = require('./helpers');
 
 /** Idle or running drivers: their argv holds the driver's name. */
 const driverPids = () => hostProcessesMatching('_kern_driver').map((p) => p.pid).sort((a, b) => a - b);
@@ -108,7 +108,7 @@ test('a prewarmed box keeps at most 10,000 results, with a note, as a fresh box 
     const code = 'for i in range(10002):\n    display(i)';
     const r = await sb.runCode(code);
     expect(r.results).toHaveLength(10000);
-    expect(r.runtimeNotes).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
+    expect(notesOf(r)).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
   } finally {
     await sb.close();
   }

@@ -5,7 +5,7 @@
 const fs = require('fs');
 const zlib = require('zlib');
 const { withSandbox } = require('..');
-const { sharedSandbox, ROOTFS } = require('./helpers');
+const { notesOf, sharedSandbox, ROOTFS } = require('./helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 
@@ -204,7 +204,7 @@ fig = plt.figure(); plt.plot([1, 2]); buf = io.BytesIO(); fig.savefig(buf, forma
 b64 = base64.encodebytes(buf.getvalue()).decode()
 assert "\\n" in b64[:100]
 display({"image/png": b64}, raw=True)`);
-  expect(r.runtimeNotes).toEqual([]);
+  expect(notesOf(r)).toEqual([]);
   expect(r.results).toHaveLength(1);
   decodePng(r.results[0].png);
   expect(r.results[0].data['image/png']).not.toMatch(/\s/);
@@ -215,14 +215,14 @@ test('a result\'s data is a null-prototype object of MIME types; other names are
   const { data } = r.results[0];
   expect(Object.getPrototypeOf(data)).toBeNull();
   expect(Object.keys(data)).toEqual(['text/plain', 'text/html']);
-  expect(r.runtimeNotes).toEqual(['note: a result\'s entry "toString" was dropped: its name is not a MIME type (type/subtype)']);
+  expect(notesOf(r)).toEqual(['note: a result\'s entry "toString" was dropped: its name is not a MIME type (type/subtype)']);
 });
 
 test('a call keeps at most 10,000 results, with a note', async () => {
   const r = await sb.runCode('for i in range(10002):\n    display(i)');
   expect(r.results).toHaveLength(10000);
   expect(r.results[0].text).toBe('0');
-  expect(r.runtimeNotes).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
+  expect(notesOf(r)).toEqual(['note: 2 rich result(s) were dropped: a call keeps at most 10000 results and 128 MiB of them']);
 });
 
 test('other languages and run() have no results', async () => {

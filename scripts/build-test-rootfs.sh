@@ -35,6 +35,11 @@ rm -rf "$tmp/var/cache/apt/archives/"*.deb "$tmp/var/lib/apt/lists/"* "$tmp/usr/
 # Written here so the suite and the benchmarks measure the common case.
 printf '127.0.0.1\tlocalhost kern\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$tmp/etc/hosts"
 echo "$stamp_want" >"$tmp/.kern-test-rootfs"
-rm -rf "$dest" "$tmp.log"
+rm -rf "$dest" "$tmp.log" "$dest-nohosts"
 mv "$tmp" "$dest"
-echo "test rootfs: built at $dest"
+# The same tree without /etc/hosts, hard-linked (no extra space), for the test of an image
+# without one (__tests__/rootfs.test.js); made here, as root, so the rootless run has it too.
+cp -al "$dest" "$dest-nohosts.tmp.$$"
+rm "$dest-nohosts.tmp.$$/etc/hosts"
+mv "$dest-nohosts.tmp.$$" "$dest-nohosts"
+echo "test rootfs: built at $dest (and $dest-nohosts)"
