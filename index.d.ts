@@ -395,7 +395,10 @@ export interface SandboxOptions {
   requireLimits?: boolean;
   /** `"untrusted"` opts into an extra hardening bundle: a seccomp allowlist, dropping all capabilities
    * and a read-only root; paths bound through `mounts` remain writable. Default null: kern's standard
-   * posture.
+   * posture, which has one small seccomp filter of its own in every box: a set-id mode bit can't be
+   * set (`chmod`/`fchmod`/`fchmodat`/`fchmodat2`, and `open`/`creat`/`mknod`/`mkdir` with such a
+   * mode, answer EPERM, 32-bit `int 0x80` calls included; `openat2` and `io_uring_setup` answer
+   * ENOSYS), so nothing a box writes in the workspace or a `"rw"` mount is ever set-id on the host.
    *
    * The allowlist follows Docker's default seccomp profile plus what Python, Node and bash were measured
    * to call; it covers every box of the Sandbox (`runCode`, `run`, kernels, prewarmed boxes, `setup`).
