@@ -38,8 +38,8 @@ pub const HOOK_DIR: &str = "/.kern-pyc/hook";
 const HOOK: &str = include_str!("pyc_hook.py");
 /// The published cache under the image's key. Earlier versions published `ready`, built with
 /// the opening Sandbox's workspace as cwd (poisonable): it is never used, and removed when this
-/// one is published.
-const PUBLISHED: &str = "sealed-2";
+/// one is published. (`sealed-2`, never released, lacked the hook's own bytecode.)
+const PUBLISHED: &str = "sealed-3";
 /// The builder's wall-clock limit.
 const BUILD_TIMEOUT_MS: u64 = 300_000;
 
@@ -80,6 +80,10 @@ for top in sys.path:
                     compiled += 1
             except Exception:
                 failed += 1
+# kern's hook (written by the host before this box), beside itself as python would put it.
+hook = '/.kern-pyc/hook/sitecustomize.py'
+sys.pycache_prefix = None
+py_compile.compile(hook, cfile=importlib.util.cache_from_source(hook), doraise=True)
 print(f'copied {copied}, compiled {compiled}, failed {failed}')
 "#;
 /// The cache of one image: where it lives and whether it is built.
@@ -182,6 +186,9 @@ impl Cache {
                 .map_err(|e| Error::Runtime(format!("create a pyc build dir: {e}")))
         };
         let (out, workspace) = (scratch("build-")?, scratch("ws-")?);
+        // The hook goes in first, so the builder compiles it too: compiling it at every python
+        // start (its directory is read-only in boxes) cost 2 ms.
+        install_hook(out.path())?;
         let spec = builder_spec(template, workspace.path(), out.path())?;
         let outcome = Kern::spawn(kern, &spec.limits)?
             .run(&spec, 1 << 20, None, cancel.clone(), Default::default())
@@ -221,12 +228,10 @@ impl Cache {
             return Err(Error::Runtime(why));
         }
         discard(workspace);
-        let published = install_hook(out.path())
-            .and_then(|()| seal(out.path()))
-            .and_then(|()| {
-                std::fs::rename(out.path(), self.ready_dir())
-                    .map_err(|e| Error::Runtime(format!("publish the pyc cache: {e}")))
-            });
+        let published = seal(out.path()).and_then(|()| {
+            std::fs::rename(out.path(), self.ready_dir())
+                .map_err(|e| Error::Runtime(format!("publish the pyc cache: {e}")))
+        });
         discard(out);
         published?;
         // The unsealed cache of earlier versions goes.

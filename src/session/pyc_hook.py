@@ -4,8 +4,14 @@
 # else (the workspace, /tmp, py_compile, compileall, zipfile) goes where it goes without the
 # cache. Then it runs the sitecustomize python would have imported without it (the image's, or
 # one on the caller's PYTHONPATH), and leaves sys.path and sys.modules as they would be.
+# It runs at every python start, so it imports nothing new: the import system's own classes come
+# from the frozen modules python has already loaded (`importlib.util` alone pulled in contextlib
+# and collections: 3.7 ms a start), and the builder compiled this file next to itself.
 import os
 import sys
+
+_bootstrap = sys.modules['_frozen_importlib']
+_external = sys.modules['_frozen_importlib_external']
 
 _here = os.path.dirname(os.path.abspath(__file__))
 while _here in sys.path:
@@ -13,8 +19,9 @@ while _here in sys.path:
 
 
 def _kern_pyc_install(here):
-    from importlib import machinery
+    import _imp
 
+    machinery = _external
     lib = os.path.join(os.path.dirname(here), 'lib')
 
     def in_cache(bytecode_path):
@@ -47,7 +54,7 @@ def _kern_pyc_install(here):
             return spec
 
     ours = Finder.path_hook(
-        (machinery.ExtensionFileLoader, machinery.EXTENSION_SUFFIXES),
+        (machinery.ExtensionFileLoader, _imp.extension_suffixes()),
         (Loader, machinery.SOURCE_SUFFIXES),
         (machinery.SourcelessFileLoader, machinery.BYTECODE_SUFFIXES),
     )
@@ -71,13 +78,11 @@ def _kern_pyc_install(here):
 
 
 def _kern_pyc_chain():
-    from importlib import machinery, util
-
-    spec = machinery.PathFinder.find_spec('sitecustomize', sys.path)
+    spec = _external.PathFinder.find_spec('sitecustomize', sys.path)
     if spec is None:
         del sys.modules['sitecustomize']
         return
-    module = util.module_from_spec(spec)
+    module = _bootstrap.module_from_spec(spec)
     sys.modules['sitecustomize'] = module
     spec.loader.exec_module(module)
 
