@@ -34,6 +34,30 @@ enum Layout {
     },
 }
 
+/// The cgroup hierarchy kern writes caps into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    /// Unified (`/sys/fs/cgroup` is cgroup2).
+    V2,
+    /// Controllers in v1 hierarchies; `hybrid`: a cgroup2 mount beside them, without
+    /// controllers kern could use.
+    V1 { hybrid: bool },
+}
+
+/// Which hierarchy this host has, `None` when no cgroup filesystem is mounted where kern looks.
+pub fn version() -> Option<Version> {
+    let root = Path::new(CGROUP_ROOT);
+    if root.join("cgroup.controllers").exists() {
+        Some(Version::V2)
+    } else if root.join("memory").is_dir() {
+        Some(Version::V1 {
+            hybrid: root.join("unified/cgroup.controllers").exists(),
+        })
+    } else {
+        None
+    }
+}
+
 /// One box's cgroup leaf (or leaves, on v1).
 #[derive(Debug)]
 pub struct BoxCgroup {
@@ -47,12 +71,10 @@ impl BoxCgroup {
     /// Creates the leaf and writes the caps. `Err` carries a reason for the runtime note when no
     /// cap could be applied through a cgroup at all.
     pub fn create(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
-        if Path::new(CGROUP_ROOT).join("cgroup.controllers").exists() {
-            create_v2(limits, id)
-        } else if Path::new(CGROUP_ROOT).join("memory").is_dir() {
-            create_v1(limits, id)
-        } else {
-            Err(format!("no cgroup filesystem is mounted at {CGROUP_ROOT}"))
+        match version() {
+            Some(Version::V2) => create_v2(limits, id),
+            Some(Version::V1 { .. }) => create_v1(limits, id),
+            None => Err(format!("no cgroup filesystem is mounted at {CGROUP_ROOT}")),
         }
     }
 

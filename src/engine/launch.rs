@@ -80,7 +80,6 @@ static SYSTEMD_SCOPE_WORKS: AtomicBool = AtomicBool::new(true);
 /// path. `None`: start kern directly (root, cgroup v1, no user manager, `KERN_CGROUP_PARENT`
 /// set, or nothing to cap).
 fn use_systemd_scope(limits: &Limits) -> Option<&'static Path> {
-    static SYSTEMD_RUN: OnceLock<Option<PathBuf>> = OnceLock::new();
     let caps = limits.memory_bytes.is_some() || limits.pids.is_some() || limits.cpus.is_some();
     if !limits.enforce
         || !caps
@@ -91,6 +90,13 @@ fn use_systemd_scope(limits: &Limits) -> Option<&'static Path> {
     {
         return None;
     }
+    systemd_user_scope_runner()
+}
+
+/// `systemd-run`, when this user has a systemd user manager to start a delegated scope through
+/// (its private socket under `XDG_RUNTIME_DIR`). Also what `kern doctor` reports.
+pub fn systemd_user_scope_runner() -> Option<&'static Path> {
+    static SYSTEMD_RUN: OnceLock<Option<PathBuf>> = OnceLock::new();
     let manager =
         std::env::var_os("XDG_RUNTIME_DIR").map(|d| Path::new(&d).join("systemd/private"));
     if !manager.is_some_and(|m| m.exists()) {

@@ -20,6 +20,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod doctor;
 mod images;
 
 #[derive(Parser)]
@@ -76,6 +77,16 @@ enum Command {
     Ps,
     /// Stop a resident box (and remove its state and cgroup); no box by that name is not an error.
     Stop { name: String },
+    /// Check this host for what kern-sandbox needs (user namespaces, cgroups, seccomp, ...),
+    /// with the fix for each thing missing. Exits 1 when a box can't run with enforced caps.
+    Doctor {
+        /// Check idmapped mounts on this directory's filesystem (default: the temp dir).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Print the checks as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Internal: build one box from the JSON lines on stdin (a socket), report on it.
     #[command(hide = true)]
     Box,
@@ -143,6 +154,7 @@ fn main() -> ExitCode {
                 ExitCode::from(125)
             }
         },
+        Command::Doctor { workspace, json } => doctor::doctor(workspace, json),
         Command::Ps => report(ps()),
         Command::Stop { name } => report(stop(&name)),
         Command::Pull { reference, quiet } => report(images::pull(&reference, quiet)),
