@@ -18,7 +18,7 @@ use std::sync::Arc;
 pub const RELAY_PORT: u16 = 3128;
 /// The variables HTTP clients take their proxy from (curl, pip, requests, npm, Node's fetch
 /// with a proxy agent).
-const PROXY_VARS: &[&str] = &[
+pub const PROXY_VARS: &[&str] = &[
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "http_proxy",

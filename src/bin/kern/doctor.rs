@@ -501,7 +501,7 @@ fn store() -> Check {
         .unwrap_or(Path::new("/"));
     match nix::sys::statvfs::statvfs(existing) {
         Ok(v) => {
-            let free = v.blocks_available() as u64 * v.fragment_size() as u64;
+            let free = v.blocks_available().saturating_mul(v.fragment_size());
             let gib = free as f64 / (1u64 << 30) as f64;
             let detail = format!("image store {} ({gib:.1} GiB free)", root.display());
             if free < LOW_SPACE {
@@ -539,27 +539,20 @@ fn redact(url: &str) -> String {
 }
 
 fn proxies() -> Check {
-    let set: Vec<String> = [
-        "HTTPS_PROXY",
-        "https_proxy",
-        "HTTP_PROXY",
-        "http_proxy",
-        "ALL_PROXY",
-        "all_proxy",
-        "NO_PROXY",
-        "no_proxy",
-    ]
-    .iter()
-    .filter_map(|k| {
-        let v = std::env::var(k).ok().filter(|v| !v.is_empty())?;
-        let shown = if k.eq_ignore_ascii_case("no_proxy") {
-            v
-        } else {
-            redact(&v)
-        };
-        Some(format!("{k}={shown}"))
-    })
-    .collect();
+    // The proxy variables HTTP clients read (the list the network relay sets in boxes).
+    let set: Vec<String> = network::PROXY_VARS
+        .iter()
+        .chain(&["NO_PROXY", "no_proxy"])
+        .filter_map(|k| {
+            let v = std::env::var(k).ok().filter(|v| !v.is_empty())?;
+            let shown = if k.eq_ignore_ascii_case("no_proxy") {
+                v
+            } else {
+                redact(&v)
+            };
+            Some(format!("{k}={shown}"))
+        })
+        .collect();
     if set.is_empty() {
         Check::new("proxy", Status::Info, "no proxy variables set")
     } else {
