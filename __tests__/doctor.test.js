@@ -45,6 +45,7 @@ test('as root on this machine: caps are ok and the exit is 0, as a requireLimits
   if (!isRoot) return;
   const { code, by } = doctorJson();
   expect(by.userns.status).toBe('ok');
+  expect(by.userns.detail).toMatch(/with a mount namespace in it/);
   expect(by.caps).toMatchObject({ status: 'ok', blocking: true });
   expect(by.caps.detail).toMatch(/as root/);
   expect(by.idmap.status).toBe('ok');

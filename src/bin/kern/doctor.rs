@@ -155,13 +155,25 @@ fn userns(root: bool) -> Check {
             "kernel.apparmor_restrict_unprivileged_userns = {v}"
         ));
     }
+    // Making the namespace is not enough: Ubuntu's AppArmor restriction lets the clone succeed
+    // and takes the capabilities in it away. So the child also makes a mount namespace, which
+    // needs CAP_SYS_ADMIN there, as every box does; it exits with the errno.
     let tried = match sys::clone_fork(libc::CLONE_NEWUSER) {
-        Ok(sys::Forked::Child) => sys::exit_now(0),
+        Ok(sys::Forked::Child) => match nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS) {
+            Ok(()) => sys::exit_now(0),
+            Err(e) => sys::exit_now(e as i32),
+        },
         Ok(sys::Forked::Parent(pid)) => {
-            let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None);
-            Ok(())
+            match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+                Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => Err(format!(
+                    "a user namespace was made, but unshare(CLONE_NEWNS) inside it failed: {}",
+                    std::io::Error::from_raw_os_error(code)
+                )),
+                other => Err(format!("the probe child ended unexpectedly: {other:?}")),
+            }
         }
-        Err(e) => Err(e),
+        Err(e) => Err(format!("unshare(CLONE_NEWUSER) failed: {e}")),
     };
     let who = if root { "as root" } else { "unprivileged" };
     let facts = if facts.is_empty() {
@@ -173,7 +185,9 @@ fn userns(root: bool) -> Check {
         Ok(()) => Check::new(
             "userns",
             Status::Ok,
-            format!("a new user namespace ({who}) could be made{facts}"),
+            format!(
+                "a new user namespace ({who}) could be made, with a mount namespace in it{facts}"
+            ),
         )
         .blocking(),
         Err(e) => {
@@ -186,13 +200,9 @@ fn userns(root: bool) -> Check {
             } else {
                 "a kernel with user namespaces (CONFIG_USER_NS) is needed; inside a container, allow unshare(CLONE_NEWUSER) in its seccomp profile".to_string()
             };
-            Check::new(
-                "userns",
-                Status::Missing,
-                format!("unshare(CLONE_NEWUSER) {who} failed: {e}{facts}"),
-            )
-            .fix(fix)
-            .blocking()
+            Check::new("userns", Status::Missing, format!("{who}: {e}{facts}"))
+                .fix(fix)
+                .blocking()
         }
     }
 }
