@@ -248,7 +248,8 @@ export interface SandboxOptions {
    * Allow outbound traffic only to the listed domains (for example ["pypi.org",
    * "files.pythonhosted.org"]) rather than choosing between all or no network. Boxes get a private
    * network namespace whose only route out is kern's filtering proxy. Cannot be combined with
-   * `network: true`. Applies to `runCode`/`run`; the `setup` box keeps unrestricted network.
+   * `network: true`. Applies to `runCode`/`run`; the `setup` box reaches every public host through
+   * the same kind of proxy, and the literal addresses listed here (`setupNetwork`).
    *
    * Entries: `"pypi.org"` (that name), `".example.com"` (the domain and every subdomain; never a
    * substring: `example.com.attacker.test` does not match), either with `:port`; an IP literal
