@@ -586,12 +586,7 @@ impl Sandbox {
         let deps = setup::has_deps(config.setup.is_some(), &workspace.path);
         let ca = network::host_ca()?;
         let proxy = match &config.network {
-            options::Network::Egress(policy) => {
-                let policy = policy.clone();
-                let resolver = crate::engine::proxy::Resolver::from_env()
-                    .map_err(|e| Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
-                Some(crate::engine::proxy::Proxy::new(policy, resolver))
-            }
+            options::Network::Egress(policy) => Some(network::proxy(policy.clone())?),
             _ => None,
         };
         let pyc = if config.pyc_cache {

@@ -128,6 +128,13 @@ pub fn egress(spec: &mut BoxSpec, ca: Option<&Path>, policy: &Policy) {
     trust_host_ca(spec, ca)
 }
 
+/// The filtering proxy for `policy`, resolving names as `KERN_EGRESS_HOSTS` and the system say.
+pub fn proxy(policy: Policy) -> Result<Arc<Proxy>> {
+    let resolver = crate::engine::proxy::Resolver::from_env()
+        .map_err(|e| crate::error::Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
+    Ok(Proxy::new(policy, resolver))
+}
+
 /// The egress line of one box: the end kern passes to the box's relay, and a task on our end
 /// that serves every connection the relay hands over, until the box is gone.
 pub struct Line {

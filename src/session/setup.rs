@@ -159,12 +159,7 @@ fn proxy(opened: &Opened) -> Result<Option<std::sync::Arc<Proxy>>> {
     if opened.config.setup_network != SetupNetwork::Public {
         return Ok(None);
     }
-    let resolver = crate::engine::proxy::Resolver::from_env()
-        .map_err(|e| Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
-    Ok(Some(Proxy::new(
-        Policy::public_names(&listed(opened)),
-        resolver,
-    )))
+    super::network::proxy(Policy::public_names(&listed(opened))).map(Some)
 }
 
 /// What `egressAllow` lists (the setup box may reach those literals too).
