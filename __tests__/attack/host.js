@@ -197,7 +197,12 @@ async function hostGuard({ files = [], watch = [] } = {}) {
     /** Nothing a box started is left: processes, token-marked processes, our cgroup leaves. */
     async assertNoLeaks() {
       sample();
-      const extra = () => [...descendants()].filter(([p]) => p !== proc.pid && !before.descendants.has(p));
+      // The canary is `sh -c 'sleep …'`: its `sleep` may be forked after the "before" picture, so
+      // the canary's whole subtree is left out, not only its pid.
+      const extra = () => {
+        const canaryTree = descendants(proc.pid);
+        return [...descendants()].filter(([p]) => p !== proc.pid && !canaryTree.has(p) && !before.descendants.has(p));
+      };
       await waitFor(() => extra().length === 0, 10000);
       expect(extra().map(([p, c]) => `${p} ${c}`)).toEqual([]);
       const marked = () => hostProcessesMatching(token).filter((p) => p.pid !== proc.pid);
