@@ -141,10 +141,12 @@ fn extra_ca() -> Result<Option<(PathBuf, Vec<Certificate<'static>>)>, Error> {
         match item {
             Ok(PemItem::Certificate(c)) => certs.push(c),
             Ok(_) => {}
-            Err(e) => return Err(Error::Invalid(format!(
+            Err(e) => {
+                return Err(Error::Invalid(format!(
                 "{CA_VAR}={}: not valid PEM ({e}); it must hold -----BEGIN CERTIFICATE----- blocks",
                 path.display()
-            ))),
+            )))
+            }
         }
     }
     if certs.is_empty() {
