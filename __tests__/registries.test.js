@@ -112,11 +112,11 @@ describe('HTTPS registries and CAs', () => {
     const hole = await reg.startBlackhole();
     try {
       const ref = `${hole.host}/kern/tiny:latest`;
-      const missing = await pull(ref, { KERN_REGISTRY_CA: path.join(dir, 'nope.pem') });
+      const missing = await pull(ref, { KERN_REGISTRY_CA: path.join(dir, 'nope.pem'), KERN_REGISTRY_TIMEOUT_S: '2' });
       expect(missing.code).not.toBe(0);
       expect(missing.stderr).toMatch(/KERN_REGISTRY_CA=.*nope\.pem: cannot read it/);
       fs.writeFileSync(path.join(dir, 'empty.pem'), 'no certificate here\n');
-      const empty = await pull(ref, { KERN_REGISTRY_CA: path.join(dir, 'empty.pem') });
+      const empty = await pull(ref, { KERN_REGISTRY_CA: path.join(dir, 'empty.pem'), KERN_REGISTRY_TIMEOUT_S: '2' });
       expect(empty.code).not.toBe(0);
       expect(empty.stderr).toMatch(/KERN_REGISTRY_CA=.*empty\.pem: holds no PEM certificate/);
       expect(hole.connections()).toBe(0);
@@ -243,7 +243,7 @@ describe('Docker Hub mirrors (KERN_REGISTRY_MIRRORS)', () => {
     const hole = await reg.startBlackhole();
     try {
       for (const bad of ['ftp://mirror.example', 'https://u:p@mirror.example', 'https://mirror.example/v2/']) {
-        const r = await pull(`${hole.host}/kern/tiny:latest`, { KERN_REGISTRY_MIRRORS: bad });
+        const r = await pull(`${hole.host}/kern/tiny:latest`, { KERN_REGISTRY_MIRRORS: bad, KERN_REGISTRY_TIMEOUT_S: '2' });
         expect(r.code).not.toBe(0);
         expect(r.stderr).toMatch(/KERN_REGISTRY_MIRRORS: .* like https:\/\/mirror\.example\.com/);
       }
