@@ -209,8 +209,8 @@ describe('Docker Hub mirrors (KERN_REGISTRY_MIRRORS)', () => {
       KERN_REGISTRY_AUTH: dockerHub,
     });
     expect({ code: r.code, digest: r.stdout.trim() }).toEqual({ code: 0, digest });
-    expect(r.stderr).toMatch(new RegExp(`mirror ${esc(down)}: .*cannot reach.*trying the next source`));
-    expect(r.stderr).toMatch(new RegExp(`mirror ${esc(empty.url)}: .*no manifest "latest".*trying the next source`));
+    expect(r.stderr).toMatch(new RegExp(`\\(mirror ${esc(down)}\\): cannot reach.*trying the next source`));
+    expect(r.stderr).toMatch(new RegExp(`\\(mirror ${esc(empty.url)}\\): the registry has no manifest "latest".*trying the next source`));
     expect(r.stderr).toMatch(new RegExp(`docker\\.io/library/kerntest:latest: served by mirror ${esc(front.url)}`));
     // The empty mirror was asked for the docker.io repository, and the one that had it served it.
     expect(fs.readFileSync(empty.logFile, 'utf8')).toMatch(/\/v2\/library\/kerntest\/manifests\/latest/);
@@ -231,7 +231,7 @@ describe('Docker Hub mirrors (KERN_REGISTRY_MIRRORS)', () => {
       });
       expect(r.code).not.toBe(0);
       expect(r.stderr).toMatch(/registry-1\.docker\.io/);
-      expect(r.stderr).toMatch(new RegExp(`tried first, from KERN_REGISTRY_MIRRORS: mirror ${esc(empty.url)}: .*no manifest "latest"`));
+      expect(r.stderr).toMatch(new RegExp(`tried first, from KERN_REGISTRY_MIRRORS: image [^ ]+ \\(mirror ${esc(empty.url)}\\): the registry has no manifest "latest"`));
       expect(fs.readFileSync(empty.logFile, 'utf8')).toMatch(new RegExp(`/v2/${esc(repo)}/manifests/latest`));
       expect(proxy.connects('registry-1.docker.io:443')).toBeGreaterThan(0);
     } finally {

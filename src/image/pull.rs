@@ -46,17 +46,20 @@ pub fn pull(
     // Settings first: a broken KERN_REGISTRY_CA, proxy or mirror list fails before any traffic.
     let mirrors = registry::mirrors(reference)?;
     let net = Net::from_env(registry::timeout())?;
-    let mut passed: Vec<String> = Vec::new();
-    for source in &mirrors {
+    let from = |source: &Source, progress: &mut dyn Progress| {
         let mut client = Client::new(reference, source, &net)?;
-        match fetch(
+        fetch(
             store,
             reference,
             &key,
             cached.as_ref(),
             &mut client,
             progress,
-        ) {
+        )
+    };
+    let mut passed: Vec<String> = Vec::new();
+    for source in &mirrors {
+        match from(source, progress) {
             Ok(d) => {
                 progress.message(&format!("{reference}: served by mirror {}", source.base));
                 return Ok(d);
@@ -65,25 +68,14 @@ pub fn pull(
             // does not verify is passed over; what it did deliver was checked by digest, so the
             // store keeps only good blobs.
             Err(e) if falls_back(&e) => {
-                progress.message(&format!(
-                    "mirror {}: {e}; trying the next source",
-                    source.base
-                ));
-                passed.push(format!("mirror {}: {}", source.base, first_sentence(&e)));
+                // The error names the mirror already.
+                progress.message(&format!("{e}; trying the next source"));
+                passed.push(first_sentence(&e));
             }
             Err(e) => return Err(e),
         }
     }
-    let mut client = Client::new(reference, &Source::origin(reference), &net)?;
-    fetch(
-        store,
-        reference,
-        &key,
-        cached.as_ref(),
-        &mut client,
-        progress,
-    )
-    .map_err(|e| {
+    from(&Source::origin(reference), progress).map_err(|e| {
         if passed.is_empty() {
             e
         } else {
