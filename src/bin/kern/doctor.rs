@@ -592,6 +592,18 @@ fn registries() -> Vec<Check> {
             format!("pulls trust {}", t.describe()),
         )
         .fix("install the system CA certificates (Debian/Ubuntu: apt install ca-certificates) or set SSL_CERT_FILE"),
+        // Part of the store unreadable (an SSL_CERT_FILE that is gone, a bad file): pulls go
+        // on with the rest, and say here what was skipped.
+        Ok(t) if !t.system_problems.is_empty() => Check::new(
+            "registry-ca",
+            Status::Degraded,
+            format!(
+                "pulls trust {}; skipped: {}",
+                t.describe(),
+                t.system_problems.join("; ")
+            ),
+        )
+        .fix("check SSL_CERT_FILE and SSL_CERT_DIR (or the system CA files they name)"),
         Ok(t) => Check::new("registry-ca", Status::Ok, format!("pulls trust {}", t.describe())),
         Err(e) => Check::new("registry-ca", Status::Missing, e.to_string())
             .fix(format!("fix or unset {}", pullnet::CA_VAR)),
