@@ -132,7 +132,9 @@ export interface SandboxOptions {
    *   all; `KERN_PULL=always` re-checks tags, `KERN_PULL=never` forbids pulling. Measured here: a cold
    *   pull of an 89 MB (248 MB unpacked) image from a loopback registry takes 1.7-4.6 s, mostly
    *   unpacking, a little less than `skopeo copy` followed by a plain `tar` unpack; a cached one
-   *   opens in 2.6 ms.
+   *   opens in 2.6 ms. (Added:) HTTPS pulls trust the system CA store plus `KERN_REGISTRY_CA`, go
+   *   through `HTTPS_PROXY`/`HTTP_PROXY` except for `NO_PROXY` hosts and loopback, and try
+   *   `KERN_REGISTRY_MIRRORS` for docker.io images first (README "Registries, proxies and CAs").
    * - An absolute path: an OCI image layout directory, a `docker save` / OCI archive, or a plain
    *   root filesystem directory (mounted read-only; nothing is ever written into it).
    * - `"host"`: the host's `/usr`, `/bin`, `/sbin`, `/lib*` and a reduced `/etc`, read-only; never

@@ -27,7 +27,7 @@ filter="${KERN_TEST_FILTER:-}"
 skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 # The suites that run a second time as an unprivileged user: the rootless path is real.
-rootless_tests=(__tests__/core.test.js __tests__/options.test.js __tests__/rootfs.test.js __tests__/isolation.test.js __tests__/images.test.js __tests__/results.test.js __tests__/kernel.test.js __tests__/prewarm.test.js __tests__/files.test.js __tests__/snapshot.test.js __tests__/mounts.test.js __tests__/setup.test.js __tests__/workspace.test.js __tests__/network.test.js __tests__/require-limits.test.js __tests__/apparmor.test.js __tests__/caps.test.js __tests__/untrusted.test.js __tests__/user.test.js __tests__/profiles.test.js __tests__/persist.test.js __tests__/jupyter.test.js __tests__/doctor.test.js
+rootless_tests=(__tests__/core.test.js __tests__/options.test.js __tests__/rootfs.test.js __tests__/isolation.test.js __tests__/images.test.js __tests__/results.test.js __tests__/kernel.test.js __tests__/prewarm.test.js __tests__/files.test.js __tests__/snapshot.test.js __tests__/mounts.test.js __tests__/setup.test.js __tests__/workspace.test.js __tests__/network.test.js __tests__/require-limits.test.js __tests__/apparmor.test.js __tests__/caps.test.js __tests__/untrusted.test.js __tests__/user.test.js __tests__/profiles.test.js __tests__/persist.test.js __tests__/jupyter.test.js __tests__/doctor.test.js __tests__/registries.test.js
   # The attack suite (__tests__/attack): every file runs rootless too (the glob, so a new one
   # can't be left out); root-only checks inside are guarded with process.getuid() === 0.
   __tests__/attack/*.test.js)

@@ -12,6 +12,7 @@ const os = require('os');
 const net = require('net');
 const path = require('path');
 const http = require('http');
+const https = require('https');
 const crypto = require('crypto');
 const { spawn, execFile, execFileSync } = require('child_process');
 
@@ -126,10 +127,11 @@ function freePort() {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/** One HTTP request; resolves { status, headers, body: Buffer }. */
-function request(url, { method = 'GET', headers = {}, timeout = 5000 } = {}) {
+/** One HTTP(S) request (`ca`: PEM to trust); resolves { status, headers, body: Buffer }. */
+function request(url, { method = 'GET', headers = {}, timeout = 5000, ca } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request(url, { method, headers, timeout }, (res) => {
+    const mod = url.startsWith('https:') ? https : http;
+    const req = mod.request(url, { method, headers, timeout, ...(ca ? { ca } : {}) }, (res) => {
       const chunks = [];
       res.on('data', (c) => chunks.push(c));
       res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks) }));
@@ -201,9 +203,11 @@ function skopeo(args, { timeout = 300000 } = {}) {
 /**
  * Starts docker-registry on 127.0.0.1:<free port> with filesystem storage in a temp dir.
  * auth 'basic': htpasswd (bcrypt) with user kern / password s3cret; plain HTTP is fine for it.
+ * tls { cert, key, ca } (PEM file paths, see makeTestCA) serves HTTPS on `address` (an IP of
+ * this machine; the client treats loopback as plain HTTP, so a TLS test needs another one).
  * Returns { host, url, storageDir, dir, logFile, auth, creds, pid, stop() }.
  */
-async function startRegistry({ auth = 'none' } = {}) {
+async function startRegistry({ auth = 'none', tls = null, address = '127.0.0.1' } = {}) {
   if (!['none', 'basic'].includes(auth)) throw new Error(`startRegistry: auth must be 'none' or 'basic', not ${auth}`);
   if (!fs.existsSync(REGISTRY_BIN)) {
     throw new Error(`${REGISTRY_BIN} missing: install the Debian package docker-registry (scripts/setup-deps.sh)`);
@@ -229,7 +233,9 @@ async function startRegistry({ auth = 'none' } = {}) {
   // The free port can be taken between our probe and the registry's bind: retry a few times.
   for (let attempt = 1; ; attempt++) {
     const port = await freePort();
-    const host = `127.0.0.1:${port}`;
+    const host = `${address}:${port}`;
+    const scheme = tls ? 'https' : 'http';
+    const tlsYaml = tls ? `  tls:\n    certificate: ${tls.cert}\n    key: ${tls.key}\n` : '';
     // No blob-descriptor cache: corruptBlob() edits storage behind the registry's back.
     fs.writeFileSync(
       configFile,
@@ -249,7 +255,7 @@ storage:
 http:
   addr: ${host}
   secret: ${crypto.randomBytes(16).toString('hex')}
-${authYaml}`
+${tlsYaml}${authYaml}`
     );
     const logFd = fs.openSync(logFile, 'a');
     // setpriv --pdeathsig: the registry dies with us even if we are SIGKILLed (no exit handler runs).
@@ -274,7 +280,7 @@ ${authYaml}`
     let up = false;
     while (!exited && Date.now() < deadline) {
       try {
-        const r = await request(`http://${host}/v2/`, { timeout: 1000 });
+        const r = await request(`${scheme}://${host}/v2/`, { timeout: 1000, ca: tls && fs.readFileSync(tls.ca) });
         if (r.status === want) {
           up = true;
           break;
@@ -296,7 +302,7 @@ ${authYaml}`
     let stopped = null;
     return {
       host,
-      url: `http://${host}`,
+      url: `${scheme}://${host}`,
       storageDir,
       dir,
       logFile,
@@ -685,6 +691,101 @@ function startBlackhole() {
   });
 }
 
+/**
+ * A non-loopback IPv4 address of this machine (the registry client treats loopback as plain
+ * HTTP, so HTTPS tests serve here). Throws, saying so, when the machine has none.
+ */
+function hostAddress() {
+  for (const list of Object.values(os.networkInterfaces())) {
+    for (const a of list || []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  throw new Error('this machine has no non-loopback IPv4 address: the HTTPS registry tests need one to serve on');
+}
+
+/**
+ * A throw-away CA and a server certificate it signs for `address` (IP SAN), made with openssl
+ * in `dir`. Returns { ca, cert, key } (PEM file paths).
+ */
+function makeTestCA(dir, address) {
+  const f = (n) => path.join(dir, n);
+  const ossl = (args) => execFileSync('openssl', args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  ossl(['req', '-x509', ...ec, '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '2', '-subj', '/CN=kern-sandbox test CA',
+    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign']);
+  ossl(['req', ...ec, '-keyout', f('server.key'), '-out', f('server.csr'), '-subj', '/CN=kern-sandbox test registry']);
+  fs.writeFileSync(f('server.ext'), `subjectAltName=IP:${address}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n`);
+  ossl(['x509', '-req', '-in', f('server.csr'), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
+    '-out', f('server.pem'), '-days', '2', '-extfile', f('server.ext')]);
+  return { ca: f('ca.pem'), cert: f('server.pem'), key: f('server.key') };
+}
+
+/**
+ * Debian's tinyproxy on 127.0.0.1:<free port>, foreground, logging every connection and request
+ * line to its log. basicAuth { username, password } makes it demand Proxy-Authorization.
+ * Returns { url, port, logFile, log() (its text), connects(target) (CONNECT lines for host:port),
+ * stop() }.
+ */
+async function startTinyproxy({ basicAuth = null } = {}) {
+  const bin = process.env.KERN_TINYPROXY || '/usr/bin/tinyproxy';
+  if (!fs.existsSync(bin)) throw new Error(`${bin} missing: install the Debian package tinyproxy-bin (scripts/setup-deps.sh)`);
+  installExitHook();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-tinyproxy-'));
+  const logFile = path.join(dir, 'tinyproxy.log');
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    fs.writeFileSync(
+      path.join(dir, 'tinyproxy.conf'),
+      [`Port ${port}`, 'Listen 127.0.0.1', 'Timeout 30', `LogFile "${logFile}"`, 'LogLevel Connect', 'MaxClients 64',
+        ...(basicAuth ? [`BasicAuth ${basicAuth.username} ${basicAuth.password}`] : [])].join('\n') + '\n'
+    );
+    const [cmd, args] = fs.existsSync('/usr/bin/setpriv')
+      ? ['/usr/bin/setpriv', ['--pdeathsig', 'SIGKILL', '--', bin, '-d', '-c', path.join(dir, 'tinyproxy.conf')]]
+      : [bin, ['-d', '-c', path.join(dir, 'tinyproxy.conf')]];
+    const child = spawn(cmd, args, { stdio: 'ignore' });
+    child.unref();
+    liveChildren.set(child.pid, dir);
+    let exited = false;
+    const exitPromise = new Promise((resolve) => child.once('exit', () => { exited = true; liveChildren.delete(child.pid); resolve(); }));
+    let up = false;
+    for (const deadline = Date.now() + 10000; !exited && Date.now() < deadline; await sleep(50)) {
+      up = await new Promise((resolve) => {
+        const s = net.connect(port, '127.0.0.1', () => { s.destroy(); resolve(true); });
+        s.on('error', () => resolve(false));
+      });
+      if (up) break;
+    }
+    if (!up) {
+      if (!exited) child.kill('SIGKILL');
+      await exitPromise;
+      if (attempt < 3) continue;
+      const log = tail(logFile);
+      fs.rmSync(dir, { recursive: true, force: true });
+      throw new Error(`tinyproxy did not come up on 127.0.0.1:${port}; log:\n${log}`);
+    }
+    const log = () => (fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8') : '');
+    let stopped = null;
+    return {
+      port,
+      url: `http://127.0.0.1:${port}`,
+      logFile,
+      log,
+      connects: (target) => log().split('\n').filter((l) => l.includes(`CONNECT ${target} `)).length,
+      stop() {
+        if (!stopped) {
+          stopped = (async () => {
+            if (!exited) {
+              child.kill('SIGKILL');
+              await exitPromise;
+            }
+            fs.rmSync(dir, { recursive: true, force: true });
+          })();
+        }
+        return stopped;
+      },
+    };
+  }
+}
+
 /** host:port on loopback where nothing listens (connections are refused). */
 async function refusedAddress() {
   return `127.0.0.1:${await freePort()}`;
@@ -711,4 +812,7 @@ module.exports = {
   startBlackhole,
   refusedAddress,
   request,
+  hostAddress,
+  makeTestCA,
+  startTinyproxy,
 };

@@ -14,6 +14,7 @@ pub mod build;
 pub mod digest;
 pub mod local;
 pub mod manifest;
+pub mod net;
 pub mod pull;
 pub mod reference;
 pub mod registry;
@@ -62,6 +63,23 @@ pub enum Error {
 }
 
 impl Error {
+    /// The same error with `note` appended to its message.
+    pub fn with_note(self, note: &str) -> Error {
+        let add = |m: String| m + note;
+        match self {
+            Error::Invalid(m) => Error::Invalid(add(m)),
+            Error::NotFound(m) => Error::NotFound(add(m)),
+            Error::Auth(m) => Error::Auth(add(m)),
+            Error::Unreachable(m) => Error::Unreachable(add(m)),
+            Error::Platform(m) => Error::Platform(add(m)),
+            Error::Verify(m) => Error::Verify(add(m)),
+            Error::Unpack(m) => Error::Unpack(add(m)),
+            Error::DiskFull(m) => Error::DiskFull(add(m)),
+            Error::Store(m) => Error::Store(add(m)),
+            Error::Registry(m) => Error::Registry(add(m)),
+        }
+    }
+
     /// An I/O error of the store, with ENOSPC told apart: it is the one the user can fix.
     pub fn store_io(what: &str, e: std::io::Error) -> Error {
         if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {

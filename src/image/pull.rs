@@ -8,8 +8,9 @@
 use super::build::{self, Layer, Recipe};
 use super::digest::Digest;
 use super::manifest::{self, Parsed};
+use super::net::Net;
 use super::reference::Reference;
-use super::registry::Client;
+use super::registry::{self, Client, Source};
 use super::store::{self, Store, TagEntry};
 use super::{Error, Progress, PullPolicy};
 
@@ -42,17 +43,92 @@ pub fn pull(
         }
         _ => {}
     }
-    let mut client = Client::new(reference)?;
+    // Settings first: a broken KERN_REGISTRY_CA, proxy or mirror list fails before any traffic.
+    let mirrors = registry::mirrors(reference)?;
+    let net = Net::from_env(registry::timeout())?;
+    let from = |source: &Source, progress: &mut dyn Progress| {
+        let mut client = Client::new(reference, source, &net)?;
+        fetch(
+            store,
+            reference,
+            &key,
+            cached.as_ref(),
+            &mut client,
+            progress,
+        )
+    };
+    let mut passed: Vec<String> = Vec::new();
+    for source in &mirrors {
+        match from(source, progress) {
+            Ok(d) => {
+                progress.message(&format!("{reference}: served by mirror {}", source.base));
+                return Ok(d);
+            }
+            // As Docker does it: a mirror that lacks the image, fails or sends something that
+            // does not verify is passed over; what it did deliver was checked by digest, so the
+            // store keeps only good blobs.
+            Err(e) if falls_back(&e) => {
+                // The error names the mirror already.
+                progress.message(&format!("{e}; trying the next source"));
+                passed.push(first_sentence(&e));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    from(&Source::origin(reference), progress).map_err(|e| {
+        if passed.is_empty() {
+            e
+        } else {
+            e.with_note(&format!(
+                " (tried first, from {}: {})",
+                super::net::MIRRORS_VAR,
+                passed.join("; ")
+            ))
+        }
+    })
+}
+
+/// Errors a mirror may be passed over for: it lacks the image, is down, refuses us or sent
+/// something that did not verify. Not the caller's own (a bad setting, a full disk) nor the
+/// image's (no variant for this machine), which the origin would repeat.
+fn falls_back(e: &Error) -> bool {
+    matches!(
+        e,
+        Error::NotFound(_)
+            | Error::Unreachable(_)
+            | Error::Auth(_)
+            | Error::Registry(_)
+            | Error::Verify(_)
+    )
+}
+
+fn first_sentence(e: &Error) -> String {
+    let s = e.to_string();
+    match s.find(". ") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
+}
+
+/// The pull from one source.
+fn fetch(
+    store: &Store,
+    reference: &Reference,
+    key: &str,
+    cached: Option<&(Digest, TagEntry)>,
+    client: &mut Client,
+    progress: &mut dyn Progress,
+) -> Result<Digest, Error> {
     let (top_ref, pinned) = match (&reference.digest, &reference.tag) {
         (Some(d), _) => (d.clone(), Some(Digest::parse(d).map_err(Error::Invalid)?)),
         (None, Some(t)) => (t.clone(), None),
         (None, None) => unreachable_ref(reference)?,
     };
     // A cached tag asked again: if it still points where it did, we are done.
-    if let (Some((d, entry)), None) = (&cached, &pinned) {
+    if let (Some((d, entry)), None) = (cached, &pinned) {
         if let Some(now) = client.head_manifest(&top_ref)? {
             if now.as_str() == entry.resolved {
-                record_tag(store, &key, &now, d)?;
+                record_tag(store, key, &now, d)?;
                 return Ok(d.clone());
             }
         }
@@ -118,14 +194,14 @@ pub fn pull(
         let descs = build::describe(&layer_descs, &what)?;
         let layers = build::layers(&config, &descs, &what)?;
         for layer in &layers {
-            download_layer(store, &mut client, layer, progress)?;
+            download_layer(store, client, layer, progress)?;
         }
         let recipe = Recipe {
             digest: image_digest.clone(),
             config_digest,
             config,
             layers,
-            reference: key.clone(),
+            reference: key.to_string(),
         };
         build::build(
             store,
@@ -139,9 +215,9 @@ pub fn pull(
             progress,
         )?;
     } else {
-        store.note_reference(&image_digest, &key)?;
+        store.note_reference(&image_digest, key)?;
     }
-    record_tag(store, &key, &top_digest, &image_digest)?;
+    record_tag(store, key, &top_digest, &image_digest)?;
     Ok(image_digest)
 }
 

@@ -9,6 +9,7 @@
 use super::auth::{self, Challenge, Credentials};
 use super::digest::{Digest, Hashing};
 use super::manifest::ACCEPT;
+use super::net::{Net, ProxyUse};
 use super::reference::Reference;
 use super::Error;
 use std::io::{Read, Write};
@@ -23,7 +24,7 @@ const MAX_REDIRECTS: u32 = 5;
 /// How long to wait for a registry: `KERN_REGISTRY_TIMEOUT_S` (default 30) bounds connecting,
 /// each response's headers and each read of a body, so a stalled registry fails the pull
 /// instead of hanging it; a slow but moving download is never cut off.
-fn timeout() -> Duration {
+pub fn timeout() -> Duration {
     let s = std::env::var("KERN_REGISTRY_TIMEOUT_S")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
@@ -64,10 +65,42 @@ fn origin(url: &str) -> &str {
     &url[..end]
 }
 
+/// Where a pull asks: a Docker Hub mirror from `KERN_REGISTRY_MIRRORS`, or the registry.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Source {
+    /// `scheme://host[:port]`
+    pub base: String,
+    pub mirror: bool,
+}
+
+impl Source {
+    pub fn origin(reference: &Reference) -> Source {
+        Source {
+            base: endpoint(&reference.registry),
+            mirror: false,
+        }
+    }
+}
+
+/// The mirrors a pull of `reference` tries before its registry: `KERN_REGISTRY_MIRRORS`, for
+/// docker.io images only (as Docker's registry-mirrors).
+pub fn mirrors(reference: &Reference) -> Result<Vec<Source>, Error> {
+    // Checked for every pull, so a malformed list is reported whatever the image.
+    let all = super::net::mirrors()?;
+    if reference.registry != super::reference::DEFAULT_REGISTRY {
+        return Ok(Vec::new());
+    }
+    Ok(all
+        .into_iter()
+        .map(|base| Source { base, mirror: true })
+        .collect())
+}
+
 pub struct Client {
-    agent: ureq::Agent,
+    net: Net,
     reference: Reference,
     endpoint: String,
+    mirror: bool,
     creds: Option<Credentials>,
     /// The Authorization header value for the registry's origin, once known.
     authorization: Option<String>,
@@ -79,28 +112,28 @@ pub struct ManifestAnswer {
 }
 
 impl Client {
-    pub fn new(reference: &Reference) -> Result<Client, Error> {
-        let t = timeout();
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .max_redirects(0)
-            .timeout_connect(Some(t))
-            .timeout_recv_response(Some(t))
-            .timeout_per_read(Some(t))
-            .user_agent(concat!("kern-sandbox/", env!("CARGO_PKG_VERSION")))
-            .build();
+    /// A client for `reference` at `source`. Credentials are looked up for the host actually
+    /// asked: a mirror never gets Docker Hub's.
+    pub fn new(reference: &Reference, source: &Source, net: &Net) -> Result<Client, Error> {
+        let creds_key = if source.mirror {
+            source.base.split_once("://").map_or("", |(_, a)| a)
+        } else {
+            reference.registry.as_str()
+        };
         Ok(Client {
-            agent: config.into(),
+            net: net.clone(),
             reference: reference.clone(),
-            endpoint: endpoint(&reference.registry),
-            creds: auth::credentials_for(&reference.registry)?,
+            endpoint: source.base.clone(),
+            mirror: source.mirror,
+            creds: auth::credentials_for(creds_key)?,
             authorization: None,
         })
     }
 
     fn what(&self) -> String {
+        let kind = if self.mirror { "mirror" } else { "registry" };
         format!(
-            "image {} (registry {})",
+            "image {} ({kind} {})",
             self.reference,
             origin(&self.endpoint)
         )
@@ -132,7 +165,9 @@ impl Client {
             let req = req.body(()).map_err(|e| {
                 Error::Registry(format!("{}: bad request URL {url}: {e}", self.what()))
             })?;
-            let resp = match self.agent.run(req) {
+            let (agent, via) = self.net.agent(&url);
+            let via = via.cloned();
+            let resp = match agent.run(req) {
                 Ok(r) => r,
                 Err(e) => {
                     // A refused connection or an unknown host will not change in a second;
@@ -154,7 +189,7 @@ impl Client {
                         backoff(attempt, None);
                         continue;
                     }
-                    return Err(self.network_error(&url, e));
+                    return Err(self.network_error(&url, via.as_ref(), e));
                 }
             };
             let status = resp.status().as_u16();
@@ -205,8 +240,8 @@ impl Client {
         }
     }
 
-    fn network_error(&self, url: &str, e: ureq::Error) -> Error {
-        let why = match &e {
+    fn network_error(&self, url: &str, via: Option<&ProxyUse>, e: ureq::Error) -> Error {
+        let mut why = match &e {
             ureq::Error::Timeout(t) => format!(
                 "timed out ({t}) after {} tries; KERN_REGISTRY_TIMEOUT_S sets the wait",
                 RETRIES + 1
@@ -215,6 +250,19 @@ impl Client {
             ureq::Error::ConnectionFailed => "the connection was refused".into(),
             other => other.to_string(),
         };
+        if let Some(p) = via {
+            why.push_str(&format!(
+                " (through {p}; NO_PROXY lists hosts to reach directly)"
+            ));
+        }
+        if url.starts_with("https:") && is_certificate_error(&e) {
+            return Error::Unreachable(format!(
+                "{}: cannot reach {url}: {why}. The certificate it presented is not trusted: pulls trust {}. If a TLS-inspecting proxy or a private CA signs it, point {} at that CA's PEM file",
+                self.what(),
+                self.net.trust_line,
+                super::net::CA_VAR
+            ));
+        }
         Error::Unreachable(format!(
             "{}: cannot reach {url}: {why}. Check the registry address and your network. Without a registry: `image: \"host\"` (the host's own /usr, read-only), a root filesystem directory, an OCI layout directory or a `docker save` archive (`image: \"/path\"`); or pull once where the registry is reachable (`kern pull REF`) and run with KERN_PULL=never (a cached image opens offline; `kern images` lists the cache)",
             self.what()
@@ -254,11 +302,12 @@ impl Client {
                         sep = '&';
                     }
                 }
-                let mut req = self.agent.get(&url);
+                let (agent, via) = self.net.agent(&url);
+                let mut req = agent.get(&url);
                 if let Some(c) = &self.creds {
                     req = req.header("Authorization", c.basic_header());
                 }
-                let mut resp = req.call().map_err(|e| self.network_error(&url, e))?;
+                let mut resp = req.call().map_err(|e| self.network_error(&url, via, e))?;
                 let status = resp.status().as_u16();
                 if status == 401 || status == 403 {
                     return Err(self.auth_error(status));
@@ -274,7 +323,7 @@ impl Client {
                     .with_config()
                     .limit(1 << 20)
                     .read_to_vec()
-                    .map_err(|e| self.network_error(&url, e))?;
+                    .map_err(|e| self.network_error(&url, via, e))?;
                 let token = auth::parse_token(&body).ok_or_else(|| {
                     Error::Registry(format!(
                         "{}: the token service {realm} answered without a token",
@@ -435,6 +484,18 @@ impl Client {
             self.what()
         ))
     }
+}
+
+/// A TLS failure about the server's certificate (rustls reports it as such, also inside an I/O
+/// error), as opposed to a connection that broke.
+fn is_certificate_error(e: &ureq::Error) -> bool {
+    let text = match e {
+        ureq::Error::Rustls(r) => r.to_string(),
+        ureq::Error::Io(io) => io.to_string(),
+        ureq::Error::Tls(t) => t.to_string(),
+        _ => return false,
+    };
+    text.contains("certificate")
 }
 
 fn backoff(attempt: u32, retry_after: Option<u64>) {

@@ -5,6 +5,7 @@
 use kern_sandbox::engine::cgroup::{self, BoxCgroup, Version};
 use kern_sandbox::engine::spec::Limits;
 use kern_sandbox::engine::{apparmor, idmap, landlock, launch, sys};
+use kern_sandbox::image::net::{self as pullnet, redact};
 use kern_sandbox::image::store::Store;
 use kern_sandbox::session::network;
 use serde::Serialize;
@@ -78,6 +79,7 @@ pub fn doctor(workspace: Option<PathBuf>, json: bool) -> ExitCode {
     checks.push(store());
     checks.push(proxies());
     checks.push(ca_bundle());
+    checks.extend(registries());
     let report = Report {
         ok: !checks.iter().any(Check::fails),
         checks,
@@ -533,21 +535,6 @@ fn store() -> Check {
     }
 }
 
-/// A proxy URL without its credentials.
-fn redact(url: &str) -> String {
-    let (scheme, rest) = url.split_once("://").map_or(("", url), |(s, r)| (s, r));
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    let redacted = match rest[..host_end].rfind('@') {
-        Some(at) => format!("***@{}", &rest[at + 1..]),
-        None => rest.to_string(),
-    };
-    if scheme.is_empty() {
-        redacted
-    } else {
-        format!("{scheme}://{redacted}")
-    }
-}
-
 fn proxies() -> Check {
     // The proxy variables HTTP clients read (the list the network relay sets in boxes).
     let set: Vec<String> = network::PROXY_VARS
@@ -594,14 +581,58 @@ fn ca_bundle() -> Check {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::redact;
-
-    #[test]
-    fn proxy_credentials_are_hidden() {
-        assert_eq!(redact("http://u:p@proxy:3128/"), "http://***@proxy:3128/");
-        assert_eq!(redact("http://proxy:3128"), "http://proxy:3128");
-        assert_eq!(redact("u:p@proxy:3128"), "***@proxy:3128");
-    }
+/// What image pulls use, read as a pull reads it: the CAs they trust, how they reach
+/// registries (proxies) and the Docker Hub mirrors they try first. A setting a pull would refuse
+/// shows as missing, with its error.
+fn registries() -> Vec<Check> {
+    let trust = match pullnet::Trust::from_env() {
+        Ok(t) if t.fallback => Check::new(
+            "registry-ca",
+            Status::Degraded,
+            format!("pulls trust {}", t.describe()),
+        )
+        .fix("install the system CA certificates (Debian/Ubuntu: apt install ca-certificates) or set SSL_CERT_FILE"),
+        // Part of the store unreadable (an SSL_CERT_FILE that is gone, a bad file): pulls go
+        // on with the rest, and say here what was skipped.
+        Ok(t) if !t.system_problems.is_empty() => Check::new(
+            "registry-ca",
+            Status::Degraded,
+            format!(
+                "pulls trust {}; skipped: {}",
+                t.describe(),
+                t.system_problems.join("; ")
+            ),
+        )
+        .fix("check SSL_CERT_FILE and SSL_CERT_DIR (or the system CA files they name)"),
+        Ok(t) => Check::new("registry-ca", Status::Ok, format!("pulls trust {}", t.describe())),
+        Err(e) => Check::new("registry-ca", Status::Missing, e.to_string())
+            .fix(format!("fix or unset {}", pullnet::CA_VAR)),
+    };
+    let route = match pullnet::Proxies::from_env() {
+        Ok(p) => Check::new(
+            "registry-net",
+            Status::Info,
+            format!("pulls: {}", p.describe()),
+        ),
+        Err(e) => Check::new("registry-net", Status::Missing, e.to_string())
+            .fix("fix or unset the proxy variable"),
+    };
+    let mirrors = match pullnet::mirrors() {
+        Ok(m) if m.is_empty() => Check::new(
+            "mirrors",
+            Status::Info,
+            format!(
+                "none ({} unset): docker.io pulls go to Docker Hub",
+                pullnet::MIRRORS_VAR
+            ),
+        ),
+        Ok(m) => Check::new(
+            "mirrors",
+            Status::Info,
+            format!("docker.io pulls try {}, then Docker Hub", m.join(", ")),
+        ),
+        Err(e) => Check::new("mirrors", Status::Missing, e.to_string())
+            .fix(format!("fix or unset {}", pullnet::MIRRORS_VAR)),
+    };
+    vec![trust, route, mirrors]
 }
