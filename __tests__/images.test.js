@@ -483,7 +483,7 @@ describe('errors name the image, the registry and what to do', () => {
   test('an unreachable registry', async () => {
     freshStore();
     const addr = await reg.refusedAddress();
-    await expectOpenError({ image: `${addr}/kern/test:latest` }, /cannot reach/, new RegExp(addr.replace(/\./g, '\\.')), /cached image opens offline/, /image: "host"/, /docker save/, /KERN_PULL=never/);
+    await expectOpenError({ image: `${addr}/kern/test:latest` }, /cannot reach/, new RegExp(addr.replace(/\./g, '\\.')), /cached image opens offline/, /image: "host"/, /docker save/, /KERN_PULL=never/, /HTTPS_PROXY/, /KERN_REGISTRY_MIRRORS/);
   });
 
   test('a registry that never answers times out instead of hanging', async () => {

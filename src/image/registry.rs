@@ -264,7 +264,7 @@ impl Client {
             ));
         }
         Error::Unreachable(format!(
-            "{}: cannot reach {url}: {why}. Check the registry address and your network. Without a registry: `image: \"host\"` (the host's own /usr, read-only), a root filesystem directory, an OCI layout directory or a `docker save` archive (`image: \"/path\"`); or pull once where the registry is reachable (`kern pull REF`) and run with KERN_PULL=never (a cached image opens offline; `kern images` lists the cache)",
+            "{}: cannot reach {url}: {why}. Check the registry address and your network (behind a proxy: HTTPS_PROXY; for Docker Hub images, KERN_REGISTRY_MIRRORS names mirrors to try first). Without a registry: `image: \"host\"` (the host's own /usr, read-only), a root filesystem directory, an OCI layout directory or a `docker save` archive (`image: \"/path\"`); or pull once where the registry is reachable (`kern pull REF`) and run with KERN_PULL=never (a cached image opens offline; `kern images` lists the cache)",
             self.what()
         ))
     }
