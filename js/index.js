@@ -4,6 +4,10 @@
 // side puts in front of each message), result getters, user-callback safety, and the helpers.
 
 const path = require('path');
+// Before the generated loader: a platform with no package (or a stale one) gets an error that
+// says what to do instead of napi's "Cannot find native binding".
+const platform = require('./platform.js');
+platform.locate();
 const native = require('./native.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/session/options.rs. */
@@ -165,10 +169,6 @@ function guard(name, fn, errors) {
   };
 }
 
-function kernPath() {
-  return process.env.KERN_BIN || path.join(__dirname, '..', 'kern');
-}
-
 // Sandboxes opened and not yet closed. A process that exits without close() still removes the
 // temporary workspaces they made (their boxes die with it: kern's lifeline closes).
 const unclosed = new Set();
@@ -204,7 +204,7 @@ class Sandbox {
     this.#onStdout = onStdout;
     this.#onStderr = onStderr;
     try {
-      this.#native = new native.NativeSandbox(toWire(rest, 'option'), kernPath());
+      this.#native = new native.NativeSandbox(toWire(rest, 'option'), platform.kernPath());
     } catch (e) {
       throw fromNative(e);
     }

@@ -1,0 +1,117 @@
+// `npm run pack:all`: the npm tarballs this machine can build, into dist/ -- the napi-rs layout:
+//   dist/kern-sandbox-<version>.tgz              the main package: JS, types, the `kern` launcher;
+//                                                no native file; optionalDependencies on each
+//                                                platform package at the same version
+//   dist/kern-sandbox-<platform>-<version>.tgz   this target's addon (.node) and its `kern`
+//
+// Profiles (KERN_PACK_PROFILE=release|dev, or --dev):
+//   release (default)  builds the addon with `napi build --release` and a static `kern`
+//                      (crt-static, in target/static so the dev build's flags never change)
+//   dev                packs what `npm run build:debug` already made (js/*.node and ./kern),
+//                      for the install test: no 20-minute LTO build
+// The target is CARGO_BUILD_TARGET or rustc's host, as for scripts/install-kern.js. Packages are
+// staged under target/pack/ and packed with `npm pack` there; npm/* and js/ are not touched.
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const { execFileSync } = require('child_process');
+const { keyOf, supportedKeys } = require('../js/platform.js');
+
+const root = path.join(__dirname, '..');
+const pkg = require('../package.json');
+const dist = path.join(root, 'dist');
+
+function fail(message) {
+  console.error(`pack: ${message}`);
+  process.exit(1);
+}
+
+const profile = process.argv.includes('--dev') ? 'dev' : process.env.KERN_PACK_PROFILE || 'release';
+if (!['release', 'dev'].includes(profile)) fail(`KERN_PACK_PROFILE=${profile}: use release or dev`);
+const host = /host: (\S+)/.exec(execFileSync('rustc', ['-vV'], { encoding: 'utf8' }))[1];
+const triple = process.env.CARGO_BUILD_TARGET || host;
+const key = keyOf(triple);
+if (!supportedKeys().includes(key)) {
+  fail(`${triple} (${key}) is not in package.json napi.targets (${supportedKeys().join(', ')})`);
+}
+const addonName = `${pkg.napi.binaryName}.${key}.node`;
+const stage = path.join(root, 'target', 'pack', profile);
+
+function run(cmd, args, opts = {}) {
+  console.log(`pack: ${cmd} ${args.join(' ')}`);
+  execFileSync(cmd, args, { cwd: root, stdio: 'inherit', ...opts });
+}
+
+/** The addon, kern and native.js to pack, built (release) or as build:debug left them (dev). */
+function artefacts() {
+  if (profile === 'dev') {
+    const got = { addon: path.join(root, 'js', addonName), kern: path.join(root, 'kern'), nativeJs: path.join(root, 'js', 'native.js') };
+    for (const f of Object.values(got)) {
+      if (!fs.existsSync(f)) fail(`${path.relative(root, f)} is missing: run \`npm run build:debug\` first (the dev profile packs its output)`);
+    }
+    return got;
+  }
+  const napiOut = path.join(stage, 'napi');
+  fs.rmSync(napiOut, { recursive: true, force: true });
+  run('npx', ['napi', 'build', '--platform', '--release', '--target', triple, '--output-dir', napiOut,
+    '--js', 'native.js', '--dts', 'native.d.ts', '--', '--lib']);
+  // kern static: it then runs on any glibc and carries no floor of its own (README: Install).
+  // RUSTFLAGS with --target reach only the target's code, not build scripts or proc macros.
+  const rustflags = `${process.env.RUSTFLAGS || ''} -C target-feature=+crt-static`.trim();
+  const targetDir = path.join(root, 'target', 'static');
+  run('cargo', ['build', '--release', '--bin', 'kern', '--no-default-features', '--target', triple, '--target-dir', targetDir],
+    { env: { ...process.env, RUSTFLAGS: rustflags } });
+  return {
+    addon: path.join(napiOut, addonName),
+    kern: path.join(targetDir, triple, 'release', 'kern'),
+    nativeJs: path.join(napiOut, 'native.js'),
+  };
+}
+
+function copy(from, to, mode) {
+  fs.mkdirSync(path.dirname(to), { recursive: true });
+  fs.copyFileSync(from, to);
+  if (mode) fs.chmodSync(to, mode);
+}
+
+/** `npm pack` of a staged directory into dist/; returns the tarball's path. */
+function npmPack(dir, name) {
+  const tgz = path.join(dist, `${name}-${pkg.version}.tgz`);
+  fs.rmSync(tgz, { force: true });
+  run('npm', ['pack', '--pack-destination', dist], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
+  if (!fs.existsSync(tgz)) fail(`npm pack in ${dir} did not write ${tgz}`);
+  return tgz;
+}
+
+const got = artefacts();
+fs.mkdirSync(dist, { recursive: true });
+
+// The platform package: npm/<key>'s package.json and README, plus the two binaries.
+const platDir = path.join(stage, `${pkg.name}-${key}`);
+fs.rmSync(platDir, { recursive: true, force: true });
+const platSrc = path.join(root, 'npm', key);
+const platPkg = JSON.parse(fs.readFileSync(path.join(platSrc, 'package.json'), 'utf8'));
+if (platPkg.version !== pkg.version) fail(`npm/${key}/package.json is ${platPkg.version}, package.json ${pkg.version}: make them equal`);
+copy(path.join(platSrc, 'package.json'), path.join(platDir, 'package.json'));
+copy(path.join(platSrc, 'README.md'), path.join(platDir, 'README.md'));
+for (const [from, name] of [[got.addon, addonName], [got.kern, 'kern']]) {
+  copy(from, path.join(platDir, name), 0o755);
+  // The dev build's debug info is 3/4 of its size (110 MB unpacked): the install test would pack,
+  // publish and unpack it for nothing. (Release is built with strip = "symbols".)
+  if (profile === 'dev') execFileSync('objcopy', ['--strip-debug', path.join(platDir, name)]);
+}
+
+// The main package: what package.json `files` lists, and package.json with optionalDependencies
+// on every target's package (napi prepublish adds them the same way), without the dev fields.
+const mainDir = path.join(stage, pkg.name);
+fs.rmSync(mainDir, { recursive: true, force: true });
+for (const f of pkg.files) copy(f === 'js/native.js' ? got.nativeJs : path.join(root, f), path.join(mainDir, f));
+copy(path.join(root, 'README.md'), path.join(mainDir, 'README.md'));
+const { scripts, devDependencies, jest, ...published } = pkg; // eslint-disable-line no-unused-vars
+published.optionalDependencies = Object.fromEntries(supportedKeys().map((k) => [`${pkg.name}-${k}`, pkg.version]));
+fs.writeFileSync(path.join(mainDir, 'package.json'), `${JSON.stringify(published, null, 2)}\n`);
+fs.chmodSync(path.join(mainDir, 'bin', 'kern.js'), 0o755);
+
+for (const [dir, name] of [[platDir, `${pkg.name}-${key}`], [mainDir, pkg.name]]) {
+  console.log(`pack: ${path.relative(root, npmPack(dir, name))} (${profile})`);
+}
