@@ -3,7 +3,7 @@
 #
 #   bash scripts/test.sh
 #
-# Steps: install deps -> build (napi addon + kern binary) -> cargo fmt/clippy -> cargo test
+# Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> cargo fmt/clippy -> cargo test
 # (pure Rust) -> test rootfs -> Jest as root -> Jest core suite as the unprivileged user
 # `kerntest` (the rootless path) -> summary. A build failure stops at once; every other failure
 # is recorded and the remaining steps still run, so one report shows everything. The very last
@@ -123,6 +123,11 @@ bash scripts/setup-deps.sh || abort "setup-deps.sh"
 step "build: npm run build:debug (napi addon + kern binary, dev profile)"
 npm run build:debug || abort "npm run build:debug"
 [[ -x "$repo/kern" ]] || abort "npm run build:debug did not produce ./kern"
+
+# The npm tarballs of that same build (no release build: --dev), for __tests__/install.test.js,
+# which publishes them to a local registry and installs kern-sandbox by name.
+step "pack: npm run pack:all -- --dev (dist/*.tgz)"
+npm run pack:all -- --dev || fail "npm run pack:all -- --dev"
 
 step "lint: cargo fmt --check"
 cargo fmt --check || fail "cargo fmt --check (run: cargo fmt)"
