@@ -124,14 +124,21 @@ test("a python box runs through the installed package, on the platform package's
       await sb.close();
       console.log(JSON.stringify({ stdout: r.stdout, exitCode: r.exitCode, kerns }));
     })().catch((e) => { console.error(e); process.exit(1); });`;
-  const r = sh(project, 'node', ['-e', script, rootfs]);
-  expect(r.stderr).toBe('');
-  expect(r.code).toBe(0);
-  const out = JSON.parse(r.stdout);
-  expect(out).toMatchObject({ stdout: 'hello from 3 42\n', exitCode: 0 });
-  expect(out.kerns.length).toBeGreaterThan(0);
-  const platKern = fs.realpathSync(path.join(project, 'node_modules', platformName, 'kern'));
-  expect([...new Set(out.kerns)]).toEqual([platKern]);
+  const boxKerns = (extraEnv) => {
+    const r = sh(project, 'node', ['-e', script, rootfs], extraEnv);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    const out = JSON.parse(r.stdout);
+    expect(out).toMatchObject({ stdout: 'hello from 3 42\n', exitCode: 0 });
+    expect(out.kerns.length).toBeGreaterThan(0);
+    return [...new Set(out.kerns)];
+  };
+  expect(boxKerns()).toEqual([fs.realpathSync(path.join(project, 'node_modules', platformName, 'kern'))]);
+  // KERN_BIN, the explicit override, still wins over the package's.
+  const own = path.join(tmp, 'kern-override');
+  fs.copyFileSync(path.join(project, 'node_modules', platformName, 'kern'), own);
+  fs.chmodSync(own, 0o755);
+  expect(boxKerns({ KERN_BIN: own })).toEqual([own]);
 });
 
 test('npx kern doctor runs the platform kern and answers as doctor.test.js expects here', () => {

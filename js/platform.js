@@ -52,8 +52,8 @@ function buildFromSource() {
 let located = null;
 
 /**
- * Where the native parts are: { key, packageDir } with packageDir the installed platform
- * package, or null in a source checkout (the addon beside this file). Throws an Error that
+ * Where the native parts are: { key, packageDir } with packageDir null in a source checkout (the
+ * addon beside this file), else the installed platform package. Throws an Error that
  * names the platform and what to do when there is neither, or when the installed package's
  * version is not ours.
  */
@@ -61,11 +61,17 @@ function locate() {
   if (located) return located;
   const key = platformKey();
   const name = `${pkg.name}-${key}`;
+  // A source checkout's own build comes first, as in napi's loader (js/native.js tries
+  // ./<name>.<key>.node before the package): kern must come from where the addon does.
+  if (fs.existsSync(path.join(__dirname, `${pkg.napi.binaryName}.${key}.node`))) {
+    located = { key, packageDir: null };
+    return located;
+  }
   let packageJson = null;
   try {
     packageJson = require.resolve(`${name}/package.json`);
   } catch {
-    // Not installed: a source checkout, or a platform with no package.
+    // Not installed: a platform with no package, or npm left the optional dependency out.
   }
   if (packageJson) {
     const { version } = JSON.parse(fs.readFileSync(packageJson, 'utf8'));
@@ -77,10 +83,6 @@ function locate() {
       );
     }
     located = { key, packageDir: path.dirname(packageJson) };
-    return located;
-  }
-  if (fs.existsSync(path.join(__dirname, `${pkg.napi.binaryName}.${key}.node`))) {
-    located = { key, packageDir: null };
     return located;
   }
   const supported = supportedKeys();
@@ -105,8 +107,8 @@ function locate() {
   );
 }
 
-/** The `kern` runtime: KERN_BIN when set (an explicit override), else the platform package's,
- * else the source checkout's ./kern (scripts/install-kern.js puts it there). */
+/** The `kern` runtime: KERN_BIN when set (an explicit override), else the one beside the addon:
+ * the source checkout's ./kern (scripts/install-kern.js puts it there) or the platform package's. */
 function kernPath() {
   if (process.env.KERN_BIN) return process.env.KERN_BIN;
   const { packageDir } = locate();
