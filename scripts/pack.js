@@ -5,12 +5,18 @@
 //   dist/kern-sandbox-<platform>-<version>.tgz   this target's addon (.node) and its `kern`
 //
 // Profiles (KERN_PACK_PROFILE=release|dev, or --dev):
-//   release (default)  builds the addon with `napi build --release` and a static `kern`
-//                      (crt-static, in target/static so the dev build's flags never change)
+//   release (default)  builds the addon and kern with `napi build --release` (same toolchain
+//                      for both, the release profile's own target dir: the dev build is untouched)
 //   dev                packs what `npm run build:debug` already made (js/*.node and ./kern),
-//                      for the install test: no 20-minute LTO build
-// The target is CARGO_BUILD_TARGET or rustc's host, as for scripts/install-kern.js. Packages are
-// staged under target/pack/ and packed with `npm pack` there; npm/* and js/ are not touched.
+//                      debug info stripped, for the install test: no 20-minute LTO build
+// Environment:
+//   CARGO_BUILD_TARGET       the target (default: rustc's host), as for scripts/install-kern.js
+//   KERN_PACK_NAPI_CROSS=1   release: build with napi's glibc 2.17 toolchain (--use-napi-cross),
+//                            as the release workflow does
+//   KERN_PACK_MAX_GLIBC=2.17 fail if the addon or kern needs a newer glibc than this
+// The glibc each binary needs (its newest GLIBC_ symbol version) is printed and written into the
+// platform package's description and README. Packages are staged under target/pack/ and packed
+// with `npm pack` there; npm/* and js/ are not touched.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -53,19 +59,23 @@ function artefacts() {
   }
   const napiOut = path.join(stage, 'napi');
   fs.rmSync(napiOut, { recursive: true, force: true });
-  run('npx', ['napi', 'build', '--platform', '--release', '--target', triple, '--output-dir', napiOut,
-    '--js', 'native.js', '--dts', 'native.d.ts', '--', '--lib']);
-  // kern static: it then runs on any glibc and carries no floor of its own (README: Install).
-  // RUSTFLAGS with --target reach only the target's code, not build scripts or proc macros.
-  const rustflags = `${process.env.RUSTFLAGS || ''} -C target-feature=+crt-static`.trim();
-  const targetDir = path.join(root, 'target', 'static');
-  run('cargo', ['build', '--release', '--bin', 'kern', '--no-default-features', '--target', triple, '--target-dir', targetDir],
-    { env: { ...process.env, RUSTFLAGS: rustflags } });
-  return {
-    addon: path.join(napiOut, addonName),
-    kern: path.join(targetDir, triple, 'release', 'kern'),
-    nativeJs: path.join(napiOut, 'native.js'),
-  };
+  // kern is dynamically linked like the addon, not crt-static: it resolves names (image pulls,
+  // the egress proxy: getaddrinfo), and a static glibc then loads the host's NSS modules
+  // (systemd-resolved's, mDNS), which only work with the glibc it was linked with. Built by
+  // napi too, it gets the addon's toolchain and so the same glibc floor.
+  const napi = ['napi', 'build', '--platform', '--release', '--target', triple, '--output-dir', napiOut];
+  if (process.env.KERN_PACK_NAPI_CROSS === '1') napi.push('--use-napi-cross');
+  else if (process.env.KERN_PACK_NAPI_CROSS) fail(`KERN_PACK_NAPI_CROSS=${process.env.KERN_PACK_NAPI_CROSS}: use 1, or leave it unset`);
+  run('npx', [...napi, '--js', 'native.js', '--dts', 'native.d.ts', '--', '--lib']);
+  run('npx', [...napi, '--bin', 'kern', '--no-default-features']);
+  return { addon: path.join(napiOut, addonName), kern: path.join(napiOut, 'kern'), nativeJs: path.join(napiOut, 'native.js') };
+}
+
+/** The newest GLIBC_x.y symbol version a binary needs: the oldest glibc it runs on. */
+function glibcFloor(file) {
+  const syms = execFileSync('objdump', ['-T', file], { encoding: 'utf8', maxBuffer: 64 << 20 });
+  const versions = [...new Set(syms.match(/GLIBC_[0-9.]+/g) || [])].map((v) => v.slice(6));
+  return versions.sort((a, b) => a.localeCompare(b, undefined, { numeric: true })).pop() || 'none';
 }
 
 function copy(from, to, mode) {
@@ -92,7 +102,6 @@ fs.rmSync(platDir, { recursive: true, force: true });
 const platSrc = path.join(root, 'npm', key);
 const platPkg = JSON.parse(fs.readFileSync(path.join(platSrc, 'package.json'), 'utf8'));
 if (platPkg.version !== pkg.version) fail(`npm/${key}/package.json is ${platPkg.version}, package.json ${pkg.version}: make them equal`);
-copy(path.join(platSrc, 'package.json'), path.join(platDir, 'package.json'));
 copy(path.join(platSrc, 'README.md'), path.join(platDir, 'README.md'));
 for (const [from, name] of [[got.addon, addonName], [got.kern, 'kern']]) {
   copy(from, path.join(platDir, name), 0o755);
@@ -100,6 +109,16 @@ for (const [from, name] of [[got.addon, addonName], [got.kern, 'kern']]) {
   // publish and unpack it for nothing. (Release is built with strip = "symbols".)
   if (profile === 'dev') execFileSync('objcopy', ['--strip-debug', path.join(platDir, name)]);
 }
+const floors = { addon: glibcFloor(path.join(platDir, addonName)), kern: glibcFloor(path.join(platDir, 'kern')) };
+const floor = [floors.addon, floors.kern].sort((a, b) => a.localeCompare(b, undefined, { numeric: true })).pop();
+console.log(`pack: glibc needed: addon ${floors.addon}, kern ${floors.kern}`);
+const max = process.env.KERN_PACK_MAX_GLIBC;
+if (max && floor.localeCompare(max, undefined, { numeric: true }) > 0) {
+  fail(`the ${key} binaries need glibc ${floor}, above KERN_PACK_MAX_GLIBC=${max} (addon ${floors.addon}, kern ${floors.kern})`);
+}
+platPkg.description = `kern-sandbox's addon and kern runtime for ${key}; needs glibc >= ${floor}`;
+fs.writeFileSync(path.join(platDir, 'package.json'), `${JSON.stringify(platPkg, null, 2)}\n`);
+fs.appendFileSync(path.join(platDir, 'README.md'), `\nThis build (${profile}) needs glibc >= ${floor} (addon ${floors.addon}, kern ${floors.kern}).\n`);
 
 // The main package: what package.json `files` lists, and package.json with optionalDependencies
 // on every target's package (napi prepublish adds them the same way), without the dev fields.
