@@ -551,7 +551,7 @@ impl Sandbox {
         let config = options::parse(&self.options)?;
         if !self.kern.is_file() {
             return Err(Error::Runtime(format!(
-                "the kern runtime is missing: looked for {}. Run `npm run build` in the package, or set KERN_BIN to a kern binary",
+                "the kern runtime is missing: looked for {}. Reinstall kern-sandbox (its platform package carries kern), run `npm run build:debug` in a source checkout, or set KERN_BIN to a kern binary",
                 self.kern.display()
             )));
         }
