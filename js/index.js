@@ -4,11 +4,7 @@
 // side puts in front of each message), result getters, user-callback safety, and the helpers.
 
 const path = require('path');
-// Before the generated loader: a platform with no package (or a stale one) gets an error that
-// says what to do instead of napi's "Cannot find native binding".
 const platform = require('./platform.js');
-platform.locate();
-const native = require('./native.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/session/options.rs. */
 const DEFAULT_TMPFS_MB = 64;
@@ -29,6 +25,15 @@ class MountRefused extends SandboxError {
     this.name = 'MountRefused';
   }
 }
+
+// Before napi's generated loader: a platform with no package (or a stale one) gets a
+// SandboxError that says what to do, instead of "Cannot find native binding".
+try {
+  platform.locate();
+} catch (e) {
+  throw new SandboxError(e.message);
+}
+const native = require('./native.js');
 
 /** Turns an error from the native layer into the class its code names. */
 function fromNative(e) {
