@@ -12,7 +12,7 @@ const { startRegistry } = require('./support/verdaccio');
 
 const repo = path.join(__dirname, '..');
 const pkg = require('../package.json');
-const { platformKey } = require('../js/platform.js');
+const { platformKey, keyOf, supportedKeys } = require('../js/platform.js');
 
 const key = platformKey();
 const platformName = `${pkg.name}-${key}`;
@@ -174,4 +174,20 @@ test('a platform package of another version is refused at require time', () => {
   const r = sh(stale, 'node', ['-e', "require('kern-sandbox')"]);
   expect(r.code).not.toBe(0);
   expect(r.stderr).toMatch(new RegExp(`SandboxError: kern-sandbox ${pkg.version.replace(/\./g, '\\.')} found ${platformName} 0\\.0\\.1 .*Reinstall so they match`));
+});
+
+test('on a platform with no package, require names it, the ones there are, and how to build from source', () => {
+  // This machine's platform made one without a package: a main package that lists only another
+  // target (as if published for arm64 alone), and no platform package installed.
+  const other = supportedKeys().find((k) => k !== key);
+  const alone = path.join(tmp, 'alone');
+  fs.cpSync(project, alone, { recursive: true, verbatimSymlinks: true });
+  fs.rmSync(path.join(alone, 'node_modules', platformName), { recursive: true });
+  const pj = path.join(alone, 'node_modules', pkg.name, 'package.json');
+  const main = JSON.parse(fs.readFileSync(pj, 'utf8'));
+  main.napi.targets = main.napi.targets.filter((t) => keyOf(t) === other);
+  fs.writeFileSync(pj, JSON.stringify(main));
+  const r = sh(alone, 'node', ['-e', "require('kern-sandbox')"]);
+  expect(r.code).not.toBe(0);
+  expect(r.stderr).toMatch(new RegExp(`SandboxError: kern-sandbox has no package for this platform, ${key} \\(Linux on ${process.arch} with gnu libc\\); there are packages for ${other}\\. To build it from source .*npm ci && npm run build:debug`));
 });
