@@ -98,12 +98,12 @@ test('npm install kern-sandbox by name from the registry, with no cargo or rustc
   // The main package is platform-neutral: JS, types, the launcher; no addon, no kern.
   const main = path.join(project, 'node_modules', pkg.name);
   const mainFiles = walk(main);
-  expect(mainFiles).toEqual(expect.arrayContaining(['js/index.js', 'js/platform.js', 'js/native.js', 'bin/kern.js', 'index.d.ts']));
+  expect(mainFiles).toEqual(expect.arrayContaining(['js/index.js', 'js/platform.js', 'js/native.js', 'bin/kern.js', 'index.d.ts', 'LICENSE']));
   expect(mainFiles.filter((f) => f.endsWith('.node') || path.basename(f) === 'kern')).toEqual([]);
   expect(require(path.join(main, 'package.json')).optionalDependencies).toMatchObject({ [platformName]: pkg.version });
   // The platform package carries both, executable.
   const plat = path.join(project, 'node_modules', platformName);
-  expect(walk(plat).sort()).toEqual([`${pkg.napi.binaryName}.${key}.node`, 'README.md', 'kern', 'package.json'].sort());
+  expect(walk(plat).sort()).toEqual([`${pkg.napi.binaryName}.${key}.node`, 'LICENSE', 'README.md', 'kern', 'package.json'].sort());
   fs.accessSync(path.join(plat, 'kern'), fs.constants.X_OK);
   expect(fs.realpathSync(path.join(project, 'node_modules', '.bin', 'kern'))).toBe(path.join(main, 'bin', 'kern.js'));
 });

@@ -96,13 +96,14 @@ function npmPack(dir, name) {
 const got = artefacts();
 fs.mkdirSync(dist, { recursive: true });
 
-// The platform package: npm/<key>'s package.json and README, plus the two binaries.
+// The platform package: npm/<key>'s package.json and README, the licence, and the two binaries.
 const platDir = path.join(stage, `${pkg.name}-${key}`);
 fs.rmSync(platDir, { recursive: true, force: true });
 const platSrc = path.join(root, 'npm', key);
 const platPkg = JSON.parse(fs.readFileSync(path.join(platSrc, 'package.json'), 'utf8'));
 if (platPkg.version !== pkg.version) fail(`npm/${key}/package.json is ${platPkg.version}, package.json ${pkg.version}: make them equal`);
 copy(path.join(platSrc, 'README.md'), path.join(platDir, 'README.md'));
+copy(path.join(root, 'LICENSE'), path.join(platDir, 'LICENSE'));
 for (const [from, name] of [[got.addon, addonName], [got.kern, 'kern']]) {
   copy(from, path.join(platDir, name), 0o755);
   // The dev build's debug info is 3/4 of its size (110 MB unpacked): the install test would pack,
@@ -126,6 +127,7 @@ const mainDir = path.join(stage, pkg.name);
 fs.rmSync(mainDir, { recursive: true, force: true });
 for (const f of pkg.files) copy(f === 'js/native.js' ? got.nativeJs : path.join(root, f), path.join(mainDir, f));
 copy(path.join(root, 'README.md'), path.join(mainDir, 'README.md'));
+copy(path.join(root, 'LICENSE'), path.join(mainDir, 'LICENSE'));
 const { scripts, devDependencies, jest, ...published } = pkg; // eslint-disable-line no-unused-vars
 published.optionalDependencies = Object.fromEntries(supportedKeys().map((k) => [`${pkg.name}-${k}`, pkg.version]));
 fs.writeFileSync(path.join(mainDir, 'package.json'), `${JSON.stringify(published, null, 2)}\n`);
