@@ -7,7 +7,9 @@
 # Debian packages: debootstrap (test rootfs), bubblewrap (benchmarks), acl (setfacl for workspace
 # ACLs), uidmap (newuidmap/newgidmap for rootless id ranges), hyperfine, procps, util-linux, and
 # for the image tests a real registry and its tools: docker-registry, skopeo (pushes the test
-# images), apache2-utils (htpasswd for the basic-auth registry), zstd (a zstd test layer).
+# images), apache2-utils (htpasswd for the basic-auth registry), zstd (a zstd test layer); for the
+# cgroup-v2 guest (scripts/cgv2-vm.sh): patchelf (points the UML kernel at its own libc) and
+# e2fsprogs (mkfs.ext4 -d makes the guest's disk image).
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
 # only checks they are there and says what to do if not.
 set -euo pipefail
@@ -21,7 +23,7 @@ die() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd)
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd patchelf e2fsprogs)
 missing=()
 for p in "${packages[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
