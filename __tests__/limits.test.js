@@ -9,6 +9,7 @@ const path = require('path');
 const { spawnSync } = require('child_process');
 const {
   capsEnforced,
+  childrenNamed,
   requireRootfs,
   opts,
   uniqueName,
@@ -62,6 +63,21 @@ describe('memory', () => {
       expect(summary(r)).toMatchObject({ fault: { type: 'oom' } });
       expect(r.fault.message).toMatch(/\/tmp/);
       expect(r.stdout).not.toContain('WROTE-ALL');
+    });
+  });
+
+  // Rootless on cgroup v2 each kern starts in a delegated systemd scope; a kern killed from
+  // outside (here the session's waiting spare) once made the library give the scope up for the
+  // rest of the process, so every later box fell back to rlimits.
+  enforcedTest('a kern killed from outside leaves later boxes capped: oom fault, no best-effort note', async () => {
+    await withOpen({ memoryMb: 64 }, async (s) => {
+      expectOk(await s.run(['true']));
+      expect(await waitFor(() => childrenNamed('kern').length > 0)).toBe(true);
+      for (const pid of childrenNamed('kern')) process.kill(pid, 'SIGKILL');
+      expectOk(await s.run(['true'])); // the session notices its spare is gone
+      const r = await s.runCode('b = b"x" * (400 * 1024 * 1024)\nprint("ALLOCATED")\n', { timeoutS: 60 });
+      expect(summary(r)).toMatchObject({ fault: { type: 'oom' } });
+      expect(r.runtimeNotes.join('\n')).not.toMatch(/best-effort/);
     });
   });
 
