@@ -22,6 +22,7 @@ case "${1:-}" in
 prep)
   [[ $# -ge 3 ]] || die "usage: cgv2-guest.sh prep ROOTFS NODE [OWNER]"
   rootfs=$2 node=$3 owner=${4:-root}
+  SECONDS=0
   host=/mnt/kern-host
   mkdir -p "$host" /var/cache/kern-sandbox-test/rootfs-bookworm
   mount -t hostfs -o / none "$host" || die "cannot mount the host's / (hostfs)"
@@ -33,6 +34,7 @@ prep)
   mkdir -p "$dest"
   tar -C /share --exclude=./target --exclude=./.git -cf - . | tar -C "$dest" -xf -
   chown -R "$owner:" "$dest"
+  echo "cgv2-guest: prep (test rootfs, node, repo copied in) took ${SECONDS} s" >&2
   ;;
 run)
   shift
@@ -50,10 +52,12 @@ run)
   fi
   echo "cgv2-guest: Linux $(uname -r), cgroup2 (root offers: $(cat /sys/fs/cgroup/cgroup.subtree_control)), PID 1 systemd $(systemctl --version | sed -n '1s/^systemd \([0-9]*\).*/\1/p'), node $(node --version), as $(id -un) (uid $(id -u)), user manager: $manager" >&2
   cd "$dest"
+  SECONDS=0
   report=$(mktemp /tmp/kern-cgv2-jest.XXXXXX.json)
   rc=0
   CI=true KERN_TEST_REQUIRE_ENFORCED_CAPS=1 node node_modules/jest/bin/jest.js --ci --json \
     "--outputFile=$report" "$@" >&2 || rc=$?
+  echo "cgv2-guest: jest took ${SECONDS} s" >&2
   cat "$report"
   exit "$rc"
   ;;
