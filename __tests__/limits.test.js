@@ -10,6 +10,7 @@ const { spawnSync } = require('child_process');
 const {
   capsEnforced,
   childrenNamed,
+  isAlive,
   requireRootfs,
   opts,
   uniqueName,
@@ -73,8 +74,11 @@ describe('memory', () => {
     await withOpen({ memoryMb: 64 }, async (s) => {
       expectOk(await s.run(['true']));
       expect(await waitFor(() => childrenNamed('kern').length > 0)).toBe(true);
-      for (const pid of childrenNamed('kern')) process.kill(pid, 'SIGKILL');
-      expectOk(await s.run(['true'])); // the session notices its spare is gone
+      const killed = childrenNamed('kern');
+      for (const pid of killed) process.kill(pid, 'SIGKILL');
+      // Dead before the next call, so that call finds its spare gone rather than racing the kill.
+      expect(await waitFor(() => killed.every((pid) => !isAlive(pid)))).toBe(true);
+      expectOk(await s.run(['true']));
       const r = await s.runCode('b = b"x" * (400 * 1024 * 1024)\nprint("ALLOCATED")\n', { timeoutS: 60 });
       expect(summary(r)).toMatchObject({ fault: { type: 'oom' } });
       expect(r.runtimeNotes.join('\n')).not.toMatch(/best-effort/);
