@@ -74,8 +74,16 @@ describe('memory', () => {
     await withOpen({ memoryMb: 64 }, async (s) => {
       expectOk(await s.run(['true']));
       expect(await waitFor(() => childrenNamed('kern').length > 0)).toBe(true);
-      const killed = childrenNamed('kern');
-      for (const pid of killed) process.kill(pid, 'SIGKILL');
+      // The waiting spare, and any kern still tearing the last box down (which may end first).
+      const killed = childrenNamed('kern').filter((pid) => {
+        try {
+          process.kill(pid, 'SIGKILL');
+          return true;
+        } catch {
+          return false;
+        }
+      });
+      expect(killed.length).toBeGreaterThan(0);
       // Dead before the next call, so that call finds its spare gone rather than racing the kill.
       expect(await waitFor(() => killed.every((pid) => !isAlive(pid)))).toBe(true);
       expectOk(await s.run(['true']));

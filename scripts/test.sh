@@ -124,18 +124,18 @@ abort() {
 }
 
 rm -f "$root_report"
-# The rootless suites this invocation runs: all of them, or those the filter matches.
-rootless_run=()
-for t in "${rootless_tests[@]}"; do
-  [[ -z "$filter" || "$t" =~ $filter ]] && rootless_run+=("$t")
-done
+# The suites of a run that this invocation runs: all of them, or those the filter matches.
+matching() {
+  local t
+  for t in "$@"; do
+    [[ -z "$filter" || "$t" =~ $filter ]] && printf '%s\n' "$t"
+  done
+}
+mapfile -t rootless_run < <(matching "${rootless_tests[@]}")
 if [[ "$skip_rootless" != 1 && ${#rootless_run[@]} -gt 0 ]]; then
   rootless_expected=1
 fi
-cgv2_run=()
-for t in "${cgv2_tests[@]}"; do
-  [[ -z "$filter" || "$t" =~ $filter ]] && cgv2_run+=("$t")
-done
+mapfile -t cgv2_run < <(matching "${cgv2_tests[@]}")
 if [[ "${KERN_SKIP_CGV2:-0}" != 1 && ${#cgv2_run[@]} -gt 0 ]]; then
   cgv2_expected=1
 fi
