@@ -11,6 +11,11 @@ const { spawn } = require('child_process');
 const ROOTFS = process.env.KERN_TEST_ROOTFS || '/var/cache/kern-sandbox-test/rootfs-bookworm';
 const ROOTFS_STAMP = path.join(ROOTFS, '.kern-test-rootfs');
 const isRoot = process.getuid() === 0;
+/** Whether this run asserts the memory/pids/cpu caps as cgroup-enforced: as root, and wherever
+ * KERN_TEST_REQUIRE_ENFORCED_CAPS=1 says a rootless run has a delegated cgroup to put them in
+ * (the cgroup-v2 guest's rootless run, scripts/test-cgv2.sh). There the tests that would accept
+ * the rlimit fallback, or skip, assert enforcement instead. */
+const capsEnforced = isRoot || process.env.KERN_TEST_REQUIRE_ENFORCED_CAPS === '1';
 
 function rootfsReady() {
   return fs.existsSync(ROOTFS_STAMP);
@@ -449,6 +454,7 @@ module.exports = {
   ROOTFS,
   ROOTFS_STAMP,
   isRoot,
+  capsEnforced,
   rootfsReady,
   requireRootfs,
   opts,

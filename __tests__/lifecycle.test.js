@@ -122,15 +122,18 @@ describe('open/close', () => {
     await expectSandboxError(() => s.runCode('print(1)'), SandboxError, /clos/i);
   });
 
+  // What is under test is that every call gets its box and succeeds, not how fast: each call
+  // has a deadline well past what 100 boxes sharing one slow CPU need (the cgroup-v2 guest has
+  // one vCPU; rootless there, 28 of 100 calls ran past the default 30 s on a busy host).
   test('100 concurrent calls in one sandbox all succeed', async () => {
     await withSandbox(opts(), async (s) => {
       const rs = await Promise.all(
-        Array.from({ length: 100 }, (_, i) => s.runCode(`import os\nprint(${i}, os.getpid() < 10)`))
+        Array.from({ length: 100 }, (_, i) => s.runCode(`import os\nprint(${i}, os.getpid() < 10)`, { timeoutS: 240 }))
       );
       const bad = rs.map((r, i) => [i, r]).filter(([i, r]) => !r.success || r.stdout !== `${i} True\n`);
       expect(bad.map(([i, r]) => ({ i, ...summary(r) }))).toEqual([]);
     });
-  });
+  }, 300000);
 
   test('concurrent calls in one sandbox each get their own box', async () => {
     await withSandbox(opts(), async (s) => {

@@ -9,7 +9,9 @@
 # for the image tests a real registry and its tools: docker-registry, skopeo (pushes the test
 # images), apache2-utils (htpasswd for the basic-auth registry), zstd (a zstd test layer); for the
 # registry-network tests (__tests__/registries.test.js) tinyproxy-bin (a real forward proxy, the
-# binary without the Debian service) and openssl (a test CA made at test time).
+# binary without the Debian service) and openssl (a test CA made at test time); for the
+# cgroup-v2 guest (scripts/cgv2-vm.sh): patchelf (points the UML kernel at its own libc) and
+# e2fsprogs (mkfs.ext4 -d makes the guest's disk image).
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
 # only checks they are there and says what to do if not.
 set -euo pipefail
@@ -23,7 +25,7 @@ die() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl)
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs)
 missing=()
 for p in "${packages[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"

@@ -5,14 +5,18 @@
 #
 # Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> cargo fmt/clippy -> cargo test
 # (pure Rust) -> test rootfs -> Jest as root -> Jest core suite as the unprivileged user
-# `kerntest` (the rootless path) -> summary. A build failure stops at once; every other failure
-# is recorded and the remaining steps still run, so one report shows everything. The very last
-# line is always `N passed, N failed`, summed over both Jest runs.
+# `kerntest` (the rootless path) -> the core, limits, isolation and lifecycle suites in a
+# cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh) -> summary. A build
+# failure stops at once; every other failure is recorded and the remaining steps still run, so
+# one report shows everything. The very last line is always `N passed, N failed`, summed over
+# all four Jest runs.
 #
 # Environment:
 #   KERN_SKIP_ROOTLESS=1     skip the run as `kerntest` (quick local runs)
+#   KERN_SKIP_CGV2=1         skip the cgroup-v2 guest runs (quick local runs; CI never sets it)
 #   KERN_TEST_FILTER=regex   only Jest test files whose path matches (Jest's positional pattern);
-#                            the rootless run is skipped when it matches none of its suites
+#                            the rootless and guest runs are skipped when it matches none of
+#                            their suites
 #   KERN_TEST_ROOTFS=dir     test rootfs location (default: see scripts/build-test-rootfs.sh)
 #   KERN_TEST_ROOTFS_SCI=dir the rootfs with matplotlib/pandas/numpy (scripts/build-test-rootfs-sci.sh)
 #   KERN_TEST_IMAGES=dir     the OCI test images (scripts/build-test-images.sh)
@@ -32,7 +36,12 @@ rootless_tests=(__tests__/core.test.js __tests__/options.test.js __tests__/rootf
   # can't be left out); root-only checks inside are guarded with process.getuid() === 0.
   __tests__/attack/*.test.js)
 
+# The suites that run in the cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh).
+cgv2_tests=(__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js)
+
 root_report="$repo/.jest-results.json"
+cgv2_out="$repo/.cgv2-results" # the guest runs' reports and logs (scripts/test-cgv2.sh)
+cgv2_expected=0        # 1 when the guest runs are part of this invocation
 rootless_report=""     # set once the rootless run has an output location
 rootless_expected=0    # 1 when the rootless run is part of this invocation
 rootless_copy=""       # temp copy of the repo, when kerntest cannot read it in place
@@ -58,15 +67,22 @@ trap cleanup EXIT
 # Prints the summary; the LAST line is `N passed, N failed` over the Jest runs. A Jest run that
 # was expected but left no report, or whose suites failed to run, counts as failed.
 summary() {
-  local counts
+  local counts g runs=(root "$root_report" "$root_rc" 0)
+  [[ "$rootless_expected" == 1 ]] && runs+=(rootless "$rootless_report" "$rootless_rc" 0)
+  if [[ "$cgv2_expected" == 1 ]]; then
+    # Strict (the last field): a test skipped in the guest was not run there, so it counts as failed.
+    for g in root rootless; do
+      runs+=("cgv2 $g" "$cgv2_out/cgv2-$g.json" "$(cat "$cgv2_out/cgv2-$g.rc" 2>/dev/null)" 1)
+    done
+  fi
   printf '\n==> summary\n'
-  counts="$(node - "$root_report" "$root_rc" "$rootless_expected" "$rootless_report" "$rootless_rc" <<'EOF'
+  counts="$(node - "${runs[@]}" <<'EOF'
 const fs = require('fs');
-const [rootReport, rootRc, rootlessExpected, rootlessReport, rootlessRc] = process.argv.slice(2);
-const runs = [['root', rootReport, rootRc]];
-if (rootlessExpected === '1') runs.push(['rootless', rootlessReport, rootlessRc]);
+const args = process.argv.slice(2);
 let passed = 0, failed = 0;
-for (const [name, file, rc] of runs) {
+// Four arguments per Jest run: name, report file, exit status, strict (1: skipped = failed).
+for (let i = 0; i < args.length; i += 4) {
+  const [name, file, rc, strict] = args.slice(i, i + 4);
   let r;
   try {
     r = JSON.parse(fs.readFileSync(file, 'utf8'));
@@ -80,9 +96,11 @@ for (const [name, file, rc] of runs) {
   // A run Jest itself called failed (success false, or a non-zero exit: no tests found, a
   // run-level error) never reads as "0 failed".
   if (f === 0 && (r.success === false || (rc !== '' && rc !== '0'))) f = 1;
+  const skipped = (r.numPendingTests || 0) + (r.numTodoTests || 0);
+  if (strict === '1') f += skipped;
   console.error(`jest ${name}: ${p} passed, ${f} failed` +
     (r.numRuntimeErrorTestSuites ? ` (${r.numRuntimeErrorTestSuites} suite(s) failed to run)` : '') +
-    (r.numPendingTests ? `, ${r.numPendingTests} skipped` : ''));
+    (skipped ? `, ${skipped} skipped` + (strict === '1' ? ' (counted as failed: this run is strict)' : '') : ''));
   passed += p;
   failed += f;
 }
@@ -106,14 +124,22 @@ abort() {
 }
 
 rm -f "$root_report"
-# The rootless suites this invocation runs: all of them, or those the filter matches.
-rootless_run=()
-for t in "${rootless_tests[@]}"; do
-  [[ -z "$filter" || "$t" =~ $filter ]] && rootless_run+=("$t")
-done
+# The suites of a run that this invocation runs: all of them, or those the filter matches.
+matching() {
+  local t
+  for t in "$@"; do
+    [[ -z "$filter" || "$t" =~ $filter ]] && printf '%s\n' "$t"
+  done
+}
+mapfile -t rootless_run < <(matching "${rootless_tests[@]}")
 if [[ "$skip_rootless" != 1 && ${#rootless_run[@]} -gt 0 ]]; then
   rootless_expected=1
 fi
+mapfile -t cgv2_run < <(matching "${cgv2_tests[@]}")
+if [[ "${KERN_SKIP_CGV2:-0}" != 1 && ${#cgv2_run[@]} -gt 0 ]]; then
+  cgv2_expected=1
+fi
+rm -rf "$cgv2_out"
 
 step "setup: Debian packages, toolchain check, npm ci (scripts/setup-deps.sh)"
 bash scripts/setup-deps.sh || abort "setup-deps.sh"
@@ -216,6 +242,19 @@ elif [[ "$skip_rootless" == 1 ]]; then
   step "jest (rootless): skipped (KERN_SKIP_ROOTLESS=1)"
 else
   step "jest (rootless): skipped (KERN_TEST_FILTER='$filter' matches none of ${rootless_tests[*]})"
+fi
+
+if [[ "$cgv2_expected" == 1 ]]; then
+  # Boots scripts/cgv2-vm.sh's guest twice (its first run on a machine builds the guest image).
+  step "jest (cgroup v2 + systemd guest, root and rootless): ${cgv2_run[*]} (scripts/test-cgv2.sh)"
+  cgv2_t0=$(date +%s)
+  KERN_CGV2_SUITES="${cgv2_run[*]}" bash scripts/test-cgv2.sh "$cgv2_out" ||
+    fail "jest (cgroup v2 guest): see $cgv2_out/cgv2-*.log"
+  echo "cgroup v2 guest step: $(($(date +%s) - cgv2_t0)) s"
+elif [[ "${KERN_SKIP_CGV2:-0}" == 1 ]]; then
+  step "jest (cgroup v2 guest): skipped (KERN_SKIP_CGV2=1)"
+else
+  step "jest (cgroup v2 guest): skipped (KERN_TEST_FILTER='$filter' matches none of ${cgv2_tests[*]})"
 fi
 
 summary

@@ -73,6 +73,14 @@ pub struct Kern {
 /// caps then fall back to rlimits, with a warning from kern).
 static SYSTEMD_SCOPE_WORKS: AtomicBool = AtomicBool::new(true);
 
+/// Whether a scoped kern that ended before its box means systemd-run could not start the scope:
+/// it then exits with an error code, never having exec'd kern. A kern killed by a signal (a
+/// spare killed from outside, the OOM killer) says nothing about systemd-run, and must not turn
+/// the delegated scope off for every later box of this process.
+fn scope_refused(status: std::process::ExitStatus) -> bool {
+    status.code().is_some_and(|code| code != 0)
+}
+
 /// Unprivileged on cgroup v2, the only cgroups a user may write are those systemd delegated,
 /// and a process may only move between cgroups below a common delegated ancestor. So kern must
 /// *start* in a delegated cgroup: a transient scope with `Delegate=yes`, one per kern. That
@@ -209,8 +217,7 @@ impl Kern {
         match self.child.try_wait() {
             Ok(None) => true,
             Ok(Some(status)) => {
-                // systemd-run exits on its own only when it could not start the scope.
-                if self.scoped && !status.success() {
+                if self.scoped && scope_refused(status) {
                     SYSTEMD_SCOPE_WORKS.store(false, Ordering::Relaxed);
                 }
                 false
@@ -304,7 +311,13 @@ impl Kern {
             // that could not start its scope): nothing ran.
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => {
                 if self.scoped {
-                    SYSTEMD_SCOPE_WORKS.store(false, Ordering::Relaxed);
+                    // It has closed its end, so it has exited or is exiting.
+                    let status = tokio::time::timeout(DRAIN_GRACE, self.child.wait()).await;
+                    if let Ok(Ok(status)) = status {
+                        if scope_refused(status) {
+                            SYSTEMD_SCOPE_WORKS.store(false, Ordering::Relaxed);
+                        }
+                    }
                 }
                 return Ok(None);
             }

@@ -3,7 +3,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {
@@ -359,7 +359,27 @@ fn open_tree(
     let ret = unsafe { libc::syscall(libc::SYS_open_tree, dirfd, path.as_ptr(), flags) };
     let fd = check(ret)? as RawFd;
     // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let tree = unsafe { OwnedFd::from_raw_fd(fd) };
+    // A clone of a shared mount is a peer of it: under systemd (which makes `/` shared) a mount
+    // the box later makes on the attached tree (`.deps` read-only, a mask) would propagate back
+    // to the host's namespace, and stay there. The box's own `/` is made private, but a tree
+    // attached afterwards keeps the propagation it was cloned with.
+    set_propagation_private(tree.as_fd())?;
+    Ok(tree)
+}
+
+/// Makes a detached tree (and every mount below it) private: nothing mounted on it propagates
+/// to or from the mounts it was cloned from.
+fn set_propagation_private(tree: BorrowedFd<'_>) -> io::Result<()> {
+    setattr_tree(
+        tree,
+        &MountAttr {
+            attr_set: 0,
+            attr_clr: 0,
+            propagation: libc::MS_PRIVATE,
+            userns_fd: 0,
+        },
+    )
 }
 
 /// Sets flags on a detached tree, and with `userns` makes it an idmapped mount: files appear
@@ -381,6 +401,11 @@ pub fn mount_setattr_fd(
         propagation: 0,
         userns_fd: userns.map(|u| u.as_raw_fd() as u64).unwrap_or(0),
     };
+    setattr_tree(tree, &attr)
+}
+
+/// `mount_setattr(2)` on a detached tree and every mount below it.
+fn setattr_tree(tree: BorrowedFd<'_>, attr: &MountAttr) -> io::Result<()> {
     let empty = c"";
     // SAFETY: the empty path is NUL-terminated, `attr` is a properly laid out
     // `struct mount_attr` alive for the call, and the size passed is its exact size.
@@ -390,7 +415,7 @@ pub fn mount_setattr_fd(
             tree.as_raw_fd(),
             empty.as_ptr(),
             (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
-            &attr as *const MountAttr,
+            attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
     };
