@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `apparmor`: the workload enters a named, pre-loaded AppArmor profile at exec, and the box fails
 // closed when it can't. This machine has no AppArmor, so what is shown here is the closed side:
 // the box never runs unconfined, and its code never starts.

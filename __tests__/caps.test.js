@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `capDrop`: which capabilities the workload loses. Default ["ALL"]; [] keeps them all; names
 // drop just those. Whatever is kept counts only inside the box's own user namespace: box root
 // is never host root, and nested user namespaces stay refused.

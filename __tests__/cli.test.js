@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — the flags map onto the same boxes core.test.js runs rootless
 // The `kern` runtime from a terminal: the same box as the API, with flags named like the options.
 
 const path = require('path');

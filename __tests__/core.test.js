@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Core behaviour. CI runs this file twice: as root and as an unprivileged user. Every test must pass
 // in both; it branches on `capsEnforced` only where the behaviour legitimately differs (an enforced cgroup
 // cap vs a best-effort rlimit with a runtime note).

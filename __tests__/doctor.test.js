@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `kern doctor`: one line per thing kern-sandbox needs from the host. Run as root and (through
 // scripts/test.sh's rootless list) as an unprivileged user; its verdict on the caps is checked
 // against what a real box with `requireLimits` gets on the same host and account.

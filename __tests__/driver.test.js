@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — no box: the python driver on the host's python3
 // The python driver (src/lang/driver.py) on the host's python3, without a box: cells go in as
 // frames on fd 3 (a socketpair: Node's extra 'pipe'), results come back as frames; stdout and
 // stderr are the user's. KERN_TEST_PYTHON picks another interpreter (e.g. one with matplotlib);

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // The host file API (readFile, writeFile, listFiles) against a workspace that a box has planted
 // things in: symlinks to host files and directories, FIFOs, sockets, hard links, hostile path
 // strings, and a box that keeps swapping a directory for a symlink while the host reads and writes

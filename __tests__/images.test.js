@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Images through the public API, against a REAL registry (Debian's docker-registry on loopback),
 // fed by skopeo from OCI layouts built from the test rootfs (scripts/build-test-images.sh).
 // Every pull goes into a store of its own (KERN_HOME), so each test sees a cold cache unless it

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — packs and installs the package from a local registry; once, as root, is enough
 // `npm install kern-sandbox` as a user gets it: dist/*.tgz (`npm run pack:all`; built here with
 // --dev when missing or older than the build) are published to a real local registry
 // (Verdaccio, no uplinks), then installed BY NAME into a fresh directory with a fresh HOME and

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // What the box can see and touch. Every attack test asserts the attack failed AND the host canary
 // (file, process, setting) is untouched.
 

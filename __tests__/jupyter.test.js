@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Jupyter kernels of the image (`kernel({ jupyter })`): IPython (Debian's python3-ipykernel) and
 // R (r-cran-irkernel) on the sci test rootfs, driven over ZeroMQ ipc:// sockets, through the
 // public API.

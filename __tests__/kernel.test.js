@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 const fs = require('fs');
 // The warm kernel: one long-lived box running the python driver, through the public API.
 

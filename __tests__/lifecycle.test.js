@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — runs rootless in the cgroup-v2 guest (scripts/test-cgv2.sh)
 // Session lifecycle: open/close, withSandbox, workspaces, one-shot runCode, file tracking, process
 // exit, and what happens when the runtime process dies mid-call.
 

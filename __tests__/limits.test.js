@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — caps checked as enforced as root; rootless in the cgroup-v2 guest (test-cgv2.sh)
 // Resource caps and deadlines. Runs as root in CI: caps are asserted as enforced there; where a cap
 // is legitimately best-effort (rootless), the test asserts the runtime note instead. Rootless with
 // a delegated cgroup (KERN_TEST_REQUIRE_ENFORCED_CAPS=1, the cgroup-v2 guest) they are asserted

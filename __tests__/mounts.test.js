@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `mounts`: extra host binds. Every sensitive source is refused with MountRefused before any box
 // exists (checked as resolved through symlinks); what is allowed is mounted read-only unless "rw",
 // and a read-only mount stays unwritable from the box.

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // The two ways out of a box: `network: true` (the host's network) and `egressAllow` (a proxy that
 // admits only the listed hosts). Real servers on this machine only: HTTP servers on 127.0.0.1 in
 // this process, and, as root, HTTP/TLS "test hosts" in a network namespace this file creates

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Option validation: what this release refuses, what is a programmer mistake, and the error classes.
 
 const fs = require('fs');

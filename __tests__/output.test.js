@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — capture and streaming do not depend on the caller's uid
 // Output capture, caps and live streaming.
 
 const { spawnSync } = require('child_process');

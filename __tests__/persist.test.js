@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Resident boxes (`persist`): one box per name, met by every Sandbox and every process that names
 // it, kept to its TTL by kern itself. Real boxes, real processes, no mocks.
 

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // The prewarm pool: boxes whose python driver booted before the call, each serving one cell.
 
 const { Sandbox } = require('..');

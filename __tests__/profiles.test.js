@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `profiles`: kern.toml resource profiles. Each test writes its own kern.toml and points
 // KERN_CONFIG at it. vcpu caps are read back from the box's cgroup as root; rootless (cgroup v1,
 // no cgroup of our own) from the rlimit and the runtime notes kern falls back on. Devices and

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Registries the way users meet them: an HTTPS registry signed by a private CA (made here with
 // openssl), the system CA store and KERN_REGISTRY_CA, a real forward proxy (Debian's tinyproxy,
 // its log read back), and Docker Hub mirrors (KERN_REGISTRY_MIRRORS). Real docker-registry

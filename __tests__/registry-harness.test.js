@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — no box: checks the test registry harness itself
 // The registry harness itself (__tests__/support/registry.js): if these fail, image-pull test
 // failures say nothing about the client. Real docker-registry, real skopeo, real HTTP.
 

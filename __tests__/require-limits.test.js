@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `requireLimits`: a Sandbox refuses to open unless the memory and pids caps are read back from
 // the box's cgroup as set. As root on this machine (cgroup v1, writable) they are, and the caps
 // hold; as an unprivileged user on cgroup v1 nothing can be delegated, so open() refuses rather

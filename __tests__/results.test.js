@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Rich results of python runCode: the driver's IPython rules, through real boxes on a test image
 // that has matplotlib, pandas and numpy (scripts/build-test-rootfs-sci.sh).
 

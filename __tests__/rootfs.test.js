@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // What a box's root shows of its image: the host image exposes only what programs need (issue 16,
 // item 14), and an image without /etc/hosts or /etc/hostname gets them, so `localhost` resolves
 // (item 16).

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `setup`: one networked box at open() that installs into /workspace/.deps, and what later boxes
 // see of it. The install test reaches the real PyPI (reachable from this project's machines)
 // through the setup box's egress proxy (setupNetwork "public") and the host's CA store.

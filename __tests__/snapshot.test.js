@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // snapshot()/restore(): the workspace as a gzip tar and back. They are SYNCHRONOUS (they throw, not
 // reject). Covered: a faithful round trip (nested dirs, binary, modes, unicode, long paths), what is
 // left out (.deps, symlinks, special files, with a KERN_SNAPSHOT_SKIPPED warning), the consistency

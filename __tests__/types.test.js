@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — no box: type-checks index.d.ts
 // Checks the hand-kept TypeScript surface (index.d.ts):
 //  1. __tests__/types/consumer.ts, which uses every export/option/overload (and asserts a few misuses
 //     with @ts-expect-error), type-checks under --strict against the package root.

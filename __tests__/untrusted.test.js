@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `securityProfile: "untrusted"`: a seccomp allowlist on top of the standard posture. Ordinary
 // Python, Node and bash work keeps working; `clone3`, `io_uring_*`, x32 and unknown syscalls
 // answer ENOSYS (libc falls back); the escape syscalls fail with EPERM and the result carries

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `user`: the account every box runs as, resolved in the image's /etc/passwd. The workspace is
 // idmapped to that account, so what it writes lands owned by the workspace's owner on the host,
 // and files it closes to everyone else (0600/0700) stay readable through the host file API.

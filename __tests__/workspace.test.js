@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // The workspace across calls: `workspaceMaxBytes` (a cooperative cap checked between calls) and
 // `pycCache` (the image's compiled stdlib, built once per image in the background).
 

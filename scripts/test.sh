@@ -30,11 +30,6 @@ export NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false
 filter="${KERN_TEST_FILTER:-}"
 skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
-# The suites that run a second time as an unprivileged user: the rootless path is real.
-rootless_tests=(__tests__/core.test.js __tests__/options.test.js __tests__/rootfs.test.js __tests__/isolation.test.js __tests__/images.test.js __tests__/results.test.js __tests__/kernel.test.js __tests__/prewarm.test.js __tests__/files.test.js __tests__/snapshot.test.js __tests__/mounts.test.js __tests__/setup.test.js __tests__/workspace.test.js __tests__/network.test.js __tests__/require-limits.test.js __tests__/apparmor.test.js __tests__/caps.test.js __tests__/untrusted.test.js __tests__/user.test.js __tests__/profiles.test.js __tests__/persist.test.js __tests__/jupyter.test.js __tests__/doctor.test.js __tests__/registries.test.js
-  # The attack suite (__tests__/attack): every file runs rootless too (the glob, so a new one
-  # can't be left out); root-only checks inside are guarded with process.getuid() === 0.
-  __tests__/attack/*.test.js)
 
 # The suites that run in the cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh).
 cgv2_tests=(__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js)
@@ -131,6 +126,13 @@ matching() {
     [[ -z "$filter" || "$t" =~ $filter ]] && printf '%s\n' "$t"
   done
 }
+# The suites that run a second time as an unprivileged user (the rootless path is real): each
+# test file says whether at its top (`// rootless: yes` / `// rootless: no — why`); a file that
+# says neither is a failed step (scripts/rootless-tests.sh).
+rootless_list="$(bash scripts/rootless-tests.sh)" ||
+  fail "rootless list: a test file lacks its '// rootless:' line (bash scripts/rootless-tests.sh)"
+rootless_tests=()
+[[ -z "$rootless_list" ]] || mapfile -t rootless_tests <<<"$rootless_list"
 mapfile -t rootless_run < <(matching "${rootless_tests[@]}")
 if [[ "$skip_rootless" != 1 && ${#rootless_run[@]} -gt 0 ]]; then
   rootless_expected=1

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, host secrets: the host process's environment (secret canaries set in the REAL
 // environment of this Jest process, which the addon and kern inherit), /proc/*/environ and
 // cmdline of every box process (kern's PID 1 carries the host environment: it must stay

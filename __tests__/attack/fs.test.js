@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, host filesystem: code in the box tries to reach, read or write host files through
 // `..`, symlinks, /proc magic links, chroot tricks, device nodes, remounts, /proc/*/exe and leaked
 // fds; then the host's own file API is pointed at a hostile tree the box planted. Each test asserts

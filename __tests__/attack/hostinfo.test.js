@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // What a box may learn of the host is nothing it did not need. The box's PID 1 is kern's own
 // process: its command line must not name where kern lives on the host. (A bind mount's source
 // path does show in /proc/self/mountinfo: the kernel prints it, see README "Known gaps".)

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, network. Host listeners on this machine count every connection/datagram they get:
 // a TCP server on 0.0.0.0 (reachable on the host's loopback and its external address), a UDP
 // socket, and an abstract unix socket. The box, with no network and then with an `egressAllow`

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, the shared pyc cache (`pycCache`): one Sandbox's workspace is poisoned with
 // modules the cache builder might import (py_compile, compileall, shutil, re, sitecustomize, a
 // fake os and encodings, .pth files, and the same under .deps and the user site). Each one, if it

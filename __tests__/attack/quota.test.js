@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // `workspaceMaxBytes` can't be walked around: a box that makes more entries than kern tracks,
 // entries that hold no data, or a directory kern can't read, still has its workspace measured
 // whole (or the check fails closed), and the next call is refused with `workspace_full`. The

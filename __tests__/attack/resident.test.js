@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // A resident box (`persist`) shares one PID namespace and one account between its calls. What
 // one call leaves running must not read, trace or write a later call: its environment (another
 // Sandbox of the same name passes its own `env`), its source (bash's `-c` argument), its memory,

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, resource exhaustion: a setsid fork bomb, a node memory bomb, filling /dev/shm and
 // a small /tmp, an inode flood, output floods (one endless line; endless stderr under a timeout),
 // daemons that try to outlive the call, zombies and a thread bomb. Each must end inside the box

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, results: what a box sends back must reach the host whole or bounded, never as a
 // throw or a host memory blow-up, and never as keys that stand in for the host's own methods.
 // Output of legal bytes that JSON would escape sixfold (NUL), a million tiny results, results

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Set-id bits from a box are never honoured on the host, not even while the call runs.
 //
 // A file a box writes in the workspace or a "rw" mount is a host file, owned on the host by the

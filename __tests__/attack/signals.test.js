@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, signals: the box tries to signal host processes (by host pid, by process group,
 // kill(-1), pidfds) and its own PID 1. The PID namespace is the defence: host pids do not exist in
 // the box, and PID 1 ignores what it has no handler for.

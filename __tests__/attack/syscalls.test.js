@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, syscalls. Two techniques:
 //
 // 1. bubblewrap's try-syscall: call each dangerous syscall with a harmless bad argument (a bad

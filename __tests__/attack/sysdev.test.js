@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, /sys, /dev, /proc and the kernel keyring: what the box can see of the host's
 // kernel interfaces, and whether it can write any of them (core_pattern, sysrq, uevent_helper,
 // cgroupfs release_agent), read kernel memory or logs, or read the host's keys.

@@ -1,4 +1,5 @@
 'use strict';
+// rootless: yes
 // Attack suite, terminal injection (TIOCSTI / TIOCLINUX, CVE-2017-5226 class). The caller here
 // really has a terminal: a host python harness opens a fresh pty, makes it the controlling
 // terminal of a new session, injects a control string into it itself (proof the ioctl works on
