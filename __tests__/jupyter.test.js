@@ -110,7 +110,7 @@ describe('IPython (ipykernel)', () => {
     expect(r.fault).toBeNull();
     expect(r.codeStderr).toMatch(/ZeroDivisionError: division by zero\n$/);
     expect(r.codeStderr).toMatch(/Traceback/);
-    expect(r.stderr).not.toMatch(/\u001b\[/);
+    expect(r.stderr).not.toContain('\u001b[');
     // The kernel lives on.
     expect((await k.runCode('x')).results[0].text).toBe('41');
   });

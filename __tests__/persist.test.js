@@ -4,7 +4,6 @@
 // it, kept to its TTL by kern itself. Real boxes, real processes, no mocks.
 
 const fs = require('fs');
-const os = require('os');
 const path = require('path');
 const { spawn, spawnSync } = require('child_process');
 const { requireRootfs, tempDirs, uniqueName, isAlive, waitFor, expectSandboxError, isRoot } = require('./helpers');

@@ -6,7 +6,6 @@
 
 const fs = require('fs');
 const path = require('path');
-const { execFileSync } = require('child_process');
 const { ROOTFS, isRoot, requireRootfs, opts, uniqueName, expectOk, summary } = require('./helpers');
 const { withSandbox } = require('..');
 

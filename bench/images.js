@@ -283,7 +283,7 @@ function layoutLayers(dir) {
 /** What GNU tar needs to read a layer: -z for gzip (it runs gzip -d), --zstd (runs zstd -d). */
 function tarArgv(layer, root) {
   const m = layer.mediaType;
-  const z = /gzip$/.test(m) ? ['-z'] : /zstd$/.test(m) ? ['--zstd'] : /tar$/.test(m) ? [] : null;
+  const z = m.endsWith('gzip') ? ['-z'] : m.endsWith('zstd') ? ['--zstd'] : m.endsWith('tar') ? [] : null;
   if (!z) throw new Error(`layer media type ${m} has no tar flag here`);
   return ['tar', ...z, '-xf', layer.file, '-C', root];
 }

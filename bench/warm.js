@@ -46,7 +46,7 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt, sh, readText, readProcs, isOurs, otherWork, closeOnExit } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, percentile, median, writeSection, requireBuilt, sh, readText, readProcs, otherWork, closeOnExit } = require('./common');
 
 const die = dieFor('bench-warm');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);

@@ -83,7 +83,6 @@ async function main() {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-bench-ws-'));
   const kernHome = path.join(scratch, 'home');
   process.env.KERN_HOME = kernHome;
-  const rows = [];
   try {
     // pycCache
     const ok = (r) => r.exitCode === 0 && r.fault === null;

@@ -324,7 +324,7 @@ class Layout {
   }
   /** index.json with one top-level entry tagged `latest` (what `oci:DIR:latest` resolves). */
   tag(desc, ref = 'latest') {
-    const entry = { ...desc, annotations: { ...(desc.annotations || {}), [REF_NAME]: ref } };
+    const entry = { ...desc, annotations: { ...desc.annotations, [REF_NAME]: ref } };
     fs.writeFileSync(
       path.join(this.dir, 'index.json'),
       JSON.stringify({ schemaVersion: 2, mediaType: MT.index, manifests: [entry] })

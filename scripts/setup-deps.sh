@@ -11,7 +11,9 @@
 # registry-network tests (__tests__/registries.test.js) tinyproxy-bin (a real forward proxy, the
 # binary without the Debian service) and openssl (a test CA made at test time); for the
 # cgroup-v2 guest (scripts/cgv2-vm.sh): patchelf (points the UML kernel at its own libc) and
-# e2fsprogs (mkfs.ext4 -d makes the guest's disk image).
+# e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below).
+# ruff (the Python check of scripts/test.sh, scripts/check-python.py) comes pinned from PyPI into
+# target/tools, not into the system's Python.
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
 # only checks they are there and says what to do if not.
 set -euo pipefail
@@ -25,7 +27,7 @@ die() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs)
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs python3-pip)
 missing=()
 for p in "${packages[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
@@ -82,3 +84,24 @@ if [[ ! -d node_modules || ! -f node_modules/.package-lock.json || package-lock.
   fi
   rm -f "$log"
 fi
+
+# --- ruff (PyPI, pinned) -------------------------------------------------------------------------
+# One static binary in a wheel: pip puts it in target/tools/ruff-<version> (--target leaves the
+# system's Python alone), and target/tools/ruff points at the pinned one.
+ruff_version=0.17.5
+ruff_dir="target/tools/ruff-$ruff_version"
+if [[ ! -x "$ruff_dir/bin/ruff" ]]; then
+  python3 -m pip --version >/dev/null 2>&1 ||
+    die "python3 has no pip (needed to install ruff from PyPI): apt-get install python3-pip, then re-run"
+  echo "setup-deps: ruff $ruff_version (PyPI) -> $ruff_dir"
+  rm -rf "$ruff_dir"
+  log="$(mktemp)"
+  if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --only-binary=:all: --target "$ruff_dir" "ruff==$ruff_version" >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    die "pip install ruff==$ruff_version failed"
+  fi
+  rm -f "$log"
+fi
+ln -sfn "ruff-$ruff_version/bin/ruff" target/tools/ruff

@@ -3,9 +3,10 @@
 #
 #   bash scripts/test.sh
 #
-# Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> cargo fmt/clippy -> cargo test
-# (pure Rust) -> test rootfs -> Jest as root -> Jest core suite as the unprivileged user
-# `kerntest` (the rootless path) -> the core, limits, isolation and lifecycle suites in a
+# Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> lints (oxlint,
+# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust) -> test rootfs -> Jest as root ->
+# Jest again as the unprivileged user `kerntest` for the files marked `// rootless: yes` (the
+# rootless path; scripts/rootless-tests.sh) -> the core, limits, isolation and lifecycle suites in a
 # cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh) -> summary. A build
 # failure stops at once; every other failure is recorded and the remaining steps still run, so
 # one report shows everything. The very last line is always `N passed, N failed`, summed over
@@ -156,6 +157,13 @@ npm run build:debug || abort "npm run build:debug"
 # which publishes them to a local registry and installs kern-sandbox by name.
 step "pack: npm run pack:all -- --dev (dist/*.tgz)"
 npm run pack:all -- --dev || fail "npm run pack:all -- --dev"
+
+# A failing lint is recorded like clippy's, not an abort. Both take about a second.
+step "lint: npm run lint (oxlint, .oxlintrc.json: js/ bin/ scripts/*.js bench/ __tests__/)"
+npm run --silent lint || fail "npm run lint (oxlint)"
+
+step "lint: npm run lint:py (py_compile + ruff, ruff.toml: the .py of src/ and scripts/)"
+npm run --silent lint:py || fail "npm run lint:py (scripts/check-python.py)"
 
 step "lint: cargo fmt --check"
 cargo fmt --check || fail "cargo fmt --check (run: cargo fmt)"

@@ -5,7 +5,6 @@
 // cgroupfs release_agent), read kernel memory or logs, or read the host's keys.
 
 const fs = require('fs');
-const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const { KEEP_ALL_CAPS, ROOTFS, requireRootfs, opts, isRoot, tempDirs } = require('../helpers');

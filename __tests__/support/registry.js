@@ -95,7 +95,7 @@ function ensureImages() {
   try {
     execFileSync('bash', [script], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 600000 });
   } catch (e) {
-    throw new Error(`scripts/build-test-images.sh failed:\n${e.stdout || ''}${e.stderr || e.message}`);
+    throw new Error(`scripts/build-test-images.sh failed:\n${e.stdout || ''}${e.stderr || e.message}`, { cause: e });
   }
   return requireImages();
 }

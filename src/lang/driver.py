@@ -145,7 +145,7 @@ def _kern_driver(rich_source):
             try:
                 obj, end = scan(s, 0)
             except StopIteration:
-                raise ValueError("not JSON")
+                raise ValueError("not JSON") from None
             if end != len(s):
                 raise ValueError("extra data after the JSON value")
             return obj

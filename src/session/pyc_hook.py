@@ -58,7 +58,7 @@ def _kern_pyc_install(here):
         (Loader, machinery.SOURCE_SUFFIXES),
         (machinery.SourcelessFileLoader, machinery.BYTECODE_SUFFIXES),
     )
-    for i, default in enumerate(sys.path_hooks):
+    for i, default in enumerate(sys.path_hooks):  # noqa: B007 (i is used after the break)
         if getattr(default, '__qualname__', '').startswith('FileFinder.path_hook'):
             break
     else:
