@@ -1,6 +1,35 @@
-//! `kern`: the runtime executable. `kern box` is what the Node addon spawns for every call (a
-//! spec on fd 3, a report on fd 4); `kern run` is the same box from a terminal, with flags named
-//! like the Sandbox options.
+//! `kern`: the runtime executable, one process per box or per call into a resident box. It
+//! stays on the host as the box's monitor (`engine::monitor`).
+//!
+//! `kern box` is the addon's (`engine::launch::Kern`): it is started with a socketpair on its
+//! stdin, the control socket, and its stdout and stderr carry the box's output, which the addon
+//! drains. On the control socket, one JSON line each:
+//!
+//! 1. addon -> kern, the caps (`Limits`): kern makes the box's cgroup and moves into it at once,
+//!    or says which caps fall back to rlimits (`monitor::prepare`); or `{"call": CallTarget}`:
+//!    kern finds that resident box and enters a per-call cgroup under it (`exec::prepare`).
+//!    Then it waits. A session keeps such spares started, so the cgroup move (an RCU grace
+//!    period) is off a call's path; EOF instead of line 2 means "not needed": it leaves the
+//!    cgroup and exits.
+//! 2. addon -> kern, the `BoxSpec`, with the descriptors it announces on the line's first byte
+//!    (SCM_RIGHTS, `BoxFds`, in this order): the channel that becomes the workload's fd 3
+//!    (`spec.channel`, the python driver's frames), then the egress relay's line to the host's
+//!    proxy (`spec.egress`). kern runs the box (`monitor::run_box`) or the call
+//!    (`exec::run_call`).
+//! 3. kern -> addon, the report (`BoxReport`); then kern closes the socket and its stdio, so
+//!    the caller is done, and tears the cgroup down on its own time.
+//!
+//! Until the report, the addon's end of the socket is the box's lifeline: when it closes (the
+//! caller went away, or the Sandbox is closing), kern kills the box. A `persist` box's spec
+//! (`Resident::Start`) reports once the box is up; kern then detaches and keeps the box to its
+//! TTL, and later calls reach it through line 1's `call`.
+//!
+//! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
+//! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
+//! boxes, found through `engine::resident`'s state files), `kern doctor` (what this host
+//! offers kern-sandbox, with the fix for each thing missing; doctor.rs), and `kern pull`/
+//! `images`/`rmi`/`prune` (the image store the addon also pulls into, in its own process;
+//! images.rs).
 
 use clap::{Parser, Subcommand};
 use kern_sandbox::engine::exec;
@@ -87,7 +116,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Internal: build one box from the JSON lines on stdin (a socket), report on it.
+    /// Internal: the addon's runtime for one box or call (the protocol at the top of main.rs).
     #[command(hide = true)]
     Box,
 }
