@@ -87,21 +87,20 @@ fi
 
 # --- ruff (PyPI, pinned) -------------------------------------------------------------------------
 # One static binary in a wheel: pip puts it in target/tools/ruff-<version> (--target leaves the
-# system's Python alone), and target/tools/ruff points at the pinned one.
+# system's Python alone), and target/tools/ruff points at the pinned one. Without it only the
+# Python check fails (a recorded failure of scripts/test.sh), so a failed install warns here.
 ruff_version=0.17.5
 ruff_dir="target/tools/ruff-$ruff_version"
 if [[ ! -x "$ruff_dir/bin/ruff" ]]; then
-  python3 -m pip --version >/dev/null 2>&1 ||
-    die "python3 has no pip (needed to install ruff from PyPI): apt-get install python3-pip, then re-run"
   echo "setup-deps: ruff $ruff_version (PyPI) -> $ruff_dir"
-  rm -rf "$ruff_dir"
+  rm -rf "$ruff_dir" target/tools/ruff
   log="$(mktemp)"
   if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
     --only-binary=:all: --target "$ruff_dir" "ruff==$ruff_version" >"$log" 2>&1; then
     cat "$log" >&2
-    rm -f "$log"
-    die "pip install ruff==$ruff_version failed"
+    echo "setup-deps: WARNING: pip install ruff==$ruff_version failed (no pip? apt-get install python3-pip): the Python check will fail" >&2
   fi
   rm -f "$log"
 fi
-ln -sfn "ruff-$ruff_version/bin/ruff" target/tools/ruff
+[[ -x "$ruff_dir/bin/ruff" ]] && ln -sfn "ruff-$ruff_version/bin/ruff" target/tools/ruff
+exit 0
