@@ -8,7 +8,6 @@ const platform = require('./platform.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/session/options.rs. */
 const DEFAULT_TMPFS_MB = 64;
-const NOTE_LINE = /^(note|warning): /;
 const LANGUAGES = ['python', 'bash', 'sh', 'node'];
 const PER_CALL_KEYS = ['timeoutS', 'onStdout', 'onStderr'];
 
@@ -63,17 +62,6 @@ async function callNative(fn) {
   }
 }
 
-/** Splits kern's own `note:`/`warning:` lines from the code's stderr, keeping order in each. */
-function splitStderr(stderr) {
-  const code = [];
-  const notes = [];
-  for (const line of stderr.split(/(?<=\n)/)) {
-    if (NOTE_LINE.test(line)) notes.push(line.replace(/\n$/, ''));
-    else code.push(line);
-  }
-  return { code: code.join(''), notes };
-}
-
 class Result {
   constructor(data) {
     this.data = data;
@@ -113,7 +101,13 @@ function outputText(buf, notes, name) {
 const MAX_STRING_BYTES = require('buffer').constants.MAX_STRING_LENGTH;
 
 class ExecutionResult {
-  /** `r`: the native result (stdout/stderr as Buffers); `extraNotes`: notes the JS layer adds. */
+  // What kern knows it wrote, from the native result (never guessed from the text):
+  // the workload's part of stderr, undecoded until asked for, and kern's own lines.
+  #codeStderr;
+  #runtimeNotes;
+
+  /** `r`: the native result (stdout/stderr as Buffers, `runtimeNotes`, and `codeStart`..`codeEnd`,
+   * the workload's bytes of stderr); `extraNotes`: notes the JS layer adds. */
   constructor(r, extraNotes = []) {
     const notes = [];
     this.stdout = outputText(r.stdout, notes, 'stdout');
@@ -121,6 +115,8 @@ class ExecutionResult {
     notes.push(...extraNotes);
     if (notes.length) stderr += (stderr && !stderr.endsWith('\n') ? '\n' : '') + notes.join('\n') + '\n';
     this.stderr = stderr;
+    this.#codeStderr = r.stderr.subarray(r.codeStart, Math.min(r.codeEnd, MAX_STRING_BYTES));
+    this.#runtimeNotes = [...r.runtimeNotes, ...notes];
     this.exitCode = r.exitCode;
     this.durationMs = r.durationMs;
     this.fault = r.fault ? { type: r.fault.type, message: r.fault.message } : null;
@@ -129,8 +125,8 @@ class ExecutionResult {
     this.results = r.results.map((b) => new Result(bundleData(b)));
   }
   get success() { return this.exitCode === 0 && this.fault === null; }
-  get codeStderr() { return splitStderr(this.stderr).code; }
-  get runtimeNotes() { return splitStderr(this.stderr).notes; }
+  get codeStderr() { return this.#codeStderr.toString('utf8'); }
+  get runtimeNotes() { return [...this.#runtimeNotes]; }
 }
 
 /** Options travel as JSON: refuse what JSON would silently change (functions, NaN, ...). */
