@@ -317,9 +317,12 @@ impl Kernel {
             stderr.push_note(n);
         }
         // The first cell's output opens with what kern wrote while preparing the box; kern sent
-        // those lines before the box existed, so they are here by now (or never come).
+        // those lines before the box existed, so they are here by now (the bound is only for a
+        // kern that never sends them: it must not hold the cell).
         if let Some(prepared) = live.prepared.take() {
-            stderr.open_with(&prepared.await.unwrap_or_default());
+            if let Ok(Ok(notes)) = tokio::time::timeout(super::RESULTS_GRACE, prepared).await {
+                stderr.open_with(&notes);
+            }
         }
         let fault = ended.clone();
         if let Some(f) = ended {

@@ -33,14 +33,7 @@ impl Stderr {
     /// nothing rather than counting kern's bytes as the workload's.
     pub fn of_box(bytes: Vec<u8>, prepared: &[String], all: &[String]) -> Stderr {
         let text = crate::lang::output_text(bytes);
-        let opening = lines(prepared);
-        let start = if text.starts_with(&opening) {
-            opening.len()
-        } else if opening.starts_with(&text) {
-            text.len()
-        } else {
-            0
-        };
+        let start = opening_len(&text, prepared).unwrap_or(0);
         let later = all.strip_prefix(prepared).unwrap_or_default();
         let closing = lines(later);
         let end = if text[start..].ends_with(&closing) {
@@ -65,13 +58,7 @@ impl Stderr {
     /// A kernel's first cell: the notes its kern wrote while preparing stand before the
     /// cell's output, so they come off the front of the code and lead the notes.
     pub fn open_with(&mut self, prepared: &[String]) {
-        let opening = lines(prepared);
-        let code = self.code();
-        let skip = if code.starts_with(&opening) {
-            opening.len()
-        } else if opening.starts_with(code) {
-            code.len()
-        } else {
+        let Some(skip) = opening_len(self.code(), prepared) else {
             return;
         };
         self.code.start += skip;
@@ -93,6 +80,19 @@ pub fn push_line(text: &mut String, line: &str) {
     }
     text.push_str(line);
     text.push('\n');
+}
+
+/// How many bytes at the start of `text` are kern's `prepared` lines: all of them, or all of
+/// `text` when a cap cut it inside them; None when `text` does not open with them.
+fn opening_len(text: &str, prepared: &[String]) -> Option<usize> {
+    let opening = lines(prepared);
+    if text.starts_with(&opening) {
+        Some(opening.len())
+    } else if opening.starts_with(text) {
+        Some(text.len())
+    } else {
+        None
+    }
 }
 
 /// Lines as kern writes them to stderr, each with its newline.
