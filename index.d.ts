@@ -100,11 +100,15 @@ export class ExecutionResult {
   results: Result[];
   /** `exitCode === 0` and `fault === null`. */
   readonly success: boolean;
-  /** `stderr` minus the `note:`/`warning:` lines the sandbox runtime wrote itself, i.e. only what the
-   * code printed. Prefer this over `stderr` when showing output to a model. */
+  /** Exactly what the code wrote to stderr: `stderr` minus the lines the sandbox runtime wrote
+   * itself. The runtime knows which lines are its own (they travel from it as data, not matched
+   * by their text), so a line the code prints that starts `warning:` or `note:` stays here.
+   * Prefer this over `stderr` when showing output to a model. */
   readonly codeStderr: string;
-  /** The runtime's own `note:`/`warning:` lines from `stderr`, one per element; the counterpart of
-   * `codeStderr`. `stderr` keeps both, interleaved as written. */
+  /** The lines the sandbox runtime wrote itself (each starting `note:` or `warning:`), one per
+   * element, in order; the counterpart of `codeStderr`. Never a line the code printed, whatever it
+   * starts with. `stderr` keeps both, interleaved as written (the runtime's lines stand before the
+   * code's output, or after it). */
   readonly runtimeNotes: string[];
 }
 
@@ -166,7 +170,8 @@ export interface SandboxOptions {
    * wall-clock limit is 900 s (`KERN_SETUP_TIMEOUT_S` changes it), not `timeoutS`.
    *
    * A setup that exits non-zero, or that the sandbox ends, makes `open()` throw a SandboxError
-   * with `exitCode` and `stderrTail` (its last 20 stderr lines) as properties; the temporary
+   * with `exitCode` and `stderrTail` (the last 20 lines the command wrote to stderr; CHANGED in
+   * 0.1: kern's own `note:`/`warning:` lines are left out) as properties; the temporary
    * workspace is removed. */
   setup?: string;
   /** A host directory to use as the persistent workspace. When omitted, a temporary directory is

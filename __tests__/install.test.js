@@ -25,7 +25,7 @@ let tmp, registry, env, project, rootfs;
 
 /** dist/ as `npm run pack:all` left it, or packed now (dev profile) if missing or stale. */
 function ensureDist() {
-  const built = ['kern', `js/${pkg.napi.binaryName}.${key}.node`, 'js/index.js', 'js/platform.js', 'bin/kern.js', 'package.json']
+  const built = ['kern', `js/${pkg.napi.binaryName}.${key}.node`, 'js/index.js', 'js/platform.js', 'js/options.js', 'bin/kern.js', 'package.json']
     .map((f) => path.join(repo, f))
     .filter((f) => fs.existsSync(f))
     .map((f) => fs.statSync(f).mtimeMs);
@@ -99,7 +99,7 @@ test('npm install kern-sandbox by name from the registry, with no cargo or rustc
   // The main package is platform-neutral: JS, types, the launcher; no addon, no kern.
   const main = path.join(project, 'node_modules', pkg.name);
   const mainFiles = walk(main);
-  expect(mainFiles).toEqual(expect.arrayContaining(['js/index.js', 'js/platform.js', 'js/native.js', 'bin/kern.js', 'index.d.ts', 'LICENSE']));
+  expect(mainFiles).toEqual(expect.arrayContaining(['js/index.js', 'js/platform.js', 'js/options.js', 'js/native.js', 'bin/kern.js', 'index.d.ts', 'LICENSE']));
   expect(mainFiles.filter((f) => f.endsWith('.node') || path.basename(f) === 'kern')).toEqual([]);
   expect(require(path.join(main, 'package.json')).optionalDependencies).toMatchObject({ [platformName]: pkg.version });
   // The platform package carries both, executable.

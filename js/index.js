@@ -5,12 +5,11 @@
 
 const path = require('path');
 const platform = require('./platform.js');
+const OPTIONS = require('./options.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/session/options.rs. */
 const DEFAULT_TMPFS_MB = 64;
-const NOTE_LINE = /^(note|warning): /;
 const LANGUAGES = ['python', 'bash', 'sh', 'node'];
-const PER_CALL_KEYS = ['timeoutS', 'onStdout', 'onStderr'];
 
 class SandboxError extends Error {
   constructor(message, options) {
@@ -63,17 +62,6 @@ async function callNative(fn) {
   }
 }
 
-/** Splits kern's own `note:`/`warning:` lines from the code's stderr, keeping order in each. */
-function splitStderr(stderr) {
-  const code = [];
-  const notes = [];
-  for (const line of stderr.split(/(?<=\n)/)) {
-    if (NOTE_LINE.test(line)) notes.push(line.replace(/\n$/, ''));
-    else code.push(line);
-  }
-  return { code: code.join(''), notes };
-}
-
 class Result {
   constructor(data) {
     this.data = data;
@@ -113,7 +101,13 @@ function outputText(buf, notes, name) {
 const MAX_STRING_BYTES = require('buffer').constants.MAX_STRING_LENGTH;
 
 class ExecutionResult {
-  /** `r`: the native result (stdout/stderr as Buffers); `extraNotes`: notes the JS layer adds. */
+  // What kern knows it wrote, from the native result (never guessed from the text):
+  // the workload's part of stderr, undecoded until asked for, and kern's own lines.
+  #codeStderr;
+  #runtimeNotes;
+
+  /** `r`: the native result (stdout/stderr as Buffers, `runtimeNotes`, and `codeStart`..`codeEnd`,
+   * the workload's bytes of stderr); `extraNotes`: notes the JS layer adds. */
   constructor(r, extraNotes = []) {
     const notes = [];
     this.stdout = outputText(r.stdout, notes, 'stdout');
@@ -121,6 +115,8 @@ class ExecutionResult {
     notes.push(...extraNotes);
     if (notes.length) stderr += (stderr && !stderr.endsWith('\n') ? '\n' : '') + notes.join('\n') + '\n';
     this.stderr = stderr;
+    this.#codeStderr = r.stderr.subarray(r.codeStart, Math.min(r.codeEnd, MAX_STRING_BYTES));
+    this.#runtimeNotes = [...r.runtimeNotes, ...notes];
     this.exitCode = r.exitCode;
     this.durationMs = r.durationMs;
     this.fault = r.fault ? { type: r.fault.type, message: r.fault.message } : null;
@@ -129,8 +125,8 @@ class ExecutionResult {
     this.results = r.results.map((b) => new Result(bundleData(b)));
   }
   get success() { return this.exitCode === 0 && this.fault === null; }
-  get codeStderr() { return splitStderr(this.stderr).code; }
-  get runtimeNotes() { return splitStderr(this.stderr).notes; }
+  get codeStderr() { return this.#codeStderr.toString('utf8'); }
+  get runtimeNotes() { return [...this.#runtimeNotes]; }
 }
 
 /** Options travel as JSON: refuse what JSON would silently change (functions, NaN, ...). */
@@ -154,6 +150,17 @@ function toWire(value, where) {
   };
   check(value, where);
   return JSON.stringify(value);
+}
+
+/** An options argument: absent (-> {}) or an object whose keys are all in `known`; `notObject`
+ * and `unknown(key)` are the errors' messages. */
+function checkOptions(opts, known, notObject, unknown) {
+  if (opts === undefined || opts === null) return {};
+  if (typeof opts !== 'object' || Array.isArray(opts)) throw new SandboxError(notObject);
+  for (const k of Object.keys(opts)) {
+    if (!known.includes(k)) throw new SandboxError(unknown(k));
+  }
+  return opts;
 }
 
 function checkCallback(name, fn) {
@@ -238,7 +245,7 @@ class Sandbox {
 
   async runCode(code, opts) {
     if (typeof code !== 'string') throw new SandboxError('runCode(code) takes the code as a string');
-    const { language, ...perCall } = this.#perCall(opts, ['language']);
+    const { language, ...perCall } = this.#perCall(opts, OPTIONS.runCode);
     if (language !== undefined && !LANGUAGES.includes(language)) {
       throw new SandboxError(`language ${JSON.stringify(language)} is not supported; use one of ${LANGUAGES.map((l) => `"${l}"`).join(', ')}`);
     }
@@ -249,18 +256,13 @@ class Sandbox {
     if (!Array.isArray(command) || command.some((a) => typeof a !== 'string')) {
       throw new SandboxError('run() takes an argv array of strings, e.g. run(["ls", "-la"]); it never runs a shell string');
     }
-    const perCall = this.#perCall(opts, []);
+    const perCall = this.#perCall(opts, OPTIONS.run);
     return this.#exec({ argv: command, timeoutS: perCall.timeoutS }, perCall);
   }
 
-  #perCall(opts, extra) {
-    if (opts === undefined || opts === null) return {};
-    if (typeof opts !== 'object' || Array.isArray(opts)) throw new SandboxError('per-call options must be an object');
-    for (const k of Object.keys(opts)) {
-      if (!PER_CALL_KEYS.includes(k) && !extra.includes(k)) {
-        throw new SandboxError(`unknown per-call option \`${k}\`; a call takes ${[...extra, ...PER_CALL_KEYS].join(', ')}`);
-      }
-    }
+  #perCall(opts, known) {
+    opts = checkOptions(opts, known, 'per-call options must be an object',
+      (k) => `unknown per-call option \`${k}\`; a call takes ${known.join(', ')}`);
     checkCallback('onStdout', opts.onStdout);
     checkCallback('onStderr', opts.onStderr);
     return opts;
@@ -287,13 +289,9 @@ class Sandbox {
 
   async readFile(filePath, opts) {
     checkRelPath('readFile', filePath);
-    if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) {
-      throw new SandboxError('readFile(path, opts): opts must be an object such as { maxBytes: 1048576 }');
-    }
-    for (const k of Object.keys(opts || {})) {
-      if (k !== 'maxBytes') throw new SandboxError(`unknown readFile() option \`${k}\`; it takes maxBytes`);
-    }
-    const max = opts && opts.maxBytes !== undefined && opts.maxBytes !== null ? opts.maxBytes : null;
+    opts = checkOptions(opts, OPTIONS.readFile, 'readFile(path, opts): opts must be an object such as { maxBytes: 1048576 }',
+      (k) => `unknown readFile() option \`${k}\`; it takes maxBytes`);
+    const max = opts.maxBytes !== undefined && opts.maxBytes !== null ? opts.maxBytes : null;
     if (max !== null && !(Number.isSafeInteger(max) && max >= 0)) {
       throw new SandboxError(`readFile maxBytes must be a non-negative integer, got ${String(max)}`);
     }
@@ -330,17 +328,13 @@ class Sandbox {
     }
   }
   async kernel(opts) {
-    if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) {
-      throw new SandboxError('kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })');
-    }
-    for (const k of Object.keys(opts || {})) {
-      if (k !== 'timeoutS' && k !== 'jupyter') throw new SandboxError(`unknown kernel() option \`${k}\`; it takes timeoutS and jupyter`);
-    }
-    const jupyter = opts ? opts.jupyter : undefined;
+    opts = checkOptions(opts, OPTIONS.kernel, 'kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })',
+      (k) => `unknown kernel() option \`${k}\`; it takes timeoutS and jupyter`);
+    const jupyter = opts.jupyter;
     if (jupyter !== undefined && typeof jupyter !== 'string') {
       throw new SandboxError('kernel({ jupyter }) takes the name of a kernelspec in the image as a string, e.g. kernel({ jupyter: "python3" })');
     }
-    const nk = await callNative(() => this.#native.kernel(toWire({ timeoutS: opts ? opts.timeoutS : undefined, jupyter }, 'kernel option')));
+    const nk = await callNative(() => this.#native.kernel(toWire({ timeoutS: opts.timeoutS, jupyter }, 'kernel option')));
     return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
   }
 }
@@ -370,16 +364,12 @@ class Kernel {
 
   async runCode(code, opts) {
     if (typeof code !== 'string') throw new SandboxError('runCode(code) takes the code as a string');
-    if (opts !== undefined && opts !== null && (typeof opts !== 'object' || Array.isArray(opts))) {
-      throw new SandboxError('per-cell options must be an object');
-    }
-    for (const k of Object.keys(opts || {})) {
-      if (k !== 'timeoutS') throw new SandboxError(`unknown per-cell option \`${k}\`; a kernel cell takes timeoutS`);
-    }
+    opts = checkOptions(opts, OPTIONS.cell, 'per-cell options must be an object',
+      (k) => `unknown per-cell option \`${k}\`; a kernel cell takes timeoutS`);
     const errors = [];
     const out = guard('onStdout', this.#onStdout, errors);
     const err = guard('onStderr', this.#onStderr, errors);
-    const request = toWire({ code, timeoutS: opts ? opts.timeoutS : undefined }, 'cell');
+    const request = toWire({ code, timeoutS: opts.timeoutS }, 'cell');
     const turn = this.#tail.then(() => callNative(() => this.#native.runCode(request, out, err)));
     this.#tail = turn.catch(() => {});
     return new ExecutionResult(await turn, errors);

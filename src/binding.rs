@@ -243,6 +243,11 @@ async fn finish(
 pub struct NativeResult {
     pub stdout: Buffer,
     pub stderr: Buffer,
+    /// kern's own lines in `stderr`, in order: `runtimeNotes`.
+    pub runtime_notes: Vec<String>,
+    /// The byte range of `stderr` the workload wrote (the rest is kern's lines): `codeStderr`.
+    pub code_start: f64,
+    pub code_end: f64,
     pub exit_code: i32,
     pub duration_ms: f64,
     pub fault: Option<NativeFault>,
@@ -276,7 +281,10 @@ impl From<crate::session::ExecResult> for NativeResult {
     fn from(r: crate::session::ExecResult) -> NativeResult {
         NativeResult {
             stdout: Buffer::from(r.stdout.into_bytes()),
-            stderr: Buffer::from(r.stderr.into_bytes()),
+            code_start: r.stderr.code.start as f64,
+            code_end: r.stderr.code.end as f64,
+            runtime_notes: r.stderr.notes,
+            stderr: Buffer::from(r.stderr.text.into_bytes()),
             exit_code: r.exit_code,
             duration_ms: r.duration_ms,
             fault: r.fault.map(|f| NativeFault {

@@ -60,6 +60,14 @@ pub fn prepare(target: &CallTarget) -> PreparedCall {
     let mut cgroup = None;
     let mut oom_adj = None;
     if found.is_ok() {
+        // Said here, before the spec comes, so the note stands among those kern sends when
+        // prepared (`status::Prepared`): ahead of anything the call writes.
+        if !super::landlock::available() {
+            monitor::note(
+                "warning",
+                "this kernel has no Landlock, so processes left running in the resident box by earlier calls can read this call's memory and environment; enable Landlock (the lsm= boot parameter) to isolate calls",
+            );
+        }
         let nanos = resident::now_unix_ms();
         cgroup = CallCgroup::enter(target.pid1.pid, &format!("{}-{nanos}", std::process::id()));
         if cgroup.is_some() {
@@ -174,12 +182,6 @@ fn call(
     if matches!(mapping, Mapping::Caller { .. }) && spec.user != state.spec.user {
         return startup_failed(
             "this resident box was started unprivileged, so its one account is the one it was built with; run as that user, or start the box as root",
-        );
-    }
-    if !super::landlock::available() {
-        monitor::note(
-            "warning",
-            "this kernel has no Landlock, so processes left running in the resident box by earlier calls can read this call's memory and environment; enable Landlock (the lsm= boot parameter) to isolate calls",
         );
     }
     let namespaces = match open_namespaces(state) {

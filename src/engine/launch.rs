@@ -43,6 +43,9 @@ pub struct Outcome {
     pub truncated: bool,
     pub report: BoxReport,
     pub duration: Duration,
+    /// kern's notes from before the box started, which open `stderr` (`status::Prepared`);
+    /// the rest of `report.notes` came after the box ended, at the end of `stderr`.
+    pub prepared_notes: Vec<String>,
 }
 
 /// Descriptors that travel to kern with a box's spec, in this order (SCM_RIGHTS); the spec
@@ -241,20 +244,24 @@ impl Kern {
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<'_>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, Some(max_output), sink, cancel, fds)
+        self.run_inner(spec, Some(max_output), sink, cancel, fds, None)
             .await
     }
 
     /// As `run`, for a long-lived box (a kernel): output goes only to `sink`, nothing is kept
     /// (the kernel splits it per cell), so a box that prints for hours holds no memory for it.
+    /// `prepared` gets kern's notes from before the box started (the first bytes of its
+    /// stderr) as soon as they come, not at the box's end; dropped if kern never sent them.
     pub async fn run_forwarding(
         self,
         spec: &BoxSpec,
         sink: UnboundedSender<Chunk>,
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<'_>,
+        prepared: tokio::sync::oneshot::Sender<Vec<String>>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, None, Some(sink), cancel, fds).await
+        self.run_inner(spec, None, Some(sink), cancel, fds, Some(prepared))
+            .await
     }
 
     async fn run_inner(
@@ -264,6 +271,7 @@ impl Kern {
         sink: Option<UnboundedSender<Chunk>>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<'_>,
+        mut prepared: Option<tokio::sync::oneshot::Sender<Vec<String>>>,
     ) -> Result<Option<Outcome>> {
         let start = Instant::now();
         let mut json = serde_json::to_vec(spec)
@@ -337,7 +345,18 @@ impl Kern {
         // kern's lifeline.
         let mut status = tokio::spawn(async move {
             let mut buf = Vec::new();
-            let _ = report_rx.read_to_end(&mut buf).await;
+            let mut chunk = [0u8; 4096];
+            loop {
+                match report_rx.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+                if prepared.is_some() && buf.contains(&b'\n') {
+                    if let Some(tx) = prepared.take() {
+                        let _ = tx.send(prepared_notes(&buf));
+                    }
+                }
+            }
             buf
         });
 
@@ -387,6 +406,7 @@ impl Kern {
         let (stdout, t1) = collect(out).await;
         let (stderr, t2) = collect(err).await;
 
+        let prepared_notes = prepared_notes(&status);
         let mut child = self.child;
         let mut report = match parse_report(&status) {
             Some(r) => {
@@ -412,6 +432,7 @@ impl Kern {
             truncated: t1 || t2,
             report,
             duration: start.elapsed(),
+            prepared_notes,
         }))
     }
 }
@@ -482,6 +503,14 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
         }
     }
     (kept, truncated)
+}
+
+/// The notes of kern's first line on the control socket (`status::Prepared`), if it sent one.
+fn prepared_notes(status: &[u8]) -> Vec<String> {
+    let first = status.split(|&b| b == b'\n').next().unwrap_or_default();
+    serde_json::from_slice::<super::status::Prepared>(first)
+        .map(|p| p.prepared_notes)
+        .unwrap_or_default()
 }
 
 fn parse_report(status: &[u8]) -> Option<BoxReport> {

@@ -19,13 +19,26 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
+/// The lines `note` wrote, in order: the report carries them, so the caller knows which of the
+/// stderr bytes are kern's rather than guessing from their text.
+static NOTES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
 /// Writes one of kern's own diagnostics to stderr, where it lands in order with the workload's
-/// output. The `note:`/`warning:` prefixes are the contract `runtimeNotes` splits on.
+/// output, and keeps it for the report (`BoxReport::notes`).
 pub fn note(kind: &str, text: &str) {
     use std::io::Write;
+    let line = format!("{kind}: {text}");
     // Never `eprintln!`: it panics when the reader has gone (a caller that exited while this
     // kern was a spare), and a panic would skip the cgroup cleanup.
-    let _ = writeln!(std::io::stderr(), "{kind}: {text}");
+    let _ = writeln!(std::io::stderr(), "{line}");
+    if let Ok(mut notes) = NOTES.lock() {
+        notes.push(line);
+    }
+}
+
+/// Every line `note` has written so far, in order.
+pub fn notes() -> Vec<String> {
+    NOTES.lock().map(|n| n.clone()).unwrap_or_default()
 }
 
 fn startup_failed(message: impl Into<String>) -> BoxReport {

@@ -63,4 +63,18 @@ pub struct BoxReport {
     /// throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resident_gone: Option<String>,
+    /// kern's own `note:`/`warning:` lines, in the order it wrote them to stderr (kern fills
+    /// this in as it sends the report): the caller's `runtimeNotes` come from here, never from
+    /// matching the workload's text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The line `kern box` sends on the control socket once it is prepared, before it reads the
+/// spec: the notes it wrote so far, which stand at the very start of the box's stderr (nothing
+/// of the box exists yet). A long-lived box's caller needs them long before the report.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Prepared {
+    pub prepared_notes: Vec<String>,
 }

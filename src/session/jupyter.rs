@@ -561,13 +561,12 @@ impl JupyterKernel {
             ));
         }
         let parts = cell.into_parts();
-        let mut stderr = parts.stderr;
+        let mut stderr = super::Stderr::of_code(parts.stderr);
         for n in &parts.notes {
-            super::push_note(&mut stderr, n);
+            stderr.push_note(n);
         }
         if let Some(prompt) = asked_input {
-            super::push_note(
-                &mut stderr,
+            stderr.push_note(
                 &format!(
                     "note: the cell asked for input (prompt {prompt:?}), which a kernel cell cannot be given; kern interrupted it"
                 ),
@@ -575,7 +574,7 @@ impl JupyterKernel {
         }
         self.readers.want(None);
         for n in self.readers.notes() {
-            super::push_note(&mut stderr, &n);
+            stderr.push_note(&n);
         }
         let exit_code = match (&fault, dead) {
             (Some(_), true) => 137,

@@ -52,6 +52,8 @@ struct Live {
     next_id: u64,
     /// Output that arrived after the previous cell's marker (a lingering subprocess's).
     carry: [Vec<u8>; 2],
+    /// kern's notes from preparing the box, until the first cell takes them.
+    prepared: Option<tokio::sync::oneshot::Receiver<Vec<String>>>,
 }
 
 /// One stream of one cell: bytes up to the marker.
@@ -128,7 +130,7 @@ impl Kernel {
         let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
         let started = super::warm::start(opened, kern_path, sink)?;
         let (rx, tx) = started.sock.into_split();
-        let (stop, ended) = (started.stop, started.ended);
+        let (stop, ended, prepared) = (started.stop, started.ended, started.prepared);
         Ok(Kernel {
             session_closing,
             state: Mutex::new(State::Live(Box::new(Live {
@@ -139,6 +141,7 @@ impl Kernel {
                 ended,
                 next_id: 1,
                 carry: [Vec::new(), Vec::new()],
+                prepared: Some(prepared),
             }))),
             stop,
             timeout_ms,
@@ -308,9 +311,18 @@ impl Kernel {
         };
         results.lost(live.reader.skipped);
         let (results, notes) = results.finish();
-        let mut stderr = crate::lang::output_text(std::mem::take(&mut err.kept));
+        let mut stderr =
+            super::Stderr::of_code(crate::lang::output_text(std::mem::take(&mut err.kept)));
         for n in &notes {
-            super::push_note(&mut stderr, n);
+            stderr.push_note(n);
+        }
+        // The first cell's output opens with what kern wrote while preparing the box; kern sent
+        // those lines before the box existed, so they are here by now (the bound is only for a
+        // kern that never sends them: it must not hold the cell).
+        if let Some(prepared) = live.prepared.take() {
+            if let Ok(Ok(notes)) = tokio::time::timeout(super::RESULTS_GRACE, prepared).await {
+                stderr.open_with(&notes);
+            }
         }
         let fault = ended.clone();
         if let Some(f) = ended {

@@ -10,6 +10,7 @@ pub mod profiles;
 mod pyc;
 mod resident;
 pub mod setup;
+pub mod stderr;
 mod warm;
 
 use crate::engine::launch::{Chunk, Kern};
@@ -25,11 +26,11 @@ use crate::workspace::track::{self, FileInfo};
 use crate::workspace::Workspace;
 use crate::workspace::{archive, files};
 use options::Config;
-use serde::Serialize;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+pub use stderr::Stderr;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
 
@@ -46,12 +47,12 @@ pub struct ExecRequest {
     pub timeout_s: Option<serde_json::Value>,
 }
 
-/// What one call produced, as the JS layer receives it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// What one call produced (`binding::NativeResult` carries it to the JS layer).
+#[derive(Debug)]
 pub struct ExecResult {
     pub stdout: String,
-    pub stderr: String,
+    /// The output and which of it is kern's notes (`runtimeNotes`, `codeStderr`).
+    pub stderr: Stderr,
     pub exit_code: i32,
     pub duration_ms: f64,
     pub fault: Option<Fault>,
@@ -96,7 +97,7 @@ const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 async fn workspace_changes(
     before: Option<track::Snapshot>,
     workspace: &std::path::Path,
-    stderr: &mut String,
+    stderr: &mut Stderr,
 ) -> Vec<FileInfo> {
     let Some(before) = before else {
         return Vec::new();
@@ -106,9 +107,7 @@ async fn workspace_changes(
         .await
         .unwrap_or_default();
     if before.capped || after.capped {
-        push_note(
-            stderr,
-            &format!(
+        stderr.push_note(&format!(
                 "note: the workspace has more than {} entries; result.files covers only the first ones walked (trackFiles: false skips the walk)",
                 track::MAX_ENTRIES
             ),
@@ -909,7 +908,7 @@ impl Sandbox {
             opened.fill_pool(&opened, &self.kern);
             let mut r = r?;
             for n in opened.session_notes() {
-                push_note(&mut r.stderr, &n);
+                r.stderr.push_note(&n);
             }
             r.files = workspace_changes(before, &workspace, &mut r.stderr).await;
             return Ok(r);
@@ -973,9 +972,13 @@ impl Sandbox {
                 notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
             }
         }
-        let mut stderr = crate::lang::output_text(outcome.stderr);
+        let mut stderr = Stderr::of_box(
+            outcome.stderr,
+            &outcome.prepared_notes,
+            &outcome.report.notes,
+        );
         for n in &notes {
-            push_note(&mut stderr, n);
+            stderr.push_note(n);
         }
         let files = workspace_changes(before, &workspace, &mut stderr).await;
         Ok(ExecResult {
@@ -1022,7 +1025,7 @@ impl ExecResult {
     fn refused(fault: Fault) -> ExecResult {
         ExecResult {
             stdout: String::new(),
-            stderr: String::new(),
+            stderr: Stderr::default(),
             exit_code: 125,
             duration_ms: 0.0,
             fault: Some(fault),
@@ -1090,12 +1093,4 @@ pub fn base_env(image: &RunConfig, home: &str) -> Vec<(String, String)> {
     env.retain(|(k, _)| k != "HOSTNAME");
     env.push(("HOSTNAME".into(), DEFAULT_HOSTNAME.into()));
     env
-}
-
-fn push_note(stderr: &mut String, line: &str) {
-    if !stderr.is_empty() && !stderr.ends_with('\n') {
-        stderr.push('\n');
-    }
-    stderr.push_str(line);
-    stderr.push('\n');
 }

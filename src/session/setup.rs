@@ -12,7 +12,8 @@
 //! own CA, and without it every `pip install` fails certificate verification.
 
 use super::options::{Network, SetupNetwork};
-use super::{push_note, Opened};
+use super::stderr::push_line;
+use super::Opened;
 use crate::engine::launch::{Chunk, Kern};
 use crate::engine::proxy::{Policy, Proxy};
 use crate::engine::spec::{BoxSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
@@ -199,8 +200,10 @@ pub(super) async fn run(
     if report.exit_code == 0 && report.fault.is_none() {
         return Ok(());
     }
-    let stderr = String::from_utf8_lossy(&outcome.stderr);
-    let lines: Vec<&str> = stderr.lines().collect();
+    // The command's own lines: kern's notes (a cap it could only apply as an rlimit) are not
+    // the setup's, and a `warning:` the command printed is.
+    let stderr = super::Stderr::of_box(outcome.stderr, &outcome.prepared_notes, &report.notes);
+    let lines: Vec<&str> = stderr.code().lines().collect();
     let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
     let why = match &report.fault {
         Some(f) => format!("the sandbox ended it ({}: {})", f.kind.as_str(), f.message),
@@ -214,14 +217,14 @@ pub(super) async fn run(
         .filter(|n| !n.starts_with("note: egress allowed"))
         .collect();
     if !refused.is_empty() {
-        push_note(
+        push_line(
             &mut message,
             "The setup box reaches public hosts only (setupNetwork: \"public\"); a private package index or proxy needs setupNetwork: \"host\", or its address in egressAllow. Refused:",
         );
         message.push_str(&refused.join("\n"));
     }
     if !tail.is_empty() {
-        push_note(&mut message, "Its last stderr lines:");
+        push_line(&mut message, "Its last stderr lines:");
         message.push_str(&tail);
     }
     Err(Error::SetupFailed {

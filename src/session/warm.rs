@@ -8,7 +8,7 @@ use crate::engine::launch::{Chunk, Outcome};
 use crate::error::Result;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
 /// How long a started driver box may wait and run: the kernel's lifetime, or an idle slot's.
 /// Per-cell deadlines are enforced by the caller, which stops the box.
@@ -22,6 +22,8 @@ pub struct DriverBox {
     pub ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
     /// Turning true ends the box.
     pub stop: watch::Sender<bool>,
+    /// kern's notes from preparing the box, which open its stderr (`Kern::run_forwarding`).
+    pub prepared: oneshot::Receiver<Vec<String>>,
 }
 
 /// Starts a box running the python driver, waiting for its first cell on the channel. Its
@@ -40,6 +42,7 @@ pub fn start(
         sock,
         ended: b.ended,
         stop: b.stop,
+        prepared: b.prepared,
     })
 }
 
@@ -51,6 +54,8 @@ pub struct LongBox {
     pub stop: watch::Sender<bool>,
     /// The host pid of the box's monitor (`kern`), to find the box's processes by.
     pub monitor: Option<u32>,
+    /// kern's notes from preparing the box, which open its stderr (`Kern::run_forwarding`).
+    pub prepared: oneshot::Receiver<Vec<String>>,
 }
 
 /// Starts a box that lives until `stop` turns true or the session closes, its output forwarded
@@ -75,6 +80,7 @@ pub fn spawn(
     let line = opened.egress_line(&spec)?;
     let kern = opened.kern(kern_path)?;
     let monitor = kern.pid();
+    let (prepared_tx, prepared) = oneshot::channel();
     let ended = tokio::spawn(async move {
         // Held for the box's life: the session's close() waits for it to end.
         let _running = opened.running.read().await;
@@ -89,6 +95,7 @@ pub fn spawn(
                 sink,
                 stop_rx,
                 super::network::fds(channel.as_ref(), line.as_ref()),
+                prepared_tx,
             )
             .await;
         drop(channel);
@@ -99,6 +106,7 @@ pub fn spawn(
         ended,
         stop,
         monitor,
+        prepared,
     })
 }
 

@@ -254,6 +254,7 @@ fn boxed() -> ExitCode {
     // A call into a resident box: its caps are the box's, already in force.
     if let Ok(c) = serde_json::from_slice::<CallCaps>(&caps) {
         let prepared = exec::prepare(&c.call);
+        send_prepared();
         let Some((spec, passed)) = read_spec(&mut control) else {
             prepared.release();
             return ExitCode::SUCCESS;
@@ -275,6 +276,7 @@ fn boxed() -> ExitCode {
         }
     };
     let prepared = monitor::prepare(&limits);
+    send_prepared();
     let Some((spec, passed)) = read_spec(&mut control) else {
         prepared.release();
         return ExitCode::SUCCESS;
@@ -301,8 +303,23 @@ fn control_fd() -> BorrowedFd<'static> {
     unsafe { BorrowedFd::borrow_raw(0) }
 }
 
+/// The notes written while preparing, which open the box's stderr (`status::Prepared`).
+fn send_prepared() {
+    let line = kern_sandbox::engine::status::Prepared {
+        prepared_notes: monitor::notes(),
+    };
+    let mut out = serde_json::to_vec(&line).unwrap_or_default();
+    out.push(b'\n');
+    // A few hundred bytes into a socket the caller has not read yet: never blocks for long.
+    let _ = nix::unistd::write(control_fd(), &out);
+}
+
 fn send_report(report: &BoxReport) {
-    let mut out = serde_json::to_vec(report).unwrap_or_default();
+    let report = BoxReport {
+        notes: monitor::notes(),
+        ..report.clone()
+    };
+    let mut out = serde_json::to_vec(&report).unwrap_or_default();
     out.push(b'\n');
     let _ = nix::unistd::write(control_fd(), &out);
     // The caller is done once these close: the cgroup teardown that follows is ours.

@@ -1,0 +1,19 @@
+'use strict';
+// The option names the JS layer takes, one list per place. js/index.js checks calls against
+// them; __tests__/option-names.test.js holds index.d.ts and `kern run --help` to them. (The
+// Sandbox's own options are checked on the native side: KNOWN in src/session/options.rs.)
+
+const PER_CALL = ['timeoutS', 'onStdout', 'onStderr'];
+
+module.exports = {
+  /** `run()`: PerCallOptions. */
+  run: PER_CALL,
+  /** `runCode()`: PerCallOptions and `language` (in the order the error message lists them). */
+  runCode: ['language', ...PER_CALL],
+  /** `readFile()`. */
+  readFile: ['maxBytes'],
+  /** `kernel()`. */
+  kernel: ['timeoutS', 'jupyter'],
+  /** A kernel's `runCode()`. */
+  cell: ['timeoutS'],
+};
