@@ -1,4 +1,5 @@
 'use strict';
+// rootless: no — reads index.d.ts, the JS lists, options.rs and `kern run --help`; starts no box
 // One source of truth at the JS boundary: the option names index.d.ts promises, the names the
 // JS layer and the native side accept, and `kern run`'s flags agree. Each list is read from its
 // own source (index.d.ts through the TypeScript compiler API, js/options.js as exported, KNOWN
