@@ -6,6 +6,7 @@
 use super::spec::Limits;
 use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -78,9 +79,9 @@ impl BoxCgroup {
         }
     }
 
-    /// Reads the memory and pids caps back and checks `pid` is inside the leaf: what
-    /// `requireLimits` trusts, rather than the writes having returned Ok.
-    pub fn verify(&self, limits: &Limits, pid: libc::pid_t) -> Result<(), String> {
+    /// Reads the memory and pids caps back and checks `pid` (when given) is inside the leaf:
+    /// what `requireLimits` trusts, rather than the writes having returned Ok.
+    pub fn verify(&self, limits: &Limits, pid: Option<libc::pid_t>) -> Result<(), String> {
         let read = |p: PathBuf| {
             fs::read_to_string(&p)
                 .map(|s| s.trim().to_string())
@@ -116,6 +117,7 @@ impl BoxCgroup {
                 ));
             }
         }
+        let Some(pid) = pid else { return Ok(()) };
         let mine = read(PathBuf::from(format!("/proc/{pid}/cgroup")))?;
         for dir in self.dirs() {
             let rel = dir.strip_prefix(CGROUP_ROOT).unwrap_or(dir);
@@ -129,6 +131,19 @@ impl BoxCgroup {
             }
         }
         Ok(())
+    }
+
+    /// The v2 leaf opened for `clone3(CLONE_INTO_CGROUP)`, so the box's PID 1 is born in it
+    /// without this process moving (see `leaf_outside_self`). None on v1, or when this process
+    /// is already inside.
+    pub fn open_leaf(&self) -> Option<io::Result<OwnedFd>> {
+        match &self.layout {
+            // std opens O_RDONLY|O_CLOEXEC, which a directory allows.
+            Layout::V2 { leaf, .. } if !self.inside => {
+                Some(fs::File::open(leaf).map(OwnedFd::from))
+            }
+            _ => None,
+        }
     }
 
     /// Moves `pid` (and so every process it will start) into the box's cgroup.
@@ -438,6 +453,15 @@ fn v2_parent(own: Option<&Path>) -> io::Result<(PathBuf, bool)> {
              to a delegated cgroup directory",
         )),
     }
+}
+
+/// Whether a box's v2 leaf is made where this process need not enter it, so the box's PID 1
+/// can be born inside with `clone3(CLONE_INTO_CGROUP)`: under `KERN_CGROUP_PARENT` or as root
+/// (see `v2_parent`). In its own delegated scope, kern must leave the scope for the leaf anyway
+/// (the no-internal-process rule), so the box simply inherits it there.
+pub fn leaf_outside_self() -> bool {
+    version() == Some(Version::V2)
+        && (std::env::var_os("KERN_CGROUP_PARENT").is_some() || nix::unistd::geteuid().is_root())
 }
 
 /// Enables memory, pids and cpu (those the parent offers) for `dir`'s children. Fails with EBUSY
