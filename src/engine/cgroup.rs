@@ -6,7 +6,7 @@
 use super::spec::Limits;
 use std::fs;
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -460,8 +460,16 @@ fn v2_parent(own: Option<&Path>) -> io::Result<(PathBuf, bool)> {
 /// (see `v2_parent`). In its own delegated scope, kern must leave the scope for the leaf anyway
 /// (the no-internal-process rule), so the box simply inherits it there.
 pub fn leaf_outside_self() -> bool {
-    version() == Some(Version::V2)
-        && (std::env::var_os("KERN_CGROUP_PARENT").is_some() || nix::unistd::geteuid().is_root())
+    std::env::var_os("KERN_CGROUP_PARENT").is_some() || nix::unistd::geteuid().is_root()
+}
+
+/// Whether a process can be born in a cgroup here (`sys::clone_fork_into`): cgroup v2 and a
+/// kernel with `CLONE_INTO_CGROUP` (5.7+). `KERN_NO_CLONE_INTO_CGROUP=1` turns it off, to
+/// measure or rule out this path (kern then moves itself in first, as on cgroup v1).
+pub fn birth_possible() -> bool {
+    let off =
+        std::env::var_os("KERN_NO_CLONE_INTO_CGROUP").is_some_and(|v| !v.is_empty() && v != "0");
+    !off && version() == Some(Version::V2) && super::sys::clone_into_cgroup_supported()
 }
 
 /// Enables memory, pids and cpu (those the parent offers) for `dir`'s children. Fails with EBUSY
@@ -521,8 +529,9 @@ const CALL_PREFIX: &str = "call-";
 /// One call into a resident box: a child of the box's cgroup (in each v1 controller the box
 /// has, or its v2 leaf). The caps stay the box's (cgroups are hierarchical); the child exists so
 /// a timeout can kill exactly this call's process tree, wherever its processes went in the PID
-/// namespace. The `kern` that runs the call moves itself in first (off the call's path, like a
-/// spare for a fresh box), so everything it forks is born inside.
+/// namespace. On cgroup v2 the call's init is cloned into it (`birth`); elsewhere the `kern`
+/// that runs the call moves itself in first (off the call's path, like a spare for a fresh box),
+/// so everything it forks is born inside.
 #[derive(Debug)]
 pub struct CallCgroup {
     dirs: Vec<PathBuf>,
@@ -531,12 +540,15 @@ pub struct CallCgroup {
     box_memory: Option<PathBuf>,
     /// Where this process was before, per dir, to go back to before the rmdir.
     origins: Vec<PathBuf>,
+    /// The v2 call cgroup, open, when the call's init is born in it and this process stays out.
+    birth: Option<OwnedFd>,
 }
 
 impl CallCgroup {
-    /// The call cgroup under the box whose PID 1 is `pid1`, with this process inside; None when
-    /// the box has no cgroup of its own (rootless without delegation) or the move is refused.
-    pub fn enter(pid1: libc::pid_t, id: &str) -> Option<CallCgroup> {
+    /// The call cgroup under the box whose PID 1 is `pid1`, with this process inside, or, with
+    /// `born` on cgroup v2, open for the call's init to be born in (`birth`); None when the box
+    /// has no cgroup of its own (rootless without delegation) or the move is refused.
+    pub fn enter(pid1: libc::pid_t, id: &str, born: bool) -> Option<CallCgroup> {
         let text = fs::read_to_string(format!("/proc/{pid1}/cgroup")).ok()?;
         let is_box = |p: &str| {
             Path::new(p)
@@ -580,7 +592,21 @@ impl CallCgroup {
             v2,
             box_memory,
             origins: Vec::new(),
+            birth: None,
         };
+        if let ([(dir, _)], true, true) = (boxes.as_slice(), v2, born) {
+            let call = dir.join(format!("{CALL_PREFIX}{id}"));
+            let opened = fs::create_dir(&call).and_then(|()| fs::File::open(&call));
+            cg.dirs.push(call);
+            match opened {
+                Ok(f) => cg.birth = Some(OwnedFd::from(f)),
+                Err(_) => {
+                    cg.leave_and_remove();
+                    return None;
+                }
+            }
+            return Some(cg);
+        }
         for (dir, ctrl) in &boxes {
             let origin = own_path(ctrl)
                 .map(|p| {
@@ -660,12 +686,21 @@ impl CallCgroup {
         }
     }
 
+    /// The call cgroup to clone the call's init into, when this process stayed out of it.
+    pub fn birth(&self) -> Option<BorrowedFd<'_>> {
+        self.birth.as_ref().map(|f| f.as_fd())
+    }
+
     /// Goes back to where this process came from and removes the call's cgroup if it is empty
     /// (processes the call left running keep it until the box ends).
     pub fn leave_and_remove(&self) {
         let me = std::process::id().to_string();
-        for (dir, origin) in self.dirs.iter().zip(&self.origins) {
-            let _ = fs::write(origin.join("cgroup.procs"), &me);
+        for (i, dir) in self.dirs.iter().enumerate() {
+            // Born there, this process never entered (`origins` is empty): a write of a process
+            // into the cgroup it is in still waits for an RCU grace period.
+            if let Some(origin) = self.origins.get(i) {
+                let _ = fs::write(origin.join("cgroup.procs"), &me);
+            }
             let _ = fs::remove_dir(dir);
             // The box may have ended while this call's cgroup was being made (its monitor then
             // could not remove its own): an empty box cgroup goes too. A live box's holds its

@@ -54,14 +54,6 @@ pub struct Prepared {
     refusal: Option<String>,
 }
 
-/// Whether the box's PID 1 can be born in its cgroup (see `Prepared`). The
-/// `KERN_NO_CLONE_INTO_CGROUP` variable turns it off, to measure or rule out this path.
-fn born_in_cgroup() -> bool {
-    let off =
-        std::env::var_os("KERN_NO_CLONE_INTO_CGROUP").is_some_and(|v| !v.is_empty() && v != "0");
-    !off && cgroup::leaf_outside_self() && sys::clone_into_cgroup_supported()
-}
-
 /// Creates the cgroup, moves this process into it (unless the box can be born in it), and
 /// decides which caps fall back to rlimits, saying so for each on stderr (where the next box's
 /// output follows).
@@ -73,7 +65,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
     let mut birth = None;
     let mut reason = String::from("enforceLimits is false");
     let mut oom_adj = None;
-    let born = l.enforce && any && born_in_cgroup();
+    let born = l.enforce && any && cgroup::leaf_outside_self() && cgroup::birth_possible();
     // Written as: a monitor inside the box's cgroup is one more task in its pids cap.
     let written = Limits {
         pids: l.pids.map(|p| p + u64::from(!born)),
