@@ -138,10 +138,7 @@ impl BoxCgroup {
     /// is already inside.
     pub fn open_leaf(&self) -> Option<io::Result<OwnedFd>> {
         match &self.layout {
-            // std opens O_RDONLY|O_CLOEXEC, which a directory allows.
-            Layout::V2 { leaf, .. } if !self.inside => {
-                Some(fs::File::open(leaf).map(OwnedFd::from))
-            }
+            Layout::V2 { leaf, .. } if !self.inside => Some(open_for_birth(leaf)),
             _ => None,
         }
     }
@@ -455,6 +452,26 @@ fn v2_parent(own: Option<&Path>) -> io::Result<(PathBuf, bool)> {
     }
 }
 
+/// `dir` (a v2 cgroup) opened for `clone3(CLONE_INTO_CGROUP)`, if the kernel will let this
+/// process put a child there. The rule is a move's: write access to `cgroup.procs` of the lowest
+/// cgroup holding both this process's and `dir` (an unprivileged kern outside the delegated
+/// subtree has none), checked here so a refusal is known before the clone, as a refused move is.
+fn open_for_birth(dir: &Path) -> io::Result<OwnedFd> {
+    let own =
+        own_path("").ok_or_else(|| io::Error::other("no cgroup v2 line in /proc/self/cgroup"))?;
+    let own = Path::new(CGROUP_ROOT).join(own.trim_start_matches('/'));
+    let common: PathBuf = own
+        .components()
+        .zip(dir.components())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    nix::unistd::access(&common.join("cgroup.procs"), nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| io::Error::other(format!("{}: {e}", common.display())))?;
+    // std opens O_RDONLY|O_CLOEXEC, which a directory allows.
+    fs::File::open(dir).map(OwnedFd::from)
+}
+
 /// Whether a box's v2 leaf is made where this process need not enter it, so the box's PID 1
 /// can be born inside with `clone3(CLONE_INTO_CGROUP)`: under `KERN_CGROUP_PARENT` or as root
 /// (see `v2_parent`). In its own delegated scope, kern must leave the scope for the leaf anyway
@@ -596,10 +613,10 @@ impl CallCgroup {
         };
         if let ([(dir, _)], true, true) = (boxes.as_slice(), v2, born) {
             let call = dir.join(format!("{CALL_PREFIX}{id}"));
-            let opened = fs::create_dir(&call).and_then(|()| fs::File::open(&call));
+            let opened = fs::create_dir(&call).and_then(|()| open_for_birth(&call));
             cg.dirs.push(call);
             match opened {
-                Ok(f) => cg.birth = Some(OwnedFd::from(f)),
+                Ok(f) => cg.birth = Some(f),
                 Err(_) => {
                     cg.leave_and_remove();
                     return None;

@@ -82,7 +82,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
                 }
                 Some(Err(e)) => {
                     c.remove();
-                    reason = format!("cannot open the box's cgroup ({e})");
+                    reason = format!("cannot start the box inside its cgroup ({e})");
                 }
                 None => {
                     c.remove();
