@@ -77,7 +77,7 @@ async function placement(sb) {
     return true;
   };
   let polling = null;
-  const r = await sb.run(['sh', '-c', `echo ready; exec sleep 3 # ${marker}`], {
+  const r = await sb.run(['sh', '-c', `echo ready; sleep 3; : ${marker}`], {
     // The workload's exec may come a moment after its output: look until it is there.
     onStdout: () => {
       polling = polling || setInterval(() => (seen || look()) && clearInterval(polling), 20);
@@ -89,6 +89,31 @@ async function placement(sb) {
 }
 
 // ---- driver ----------------------------------------------------------------------------------
+
+/** What one move of a process between two cgroups costs here (the wait clone3 saves), timed on
+ * a `sleep` moved to and fro 30 times, 50 ms apart, so no move finds a grace period under way. */
+async function moveCost() {
+  const base = fs.mkdtempSync('/sys/fs/cgroup/kern-bench-move-');
+  const dirs = ['a', 'b'].map((d) => path.join(base, d));
+  dirs.forEach((d) => fs.mkdirSync(d));
+  const child = spawn('sleep', ['60']);
+  const times = [];
+  try {
+    for (let i = 0; i < 30; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      const t0 = process.hrtime.bigint();
+      fs.writeFileSync(path.join(dirs[i % 2], 'cgroup.procs'), String(child.pid));
+      times.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  } finally {
+    child.kill('SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    dirs.forEach((d) => fs.rmdirSync(d));
+    fs.rmdirSync(base);
+  }
+  times.sort((a, b) => a - b);
+  return { median: median(times), min: times[0], max: times[times.length - 1] };
+}
 
 function startWorker(env) {
   const w = fork(__filename, ['worker'], { env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -175,6 +200,7 @@ async function measure() {
     cpus: os.cpus().length,
     n: N,
     warmup: WARMUP,
+    move: root ? await moveCost() : null,
   };
   const out = cases.map((c) => ({ name: c.name, group: c.group, mode: c.mode, times: c.times, error: c.error, notes: [...c.notes] }));
   process.stdout.write(JSON.stringify({ facts, placements, cases: out }) + '\n');
@@ -193,11 +219,16 @@ function report(files) {
     `- Guest: the cgroup-v2 rig (\`../shared/rigs/cgv2-vm.sh\`: user-mode Linux ${first.facts.kernel}, ${first.facts.systemd} as PID 1, pure cgroup2, ${first.facts.cpus} vCPU; 2-4x slower than the host), Node ${first.facts.node}, ${first.facts.bwrap} (the host's binary), kern built by \`npm run build:debug\` (dev profile: kern's own code unoptimised, dependencies optimised)`,
     '- Reproduce: `npm run build:debug && bash bench/cgv2.sh` (as root on the host; `BENCH_N` timed rounds, default 50, `BENCH_WARMUP` untimed, default 5)',
     `- Method: N = ${first.facts.n} timed rounds after ${first.facts.warmup} warm-ups, every case once per round, interleaved; medians in ms, from just before the call to its end as Node sees it. bubblewrap runs as in bench/run.js (user, pid, net, ipc, uts, cgroup namespaces; the test rootfs read-only; /proc, /dev, a /tmp tmpfs, the workspace bound) and caps nothing; kern runs with its default caps (memory 512 MiB, pids 256) enforced by the box's cgroup. One sandbox per mode, opened untimed; the API rows keep the session's two spare kerns.`,
+    `- Host load average when the runs ended (1, 5, 15 min): ${os.loadavg().map((l) => l.toFixed(1)).join(', ')} on ${os.cpus().length} CPUs (other work on the shared host; the guest's vCPU competes with it, hence the wide min–max)`,
     '- Root in the guest runs under `unshare -m --propagation private`: with systemd\'s shared `/`, a mount kern makes at the workspace\'s `.deps` (root, idmapped) propagates into the caller\'s namespace and the next call\'s workspace mount fails (found while building this; not fixed here).',
     '');
   for (const file of files) {
     const r = JSON.parse(fs.readFileSync(file, 'utf8'));
     lines.push(`### As ${r.facts.user}`, '');
+    if (r.facts.move) {
+      const m = r.facts.move;
+      lines.push(`One move of a process between two cgroups in this guest (what a box born in its cgroup skips): median ${m.median.toFixed(2)} ms (${m.min.toFixed(2)}–${m.max.toFixed(2)}), 30 moves 50 ms apart.`, '');
+    }
     lines.push('Where the box is, read from outside while it runs (`/proc/PID/cgroup`):', '');
     lines.push('| mode | box init and workload | its kern (monitor) | leaf `pids.max` |', '| --- | --- | --- | ---: |');
     for (const [mode, p] of Object.entries(r.placements)) {
