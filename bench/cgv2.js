@@ -220,7 +220,6 @@ function report(files) {
     '- Reproduce: `npm run build:debug && bash bench/cgv2.sh` (as root on the host; `BENCH_N` timed rounds, default 50, `BENCH_WARMUP` untimed, default 5)',
     `- Method: N = ${first.facts.n} timed rounds after ${first.facts.warmup} warm-ups, every case once per round, interleaved; medians in ms, from just before the call to its end as Node sees it. bubblewrap runs as in bench/run.js (user, pid, net, ipc, uts, cgroup namespaces; the test rootfs read-only; /proc, /dev, a /tmp tmpfs, the workspace bound) and caps nothing; kern runs with its default caps (memory 512 MiB, pids 256) enforced by the box's cgroup. One sandbox per mode, opened untimed; the API rows keep the session's two spare kerns.`,
     `- Host load average when the runs ended (1, 5, 15 min): ${os.loadavg().map((l) => l.toFixed(1)).join(', ')} on ${os.cpus().length} CPUs (other work on the shared host; the guest's vCPU competes with it, hence the wide min–max)`,
-    '- Root in the guest runs under `unshare -m --propagation private`: with systemd\'s shared `/`, a mount kern makes at the workspace\'s `.deps` (root, idmapped) propagates into the caller\'s namespace and the next call\'s workspace mount fails (found while building this; not fixed here).',
     '');
   for (const file of files) {
     const r = JSON.parse(fs.readFileSync(file, 'utf8'));

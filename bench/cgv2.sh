@@ -32,10 +32,6 @@ cat >"$STAGE/run.sh" <<'EOF'
 set -a; . /share/env; set +a
 export PATH=/share/bin:$PATH KERN_TEST_ROOTFS=/share/rootfs
 cd /share/repo
-if [ "$(id -u)" = 0 ]; then
-  # systemd makes / shared; see the note bench/cgv2.js writes about the .deps mount.
-  exec unshare -m --propagation private node bench/cgv2.js measure
-fi
 exec node bench/cgv2.js measure
 EOF
 { echo "BENCH_N=${BENCH_N:-50}"; echo "BENCH_WARMUP=${BENCH_WARMUP:-5}"; } >"$STAGE/env"

@@ -84,15 +84,17 @@ fn clone3_args(flags: libc::c_int, cgroup: RawFd) -> libc::clone_args {
 }
 
 /// Whether this kernel (and any seccomp filter kern runs under) lets `clone_fork_into` work,
-/// asked without creating a process: a clone3 into a descriptor that cannot be open fails with
-/// EBADF only where clone3 and `CLONE_INTO_CGROUP` exist. Otherwise: ENOSYS (no clone3, or a
-/// container's filter), E2BIG or EINVAL (clone3 without `CLONE_INTO_CGROUP`, Linux 5.3-5.6).
+/// asked without creating or copying a process. Linux 5.7+ refuses a `CLONE_INTO_CGROUP`
+/// descriptor above INT_MAX with EINVAL while reading the arguments, before anything else;
+/// 5.3-5.6 (no `CLONE_INTO_CGROUP`) refuse the same arguments with E2BIG (a non-zero field past
+/// the struct they know), older kernels and containers' filters with ENOSYS or EPERM. (A probe
+/// with a valid-looking descriptor would get as far as copying this process before failing.)
 pub fn clone_into_cgroup_supported() -> bool {
-    // The kernel takes fds up to INT_MAX here; no process can have that one open.
-    let args = clone3_args(0, libc::c_int::MAX);
+    let mut args = clone3_args(0, 0);
+    args.cgroup = libc::c_int::MAX as u64 + 1;
     // SAFETY: `args` is a valid `struct clone_args` that outlives the call, with its exact size.
-    // The kernel checks the cgroup descriptor before the new task can run, so the call fails
-    // without a child; should it ever return 0 here, that is a child, which leaves at once.
+    // No kernel makes a child from these arguments (see above); should one ever, the child
+    // leaves at once and the parent reaps it.
     let ret = unsafe {
         libc::syscall(
             libc::SYS_clone3,
@@ -106,7 +108,7 @@ pub fn clone_into_cgroup_supported() -> bool {
             let _ = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid as libc::pid_t), None);
             false
         }
-        _ => io::Error::last_os_error().raw_os_error() == Some(libc::EBADF),
+        _ => io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL),
     }
 }
 
