@@ -39,6 +39,37 @@ afterAll(async () => {
 });
 
 describe('host filesystem', () => {
+  // systemd makes `/` shared. As root, kern attaches clones of the workspace in the box; a clone
+  // left in the host's peer group would carry the box's mounts (`.deps` read-only) back into the
+  // caller's namespace, and the next call's workspace mount then fails. The caller runs here in
+  // a mount namespace whose `/` is shared, as under systemd. (Unprivileged, `unshare -m` is not
+  // allowed, and kern's clones belong to the box's own user namespace.)
+  (isRoot ? test : test.skip)("with the caller's / shared (systemd), no box mount reaches the caller and every call works", () => {
+    const ws = makeTempDir('kern-shared-root-ws-');
+    const script = `
+      const { Sandbox } = require(${JSON.stringify(path.join(__dirname, '..'))});
+      const { opts } = require(${JSON.stringify(path.join(__dirname, 'helpers'))});
+      (async () => {
+        const s = await new Sandbox(opts({ workspace: ${JSON.stringify(ws)} })).open();
+        const exits = [];
+        for (let i = 0; i < 2; i++) exits.push((await s.run(['true'])).exitCode);
+        const mountinfo = require('fs').readFileSync('/proc/self/mountinfo', 'utf8');
+        const leaked = mountinfo.split('\\n').filter((l) => l.includes(${JSON.stringify(ws)})).length;
+        await s.close();
+        process.stdout.write(JSON.stringify({ exits, leaked }));
+      })();`;
+    try {
+      const r = spawnSync('unshare', ['-m', '--propagation', 'shared', process.execPath, '-e', script], {
+        encoding: 'utf8',
+        timeout: 60000,
+      });
+      expect(r.stderr).toBe('');
+      expect(JSON.parse(r.stdout)).toEqual({ exits: [0, 0], leaked: 0 });
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  });
+
   test('a canary file in the host temp dir is invisible in the box /tmp and untouched by box writes', async () => {
     const canary = makeCanaryFile(os.tmpdir());
     try {

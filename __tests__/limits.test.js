@@ -142,6 +142,24 @@ describe('pids', () => {
     });
   });
 
+  // Where a cgroup holds the caps (as root; unprivileged on cgroup v2, in the scope systemd
+  // delegates), `pids: N` counts exactly the box's own processes from its first one: its init,
+  // the workload and what they start, never kern's monitor. On cgroup v2 the init is born in the
+  // box's cgroup (clone3 CLONE_INTO_CGROUP) with the monitor outside; elsewhere the monitor
+  // enters first and is counted apart. A box started outside its cgroup would start all 30.
+  const cgroupCaps = isRoot || fs.existsSync('/sys/fs/cgroup/cgroup.controllers');
+  (cgroupCaps ? test : test.skip)('pids 10 admits exactly 10 processes: the init, the workload and 8 more', async () => {
+    await withOpen({ pids: 10 }, async (s) => {
+      const r = await s.run(
+        ['python3', '-c', 'import subprocess\nn = 0\ntry:\n    for i in range(30):\n        subprocess.Popen(["sleep", "30"]); n += 1\nexcept OSError:\n    print("refused")\nprint("started", n)\n'],
+        { timeoutS: 60 }
+      );
+      expect(r.runtimeNotes.filter((n) => /best-effort|not enforced/.test(n))).toEqual([]);
+      expect(summary(r)).toMatchObject({ exitCode: 0, fault: null });
+      expect(r.stdout).toBe('refused\nstarted 8\n');
+    });
+  });
+
   test('a fork bomb under pids 32 ends, stays within the cap, and the next call succeeds', async () => {
     const marker = uniqueName('bomb');
     let maxSeen = 0;

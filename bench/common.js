@@ -2,7 +2,7 @@
 // What the benchmark scripts share: argument parsing, statistics, and writing a generated
 // section of BENCHMARKS.md between markers (prose outside them is kept).
 
-const { execFileSync } = require('child_process');
+const { execFileSync, spawn } = require('child_process');
 const fs = require('fs');
 const path = require('path');
 
@@ -81,6 +81,35 @@ function requireBuilt(repo, kern, die) {
   }
   if (typeof api.Sandbox !== 'function') die('the package does not export Sandbox; is the build complete?');
   return api;
+}
+
+// Spawns argv (`opts`: cwd, env), drains its output, resolves with elapsed ms once it has exited and its pipes closed.
+// Rejects (with its stderr) when it exits non-zero, so a broken case never passes for a fast one.
+function timeSpawn(argv, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const t0 = process.hrtime.bigint();
+    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd, env: opts.env });
+    let err = '';
+    child.stdout.on('data', () => {});
+    child.stderr.on('data', (d) => {
+      if (err.length < 4000) err += d;
+    });
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      if (code === 0) resolve(ms);
+      else reject(new Error(`exit ${code ?? signal}: ${err.trim().split('\n').slice(-3).join(' | ') || '(no stderr)'}`));
+    });
+  });
+}
+
+/** bubblewrap with the isolation a box has (user, pid, net, ipc, uts and cgroup namespaces; the
+ * rootfs read-only, /proc, /dev, a /tmp tmpfs, the workspace `ws` bound at `wsTarget`). */
+function bwrapArgs(rootfs, ws, wsTarget, cmd) {
+  return ['bwrap', '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts',
+    '--unshare-cgroup-try', '--die-with-parent', '--new-session',
+    '--ro-bind', rootfs, '/', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
+    '--bind', ws, wsTarget, '--chdir', wsTarget, '--cap-drop', 'ALL', '--', ...cmd];
 }
 
 /** A command's trimmed stdout, or '' when it can't run or fails (for version strings and facts). */
@@ -191,6 +220,8 @@ function closeOnExit(log) {
 }
 
 module.exports = {
+  bwrapArgs,
+  timeSpawn,
   REPO,
   KERN,
   OUT,

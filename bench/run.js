@@ -20,11 +20,10 @@
 // really succeeds (exit 0, no fault), and a case that does not is reported instead of timed.
 'use strict';
 
-const { spawn } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh, bwrapArgs, timeSpawn } = require('./common');
 
 const die = dieFor('bench');
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
@@ -46,26 +45,6 @@ function checkPrerequisites() {
 
 // ---- timing primitives -----------------------------------------------------------------------
 
-// Spawns argv, drains its output, resolves with elapsed ms once it has exited and its pipes closed.
-// Rejects (with its stderr) when it exits non-zero, so a broken case never passes for a fast one.
-function timeSpawn(argv, opts = {}) {
-  return new Promise((resolve, reject) => {
-    const t0 = process.hrtime.bigint();
-    const child = spawn(argv[0], argv.slice(1), { stdio: ['ignore', 'pipe', 'pipe'], cwd: opts.cwd });
-    let err = '';
-    child.stdout.on('data', () => {});
-    child.stderr.on('data', (d) => {
-      if (err.length < 4000) err += d;
-    });
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-      if (code === 0) resolve(ms);
-      else reject(new Error(`exit ${code ?? signal}: ${err.trim().split('\n').slice(-3).join(' | ') || '(no stderr)'}`));
-    });
-  });
-}
-
 async function timeApi(fn) {
   const t0 = process.hrtime.bigint();
   const r = await fn();
@@ -78,13 +57,6 @@ async function timeApi(fn) {
 }
 
 // ---- cases ------------------------------------------------------------------------------------
-
-function bwrapArgs(ws, wsTarget, cmd) {
-  return ['bwrap', '--unshare-user', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts',
-    '--unshare-cgroup-try', '--die-with-parent', '--new-session',
-    '--ro-bind', ROOTFS, '/', '--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp',
-    '--bind', ws, wsTarget, '--chdir', wsTarget, '--cap-drop', 'ALL', '--', ...cmd];
-}
 
 async function main() {
   const api = checkPrerequisites();
@@ -120,9 +92,9 @@ async function main() {
 
   add('bare process: `/bin/true`', 'true', 'bare', () => timeSpawn(TRUE));
   add('bare process: `python3 -c pass`', 'python', 'bare', () => timeSpawn(PY));
-  add('bubblewrap: `/bin/true`', 'true', 'bwrap', () => timeSpawn(bwrapArgs(bwrapWs, wsTarget, TRUE)),
+  add('bubblewrap: `/bin/true`', 'true', 'bwrap', () => timeSpawn(bwrapArgs(ROOTFS, bwrapWs, wsTarget, TRUE)),
     bwrap ? undefined : 'bwrap not installed');
-  add('bubblewrap: `python3 -c pass`', 'python', 'bwrap', () => timeSpawn(bwrapArgs(bwrapWs, wsTarget, PY)),
+  add('bubblewrap: `python3 -c pass`', 'python', 'bwrap', () => timeSpawn(bwrapArgs(ROOTFS, bwrapWs, wsTarget, PY)),
     bwrap ? undefined : 'bwrap not installed');
 
   let sbLimits, sbNoLimits;

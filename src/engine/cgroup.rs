@@ -6,6 +6,7 @@
 use super::spec::Limits;
 use std::fs;
 use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -78,9 +79,9 @@ impl BoxCgroup {
         }
     }
 
-    /// Reads the memory and pids caps back and checks `pid` is inside the leaf: what
-    /// `requireLimits` trusts, rather than the writes having returned Ok.
-    pub fn verify(&self, limits: &Limits, pid: libc::pid_t) -> Result<(), String> {
+    /// Reads the memory and pids caps back and checks `pid` (when given) is inside the leaf:
+    /// what `requireLimits` trusts, rather than the writes having returned Ok.
+    pub fn verify(&self, limits: &Limits, pid: Option<libc::pid_t>) -> Result<(), String> {
         let read = |p: PathBuf| {
             fs::read_to_string(&p)
                 .map(|s| s.trim().to_string())
@@ -116,6 +117,7 @@ impl BoxCgroup {
                 ));
             }
         }
+        let Some(pid) = pid else { return Ok(()) };
         let mine = read(PathBuf::from(format!("/proc/{pid}/cgroup")))?;
         for dir in self.dirs() {
             let rel = dir.strip_prefix(CGROUP_ROOT).unwrap_or(dir);
@@ -129,6 +131,16 @@ impl BoxCgroup {
             }
         }
         Ok(())
+    }
+
+    /// The v2 leaf opened for `clone3(CLONE_INTO_CGROUP)`, so the box's PID 1 is born in it
+    /// without this process moving (see `leaf_outside_self`). None on v1, or when this process
+    /// is already inside.
+    pub fn open_leaf(&self) -> Option<io::Result<OwnedFd>> {
+        match &self.layout {
+            Layout::V2 { leaf, .. } if !self.inside => Some(open_for_birth(leaf)),
+            _ => None,
+        }
     }
 
     /// Moves `pid` (and so every process it will start) into the box's cgroup.
@@ -440,6 +452,43 @@ fn v2_parent(own: Option<&Path>) -> io::Result<(PathBuf, bool)> {
     }
 }
 
+/// `dir` (a v2 cgroup) opened for `clone3(CLONE_INTO_CGROUP)`, if the kernel will let this
+/// process put a child there. The rule is a move's: write access to `cgroup.procs` of the lowest
+/// cgroup holding both this process's and `dir` (an unprivileged kern outside the delegated
+/// subtree has none), checked here so a refusal is known before the clone, as a refused move is.
+fn open_for_birth(dir: &Path) -> io::Result<OwnedFd> {
+    let own =
+        own_path("").ok_or_else(|| io::Error::other("no cgroup v2 line in /proc/self/cgroup"))?;
+    let own = Path::new(CGROUP_ROOT).join(own.trim_start_matches('/'));
+    let common: PathBuf = own
+        .components()
+        .zip(dir.components())
+        .take_while(|(a, b)| a == b)
+        .map(|(a, _)| a)
+        .collect();
+    nix::unistd::access(&common.join("cgroup.procs"), nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| io::Error::other(format!("{}: {e}", common.display())))?;
+    // std opens O_RDONLY|O_CLOEXEC, which a directory allows.
+    fs::File::open(dir).map(OwnedFd::from)
+}
+
+/// Whether a box's v2 leaf is made where this process need not enter it, so the box's PID 1
+/// can be born inside with `clone3(CLONE_INTO_CGROUP)`: under `KERN_CGROUP_PARENT` or as root
+/// (see `v2_parent`). In its own delegated scope, kern must leave the scope for the leaf anyway
+/// (the no-internal-process rule), so the box simply inherits it there.
+pub fn leaf_outside_self() -> bool {
+    std::env::var_os("KERN_CGROUP_PARENT").is_some() || nix::unistd::geteuid().is_root()
+}
+
+/// Whether a process can be born in a cgroup here (`sys::clone_fork_into`): cgroup v2 and a
+/// kernel with `CLONE_INTO_CGROUP` (5.7+). `KERN_NO_CLONE_INTO_CGROUP=1` turns it off, to
+/// measure or rule out this path (kern then moves itself in first, as on cgroup v1).
+pub fn birth_possible() -> bool {
+    let off =
+        std::env::var_os("KERN_NO_CLONE_INTO_CGROUP").is_some_and(|v| !v.is_empty() && v != "0");
+    !off && version() == Some(Version::V2) && super::sys::clone_into_cgroup_supported()
+}
+
 /// Enables memory, pids and cpu (those the parent offers) for `dir`'s children. Fails with EBUSY
 /// if `dir` holds processes itself (the no-internal-process rule): those are moved into a child
 /// `idle` leaf first.
@@ -497,8 +546,9 @@ const CALL_PREFIX: &str = "call-";
 /// One call into a resident box: a child of the box's cgroup (in each v1 controller the box
 /// has, or its v2 leaf). The caps stay the box's (cgroups are hierarchical); the child exists so
 /// a timeout can kill exactly this call's process tree, wherever its processes went in the PID
-/// namespace. The `kern` that runs the call moves itself in first (off the call's path, like a
-/// spare for a fresh box), so everything it forks is born inside.
+/// namespace. On cgroup v2 the call's init is cloned into it (`birth`); elsewhere the `kern`
+/// that runs the call moves itself in first (off the call's path, like a spare for a fresh box),
+/// so everything it forks is born inside.
 #[derive(Debug)]
 pub struct CallCgroup {
     dirs: Vec<PathBuf>,
@@ -507,12 +557,15 @@ pub struct CallCgroup {
     box_memory: Option<PathBuf>,
     /// Where this process was before, per dir, to go back to before the rmdir.
     origins: Vec<PathBuf>,
+    /// The v2 call cgroup, open, when the call's init is born in it and this process stays out.
+    birth: Option<OwnedFd>,
 }
 
 impl CallCgroup {
-    /// The call cgroup under the box whose PID 1 is `pid1`, with this process inside; None when
-    /// the box has no cgroup of its own (rootless without delegation) or the move is refused.
-    pub fn enter(pid1: libc::pid_t, id: &str) -> Option<CallCgroup> {
+    /// The call cgroup under the box whose PID 1 is `pid1`, with this process inside, or, with
+    /// `born` on cgroup v2, open for the call's init to be born in (`birth`); None when the box
+    /// has no cgroup of its own (rootless without delegation) or the move is refused.
+    pub fn enter(pid1: libc::pid_t, id: &str, born: bool) -> Option<CallCgroup> {
         let text = fs::read_to_string(format!("/proc/{pid1}/cgroup")).ok()?;
         let is_box = |p: &str| {
             Path::new(p)
@@ -556,7 +609,21 @@ impl CallCgroup {
             v2,
             box_memory,
             origins: Vec::new(),
+            birth: None,
         };
+        if let ([(dir, _)], true, true) = (boxes.as_slice(), v2, born) {
+            let call = dir.join(format!("{CALL_PREFIX}{id}"));
+            let opened = fs::create_dir(&call).and_then(|()| open_for_birth(&call));
+            cg.dirs.push(call);
+            match opened {
+                Ok(f) => cg.birth = Some(f),
+                Err(_) => {
+                    cg.leave_and_remove();
+                    return None;
+                }
+            }
+            return Some(cg);
+        }
         for (dir, ctrl) in &boxes {
             let origin = own_path(ctrl)
                 .map(|p| {
@@ -636,12 +703,21 @@ impl CallCgroup {
         }
     }
 
+    /// The call cgroup to clone the call's init into, when this process stayed out of it.
+    pub fn birth(&self) -> Option<BorrowedFd<'_>> {
+        self.birth.as_ref().map(|f| f.as_fd())
+    }
+
     /// Goes back to where this process came from and removes the call's cgroup if it is empty
     /// (processes the call left running keep it until the box ends).
     pub fn leave_and_remove(&self) {
         let me = std::process::id().to_string();
-        for (dir, origin) in self.dirs.iter().zip(&self.origins) {
-            let _ = fs::write(origin.join("cgroup.procs"), &me);
+        for (i, dir) in self.dirs.iter().enumerate() {
+            // Born there, this process never entered (`origins` is empty): a write of a process
+            // into the cgroup it is in still waits for an RCU grace period.
+            if let Some(origin) = self.origins.get(i) {
+                let _ = fs::write(origin.join("cgroup.procs"), &me);
+            }
             let _ = fs::remove_dir(dir);
             // The box may have ended while this call's cgroup was being made (its monitor then
             // could not remove its own): an empty box cgroup goes too. A live box's holds its

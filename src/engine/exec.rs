@@ -1,6 +1,8 @@
 //! One call into a live resident box (`persist`). The `kern` that runs it stays on the host, as
-//! a fresh box's monitor does: it moves itself into a per-call child of the box's cgroup (done
-//! when it is a spare, off the call's path), then forks the call's init. The call's init joins
+//! a fresh box's monitor does: it makes a per-call child of the box's cgroup and, on cgroup v2
+//! (Linux 5.7+), clones the call's init straight into it (`clone3(CLONE_INTO_CGROUP)`);
+//! elsewhere it moves itself in first (done when it is a spare, off the call's path), then
+//! forks the call's init. The call's init joins
 //! every namespace of the box through the descriptors the box's monitor holds (user first; a
 //! pidfd `setns` would need ptrace rights over the non-dumpable PID 1, which only root has),
 //! makes a cgroup namespace at its own cgroup, takes the ids a fresh box's setup runs as, and
@@ -29,7 +31,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// A `kern` ready to run one call in a resident box: it found the box, holds a pidfd of its
-/// PID 1, and sits in the call's cgroup.
+/// PID 1, and has the call's cgroup (inside it, or holding it open for the call's init).
 pub struct PreparedCall {
     target: CallTarget,
     found: Result<(State, OwnedFd), String>,
@@ -41,7 +43,8 @@ fn gone(name: &str, why: &str) -> String {
     format!("the resident box {name} was destroyed or reached its TTL ({why}); open a new Sandbox to start a new one")
 }
 
-/// Finds the box `target` names and moves into a new call cgroup under it.
+/// Finds the box `target` names and makes a new call cgroup under it (moving into it where the
+/// call's init can't be born there).
 pub fn prepare(target: &CallTarget) -> PreparedCall {
     let found = resident::state_dir()
         .map_err(|e| e.to_string())
@@ -69,8 +72,9 @@ pub fn prepare(target: &CallTarget) -> PreparedCall {
             );
         }
         let nanos = resident::now_unix_ms();
-        cgroup = CallCgroup::enter(target.pid1.pid, &format!("{}-{nanos}", std::process::id()));
-        if cgroup.is_some() {
+        let id = format!("{}-{nanos}", std::process::id());
+        cgroup = CallCgroup::enter(target.pid1.pid, &id, super::cgroup::birth_possible());
+        if cgroup.as_ref().is_some_and(|c| c.birth().is_none()) {
             // As a fresh box's monitor: the OOM killer must pick the call, never its reporter.
             let before = std::fs::read_to_string("/proc/self/oom_score_adj").ok();
             if std::fs::write("/proc/self/oom_score_adj", "-1000").is_ok() {
@@ -207,7 +211,11 @@ fn call(
         Ok(p) => p,
         Err(e) => return startup_failed(format!("pipe: {e}")),
     };
-    let a = match sys::clone_fork(0) {
+    let forked = match prepared.cgroup.as_ref().and_then(CallCgroup::birth) {
+        Some(call_cgroup) => sys::clone_fork_into(0, call_cgroup),
+        None => sys::clone_fork(0),
+    };
+    let a = match forked {
         Ok(Forked::Child) => {
             drop(init_r);
             drop(go_w);

@@ -1,9 +1,9 @@
 //! `kern`'s outer process: it stays in the host's namespaces, prepares the cgroup and the
 //! sources, clones the box's PID 1 into new namespaces, writes its id maps, then enforces the
 //! deadline and reports how the box ended. It is single-threaded, which is what makes the plain
-//! `clone` in `sys::clone_fork` sound.
+//! `clone` in `sys::clone_fork` (and `clone3` in `sys::clone_fork_into`) sound.
 
-use super::cgroup::BoxCgroup;
+use super::cgroup::{self, BoxCgroup};
 use super::idmap::{self, Mapping};
 use super::init::{self, msg, Fallback};
 use super::mounts::{self, Sources, Trees};
@@ -49,13 +49,17 @@ fn startup_failed(message: impl Into<String>) -> BoxReport {
     }
 }
 
-/// The caps of a box, applied before its spec is known: the cgroup exists and this process
-/// (the monitor) has already moved itself in, so the box is born inside it. Moving a process
-/// between cgroups waits for an RCU grace period (often 5-40 ms on this kind of machine), so
-/// the addon prepares a spare `kern` ahead of each call and that wait leaves the call's path.
+/// The caps of a box, applied before its spec is known: the cgroup exists, and the box will be
+/// born inside it. Moving a process between cgroups waits for an RCU grace period (often 5-40 ms
+/// on this kind of machine), so no process moves on a call's path: on cgroup v2 (Linux 5.7+)
+/// PID 1 is cloned straight into the leaf with `clone3(CLONE_INTO_CGROUP)` and this process (the
+/// monitor) stays where it is; otherwise the monitor has already moved itself in, which the
+/// addon's spare `kern`s do ahead of each call.
 pub struct Prepared {
     limits: Limits,
     cgroup: Option<BoxCgroup>,
+    /// The v2 leaf, open, when PID 1 is to be born in it (the monitor never entered it).
+    birth: Option<OwnedFd>,
     pub(super) fallback: Fallback,
     /// Our oom_score_adj before we protected ourselves: the box gets it back (see `supervise`).
     oom_adj: Option<String>,
@@ -63,22 +67,43 @@ pub struct Prepared {
     refusal: Option<String>,
 }
 
-/// Creates the cgroup, moves this process into it, and decides which caps fall back to
-/// rlimits, saying so for each on stderr (where the next box's output follows).
+/// Creates the cgroup, moves this process into it (unless the box can be born in it), and
+/// decides which caps fall back to rlimits, saying so for each on stderr (where the next box's
+/// output follows).
 pub fn prepare(limits: &Limits) -> Prepared {
     let l = limits;
     let any = l.memory_bytes.is_some() || l.pids.is_some() || l.cpus.is_some();
     let mut fallback = Fallback::default();
     let mut cg = None;
+    let mut birth = None;
     let mut reason = String::from("enforceLimits is false");
     let mut oom_adj = None;
+    let born = l.enforce && any && cgroup::leaf_outside_self() && cgroup::birth_possible();
+    // Written as: a monitor inside the box's cgroup is one more task in its pids cap.
+    let written = Limits {
+        pids: l.pids.map(|p| p + u64::from(!born)),
+        ..l.clone()
+    };
     if l.enforce && any {
-        // The monitor itself is one more task in the box's pids cgroup.
-        let with_monitor = Limits {
-            pids: l.pids.map(|p| p + 1),
-            ..l.clone()
-        };
-        match BoxCgroup::create(&with_monitor, &box_id()) {
+        match BoxCgroup::create(&written, &box_id()) {
+            Ok(c) if born => match c.open_leaf() {
+                Some(Ok(fd)) => {
+                    // The monitor stays out of the box's memory cgroup, so the box's OOM killer
+                    // cannot pick it: no need to protect it.
+                    birth = Some(fd);
+                    cg = Some(c);
+                }
+                Some(Err(e)) => {
+                    c.remove();
+                    reason = format!("cannot start the box inside its cgroup ({e})");
+                }
+                None => {
+                    c.remove();
+                    reason = String::from(
+                        "internal error: kern is inside the cgroup it made for the box",
+                    );
+                }
+            },
             Ok(c) => match c.add(std::process::id() as libc::pid_t) {
                 Ok(()) => {
                     // The box's OOM killer must pick the workload, never its monitor: the
@@ -107,13 +132,10 @@ pub fn prepare(limits: &Limits) -> Prepared {
         );
     }
     let refusal = if l.require && (l.memory_bytes.is_some() || l.pids.is_some()) {
-        // As written: the pids cap counts the monitor too.
-        let written = Limits {
-            pids: l.pids.map(|p| p + 1),
-            ..l.clone()
-        };
+        // A box born in the leaf is checked to be there once it exists (`build_and_supervise`).
+        let me = (!born).then_some(std::process::id() as libc::pid_t);
         let verified = match &cg {
-            Some(c) => c.verify(&written, std::process::id() as libc::pid_t),
+            Some(c) => c.verify(&written, me),
             None => Err(reason.clone()),
         };
         verified.err().map(|why| {
@@ -132,6 +154,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
         return Prepared {
             limits: limits.clone(),
             cgroup: cg,
+            birth,
             fallback,
             oom_adj,
             refusal,
@@ -160,6 +183,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
     Prepared {
         limits: limits.clone(),
         cgroup: cg,
+        birth,
         fallback,
         oom_adj,
         refusal: None,
@@ -170,7 +194,11 @@ impl Prepared {
     /// Leaves and removes the cgroup (when nothing ran in it, or after the box ended).
     pub fn release(self) {
         if let Some(cg) = &self.cgroup {
-            cg.leave();
+            // A monitor that never entered must not "move back": even a write of a process into
+            // the cgroup it is already in waits for an RCU grace period.
+            if self.birth.is_none() {
+                cg.leave();
+            }
             cg.remove();
         }
     }
@@ -300,7 +328,11 @@ fn build_and_supervise(
             flags |= libc::CLONE_NEWNET;
         }
     }
-    let pid = match sys::clone_fork(flags) {
+    let forked = match &prepared.birth {
+        Some(leaf) => sys::clone_fork_into(flags, leaf.as_fd()),
+        None => sys::clone_fork(flags),
+    };
+    let pid = match forked {
         Ok(Forked::Child) => {
             drop(init_r);
             drop(go_w);
@@ -337,6 +369,17 @@ fn build_and_supervise(
     };
     drop(init_w);
     drop(go_r);
+    if let (Some(c), Some(_), true) = (cgroup, &prepared.birth, prepared.limits.require) {
+        // `requireLimits` trusts what it reads back: PID 1 is in the leaf before it may go on.
+        if let Err(why) = c.verify(&prepared.limits, Some(pid)) {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+            let _ = waitpid(Pid::from_raw(pid), None);
+            let why = format!("requireLimits: the box was not born in its cgroup ({why})");
+            let mut report = startup_failed(why.clone());
+            report.limits_refused = Some(why);
+            return report;
+        }
+    }
     // The clone inherited the monitor's oom_score_adj and its floor: put back the caller's, as
     // the privileged writer, which resets the floor too, so nothing in the box is OOM-immune.
     if let Some(adj) = &prepared.oom_adj {
