@@ -452,7 +452,7 @@ fn set_propagation_private(tree: BorrowedFd<'_>) -> io::Result<()> {
     )
 }
 
-/// Sets flags on a detached tree and makes it private, and with `userns` makes it an idmapped
+/// Sets flags on a detached tree, and with `userns` makes it an idmapped
 /// mount: files appear owned through that user namespace's map, and what the box writes lands
 /// with the ids it maps to on the host (box root writes as the owner the host sees for uid 0).
 pub fn mount_setattr_fd(
@@ -468,10 +468,8 @@ pub fn mount_setattr_fd(
                 0
             },
         attr_clr: 0,
-        // A clone of a shared mount stays in its peer group: attached in a box, mounts the box
-        // makes on it (`.deps` read-only) would appear in the host's namespace too, wherever `/`
-        // is shared (systemd). Every tree kern clones is the box's alone.
-        propagation: libc::MS_PRIVATE,
+        // Already private: `open_tree_clone` made it so.
+        propagation: 0,
         userns_fd: userns.map(|u| u.as_raw_fd() as u64).unwrap_or(0),
     };
     setattr_tree(tree, &attr)
