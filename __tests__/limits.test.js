@@ -25,6 +25,8 @@ const {
 
 const { Sandbox } = require('..');
 
+const isRoot = process.getuid() === 0;
+
 const enforcedTest = capsEnforced ? test : test.skip;
 
 beforeAll(() => requireRootfs());
@@ -66,6 +68,25 @@ describe('memory', () => {
       expect(r.fault.message).toMatch(/\/tmp/);
       expect(r.stdout).not.toContain('WROTE-ALL');
     });
+  });
+
+  // A call into a resident box runs in a call cgroup under the box's. Rootless on cgroup v2 the
+  // call's kern once started outside any delegated scope, could not move in, and ran the call
+  // uncapped; now it starts in a scope as the box's kern did, and a call that can't be placed is
+  // refused rather than run outside the caps.
+  enforcedTest('a call into a resident box (persist) is held to the box\'s memory cap: oom fault', async () => {
+    const ws = makeTempDir('kern-capres-ws-');
+    const s = await new Sandbox(opts({ memoryMb: 64, persist: true, name: uniqueName('capres'), workspace: ws })).open();
+    try {
+      expectOk(await s.run(['true']));
+      const r = await s.runCode('b = b"x" * (400 * 1024 * 1024)\nprint("ALLOCATED")\n', { timeoutS: 60 });
+      expect(summary(r)).toMatchObject({ fault: { type: 'oom' } });
+      expect(r.stdout).not.toContain('ALLOCATED');
+      expect(r.runtimeNotes.filter((n) => /best-effort|outside the box's caps/.test(n))).toEqual([]);
+    } finally {
+      await s.destroy();
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
   });
 
   // Rootless on cgroup v2 each kern starts in a delegated systemd scope; a kern killed from

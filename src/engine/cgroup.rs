@@ -563,10 +563,20 @@ pub struct CallCgroup {
 
 impl CallCgroup {
     /// The call cgroup under the box whose PID 1 is `pid1`, with this process inside, or, with
-    /// `born` on cgroup v2, open for the call's init to be born in (`birth`); None when the box
-    /// has no cgroup of its own (rootless without delegation) or the move is refused.
-    pub fn enter(pid1: libc::pid_t, id: &str, born: bool) -> Option<CallCgroup> {
-        let text = fs::read_to_string(format!("/proc/{pid1}/cgroup")).ok()?;
+    /// `born` on cgroup v2, open for the call's init to be born in (`birth`). `Ok(None)` when the
+    /// box has no cgroup of its own (rootless without delegation: its caps are rlimits, which the
+    /// call inherits). An `Err` when it has one and the call can't be placed in it: run anyway,
+    /// the call would escape the box's caps, so the caller fails it instead.
+    pub fn enter(pid1: libc::pid_t, id: &str, born: bool) -> Result<Option<CallCgroup>, String> {
+        let Ok(text) = fs::read_to_string(format!("/proc/{pid1}/cgroup")) else {
+            return Ok(None);
+        };
+        let refused = |dir: &Path, e: io::Error| {
+            format!(
+                "this call could not be placed in the resident box's cgroup ({}: {e}), so it would run outside the box's caps; kern refused to run it (unprivileged on cgroup v2, calls need a systemd user manager to start them in a delegated scope, as the box was)",
+                dir.display()
+            )
+        };
         let is_box = |p: &str| {
             Path::new(p)
                 .file_name()
@@ -578,7 +588,10 @@ impl CallCgroup {
         let mut box_memory = None;
         for line in text.lines() {
             let mut parts = line.splitn(3, ':');
-            let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
+            let (Some(_), Some(ctrls), Some(path)) = (parts.next(), parts.next(), parts.next())
+            else {
+                continue;
+            };
             if !is_box(path) {
                 continue;
             }
@@ -592,7 +605,8 @@ impl CallCgroup {
                 else {
                     continue;
                 };
-                (v1_mount(c)?.join(rel), c.to_string())
+                let Some(mount) = v1_mount(c) else { continue };
+                (mount.join(rel), c.to_string())
             } else {
                 continue;
             };
@@ -602,7 +616,7 @@ impl CallCgroup {
             boxes.push((dir, ctrl));
         }
         if boxes.is_empty() {
-            return None;
+            return Ok(None);
         }
         let mut cg = CallCgroup {
             dirs: Vec::new(),
@@ -617,12 +631,12 @@ impl CallCgroup {
             cg.dirs.push(call);
             match opened {
                 Ok(f) => cg.birth = Some(f),
-                Err(_) => {
+                Err(e) => {
                     cg.leave_and_remove();
-                    return None;
+                    return Err(refused(dir, e));
                 }
             }
-            return Some(cg);
+            return Ok(Some(cg));
         }
         for (dir, ctrl) in &boxes {
             let origin = own_path(ctrl)
@@ -641,12 +655,12 @@ impl CallCgroup {
             });
             cg.dirs.push(call);
             cg.origins.push(origin);
-            if moved.is_err() {
+            if let Err(e) = moved {
                 cg.leave_and_remove();
-                return None;
+                return Err(refused(dir, e));
             }
         }
-        Some(cg)
+        Ok(Some(cg))
     }
 
     /// How many times the OOM killer acted in the whole box so far.

@@ -60,6 +60,7 @@ pub fn prepare(target: &CallTarget) -> PreparedCall {
                 .ok_or_else(|| gone(&target.name, "its PID 1 has exited"))?;
             Ok((s, fd))
         });
+    let mut found = found;
     let mut cgroup = None;
     let mut oom_adj = None;
     if found.is_ok() {
@@ -73,7 +74,10 @@ pub fn prepare(target: &CallTarget) -> PreparedCall {
         }
         let nanos = resident::now_unix_ms();
         let id = format!("{}-{nanos}", std::process::id());
-        cgroup = CallCgroup::enter(target.pid1.pid, &id, super::cgroup::birth_possible());
+        match CallCgroup::enter(target.pid1.pid, &id, super::cgroup::birth_possible()) {
+            Ok(c) => cgroup = c,
+            Err(why) => found = Err(why),
+        }
         if cgroup.as_ref().is_some_and(|c| c.birth().is_none()) {
             // As a fresh box's monitor: the OOM killer must pick the call, never its reporter.
             let before = std::fs::read_to_string("/proc/self/oom_score_adj").ok();

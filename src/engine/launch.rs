@@ -194,10 +194,16 @@ impl Kern {
 
     /// Starts `kern box` for one call into the resident box `target`: it finds the box and
     /// moves into the call's cgroup under it before the spec comes (see `engine::exec`).
-    pub fn spawn_call(kern: &Path, target: &super::resident::CallTarget) -> Result<Kern> {
+    /// `limits` are the box's: where the box's kern started in a delegated scope, so does the
+    /// call's, since only from there may it move into the box's cgroup.
+    pub fn spawn_call(
+        kern: &Path,
+        target: &super::resident::CallTarget,
+        limits: &Limits,
+    ) -> Result<Kern> {
         let line = serde_json::to_vec(&serde_json::json!({ "call": target }))
             .map_err(|e| Error::Runtime(format!("serialise the call target: {e}")))?;
-        Kern::start(kern, line, None)
+        Kern::start(kern, line, use_systemd_scope(limits))
     }
 
     /// The host pid of this `kern` (the box's monitor), while it runs.

@@ -479,7 +479,7 @@ impl Opened {
     /// resident session, for a call into its box.
     fn spawn_kern(&self, path: &std::path::Path) -> Result<Kern> {
         match self.resident.get() {
-            Some(r) => Kern::spawn_call(path, &r.target),
+            Some(r) => Kern::spawn_call(path, &r.target, &self.config.limits),
             None => Kern::spawn(path, &self.config.limits),
         }
     }
