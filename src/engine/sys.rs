@@ -452,9 +452,9 @@ fn set_propagation_private(tree: BorrowedFd<'_>) -> io::Result<()> {
     )
 }
 
-/// Sets flags on a detached tree, and with `userns` makes it an idmapped
-/// mount: files appear owned through that user namespace's map, and what the box writes lands
-/// with the ids it maps to on the host (box root writes as the owner the host sees for uid 0).
+/// Sets flags on a detached tree, and with `userns` makes it an idmapped mount: files appear
+/// owned through that user namespace's map, and what the box writes lands with the ids it maps
+/// to on the host (box root writes as the owner the host sees for uid 0).
 pub fn mount_setattr_fd(
     tree: BorrowedFd<'_>,
     set: u64,
