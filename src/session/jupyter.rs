@@ -39,6 +39,8 @@ use zeromq::{Socket, SocketRecv, SocketSend};
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long an interrupted cell has to stop before the kernel is torn down.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// How often a cell that asked for input is interrupted again while it has not ended.
+const INPUT_REINTERRUPT: Duration = Duration::from_secs(1);
 /// How long a kernel has to answer its heartbeat before a cell.
 const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long `close()` waits for the kernel to exit after `shutdown_request`.
@@ -481,6 +483,10 @@ impl JupyterKernel {
         let fallback = deadline + Duration::from_secs(1);
         let grace_end = deadline + INTERRUPT_GRACE;
         let (mut timed_out, mut interrupted) = (false, false);
+        // A cell that asked for input is interrupted again each INPUT_REINTERRUPT until it ends:
+        // a signal that lands while the kernel is between its request and its wait (seen with
+        // IRkernel on a loaded machine) is lost, and the cell would otherwise sit to its timeout.
+        let mut input_reinterrupt: Option<tokio::time::Instant> = None;
         while !dead && !cell.done() {
             if timed_out && !interrupted && cell.executing() {
                 interrupted = true;
@@ -491,6 +497,7 @@ impl JupyterKernel {
                 (true, false) => fallback,
                 (true, true) => grace_end,
             };
+            let wake = input_reinterrupt.map_or(wake, |at| at.min(wake));
             tokio::select! {
                 m = live.socks.iopub.recv() => match m {
                     Some(m) => show(cell.on_iopub(&m)),
@@ -508,6 +515,7 @@ impl JupyterKernel {
                         if !interrupted {
                             interrupted = true;
                             self.interrupt(live).await;
+                            input_reinterrupt = Some(tokio::time::Instant::now() + INPUT_REINTERRUPT);
                         }
                     }
                     Some(_) => {}
@@ -520,7 +528,10 @@ impl JupyterKernel {
                     None => dead = true,
                 },
                 _ = tokio::time::sleep_until(wake) => {
-                    if !timed_out {
+                    if input_reinterrupt.is_some_and(|at| at <= tokio::time::Instant::now()) {
+                        self.interrupt(live).await;
+                        input_reinterrupt = Some(tokio::time::Instant::now() + INPUT_REINTERRUPT);
+                    } else if !timed_out {
                         timed_out = true;
                     } else if !interrupted {
                         interrupted = true;
