@@ -11,7 +11,7 @@
 # has no idmapped mounts).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
-VM=${CGV2_VM:-$REPO/../shared/rigs/cgv2-vm.sh}
+VM=${CGV2_VM:-$REPO/scripts/cgv2-vm.sh}
 ROOTFS=${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}
 die() { echo "bench-cgv2: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "run as root (the guest rig needs it)"
