@@ -243,7 +243,7 @@ describe('Docker Hub mirrors (KERN_REGISTRY_MIRRORS)', () => {
   test('a malformed mirror list is refused for any pull, before any traffic', async () => {
     const hole = await reg.startBlackhole();
     try {
-      for (const bad of ['ftp://mirror.example', 'https://u:p@mirror.example', 'https://mirror.example/v2/']) {
+      for (const bad of ['ftp://mirror.example', 'https://u:p@mirror.example', 'https://mirror.example/v2/', 'http://mirror.example']) {
         const r = await pull(`${hole.host}/kern/tiny:latest`, { KERN_REGISTRY_MIRRORS: bad, KERN_REGISTRY_TIMEOUT_S: '2' });
         expect(r.code).not.toBe(0);
         expect(r.stderr).toMatch(/KERN_REGISTRY_MIRRORS: .* like https:\/\/mirror\.example\.com/);
@@ -266,6 +266,10 @@ test('kern doctor shows what pulls use: the CA store and KERN_REGISTRY_CA, proxi
   expect(r.stdout).toMatch(/registry-net .*https via proxy http:\/\/\*\*\*@proxy\.example:3128 \(HTTPS_PROXY\); http direct; NO_PROXY=\.corp direct; loopback always direct/);
   expect(r.stdout).toMatch(/mirrors .*docker\.io pulls try https:\/\/mirror\.example, then Docker Hub/);
   expect(r.stdout).not.toMatch(/pw-s3cret/);
+  // A password holding `/` (so the URL may not even parse) is hidden in every line too.
+  const slash = spawnSync(KERN, ['doctor'], { encoding: 'utf8', env: { ...base, HTTPS_PROXY: 'http://u:pw/s3cret@proxy.example:3128' } });
+  expect(slash.stdout).toMatch(/proxy\.example:3128/);
+  expect(slash.stdout + slash.stderr).not.toMatch(/s3cret/);
   const broken = spawnSync(KERN, ['doctor'], { encoding: 'utf8', env: { ...base, KERN_REGISTRY_CA: path.join(dir, 'nope.pem') } });
   expect(broken.stdout).toMatch(/missing\s+registry-ca .*KERN_REGISTRY_CA=.*cannot read it/);
 });

@@ -270,8 +270,9 @@ fn proxy_var(vars: &[&'static str]) -> Result<Option<ProxyUse>, Error> {
 /// A proxy URL without its credentials: what may be printed.
 pub fn redact(url: &str) -> String {
     let (scheme, rest) = url.split_once("://").map_or(("", url), |(s, r)| (s, r));
-    let host_end = rest.find('/').unwrap_or(rest.len());
-    let redacted = match rest[..host_end].rfind('@') {
+    // The last `@` anywhere, not only before the first `/`: a password may hold `/` (and a
+    // URL that fails to parse is printed too). A path with an `@` is over-hidden, never leaked.
+    let redacted = match rest.rfind('@') {
         Some(at) => format!("***@{}", &rest[at + 1..]),
         None => rest.to_string(),
     };
@@ -381,6 +382,13 @@ pub fn mirrors() -> Result<Vec<String>, Error> {
                 return Err(bad("needs http:// or https://"));
             }
             let auth = uri.authority().ok_or_else(|| bad("has no host"))?;
+            // As for registries (`registry::endpoint`): the tag's digest comes from the mirror,
+            // so plain HTTP across a network would let anyone on the path choose the image.
+            if uri.scheme_str() == Some("http")
+                && !is_loopback(auth.host().trim_start_matches('[').trim_end_matches(']'))
+            {
+                return Err(bad("is plain HTTP to a host that is not loopback (anyone on the path could choose the image); use https://"));
+            }
             if auth.as_str().contains('@') {
                 return Err(bad("carries credentials: put them in ~/.docker/config.json or KERN_REGISTRY_AUTH under the mirror's host instead"));
             }
@@ -495,6 +503,8 @@ mod tests {
     fn proxy_credentials_are_hidden() {
         assert_eq!(redact("http://u:p@proxy:3128/"), "http://***@proxy:3128/");
         assert_eq!(redact("http://proxy:3128"), "http://proxy:3128");
+        assert_eq!(redact("http://u:pa/ss@proxy:3128"), "http://***@proxy:3128");
+        assert_eq!(redact("u:p@ss@proxy"), "***@proxy");
         assert_eq!(redact("u:p@proxy:3128"), "***@proxy:3128");
     }
 }
