@@ -118,6 +118,12 @@ if (max && floor.localeCompare(max, undefined, { numeric: true }) > 0) {
   fail(`the ${key} binaries need glibc ${floor}, above KERN_PACK_MAX_GLIBC=${max} (addon ${floors.addon}, kern ${floors.kern})`);
 }
 platPkg.description = `kern-sandbox's addon and kern runtime for ${key}; needs glibc >= ${floor}`;
+// npm publish --provenance (the release workflow) requires repository.url to name the GitHub
+// repository the workflow runs in; GitHub Actions says which in GITHUB_REPOSITORY.
+const repository = process.env.GITHUB_REPOSITORY
+  ? { type: 'git', url: `git+https://github.com/${process.env.GITHUB_REPOSITORY}.git` }
+  : pkg.repository;
+if (repository) platPkg.repository = repository;
 fs.writeFileSync(path.join(platDir, 'package.json'), `${JSON.stringify(platPkg, null, 2)}\n`);
 fs.appendFileSync(path.join(platDir, 'README.md'), `\nThis build (${profile}) needs glibc >= ${floor} (addon ${floors.addon}, kern ${floors.kern}).\n`);
 
@@ -129,6 +135,7 @@ for (const f of pkg.files) copy(f === 'js/native.js' ? got.nativeJs : path.join(
 copy(path.join(root, 'README.md'), path.join(mainDir, 'README.md'));
 copy(path.join(root, 'LICENSE'), path.join(mainDir, 'LICENSE'));
 const { scripts, devDependencies, jest, ...published } = pkg; // eslint-disable-line no-unused-vars
+if (repository) published.repository = repository;
 published.optionalDependencies = Object.fromEntries(supportedKeys().map((k) => [`${pkg.name}-${k}`, pkg.version]));
 fs.writeFileSync(path.join(mainDir, 'package.json'), `${JSON.stringify(published, null, 2)}\n`);
 fs.chmodSync(path.join(mainDir, 'bin', 'kern.js'), 0o755);

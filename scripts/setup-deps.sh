@@ -63,11 +63,11 @@ for comp in fmt clippy; do
     echo "setup-deps: WARNING: cargo $comp is missing (the lint steps of scripts/test.sh need it): rustup component add ${comp/fmt/rustfmt}" >&2
 done
 command -v node >/dev/null ||
-  die "node not found in PATH. Install Node.js >= 20.17 (e.g. apt-get install nodejs npm), then re-run."
+  die "node not found in PATH. Install Node.js >= 20.17 (Debian 12's own nodejs is 18: use NodeSource's node_20.x or newer, or nvm), then re-run."
 command -v npm >/dev/null ||
   die "npm not found in PATH. Install npm (it ships with Node.js), then re-run."
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-((node_major >= 20)) || die "node $(node --version) is too old: kern-sandbox needs Node >= 20.17"
+node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 17) ? 0 : 1)' ||
+  die "node $(node --version) is too old: kern-sandbox needs Node >= 20.17 (NodeSource's node_20.x or newer, or nvm)"
 
 # --- npm dependencies --------------------------------------------------------------------------
 # npm writes node_modules/.package-lock.json on every install; if package-lock.json is newer than
