@@ -181,6 +181,34 @@ describe('pids', () => {
     });
   });
 
+  // On cgroup v2 as root, the box is born in its leaf (clone3 CLONE_INTO_CGROUP): seen from the
+  // host while it runs, the workload is in the leaf and its kern is not, and the leaf's pids.max
+  // is the cap itself (a monitor moved in would be in the leaf, with the cap written as N + 1).
+  const bornInLeaf = isRoot && fs.existsSync('/sys/fs/cgroup/cgroup.controllers');
+  if (bornInLeaf) test('on cgroup v2 a box is born in its cgroup: kern stays outside, pids.max is the cap itself', async () => {
+    const marker = uniqueName('born');
+    const cgroupOf = (pid) => fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().replace(/^0::/, '');
+    const ppidOf = (pid) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+    const commOf = (pid) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    await withOpen({ pids: 40 }, async (s) => {
+      const call = s.run(['sh', '-c', `sleep 20; : ${marker}`], { timeoutS: 60 });
+      expect(await waitFor(() => hostProcessesMatching(marker).length > 0, 20000)).toBe(true);
+      const workload = hostProcessesMatching(marker)[0].pid;
+      // The box's PID 1 is a clone of kern (comm "kern" too); its monitor is the topmost kern.
+      let kern = ppidOf(workload);
+      while (kern > 1 && commOf(kern) !== 'kern') kern = ppidOf(kern);
+      while (commOf(ppidOf(kern)) === 'kern') kern = ppidOf(kern);
+      const seen = { leaf: cgroupOf(workload), kern: cgroupOf(kern), kernComm: commOf(kern) };
+      const pidsMax = fs.readFileSync(`/sys/fs/cgroup${seen.leaf}/pids.max`, 'utf8').trim();
+      process.kill(workload, 'SIGKILL');
+      await call;
+      expect(seen.kernComm).toBe('kern');
+      expect(seen.leaf).toMatch(/\/box-\d+-\d+$/);
+      expect(seen.kern).not.toBe(seen.leaf);
+      expect(pidsMax).toBe('40');
+    });
+  });
+
   test('a fork bomb under pids 32 ends, stays within the cap, and the next call succeeds', async () => {
     const marker = uniqueName('bomb');
     let maxSeen = 0;

@@ -233,6 +233,18 @@ fn call(
             call_init(spec, j, passed, &fallback)
         }
         Ok(Forked::Parent(pid)) => pid,
+        Err(e)
+            if prepared
+                .cgroup
+                .as_ref()
+                .and_then(CallCgroup::birth)
+                .is_some() =>
+        {
+            return startup_failed(format!(
+                "cannot start the call inside its cgroup (clone3 with CLONE_INTO_CGROUP): {e}; \
+                 KERN_NO_CLONE_INTO_CGROUP=1 makes kern move into the call's cgroup first instead"
+            ))
+        }
         Err(e) => return startup_failed(format!("fork: {e}")),
     };
     drop(passed);

@@ -353,6 +353,15 @@ fn build_and_supervise(
             drop(passed);
             pid
         }
+        Err(e) if prepared.birth.is_some() => {
+            // Support was probed (`cgroup::birth_possible`), so this is rare; say both causes.
+            return startup_failed(format!(
+                "cannot create the box's namespaces inside its cgroup (clone3 with \
+                 CLONE_INTO_CGROUP): {e}. If `kern doctor` says user namespaces work here, the \
+                 cgroup placement failed: KERN_NO_CLONE_INTO_CGROUP=1 makes kern move into the \
+                 box's cgroup first instead"
+            ));
+        }
         Err(e) if super::apparmor::userns_restriction_hint().is_some() => {
             return startup_failed(format!(
                 "cannot create the box's namespaces: {e}: {}",
