@@ -242,6 +242,28 @@ describe('programmer mistakes throw SandboxError', () => {
 
 // Bad input (issue 16): every out-of-bounds number is a SandboxError naming the option and its
 // bound, before any box (or kern runtime) starts, root and rootless alike.
+describe('the kern runtime must be this library\'s', () => {
+  // A KERN_BIN left from another checkout or release would pair silently with this addon.
+  test('a kern of another version is refused at open(), naming both versions and what to do', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-oldbin-'));
+    const fake = path.join(dir, 'kern');
+    const ran = path.join(dir, 'ran');
+    // Answers --version like an old kern; anything else it would do leaves a file behind.
+    fs.writeFileSync(fake, `#!/bin/sh\nif [ "$1" = --version ]; then echo "kern 0.0.1"; exit 0; fi\ntouch ${ran}\n`, { mode: 0o755 });
+    const saved = process.env.KERN_BIN;
+    process.env.KERN_BIN = fake;
+    try {
+      const sb = new Sandbox({ image: ROOTFS });
+      await expectSandboxError(() => sb.open(), SandboxError, /kern runtime at .*kern-oldbin-.*gave "kern 0\.0\.1".*needs `kern \d+\.\d+\.\d+`.*KERN_BIN/);
+      expect(fs.existsSync(ran)).toBe(false);
+    } finally {
+      if (saved === undefined) delete process.env.KERN_BIN;
+      else process.env.KERN_BIN = saved;
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('bounds: a SandboxError naming the option and its bound, before any box', () => {
   const MiB = 1024 * 1024;
 

@@ -124,6 +124,48 @@ pub fn systemd_user_scope_runner() -> Option<&'static Path> {
         .as_deref()
 }
 
+/// Refuses a `kern` of another version than this library: the protocol between them is not
+/// versioned, and a `KERN_BIN` left from another checkout would otherwise pair silently. Asked
+/// once per binary (path and mtime) per process: one `kern --version`, a few ms.
+pub async fn check_version(kern: &Path) -> Result<()> {
+    static CHECKED: std::sync::Mutex<Vec<(PathBuf, std::time::SystemTime)>> =
+        std::sync::Mutex::new(Vec::new());
+    let key = (
+        kern.to_path_buf(),
+        std::fs::metadata(kern)
+            .and_then(|m| m.modified())
+            .unwrap_or(std::time::UNIX_EPOCH),
+    );
+    if CHECKED.lock().is_ok_and(|c| c.contains(&key)) {
+        return Ok(());
+    }
+    let mine = env!("CARGO_PKG_VERSION");
+    let out = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        tokio::process::Command::new(kern)
+            .arg("--version")
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await;
+    let said = match out {
+        Ok(Ok(o)) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        Ok(Ok(o)) => format!("an exit status of {}", o.status),
+        Ok(Err(e)) => format!("an error: {e}"),
+        Err(_) => "no answer within 10 s".into(),
+    };
+    if said != format!("kern {mine}") {
+        return Err(Error::Runtime(format!(
+            "the kern runtime at {} is not this library's: asked `kern --version`, it gave {said:?}, and kern-sandbox {mine} needs `kern {mine}`. Unset KERN_BIN or point it at a kern {mine}, run `npm run build:debug` in a source checkout, or reinstall kern-sandbox",
+            kern.display()
+        )));
+    }
+    if let Ok(mut c) = CHECKED.lock() {
+        c.push(key);
+    }
+    Ok(())
+}
+
 impl Kern {
     /// Starts `kern box` and hands it the caps. `Err` only when `kern` can't be started.
     pub fn spawn(kern: &Path, limits: &Limits) -> Result<Kern> {

@@ -554,6 +554,7 @@ impl Sandbox {
                 self.kern.display()
             )));
         }
+        crate::engine::launch::check_version(&self.kern).await?;
         let source = config.image.clone();
         let image = tokio::task::spawn_blocking(move || {
             let policy = crate::image::PullPolicy::from_env()?;
