@@ -726,17 +726,29 @@ pub fn seccomp_deny(listener: BorrowedFd<'_>, id: u64, errno: i32) -> io::Result
 /// Gives the calling process (and what it forks) a new, empty, anonymous session keyring, so
 /// nothing of the caller's session keyring is reachable. `KEYCTL_JOIN_SESSION_KEYRING` (1) with
 /// a NULL name. A kernel without keyrings (ENOSYS) has nothing to hand down.
+///
+/// Each keyring counts against the user's key quota (`kernel.keys.maxkeys`, 200 for a user),
+/// and the kernel frees an ended box's keyring asynchronously: with many boxes at once,
+/// rootless, a join can meet EDQUOT for a moment. It is retried for up to a second (the
+/// retries sleep and allocate nothing, as fits the child side of a clone) before failing.
 pub fn new_session_keyring() -> io::Result<()> {
     const KEYCTL_JOIN_SESSION_KEYRING: libc::c_long = 1;
-    // SAFETY: a NULL name pointer asks for an anonymous keyring; no memory is passed.
-    match check(unsafe {
-        libc::syscall(
-            libc::SYS_keyctl,
-            KEYCTL_JOIN_SESSION_KEYRING,
-            std::ptr::null::<libc::c_char>(),
-        )
-    }) {
-        Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => Ok(()),
-        r => r.map(drop),
+    let mut tries = 0;
+    loop {
+        // SAFETY: a NULL name pointer asks for an anonymous keyring; no memory is passed.
+        match check(unsafe {
+            libc::syscall(
+                libc::SYS_keyctl,
+                KEYCTL_JOIN_SESSION_KEYRING,
+                std::ptr::null::<libc::c_char>(),
+            )
+        }) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => return Ok(()),
+            Err(e) if e.raw_os_error() == Some(libc::EDQUOT) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r.map(drop),
+        }
     }
 }
