@@ -283,7 +283,9 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-fn is_loopback(host: &str) -> bool {
+/// Whether a host name or address is this machine's loopback: reached over plain HTTP, never
+/// through a proxy (registries, mirrors and `NO_PROXY` alike).
+pub(super) fn is_loopback(host: &str) -> bool {
     host.eq_ignore_ascii_case("localhost") || host.parse::<IpAddr>().is_ok_and(|a| a.is_loopback())
 }
 

@@ -43,12 +43,7 @@ pub fn endpoint(registry: &str) -> String {
         Some(v6) => v6.split(']').next().unwrap_or(""),
         None => registry.split(':').next().unwrap_or(""),
     };
-    let loopback = host == "localhost"
-        || host == "::1"
-        || host
-            .parse::<std::net::Ipv4Addr>()
-            .is_ok_and(|a| a.is_loopback());
-    if loopback {
+    if super::net::is_loopback(host) {
         format!("http://{registry}")
     } else {
         format!("https://{registry}")
