@@ -21,6 +21,7 @@ const {
   summary,
   expectOk,
   hostCgroupCaps,
+  procStat,
 } = require('./helpers');
 
 const { Sandbox } = require('..');
@@ -188,8 +189,8 @@ describe('pids', () => {
   if (bornInLeaf) test('on cgroup v2 a box is born in its cgroup: kern stays outside, pids.max is the cap itself', async () => {
     const marker = uniqueName('born');
     const cgroupOf = (pid) => fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').trim().replace(/^0::/, '');
-    const ppidOf = (pid) => Number(fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
-    const commOf = (pid) => fs.readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
+    const ppidOf = (pid) => procStat(pid).ppid;
+    const commOf = (pid) => procStat(pid).comm;
     await withOpen({ pids: 40 }, async (s) => {
       const call = s.run(['sh', '-c', `sleep 20; : ${marker}`], { timeoutS: 60 });
       expect(await waitFor(() => hostProcessesMatching(marker).length > 0, 20000)).toBe(true);
