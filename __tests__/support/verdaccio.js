@@ -50,7 +50,19 @@ function freePort() {
  */
 async function startRegistry(dir) {
   const bin = ensureVerdaccio();
-  const port = await freePort();
+  // freePort() closes its probe before Verdaccio binds, so another process can take the port in
+  // between: a start that fails with EADDRINUSE is retried on a new port.
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    try {
+      return await startOn(bin, dir, port);
+    } catch (e) {
+      if (!(e.addressInUse && attempt < 3)) throw e;
+    }
+  }
+}
+
+async function startOn(bin, dir, port) {
   const url = `http://127.0.0.1:${port}/`;
   const config = path.join(dir, 'config.yaml');
   fs.writeFileSync(
@@ -90,7 +102,12 @@ async function startRegistry(dir) {
     });
   const deadline = Date.now() + 60000;
   for (;;) {
-    if (exited) throw new Error(`verdaccio ${exited} before it answered:\n${log()}`);
+    if (exited) {
+      const text = log();
+      const err = new Error(`verdaccio ${exited} before it answered on ${url}:\n${text}`);
+      err.addressInUse = text.includes('EADDRINUSE');
+      throw err;
+    }
     try {
       if ((await fetch(`${url}-/ping`)).ok) break;
     } catch {
