@@ -12,7 +12,7 @@ const { requireRootfs, tempDirs, uniqueName, isAlive, waitFor, expectSandboxErro
 const temps = tempDirs();
 const makeTempDir = () => temps.temp('kern-persist-ws-');
 
-// Where kern keeps the state files (the rule of engine/resident.rs `state_dir`). Jest's
+// Where kern keeps the state files (the rule of engine/resident/state.rs `state_dir`). Jest's
 // process.env is not the environment the addon sees, so it is read, never changed, here; the boxes'
 // names are unique.
 function stateDir() {

@@ -1,63 +1,197 @@
-//! The box's PID 1 and the workload's last steps before exec.
+//! The child side of every clone: what runs in the box, never in the monitor. The clone child
+//! that waits for "go" and becomes the box's PID 1 (`child`, `pid1`), a call's init that joins a
+//! resident box (`call_init`), and the workload's last steps before exec (`exec_workload`).
+//! What they receive and send back is `handoff`'s.
 //!
 //! PID 1 is `kern`'s own code, forked (never re-exec'd) inside the box: it builds the mount tree,
 //! forks the workload, reaps every zombie, and reports the workload's end to the monitor outside.
 //! It is non-dumpable, and its memory map still belongs to the host's user namespace (it was
 //! forked from there), so the workload can open neither `/proc/1/exe` nor `/proc/1/mem`.
 
-use super::monitor::Passed;
+use super::handoff::{self, msg, send, BoxFds, Fallback};
+use super::idmap::Mapping;
 use super::mounts::{self, Sources, Trees};
 use super::spec::{BoxSpec, CHANNEL_FD};
 use super::sys::{self, Forked};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-/// Messages PID 1 and the workload send to the monitor on the init pipe. One line each, short
-/// enough to be written atomically.
-pub mod msg {
-    /// Setup failed before the workload existed: `S <reason>`.
-    pub const SETUP_FAILED: char = 'S';
-    /// The workload could not be exec'd: `E <errno> <program>`.
-    pub const EXEC_FAILED: char = 'E';
-    /// The workload ended: `X <code-or-128+signal> <tmpfs-used-bytes> <tmpfs-target>...`.
-    pub const EXITED: char = 'X';
-    /// The seccomp supervisor refused an escape syscall: `B <name>`, once per name.
-    pub const BLOCKED: char = 'B';
-    /// A resident box's PID 1 finished its setup and idles as the reaper: `R`.
-    pub const READY: char = 'R';
-    /// A call into a resident box forked its workload: `P <host pid>` (its process group, the
-    /// per-call kill where there is no cgroup).
-    pub const PID: char = 'P';
-}
-
-/// rlimits the workload gets when a cap is not enforced by a cgroup.
-#[derive(Debug, Default, Clone)]
-pub struct Fallback {
-    pub data_bytes: Option<u64>,
-    pub nproc: Option<u64>,
-}
-
-pub(super) fn send(pipe: &OwnedFd, line: &str) {
-    let mut line = line.replace('\n', " ");
-    // Short enough to be one atomic pipe write, cut on a character boundary.
-    let mut end = line.len().min(3800);
-    while !line.is_char_boundary(end) {
-        end -= 1;
+/// The clone child, before it becomes PID 1 proper: wait for the maps (and the idmapped trees
+/// when the box has a range), take uid/gid 0 of the box, then hand over.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn child(
+    spec: &BoxSpec,
+    src: &Sources,
+    init_w: OwnedFd,
+    go_r: OwnedFd,
+    passed: BoxFds,
+    fallback: &Fallback,
+    in_cgroup: bool,
+    mapping: Mapping,
+) -> ! {
+    // A panic here would unwind through the monitor's frames copied into this process.
+    std::panic::set_hook(Box::new(|info| {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("kern: internal error in the box: {info}\n").as_bytes(),
+        );
+        sys::exit_now(125)
+    }));
+    // kern's stdin is its control socket: the box reads /dev/null instead.
+    if sys::stdin_null().is_err() {
+        sys::exit_now(1);
     }
-    line.truncate(end);
-    line.push('\n');
-    let _ = nix::unistd::write(pipe, line.as_bytes());
+    let Some(trees) = handoff::receive_go(&go_r) else {
+        sys::exit_now(1);
+    };
+    if take_setup_ids(mapping).is_err() {
+        sys::exit_now(1);
+    }
+    // No nested user namespaces (but ours): inside one, the workload would hold every
+    // capability again (the door to much of the kernel's attack surface). The limit is per user
+    // namespace and charged all the way up, so 1 here admits exactly the one PID 1 makes to
+    // lock the mounts (`init::nest`), and every later attempt from inside it, by any account,
+    // fails. Written through the host's /proc that is still mounted here.
+    let limit = if spec.locks_mounts() { "1" } else { "0" };
+    if std::fs::write("/proc/sys/user/max_user_namespaces", limit).is_err() {
+        sys::exit_now(1);
+    }
+    // If kern dies, the box dies with it (and with PID 1 the whole PID namespace). Set only now:
+    // a change of credentials clears it. kern holds its end of `go` until we acknowledge, so a
+    // hang-up here means it died before the signal was armed.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    let mut hup = [PollFd::new(go_r.as_fd(), PollFlags::empty())];
+    let gone = poll(&mut hup, PollTimeout::ZERO).is_ok_and(|n| n > 0);
+    if gone || nix::unistd::write(&go_r, b"a").is_err() {
+        sys::exit_now(1);
+    }
+    drop(go_r);
+    // PID 1 lives as long as the box: it keeps only its report pipe and its trees.
+    let mut keep = vec![init_w.as_raw_fd()];
+    keep.extend(trees.workspace.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(trees.image.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(trees.binds.iter().map(|f| f.as_raw_fd()));
+    keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(passed.egress.as_ref().map(|f| f.as_raw_fd()));
+    sys::close_others(&keep);
+    if in_cgroup {
+        // The box sees its own cgroup as the root of the hierarchy.
+        let _ = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP);
+    }
+    pid1(spec, src, &trees, init_w, passed, fallback)
+}
+
+/// Takes the ids the box is set up as: uid/gid 0 of the box, or with a single mapped id, that
+/// one (its capabilities in the box's namespace are the creator's, whatever the uid). With a
+/// range the clone still holds the host's ids (unmapped in the box); the supplementary groups
+/// of host root go too.
+pub(super) fn take_setup_ids(mapping: Mapping) -> nix::Result<()> {
+    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
+    let (u, g) = mapping.setup_ids();
+    let (root_u, root_g) = (Uid::from_raw(u), Gid::from_raw(g));
+    setresgid(root_g, root_g, root_g)?;
+    if matches!(mapping, Mapping::Range { .. }) {
+        setgroups(&[])?;
+    }
+    setresuid(root_u, root_u, root_u)
+}
+
+/// What the call's init needs to join the box.
+pub(super) struct Joining<'a> {
+    pub(super) namespaces: &'a [(nix::sched::CloneFlags, OwnedFd)],
+    /// The call gets a cgroup namespace rooted at its own cgroup.
+    pub(super) cgroup_ns: bool,
+    pub(super) mapping: Mapping,
+    pub(super) init_w: OwnedFd,
+    pub(super) go_r: OwnedFd,
+}
+
+/// The call's init (a child of the `kern` running the call, `resident::call`): joins the box's
+/// namespaces, takes the box's ids, forks the workload and reports its end like PID 1 does.
+/// Never returns.
+pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback: &Fallback) -> ! {
+    std::panic::set_hook(Box::new(|info| {
+        let _ = std::io::Write::write_all(
+            &mut std::io::stderr(),
+            format!("kern: internal error in the call: {info}\n").as_bytes(),
+        );
+        sys::exit_now(125)
+    }));
+    let init_w = j.init_w;
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        send(&init_w, &format!("{} {what}: {e}", msg::SETUP_FAILED));
+        sys::exit_now(1)
+    };
+    // Holds what the host's process has: nothing of it may reach the box.
+    let _ = nix::sys::prctl::set_dumpable(false);
+    if let Err(e) = sys::stdin_null() {
+        fail("stdin", &e);
+    }
+    let mut go = [0u8; 1];
+    if !matches!(nix::unistd::read(&j.go_r, &mut go), Ok(1)) {
+        sys::exit_now(1);
+    }
+    drop(j.go_r);
+    let mut keep = vec![init_w.as_raw_fd()];
+    keep.extend(j.namespaces.iter().map(|(_, f)| f.as_raw_fd()));
+    keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
+    sys::close_others(&keep);
+    for (flag, fd) in j.namespaces {
+        if let Err(e) = nix::sched::setns(fd, *flag) {
+            fail(
+                &format!("join the resident box's namespaces ({flag:?})"),
+                &e,
+            );
+        }
+    }
+    if j.cgroup_ns {
+        if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP) {
+            fail("a cgroup namespace for the call", &e);
+        }
+    }
+    if let Err(e) = take_setup_ids(j.mapping) {
+        fail("take the box's ids", &e);
+    }
+    // If the kern running the call dies, so does this init (set after the id change, which
+    // clears it). The workload, already in the box, is then the box's to reap.
+    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+    if let Err(e) = std::env::set_current_dir(&spec.workspace_target) {
+        fail(&format!("chdir {}", spec.workspace_target), &e);
+    }
+    let (listener_tx, listener_rx) = match &spec.seccomp {
+        Some(_) => match std::os::unix::net::UnixStream::pair() {
+            Ok((tx, rx)) => (Some(OwnedFd::from(tx)), Some(rx)),
+            Err(e) => fail("socketpair for the seccomp listener", &e),
+        },
+        None => (None, None),
+    };
+    let BoxFds { channel, .. } = passed;
+    let workload = match sys::clone_fork(0) {
+        Ok(Forked::Child) => exec_workload(spec, init_w, channel, listener_tx, fallback),
+        Ok(Forked::Parent(pid)) => pid,
+        Err(e) => fail("fork the workload", &e),
+    };
+    drop(channel);
+    drop(listener_tx);
+    send(&init_w, &format!("{} {workload}", msg::PID));
+    let code = match listener_rx {
+        Some(rx) => supervise_until(workload, rx, &init_w),
+        None => reap_until(workload),
+    };
+    send(&init_w, &exited_line(spec, code));
+    sys::exit_now(0)
 }
 
 /// Runs as the box's PID 1 after the monitor wrote the id maps. Never returns.
-pub fn pid1(
+fn pid1(
     spec: &BoxSpec,
     src: &Sources,
     trees: &Trees,
     init_pipe: OwnedFd,
-    passed: Passed,
+    passed: BoxFds,
     fallback: &Fallback,
 ) -> ! {
     if let Err(e) = setup(spec, src, trees) {
@@ -73,7 +207,7 @@ pub fn pid1(
         );
         sys::exit_now(1);
     }
-    let Passed { channel, egress } = passed;
+    let BoxFds { channel, egress } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
         if let Err(err) = super::relay::start(e.port, &e.direct, line) {
             send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
@@ -81,7 +215,7 @@ pub fn pid1(
         }
     }
     if spec.resident.is_some() {
-        // A resident box: no workload of its own. Calls join it later (`engine::exec`); their
+        // A resident box: no workload of its own. Calls join it later (`resident::call`); their
         // orphans land here.
         drop(channel);
         send(&init_pipe, &msg::READY.to_string());
@@ -152,12 +286,11 @@ fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::Set
 /// attempts cannot fill the init pipe and stall the box), then fails the call with EPERM. PID 1
 /// is outside every filter (the workload installs them after the fork), non-dumpable, and immune
 /// to signals from inside its own PID namespace, so the workload can't silence it.
-pub(super) fn supervise_until(
+fn supervise_until(
     workload: libc::pid_t,
     rx: std::os::unix::net::UnixStream,
     init_pipe: &OwnedFd,
 ) -> i32 {
-    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use nix::sys::signal::{SigSet, Signal};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     use nix::sys::wait::WaitPidFlag;
@@ -348,7 +481,7 @@ fn idle_reaper() -> ! {
 
 /// The `X` message: the workload's exit, and how full each scratch tmpfs was, so an OOM can name
 /// the scratch that held the bytes.
-pub(super) fn exited_line(spec: &BoxSpec, code: i32) -> String {
+fn exited_line(spec: &BoxSpec, code: i32) -> String {
     let mut line = format!("{} {code}", msg::EXITED);
     for t in &spec.tmpfs {
         let used = nix::sys::statvfs::statvfs(t.target.as_str())
@@ -360,7 +493,7 @@ pub(super) fn exited_line(spec: &BoxSpec, code: i32) -> String {
 }
 
 /// Reaps every child until the workload itself has ended; returns its exit code (128+signal).
-pub(super) fn reap_until(workload: libc::pid_t) -> i32 {
+fn reap_until(workload: libc::pid_t) -> i32 {
     loop {
         match waitpid(Pid::from_raw(-1), None) {
             Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == workload => return code,
@@ -375,8 +508,8 @@ pub(super) fn reap_until(workload: libc::pid_t) -> i32 {
 }
 
 /// In the workload's process: drop everything, then exec. Never returns. The posture is the
-/// same for a fresh box's workload and a call into a resident box (`engine::exec`).
-pub(super) fn exec_workload(
+/// same for a fresh box's workload and a call into a resident box (`call_init`).
+fn exec_workload(
     spec: &BoxSpec,
     init_pipe: OwnedFd,
     channel: Option<OwnedFd>,

@@ -3,12 +3,13 @@
 //! kern's report. Runs on tokio in the addon's process; it never forks anything itself except
 //! through `Command`, which execs `kern` straight away.
 
+use super::handoff::{BoxFds, CallTarget};
 use super::spec::{BoxSpec, Limits};
 use super::status::{BoxReport, Fault, FaultKind};
 use super::sys;
 use crate::error::{Error, Result};
 use std::io::Write as _;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -46,16 +47,6 @@ pub struct Outcome {
     /// kern's notes from before the box started, which open `stderr` (`status::Prepared`);
     /// the rest of `report.notes` came after the box ended, at the end of `stderr`.
     pub prepared_notes: Vec<String>,
-}
-
-/// Descriptors that travel to kern with a box's spec, in this order (SCM_RIGHTS); the spec
-/// says which are there.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct BoxFds<'a> {
-    /// Becomes the workload's fd 3 (`spec.channel`).
-    pub channel: Option<&'a OwnedFd>,
-    /// The egress relay's line to the host's proxy (`spec.egress`).
-    pub egress: Option<&'a OwnedFd>,
 }
 
 /// A started `kern` that has its caps (line 1 of the protocol) and waits for a box spec. A
@@ -235,14 +226,10 @@ impl Kern {
     }
 
     /// Starts `kern box` for one call into the resident box `target`: it finds the box and
-    /// moves into the call's cgroup under it before the spec comes (see `engine::exec`).
+    /// moves into the call's cgroup under it before the spec comes (see `resident::call`).
     /// `limits` are the box's: where the box's kern started in a delegated scope, so does the
     /// call's, since only from there may it move into the box's cgroup.
-    pub fn spawn_call(
-        kern: &Path,
-        target: &super::resident::CallTarget,
-        limits: &Limits,
-    ) -> Result<Kern> {
+    pub fn spawn_call(kern: &Path, target: &CallTarget, limits: &Limits) -> Result<Kern> {
         let line = serde_json::to_vec(&serde_json::json!({ "call": target }))
             .map_err(|e| Error::Runtime(format!("serialise the call target: {e}")))?;
         Kern::start(kern, line, use_systemd_scope(limits))
@@ -290,7 +277,7 @@ impl Kern {
         max_output: usize,
         sink: Option<UnboundedSender<Chunk>>,
         cancel: tokio::sync::watch::Receiver<bool>,
-        fds: BoxFds<'_>,
+        fds: BoxFds<&OwnedFd>,
     ) -> Result<Option<Outcome>> {
         self.run_inner(spec, Some(max_output), sink, cancel, fds, None)
             .await
@@ -305,7 +292,7 @@ impl Kern {
         spec: &BoxSpec,
         sink: UnboundedSender<Chunk>,
         cancel: tokio::sync::watch::Receiver<bool>,
-        fds: BoxFds<'_>,
+        fds: BoxFds<&OwnedFd>,
         prepared: tokio::sync::oneshot::Sender<Vec<String>>,
     ) -> Result<Option<Outcome>> {
         self.run_inner(spec, None, Some(sink), cancel, fds, Some(prepared))
@@ -318,7 +305,7 @@ impl Kern {
         max_output: Option<usize>,
         sink: Option<UnboundedSender<Chunk>>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
-        fds: BoxFds<'_>,
+        fds: BoxFds<&OwnedFd>,
         mut prepared: Option<tokio::sync::oneshot::Sender<Vec<String>>>,
     ) -> Result<Option<Outcome>> {
         let start = Instant::now();
@@ -326,11 +313,7 @@ impl Kern {
             .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
         json.push(b'\n');
         let control = self.control;
-        let raw: Vec<_> = [fds.channel, fds.egress]
-            .into_iter()
-            .flatten()
-            .map(|f| f.as_raw_fd())
-            .collect();
+        let raw = fds.raw();
         if !raw.is_empty() {
             // The descriptors ride on the spec's first byte; the socket is still blocking
             // here, and one byte always fits.

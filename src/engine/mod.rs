@@ -1,12 +1,16 @@
 //! The box: spec, namespaces, mounts, cgroups, init and faults. Knows nothing of napi.
 //!
 //! `launch` runs in the caller's process (the Node addon) and only spawns the `kern` binary;
-//! everything else runs inside `kern`, which is single-threaded where it clones.
+//! everything else runs inside `kern`, which is single-threaded where it clones. By side of the
+//! clone: `monitor` is the parent (with `trees` and `faults`), `init` the child, and `handoff`
+//! what crosses between them (and from the caller to kern). `resident` holds the boxes that
+//! outlive their call: their state files, their monitor's keep-alive and the calls into them.
 
 pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
-pub mod exec;
+pub mod faults;
+pub mod handoff;
 pub mod idmap;
 pub mod init;
 pub mod landlock;
@@ -22,3 +26,4 @@ pub mod setid;
 pub mod spec;
 pub mod status;
 pub mod sys;
+pub mod trees;

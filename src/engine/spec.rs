@@ -133,7 +133,7 @@ pub enum Resident {
     /// Run this spec's argv in the live box `name`, whose PID 1 must be `pid1`.
     Exec {
         name: String,
-        pid1: super::resident::ProcId,
+        pid1: super::sys::ProcId,
     },
 }
 

@@ -1,8 +1,31 @@
 //! What `kern` reports about a box on its status pipe: one JSON object per line. The addon reads
 //! them after the workload's stdout/stderr, so the outcome never has to be parsed out of the
-//! workload's own output.
+//! workload's own output. kern's own diagnostics (`note`) are kept here too, so the report can
+//! say which lines of stderr are kern's.
 
 use serde::{Deserialize, Serialize};
+
+/// The lines `note` wrote, in order: the report carries them, so the caller knows which of the
+/// stderr bytes are kern's rather than guessing from their text.
+static NOTES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Writes one of kern's own diagnostics to stderr, where it lands in order with the workload's
+/// output, and keeps it for the report (`BoxReport::notes`).
+pub fn note(kind: &str, text: &str) {
+    use std::io::Write;
+    let line = format!("{kind}: {text}");
+    // Never `eprintln!`: it panics when the reader has gone (a caller that exited while this
+    // kern was a spare), and a panic would skip the cgroup cleanup.
+    let _ = writeln!(std::io::stderr(), "{line}");
+    if let Ok(mut notes) = NOTES.lock() {
+        notes.push(line);
+    }
+}
+
+/// Every line `note` has written so far, in order.
+pub fn notes() -> Vec<String> {
+    NOTES.lock().map(|n| n.clone()).unwrap_or_default()
+}
 
 /// Why the sandbox, not the workload, ended or refused the run.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
@@ -58,7 +81,7 @@ pub struct BoxReport {
     pub limits_refused: Option<String>,
     /// A resident box started: its PID 1 (the state file holds the rest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub started: Option<super::resident::ProcId>,
+    pub started: Option<super::sys::ProcId>,
     /// An exec found no resident box to run in (destroyed, or past its TTL): why. The caller
     /// throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -68,6 +91,17 @@ pub struct BoxReport {
     /// matching the workload's text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+impl BoxReport {
+    /// The box (or call) never started: exit code 125 and why.
+    pub fn startup_failed(message: impl Into<String>) -> BoxReport {
+        BoxReport {
+            exit_code: 125,
+            fault: Some(Fault::new(FaultKind::StartupFailed, message)),
+            ..Default::default()
+        }
+    }
 }
 
 /// The line `kern box` sends on the control socket once it is prepared, before it reads the

@@ -6,7 +6,7 @@
 //! in the box fails verification. With the proxy, TLS still runs end to end between the box and
 //! the server (CONNECT); only the names and addresses are the proxy's to decide.
 
-use crate::engine::launch::BoxFds;
+use crate::engine::handoff::BoxFds;
 use crate::engine::proxy::{Decision, Policy, Proxy};
 use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
 use crate::error::Result;
@@ -154,7 +154,7 @@ impl Line {
 }
 
 /// The descriptors for one box: its channel, and its egress line when it has one.
-pub fn fds<'a>(channel: Option<&'a OwnedFd>, line: Option<&'a Line>) -> BoxFds<'a> {
+pub fn fds<'a>(channel: Option<&'a OwnedFd>, line: Option<&'a Line>) -> BoxFds<&'a OwnedFd> {
     BoxFds {
         channel,
         egress: line.map(Line::fd),

@@ -2,8 +2,9 @@
 //! checks each call makes that the box is still the one this Sandbox opened.
 
 use super::Opened;
+use crate::engine::handoff::CallTarget;
 use crate::engine::launch::Kern;
-use crate::engine::resident::{self as res, CallTarget};
+use crate::engine::resident as res;
 use crate::engine::spec::{BoxSpec, Resident};
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;

@@ -7,15 +7,15 @@
 //!
 //! 1. addon -> kern, the caps (`Limits`): kern makes the box's cgroup and moves into it at once,
 //!    or says which caps fall back to rlimits (`monitor::prepare`); or `{"call": CallTarget}`:
-//!    kern finds that resident box and enters a per-call cgroup under it (`exec::prepare`).
+//!    kern finds that resident box and enters a per-call cgroup under it (`resident::call::prepare`).
 //!    Then it waits. A session keeps such spares started, so the cgroup move (an RCU grace
 //!    period) is off a call's path; EOF instead of line 2 means "not needed": it leaves the
 //!    cgroup and exits.
 //! 2. addon -> kern, the `BoxSpec`, with the descriptors it announces on the line's first byte
-//!    (SCM_RIGHTS, `BoxFds`, in this order): the channel that becomes the workload's fd 3
+//!    (SCM_RIGHTS, `handoff::BoxFds`, in this order): the channel that becomes the workload's fd 3
 //!    (`spec.channel`, the python driver's frames), then the egress relay's line to the host's
 //!    proxy (`spec.egress`). kern runs the box (`monitor::run_box`) or the call
-//!    (`exec::run_call`).
+//!    (`resident::call::run_call`).
 //! 3. kern -> addon, the report (`BoxReport`); then kern closes the socket and its stdio, so
 //!    the caller is done, and tears the cgroup down on its own time.
 //!
@@ -32,13 +32,13 @@
 //! images.rs).
 
 use clap::{Parser, Subcommand};
-use kern_sandbox::engine::exec;
+use kern_sandbox::engine::handoff::{BoxFds, CallTarget, Caller};
 use kern_sandbox::engine::monitor::{self, run_box};
-use kern_sandbox::engine::resident::{self, CallTarget};
+use kern_sandbox::engine::resident::{self, call};
 use kern_sandbox::engine::spec::{
     BoxSpec, Limits, Resident, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
 };
-use kern_sandbox::engine::status::BoxReport;
+use kern_sandbox::engine::status::{self, BoxReport};
 use kern_sandbox::engine::sys;
 use kern_sandbox::image;
 use kern_sandbox::session::base_env;
@@ -253,19 +253,13 @@ fn boxed() -> ExitCode {
     };
     // A call into a resident box: its caps are the box's, already in force.
     if let Ok(c) = serde_json::from_slice::<CallCaps>(&caps) {
-        let prepared = exec::prepare(&c.call);
+        let prepared = call::prepare(&c.call);
         send_prepared();
         let Some((spec, passed)) = read_spec(&mut control) else {
             prepared.release();
             return ExitCode::SUCCESS;
         };
-        exec::run_call(
-            &spec,
-            prepared,
-            Some(control_fd()),
-            passed,
-            &mut send_report,
-        );
+        call::run_call(&spec, prepared, from_addon(passed, &mut send_report));
         return ExitCode::SUCCESS;
     }
     let limits: Limits = match serde_json::from_slice(&caps) {
@@ -281,14 +275,17 @@ fn boxed() -> ExitCode {
         prepared.release();
         return ExitCode::SUCCESS;
     };
-    run_box(
-        &spec,
-        prepared,
-        Some(control_fd()),
-        passed,
-        &mut send_report,
-    );
+    run_box(&spec, prepared, from_addon(passed, &mut send_report));
     ExitCode::SUCCESS
+}
+
+/// The addon as the caller: the control socket is the lifeline and carries the report.
+fn from_addon(fds: BoxFds, on_report: &mut dyn FnMut(&BoxReport)) -> Caller<'_> {
+    Caller {
+        lifeline: Some(control_fd()),
+        fds,
+        on_report,
+    }
 }
 
 /// The caps line of a call into a resident box (`Kern::spawn_call`).
@@ -305,8 +302,8 @@ fn control_fd() -> BorrowedFd<'static> {
 
 /// The notes written while preparing, which open the box's stderr (`status::Prepared`).
 fn send_prepared() {
-    let line = kern_sandbox::engine::status::Prepared {
-        prepared_notes: monitor::notes(),
+    let line = status::Prepared {
+        prepared_notes: status::notes(),
     };
     let mut out = serde_json::to_vec(&line).unwrap_or_default();
     out.push(b'\n');
@@ -316,7 +313,7 @@ fn send_prepared() {
 
 fn send_report(report: &BoxReport) {
     let report = BoxReport {
-        notes: monitor::notes(),
+        notes: status::notes(),
         ..report.clone()
     };
     let mut out = serde_json::to_vec(&report).unwrap_or_default();
@@ -328,7 +325,7 @@ fn send_report(report: &BoxReport) {
 
 /// Line 2: the spec, with the descriptors it announces. None: EOF ("not needed") or a bad
 /// spec (said on stderr).
-fn read_spec(control: &mut Control) -> Option<(BoxSpec, monitor::Passed)> {
+fn read_spec(control: &mut Control) -> Option<(BoxSpec, BoxFds)> {
     let spec: BoxSpec = match serde_json::from_slice(&control.line()?) {
         Ok(s) => s,
         Err(e) => {
@@ -336,15 +333,8 @@ fn read_spec(control: &mut Control) -> Option<(BoxSpec, monitor::Passed)> {
             return None;
         }
     };
-    // In the order the addon sends them (`BoxFds`): the channel, then the egress line.
-    let mut fds = std::mem::take(&mut control.fds).into_iter();
-    let channel = if spec.channel { fds.next() } else { None };
-    let egress = if spec.egress.is_some() {
-        fds.next()
-    } else {
-        None
-    };
-    Some((spec, monitor::Passed { channel, egress }))
+    let fds = BoxFds::received(&spec, std::mem::take(&mut control.fds));
+    Some((spec, fds))
 }
 
 fn run(a: RunArgs) -> Result<ExitCode, String> {
@@ -453,9 +443,12 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
-    run_box(&spec, prepared, None, Default::default(), &mut |report| {
-        code = say_fault_and_code(report);
-    });
+    let caller = Caller {
+        lifeline: None,
+        fds: BoxFds::default(),
+        on_report: &mut |report| code = say_fault_and_code(report),
+    };
+    run_box(&spec, prepared, caller);
     Ok(ExitCode::from(code as u8))
 }
 
@@ -499,14 +492,19 @@ fn resident_exec(
         name: target.name.clone(),
         pid1: target.pid1,
     });
-    let prepared = exec::prepare(&target);
+    let prepared = call::prepare(&target);
     let mut code = 125;
-    exec::run_call(&spec, prepared, None, Default::default(), &mut |report| {
-        if let Some(why) = &report.resident_gone {
-            monitor::note("warning", why);
-        }
-        code = say_fault_and_code(report);
-    });
+    let caller = Caller {
+        lifeline: None,
+        fds: BoxFds::default(),
+        on_report: &mut |report| {
+            if let Some(why) = &report.resident_gone {
+                status::note("warning", why);
+            }
+            code = say_fault_and_code(report);
+        },
+    };
+    call::run_call(&spec, prepared, caller);
     Ok(ExitCode::from(code as u8))
 }
 
@@ -558,9 +556,9 @@ fn stop(name: &str) -> Result<(), String> {
 }
 
 /// A box's fault as a `warning:` line on stderr, and its exit code as the CLI's (0..=255).
-fn say_fault_and_code(report: &kern_sandbox::engine::status::BoxReport) -> i32 {
+fn say_fault_and_code(report: &BoxReport) -> i32 {
     if let Some(f) = &report.fault {
-        monitor::note(
+        status::note(
             "warning",
             &format!("fault {}: {}", f.kind.as_str(), f.message),
         );

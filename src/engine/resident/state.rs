@@ -1,13 +1,14 @@
-//! The state of resident boxes (`persist`): one small JSON file per name in a private directory,
-//! so processes that name the same sandbox meet the same box, and `kern ps`/`exec`/`stop` find it.
+//! The state file of resident boxes: one small JSON file per name in a private directory, so
+//! processes that name the same sandbox meet the same box, and `kern ps`/`exec`/`stop` find it.
 //!
 //! `<dir>/<name>.json` (0600, written atomically) is guarded by an flock on `<dir>/<name>.lock`.
 //! A pid on its own proves nothing (pids are recycled): every reader opens a pidfd and then checks
 //! the process's start time against the file, so a recycled pid reads as "box gone", never as the
 //! box. A file whose box is gone is removed under the lock by whoever finds it.
 
-use super::spec::BoxSpec;
-use super::sys;
+use crate::engine::handoff::Fallback;
+use crate::engine::spec::BoxSpec;
+use crate::engine::sys::{self, ProcId};
 use crate::error::{Error, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
@@ -18,59 +19,6 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// A process as a pid plus its start time (clock ticks since boot, /proc/<pid>/stat field 22):
-/// unlike a pid alone, never shared by two processes.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct ProcId {
-    pub pid: i32,
-    pub start: u64,
-}
-
-impl ProcId {
-    /// The process `pid` is now.
-    pub fn of(pid: i32) -> std::io::Result<ProcId> {
-        Ok(ProcId {
-            pid,
-            start: start_time(pid)?,
-        })
-    }
-
-    /// A pidfd on this very process, or None when it is gone (its pid free or reused).
-    pub fn pidfd(&self) -> Option<OwnedFd> {
-        if self.pid <= 0 {
-            return None;
-        }
-        let fd = sys::pidfd_open(self.pid).ok()?;
-        // Checked after the pidfd is held: if the start time still matches, the pidfd is on
-        // the process we mean (a pid is only reused after its process was reaped).
-        (start_time(self.pid).ok()? == self.start).then_some(fd)
-    }
-
-    pub fn alive(&self) -> bool {
-        self.pidfd().is_some()
-    }
-}
-
-/// Field 22 of /proc/<pid>/stat, read after the command name (which may hold spaces and ')').
-pub fn start_time(pid: i32) -> std::io::Result<u64> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat"))?;
-    parse_start_time(&stat)
-        .ok_or_else(|| std::io::Error::other(format!("/proc/{pid}/stat: unexpected format")))
-}
-
-fn parse_start_time(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    // Field 3 (state) is the first after the name; the start time is field 22.
-    after.split_whitespace().nth(22 - 3)?.parse().ok()
-}
-
-/// rlimits calls get when the box's caps are not in a cgroup (as a fresh box's workload would).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Rlimits {
-    pub data_bytes: Option<u64>,
-    pub nproc: Option<u64>,
-}
 
 /// One resident box, as its state file holds it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -89,7 +37,9 @@ pub struct State {
     /// The box's own spec: the posture every call into it gets (account, capabilities,
     /// seccomp, AppArmor) and the environment `kern exec` starts from.
     pub spec: BoxSpec,
-    pub rlimits: Rlimits,
+    /// rlimits calls get when the box's caps are not in a cgroup (as a fresh box's workload
+    /// would).
+    pub rlimits: Fallback,
     /// The box has its own cgroup namespace (it has a cgroup of its own).
     #[serde(default)]
     pub cgroup_ns: bool,
@@ -99,13 +49,6 @@ pub struct State {
     /// dumpable process outside the box, is reachable by the same user.
     #[serde(default)]
     pub ns_fds: Vec<(String, i32)>,
-}
-
-/// Who a call is for: the box's name and its PID 1 as the caller last saw it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-pub struct CallTarget {
-    pub name: String,
-    pub pid1: ProcId,
 }
 
 /// `^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$`: a file name on its own, never a path.
@@ -344,113 +287,4 @@ pub fn now_unix_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn sample(name: &str, pid1: ProcId) -> State {
-        State {
-            name: name.into(),
-            pid1,
-            monitor: pid1,
-            posture_hash: String::new(),
-            posture: BTreeMap::new(),
-            workspace: "/w".into(),
-            created_unix_ms: 0,
-            deadline_unix_ms: 0,
-            spec: serde_json::from_value(serde_json::json!({
-                "root": {"kind": "host"}, "workspace": "/w", "workspace_target": "/workspace",
-                "tmpfs": [], "limits": {"memory_bytes": null, "pids": null, "cpus": null, "enforce": false},
-                "timeout_ms": 1, "argv": [], "env": [], "hostname": "kern"
-            }))
-            .unwrap(),
-            rlimits: Rlimits::default(),
-            cgroup_ns: false,
-            ns_fds: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn names_are_strict() {
-        for ok in ["a", "A-1", "x.y_z", &"a".repeat(64)] {
-            assert!(check_name(ok).is_ok(), "{ok}");
-        }
-        for bad in [
-            "",
-            ".a",
-            "-a",
-            "a/b",
-            "..",
-            "a b",
-            "a\0",
-            &"a".repeat(65),
-            "é",
-        ] {
-            assert!(check_name(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn start_time_skips_odd_command_names() {
-        let stat = "42 (a) b) c) S 1 42 42 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1 2";
-        assert_eq!(parse_start_time(stat), Some(987654));
-        let me = std::process::id() as i32;
-        assert!(ProcId::of(me).unwrap().alive());
-    }
-
-    #[test]
-    fn state_round_trip_and_stale_cleanup() {
-        let dir = tempfile::tempdir().unwrap();
-        let me = ProcId::of(std::process::id() as i32).unwrap();
-        write(dir.path(), &sample("live", me)).unwrap();
-        let mode = fs::metadata(dir.path().join("live.json")).unwrap().mode();
-        assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(
-            read(dir.path(), "live").unwrap().unwrap(),
-            sample("live", me)
-        );
-        assert!(find(dir.path(), "live").unwrap().is_some());
-        // This very process, with a start time it never had: a recycled pid, not the box.
-        let wrong = ProcId {
-            pid: me.pid,
-            start: me.start + 1,
-        };
-        write(dir.path(), &sample("stale", wrong)).unwrap();
-        assert!(find(dir.path(), "stale").unwrap().is_none());
-        assert!(!dir.path().join("stale.json").exists());
-        // A corrupt file is stale too.
-        fs::write(dir.path().join("junk.json"), b"{").unwrap();
-        assert!(find(dir.path(), "junk").unwrap().is_none());
-        let names: Vec<String> = list(dir.path()).into_iter().map(|s| s.name).collect();
-        assert_eq!(names, vec!["live".to_string()]);
-        // Only the monitor named in the file may remove it.
-        remove_if_monitor(dir.path(), "live", &wrong);
-        assert!(dir.path().join("live.json").exists());
-        remove_if_monitor(dir.path(), "live", &me);
-        assert!(!dir.path().join("live.json").exists());
-        assert!(!stop(dir.path(), "live", None, Duration::from_millis(10)).unwrap());
-    }
-
-    #[test]
-    fn posture_differences_are_named() {
-        let a: BTreeMap<String, String> = [("memoryMb", "512"), ("network", "none")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let mut b = a.clone();
-        assert_eq!(posture_hash(&a), posture_hash(&b));
-        b.insert("memoryMb".into(), "256".into());
-        b.insert("user".into(), "1000".into());
-        assert_ne!(posture_hash(&a), posture_hash(&b));
-        let d = posture_diff(&a, &b);
-        assert_eq!(
-            d,
-            vec![
-                "memoryMb (box: 512, here: 256)".to_string(),
-                "user (box: unset, here: 1000)".to_string()
-            ]
-        );
-    }
 }

@@ -1,4 +1,5 @@
-//! One call into a live resident box (`persist`). The `kern` that runs it stays on the host, as
+//! One call into a live resident box (`persist`), from the `kern` that runs it (its init, the
+//! child side, is `init::call_init`). That `kern` stays on the host, as
 //! a fresh box's monitor does: it makes a per-call child of the box's cgroup and, on cgroup v2
 //! (Linux 5.7+), clones the call's init straight into it (`clone3(CLONE_INTO_CGROUP)`);
 //! elsewhere it moves itself in first (done when it is a spare, off the call's path), then
@@ -16,18 +17,19 @@
 //! without cgroups (rootless), its process group — a process that started its own session
 //! escapes that and lives on in the box until the box ends (its PID 1 reaps it).
 
-use super::cgroup::CallCgroup;
-use super::idmap::Mapping;
-use super::init::{self, msg, Fallback};
-use super::monitor::{self, Passed};
-use super::resident::{self, CallTarget, State};
-use super::spec::{BoxSpec, Resident};
-use super::status::{BoxReport, Fault, FaultKind};
-use super::sys::{self, Forked};
+use super::state::{self, State};
+use crate::engine::cgroup::{self, CallCgroup};
+use crate::engine::faults;
+use crate::engine::handoff::{msg, BoxFds, CallTarget, Caller, Fallback};
+use crate::engine::idmap::Mapping;
+use crate::engine::init::{self, Joining};
+use crate::engine::spec::{BoxSpec, Resident};
+use crate::engine::status::{self, BoxReport, Fault, FaultKind};
+use crate::engine::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// A `kern` ready to run one call in a resident box: it found the box, holds a pidfd of its
@@ -46,9 +48,9 @@ fn gone(name: &str, why: &str) -> String {
 /// Finds the box `target` names and makes a new call cgroup under it (moving into it where the
 /// call's init can't be born there).
 pub fn prepare(target: &CallTarget) -> PreparedCall {
-    let found = resident::state_dir()
+    let found = state::state_dir()
         .map_err(|e| e.to_string())
-        .and_then(|d| resident::read(&d, &target.name).map_err(|e| e.to_string()))
+        .and_then(|d| state::read(&d, &target.name).map_err(|e| e.to_string()))
         .and_then(|s| s.ok_or_else(|| gone(&target.name, "no state file")))
         .and_then(|s| {
             if s.pid1 != target.pid1 {
@@ -66,15 +68,15 @@ pub fn prepare(target: &CallTarget) -> PreparedCall {
     if found.is_ok() {
         // Said here, before the spec comes, so the note stands among those kern sends when
         // prepared (`status::Prepared`): ahead of anything the call writes.
-        if !super::landlock::available() {
-            monitor::note(
+        if !crate::engine::landlock::available() {
+            status::note(
                 "warning",
                 "this kernel has no Landlock, so processes left running in the resident box by earlier calls can read this call's memory and environment; enable Landlock (the lsm= boot parameter) to isolate calls",
             );
         }
-        let nanos = resident::now_unix_ms();
+        let nanos = state::now_unix_ms();
         let id = format!("{}-{nanos}", std::process::id());
-        match CallCgroup::enter(target.pid1.pid, &id, super::cgroup::birth_possible()) {
+        match CallCgroup::enter(target.pid1.pid, &id, cgroup::birth_possible()) {
             Ok(c) => cgroup = c,
             Err(why) => found = Err(why),
         }
@@ -103,24 +105,10 @@ impl PreparedCall {
 }
 
 /// Runs one call and reports it, like `monitor::run_box` for a fresh box.
-pub fn run_call(
-    spec: &BoxSpec,
-    prepared: PreparedCall,
-    lifeline: Option<BorrowedFd<'_>>,
-    passed: Passed,
-    on_report: &mut dyn FnMut(&BoxReport),
-) {
-    let report = call(spec, &prepared, lifeline, passed);
-    on_report(&report);
+pub fn run_call(spec: &BoxSpec, prepared: PreparedCall, caller: Caller<'_>) {
+    let report = call(spec, &prepared, caller.lifeline, caller.fds);
+    (caller.on_report)(&report);
     prepared.release();
-}
-
-fn startup_failed(message: impl Into<String>) -> BoxReport {
-    BoxReport {
-        exit_code: 125,
-        fault: Some(Fault::new(FaultKind::StartupFailed, message)),
-        ..Default::default()
-    }
 }
 
 /// The box's namespaces, opened through its monitor's descriptors (user first: joining it
@@ -155,7 +143,7 @@ fn call(
     spec: &BoxSpec,
     prepared: &PreparedCall,
     lifeline: Option<BorrowedFd<'_>>,
-    passed: Passed,
+    passed: BoxFds,
 ) -> BoxReport {
     let start = Instant::now();
     let state = match &prepared.found {
@@ -172,23 +160,23 @@ fn call(
         Some(Resident::Exec { name, pid1 })
             if *name == prepared.target.name && *pid1 == prepared.target.pid1 => {}
         _ => {
-            return startup_failed(
+            return BoxReport::startup_failed(
                 "internal error: the call names another resident box than kern prepared for",
             )
         }
     }
     if spec.channel != passed.channel.is_some() || passed.egress.is_some() {
-        return startup_failed(
+        return BoxReport::startup_failed(
             "internal error: a descriptor of the call was announced but not sent, or the reverse",
         );
     }
     if spec.argv.is_empty() {
-        return startup_failed("nothing to run: the argv is empty");
+        return BoxReport::startup_failed("nothing to run: the argv is empty");
     }
     // The box's user namespace maps what it was built with: unprivileged that is one account.
     let mapping = Mapping::for_this_process(state.spec.user.as_ref());
     if matches!(mapping, Mapping::Caller { .. }) && spec.user != state.spec.user {
-        return startup_failed(
+        return BoxReport::startup_failed(
             "this resident box was started unprivileged, so its one account is the one it was built with; run as that user, or start the box as root",
         );
     }
@@ -202,18 +190,15 @@ fn call(
             }
         }
     };
-    let fallback = Fallback {
-        data_bytes: state.rlimits.data_bytes,
-        nproc: state.rlimits.nproc,
-    };
+    let fallback: &Fallback = &state.rlimits;
     let oom_before = prepared.cgroup.as_ref().map(CallCgroup::box_oom_kills);
     let (init_r, init_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
-        Err(e) => return startup_failed(format!("pipe: {e}")),
+        Err(e) => return BoxReport::startup_failed(format!("pipe: {e}")),
     };
     let (go_r, go_w) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
         Ok(p) => p,
-        Err(e) => return startup_failed(format!("pipe: {e}")),
+        Err(e) => return BoxReport::startup_failed(format!("pipe: {e}")),
     };
     let forked = match prepared.cgroup.as_ref().and_then(CallCgroup::birth) {
         Some(call_cgroup) => sys::clone_fork_into(0, call_cgroup),
@@ -230,7 +215,7 @@ fn call(
                 init_w,
                 go_r,
             };
-            call_init(spec, j, passed, &fallback)
+            init::call_init(spec, j, passed, fallback)
         }
         Ok(Forked::Parent(pid)) => pid,
         Err(e)
@@ -240,12 +225,12 @@ fn call(
                 .and_then(CallCgroup::birth)
                 .is_some() =>
         {
-            return startup_failed(format!(
+            return BoxReport::startup_failed(format!(
                 "cannot start the call inside its cgroup (clone3 with CLONE_INTO_CGROUP): {e}; \
                  KERN_NO_CLONE_INTO_CGROUP=1 makes kern move into the call's cgroup first instead"
             ))
         }
-        Err(e) => return startup_failed(format!("fork: {e}")),
+        Err(e) => return BoxReport::startup_failed(format!("fork: {e}")),
     };
     drop(passed);
     drop(init_w);
@@ -261,7 +246,7 @@ fn call(
         Err(e) => {
             let _ = nix::sys::signal::kill(Pid::from_raw(a), nix::sys::signal::Signal::SIGKILL);
             let _ = waitpid(Pid::from_raw(a), None);
-            return startup_failed(format!("pidfd_open: {e}"));
+            return BoxReport::startup_failed(format!("pidfd_open: {e}"));
         }
     };
     let _ = nix::fcntl::fcntl(
@@ -370,7 +355,7 @@ fn call(
             _ => break,
         }
     }
-    let unswept = monitor::sweep_setid(spec);
+    let unswept = faults::sweep_setid(spec);
     let oom = match (&prepared.cgroup, oom_before) {
         (Some(cg), Some(before)) if cg.box_oom_kills() > before || cg.call_oom_kills() > 0 => {
             Some(0)
@@ -378,8 +363,8 @@ fn call(
         _ => None,
     };
     let text = String::from_utf8_lossy(&messages).into_owned();
-    let mut report = monitor::conclude(spec, &text, ended_by, oom, status, "call's init");
-    monitor::fail_closed(&mut report, unswept);
+    let mut report = faults::conclude(spec, &text, ended_by, oom, status, "call's init");
+    faults::fail_closed(&mut report, unswept);
     report
 }
 
@@ -391,88 +376,4 @@ fn read_available(fd: &OwnedFd, into: &mut Vec<u8>) {
         }
         into.extend_from_slice(&buf[..n]);
     }
-}
-
-/// What the call's init needs to join the box.
-struct Joining<'a> {
-    namespaces: &'a [(nix::sched::CloneFlags, OwnedFd)],
-    /// The call gets a cgroup namespace rooted at its own cgroup.
-    cgroup_ns: bool,
-    mapping: Mapping,
-    init_w: OwnedFd,
-    go_r: OwnedFd,
-}
-
-/// The call's init (a child of the `kern` running the call). Never returns.
-fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: Passed, fallback: &Fallback) -> ! {
-    std::panic::set_hook(Box::new(|info| {
-        let _ = std::io::Write::write_all(
-            &mut std::io::stderr(),
-            format!("kern: internal error in the call: {info}\n").as_bytes(),
-        );
-        sys::exit_now(125)
-    }));
-    let init_w = j.init_w;
-    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
-        init::send(&init_w, &format!("{} {what}: {e}", msg::SETUP_FAILED));
-        sys::exit_now(1)
-    };
-    // Holds what the host's process has: nothing of it may reach the box.
-    let _ = nix::sys::prctl::set_dumpable(false);
-    if let Err(e) = sys::stdin_null() {
-        fail("stdin", &e);
-    }
-    let mut go = [0u8; 1];
-    if !matches!(nix::unistd::read(&j.go_r, &mut go), Ok(1)) {
-        sys::exit_now(1);
-    }
-    drop(j.go_r);
-    let mut keep = vec![init_w.as_raw_fd()];
-    keep.extend(j.namespaces.iter().map(|(_, f)| f.as_raw_fd()));
-    keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
-    sys::close_others(&keep);
-    for (flag, fd) in j.namespaces {
-        if let Err(e) = nix::sched::setns(fd, *flag) {
-            fail(
-                &format!("join the resident box's namespaces ({flag:?})"),
-                &e,
-            );
-        }
-    }
-    if j.cgroup_ns {
-        if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWCGROUP) {
-            fail("a cgroup namespace for the call", &e);
-        }
-    }
-    if let Err(e) = monitor::take_setup_ids(j.mapping) {
-        fail("take the box's ids", &e);
-    }
-    // If the kern running the call dies, so does this init (set after the id change, which
-    // clears it). The workload, already in the box, is then the box's to reap.
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    if let Err(e) = std::env::set_current_dir(&spec.workspace_target) {
-        fail(&format!("chdir {}", spec.workspace_target), &e);
-    }
-    let (listener_tx, listener_rx) = match &spec.seccomp {
-        Some(_) => match std::os::unix::net::UnixStream::pair() {
-            Ok((tx, rx)) => (Some(OwnedFd::from(tx)), Some(rx)),
-            Err(e) => fail("socketpair for the seccomp listener", &e),
-        },
-        None => (None, None),
-    };
-    let Passed { channel, .. } = passed;
-    let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => init::exec_workload(spec, init_w, channel, listener_tx, fallback),
-        Ok(Forked::Parent(pid)) => pid,
-        Err(e) => fail("fork the workload", &e),
-    };
-    drop(channel);
-    drop(listener_tx);
-    init::send(&init_w, &format!("{} {workload}", msg::PID));
-    let code = match listener_rx {
-        Some(rx) => init::supervise_until(workload, rx, &init_w),
-        None => init::reap_until(workload),
-    };
-    init::send(&init_w, &init::exited_line(spec, code));
-    sys::exit_now(0)
 }

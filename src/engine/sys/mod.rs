@@ -1,9 +1,13 @@
 //! The syscall edge: the few calls that neither `std` nor `nix` wraps. Every `unsafe` block in
-//! the engine lives here, each with the reason it is sound.
+//! the engine lives here, each with the reason it is sound. `proc` names a process by pid and
+//! start time (`ProcId`), so a recycled pid is never taken for it.
 
 use std::ffi::CString;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+
+mod proc;
+pub use proc::ProcId;
 
 fn check(ret: libc::c_long) -> io::Result<libc::c_long> {
     if ret < 0 {

@@ -1,0 +1,173 @@
+//! What crosses from one side of a box to the other, in one place: from the caller to `kern`
+//! (`Caller`: the lifeline, the descriptors a spec announces as `BoxFds`, where the report
+//! goes; `CallTarget`, the resident box a call is for), and across the clone between the monitor and the box's init (the "go" message with
+//! the idmapped trees, the rlimit `Fallback`, and the `msg` lines init sends back on the init
+//! pipe). Both sides of each boundary read their format from here, so they can't drift apart.
+
+use super::mounts::Trees;
+use super::spec::BoxSpec;
+use super::status::BoxReport;
+use super::sys::{self, ProcId};
+use serde::{Deserialize, Serialize};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+
+/// Messages PID 1 and the workload send to the monitor on the init pipe. One line each, short
+/// enough to be written atomically.
+pub mod msg {
+    /// Setup failed before the workload existed: `S <reason>`.
+    pub const SETUP_FAILED: char = 'S';
+    /// The workload could not be exec'd: `E <errno> <program>`.
+    pub const EXEC_FAILED: char = 'E';
+    /// The workload ended: `X <code-or-128+signal> <tmpfs-used-bytes> <tmpfs-target>...`.
+    pub const EXITED: char = 'X';
+    /// The seccomp supervisor refused an escape syscall: `B <name>`, once per name.
+    pub const BLOCKED: char = 'B';
+    /// A resident box's PID 1 finished its setup and idles as the reaper: `R`.
+    pub const READY: char = 'R';
+    /// A call into a resident box forked its workload: `P <host pid>` (its process group, the
+    /// per-call kill where there is no cgroup).
+    pub const PID: char = 'P';
+}
+
+/// Writes one `msg` line on the init pipe (newlines in it become spaces).
+pub(super) fn send(pipe: &OwnedFd, line: &str) {
+    let mut line = line.replace('\n', " ");
+    // Short enough to be one atomic pipe write, cut on a character boundary.
+    let mut end = line.len().min(3800);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line.truncate(end);
+    line.push('\n');
+    let _ = nix::unistd::write(pipe, line.as_bytes());
+}
+
+/// rlimits the workload gets when a cap is not enforced by a cgroup. A resident box's state
+/// file keeps them (`resident::State::rlimits`), so each call's workload gets the box's.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Fallback {
+    pub data_bytes: Option<u64>,
+    pub nproc: Option<u64>,
+}
+
+/// The caller's descriptors for one box, as its spec announces them; they travel to kern with
+/// the spec (SCM_RIGHTS), in this order. One shape at both ends: the addon sends borrowed ones
+/// (`BoxFds<&OwnedFd>`, `launch::Kern::run`), kern receives and owns them (`BoxFds`), and the
+/// box's init takes them over across the clone.
+#[derive(Debug, Clone, Copy)]
+pub struct BoxFds<F = OwnedFd> {
+    /// Becomes the workload's fd 3 (`spec.channel`).
+    pub channel: Option<F>,
+    /// The egress relay's line to the caller's proxy (`spec.egress`).
+    pub egress: Option<F>,
+}
+
+impl<F> Default for BoxFds<F> {
+    fn default() -> Self {
+        BoxFds {
+            channel: None,
+            egress: None,
+        }
+    }
+}
+
+impl<F: AsFd> BoxFds<F> {
+    /// The descriptors in the order they travel.
+    pub fn raw(&self) -> Vec<RawFd> {
+        [&self.channel, &self.egress]
+            .into_iter()
+            .flatten()
+            .map(|f| f.as_fd().as_raw_fd())
+            .collect()
+    }
+}
+
+impl BoxFds {
+    /// The descriptors that came with `spec`, in the order they travel (`raw`).
+    pub fn received(spec: &BoxSpec, fds: Vec<OwnedFd>) -> BoxFds {
+        let mut fds = fds.into_iter();
+        let channel = if spec.channel { fds.next() } else { None };
+        let egress = if spec.egress.is_some() {
+            fds.next()
+        } else {
+            None
+        };
+        BoxFds { channel, egress }
+    }
+}
+
+/// Who a call is for (line 1 of a call's protocol, `{"call": CallTarget}`): the resident box's
+/// name and its PID 1 as the caller last saw it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct CallTarget {
+    pub name: String,
+    pub pid1: ProcId,
+}
+
+/// How a box's report reaches its caller (taken by whoever sends it).
+pub(super) type Reporter<'a> = Option<&'a mut dyn FnMut(&BoxReport)>;
+
+/// What the caller hands kern with one box (`monitor::run_box`) or one call into a resident box
+/// (`resident::call::run_call`).
+pub struct Caller<'a> {
+    /// A socket whose other end the caller holds: if it closes early (the caller died), the box
+    /// (or the call) is killed.
+    pub lifeline: Option<BorrowedFd<'a>>,
+    /// The descriptors the spec announces.
+    pub fds: BoxFds,
+    /// Gets the outcome as soon as the box has ended, before the slower cgroup teardown.
+    pub on_report: &'a mut dyn FnMut(&BoxReport),
+}
+
+/// Which of `Trees` follow the "go" byte.
+const GO_WORKSPACE: u8 = 1;
+const GO_IMAGE: u8 = 2;
+
+/// The monitor's "go" to the box's init, once the id maps are written: `g`, which trees follow,
+/// how many binds, and the trees themselves (SCM_RIGHTS).
+pub(super) fn send_go(go: &OwnedFd, trees: &Trees) -> std::io::Result<()> {
+    let mut flags = 0u8;
+    let mut fds = Vec::new();
+    if let Some(w) = &trees.workspace {
+        flags |= GO_WORKSPACE;
+        fds.push(w.as_raw_fd());
+    }
+    if let Some(i) = &trees.image {
+        flags |= GO_IMAGE;
+        fds.push(i.as_raw_fd());
+    }
+    fds.extend(trees.binds.iter().map(|b| b.as_raw_fd()));
+    sys::send_with_fds(go.as_fd(), &[b'g', flags, trees.binds.len() as u8], &fds).map(drop)
+}
+
+/// The box's init reads `send_go`'s message. None: the monitor is gone, or the message is not
+/// what it sent.
+pub(super) fn receive_go(go: &OwnedFd) -> Option<Trees> {
+    let mut buf = [0u8; 3];
+    let (n, fds) = sys::recv_with_fds(go.as_raw_fd(), &mut buf).ok()?;
+    if n != 3 {
+        return None;
+    }
+    let flags = buf[1];
+    let binds = buf[2] as usize;
+    let mut fds = fds.into_iter();
+    let workspace = if flags & GO_WORKSPACE != 0 {
+        Some(fds.next()?)
+    } else {
+        None
+    };
+    let image = if flags & GO_IMAGE != 0 {
+        Some(fds.next()?)
+    } else {
+        None
+    };
+    let trees: Vec<OwnedFd> = fds.collect();
+    if trees.len() != binds {
+        return None;
+    }
+    Some(Trees {
+        workspace,
+        image,
+        binds: trees,
+    })
+}
