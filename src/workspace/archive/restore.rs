@@ -1,0 +1,545 @@
+//! The restore side's first pass: reading an archive's members, checking each name, type, sparse
+//! map and limit, and validating the whole archive before anything is written.
+
+use std::cell::Cell;
+use std::fs::File;
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::rc::Rc;
+
+use flate2::read::GzDecoder;
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{open, openat, OFlag};
+use nix::sys::stat::Mode;
+use nix::sys::time::TimeSpec;
+use sha2::{Digest, Sha256};
+use tar::EntryType;
+
+use super::place::{extract, Cursor, Names};
+use super::snapshot::MAX_MAP_RUNS;
+use super::{
+    dir_flags, Limits, RestoreReport, DEPS, HEADER_ROOM, MAX_COMPONENT, MAX_MTIME, MAX_PATH,
+};
+use crate::error::{Error, Result};
+
+/// Unpacks the gzip tar `src` into the workspace `root`, merging with what is there.
+///
+/// Two passes. The first reads the whole archive and writes nothing: every member must have a
+/// relative UTF-8 path without `..` or NUL (after GNU long-name and PAX `path` processing, and
+/// after dropping `.` components; at most 255 bytes a component and 4096 in all), must be a
+/// regular file, a PAX 1.0 sparse file (with a map that is in order, within its size and
+/// accounts for every stored byte) or a directory (symlinks, hardlinks, devices, FIFOs, other
+/// sparse forms and anything else are refused by name), must not be under the top-level
+/// `.deps`, must not repeat a path or use a file's path as a directory, and must fit `limits`
+/// (entries, stored sizes per file and in all, depth). The first pass also refuses a file member where the workspace has a non-empty
+/// directory. If anything is refused, the error (`Error::Invalid`) names the member and the
+/// workspace is untouched.
+///
+/// The second pass reads the archive again, checks each member is the one the first pass
+/// validated, and writes it. Directories are created (mode from the archive, always
+/// owner-rwx, set-id and sticky bits dropped; 0755 for parents the archive only implies) or
+/// merged into when a real directory is there; whatever else is in a directory's way (a file, a
+/// symlink, a FIFO) is removed, never followed. A file is written to a fresh temp name in its
+/// directory (`O_CREAT|O_EXCL|O_NOFOLLOW`) and renamed over its final name, which replaces a
+/// symlink or FIFO there rather than writing through it; an empty directory there is removed
+/// first. Modes (permission bits only), mtimes and, when `owner` is given, uid/gid are set
+/// through the fds of what was written (owner only on what restore creates). Every directory is
+/// opened relative to its parent's fd with `O_NOFOLLOW|O_DIRECTORY` starting from `root`, so
+/// nothing is written outside `root` even while a box races to plant symlinks.
+///
+/// Not atomic: if the workspace or the archive changes between the passes (a running box, a
+/// rewritten archive), the second pass can still stop part-way (a directory filled meanwhile
+/// where a file goes, a member that differs from the validated one), as can an I/O error (a
+/// full disk, a workspace directory the caller may not write to); members before that point
+/// stay written, and the error says so. Entries in the workspace that the archive does not
+/// mention are left alone.
+pub fn restore(
+    root: &Path,
+    src: &Path,
+    limits: &Limits,
+    owner: Option<(u32, u32)>,
+) -> Result<RestoreReport> {
+    let top = open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        Error::Invalid(format!(
+            "cannot open the workspace {} to restore into it: {e}; it must be an existing \
+             directory",
+            root.display()
+        ))
+    })?;
+    let file = File::open(src)
+        .map_err(|e| Error::Invalid(format!("cannot open the archive {}: {e}", src.display())))?;
+    let plan = validate(&top, &file, src, limits)?;
+    (&file)
+        .seek(SeekFrom::Start(0))
+        .map_err(|e| Error::Runtime(format!("cannot rewind the archive {}: {e}", src.display())))?;
+    extract(&top, &file, src, limits, &plan, owner)
+}
+
+/// One member as both passes see it, validated.
+pub(super) struct Member {
+    /// Normal components joined by `/`.
+    pub(super) path: String,
+    pub(super) dir: bool,
+    /// Bytes the member stores (for a sparse file: its map and data runs).
+    pub(super) size: u64,
+    /// A PAX 1.0 sparse file: its real size (the runs are in its map).
+    pub(super) sparse: Option<u64>,
+    pub(super) mode: u32,
+    pub(super) mtime: u64,
+}
+
+impl Member {
+    /// What the second pass must find again, member for member.
+    pub(super) fn fingerprint(&self) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update([u8::from(self.dir)]);
+        h.update(self.size.to_le_bytes());
+        h.update(self.mode.to_le_bytes());
+        h.update(self.mtime.to_le_bytes());
+        h.update(self.sparse.map_or([0xff; 8], u64::to_le_bytes));
+        h.update(self.path.as_bytes());
+        let mut out = [0u8; 32];
+        out.copy_from_slice(&h.finalize());
+        out
+    }
+
+    pub(super) fn parent_and_name(&self) -> (Vec<&str>, &str) {
+        let mut comps: Vec<&str> = self.path.split('/').collect();
+        // A validated path has at least one component.
+        let name = comps.pop().unwrap_or("");
+        (comps, name)
+    }
+
+    pub(super) fn file_mode(&self) -> Mode {
+        Mode::from_bits_truncate(self.mode & 0o777)
+    }
+
+    /// Owner-rwx so restore (and the owner) can always fill and enter it.
+    pub(super) fn dir_mode(&self) -> Mode {
+        Mode::from_bits_truncate((self.mode & 0o777) | 0o700)
+    }
+
+    pub(super) fn mtime(&self) -> TimeSpec {
+        TimeSpec::new(i64::try_from(self.mtime).unwrap_or(0), 0)
+    }
+}
+
+/// The member-path filter: the raw name (after long-name processing) as a workspace-relative
+/// path of normal components joined by `/`, or why it is refused.
+pub(super) fn member_path(raw: &[u8]) -> std::result::Result<String, String> {
+    if raw.is_empty() {
+        return Err("has an empty name".into());
+    }
+    if raw.contains(&0) {
+        return Err("has a NUL byte in its name".into());
+    }
+    if raw.len() > MAX_PATH {
+        return Err(format!("has a name longer than {MAX_PATH} bytes"));
+    }
+    let Ok(text) = std::str::from_utf8(raw) else {
+        return Err("has a name that is not valid UTF-8".into());
+    };
+    if text.starts_with('/') {
+        return Err("has an absolute path".into());
+    }
+    let mut comps = Vec::new();
+    for comp in text.split('/') {
+        match comp {
+            // `a//b`, `./a`, `a/.`, `a/`: nothing to resolve.
+            "" | "." => {}
+            ".." => return Err("has a `..` component".into()),
+            c if c.len() > MAX_COMPONENT => {
+                return Err(format!(
+                    "has a name component longer than {MAX_COMPONENT} bytes"
+                ))
+            }
+            c => comps.push(c),
+        }
+    }
+    if comps.is_empty() {
+        return Err(
+            "names the workspace root itself; build the archive from the directory's entries, \
+             not from `.`"
+                .into(),
+        );
+    }
+    Ok(comps.join("/"))
+}
+
+/// A member name for a message: quoted, escaped, and cut short (names run to 4 KiB and more).
+pub(super) fn shown(name: &str) -> String {
+    const KEEP: usize = 160;
+    match name.char_indices().nth(KEEP) {
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &name[..cut], name.len()),
+        None => format!("{name:?}"),
+    }
+}
+
+fn describe(kind: EntryType) -> String {
+    match kind {
+        EntryType::Symlink => "symlink".into(),
+        EntryType::Link => "hardlink".into(),
+        EntryType::Char => "character device".into(),
+        EntryType::Block => "block device".into(),
+        EntryType::Fifo => "FIFO".into(),
+        EntryType::GNUSparse => "GNU sparse file".into(),
+        EntryType::XGlobalHeader => "PAX global header".into(),
+        other => format!("member of tar type {:?}", char::from(other.as_byte())),
+    }
+}
+
+/// The checks that need only the member itself; both passes run them.
+fn inspect<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+    limits: &Limits,
+) -> std::result::Result<Member, String> {
+    let sparse = sparse_of(entry)?;
+    // `path()` applies GNU long names and PAX `path` records: the name anyone would unpack to;
+    // a sparse file's real name is in its own record.
+    let raw: Vec<u8> = match &sparse {
+        Some((name, _)) => name.clone(),
+        None => entry
+            .path()
+            .map_err(|e| format!("has an unreadable name ({e})"))?
+            .as_os_str()
+            .as_bytes()
+            .to_vec(),
+    };
+    let raw = raw.as_slice();
+    let path = member_path(raw)?;
+    let kind = entry.header().entry_type();
+    let dir = match kind {
+        EntryType::Regular | EntryType::Continuous => false,
+        EntryType::Directory if sparse.is_none() => true,
+        other => {
+            return Err(format!(
+                "is a {}; only regular files and directories are restored",
+                describe(other)
+            ))
+        }
+    };
+    if !dir && raw.ends_with(b"/") {
+        return Err("is a regular file with a name ending in `/`".into());
+    }
+    if path.split('/').next() == Some(DEPS) {
+        return Err(format!(
+            "is in {DEPS}, which restore never writes (`setup` reinstalls dependencies)"
+        ));
+    }
+    let depth = path.split('/').count();
+    if depth > limits.max_depth {
+        return Err(format!(
+            "is {depth} levels deep, over the limit of {} (max_depth)",
+            limits.max_depth
+        ));
+    }
+    let size = entry.size();
+    if !dir && size > limits.max_file_bytes {
+        return Err(format!(
+            "declares {size} bytes, over the limit of {} bytes per file (max_file_bytes)",
+            limits.max_file_bytes
+        ));
+    }
+    let header = entry.header();
+    let mode = header
+        .mode()
+        .map_err(|e| format!("has an unreadable mode ({e})"))?;
+    let mtime = header
+        .mtime()
+        .map_err(|e| format!("has an unreadable mtime ({e})"))?
+        .min(MAX_MTIME);
+    Ok(Member {
+        path,
+        dir,
+        size,
+        sparse: sparse.map(|(_, real)| real),
+        mode,
+        mtime,
+    })
+}
+
+/// A PAX 1.0 sparse file's name and real size, from its PAX records; None for any other
+/// member. Other sparse formats are refused by name.
+fn sparse_of<R: Read>(
+    entry: &mut tar::Entry<'_, R>,
+) -> std::result::Result<Option<(Vec<u8>, u64)>, String> {
+    let Some(records) = entry
+        .pax_extensions()
+        .map_err(|e| format!("has unreadable PAX records ({e})"))?
+    else {
+        return Ok(None);
+    };
+    let (mut seen, mut major, mut minor, mut name, mut real) = (false, None, None, None, None);
+    for record in records {
+        let record = record.map_err(|e| format!("has an unreadable PAX record ({e})"))?;
+        let key = record.key_bytes();
+        if !key.starts_with(b"GNU.sparse.") {
+            continue;
+        }
+        seen = true;
+        let value = record.value_bytes().to_vec();
+        match key {
+            b"GNU.sparse.major" => major = Some(value),
+            b"GNU.sparse.minor" => minor = Some(value),
+            b"GNU.sparse.name" => name = Some(value),
+            b"GNU.sparse.realsize" => real = Some(value),
+            _ => {}
+        }
+    }
+    if !seen {
+        return Ok(None);
+    }
+    let real = real
+        .as_deref()
+        .and_then(|v| std::str::from_utf8(v).ok())
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|&r| i64::try_from(r).is_ok());
+    match (major.as_deref(), minor.as_deref(), name, real) {
+        (Some(b"1"), Some(b"0"), Some(name), Some(real)) => Ok(Some((name, real))),
+        _ => Err(
+            "is a sparse file in a form restore does not read (it reads PAX 1.0 sparse files, \
+             as snapshot() and `tar --sparse --format=posix` write them)"
+                .into(),
+        ),
+    }
+}
+
+/// Reads a sparse member's map from the start of its data: the runs `(offset, length)`,
+/// checked to be in order, within the real size, and to account for every stored byte.
+pub(super) fn read_map(
+    data: &mut dyn Read,
+    m: &Member,
+    real: u64,
+) -> std::result::Result<Vec<(u64, u64)>, String> {
+    let bad = |why: &str| format!("has a sparse map that {why}");
+    let mut block = [0u8; 512];
+    let mut consumed = 0u64;
+    let mut nums: Vec<u64> = Vec::new();
+    let (mut cur, mut digits) = (0u64, 0usize);
+    let mut want: Option<u64> = None;
+    while want.is_none_or(|n| nums.len() as u64 != 1 + 2 * n) {
+        if consumed + 512 > m.size {
+            return Err(bad("runs past the member's data"));
+        }
+        data.read_exact(&mut block)
+            .map_err(|e| bad(&format!("cannot be read ({e})")))?;
+        consumed += 512;
+        for &b in &block {
+            if want.is_some_and(|n| nums.len() as u64 == 1 + 2 * n) {
+                break;
+            }
+            match b {
+                b'0'..=b'9' if digits < 20 => {
+                    cur = cur
+                        .checked_mul(10)
+                        .and_then(|c| c.checked_add(u64::from(b - b'0')))
+                        .ok_or_else(|| bad("holds a number too large"))?;
+                    digits += 1;
+                }
+                b'\n' if digits > 0 => {
+                    nums.push(cur);
+                    (cur, digits) = (0, 0);
+                    if nums.len() == 1 {
+                        if nums[0] > MAX_MAP_RUNS {
+                            return Err(bad(&format!("lists more than {MAX_MAP_RUNS} runs")));
+                        }
+                        want = Some(nums[0]);
+                    }
+                }
+                _ => return Err(bad("is malformed")),
+            }
+        }
+    }
+    let runs: Vec<(u64, u64)> = nums[1..].chunks(2).map(|c| (c[0], c[1])).collect();
+    let mut end = 0u64;
+    let mut stored = consumed;
+    for &(o, l) in &runs {
+        let stop = o.checked_add(l).filter(|&e| o >= end && e <= real);
+        end = stop.ok_or_else(|| bad("has runs out of order or past the file's size"))?;
+        stored = stored.saturating_add(l);
+    }
+    if stored != m.size {
+        return Err(bad("does not match the member's size"));
+    }
+    Ok(runs)
+}
+
+/// Shared by the metered reader and the member loop.
+struct Meter {
+    left: Cell<u64>,
+    tripped: Cell<bool>,
+}
+
+/// The decompressed stream, allowed to run only `left` bytes past the current member's header:
+/// that member's data plus [`HEADER_ROOM`]. The tar parser buffers long names and PAX records
+/// whole, and this keeps one huge record (a gzip bomb of a long name) from filling memory.
+struct Metered<R> {
+    inner: R,
+    meter: Rc<Meter>,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.meter.left.get();
+        if left == 0 && !buf.is_empty() {
+            self.meter.tripped.set(true);
+            return Err(io::Error::other("extension headers too large"));
+        }
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = self.inner.read(&mut buf[..want])?;
+        self.meter.left.set(left - n as u64);
+        Ok(n)
+    }
+}
+
+/// Runs `visit` on every member of the archive in order, after `inspect` and the entry-count
+/// limit. `visit` gets the member's data as a reader (the second pass reads it; unread data is
+/// skipped). `refuse` words the errors of the pass. Returns the number of members.
+pub(super) fn each_member(
+    file: &File,
+    limits: &Limits,
+    refuse: &dyn Fn(&str, &str) -> Error,
+    mut visit: impl FnMut(&Member, &mut dyn Read) -> Result<()>,
+) -> Result<u64> {
+    let meter = Rc::new(Meter {
+        left: Cell::new(HEADER_ROOM),
+        tripped: Cell::new(false),
+    });
+    let stream = Metered {
+        inner: GzDecoder::new(BufReader::new(file)),
+        meter: meter.clone(),
+    };
+    let mut archive = tar::Archive::new(stream);
+    let mut last = String::new();
+    let unreadable = |last: &str, e: io::Error| {
+        let at = if last.is_empty() {
+            "at its start".to_string()
+        } else {
+            format!("after member {}", shown(last))
+        };
+        if meter.tripped.get() {
+            refuse(
+                "the archive",
+                &format!(
+                    "has extension headers (long names, PAX records) over {HEADER_ROOM} bytes \
+                     for one member {at}"
+                ),
+            )
+        } else {
+            refuse(
+                "the archive",
+                &format!("is not a complete, readable gzip tar: {e} {at}"),
+            )
+        }
+    };
+    let entries = archive.entries().map_err(|e| unreadable(&last, e))?;
+    let mut count = 0u64;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| unreadable(&last, e))?;
+        let what = format!(
+            "member {}",
+            shown(&String::from_utf8_lossy(&entry.path_bytes()))
+        );
+        count += 1;
+        if count > limits.max_entries {
+            return Err(refuse(
+                &what,
+                &format!(
+                    "is past the limit of {} members (max_entries)",
+                    limits.max_entries
+                ),
+            ));
+        }
+        let member = inspect(&mut entry, limits).map_err(|why| refuse(&what, &why))?;
+        // This member's data, padded to a 512-byte block, plus the next member's headers.
+        let data = entry.size().saturating_add(511) & !511;
+        meter.left.set(data.saturating_add(HEADER_ROOM));
+        visit(&member, &mut entry)?;
+        last = member.path;
+    }
+    Ok(count)
+}
+
+/// The first pass: everything `restore` documents, without writing. Returns the fingerprints
+/// of the members in order.
+pub(super) fn validate(
+    top: &OwnedFd,
+    file: &File,
+    src: &Path,
+    limits: &Limits,
+) -> Result<Vec<[u8; 32]>> {
+    let refuse = |what: &str, why: &str| {
+        Error::Invalid(format!(
+            "restore of {} refused: {what} {why}; nothing was written to the workspace",
+            src.display()
+        ))
+    };
+    let mut names = Names::default();
+    let mut look = Cursor::new(top);
+    let mut total = 0u64;
+    let mut plan = Vec::new();
+    each_member(file, limits, &refuse, |m, data| {
+        let what = format!("member {}", shown(&m.path));
+        if let Some(real) = m.sparse {
+            read_map(data, m, real).map_err(|why| refuse(&what, &why))?;
+        }
+        total = total.saturating_add(m.size);
+        if total > limits.max_total_bytes {
+            return Err(refuse(
+                &what,
+                &format!(
+                    "brings the declared sizes past the limit of {} bytes in all \
+                     (max_total_bytes)",
+                    limits.max_total_bytes
+                ),
+            ));
+        }
+        names
+            .add(&m.path, m.dir)
+            .map_err(|why| refuse(&what, &why))?;
+        if !m.dir {
+            let (dirs, name) = m.parent_and_name();
+            // A non-directory in the way of a parent is replaced, so only a complete chain of
+            // real directories can lead to a conflict.
+            if let Some(parent) = look.find(&dirs)? {
+                if non_empty_dir(parent, name, &m.path)? {
+                    return Err(refuse(
+                        &what,
+                        "is a file, but the workspace has a non-empty directory there; remove \
+                         that directory first, or restore into another workspace",
+                    ));
+                }
+            }
+        }
+        plan.push(m.fingerprint());
+        Ok(())
+    })?;
+    Ok(plan)
+}
+
+/// Whether `name` in `parent` is a directory with entries (never following a symlink).
+fn non_empty_dir(parent: &OwnedFd, name: &str, rel: &str) -> Result<bool> {
+    let cannot = |e: Errno| Error::Runtime(format!("cannot examine {rel:?} in the workspace: {e}"));
+    let fd = match openat(parent, name, dir_flags(), Mode::empty()) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => return Ok(false),
+        Err(e) => return Err(cannot(e)),
+    };
+    let mut dir = Dir::from_fd(fd).map_err(cannot)?;
+    for ent in dir.iter() {
+        let ent = ent.map_err(cannot)?;
+        let n = ent.file_name().to_bytes();
+        if n != b"." && n != b".." {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
