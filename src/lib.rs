@@ -6,6 +6,7 @@
 
 pub mod engine;
 pub mod error;
+pub mod fsx;
 pub mod image;
 pub mod lang;
 pub mod session;

@@ -530,16 +530,7 @@ fn open_bind_source(b: &BindSpec) -> Result<OwnedFd, SetupError> {
 
 /// Opens `source` as O_PATH from `/` with no symlink (or magic link) anywhere in it.
 fn open_no_follow(source: &Path) -> io::Result<OwnedFd> {
-    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-    let rel = source.strip_prefix("/").unwrap_or(source);
-    let top = open_dir(Path::new("/"))?;
-    if rel.as_os_str().is_empty() {
-        return Ok(top);
-    }
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    Ok(openat2(&top, rel, how)?)
+    crate::fsx::open_no_symlinks(source).map_err(|e| io::Error::from(e.errno()))
 }
 
 /// Opens a `vgpio` device node again, without following symlinks, and checks it is still the

@@ -4,25 +4,14 @@
 
 use super::Error;
 use crate::engine::spec::BoxUser;
-use std::io::Read;
 use std::path::Path;
 
 /// Reads a file of the image, resolving every symlink as if the image root were `/`: an
-/// image's /etc/passwd that links to `/etc/shadow` must not read the host's.
+/// image's /etc/passwd that links to `/etc/shadow` must not read the host's. A passwd file is
+/// small; one over 4 MiB (or not UTF-8) is not worth reading and counts as absent.
 pub(crate) fn read_in_root(root: &Path, rel: &str) -> Option<String> {
-    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
-    let dir = std::fs::File::open(root).ok()?;
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let fd = openat2(&dir, rel, how).ok()?;
-    let mut s = String::new();
-    // A passwd file is small; a huge one is not worth reading.
-    std::fs::File::from(fd)
-        .take(4 << 20)
-        .read_to_string(&mut s)
-        .ok()?;
-    Some(s)
+    let bytes = crate::fsx::read_in_root(root, rel, 4 << 20).ok()?;
+    String::from_utf8(bytes).ok()
 }
 
 /// `name:x:uid:gid:...` lines of passwd and `name:x:gid:members` of group.

@@ -693,16 +693,19 @@ impl JupyterKernel {
 
 /// Whether `name` is a file in a directory of the box's `path`, found through `locate`.
 fn on_path(locate: &dyn Fn(&str) -> (std::path::PathBuf, String), path: &str, name: &str) -> bool {
-    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    use crate::fsx::{open_beneath, Resolve};
     path.split(':').filter(|d| d.starts_with('/')).any(|d| {
         let (root, rel) = locate(d);
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        std::fs::File::open(&root)
-            .ok()
-            .and_then(|r| openat2(&r, format!("{rel}/{name}").as_str(), how).ok())
-            .is_some()
+        std::fs::File::open(&root).is_ok_and(|r| {
+            let file = format!("{rel}/{name}");
+            open_beneath(
+                &r,
+                file.as_str(),
+                nix::fcntl::OFlag::O_PATH,
+                Resolve::InRoot,
+            )
+            .is_ok()
+        })
     })
 }
 

@@ -15,7 +15,6 @@
 use crate::error::{Error, Result};
 use crate::workspace::walk;
 use nix::errno::Errno;
-use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag, AT_FDCWD};
 use nix::sys::stat::{fstat, stat, FileStat, SFlag};
 use nix::unistd::{geteuid, User};
 use serde_json::Value;
@@ -197,22 +196,6 @@ fn kind(st: &FileStat) -> SFlag {
 
 fn stat_id(p: &Path) -> Option<Id> {
     stat(p).ok().map(|st| id_of(&st))
-}
-
-pub(super) fn no_openat2() -> Error {
-    Error::Runtime(
-        "mounts need openat2, which this kernel lacks (Linux 5.6 or later is needed)".into(),
-    )
-}
-
-/// `openat2` of an absolute path, resolved from `/`, with no symlink or magic link anywhere in
-/// it: a component swapped for a symlink after `canonicalize` fails with ELOOP.
-pub(super) fn open_no_symlinks(path: &Path) -> nix::Result<OwnedFd> {
-    let how = OpenHow::new()
-        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    // An absolute path ignores the dirfd: resolution starts at our root.
-    openat2(AT_FDCWD, path, how)
 }
 
 /// The box path and writability of one entry's value.
@@ -455,8 +438,7 @@ fn check_source(src: &str, deny: &[Denied]) -> Result<(PathBuf, FileStat)> {
         }
     }
 
-    let fd = open_no_symlinks(&canon).map_err(|e| match e {
-        Errno::ENOSYS => no_openat2(),
+    let fd = crate::fsx::open_no_symlinks(&canon).map_err(|e| match e.errno() {
         Errno::ELOOP => Error::MountRefused(format!(
             "mounts: source {src:?}{shown} changed while it was checked (a symlink appeared in \
              its path); keep it in place and try again"

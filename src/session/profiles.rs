@@ -42,7 +42,6 @@ use super::options::{
 };
 use crate::engine::spec::{DeviceSpec, Limits, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
-use nix::errno::Errno;
 use nix::sys::stat::{fstat, SFlag};
 use serde::Deserialize;
 use serde_json::Value;
@@ -597,11 +596,8 @@ fn check_device(written: &str) -> std::result::Result<DeviceSpec, String> {
         format!(" (which resolves to {})", canon.display())
     };
     // Open what canonicalize named, with no symlink allowed: what we record is what we checked.
-    let fd = super::mounts::open_no_symlinks(&canon).map_err(|e| match e {
-        Errno::ENOSYS => super::mounts::no_openat2().to_string(),
-        e => format!(
-            "device {written:?}{shown} cannot be opened ({e}); keep it in place and try again"
-        ),
+    let fd = crate::fsx::open_no_symlinks(&canon).map_err(|e| {
+        format!("device {written:?}{shown} cannot be opened ({e}); keep it in place and try again")
     })?;
     let st = fstat(&fd).map_err(|e| format!("device {written:?}{shown}: fstat failed ({e})"))?;
     if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFCHR {

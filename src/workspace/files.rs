@@ -5,10 +5,10 @@
 //! host files, FIFOs, sockets, hard links, a directory renamed into a symlink between two of our
 //! steps. So no workspace path is ever resolved by an ordinary path lookup:
 //!
-//! - parents are opened relative to a root fd with `openat2` and `RESOLVE_BENEATH |
-//!   RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV` (or, on kernels without
-//!   `openat2`, one `O_NOFOLLOW` component at a time), and every later step is relative to the
-//!   resulting directory fd, so a swap after resolution cannot redirect us;
+//! - parents are opened relative to a root fd with [`crate::fsx`]'s strict mode (`openat2` with
+//!   `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV`, or on
+//!   kernels without it one `O_NOFOLLOW` component at a time), and every later step is relative
+//!   to the resulting directory fd, so a swap after resolution cannot redirect us;
 //! - the final component is only ever opened `O_NOFOLLOW` or stat'ed `AT_SYMLINK_NOFOLLOW`;
 //! - a read opens the entry `O_PATH` first and reopens that very inode for reading only once it
 //!   is known to be a regular file, so a FIFO or a device is never opened;
@@ -16,15 +16,16 @@
 //!   the final name: rename replaces a directory entry and never follows what it replaces.
 
 use crate::error::{Error, Result};
+use crate::fsx::{self, Via};
 use nix::errno::Errno;
-use nix::fcntl::{open, openat, openat2, renameat, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{open, openat, renameat, AtFlags, OFlag};
 use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, FileStat, Mode};
 use nix::unistd::{fchown, unlinkat, Gid, Uid, UnlinkatFlags};
 use std::ffi::{OsStr, OsString};
 use std::fmt::Display;
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
 /// `readFile`'s cap when the caller gives none: 1 GiB.
@@ -287,7 +288,7 @@ fn make_dirs(
     }
     let mut cur = dup(root).map_err(|e| runtime(OP, path, "cannot open the workspace", e))?;
     for (i, comp) in comps.iter().enumerate() {
-        cur = match step(&cur, comp) {
+        cur = match fsx::child_dir(&cur, comp, true) {
             Ok(fd) => fd,
             Err(Errno::ENOENT) => create_dir(&cur, comp, owner).map_err(|e| match e {
                 Errno::ELOOP | Errno::ENOTDIR | Errno::EXDEV => resolve_err(OP, path, e),
@@ -313,7 +314,7 @@ fn create_dir(parent: &OwnedFd, name: &OsStr, owner: Option<(u32, u32)>) -> nix:
     match mkdirat(parent, name, Mode::from_bits_truncate(0o755)) {
         Ok(()) => {}
         // The box made it meanwhile: it is an existing component like any other.
-        Err(Errno::EEXIST) => return step(parent, name),
+        Err(Errno::EEXIST) => return fsx::child_dir(parent, name, true),
         Err(e) => return Err(e),
     }
     let fd = openat(
@@ -511,65 +512,23 @@ fn open_root(root: &Path) -> Result<OwnedFd> {
 }
 
 /// Opens (`O_PATH`) the directory `comps` below `root` without following any symlink and
-/// without leaving `root`'s mount. Errors are the kernel's: ELOOP/ENOTDIR/EXDEV for a symlink,
-/// a non-directory or a mount point on the way, ENOENT for a missing component.
+/// without leaving `root`'s mount ([`fsx::Resolve::Strict`]). Errors are the kernel's:
+/// ELOOP/ENOTDIR/EXDEV for a symlink, a non-directory or a mount point on the way, ENOENT for a
+/// missing component. `use_openat2: false` takes the old-kernel walk (the tests run both).
 fn open_dir(root: &OwnedFd, comps: &[OsString], use_openat2: bool) -> nix::Result<OwnedFd> {
     if comps.is_empty() {
         return dup(root);
     }
-    if use_openat2 {
-        let mut rel = OsString::new();
-        for (i, c) in comps.iter().enumerate() {
-            if i > 0 {
-                rel.push("/");
-            }
-            rel.push(c);
-        }
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-            .resolve(
-                ResolveFlag::RESOLVE_BENEATH
-                    | ResolveFlag::RESOLVE_NO_SYMLINKS
-                    | ResolveFlag::RESOLVE_NO_MAGICLINKS
-                    | ResolveFlag::RESOLVE_NO_XDEV,
-            );
-        let mut tries = 0;
-        loop {
-            match openat2(root, rel.as_os_str(), how) {
-                // A concurrent rename raced the kernel's checks; it asks for a retry.
-                Err(Errno::EAGAIN) if tries < 16 => tries += 1,
-                // Linux < 5.6: walk it ourselves below.
-                Err(Errno::ENOSYS) => break,
-                r => return r,
-            }
-        }
-    }
-    let mut cur = dup(root)?;
-    for comp in comps {
-        cur = step(&cur, comp)?;
-    }
-    Ok(cur)
-}
-
-/// One component down, never following a symlink: `comp` has no `/` and is not `..`, so the
-/// lookup is a single directory entry.
-fn step(dir: &OwnedFd, comp: &OsStr) -> nix::Result<OwnedFd> {
-    let fd = openat(
-        dir,
-        comp,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )?;
-    let st = fstat(&fd)?;
-    // O_PATH|O_NOFOLLOW could hand back the symlink itself; make sure it is a directory.
-    if st.st_mode & libc::S_IFMT != libc::S_IFDIR {
-        return Err(Errno::ENOTDIR);
-    }
-    // openat has no RESOLVE_NO_XDEV; a different device means a mount point.
-    if st.st_dev != fstat(dir)?.st_dev {
-        return Err(Errno::EXDEV);
-    }
-    Ok(fd)
+    let rel: PathBuf = comps.iter().collect();
+    let via = if use_openat2 { Via::Kernel } else { Via::Walk };
+    fsx::open_via(
+        root.as_fd(),
+        rel.as_os_str(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+        fsx::Resolve::Strict,
+        via,
+    )
+    .map_err(fsx::OpenError::errno)
 }
 
 fn dup(fd: &OwnedFd) -> nix::Result<OwnedFd> {

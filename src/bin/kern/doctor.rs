@@ -428,19 +428,15 @@ fn landlock_check() -> Check {
 }
 
 fn openat2() -> Check {
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-    let tried = std::fs::File::open("/").and_then(|root| {
-        let how = OpenHow::new()
-            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        Ok(nix::fcntl::openat2(&root, ".", how)?)
-    });
-    match tried {
-        Ok(_) => Check::new("openat2", Status::Ok, "openat2 with RESOLVE_NO_SYMLINKS works"),
+    match kern_sandbox::fsx::probe_openat2() {
+        Ok(()) => Check::new("openat2", Status::Ok, "openat2 with RESOLVE_NO_SYMLINKS works"),
         Err(e) => Check::new(
             "openat2",
             Status::Missing,
-            format!("openat2 on / failed ({e}): extra mounts' sources can't be resolved safely"),
+            format!(
+                "openat2 on / failed ({e}): image layers can't be unpacked and image files \
+                 (USER, kernelspecs) can't be read safely"
+            ),
         )
         .fix("Linux 5.6 or later is needed (inside a container: allow openat2 in its seccomp profile)"),
     }

@@ -2,7 +2,7 @@
 //!
 //! The bytes come from a registry we do not trust, so the `tar` crate is used only to parse; every
 //! entry is written here, relative to directory fds. Parents are resolved with `openat2` and
-//! `RESOLVE_BENEATH`, so a symlink written by this or an earlier layer can never carry a write out
+//! `RESOLVE_BENEATH` ([`crate::fsx::Resolve::Beneath`]), so a symlink written by this or an earlier layer can never carry a write out
 //! of the root: a layer that tries is refused. Final components are never followed: what is there
 //! is removed and the new entry created with `O_EXCL`/`O_NOFOLLOW` semantics.
 //!

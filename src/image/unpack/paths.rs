@@ -2,17 +2,20 @@
 //! removing trees, entry names, and the error constructors.
 
 use std::cell::Cell;
+use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 
 use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::{openat2, AtFlags, OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::{UnpackError, MAX_REMOVE_DEPTH, META_POOL};
+use crate::fsx;
 
 /// Shared between the budgeted reader and the entry loop.
 pub(super) struct Budget {
@@ -61,19 +64,12 @@ pub(super) fn stream_error(budget: &Budget, after: &str, e: io::Error) -> Unpack
 
 pub(super) const ESCAPES: &str = "goes through a symlink that leaves the image root";
 
-/// `openat2` beneath the root: no component (symlinks included) may leave it, no magic links.
+/// Resolves `path` beneath the root ([`fsx::Resolve::Beneath`]): a symlink is followed only while
+/// it stays inside, no magic links. The errno view, for the many match arms here; a kernel
+/// without `openat2` is `ENOSYS` (see [`resolve_error`]).
 pub(super) fn open_beneath(root: &OwnedFd, path: &[u8], flags: OFlag) -> nix::Result<OwnedFd> {
-    let how = OpenHow::new()
-        .flags(flags | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    // EAGAIN: a concurrent rename raced the ".." checks; the kernel asks for a retry.
-    let mut tries = 0;
-    loop {
-        match openat2(root, path, how) {
-            Err(Errno::EAGAIN) if tries < 16 => tries += 1,
-            r => return r,
-        }
-    }
+    fsx::open_beneath(root, OsStr::from_bytes(path), flags, fsx::Resolve::Beneath)
+        .map_err(fsx::OpenError::errno)
 }
 
 pub(super) fn resolve_error(shown: &str, e: Errno) -> UnpackError {
@@ -81,11 +77,7 @@ pub(super) fn resolve_error(shown: &str, e: Errno) -> UnpackError {
         Errno::EXDEV => hostile(shown, ESCAPES),
         Errno::ELOOP => hostile(shown, "goes through a symlink loop or a magic link"),
         Errno::ENOTDIR => io(shown, "a parent of it is not a directory", e.into()),
-        Errno::ENOSYS => io(
-            shown,
-            "openat2 is not available (Linux 5.6 or later is needed)",
-            e.into(),
-        ),
+        Errno::ENOSYS => io(shown, &fsx::OpenError::NeedsOpenat2.to_string(), e.into()),
         _ => io(shown, "resolving its parent", e.into()),
     }
 }

@@ -135,14 +135,14 @@ pub fn find(dirs: &[String], locate: Locate<'_>, name: &str) -> Result<KernelSpe
 
 /// The kernelspec names under one directory (those with a kernel.json).
 fn list(root: &Path, rel: &str) -> Vec<String> {
-    use nix::fcntl::{openat2, OFlag, OpenHow, ResolveFlag};
+    use crate::fsx::{open_beneath, Resolve};
+    use nix::fcntl::OFlag;
     let Ok(rootfd) = std::fs::File::open(root) else {
         return Vec::new();
     };
-    let how = OpenHow::new()
-        .flags(OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC)
-        .resolve(ResolveFlag::RESOLVE_IN_ROOT | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    let Ok(fd) = openat2(&rootfd, if rel.is_empty() { "." } else { rel }, how) else {
+    let dir = if rel.is_empty() { "." } else { rel };
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+    let Ok(fd) = open_beneath(&rootfd, dir, flags, Resolve::InRoot) else {
         return Vec::new();
     };
     let Ok(mut d) = nix::dir::Dir::from_fd(fd) else {
