@@ -13,7 +13,7 @@ use nix::sys::wait::WaitStatus;
 pub(super) fn sweep_setid(spec: &BoxSpec) -> Option<Fault> {
     let writable = spec.binds.iter().filter(|b| b.writable).map(|b| &b.source);
     for root in std::iter::once(&spec.workspace).chain(writable) {
-        if let Err(why) = crate::workspace::walk::strip_setid(root) {
+        if let Err(why) = crate::workspace::setid::strip_setid(root) {
             let message = format!(
                 "kern could not check every file the box left in {} for set-id bits ({why}), so the call is failed closed; remove what the box left there",
                 root.display()

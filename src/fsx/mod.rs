@@ -5,7 +5,8 @@
 //! names) goes through [`open_beneath`] with one of the few [`Resolve`] modes it needs, through
 //! [`open_no_symlinks`] (an absolute path from `/`), or [`read_in_root`] (a small file of an
 //! image or box root). The kernel's `openat2` does the resolution; nothing here resolves a
-//! symlink itself.
+//! symlink itself. A whole tree is walked with [`walk`], which opens each directory relative to
+//! its parent's fd and never follows a symlink.
 //!
 //! # Kernels without `openat2` (Linux < 5.6): one policy
 //!
@@ -35,6 +36,7 @@
 //! emulation it offers matters only on kernels kern does not run boxes on.
 
 mod open;
+pub mod walk;
 
 pub(crate) use open::{child_dir, open_via, Via};
 pub use open::{
@@ -43,3 +45,5 @@ pub use open::{
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod walk_tests;

@@ -499,21 +499,20 @@ pub fn remove_tree(path: &Path) -> Result<(), Error> {
     .map_err(|e| Error::store_io(&format!("removing {}", path.display()), e))
 }
 
-/// Bytes under a tree (regular files, by their length), without following symlinks.
+/// Bytes under a tree (regular files, by their length), without following symlinks. A single
+/// file is its own size; what cannot be read counts as nothing.
 pub fn tree_size(path: &Path) -> u64 {
-    let mut total = 0;
-    let mut stack = vec![path.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        let Ok(m) = fs::symlink_metadata(&p) else {
-            continue;
-        };
-        if m.is_dir() {
-            if let Ok(rd) = fs::read_dir(&p) {
-                stack.extend(rd.flatten().map(|e| e.path()));
-            }
-        } else if m.is_file() {
-            total += m.len();
-        }
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_file() => return m.len(),
+        Ok(m) if m.is_dir() => {}
+        _ => return 0,
     }
+    let mut total = 0;
+    crate::fsx::walk::walk(path, usize::MAX, |e| {
+        if e.is_file() {
+            total += u64::try_from(e.stat.st_size).unwrap_or(0);
+        }
+        true
+    });
     total
 }

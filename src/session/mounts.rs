@@ -13,7 +13,7 @@
 //! nothing), so a source swapped after `parse` is refused instead of mounted.
 
 use crate::error::{Error, Result};
-use crate::workspace::walk;
+use crate::fsx::walk;
 use nix::errno::Errno;
 use nix::sys::stat::{fstat, stat, FileStat, SFlag};
 use nix::unistd::{geteuid, User};

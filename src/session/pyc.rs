@@ -297,24 +297,36 @@ fn install_hook(out: &Path) -> Result<()> {
 /// directory or a regular file (a symlink, say) means the tree is not what the builder makes,
 /// and it is not published.
 fn seal(dir: &Path) -> Result<()> {
-    let fail = |p: &Path, e: std::io::Error| Error::Runtime(format!("seal {}: {e}", p.display()));
-    let entries = std::fs::read_dir(dir).map_err(|e| fail(dir, e))?;
-    for entry in entries {
-        let path = entry.map_err(|e| fail(dir, e))?.path();
-        let m = std::fs::symlink_metadata(&path).map_err(|e| fail(&path, e))?;
-        if m.is_dir() {
-            seal(&path)?;
-        } else if m.is_file() {
-            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444))
-                .map_err(|e| fail(&path, e))?;
+    use crate::fsx::walk::{walk_all, Closed, Visit};
+    let mut failed = None;
+    let walked = walk_all(dir, Closed::Fail, |e| {
+        let path = dir.join(e.rel);
+        let mode = if e.is_dir() {
+            0o555
+        } else if e.is_file() {
+            0o444
         } else {
-            return Err(Error::Runtime(format!(
+            failed = Some(Error::Runtime(format!(
                 "the pyc build left {}, which is neither a file nor a directory; not published",
                 path.display()
             )));
+            return Visit::Stop;
+        };
+        // A directory is still entered at 0555 (r-x), and its files are ours to chmod.
+        match e.chmod(mode) {
+            Ok(()) => Visit::Enter,
+            Err(errno) => {
+                failed = Some(Error::Runtime(format!("seal {}: {errno}", path.display())));
+                Visit::Stop
+            }
         }
+    });
+    if let Some(e) = failed {
+        return Err(e);
     }
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555)).map_err(|e| fail(dir, e))
+    walked.map_err(|e| Error::Runtime(format!("seal {}: {e}", dir.display())))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o555))
+        .map_err(|e| Error::Runtime(format!("seal {}: {e}", dir.display())))
 }
 
 /// Removes a build's scratch directory (sealed or not; gone already once published).

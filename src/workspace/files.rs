@@ -474,7 +474,7 @@ fn list_with(
     let prefix: PathBuf = comps.iter().collect();
     let at_root = comps.is_empty();
     let mut out = Vec::new();
-    let complete = super::walk::walk(&top, max_entries, |e| {
+    let complete = fsx::walk::walk(&top, max_entries, |e| {
         if at_root && e.rel == Path::new(DEPS) {
             return false;
         }
@@ -675,7 +675,7 @@ mod tests {
 
     fn temps_left(dir: &Path) -> Vec<PathBuf> {
         let mut found = Vec::new();
-        super::super::walk::walk(dir, usize::MAX, |e| {
+        crate::fsx::walk::walk(dir, usize::MAX, |e| {
             if e.rel
                 .file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with(TEMP_PREFIX))

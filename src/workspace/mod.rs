@@ -2,8 +2,8 @@
 
 pub mod archive;
 pub mod files;
+pub mod setid;
 pub mod track;
-pub mod walk;
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -86,7 +86,7 @@ pub(crate) fn make_deletable(root: &Path) {
     if nix::unistd::geteuid().is_root() {
         return;
     }
-    walk::walk(root, usize::MAX, |e| {
+    crate::fsx::walk::walk(root, usize::MAX, |e| {
         if e.is_dir() && e.stat.st_mode & 0o700 != 0o700 {
             let _ = e.chmod((e.stat.st_mode & 0o7777) | 0o700);
         }

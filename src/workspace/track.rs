@@ -2,7 +2,7 @@
 //! workspace before and after the call. O(N) in the number of files each time; `trackFiles:
 //! false` skips it.
 
-use super::walk;
+use crate::fsx::walk;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::path::Path;

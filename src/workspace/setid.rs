@@ -1,0 +1,77 @@
+//! The set-id sweep after every box: no regular file under a tree a box could write keeps a
+//! setuid or setgid bit. Walks with [`crate::fsx::walk`], so no symlink a box planted is followed.
+
+use std::path::Path;
+
+use crate::fsx::walk::{walk_all, Closed, Visit};
+
+/// Clears the setuid/setgid bits of every regular file under `root`. The box's seccomp filter
+/// refuses set-id modes at the source (`engine::seccomp::setid`); this sweep after every box is
+/// the second wall, for a kernel path the filter does not know. kern runs it before it reports,
+/// so it covers the CLI and a caller that died mid-call too. It is complete or it fails: the
+/// caller turns an error into a fault.
+pub fn strip_setid(root: &Path) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    // A single file (a writable file mount) is its own root.
+    if let Ok(m) = std::fs::symlink_metadata(root) {
+        if m.is_file() {
+            let mode = m.permissions().mode();
+            if mode & 0o6000 != 0 {
+                std::fs::set_permissions(root, std::fs::Permissions::from_mode(mode & 0o1777))
+                    .map_err(|e| format!("{}: {e}", root.display()))?;
+            }
+            return Ok(());
+        }
+    }
+    let mut failed: Option<String> = None;
+    let walked = walk_all(root, Closed::PassOver, |e| {
+        if e.is_file() && e.stat.st_mode & 0o6000 != 0 {
+            if let Err(errno) = e.chmod(e.stat.st_mode & 0o1777) {
+                failed = Some(format!("{}: {errno}", e.rel.display()));
+                return Visit::Stop;
+            }
+        }
+        Visit::Enter
+    });
+    match (walked, failed) {
+        (_, Some(why)) => Err(format!("cannot clear the set-id bits of {why}")),
+        (Err(e), None) => Err(e.to_string()),
+        (Ok(_), None) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::ffi::OsStrExt;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn setid_bits_are_stripped_inside_and_symlinks_never_followed() {
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let victim = outside.path().join("victim");
+        std::fs::write(&victim, "x").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join("dirlink")).unwrap();
+        std::os::unix::fs::symlink(&victim, ws.path().join("filelink")).unwrap();
+        let planted = ws.path().join("suid");
+        std::fs::write(&planted, "x").unwrap();
+        std::fs::set_permissions(&planted, std::fs::Permissions::from_mode(0o6755)).unwrap();
+
+        let deps = ws.path().join(".deps");
+        std::fs::create_dir(&deps).unwrap();
+        let weird = ws.path().join(std::ffi::OsStr::from_bytes(b"bad\xffname"));
+        std::fs::create_dir(&weird).unwrap();
+        for p in [deps.join("hid"), weird.join("hid")] {
+            std::fs::write(&p, "x").unwrap();
+            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o6755)).unwrap();
+        }
+        strip_setid(ws.path()).unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode(&planted), 0o755);
+        assert_eq!(mode(&victim), 0o4755, "a file behind a symlink was changed");
+        assert_eq!(mode(&deps.join("hid")), 0o755);
+        assert_eq!(mode(&weird.join("hid")), 0o755);
+    }
+}
