@@ -5,7 +5,7 @@
 //! names) goes through [`open_beneath`] with one of the few [`Resolve`] modes it needs, through
 //! [`open_no_symlinks`] (an absolute path from `/`), or [`read_in_root`] (a small file of an
 //! image or box root). The kernel's `openat2` does the resolution; nothing here resolves a
-//! symlink itself. A whole tree is walked with [`walk`], which opens each directory relative to
+//! symlink itself. A stream that must not run past a size is read through [`Capped`]. A whole tree is walked with [`walk`], which opens each directory relative to
 //! its parent's fd and never follows a symlink.
 //!
 //! # Kernels without `openat2` (Linux < 5.6): one policy
@@ -35,9 +35,11 @@
 //! own code either way, so it would replace only the few lines of flag building kept here. The
 //! emulation it offers matters only on kernels kern does not run boxes on.
 
+mod capped;
 mod open;
 pub mod walk;
 
+pub use capped::{Cap, Capped, OverCap};
 pub(crate) use open::{child_dir, open_via, Via};
 pub use open::{
     open_beneath, open_no_symlinks, probe_openat2, read_in_root, OpenError, ReadError, Resolve,

@@ -12,6 +12,8 @@ use nix::errno::Errno;
 use nix::fcntl::{open, openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, FileStat, Mode};
 
+use super::{Cap, Capped};
+
 /// How a path below a root is resolved. Magic links (`/proc/*/fd/*` and the like) are refused
 /// in every mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -277,13 +279,13 @@ pub fn read_in_root(root: &Path, rel: &str, max_bytes: u64) -> Result<Vec<u8>, R
         Resolve::InRoot,
     )?;
     let mut out = Vec::new();
-    std::fs::File::from(fd)
-        .take(max_bytes.saturating_add(1))
-        .read_to_end(&mut out)?;
-    if out.len() as u64 > max_bytes {
-        return Err(ReadError::TooLarge(max_bytes));
+    // One byte over the cap tells a file larger than it from one exactly at it.
+    let cap = Cap::new(max_bytes.saturating_add(1));
+    match Capped::new(std::fs::File::from(fd), cap.clone()).read_to_end(&mut out) {
+        Err(_) if cap.over() => Err(ReadError::TooLarge(max_bytes)),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(out),
     }
-    Ok(out)
 }
 
 /// Whether this kernel has a working `openat2` (`kern doctor`): `/` itself, no symlinks.

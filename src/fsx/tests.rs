@@ -180,3 +180,27 @@ fn open_no_symlinks_refuses_a_symlink_on_the_way() {
     assert_eq!(errno(open_no_symlinks(&real.join("in/f"))), Errno::ELOOP);
     assert!(probe_openat2().is_ok());
 }
+
+#[test]
+fn the_capped_reader_stops_at_its_cap_and_says_so() {
+    use std::io::Read;
+    let data = [7u8; 100];
+    let cap = Cap::new(10);
+    let mut r = Capped::new(&data[..], cap.clone());
+    let mut buf = [0u8; 64];
+    assert_eq!(r.read(&mut buf).unwrap(), 10);
+    assert!(!cap.over());
+    let e = r.read(&mut buf).unwrap_err();
+    assert!(cap.over());
+    let over = e.get_ref().and_then(|e| e.downcast_ref::<OverCap>());
+    assert_eq!(over, Some(&OverCap { limit: 10 }));
+    // A running budget grows by what is allowed next; a window counts from where the reader is.
+    cap.raise(5);
+    assert_eq!(r.read(&mut buf).unwrap(), 5);
+    cap.allow_next(30);
+    let mut rest = Vec::new();
+    assert!(r.by_ref().take(1000).read_to_end(&mut rest).is_err());
+    assert_eq!(rest.len(), 30);
+    // An empty read never trips it.
+    assert_eq!(r.read(&mut []).unwrap(), 0);
+}

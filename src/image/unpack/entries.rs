@@ -15,19 +15,20 @@ use nix::unistd::{fchownat, linkat, symlinkat};
 use super::metadata::Meta;
 use super::paths::{
     hostile, io, is_dir_stat, join, list, lstat, malformed, normalise, open_beneath, remove_tree,
-    resolve_error, same_dir, split_parent, stream_error, Budget, Budgeted, Removal, ESCAPES,
+    resolve_error, same_dir, split_parent, stream_error, Budgeted, Removal, ESCAPES,
 };
 use super::{
     DirAttrs, LayerStats, UnpackError, Unpacker, DIR_DEFAULT_MODE, DIR_WORKING_MODE,
     MAX_REMOVE_DEPTH,
 };
+use crate::fsx::Cap;
 
 impl Unpacker {
     pub(super) fn apply_entry(
         &mut self,
         entry: &mut tar::Entry<'_, Budgeted<'_>>,
         shown: &str,
-        budget: &Budget,
+        budget: &Cap,
         stats: &mut LayerStats,
     ) -> Result<(), UnpackError> {
         // The raw flag: the tar crate reads the pre-POSIX '\0' as '0', which we must tell apart.
@@ -438,7 +439,7 @@ impl Unpacker {
         shown: &str,
         entry: &mut tar::Entry<'_, Budgeted<'_>>,
         file: &mut File,
-        budget: &Budget,
+        budget: &Cap,
     ) -> Result<(), UnpackError> {
         let size = entry.size();
         let mut left = size;

@@ -14,16 +14,14 @@
 //! After any error the root is half-written and must be discarded.
 //!
 //! Here: the options, the errors and the `Unpacker` loop. `entries` applies one entry,
-//! `metadata` reads header fields and sets attributes, `paths` holds the budgeted stream,
+//! `metadata` reads header fields and sets attributes, `paths` holds the stream's type,
 //! resolution beneath the root, tree removal and entry names.
 
-use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, HashSet};
 use std::io::{self, Read};
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -36,7 +34,8 @@ mod paths;
 #[cfg(test)]
 mod tests;
 
-use paths::{depth, errno_of, open_beneath, show, stream_error, Budget, Budgeted};
+use crate::fsx::{Cap, Capped};
+use paths::{depth, errno_of, open_beneath, show, stream_error};
 
 /// How layers are applied.
 #[derive(Debug, Clone)]
@@ -160,15 +159,8 @@ impl Unpacker {
     /// Reads the tar to its end-of-archive marker; the caller drains any trailing bytes itself.
     pub fn apply_layer(&mut self, tar: &mut dyn Read) -> Result<LayerStats, UnpackError> {
         self.layer_paths.clear();
-        let budget = Rc::new(Budget {
-            allowed: Cell::new(META_POOL),
-            over: Cell::new(false),
-        });
-        let mut archive = tar::Archive::new(Budgeted {
-            inner: tar,
-            read: 0,
-            budget: budget.clone(),
-        });
+        let budget = Cap::new(META_POOL);
+        let mut archive = tar::Archive::new(Capped::new(tar, budget.clone()));
         let mut stats = LayerStats::default();
         let mut last = String::from("<start of archive>");
         let entries = archive
@@ -194,13 +186,7 @@ impl Unpacker {
                 });
             }
             // The entry's content (read or skipped) and the next header may now be read.
-            budget.allowed.set(
-                budget
-                    .allowed
-                    .get()
-                    .saturating_add(entry.size())
-                    .saturating_add(META_PER_ENTRY),
-            );
+            budget.raise(entry.size().saturating_add(META_PER_ENTRY));
             self.apply_entry(&mut entry, &last, &budget, &mut stats)?;
         }
         Ok(stats)

@@ -1,12 +1,10 @@
 //! The plumbing under the entry loop: the budgeted stream, resolving parents beneath the root,
 //! removing trees, entry names, and the error constructors.
 
-use std::cell::Cell;
 use std::ffi::OsStr;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
-use std::rc::Rc;
 
 use nix::dir::Dir;
 use nix::errno::Errno;
@@ -15,40 +13,15 @@ use nix::sys::stat::{fstat, fstatat, FileStat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::{UnpackError, MAX_REMOVE_DEPTH, META_POOL};
-use crate::fsx;
+use crate::fsx::{self, Cap, Capped};
 
-/// Shared between the budgeted reader and the entry loop.
-pub(super) struct Budget {
-    /// Total stream bytes that may be read so far.
-    pub(super) allowed: Cell<u64>,
-    pub(super) over: Cell<bool>,
-}
+/// The layer stream, limited (by [`Cap`]) to the content of the entries seen so far plus some
+/// room for headers: the tar crate buffers GNU long names and PAX records whole, and this keeps
+/// a single huge one from exhausting memory before any size check of ours runs.
+pub(super) type Budgeted<'a> = Capped<&'a mut dyn Read>;
 
-/// The layer stream, limited to the content of the entries seen so far plus some room for
-/// headers: the tar crate buffers GNU long names and PAX records whole, and this keeps a single
-/// huge one from exhausting memory before any size check of ours runs.
-pub(super) struct Budgeted<'a> {
-    pub(super) inner: &'a mut dyn Read,
-    pub(super) read: u64,
-    pub(super) budget: Rc<Budget>,
-}
-
-impl Read for Budgeted<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let room = self.budget.allowed.get().saturating_sub(self.read);
-        if room == 0 && !buf.is_empty() {
-            self.budget.over.set(true);
-            return Err(io::Error::other("layer metadata exceeds its budget"));
-        }
-        let want = buf.len().min(usize::try_from(room).unwrap_or(usize::MAX));
-        let n = self.inner.read(&mut buf[..want])?;
-        self.read += n as u64;
-        Ok(n)
-    }
-}
-
-pub(super) fn stream_error(budget: &Budget, after: &str, e: io::Error) -> UnpackError {
-    if budget.over.get() {
+pub(super) fn stream_error(budget: &Cap, after: &str, e: io::Error) -> UnpackError {
+    if budget.over() {
         UnpackError::TooLarge {
             entry: after.to_string(),
             what: "metadata between entries (long names, PAX headers)",

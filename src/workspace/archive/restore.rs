@@ -1,13 +1,11 @@
 //! The restore side's first pass: reading an archive's members, checking each name, type, sparse
 //! map and limit, and validating the whole archive before anything is written.
 
-use std::cell::Cell;
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::rc::Rc;
 
 use flate2::read::GzDecoder;
 use nix::dir::Dir;
@@ -24,6 +22,7 @@ use super::{
     dir_flags, Limits, RestoreReport, DEPS, HEADER_ROOM, MAX_COMPONENT, MAX_MTIME, MAX_PATH,
 };
 use crate::error::{Error, Result};
+use crate::fsx::{Cap, Capped};
 
 /// Unpacks the gzip tar `src` into the workspace `root`, merging with what is there.
 ///
@@ -372,34 +371,6 @@ pub(super) fn read_map(
     Ok(runs)
 }
 
-/// Shared by the metered reader and the member loop.
-struct Meter {
-    left: Cell<u64>,
-    tripped: Cell<bool>,
-}
-
-/// The decompressed stream, allowed to run only `left` bytes past the current member's header:
-/// that member's data plus [`HEADER_ROOM`]. The tar parser buffers long names and PAX records
-/// whole, and this keeps one huge record (a gzip bomb of a long name) from filling memory.
-struct Metered<R> {
-    inner: R,
-    meter: Rc<Meter>,
-}
-
-impl<R: Read> Read for Metered<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let left = self.meter.left.get();
-        if left == 0 && !buf.is_empty() {
-            self.meter.tripped.set(true);
-            return Err(io::Error::other("extension headers too large"));
-        }
-        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-        let n = self.inner.read(&mut buf[..want])?;
-        self.meter.left.set(left - n as u64);
-        Ok(n)
-    }
-}
-
 /// Runs `visit` on every member of the archive in order, after `inspect` and the entry-count
 /// limit. `visit` gets the member's data as a reader (the second pass reads it; unread data is
 /// skipped). `refuse` words the errors of the pass. Returns the number of members.
@@ -409,14 +380,11 @@ pub(super) fn each_member(
     refuse: &dyn Fn(&str, &str) -> Error,
     mut visit: impl FnMut(&Member, &mut dyn Read) -> Result<()>,
 ) -> Result<u64> {
-    let meter = Rc::new(Meter {
-        left: Cell::new(HEADER_ROOM),
-        tripped: Cell::new(false),
-    });
-    let stream = Metered {
-        inner: GzDecoder::new(BufReader::new(file)),
-        meter: meter.clone(),
-    };
+    // The decompressed stream may run only to the current member's data plus HEADER_ROOM: the
+    // tar parser buffers long names and PAX records whole, and this keeps one huge record (a
+    // gzip bomb of a long name) from filling memory.
+    let meter = Cap::new(HEADER_ROOM);
+    let stream = Capped::new(GzDecoder::new(BufReader::new(file)), meter.clone());
     let mut archive = tar::Archive::new(stream);
     let mut last = String::new();
     let unreadable = |last: &str, e: io::Error| {
@@ -425,7 +393,7 @@ pub(super) fn each_member(
         } else {
             format!("after member {}", shown(last))
         };
-        if meter.tripped.get() {
+        if meter.over() {
             refuse(
                 "the archive",
                 &format!(
@@ -461,7 +429,7 @@ pub(super) fn each_member(
         let member = inspect(&mut entry, limits).map_err(|why| refuse(&what, &why))?;
         // This member's data, padded to a 512-byte block, plus the next member's headers.
         let data = entry.size().saturating_add(511) & !511;
-        meter.left.set(data.saturating_add(HEADER_ROOM));
+        meter.allow_next(data.saturating_add(HEADER_ROOM));
         visit(&member, &mut entry)?;
         last = member.path;
     }
