@@ -11,7 +11,13 @@
 //! Here: the limits, the reports and what both sides share. `snapshot` walks and writes,
 //! `restore` reads and validates members (the first pass), `place` writes them (the second).
 
-use nix::fcntl::OFlag;
+use std::os::fd::OwnedFd;
+use std::path::Path;
+
+use nix::fcntl::{open, OFlag};
+use nix::sys::stat::Mode;
+
+use crate::error::{Error, Result};
 
 mod place;
 mod restore;
@@ -91,6 +97,22 @@ const MAX_MTIME: u64 = 253_402_300_799;
 /// Attempts at replacing a path a racing box keeps changing.
 const RACE_TRIES: u32 = 8;
 const TEMP_PREFIX: &str = ".kern-restore-";
+
+/// The caller's workspace root: trusted, so an ordinary (following) open. The error reads
+/// "cannot open the workspace ROOT {why}: ERRNO{hint}".
+fn open_workspace(root: &Path, why: &str, hint: &str) -> Result<OwnedFd> {
+    open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| {
+        Error::Invalid(format!(
+            "cannot open the workspace {} {why}: {e}{hint}",
+            root.display()
+        ))
+    })
+}
 
 fn dir_flags() -> OFlag {
     OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC

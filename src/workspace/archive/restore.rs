@@ -10,7 +10,7 @@ use std::path::Path;
 use flate2::read::GzDecoder;
 use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::{open, openat, OFlag};
+use nix::fcntl::openat;
 use nix::sys::stat::Mode;
 use nix::sys::time::TimeSpec;
 use sha2::{Digest, Sha256};
@@ -19,7 +19,8 @@ use tar::EntryType;
 use super::place::{extract, Cursor, Names};
 use super::snapshot::MAX_MAP_RUNS;
 use super::{
-    dir_flags, Limits, RestoreReport, DEPS, HEADER_ROOM, MAX_COMPONENT, MAX_MTIME, MAX_PATH,
+    dir_flags, open_workspace, Limits, RestoreReport, DEPS, HEADER_ROOM, MAX_COMPONENT, MAX_MTIME,
+    MAX_PATH,
 };
 use crate::error::{Error, Result};
 use crate::fsx::{Cap, Capped};
@@ -61,18 +62,11 @@ pub fn restore(
     limits: &Limits,
     owner: Option<(u32, u32)>,
 ) -> Result<RestoreReport> {
-    let top = open(
+    let top = open_workspace(
         root,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        Error::Invalid(format!(
-            "cannot open the workspace {} to restore into it: {e}; it must be an existing \
-             directory",
-            root.display()
-        ))
-    })?;
+        "to restore into it",
+        "; it must be an existing directory",
+    )?;
     let file = File::open(src)
         .map_err(|e| Error::Invalid(format!("cannot open the archive {}: {e}", src.display())))?;
     let plan = validate(&top, &file, src, limits)?;

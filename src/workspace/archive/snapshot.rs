@@ -12,11 +12,11 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use nix::dir::Dir;
 use nix::errno::Errno;
-use nix::fcntl::{open, openat, AtFlags, OFlag};
+use nix::fcntl::{openat, AtFlags, OFlag};
 use nix::sys::stat::{fstat, fstatat, FileStat, Mode};
 use tar::EntryType;
 
-use super::{join, Limits, SnapshotReport, DEPS};
+use super::{join, open_workspace, Limits, SnapshotReport, DEPS};
 use crate::error::{Error, Result};
 
 /// Writes a gzip tar of the workspace `root` to `dest`.
@@ -51,17 +51,7 @@ use crate::error::{Error, Result};
 /// onto `dest` once complete; on any error the temp file is removed and `dest` is untouched.
 pub fn snapshot(root: &Path, dest: &Path, limits: &Limits) -> Result<SnapshotReport> {
     let dest_dir = check_dest(root, dest)?;
-    let top = open(
-        root,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| {
-        Error::Invalid(format!(
-            "cannot open the workspace {} to snapshot it: {e}",
-            root.display()
-        ))
-    })?;
+    let top = open_workspace(root, "to snapshot it", "")?;
     let tmp = tempfile::NamedTempFile::new_in(&dest_dir).map_err(|e| {
         Error::Runtime(format!(
             "cannot create a temp file in {} for the snapshot: {e}",
