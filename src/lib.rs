@@ -4,6 +4,7 @@
 //! turn the published options into box specs, and `binding` (behind the `napi-binding`
 //! feature) is the Node addon's thin surface.
 
+pub mod config;
 pub mod engine;
 pub mod error;
 pub mod fsx;

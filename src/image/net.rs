@@ -13,6 +13,10 @@
 //!   loopback.
 //! - Mirrors: `KERN_REGISTRY_MIRRORS`, URLs in the shape of Docker's `registry-mirrors`, tried
 //!   in order for docker.io images before Docker Hub itself.
+//!
+//! The proxy variables' names and the host's CA bundle file are here for networked boxes too
+//! (`session::network` sets the one and binds the other; `kern doctor` shows both): one place
+//! knows where the host keeps its trust store, pulls and boxes alike.
 
 use super::Error;
 use std::net::IpAddr;
@@ -20,6 +24,47 @@ use std::path::PathBuf;
 use std::time::Duration;
 use ureq::tls::{Certificate, PemItem, RootCerts, TlsConfig};
 use ureq::{Agent, Proxy};
+
+/// The variables HTTP clients take their proxy from (curl, pip, requests, npm, Node's fetch
+/// with a proxy agent): what the egress relay sets in a box, and what `kern doctor` shows.
+pub const PROXY_VARS: &[&str] = &[
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+];
+/// The variables listing hosts reached without the proxy.
+pub const NO_PROXY_VARS: &[&str] = &["NO_PROXY", "no_proxy"];
+/// The proxy variables of https and http URLs, in the order pulls read them (curl's).
+const HTTPS_PROXY_VARS: &[&str] = &["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"];
+const HTTP_PROXY_VARS: &[&str] = &["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"];
+
+/// The host's CA bundle as one PEM file, the one the system store's certificates come from when
+/// pulls load it: `SSL_CERT_FILE` when set, else the distribution's bundle (openssl-probe's
+/// search, which rustls-native-certs makes too). A networked box is given this file.
+pub fn ca_bundle_file() -> Option<PathBuf> {
+    openssl_probe::probe()
+        .cert_file
+        .and_then(|p| std::fs::canonicalize(p).ok())
+        .filter(|c| c.is_file())
+}
+
+/// The CA bundle networked boxes trust: the host's (`ca_bundle_file`), unless `KERN_HOST_CA=0`
+/// turns the trust off. Read once per session.
+pub fn host_ca() -> Result<Option<PathBuf>, crate::error::Error> {
+    match std::env::var("KERN_HOST_CA").ok().as_deref() {
+        Some("0") | Some("false") | Some("no") => return Ok(None),
+        None | Some("") | Some("1") | Some("true") | Some("yes") => {}
+        Some(other) => {
+            return crate::invalid!(
+                "KERN_HOST_CA={other:?}: use 0 to stop networked boxes (setup, network: true, egressAllow) trusting the host's CA store, or 1 (the default)"
+            )
+        }
+    }
+    Ok(ca_bundle_file())
+}
 
 /// The extra CA file pulls trust besides the system store.
 pub const CA_VAR: &str = "KERN_REGISTRY_CA";
@@ -183,8 +228,8 @@ pub struct Proxies {
 
 impl Proxies {
     pub fn from_env() -> Result<Proxies, Error> {
-        let https = proxy_var(&["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"])?;
-        let http = proxy_var(&["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"])?;
+        let https = proxy_var(HTTPS_PROXY_VARS)?;
+        let http = proxy_var(HTTP_PROXY_VARS)?;
         let no_proxy = ["no_proxy", "NO_PROXY"]
             .into_iter()
             .find_map(|k| std::env::var(k).ok().map(|v| (k, v)));

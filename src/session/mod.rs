@@ -1,31 +1,27 @@
 //! A Sandbox session: options, the workspace, and one fresh box per call. The binding is a thin
 //! layer over this; nothing here knows napi.
 
-pub mod jupyter;
+pub mod host_binds;
 pub mod kernel;
-pub mod mounts;
+mod longbox;
 pub mod network;
 pub mod options;
+mod persist;
 pub mod profiles;
 mod pyc;
-mod resident;
 pub mod setup;
 pub mod stderr;
-mod warm;
 
+use crate::config::Config;
 use crate::engine::launch::{Chunk, Kern};
-use crate::engine::spec::{
-    BoxSpec, RootSpec, DEFAULT_HOSTNAME, DEFAULT_PATH, DEFAULT_WORKSPACE_TARGET,
-};
+use crate::engine::spec::{BoxSpec, RootSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
-use crate::image::manifest::RunConfig;
 use crate::lang::driver;
 use crate::lang::Language;
 use crate::workspace::track::{self, FileInfo};
 use crate::workspace::Workspace;
 use crate::workspace::{archive, files};
-use options::Config;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -64,8 +60,8 @@ pub struct ExecResult {
 
 /// A kernel a caller opened: our python driver's, or a Jupyter kernel of the image.
 pub enum OpenKernel {
-    Driver(kernel::Kernel),
-    Jupyter(jupyter::JupyterKernel),
+    Driver(kernel::driver::Kernel),
+    Jupyter(kernel::jupyter::JupyterKernel),
 }
 
 impl OpenKernel {
@@ -185,7 +181,7 @@ struct Opened {
     running: tokio::sync::RwLock<()>,
     closing: tokio::sync::watch::Sender<bool>,
     /// Prewarmed one-cell python boxes (`prewarm`), oldest first.
-    pool: std::sync::Mutex<std::collections::VecDeque<warm::Slot>>,
+    pool: std::sync::Mutex<std::collections::VecDeque<longbox::Slot>>,
     /// The compiled stdlib of this image (`pycCache`), once built.
     pyc: Option<pyc::Cache>,
     /// Calls in flight plus open kernels: the boxes that may be writing to the workspace.
@@ -197,7 +193,7 @@ struct Opened {
     /// The allowlist proxy of this session's boxes (`egressAllow`).
     proxy: Option<Arc<crate::engine::proxy::Proxy>>,
     /// `persist`: the resident box every call runs in (set once open() met or started it).
-    resident: std::sync::OnceLock<resident::Attached>,
+    resident: std::sync::OnceLock<persist::Attached>,
 }
 
 /// Counts one box that may write to the workspace, for as long as it lives.
@@ -357,9 +353,9 @@ impl Opened {
             cwd: None,
         };
         match &cfg.network {
-            options::Network::None => {}
-            options::Network::Host => network::host(&mut spec, self.ca.as_deref()),
-            options::Network::Egress(policy) => {
+            crate::config::Network::None => {}
+            crate::config::Network::Host => network::host(&mut spec, self.ca.as_deref()),
+            crate::config::Network::Egress(policy) => {
                 network::egress(&mut spec, self.ca.as_deref(), policy)
             }
         }
@@ -434,7 +430,7 @@ impl Opened {
     /// What the session's network did during a call, as runtime notes.
     fn network_notes(&self) -> Vec<String> {
         match (&self.config.network, &self.proxy) {
-            (options::Network::Host, _) => vec![
+            (crate::config::Network::Host, _) => vec![
                 "warning: network: true: this box shared the host's network (isolation relaxed: it could reach anything the host can)".into(),
             ],
             (_, Some(p)) => network::notes(p.take_decisions()),
@@ -443,7 +439,7 @@ impl Opened {
     }
 
     /// Takes a live prewarmed box, and starts one in its place.
-    fn take_slot(&self) -> Option<warm::Slot> {
+    fn take_slot(&self) -> Option<longbox::Slot> {
         if self.config.prewarm == 0 {
             return None;
         }
@@ -466,9 +462,9 @@ impl Opened {
         let Ok(mut pool) = self.pool.lock() else {
             return;
         };
-        pool.retain(warm::Slot::is_alive);
+        pool.retain(longbox::Slot::is_alive);
         while pool.len() < self.config.prewarm {
-            match warm::Slot::start(me.clone(), kern) {
+            match longbox::Slot::start(me.clone(), kern) {
                 Ok(s) => pool.push_back(s),
                 Err(_) => break,
             }
@@ -573,10 +569,10 @@ impl Sandbox {
         };
         if let RootSpec::Dir { path } = &image.root {
             for m in &config.mounts {
-                mounts::check_target_in_image(path, &m.target, m.dir)?;
+                host_binds::check_target_in_image(path, &m.target, m.dir)?;
             }
         }
-        let base_env = base_env(&image.config, home);
+        let base_env = crate::image::manifest::base_env(&image.config, home);
         let workspace = match &config.workspace {
             Some(p) => Workspace::existing(p)?,
             None => Workspace::temporary()?,
@@ -584,9 +580,9 @@ impl Sandbox {
         // Before any box: a `.deps` a box made could hold what later boxes run.
         setup::make_deps_dir(&workspace.path)?;
         let deps = setup::has_deps(config.setup.is_some(), &workspace.path);
-        let ca = network::host_ca()?;
+        let ca = crate::image::net::host_ca()?;
         let proxy = match &config.network {
-            options::Network::Egress(policy) => Some(network::proxy(policy.clone())?),
+            crate::config::Network::Egress(policy) => Some(network::proxy(policy.clone())?),
             _ => None,
         };
         let pyc = if config.pyc_cache {
@@ -627,7 +623,7 @@ impl Sandbox {
                     return Err(e);
                 }
             }
-            match resident::attach_or_start(&opened, &self.kern, sink).await {
+            match persist::attach_or_start(&opened, &self.kern, sink).await {
                 Ok(a) => {
                     let _ = opened.resident.set(a);
                 }
@@ -678,7 +674,7 @@ impl Sandbox {
     pub async fn destroy(&self) -> Result<()> {
         let config = options::parse(&self.options)?;
         match config.resident {
-            Some(r) => resident::destroy(r.name).await,
+            Some(r) => persist::destroy(r.name).await,
             None => Ok(()),
         }
     }
@@ -809,16 +805,17 @@ impl Sandbox {
         };
         let active = Active::enter(&opened).await;
         if let Some(name) = jupyter {
-            let caller = jupyter::Caller {
+            let caller = kernel::jupyter::Caller {
                 active,
                 quota,
                 max_output,
             };
             let k =
-                jupyter::JupyterKernel::start(opened, &self.kern, timeout_ms, name, caller).await?;
+                kernel::jupyter::JupyterKernel::start(opened, &self.kern, timeout_ms, name, caller)
+                    .await?;
             return Ok(OpenKernel::Jupyter(k));
         }
-        let mut k = kernel::Kernel::start(opened, &self.kern, timeout_ms)?;
+        let mut k = kernel::driver::Kernel::start(opened, &self.kern, timeout_ms)?;
         k.set_max_output(max_output);
         k.attach(active, quota);
         Ok(OpenKernel::Driver(k))
@@ -858,7 +855,7 @@ impl Sandbox {
         let workspace = opened.workspace_path()?;
         let mut spec = opened.spec(argv, &lang_env, timeout_ms, cell.is_some(), &workspace);
         // What the kernel would refuse with E2BIG is the caller's mistake, said before a box.
-        options::check_exec_size(&spec.argv, &spec.env)?;
+        crate::config::check_exec_size(&spec.argv, &spec.env)?;
         let attached = opened.resident.get();
         if let Some(a) = attached {
             a.check()?;
@@ -948,11 +945,11 @@ impl Sandbox {
         }
         if outcome.report.resident_gone.is_some() {
             let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
-            return Err(resident::gone(name));
+            return Err(persist::gone(name));
         }
         drop(line);
         let mut notes = opened.session_notes();
-        notes.extend(attached.and_then(resident::Attached::first_call_note));
+        notes.extend(attached.and_then(persist::Attached::first_call_note));
         let results = match results_rx {
             Some(rx) => {
                 let (mut r, cut) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
@@ -1071,27 +1068,4 @@ pub fn human_bytes(n: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
-}
-
-/// The environment every call starts from: the image's `Env` (PATH and all), then ours where
-/// the image is silent: HOME on the writable scratch (the image's root is read-only), a UTF-8
-/// locale, and the box's hostname. The caller's `env` and the language's own go on top per call.
-pub fn base_env(image: &RunConfig, home: &str) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = Vec::new();
-    for kv in image.env.iter().flatten() {
-        if let Some((k, v)) = kv.split_once('=') {
-            if !k.is_empty() && !kv.contains('\0') {
-                env.retain(|(ek, _)| ek != k);
-                env.push((k.to_string(), v.to_string()));
-            }
-        }
-    }
-    for (k, v) in [("PATH", DEFAULT_PATH), ("HOME", home), ("LANG", "C.UTF-8")] {
-        if !env.iter().any(|(ek, _)| ek == k) {
-            env.push((k.into(), v.into()));
-        }
-    }
-    env.retain(|(k, _)| k != "HOSTNAME");
-    env.push(("HOSTNAME".into(), DEFAULT_HOSTNAME.into()));
-    env
 }

@@ -10,32 +10,17 @@ use crate::engine::handoff::BoxFds;
 use crate::engine::proxy::{Decision, Policy, Proxy};
 use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
 use crate::error::Result;
+use crate::image::net::{NO_PROXY_VARS, PROXY_VARS};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 /// The port the egress relay listens on inside the box (its own namespace: nothing else there).
 pub const RELAY_PORT: u16 = 3128;
-/// The variables HTTP clients take their proxy from (curl, pip, requests, npm, Node's fetch
-/// with a proxy agent).
-pub const PROXY_VARS: &[&str] = &[
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "ALL_PROXY",
-    "all_proxy",
-];
-const NO_PROXY_VARS: &[&str] = &["NO_PROXY", "no_proxy", "NODE_USE_ENV_PROXY"];
+/// Node's switch to read the proxy variables, set with them.
+const NODE_PROXY_VAR: &str = "NODE_USE_ENV_PROXY";
 /// The host CA bundle's name in a networked box's `/etc`.
 pub const CA_NAME: &str = "kern-host-ca.crt";
-/// Host CA bundles, first found wins (Debian/Ubuntu, Fedora/RHEL, openSUSE, Alpine/Arch).
-const HOST_CA_BUNDLES: &[&str] = &[
-    "/etc/ssl/certs/ca-certificates.crt",
-    "/etc/pki/tls/certs/ca-bundle.crt",
-    "/etc/ssl/ca-bundle.pem",
-    "/etc/ssl/cert.pem",
-];
 /// The variables TLS clients read for their CA bundle: OpenSSL and curl, Python's requests and
 /// pip, Node.
 const CA_VARS: &[&str] = &[
@@ -45,23 +30,6 @@ const CA_VARS: &[&str] = &[
     "CURL_CA_BUNDLE",
     "NODE_EXTRA_CA_CERTS",
 ];
-
-/// The host's CA bundle, unless `KERN_HOST_CA=0` turns the trust off. Read once per session.
-pub fn host_ca() -> Result<Option<PathBuf>> {
-    match std::env::var("KERN_HOST_CA").ok().as_deref() {
-        Some("0") | Some("false") | Some("no") => return Ok(None),
-        None | Some("") | Some("1") | Some("true") | Some("yes") => {}
-        Some(other) => {
-            return crate::invalid!(
-                "KERN_HOST_CA={other:?}: use 0 to stop networked boxes (setup, network: true, egressAllow) trusting the host's CA store, or 1 (the default)"
-            )
-        }
-    }
-    Ok(HOST_CA_BUNDLES
-        .iter()
-        .map(Path::new)
-        .find_map(|p| std::fs::canonicalize(p).ok().filter(|c| c.is_file())))
-}
 
 fn set(env: &mut Vec<(String, String)>, k: &str, v: &str) {
     env.retain(|(ek, _)| ek != k);
@@ -90,7 +58,9 @@ pub fn host(spec: &mut BoxSpec, ca: Option<&Path>) {
     if spec.egress.take().is_some() {
         // The relay's variables would point at a relay this box doesn't have.
         spec.env.retain(|(k, _)| {
-            !PROXY_VARS.contains(&k.as_str()) && !NO_PROXY_VARS.contains(&k.as_str())
+            !PROXY_VARS.contains(&k.as_str())
+                && !NO_PROXY_VARS.contains(&k.as_str())
+                && k != NODE_PROXY_VAR
         });
     }
     let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
@@ -118,7 +88,7 @@ pub fn egress(spec: &mut BoxSpec, ca: Option<&Path>, policy: &Policy) {
         set(&mut spec.env, k, "localhost,127.0.0.1,::1");
     }
     // Node's own fetch reads the proxy variables only when asked to (Node 24 and later).
-    set(&mut spec.env, "NODE_USE_ENV_PROXY", "1");
+    set(&mut spec.env, NODE_PROXY_VAR, "1");
     // Only the proxy resolves names: the box has no resolver to ask.
     spec.etc.retain(|e| e.name() != "resolv.conf");
     spec.etc.push(EtcOverride::Contents {

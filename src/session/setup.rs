@@ -11,9 +11,9 @@
 //! networks that intercept TLS (corporate proxies, and this project's CI machine) present their
 //! own CA, and without it every `pip install` fails certificate verification.
 
-use super::options::{Network, SetupNetwork};
 use super::stderr::push_line;
 use super::Opened;
+use crate::config::{Network, SetupNetwork};
 use crate::engine::launch::{Chunk, Kern};
 use crate::engine::proxy::{Policy, Proxy};
 use crate::engine::spec::{BoxSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};

@@ -7,7 +7,6 @@ use kern_sandbox::engine::spec::Limits;
 use kern_sandbox::engine::{apparmor, idmap, landlock, launch, sys};
 use kern_sandbox::image::net::{self as pullnet, redact};
 use kern_sandbox::image::store::Store;
-use kern_sandbox::session::network;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -533,9 +532,9 @@ fn store() -> Check {
 
 fn proxies() -> Check {
     // The proxy variables HTTP clients read (the list the network relay sets in boxes).
-    let set: Vec<String> = network::PROXY_VARS
+    let set: Vec<String> = pullnet::PROXY_VARS
         .iter()
-        .chain(&["NO_PROXY", "no_proxy"])
+        .chain(pullnet::NO_PROXY_VARS)
         .filter_map(|k| {
             let v = std::env::var(k).ok().filter(|v| !v.is_empty())?;
             let shown = if k.eq_ignore_ascii_case("no_proxy") {
@@ -554,7 +553,7 @@ fn proxies() -> Check {
 }
 
 fn ca_bundle() -> Check {
-    match network::host_ca() {
+    match pullnet::host_ca() {
         Ok(Some(p)) => Check::new(
             "ca",
             Status::Ok,

@@ -32,6 +32,9 @@
 //! images.rs).
 
 use clap::{Parser, Subcommand};
+use kern_sandbox::config::{
+    self, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
+};
 use kern_sandbox::engine::handoff::{BoxFds, CallTarget, Caller};
 use kern_sandbox::engine::monitor::{self, run_box};
 use kern_sandbox::engine::resident::{self, call};
@@ -41,10 +44,7 @@ use kern_sandbox::engine::spec::{
 use kern_sandbox::engine::status::{self, BoxReport};
 use kern_sandbox::engine::sys;
 use kern_sandbox::image;
-use kern_sandbox::session::base_env;
-use kern_sandbox::session::options::{
-    self, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
-};
+use kern_sandbox::image::manifest::base_env;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -353,7 +353,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         let (target, size) = t.split_once(':').unwrap_or((t, "64m"));
         let size_bytes =
             parse_size(size).ok_or_else(|| format!("--tmpfs {t}: bad size {size:?}"))?;
-        if let Some(why) = options::tmpfs_out_of_bounds(size_bytes) {
+        if let Some(why) = config::tmpfs_out_of_bounds(size_bytes) {
             return Err(format!("--tmpfs {t}: the size {why}"));
         }
         let target = check_target("--tmpfs", target).map_err(|e| e.to_string())?;
@@ -386,12 +386,12 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     check_timeout(a.timeout)?;
     // The same bounds as the Sandbox options, before any box starts.
     let memory_bytes = (a.memory > 0).then(|| a.memory.saturating_mul(1 << 20));
-    if let Some(why) = memory_bytes.and_then(options::memory_out_of_bounds) {
+    if let Some(why) = memory_bytes.and_then(config::memory_out_of_bounds) {
         return Err(format!("--memory {} (MiB) {why}", a.memory));
     }
     if let Some(why) = (a.pids_limit > 0)
         .then_some(a.pids_limit)
-        .and_then(options::pids_out_of_bounds)
+        .and_then(config::pids_out_of_bounds)
     {
         return Err(format!("--pids-limit {why}"));
     }
@@ -399,11 +399,11 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         if !(cores.is_finite() && cores > 0.0) {
             return Err("--cpus must be a positive number of cores".into());
         }
-        if let Some(why) = options::cpus_out_of_bounds(cores) {
+        if let Some(why) = config::cpus_out_of_bounds(cores) {
             return Err(format!("--cpus {why}"));
         }
     }
-    options::check_exec_size(&a.argv, &env).map_err(|e| e.to_string())?;
+    config::check_exec_size(&a.argv, &env).map_err(|e| e.to_string())?;
     let spec = BoxSpec {
         root,
         workspace,
@@ -479,7 +479,7 @@ fn resident_exec(
         spec.env.retain(|(ek, _)| ek != k);
         spec.env.push((k.to_string(), v.to_string()));
     }
-    options::check_exec_size(&argv, &spec.env).map_err(|e| e.to_string())?;
+    config::check_exec_size(&argv, &spec.env).map_err(|e| e.to_string())?;
     spec.argv = argv;
     spec.timeout_ms = (timeout * 1000.0).ceil() as u64;
     spec.channel = false;
@@ -510,13 +510,12 @@ fn resident_exec(
 
 /// `--timeout` within the bounds of `timeoutS`.
 fn check_timeout(seconds: f64) -> Result<(), String> {
-    if !(seconds.is_finite()
-        && (options::MIN_TIMEOUT_S..=options::MAX_TIMEOUT_S).contains(&seconds))
+    if !(seconds.is_finite() && (config::MIN_TIMEOUT_S..=config::MAX_TIMEOUT_S).contains(&seconds))
     {
         return Err(format!(
             "--timeout must be a number of seconds from {} to {} (7 days)",
-            options::MIN_TIMEOUT_S,
-            options::MAX_TIMEOUT_S
+            config::MIN_TIMEOUT_S,
+            config::MAX_TIMEOUT_S
         ));
     }
     Ok(())

@@ -37,7 +37,7 @@
 //! A `vdisk` is a tmpfs with `size=` (memory-backed in 0.1, charged to the box's memory cgroup),
 //! so it joins the session's `tmpfs` list and a memory fault names it like any scratch.
 
-use super::options::{
+use crate::config::{
     cpus_out_of_bounds, memory_out_of_bounds, parse_size, tmpfs_out_of_bounds, Config,
 };
 use crate::engine::spec::{DeviceSpec, Limits, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
@@ -387,7 +387,7 @@ impl Profiles {
                         format!(
                             "memory = {} {why} (a bare integer is bytes: write \"{}M\" for MiB)",
                             show(m.get_ref()),
-                            super::options::MIN_MEMORY_MB
+                            crate::config::MIN_MEMORY_MB
                         ),
                     ));
                 }
@@ -784,7 +784,7 @@ fn apply_from(
                 "note: profile {} sets memory to {} MiB, but memoryMb's default of {} MiB applies (an explicit option wins over a profile, and memoryMb defaults to 512); pass memoryMb: null to let the profile's memory apply",
                 name.map(ToString::to_string).unwrap_or_default(),
                 bytes >> 20,
-                super::options::DEFAULT_MEMORY_MB
+                crate::config::DEFAULT_MEMORY_MB
             ));
         }
     }

@@ -114,13 +114,13 @@ pub fn spawn(
 /// and then ended. The call returns as soon as the cell is done (its output split at the
 /// cell's marker), so neither the interpreter's shutdown nor the box's teardown is the caller's
 /// wait.
-pub struct Slot(super::kernel::Kernel);
+pub struct Slot(super::kernel::driver::Kernel);
 
 impl Slot {
     pub fn start(opened: Arc<Opened>, kern_path: &std::path::Path) -> Result<Slot> {
         let timeout = opened.config.timeout_ms;
         let max_output = opened.config.max_output;
-        let mut k = super::kernel::Kernel::start(opened, kern_path, timeout)?;
+        let mut k = super::kernel::driver::Kernel::start(opened, kern_path, timeout)?;
         k.set_max_output(max_output);
         k.set_single();
         Ok(Slot(k))

@@ -15,7 +15,6 @@
 //! keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a kernel that
 //! does not stop is torn down.
 
-use super::{ExecResult, Opened};
 use crate::engine::launch::{Chunk, Outcome};
 use crate::engine::spec::{BindSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::status::{Fault, FaultKind};
@@ -23,6 +22,7 @@ use crate::error::{Error, Result};
 use crate::lang::jupyter::cell::{Cell, Shown};
 use crate::lang::jupyter::kernelspec::{self, Channel, Interrupt, KernelSpec};
 use crate::lang::jupyter::wire::{self, Dropped, Message, Session};
+use crate::session::{ExecResult, Opened};
 use bytes::Bytes;
 use serde_json::json;
 use std::os::fd::AsRawFd;
@@ -126,7 +126,7 @@ impl Readers {
         if n > 0 {
             notes.push(format!(
                 "note: {n} output message(s) of the kernel ({}) came while no cell ran (from a thread or process an earlier cell left running) and were dropped",
-                super::human_bytes(bytes)
+                crate::session::human_bytes(bytes)
             ));
         }
         let (n, _) = self.too_large.fresh();
@@ -166,8 +166,8 @@ impl Queue {
 /// What the caller's Sandbox holds a Jupyter kernel to (it is always a caller's kernel, never a
 /// pool slot): counted as a box writing to the workspace until closed, the workspace cap checked
 /// before each cell, and the output cap.
-pub(super) struct Caller {
-    pub active: super::Active,
+pub(crate) struct Caller {
+    pub active: crate::session::Active,
     pub quota: Option<(std::path::PathBuf, u64)>,
     pub max_output: usize,
 }
@@ -181,7 +181,7 @@ pub struct JupyterKernel {
     spec: KernelSpec,
     /// What the socket readers counted (bad signatures, messages dropped).
     readers: Arc<Readers>,
-    active: std::sync::Mutex<Option<super::Active>>,
+    active: std::sync::Mutex<Option<crate::session::Active>>,
     quota: Option<(std::path::PathBuf, u64)>,
     /// The socket directory; removed as soon as the kernel is gone (its box ended).
     dir: Arc<std::sync::Mutex<Option<tempfile::TempDir>>>,
@@ -217,7 +217,7 @@ fn runtime(what: &str, e: impl std::fmt::Display) -> Error {
 
 impl JupyterKernel {
     /// Starts kernelspec `name` of the session's image and waits until it answers.
-    pub(super) async fn start(
+    pub(crate) async fn start(
         opened: Arc<Opened>,
         kern_path: &std::path::Path,
         timeout_ms: u64,
@@ -225,7 +225,13 @@ impl JupyterKernel {
         caller: Caller,
     ) -> Result<JupyterKernel> {
         let workspace = opened.workspace_path()?;
-        let mut spec = opened.spec(Vec::new(), &[], super::warm::LIFETIME_MS, false, &workspace);
+        let mut spec = opened.spec(
+            Vec::new(),
+            &[],
+            crate::session::longbox::LIFETIME_MS,
+            false,
+            &workspace,
+        );
         let root = match &opened.image.root {
             crate::engine::spec::RootSpec::Dir { path } => path.clone(),
             crate::engine::spec::RootSpec::Host => "/".into(),
@@ -310,7 +316,7 @@ impl JupyterKernel {
 
         let session_closing = opened.closing.subscribe();
         let (sink, mut chunks) = tokio::sync::mpsc::unbounded_channel();
-        let started = super::warm::spawn(opened, kern_path, spec, None, sink)?;
+        let started = crate::session::longbox::spawn(opened, kern_path, spec, None, sink)?;
         let readers = Arc::new(Readers::default());
         let session = Session::new(key.as_bytes());
         let stop = started.stop;
@@ -436,7 +442,7 @@ impl JupyterKernel {
             self.remove_dir();
             return Err(e);
         }
-        if let Some(refused) = super::kernel::over_quota(&self.quota).await {
+        if let Some(refused) = super::driver::over_quota(&self.quota).await {
             return Ok(refused);
         }
         // What earlier cells left behind (late output after their idle) is not this cell's.
@@ -572,7 +578,7 @@ impl JupyterKernel {
             ));
         }
         let parts = cell.into_parts();
-        let mut stderr = super::Stderr::of_code(parts.stderr);
+        let mut stderr = crate::session::Stderr::of_code(parts.stderr);
         for n in &parts.notes {
             stderr.push_note(n);
         }
@@ -661,7 +667,7 @@ impl JupyterKernel {
             let lines: Vec<&str> = lines.into_iter().rev().collect();
             format!("; its last output:\n{}", lines.join("\n"))
         };
-        super::kernel::end_fault(outcome, "process", &tail)
+        super::driver::end_fault(outcome, "process", &tail)
     }
 
     /// Asks the kernel to shut down, then ends its box if it has not exited. Idempotent.

@@ -148,7 +148,7 @@ pub fn parse(value: &Value, ctx: &Context) -> Result<Vec<Mount>> {
     let map = value.as_object().ok_or_else(|| {
         Error::Invalid(format!(
             "option `mounts` must be an object {{ \"/host/path\": \"/box/path\" }}, got {}",
-            super::options::describe(value)
+            super::options::value::describe(value)
         ))
     })?;
     if map.is_empty() {
@@ -204,7 +204,7 @@ fn entry_spec<'a>(src: &str, spec: &'a Value) -> Result<(&'a str, bool)> {
         Error::Invalid(format!(
             "option `mounts`: the value for {src:?} must be a box path such as \"/data\" or \
              [\"/data\", \"ro\" | \"rw\"], got {}",
-            super::options::describe(spec)
+            super::options::value::describe(spec)
         ))
     };
     match spec {

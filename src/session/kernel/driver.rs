@@ -5,11 +5,11 @@
 //! A cell that runs past its timeout tears the box down; so does `close()`. Once the box is
 //! gone, for whatever reason, every later call says so.
 
-use super::{ExecResult, Opened};
 use crate::engine::launch::{Chunk, Outcome, Stream};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::driver;
+use crate::session::{ExecResult, Opened};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ pub struct Kernel {
     single: bool,
     /// A caller's kernel (not a pool slot) counts as a box writing to the workspace until it
     /// is closed, so snapshot() refuses meanwhile.
-    active: std::sync::Mutex<Option<super::Active>>,
+    active: std::sync::Mutex<Option<crate::session::Active>>,
     /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
     quota: Option<(std::path::PathBuf, u64)>,
 }
@@ -121,14 +121,14 @@ fn random_marker() -> String {
 
 impl Kernel {
     /// Starts the kernel's box. It runs as long as the kernel is open and the session too.
-    pub(super) fn start(
+    pub(crate) fn start(
         opened: Arc<Opened>,
         kern_path: &std::path::Path,
         timeout_ms: u64,
     ) -> Result<Kernel> {
         let session_closing = opened.closing.subscribe();
         let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
-        let started = super::warm::start(opened, kern_path, sink)?;
+        let started = crate::session::longbox::start(opened, kern_path, sink)?;
         let (rx, tx) = started.sock.into_split();
         let (stop, ended, prepared) = (started.stop, started.ended, started.prepared);
         Ok(Kernel {
@@ -153,25 +153,25 @@ impl Kernel {
     }
 
     /// Makes this a caller's kernel: counted as active, and held to the workspace cap.
-    pub(super) fn attach(
+    pub(crate) fn attach(
         &mut self,
-        active: super::Active,
+        active: crate::session::Active,
         quota: Option<(std::path::PathBuf, u64)>,
     ) {
         self.active = std::sync::Mutex::new(Some(active));
         self.quota = quota;
     }
 
-    pub(super) fn set_max_output(&mut self, n: usize) {
+    pub(crate) fn set_max_output(&mut self, n: usize) {
         self.max_output = n;
     }
 
-    pub(super) fn set_single(&mut self) {
+    pub(crate) fn set_single(&mut self) {
         self.single = true;
     }
 
     /// Whether the box still runs (for a pool deciding whether a slot is usable).
-    pub(super) fn is_alive(&self) -> bool {
+    pub(crate) fn is_alive(&self) -> bool {
         match self.state.try_lock() {
             Ok(s) => matches!(&*s, State::Live(l) if !l.ended.is_finished()),
             // A cell is running in it: alive, but not idle.
@@ -311,8 +311,9 @@ impl Kernel {
         };
         results.lost(live.reader.skipped);
         let (results, notes) = results.finish();
-        let mut stderr =
-            super::Stderr::of_code(crate::lang::output_text(std::mem::take(&mut err.kept)));
+        let mut stderr = crate::session::Stderr::of_code(crate::lang::output_text(std::mem::take(
+            &mut err.kept,
+        )));
         for n in &notes {
             stderr.push_note(n);
         }
@@ -320,7 +321,9 @@ impl Kernel {
         // those lines before the box existed, so they are here by now (the bound is only for a
         // kern that never sends them: it must not hold the cell).
         if let Some(prepared) = live.prepared.take() {
-            if let Ok(Ok(notes)) = tokio::time::timeout(super::RESULTS_GRACE, prepared).await {
+            if let Ok(Ok(notes)) =
+                tokio::time::timeout(crate::session::RESULTS_GRACE, prepared).await
+            {
                 stderr.open_with(&notes);
             }
         }
@@ -361,18 +364,18 @@ impl Kernel {
 }
 
 /// A cell's refusal when the workspace is over `workspaceMaxBytes` (checked before each cell).
-pub(super) async fn over_quota(quota: &Option<(std::path::PathBuf, u64)>) -> Option<ExecResult> {
+pub(crate) async fn over_quota(quota: &Option<(std::path::PathBuf, u64)>) -> Option<ExecResult> {
     let (ws, cap) = quota.clone()?;
     let snap =
         tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws, Some(cap)))
             .await
             .unwrap_or_else(|e| crate::workspace::track::Snapshot::unmeasured(e.to_string()));
-    super::over_quota(&snap, cap).map(ExecResult::refused)
+    crate::session::over_quota(&snap, cap).map(ExecResult::refused)
 }
 
 /// Why a kernel's box ended, from its outcome: the box's own fault, or the kernel's `process`
 /// exiting (`tail`: what it last wrote, if worth saying).
-pub(super) fn end_fault(
+pub(crate) fn end_fault(
     outcome: std::result::Result<Result<Option<Outcome>>, tokio::task::JoinError>,
     process: &str,
     tail: &str,

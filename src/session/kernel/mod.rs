@@ -1,0 +1,4 @@
+//! Kernels.
+
+pub mod driver;
+pub mod jupyter;
