@@ -5,9 +5,11 @@
 //! host-bind policy) can share it.
 
 mod bounds;
+mod env;
 mod exec;
 
 pub use bounds::*;
+pub use env::base_env;
 pub use exec::*;
 
 use crate::engine::spec::{Limits, TmpfsSpec};

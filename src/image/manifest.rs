@@ -186,36 +186,6 @@ pub struct RunConfig {
     pub cmd: Option<Vec<String>>,
 }
 
-/// The environment every call starts from: the image's `Env` (PATH and all), then ours where
-/// the image is silent: HOME on the writable scratch (the image's root is read-only), a UTF-8
-/// locale, and the box's hostname. The caller's `env` and the language's own go on top per call.
-pub fn base_env(image: &RunConfig, home: &str) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = Vec::new();
-    for kv in image.env.iter().flatten() {
-        if let Some((k, v)) = kv.split_once('=') {
-            if !k.is_empty() && !kv.contains('\0') {
-                env.retain(|(ek, _)| ek != k);
-                env.push((k.to_string(), v.to_string()));
-            }
-        }
-    }
-    for (k, v) in [
-        ("PATH", crate::engine::spec::DEFAULT_PATH),
-        ("HOME", home),
-        ("LANG", "C.UTF-8"),
-    ] {
-        if !env.iter().any(|(ek, _)| ek == k) {
-            env.push((k.into(), v.into()));
-        }
-    }
-    env.retain(|(k, _)| k != "HOSTNAME");
-    env.push((
-        "HOSTNAME".into(),
-        crate::engine::spec::DEFAULT_HOSTNAME.into(),
-    ));
-    env
-}
-
 #[derive(Debug, Clone, Deserialize)]
 pub struct ImageConfig {
     #[serde(default)]

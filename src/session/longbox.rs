@@ -1,9 +1,9 @@
 //! Long-lived boxes (`spawn`): a box that lives until it is stopped or its session closes. On
-//! it: boxes whose python driver is started before it has a cell, the kernel (many cells) and
-//! the prewarm pool (a kernel used for exactly one cell), both spawned with the driver and a
-//! socket to it; and Jupyter kernels (`session::jupyter`).
+//! it: boxes whose python driver is started before it has a cell (`start`), for the driver
+//! kernel (many cells) and the prewarm pool (a kernel used for exactly one cell), both spawned
+//! with the driver and a socket to it; and Jupyter kernels (`kernel::jupyter`).
 
-use super::Opened;
+use super::opened::Opened;
 use crate::engine::launch::{Chunk, Outcome};
 use crate::error::Result;
 use std::sync::Arc;
@@ -36,7 +36,7 @@ pub fn start(
     let launch = crate::lang::Language::Python.launch("")?;
     let workspace = opened.workspace_path()?;
     let spec = opened.spec(launch.argv, &launch.env, LIFETIME_MS, true, &workspace);
-    let (sock, channel) = super::box_socketpair("driver")?;
+    let (sock, channel) = super::network::box_socketpair("driver")?;
     let b = spawn(opened, kern_path, spec, Some(channel), sink)?;
     Ok(DriverBox {
         sock,
@@ -108,35 +108,4 @@ pub fn spawn(
         monitor,
         prepared,
     })
-}
-
-/// A prewarmed slot: a driver box that has run nothing, used as a kernel for exactly one cell
-/// and then ended. The call returns as soon as the cell is done (its output split at the
-/// cell's marker), so neither the interpreter's shutdown nor the box's teardown is the caller's
-/// wait.
-pub struct Slot(super::kernel::driver::Kernel);
-
-impl Slot {
-    pub fn start(opened: Arc<Opened>, kern_path: &std::path::Path) -> Result<Slot> {
-        let timeout = opened.config.timeout_ms;
-        let max_output = opened.config.max_output;
-        let mut k = super::kernel::driver::Kernel::start(opened, kern_path, timeout)?;
-        k.set_max_output(max_output);
-        k.set_single();
-        Ok(Slot(k))
-    }
-
-    pub fn is_alive(&self) -> bool {
-        self.0.is_alive()
-    }
-
-    /// Runs `code` as this slot's one cell, within `timeout_ms`, then ends the box.
-    pub async fn run(self, code: &str, timeout_ms: u64) -> Result<super::ExecResult> {
-        let r = self.0.run_code(code, Some(timeout_ms), None).await;
-        let k = self.0;
-        tokio::spawn(async move {
-            let _ = k.close().await;
-        });
-        r
-    }
 }

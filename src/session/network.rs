@@ -9,6 +9,7 @@
 use crate::engine::handoff::BoxFds;
 use crate::engine::proxy::{Decision, Policy, Proxy};
 use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
+use crate::error::Error;
 use crate::error::Result;
 use crate::image::net::{NO_PROXY_VARS, PROXY_VARS};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -113,7 +114,7 @@ pub struct Line {
 
 impl Line {
     pub fn open(proxy: &Arc<Proxy>) -> Result<Line> {
-        let (ours, theirs) = super::box_socketpair("egress relay")?;
+        let (ours, theirs) = box_socketpair("egress relay")?;
         tokio::spawn(serve_box(ours, proxy.clone()));
         Ok(Line { theirs })
     }
@@ -219,4 +220,14 @@ pub fn notes(decisions: Vec<Decision>) -> Vec<String> {
         notes.push(format!("note: egress allowed: {}", list.join(", ")));
     }
     notes
+}
+
+/// A socket to something in a box (`what`: the driver, the egress relay): our end for tokio,
+/// the box's end to send to kern.
+pub(super) fn box_socketpair(what: &str) -> Result<(tokio::net::UnixStream, OwnedFd)> {
+    let fail = |e: std::io::Error| Error::Runtime(format!("socketpair for the {what}: {e}"));
+    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(fail)?;
+    ours.set_nonblocking(true).map_err(fail)?;
+    let ours = tokio::net::UnixStream::from_std(ours).map_err(fail)?;
+    Ok((ours, OwnedFd::from(theirs)))
 }

@@ -1,5 +1,5 @@
 //! `setup`: one box at open(), with network, that installs dependencies into the workspace's
-//! `.deps`; and the environment every later box gets so it finds them.
+//! `.deps` (`deps`: the directory, and the environment every later box gets to find them).
 //!
 //! The setup box is the session's box in every other respect (image, account, limits, mounts,
 //! no host variables), but it runs nothing a box could have written: it starts in an empty
@@ -11,8 +11,9 @@
 //! networks that intercept TLS (corporate proxies, and this project's CI machine) present their
 //! own CA, and without it every `pip install` fails certificate verification.
 
+use super::deps::deps;
+use super::opened::Opened;
 use super::stderr::push_line;
-use super::Opened;
 use crate::config::{Network, SetupNetwork};
 use crate::engine::launch::{Chunk, Kern};
 use crate::engine::proxy::{Policy, Proxy};
@@ -21,62 +22,11 @@ use crate::error::{Error, Result};
 use std::path::Path;
 use tokio::sync::mpsc::UnboundedSender;
 
-/// Where `setup` installs, relative to the workspace.
-pub const DEPS_DIR: &str = ".deps";
 /// The setup box's wall-clock limit when `KERN_SETUP_TIMEOUT_S` is unset: installs of large
 /// packages take minutes, and `timeoutS` is a per-call limit for code, not for installs.
 pub const DEFAULT_SETUP_TIMEOUT_S: u64 = 900;
 /// How many trailing stderr lines a failed setup's error carries.
 const TAIL_LINES: usize = 20;
-fn deps(sub: &str) -> String {
-    format!("{DEFAULT_WORKSPACE_TARGET}/{DEPS_DIR}/{sub}")
-}
-
-/// Sets `k` to `v`, or puts `v` in front of an existing `:`-list.
-pub(super) fn prepend(env: &mut Vec<(String, String)>, k: &str, v: &str) {
-    match env.iter_mut().find(|(ek, _)| ek == k) {
-        Some((_, old)) if !old.is_empty() => *old = format!("{v}:{old}"),
-        Some((_, old)) => *old = v.to_string(),
-        None => env.push((k.to_string(), v.to_string())),
-    }
-}
-
-/// What every box of a session with dependencies gets, so `import x`, `require('x')` and the
-/// installed commands just work: pip's `--target` tree on PYTHONPATH, pip's `--user` base,
-/// npm's global prefix, and their `bin` directories on PATH.
-pub fn deps_env(env: &mut Vec<(String, String)>) {
-    prepend(env, "PYTHONPATH", &deps("python"));
-    prepend(env, "NODE_PATH", &deps("node/lib/node_modules"));
-    prepend(
-        env,
-        "PATH",
-        &format!(
-            "{}:{}:{}",
-            deps("python/bin"),
-            deps("pyuser/bin"),
-            deps("node/bin")
-        ),
-    );
-    // Kernelspecs that `pip install ipykernel` put in .deps, for `kernel({ jupyter })` and for
-    // jupyter's own tools in the box.
-    prepend(
-        env,
-        "JUPYTER_PATH",
-        &format!(
-            "{}:{}",
-            deps("python/share/jupyter"),
-            deps("pyuser/share/jupyter")
-        ),
-    );
-    for (k, v) in [
-        ("PYTHONUSERBASE", deps("pyuser")),
-        ("npm_config_prefix", deps("node")),
-    ] {
-        env.retain(|(ek, _)| ek != k);
-        env.push((k.into(), v));
-    }
-}
-
 /// Where the setup box starts: an empty scratch directory of its own, never the workspace.
 pub const SETUP_CWD: &str = "/.kern-setup";
 
@@ -202,7 +152,8 @@ pub(super) async fn run(
     }
     // The command's own lines: kern's notes (a cap it could only apply as an rlimit) are not
     // the setup's, and a `warning:` the command printed is.
-    let stderr = super::Stderr::of_box(outcome.stderr, &outcome.prepared_notes, &report.notes);
+    let stderr =
+        super::stderr::Stderr::of_box(outcome.stderr, &outcome.prepared_notes, &report.notes);
     let lines: Vec<&str> = stderr.code().lines().collect();
     let tail = lines[lines.len().saturating_sub(TAIL_LINES)..].join("\n");
     let why = match &report.fault {
@@ -232,39 +183,4 @@ pub(super) async fn run(
         exit_code: report.exit_code,
         stderr_tail: tail,
     })
-}
-
-/// `.deps` as a real directory owned like the workspace, made from the host at open(), before any
-/// box runs, so no box ever makes it (every box then sees it read-only, with `depsReadonly`);
-/// a symlink planted there is refused, never followed.
-pub(super) fn make_deps_dir(workspace: &Path) -> Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
-    let p = workspace.join(DEPS_DIR);
-    match std::fs::symlink_metadata(&p) {
-        Ok(m) if m.is_dir() => return Ok(()),
-        Ok(_) => {
-            return crate::invalid!(
-                "{} exists and is not a directory; setup installs there: remove it",
-                p.display()
-            )
-        }
-        Err(_) => {}
-    }
-    std::fs::DirBuilder::new()
-        .mode(0o755)
-        .create(&p)
-        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", p.display())))?;
-    if nix::unistd::geteuid().is_root() {
-        let owner = std::fs::metadata(workspace)
-            .map_err(|e| Error::Runtime(format!("stat {}: {e}", workspace.display())))?;
-        std::os::unix::fs::lchown(&p, Some(owner.uid()), Some(owner.gid()))
-            .map_err(|e| Error::Runtime(format!("chown {}: {e}", p.display())))?;
-    }
-    Ok(())
-}
-
-/// Whether the session's boxes get the deps environment: with `setup`, or when a kept workspace's
-/// `.deps` already holds something (an earlier session's setup).
-pub fn has_deps(setup: bool, workspace: &Path) -> bool {
-    setup || std::fs::read_dir(workspace.join(DEPS_DIR)).is_ok_and(|mut d| d.next().is_some())
 }

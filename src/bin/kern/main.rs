@@ -33,7 +33,7 @@
 
 use clap::{Parser, Subcommand};
 use kern_sandbox::config::{
-    self, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
+    self, base_env, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
 use kern_sandbox::engine::handoff::{BoxFds, CallTarget, Caller};
 use kern_sandbox::engine::monitor::{self, run_box};
@@ -44,7 +44,6 @@ use kern_sandbox::engine::spec::{
 use kern_sandbox::engine::status::{self, BoxReport};
 use kern_sandbox::engine::sys;
 use kern_sandbox::image;
-use kern_sandbox::image::manifest::base_env;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,46 +1,25 @@
-//! The warm kernel: one long-lived box running the python driver in its loop. Cells go to it
+//! The driver kernel: one long-lived box running the python driver in its loop. Cells go to it
 //! as frames on the box's channel; its results come back on the same channel; its output comes
 //! through kern's stdout/stderr, split per cell by a marker the driver writes after each cell.
 //!
 //! A cell that runs past its timeout tears the box down; so does `close()`. Once the box is
-//! gone, for whatever reason, every later call says so.
+//! gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed `Slot` is
+//! this kernel used for one cell.
 
-use crate::engine::launch::{Chunk, Outcome, Stream};
+use super::lifecycle::{end_fault, Ended, Kind, Lifecycle};
+use crate::engine::launch::{Chunk, Stream};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::driver;
-use crate::session::{ExecResult, Opened};
+use crate::session::result::{ExecResult, RESULTS_GRACE};
+use crate::session::stderr::Stderr;
 use serde_json::Value;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
-use tokio::sync::{watch, Mutex};
 
-pub struct Kernel {
-    state: Mutex<State>,
-    /// The session's closing signal: a closed session's kernel is gone with it.
-    session_closing: watch::Receiver<bool>,
-    /// Turning true ends the box (kern's lifeline closes).
-    stop: watch::Sender<bool>,
-    timeout_ms: u64,
-    max_output: usize,
-    /// A prewarmed box's one cell: named like a one-shot cell in tracebacks.
-    single: bool,
-    /// A caller's kernel (not a pool slot) counts as a box writing to the workspace until it
-    /// is closed, so snapshot() refuses meanwhile.
-    active: std::sync::Mutex<Option<crate::session::Active>>,
-    /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
-    quota: Option<(std::path::PathBuf, u64)>,
-}
-
-enum State {
-    Live(Box<Live>),
-    /// Why the kernel is gone.
-    Dead(String),
-}
-
-struct Live {
+/// The driver kernel's live part.
+pub(crate) struct Live {
     tx: tokio::net::unix::OwnedWriteHalf,
     /// The driver's frames, read only while a cell runs: between cells a box that writes
     /// frames fills the socket and waits, and the host holds nothing for it.
@@ -48,7 +27,7 @@ struct Live {
     reader: driver::FrameReader,
     chunks: UnboundedReceiver<Chunk>,
     /// Resolves when the box has ended.
-    ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
+    ended: Ended,
     next_id: u64,
     /// Output that arrived after the previous cell's marker (a lingering subprocess's).
     carry: [Vec<u8>; 2],
@@ -119,101 +98,72 @@ fn random_marker() -> String {
     format!("\u{1e}kern-cell-end-{}\u{1e}", hex::encode(bytes))
 }
 
-impl Kernel {
-    /// Starts the kernel's box. It runs as long as the kernel is open and the session too.
-    pub(crate) fn start(
-        opened: Arc<Opened>,
-        kern_path: &std::path::Path,
-        timeout_ms: u64,
-    ) -> Result<Kernel> {
-        let session_closing = opened.closing.subscribe();
-        let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
-        let started = crate::session::longbox::start(opened, kern_path, sink)?;
-        let (rx, tx) = started.sock.into_split();
-        let (stop, ended, prepared) = (started.stop, started.ended, started.prepared);
-        Ok(Kernel {
-            session_closing,
-            state: Mutex::new(State::Live(Box::new(Live {
-                tx,
-                rx,
-                reader: driver::FrameReader::default(),
-                chunks,
-                ended,
-                next_id: 1,
-                carry: [Vec::new(), Vec::new()],
-                prepared: Some(prepared),
-            }))),
-            stop,
-            timeout_ms,
-            max_output: 64 << 20,
-            single: false,
-            active: std::sync::Mutex::new(None),
-            quota: None,
-        })
-    }
+/// The python driver's kernel: cells go to the driver as frames, output is split per cell at
+/// the marker the driver writes after each cell.
+pub(crate) struct Driver {
+    /// A prewarmed box's one cell: named like a one-shot cell in tracebacks.
+    pub(crate) single: bool,
+}
 
-    /// Makes this a caller's kernel: counted as active, and held to the workspace cap.
-    pub(crate) fn attach(
-        &mut self,
-        active: crate::session::Active,
-        quota: Option<(std::path::PathBuf, u64)>,
-    ) {
-        self.active = std::sync::Mutex::new(Some(active));
-        self.quota = quota;
-    }
-
-    pub(crate) fn set_max_output(&mut self, n: usize) {
-        self.max_output = n;
-    }
-
-    pub(crate) fn set_single(&mut self) {
-        self.single = true;
-    }
-
-    /// Whether the box still runs (for a pool deciding whether a slot is usable).
-    pub(crate) fn is_alive(&self) -> bool {
-        match self.state.try_lock() {
-            Ok(s) => matches!(&*s, State::Live(l) if !l.ended.is_finished()),
-            // A cell is running in it: alive, but not idle.
-            Err(_) => false,
+impl Live {
+    /// The live part of a driver box just started: `sock` to its driver, its output on `chunks`.
+    pub(crate) fn new(
+        sock: tokio::net::UnixStream,
+        chunks: UnboundedReceiver<Chunk>,
+        ended: Ended,
+        prepared: tokio::sync::oneshot::Receiver<Vec<String>>,
+    ) -> Live {
+        let (rx, tx) = sock.into_split();
+        Live {
+            tx,
+            rx,
+            reader: driver::FrameReader::default(),
+            chunks,
+            ended,
+            next_id: 1,
+            carry: [Vec::new(), Vec::new()],
+            prepared: Some(prepared),
         }
     }
+}
 
-    /// Runs one cell. Cells wait for each other, in order.
-    pub async fn run_code(
+impl Kind for Driver {
+    type Live = Live;
+    const STOP_BEFORE_CLOSE: bool = true;
+
+    fn ended(live: &mut Live) -> &mut Ended {
+        &mut live.ended
+    }
+
+    fn check_cell(&self, code: &str) -> Result<()> {
+        crate::lang::check_cell(code)
+    }
+
+    fn torn_down(&self, why: &str) -> Error {
+        Error::Invalid(format!(
+            "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
+        ))
+    }
+
+    async fn box_end(&self, _: &Lifecycle<Driver>, live: &mut Live) -> Fault {
+        end_fault((&mut live.ended).await, "python process", "")
+    }
+
+    async fn unwell(&self, _: &Lifecycle<Driver>, _: &mut Live) -> Option<String> {
+        None
+    }
+
+    async fn goodbye(&self, _: &mut Live) {}
+
+    async fn run_cell(
         &self,
+        k: &Lifecycle<Driver>,
+        live: &mut Live,
         code: &str,
-        timeout_ms: Option<u64>,
+        timeout: Duration,
         sink: Option<UnboundedSender<Chunk>>,
-    ) -> Result<ExecResult> {
-        crate::lang::check_cell(code)?;
-        let mut state = self.state.lock().await;
-        let live = match &mut *state {
-            State::Dead(why) => {
-                return Err(Error::Invalid(format!(
-                    "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
-                )))
-            }
-            State::Live(l) => l,
-        };
-        // A box that ended between cells (the session closed, an outside kill): nothing runs,
-        // and the caller hears why.
-        if *self.session_closing.borrow() || live.ended.is_finished() {
-            let why = if *self.session_closing.borrow() {
-                "its Sandbox was closed".to_string()
-            } else {
-                self.box_end(live).await.message
-            };
-            *state = State::Dead(why.clone());
-            return Err(Error::Invalid(format!(
-                "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
-            )));
-        }
-        if let Some(refused) = over_quota(&self.quota).await {
-            return Ok(refused);
-        }
+    ) -> (ExecResult, Option<String>) {
         let start = Instant::now();
-        let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
         let id = live.next_id;
         live.next_id += 1;
         let marker = random_marker();
@@ -254,25 +204,25 @@ impl Kernel {
                         }
                     }
                     _ => {
-                        ended = Some(self.box_end(live).await);
+                        ended = Some(self.box_end(k, live).await);
                     }
                 },
                 c = live.chunks.recv() => match c {
                     Some(Chunk { stream: Stream::Stdout, data }) => {
-                        let s = out.feed(&data, marker, self.max_output);
+                        let s = out.feed(&data, marker, k.max_output);
                         show(&sink, Stream::Stdout, s);
                     }
                     Some(Chunk { stream: Stream::Stderr, data }) => {
-                        let s = err.feed(&data, marker, self.max_output);
+                        let s = err.feed(&data, marker, k.max_output);
                         show(&sink, Stream::Stderr, s);
                     }
                     None => {
-                        ended = Some(self.box_end(live).await);
+                        ended = Some(self.box_end(k, live).await);
                     }
                 },
                 _ = tokio::time::sleep_until(deadline) => {
-                    self.stop.send_replace(true);
-                    let _ = self.box_end(live).await;
+                    k.stop.send_replace(true);
+                    let _ = self.box_end(k, live).await;
                     ended = Some(Fault::new(
                         FaultKind::Timeout,
                         format!(
@@ -311,9 +261,7 @@ impl Kernel {
         };
         results.lost(live.reader.skipped);
         let (results, notes) = results.finish();
-        let mut stderr = crate::session::Stderr::of_code(crate::lang::output_text(std::mem::take(
-            &mut err.kept,
-        )));
+        let mut stderr = Stderr::of_code(crate::lang::output_text(std::mem::take(&mut err.kept)));
         for n in &notes {
             stderr.push_note(n);
         }
@@ -321,79 +269,48 @@ impl Kernel {
         // those lines before the box existed, so they are here by now (the bound is only for a
         // kern that never sends them: it must not hold the cell).
         if let Some(prepared) = live.prepared.take() {
-            if let Ok(Ok(notes)) =
-                tokio::time::timeout(crate::session::RESULTS_GRACE, prepared).await
-            {
+            if let Ok(Ok(notes)) = tokio::time::timeout(RESULTS_GRACE, prepared).await {
                 stderr.open_with(&notes);
             }
         }
-        let fault = ended.clone();
-        if let Some(f) = ended {
-            *state = State::Dead(f.message.clone());
-        }
-        Ok(ExecResult {
+        let dead = ended.as_ref().map(|f| f.message.clone());
+        let result = ExecResult {
             stdout: crate::lang::output_text(out.kept),
             stderr,
             exit_code,
             duration_ms: start.elapsed().as_secs_f64() * 1000.0,
-            fault,
+            fault: ended,
             files: Vec::new(),
             truncated: out.truncated || err.truncated,
             results,
-        })
-    }
-
-    /// Waits for the box to end and says why it did.
-    async fn box_end(&self, live: &mut Live) -> Fault {
-        end_fault((&mut live.ended).await, "python process", "")
-    }
-
-    /// Ends the box and waits for it. Idempotent.
-    pub async fn close(&self) -> Result<()> {
-        self.stop.send_replace(true);
-        let mut state = self.state.lock().await;
-        if let State::Live(live) = &mut *state {
-            let _ = (&mut live.ended).await;
-        }
-        *state = State::Dead("it was closed".into());
-        if let Ok(mut a) = self.active.lock() {
-            a.take();
-        }
-        Ok(())
+        };
+        (result, dead)
     }
 }
 
-/// A cell's refusal when the workspace is over `workspaceMaxBytes` (checked before each cell).
-pub(crate) async fn over_quota(quota: &Option<(std::path::PathBuf, u64)>) -> Option<ExecResult> {
-    let (ws, cap) = quota.clone()?;
-    let snap =
-        tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws, Some(cap)))
-            .await
-            .unwrap_or_else(|e| crate::workspace::track::Snapshot::unmeasured(e.to_string()));
-    crate::session::over_quota(&snap, cap).map(ExecResult::refused)
-}
+/// A prewarmed slot: a driver box that has run nothing, used as a kernel for exactly one cell
+/// and then ended. The call returns as soon as the cell is done (its output split at the
+/// cell's marker), so neither the interpreter's shutdown nor the box's teardown is the caller's
+/// wait.
+pub(crate) struct Slot(Lifecycle<Driver>);
 
-/// Why a kernel's box ended, from its outcome: the box's own fault, or the kernel's `process`
-/// exiting (`tail`: what it last wrote, if worth saying).
-pub(crate) fn end_fault(
-    outcome: std::result::Result<Result<Option<Outcome>>, tokio::task::JoinError>,
-    process: &str,
-    tail: &str,
-) -> Fault {
-    match outcome {
-        Ok(Ok(Some(o))) => o.report.fault.unwrap_or_else(|| {
-            Fault::new(
-                FaultKind::Killed,
-                format!(
-                    "the kernel's {process} exited (code {}); the kernel was torn down{tail}",
-                    o.report.exit_code
-                ),
-            )
-        }),
-        _ => Fault::new(
-            FaultKind::Killed,
-            "the kernel's box ended unexpectedly; the kernel was torn down",
-        ),
+impl Slot {
+    pub(crate) fn new(k: Lifecycle<Driver>) -> Slot {
+        Slot(k)
+    }
+
+    pub(crate) fn is_alive(&self) -> bool {
+        self.0.is_alive()
+    }
+
+    /// Runs `code` as this slot's one cell, within `timeout_ms`, then ends the box.
+    pub(crate) async fn run(self, code: &str, timeout_ms: u64) -> Result<ExecResult> {
+        let r = self.0.run_code(code, Some(timeout_ms), None).await;
+        let k = self.0;
+        tokio::spawn(async move {
+            let _ = k.close().await;
+        });
+        r
     }
 }
 

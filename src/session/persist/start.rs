@@ -1,55 +1,19 @@
-//! A session's side of `persist`: meet the resident box of its name (or start it), and the
-//! checks each call makes that the box is still the one this Sandbox opened.
+//! open() of a `persist` session: meet the live resident box of its name, or run `setup` and
+//! start one, with the posture that decides whether a box may be met.
 
-use super::Opened;
+use super::{state_dir, Attached};
 use crate::engine::handoff::CallTarget;
 use crate::engine::launch::Kern;
 use crate::engine::resident as res;
 use crate::engine::spec::{BoxSpec, Resident};
 use crate::error::{Error, Result};
+use crate::session::opened::Opened;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
 
 /// How long a resident box may take to build (its mounts, not any workload).
 const START_TIMEOUT_MS: u64 = 30_000;
-/// How long destroy() waits for the box's monitor to clean up.
-const STOP_WAIT: Duration = Duration::from_secs(30);
-
-/// The resident box a session runs its calls in.
-pub(super) struct Attached {
-    pub target: CallTarget,
-    /// The first call says what a resident box is not (a fresh one).
-    noted: AtomicBool,
-}
-
-impl Attached {
-    /// `Err` with the clear message when the box is gone (destroyed, or past its TTL).
-    pub fn check(&self) -> Result<()> {
-        if self.target.pid1.alive() {
-            Ok(())
-        } else {
-            Err(gone(&self.target.name))
-        }
-    }
-
-    /// The runtime note of the first call only.
-    pub fn first_call_note(&self) -> Option<String> {
-        (!self.noted.swap(true, Ordering::SeqCst)).then(|| {
-            format!(
-                "note: this call ran in the resident box {} (persist): it is not a fresh box; /tmp and the other scratch filesystems keep what earlier calls left (and count against memoryMb), and processes a call leaves running stay until the box ends (each call sees, traces and reads only its own: the others are hidden from it, but may still signal it by pid)",
-                self.target.name
-            )
-        })
-    }
-}
-
-pub(super) fn gone(name: &str) -> Error {
-    Error::Invalid(format!(
-        "the resident box {name} was destroyed (destroy(), `kern stop`, or its persistTtlS ran out) after this Sandbox opened it; open a new Sandbox to start a new one"
-    ))
-}
 
 /// The options that define a box, by option name, from the box's own spec: what a second
 /// Sandbox of the same name must agree on.
@@ -103,13 +67,9 @@ fn json<T: serde::Serialize>(v: &T) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-fn state_dir() -> Result<PathBuf> {
-    res::state_dir()
-}
-
 /// open() of a `persist` session: under the name's lock, attach to the live box of that name
 /// (refused when its posture differs), or run `setup` and start one.
-pub(super) async fn attach_or_start(
+pub(crate) async fn attach_or_start(
     opened: &Opened,
     kern: &Path,
     sink: Option<tokio::sync::mpsc::UnboundedSender<crate::engine::launch::Chunk>>,
@@ -156,7 +116,7 @@ pub(super) async fn attach_or_start(
     }
     // `setup` runs only when the box is created (its .deps are then in the box's mounts).
     if let Some(cmd) = cfg.setup.clone() {
-        super::setup::run(opened, kern, &cmd, sink).await?;
+        crate::session::setup::run(opened, kern, &cmd, sink).await?;
     }
     spec.resident = Some(Resident::Start {
         name: r.name.clone(),
@@ -198,14 +158,4 @@ pub(super) async fn attach_or_start(
         target: CallTarget { name: r.name, pid1 },
         noted: AtomicBool::new(false),
     })
-}
-
-/// destroy(): stops the box of this name, whoever started it. Idempotent.
-pub(super) async fn destroy(name: String) -> Result<()> {
-    tokio::task::spawn_blocking(move || {
-        let dir = state_dir()?;
-        res::stop(&dir, &name, None, STOP_WAIT).map(drop)
-    })
-    .await
-    .map_err(|e| Error::Runtime(format!("destroy task: {e}")))?
 }

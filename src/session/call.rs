@@ -1,0 +1,223 @@
+//! One call (`run`, `runCode`) in a fresh box of the session: its spec, the workspace walks
+//! around it, the driver's socket for a python cell, and the result put together.
+
+use super::network;
+use super::opened::Opened;
+use super::persist;
+use super::pool;
+use super::pyc;
+use super::result::{over_quota, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
+use super::stderr::Stderr;
+use super::writers::Active;
+use crate::engine::launch::Chunk;
+use crate::error::{Error, Result};
+use crate::lang::driver;
+use crate::lang::Language;
+use crate::workspace::track;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Runs one call in a fresh box (or the resident box of a `persist` session).
+pub(super) async fn exec(
+    opened: Arc<Opened>,
+    kern_path: &Path,
+    req: ExecRequest,
+    sink: Option<UnboundedSender<Chunk>>,
+) -> Result<ExecResult> {
+    let cfg = &opened.config;
+    let (argv, lang_env, cell) = match (&req.argv, &req.code) {
+        (Some(argv), None) => {
+            if argv.is_empty() || argv[0].is_empty() {
+                return Err(Error::Invalid(
+                    "run() needs a non-empty argv array, e.g. run([\"ls\", \"-la\"])".into(),
+                ));
+            }
+            if argv.iter().any(|a| a.contains('\0')) {
+                return Err(Error::Invalid("an argv element contains a NUL byte".into()));
+            }
+            (argv.clone(), Vec::new(), None)
+        }
+        (None, Some(code)) => {
+            let l = Language::parse(req.language.as_deref().unwrap_or("python"))?.launch(code)?;
+            (l.argv, l.env, l.cell)
+        }
+        _ => return Err(Error::Invalid("a call needs either argv or code".into())),
+    };
+    let timeout_ms = match &req.timeout_s {
+        None | Some(serde_json::Value::Null) => cfg.timeout_ms,
+        Some(v) => super::options::timeout_ms("timeoutS", v)?,
+    };
+    let workspace = opened.workspace_path()?;
+    let mut spec = opened.spec(argv, &lang_env, timeout_ms, cell.is_some(), &workspace);
+    // What the kernel would refuse with E2BIG is the caller's mistake, said before a box.
+    crate::config::check_exec_size(&spec.argv, &spec.env)?;
+    let attached = opened.resident.get();
+    if let Some(a) = attached {
+        a.check()?;
+        spec.resident = Some(crate::engine::spec::Resident::Exec {
+            name: a.target.name.clone(),
+            pid1: a.target.pid1,
+        });
+    }
+
+    // Held until the workspace walks after the box are done: close() waits for it.
+    let _running = opened.running.read().await;
+    let _active = Active::enter(&opened.writers).await;
+    // Subscribed before anything slow, and `run` checks the current value first: a close()
+    // from here on ends this call's box.
+    let cancel = opened.closing.subscribe();
+    if *cancel.borrow() {
+        return Err(Error::Invalid(
+            "the Sandbox is closed; open a new Sandbox to run more code".into(),
+        ));
+    }
+    let track = cfg.track_files;
+    let quota = cfg.workspace_max_bytes;
+    let before = if track || quota.is_some() {
+        let ws = workspace.clone();
+        Some(
+            tokio::task::spawn_blocking(move || track::snapshot(&ws, quota))
+                .await
+                .unwrap_or_else(|e| track::Snapshot::unmeasured(e.to_string())),
+        )
+    } else {
+        None
+    };
+    if let (Some(cap), Some(b)) = (quota, &before) {
+        if let Some(fault) = over_quota(b, cap) {
+            return Ok(ExecResult::refused(fault));
+        }
+    }
+    let before = if track { before } else { None };
+    // A python cell that doesn't stream takes a prewarmed box when the pool has one.
+    let slot = match (&cell, &sink) {
+        (Some(_), None) => pool::take(&opened),
+        _ => None,
+    };
+    if let (Some(slot), Some(code)) = (slot, &cell) {
+        let r = slot.run(code, timeout_ms).await;
+        // The pool refills after the call, so starting the next box doesn't compete with
+        // this one for the CPU.
+        pool::fill(&opened, kern_path);
+        let mut r = r?;
+        for n in opened.session_notes() {
+            r.stderr.push_note(&n);
+        }
+        r.files = workspace_changes(before, &workspace, &mut r.stderr).await;
+        return Ok(r);
+    }
+    // A python cell goes to the driver on its own socket, which also brings the
+    // results back: read concurrently, so the box never blocks on a full socket.
+    let (channel, results_rx) = match &cell {
+        Some(code) => {
+            let (ours, theirs) = network::box_socketpair("driver")?;
+            (Some(theirs), Some(driver_io_on(ours, code)?))
+        }
+        None => (None, None),
+    };
+    let line = opened.egress_line(&spec)?;
+    let fds = network::fds(channel.as_ref(), line.as_ref());
+    let kern = opened.kern(kern_path)?;
+    let first = kern
+        .run(&spec, cfg.max_output, sink.clone(), cancel.clone(), fds)
+        .await?;
+    let outcome = match first {
+        Some(o) => o,
+        // The spare died before it got the spec: nothing ran; use a fresh kern.
+        None => opened
+            .spawn_kern(kern_path)?
+            .run(&spec, cfg.max_output, sink, cancel, fds)
+            .await?
+            .ok_or_else(|| {
+                Error::Runtime("the kern runtime exited before it read the box spec".into())
+            })?,
+    };
+    // Our copy of the box's end goes now: the reader sees EOF once the box's
+    // copies are gone.
+    drop(channel);
+    if let Some(why) = outcome.report.limits_refused {
+        return Err(Error::Invalid(why));
+    }
+    if outcome.report.resident_gone.is_some() {
+        let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
+        return Err(persist::gone(name));
+    }
+    drop(line);
+    let mut notes = opened.session_notes();
+    notes.extend(attached.and_then(persist::Attached::first_call_note));
+    let results = match results_rx {
+        Some(rx) => {
+            let (mut r, cut) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
+                Ok(Ok(r)) => r,
+                _ => Default::default(),
+            };
+            if cut && outcome.report.fault.is_none() {
+                r.note("note: the python driver's last result frame was cut off".into());
+            }
+            let (bundles, n) = r.finish();
+            notes.extend(n);
+            bundles
+        }
+        None => Vec::new(),
+    };
+    if cell.is_some() {
+        if let Some(why) = opened.pyc.as_ref().and_then(pyc::Cache::failure) {
+            notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
+        }
+    }
+    let mut stderr = Stderr::of_box(
+        outcome.stderr,
+        &outcome.prepared_notes,
+        &outcome.report.notes,
+    );
+    for n in &notes {
+        stderr.push_note(n);
+    }
+    let files = workspace_changes(before, &workspace, &mut stderr).await;
+    Ok(ExecResult {
+        stdout: crate::lang::output_text(outcome.stdout),
+        stderr,
+        exit_code: outcome.report.exit_code,
+        duration_ms: outcome.duration.as_secs_f64() * 1000.0,
+        fault: outcome.report.fault,
+        files,
+        truncated: outcome.truncated,
+        results,
+    })
+}
+
+/// Writes the cell to the driver and reads its frames as they come, until EOF: the results are
+/// taken (within their bounds) as they arrive, so nothing beyond what they keep is held; says
+/// whether the stream stopped inside a frame.
+fn driver_io_on(
+    sock: tokio::net::UnixStream,
+    code: &str,
+) -> Result<tokio::task::JoinHandle<(driver::Results, bool)>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut rx, mut tx) = sock.into_split();
+    let cell = driver::cell_frame(1, code, true, None, false);
+    tokio::spawn(async move {
+        // A box that dies before reading the cell closes the socket: nothing to report here,
+        // the call's fault says what happened.
+        let _ = tx.write_all(&cell).await;
+        drop(tx);
+    });
+    Ok(tokio::spawn(async move {
+        let mut reader = driver::FrameReader::default();
+        let mut results = driver::Results::default();
+        let mut buf = vec![0u8; 256 * 1024];
+        loop {
+            match rx.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    for f in reader.feed(&buf[..n], || results.room()) {
+                        results.frame(&f);
+                    }
+                }
+            }
+        }
+        results.lost(reader.skipped);
+        (results, reader.cut())
+    }))
+}

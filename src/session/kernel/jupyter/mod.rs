@@ -1,0 +1,355 @@
+//! A Jupyter kernel the image provides (`kernel({ jupyter: "python3" })`), in one long-lived box
+//! with the posture of any kernel box, driven over ZeroMQ `ipc://` sockets.
+//!
+//! The sockets live in a private host directory (0700, fresh per kernel) bound into the box at
+//! `/.kern-jupyter`, with the connection file: no TCP, no change to the box's network. Every
+//! message is signed with a key made for this kernel; one that fails verification is dropped
+//! and counted, and the count is reported in a cell's runtime notes. Each socket is read by a
+//! task of its own, so the kernel is never throttled by the caller (ipykernel drops IOPub
+//! messages for a slow subscriber). What the readers queue is bounded (`QUEUE_MESSAGES`,
+//! `QUEUE_BYTES`), and they queue only answers to the request we wait on: output a kernel sends
+//! while no cell runs is dropped at once, counted, and named in the next cell's notes.
+//!
+//! Against the driver kernel (`session::kernel`): a cell timeout first interrupts the kernel
+//! (SIGINT to its process group, or `interrupt_request` when its kernelspec asks for messages) and
+//! keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a kernel that
+//! does not stop is torn down.
+
+mod signal;
+mod sockets;
+pub(super) mod start;
+
+use super::lifecycle::{end_fault, Ended, Kind, Lifecycle};
+use crate::engine::launch::Chunk;
+use crate::engine::status::{Fault, FaultKind};
+use crate::error::{Error, Result};
+use crate::lang::jupyter::cell::{Cell, Shown};
+use crate::lang::jupyter::kernelspec::{Interrupt, KernelSpec};
+use crate::lang::jupyter::wire::Session;
+use crate::session::result::ExecResult;
+use crate::session::stderr::Stderr;
+use serde_json::json;
+use signal::signal_workload;
+use sockets::{heartbeat, send, Readers, Sockets};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// How long an interrupted cell has to stop before the kernel is torn down.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+/// How often a cell that asked for input is interrupted again while it has not ended.
+const INPUT_REINTERRUPT: Duration = Duration::from_secs(1);
+/// How long `close()` waits for the kernel to exit after `shutdown_request`.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+/// How much of the kernel process's own output (outside cells) is kept, for error messages.
+const LOG_TAIL: usize = 8 << 10;
+
+/// An image's Jupyter kernel, as the lifecycle sees it: its kernelspec, what its socket readers
+/// counted, and its socket directory.
+pub(crate) struct Jupyter {
+    spec: KernelSpec,
+    /// What the socket readers counted (bad signatures, messages dropped).
+    readers: Arc<Readers>,
+    /// The socket directory; removed as soon as the kernel is gone (its box ended).
+    dir: Arc<std::sync::Mutex<Option<tempfile::TempDir>>>,
+}
+
+/// A Jupyter kernel's live part.
+pub(crate) struct Live {
+    session: Session,
+    socks: Sockets,
+    /// The kernel process's own stdout/stderr (not a cell's `stream` messages).
+    chunks: UnboundedReceiver<Chunk>,
+    log: Vec<u8>,
+    ended: Ended,
+    monitor: Option<u32>,
+}
+
+impl Kind for Jupyter {
+    type Live = Live;
+    const STOP_BEFORE_CLOSE: bool = false;
+
+    fn ended(live: &mut Live) -> &mut Ended {
+        &mut live.ended
+    }
+
+    fn check_cell(&self, code: &str) -> Result<()> {
+        crate::lang::check_cell_size(code)
+    }
+
+    fn torn_down(&self, why: &str) -> Error {
+        Error::Invalid(format!(
+            "this Jupyter kernel (\"{}\") was torn down ({why}); open a new one with sandbox.kernel({{ jupyter: \"{}\" }})",
+            self.spec.name, self.spec.name
+        ))
+    }
+
+    fn on_dead(&self) {
+        self.remove_dir();
+    }
+
+    async fn box_end(&self, k: &Lifecycle<Jupyter>, live: &mut Live) -> Fault {
+        self.box_end_within(k, live, None).await
+    }
+
+    /// A kernel that does not answer its heartbeat is ended: a cell sent to it would wait to its
+    /// timeout.
+    async fn unwell(&self, k: &Lifecycle<Jupyter>, live: &mut Live) -> Option<String> {
+        let why = heartbeat(&mut live.socks.heartbeat).await.err()?;
+        k.stop.send_replace(true);
+        let _ = self.box_end(k, live).await;
+        Some(format!(
+            "it stopped answering its heartbeat ({why}), so kern killed its box"
+        ))
+    }
+
+    /// Asks the kernel to shut down, and gives it `SHUTDOWN_GRACE` to exit.
+    async fn goodbye(&self, live: &mut Live) {
+        let (_, frames) = live
+            .session
+            .request("shutdown_request", &json!({"restart": false}));
+        if send(&mut live.socks.control, frames).await.is_ok() {
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, &mut live.ended).await;
+        }
+    }
+
+    async fn run_cell(
+        &self,
+        k: &Lifecycle<Jupyter>,
+        live: &mut Live,
+        code: &str,
+        timeout: Duration,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> (ExecResult, Option<String>) {
+        // What earlier cells left behind (late output after their idle) is not this cell's.
+        for q in [
+            &mut live.socks.iopub,
+            &mut live.socks.replies,
+            &mut live.socks.stdin,
+        ] {
+            q.discard(&self.readers);
+        }
+        while let Ok(c) = live.chunks.try_recv() {
+            keep_tail(&mut live.log, &c.data);
+        }
+
+        let start = Instant::now();
+        let (id, frames) = live
+            .session
+            .request("execute_request", &Cell::request(code));
+        let cell_id = id.clone();
+        self.readers.want(Some(&id));
+        let mut asked_input: Option<String> = None;
+        let mut cell = Cell::new(id, k.max_output);
+        let show = |shown: Shown| {
+            if let Some(s) = &sink {
+                for (stream, data) in shown {
+                    let _ = s.send(Chunk { stream, data });
+                }
+            }
+        };
+        let mut fault: Option<Fault> = None;
+        let mut dead = false;
+        if send(&mut live.socks.shell, frames).await.is_err() {
+            fault = Some(Fault::new(
+                FaultKind::Killed,
+                "the kernel's shell socket is gone; the kernel was torn down",
+            ));
+            dead = true;
+        }
+        // Past the deadline the cell is interrupted, but only once the kernel runs it (an
+        // interrupt that lands before would be ignored and the cell would then run on), or a
+        // second later in any case; torn down if it has not stopped INTERRUPT_GRACE after.
+        let deadline = tokio::time::Instant::now() + timeout;
+        let fallback = deadline + Duration::from_secs(1);
+        let grace_end = deadline + INTERRUPT_GRACE;
+        let (mut timed_out, mut interrupted) = (false, false);
+        // A cell that asked for input is interrupted again each INPUT_REINTERRUPT until it ends:
+        // a signal that lands while the kernel is between its request and its wait (seen with
+        // IRkernel on a loaded machine) is lost, and the cell would otherwise sit to its timeout.
+        let mut input_reinterrupt: Option<tokio::time::Instant> = None;
+        while !dead && !cell.done() {
+            if timed_out && !interrupted && cell.executing() {
+                interrupted = true;
+                self.interrupt(live).await;
+            }
+            let wake = match (timed_out, interrupted) {
+                (false, _) => deadline,
+                (true, false) => fallback,
+                (true, true) => grace_end,
+            };
+            let wake = input_reinterrupt.map_or(wake, |at| at.min(wake));
+            tokio::select! {
+                m = live.socks.iopub.recv() => match m {
+                    Some(m) => show(cell.on_iopub(&m)),
+                    None => dead = true,
+                },
+                m = live.socks.replies.recv() => match m {
+                    Some(m) => show(cell.on_reply(&m)),
+                    None => dead = true,
+                },
+                m = live.socks.stdin.recv() => match m {
+                    Some(m) if m.msg_type() == "input_request" && m.parent_id() == Some(cell_id.as_str()) => {
+                        // A cell can't be given input: it is interrupted at once, and told why.
+                        let prompt = m.content.get("prompt").and_then(|p| p.as_str()).unwrap_or("");
+                        asked_input = Some(prompt.to_string());
+                        if !interrupted {
+                            interrupted = true;
+                            self.interrupt(live).await;
+                            input_reinterrupt = Some(tokio::time::Instant::now() + INPUT_REINTERRUPT);
+                        }
+                    }
+                    Some(_) => {}
+                    None => dead = true,
+                },
+                c = live.chunks.recv() => match c {
+                    // Output the kernel process writes itself (an R `system()` call, a C
+                    // library) during a cell is the cell's too.
+                    Some(c) => show(cell.on_output(c.stream, &c.data)),
+                    None => dead = true,
+                },
+                _ = tokio::time::sleep_until(wake) => {
+                    if input_reinterrupt.is_some_and(|at| at <= tokio::time::Instant::now()) {
+                        self.interrupt(live).await;
+                        input_reinterrupt = Some(tokio::time::Instant::now() + INPUT_REINTERRUPT);
+                    } else if !timed_out {
+                        timed_out = true;
+                    } else if !interrupted {
+                        interrupted = true;
+                        self.interrupt(live).await;
+                    } else {
+                        k.stop.send_replace(true);
+                        let _ = self.box_end(k, live).await;
+                        fault = Some(Fault::new(
+                            FaultKind::Timeout,
+                            format!(
+                                "the cell ran past its timeout of {:.3}s and did not stop within {}s of an interrupt; kern killed the kernel's box and every process in it",
+                                timeout.as_secs_f64(),
+                                INTERRUPT_GRACE.as_secs()
+                            ),
+                        ));
+                        dead = true;
+                    }
+                }
+            }
+        }
+        if dead && fault.is_none() {
+            // The kernel's output or a socket closed: its box is ending, or a socket failed
+            // while it runs, which leaves a kernel we can't talk to; that one is ended.
+            fault = Some(self.box_end_within(k, live, Some(SHUTDOWN_GRACE)).await);
+        }
+        if timed_out && fault.is_none() {
+            let what = if interrupted {
+                "kern interrupted it and the kernel kept its state"
+            } else {
+                "it ended before kern's interrupt was sent, and the kernel kept its state"
+            };
+            fault = Some(Fault::new(
+                FaultKind::Timeout,
+                format!(
+                    "the cell ran past its timeout of {:.3}s; {what}",
+                    timeout.as_secs_f64()
+                ),
+            ));
+        }
+        let parts = cell.into_parts();
+        let mut stderr = Stderr::of_code(parts.stderr);
+        for n in &parts.notes {
+            stderr.push_note(n);
+        }
+        if let Some(prompt) = asked_input {
+            stderr.push_note(
+                &format!(
+                    "note: the cell asked for input (prompt {prompt:?}), which a kernel cell cannot be given; kern interrupted it"
+                ),
+            );
+        }
+        self.readers.want(None);
+        for n in self.readers.notes() {
+            stderr.push_note(&n);
+        }
+        let exit_code = match (&fault, dead) {
+            (Some(_), true) => 137,
+            _ => parts.exit_code,
+        };
+        let dead = dead.then(|| {
+            fault
+                .as_ref()
+                .map(|f| f.message.clone())
+                .unwrap_or_else(|| "its box ended".into())
+        });
+        let result = ExecResult {
+            stdout: parts.stdout,
+            stderr,
+            exit_code,
+            duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+            fault,
+            files: Vec::new(),
+            truncated: parts.truncated,
+            results: parts.results,
+        };
+        (result, dead)
+    }
+}
+
+impl Jupyter {
+    /// Removes the socket directory (the box has ended: nothing binds in it any more).
+    fn remove_dir(&self) {
+        if let Ok(mut d) = self.dir.lock() {
+            drop(d.take());
+        }
+    }
+
+    /// Interrupts the running cell the way the kernelspec asks.
+    async fn interrupt(&self, live: &mut Live) {
+        match self.spec.interrupt {
+            Interrupt::Message => {
+                let (_, frames) = live.session.request("interrupt_request", &json!({}));
+                let _ = send(&mut live.socks.control, frames).await;
+            }
+            Interrupt::Signal => {
+                if let Some(monitor) = live.monitor {
+                    let _ = tokio::task::spawn_blocking(move || {
+                        signal_workload(monitor, nix::sys::signal::Signal::SIGINT)
+                    })
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// As `box_end`, but ends the box itself if it has not ended within `wait`.
+    async fn box_end_within(
+        &self,
+        k: &Lifecycle<Jupyter>,
+        live: &mut Live,
+        wait: Option<Duration>,
+    ) -> Fault {
+        let outcome = match wait {
+            None => (&mut live.ended).await,
+            Some(wait) => match tokio::time::timeout(wait, &mut live.ended).await {
+                Ok(o) => o,
+                Err(_) => {
+                    k.stop.send_replace(true);
+                    (&mut live.ended).await
+                }
+            },
+        };
+        let log = String::from_utf8_lossy(&live.log).trim().to_string();
+        let tail = if log.is_empty() {
+            String::new()
+        } else {
+            let lines: Vec<&str> = log.lines().rev().take(10).collect();
+            let lines: Vec<&str> = lines.into_iter().rev().collect();
+            format!("; its last output:\n{}", lines.join("\n"))
+        };
+        end_fault(outcome, "process", &tail)
+    }
+}
+
+fn keep_tail(log: &mut Vec<u8>, data: &[u8]) {
+    log.extend_from_slice(data);
+    if log.len() > LOG_TAIL {
+        log.drain(..log.len() - LOG_TAIL);
+    }
+}

@@ -1,0 +1,229 @@
+//! The shape both kinds of kernel share (`Lifecycle`): one long-lived box whose cells run one
+//! at a time in call order; a box that ended (a cell's timeout, the session closing, an outside
+//! kill, close()) leaves the kernel dead, and every later call says why; a caller's kernel
+//! counts as a writer of the workspace until it is closed, and is held to `workspaceMaxBytes`
+//! before each cell. What differs, running a cell, saying why the box ended, saying goodbye, is
+//! the kind's (`Kind`): the python driver's (`driver`) or an image's Jupyter kernel's
+//! (`jupyter`).
+
+use crate::engine::launch::{Chunk, Outcome};
+use crate::engine::status::{Fault, FaultKind};
+use crate::error::{Error, Result};
+use crate::session::result::{self, ExecResult};
+use crate::session::writers::Active;
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::{watch, Mutex};
+
+/// Resolves when a kernel's box has ended.
+pub(crate) type Ended = tokio::task::JoinHandle<Result<Option<Outcome>>>;
+
+/// What one kind of kernel does its own way.
+pub(crate) trait Kind: Send + Sync + Sized + 'static {
+    /// The kernel's live part (its box and channels), held by the cell that runs.
+    type Live: Send;
+    /// Whether close() ends the box before it waits for a running cell (the driver kernel: the
+    /// cell is lost with the box either way), or waits for the cell first (a Jupyter kernel,
+    /// which is then asked to shut down).
+    const STOP_BEFORE_CLOSE: bool;
+
+    /// The box's end, in the live part.
+    fn ended(live: &mut Self::Live) -> &mut Ended;
+    /// The cell's own check, before it waits for the kernel.
+    fn check_cell(&self, code: &str) -> Result<()>;
+    /// The error of a call to a kernel that was torn down for `why`.
+    fn torn_down(&self, why: &str) -> Error;
+    /// What goes as soon as the kernel is dead (a Jupyter kernel's socket directory).
+    fn on_dead(&self) {}
+    /// Waits for the box to end and says why it did.
+    fn box_end(
+        &self,
+        k: &Lifecycle<Self>,
+        live: &mut Self::Live,
+    ) -> impl Future<Output = Fault> + Send;
+    /// Why a kernel whose box still runs can't take a cell, ending it then (a Jupyter kernel
+    /// that misses its heartbeat); None for a kernel that can.
+    fn unwell(
+        &self,
+        k: &Lifecycle<Self>,
+        live: &mut Self::Live,
+    ) -> impl Future<Output = Option<String>> + Send;
+    /// Runs one cell within `timeout`; with the result, why the kernel is dead after it, if it is.
+    fn run_cell(
+        &self,
+        k: &Lifecycle<Self>,
+        live: &mut Self::Live,
+        code: &str,
+        timeout: Duration,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> impl Future<Output = (ExecResult, Option<String>)> + Send;
+    /// close()'s word to a kernel whose box still runs, before the box is ended.
+    fn goodbye(&self, live: &mut Self::Live) -> impl Future<Output = ()> + Send;
+}
+
+/// One kernel of kind `K`, from its start to close().
+pub(crate) struct Lifecycle<K: Kind> {
+    state: Mutex<State<K::Live>>,
+    /// The session's closing signal: a closed session's kernel is gone with it.
+    session_closing: watch::Receiver<bool>,
+    /// Turning true ends the box (kern's lifeline closes).
+    pub(crate) stop: watch::Sender<bool>,
+    /// The per-cell timeout when a call names none.
+    timeout_ms: u64,
+    /// What a cell keeps of each stream.
+    pub(crate) max_output: usize,
+    /// A caller's kernel (not a pool slot) counts as a box writing to the workspace until it
+    /// is closed, so snapshot() refuses meanwhile.
+    active: std::sync::Mutex<Option<Active>>,
+    /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
+    quota: Option<(PathBuf, u64)>,
+    pub(crate) kind: K,
+}
+
+enum State<L> {
+    Live(Box<L>),
+    /// Why the kernel is gone.
+    Dead(String),
+}
+
+impl<K: Kind> Lifecycle<K> {
+    /// A kernel whose box is started (`live`); `stop` ends it.
+    pub(crate) fn new(
+        kind: K,
+        live: K::Live,
+        session_closing: watch::Receiver<bool>,
+        stop: watch::Sender<bool>,
+        timeout_ms: u64,
+        max_output: usize,
+    ) -> Lifecycle<K> {
+        Lifecycle {
+            state: Mutex::new(State::Live(Box::new(live))),
+            session_closing,
+            stop,
+            timeout_ms,
+            max_output,
+            active: std::sync::Mutex::new(None),
+            quota: None,
+            kind,
+        }
+    }
+
+    /// Makes this a caller's kernel: counted as a writer, and held to the workspace cap.
+    pub(crate) fn attach(&mut self, active: Active, quota: Option<(PathBuf, u64)>) {
+        self.active = std::sync::Mutex::new(Some(active));
+        self.quota = quota;
+    }
+
+    /// Whether the box still runs and no cell is running (for a pool choosing a slot).
+    pub(crate) fn is_alive(&self) -> bool {
+        match self.state.try_lock() {
+            Ok(mut s) => match &mut *s {
+                State::Live(l) => !K::ended(l).is_finished(),
+                State::Dead(_) => false,
+            },
+            // A cell is running in it: alive, but not idle.
+            Err(_) => false,
+        }
+    }
+
+    /// Runs one cell. Cells wait for each other, in order.
+    pub(crate) async fn run_code(
+        &self,
+        code: &str,
+        timeout_ms: Option<u64>,
+        sink: Option<UnboundedSender<Chunk>>,
+    ) -> Result<ExecResult> {
+        self.kind.check_cell(code)?;
+        let mut state = self.state.lock().await;
+        let live = match &mut *state {
+            State::Dead(why) => return Err(self.kind.torn_down(why)),
+            State::Live(l) => l,
+        };
+        // Gone between cells (the session closed, the box ended, the kernel stopped answering):
+        // nothing runs, and the caller hears why.
+        let gone = if *self.session_closing.borrow() {
+            Some("its Sandbox was closed".to_string())
+        } else if K::ended(live).is_finished() {
+            Some(self.kind.box_end(self, live).await.message)
+        } else {
+            self.kind.unwell(self, live).await
+        };
+        if let Some(why) = gone {
+            let e = self.kind.torn_down(&why);
+            *state = State::Dead(why);
+            self.kind.on_dead();
+            return Err(e);
+        }
+        if let Some(refused) = over_quota(&self.quota).await {
+            return Ok(refused);
+        }
+        let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
+        let (result, dead) = self.kind.run_cell(self, live, code, timeout, sink).await;
+        if let Some(why) = dead {
+            *state = State::Dead(why);
+            self.kind.on_dead();
+        }
+        Ok(result)
+    }
+
+    /// Ends the box (after the kind's goodbye) and waits for it. Idempotent.
+    pub(crate) async fn close(&self) -> Result<()> {
+        if K::STOP_BEFORE_CLOSE {
+            self.stop.send_replace(true);
+        }
+        let mut state = self.state.lock().await;
+        if let State::Live(live) = &mut *state {
+            if !K::ended(live).is_finished() {
+                self.kind.goodbye(live).await;
+            }
+            self.stop.send_replace(true);
+            let ended = K::ended(live);
+            if !ended.is_finished() {
+                let _ = ended.await;
+            }
+        }
+        self.stop.send_replace(true);
+        *state = State::Dead("it was closed".into());
+        self.kind.on_dead();
+        if let Ok(mut a) = self.active.lock() {
+            a.take();
+        }
+        Ok(())
+    }
+}
+
+/// A cell's refusal when the workspace is over `workspaceMaxBytes` (checked before each cell).
+async fn over_quota(quota: &Option<(PathBuf, u64)>) -> Option<ExecResult> {
+    let (ws, cap) = quota.clone()?;
+    let snap =
+        tokio::task::spawn_blocking(move || crate::workspace::track::snapshot(&ws, Some(cap)))
+            .await
+            .unwrap_or_else(|e| crate::workspace::track::Snapshot::unmeasured(e.to_string()));
+    result::over_quota(&snap, cap).map(ExecResult::refused)
+}
+
+/// Why a kernel's box ended, from its outcome: the box's own fault, or the kernel's `process`
+/// exiting (`tail`: what it last wrote, if worth saying).
+pub(crate) fn end_fault(
+    outcome: std::result::Result<Result<Option<Outcome>>, tokio::task::JoinError>,
+    process: &str,
+    tail: &str,
+) -> Fault {
+    match outcome {
+        Ok(Ok(Some(o))) => o.report.fault.unwrap_or_else(|| {
+            Fault::new(
+                FaultKind::Killed,
+                format!(
+                    "the kernel's {process} exited (code {}); the kernel was torn down{tail}",
+                    o.report.exit_code
+                ),
+            )
+        }),
+        _ => Fault::new(
+            FaultKind::Killed,
+            "the kernel's box ended unexpectedly; the kernel was torn down",
+        ),
+    }
+}

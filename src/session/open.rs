@@ -1,0 +1,137 @@
+//! Bringing a session up (`open`): the image resolved, the workspace made, and what the options
+//! ask for at open() (`setup`, `requireLimits`, `persist`, `prewarm`, `pycCache`) done, with one
+//! shut-down for whatever fails once the session exists.
+
+use super::deps;
+use super::host_binds;
+use super::network;
+use super::opened::{Opened, SPARES};
+use super::persist;
+use super::pool;
+use super::pyc;
+use super::setup;
+use crate::config::{Config, Network};
+use crate::engine::launch::{Chunk, Kern};
+use crate::engine::spec::{RootSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// Brings a session up from its options: the image resolved, the workspace made, and what
+/// the options ask for at open() (`setup`, `requireLimits`, `persist`) done. Whatever fails
+/// once the session exists shuts it down again, so no box or workspace outlives the error.
+pub(super) async fn open(
+    config: Config,
+    kern: &Path,
+    sink: Option<UnboundedSender<Chunk>>,
+) -> Result<Arc<Opened>> {
+    if !kern.is_file() {
+        return Err(Error::Runtime(format!(
+            "the kern runtime is missing: looked for {}. Reinstall kern-sandbox (its platform package carries kern), run `npm run build:debug` in a source checkout, or set KERN_BIN to a kern binary",
+            kern.display()
+        )));
+    }
+    crate::engine::launch::check_version(kern).await?;
+    let source = config.image.clone();
+    let image = tokio::task::spawn_blocking(move || {
+        let policy = crate::image::PullPolicy::from_env()?;
+        crate::image::open(&source, policy, &mut crate::image::Quiet)
+    })
+    .await
+    .map_err(|e| Error::Runtime(format!("the image task failed: {e}")))??;
+    let mut image = image;
+    if let Some(account) = &config.user {
+        image.user = crate::image::resolve_user(&image.root, account)?;
+    }
+    let home = if config.tmpfs.iter().any(|t| t.target == "/tmp") {
+        "/tmp"
+    } else {
+        DEFAULT_WORKSPACE_TARGET
+    };
+    if let RootSpec::Dir { path } = &image.root {
+        for m in &config.mounts {
+            host_binds::check_target_in_image(path, &m.target, m.dir)?;
+        }
+    }
+    let base_env = crate::config::base_env(&image.config, home);
+    let workspace = match &config.workspace {
+        Some(p) => Workspace::existing(p)?,
+        None => Workspace::temporary()?,
+    };
+    // Before any box: a `.deps` a box made could hold what later boxes run.
+    deps::make_deps_dir(&workspace.path)?;
+    let deps = deps::has_deps(config.setup.is_some(), &workspace.path);
+    let ca = crate::image::net::host_ca()?;
+    let proxy = match &config.network {
+        Network::Egress(policy) => Some(network::proxy(policy.clone())?),
+        _ => None,
+    };
+    let pyc = if config.pyc_cache {
+        pyc::Cache::for_image(&image)?
+    } else {
+        None
+    };
+    // A resident session's spares wait until its box is known.
+    let spares = if config.resident.is_some() {
+        Default::default()
+    } else {
+        (0..SPARES)
+            .filter_map(|_| Kern::spawn(kern, &config.limits).ok())
+            .collect()
+    };
+    let opened = Arc::new(Opened {
+        option_notes: std::sync::Mutex::new(config.notes.clone()),
+        config,
+        image,
+        base_env,
+        deps,
+        workspace: std::sync::Mutex::new(workspace),
+        spares: std::sync::Mutex::new(spares),
+        running: tokio::sync::RwLock::new(()),
+        closing: tokio::sync::watch::channel(false).0,
+        pool: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        pyc,
+        writers: Default::default(),
+        ca,
+        proxy,
+        resident: std::sync::OnceLock::new(),
+    });
+    match start(&opened, kern, sink).await {
+        Ok(()) => Ok(opened),
+        Err(e) => {
+            let _ = opened.shut_down().await;
+            Err(e)
+        }
+    }
+}
+
+/// What open() does once the session exists.
+async fn start(
+    opened: &Arc<Opened>,
+    kern: &Path,
+    sink: Option<UnboundedSender<Chunk>>,
+) -> Result<()> {
+    if opened.config.resident.is_some() {
+        if opened.config.limits.require {
+            opened.check_limits(kern).await?;
+        }
+        let attached = persist::start::attach_or_start(opened, kern, sink).await?;
+        let _ = opened.resident.set(attached);
+        if let Ok(mut spares) = opened.spares.lock() {
+            spares.extend(opened.spawn_kern(kern).ok());
+        }
+        return Ok(());
+    }
+    if let Some(cmd) = opened.config.setup.clone() {
+        setup::run(opened, kern, &cmd, sink).await?;
+    }
+    if opened.config.limits.require {
+        // Refused here, not at the first call: a box that runs `true` tells.
+        opened.check_limits(kern).await?;
+    }
+    opened.start_pyc_build(opened, kern);
+    pool::fill(opened, kern);
+    Ok(())
+}

@@ -1,0 +1,282 @@
+//! The opened state of a session (`Opened`): its resolved options, image and workspace, the
+//! boxes it keeps ready (spares, the prewarm pool) and its writers; how a box of it is
+//! specified; and `shut_down`, which ends every box of it. `open` brings it up.
+
+use super::deps;
+use super::kernel::driver::Slot;
+use super::network;
+use super::persist;
+use super::pyc;
+use super::writers::Writers;
+use crate::config::{Config, Network};
+use crate::engine::launch::Kern;
+use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET};
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// How many prepared kerns a session keeps. Each has moved into its cgroup (an RCU grace
+/// period, 5-40 ms here) before a call takes it; with two, a call that follows another at once
+/// still finds one that finished its move during the call before.
+pub(super) const SPARES: usize = 2;
+
+pub(super) struct Opened {
+    pub(super) config: Config,
+    /// `config.notes`, until the first call takes them.
+    pub(super) option_notes: std::sync::Mutex<Vec<String>>,
+    /// The resolved image; holding it marks the image in use in the store.
+    pub(super) image: crate::image::Image,
+    /// The workload's environment before per-call additions.
+    pub(super) base_env: Vec<(String, String)>,
+    /// Boxes get the `.deps` environment: `setup` installs there, or an earlier session did.
+    /// (`.deps` itself exists, read-only with `depsReadonly`, in every workspace.)
+    pub(super) deps: bool,
+    pub(super) workspace: std::sync::Mutex<Workspace>,
+    /// Kerns that already sit in their cgroups, oldest first.
+    pub(super) spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
+    /// Every call holds a read guard; `close()` takes the write guard, after `closing` has told
+    /// the calls still running to end their boxes.
+    pub(super) running: tokio::sync::RwLock<()>,
+    pub(super) closing: tokio::sync::watch::Sender<bool>,
+    /// Prewarmed one-cell python boxes (`prewarm`), oldest first.
+    pub(super) pool: std::sync::Mutex<std::collections::VecDeque<Slot>>,
+    /// The compiled stdlib of this image (`pycCache`), once built.
+    pub(super) pyc: Option<pyc::Cache>,
+    /// The boxes that may be writing to the workspace (see `writers`).
+    pub(super) writers: Arc<Writers>,
+    /// The host CA bundle networked boxes trust (`KERN_HOST_CA=0`: none).
+    pub(super) ca: Option<PathBuf>,
+    /// The allowlist proxy of this session's boxes (`egressAllow`).
+    pub(super) proxy: Option<Arc<crate::engine::proxy::Proxy>>,
+    /// `persist`: the resident box every call runs in (set once open() met or started it).
+    pub(super) resident: std::sync::OnceLock<persist::Attached>,
+}
+
+impl Opened {
+    /// Ends every box of the session and waits for them (the workspace must not be deleted, or
+    /// walked, while a box can still write to it), then deletes the workspace if it is ours.
+    pub(super) async fn shut_down(&self) -> Result<()> {
+        self.closing.send_replace(true);
+        let _quiet = self.running.write().await;
+        // Unused prewarmed boxes go (their tasks already saw `closing`).
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.clear();
+        }
+        // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
+        if let Ok(mut spares) = self.spares.lock() {
+            spares.drain(..).for_each(Kern::retire);
+        }
+        let mut ws = self
+            .workspace
+            .lock()
+            .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?;
+        ws.dispose()
+    }
+
+    /// Builds the image's compiled stdlib in the background, if it isn't built yet; calls
+    /// started meanwhile run without it. The session's close() ends the build.
+    pub(super) fn start_pyc_build(&self, me: &Arc<Opened>, kern: &Path) {
+        let Some(cache) = self.pyc.clone() else {
+            return;
+        };
+        if cache.bind().is_some() || cache.failure().is_some() {
+            return;
+        }
+        // The builder replaces the workspace and everything else a box could have written
+        // (pyc::builder_spec); the template brings the image and the session's limits.
+        let template = self.bare_spec(Vec::new(), 0, Path::new("/nonexistent"));
+        let (me, kern) = (me.clone(), kern.to_path_buf());
+        tokio::spawn(async move {
+            let _running = me.running.read().await;
+            let cancel = me.closing.subscribe();
+            if *cancel.borrow() {
+                return;
+            }
+            // A failure is recorded in the cache and named in python calls' notes.
+            let _ = cache.build(&kern, template, cancel).await;
+        });
+    }
+
+    pub(super) fn workspace_path(&self) -> Result<PathBuf> {
+        Ok(self
+            .workspace
+            .lock()
+            .map_err(|_| Error::Runtime("workspace lock poisoned".into()))?
+            .path
+            .clone())
+    }
+
+    /// The box for one call (or one kernel): the session's posture, this argv and environment.
+    pub(super) fn spec(
+        &self,
+        argv: Vec<String>,
+        lang_env: &[(String, String)],
+        timeout_ms: u64,
+        channel: bool,
+        workspace: &Path,
+    ) -> BoxSpec {
+        let cfg = &self.config;
+        let mut env = self.base_env.clone();
+        if self.deps {
+            deps::deps_env(&mut env);
+        }
+        let mut binds = cfg.mounts.clone();
+        for (k, v) in lang_env.iter().chain(&cfg.env) {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
+        if let Some(b) = self.pyc.as_ref().and_then(pyc::Cache::bind) {
+            binds.push(b);
+            // In front of the caller's own PYTHONPATH too: the hook takes itself off sys.path.
+            deps::prepend(&mut env, "PYTHONPATH", pyc::HOOK_DIR);
+        }
+        let mut spec = BoxSpec {
+            root: self.image.root.clone(),
+            workspace: workspace.to_path_buf(),
+            workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
+            tmpfs: cfg.tmpfs.clone(),
+            limits: cfg.limits.clone(),
+            timeout_ms,
+            argv,
+            env,
+            hostname: DEFAULT_HOSTNAME.into(),
+            user: self.image.user.clone(),
+            channel,
+            binds,
+            host_network: false,
+            etc: Vec::new(),
+            readonly_in_workspace: if cfg.deps_readonly {
+                vec![deps::DEPS_DIR.into()]
+            } else {
+                Vec::new()
+            },
+            egress: None,
+            apparmor: cfg.apparmor.clone(),
+            keep_caps: cfg.keep_caps.clone(),
+            seccomp: cfg.seccomp.clone(),
+            devices: cfg.devices.clone(),
+            resident: None,
+            cwd: None,
+        };
+        match &cfg.network {
+            Network::None => {}
+            Network::Host => network::host(&mut spec, self.ca.as_deref()),
+            Network::Egress(policy) => network::egress(&mut spec, self.ca.as_deref(), policy),
+        }
+        spec
+    }
+
+    /// A box for the session's own work (the pyc build, the requireLimits probe): the image's
+    /// posture (account, limits, scratch, AppArmor) without the caller's mounts, devices, deps,
+    /// `env` or network.
+    pub(super) fn bare_spec(
+        &self,
+        argv: Vec<String>,
+        timeout_ms: u64,
+        workspace: &Path,
+    ) -> BoxSpec {
+        let mut spec = self.spec(argv, &[], timeout_ms, false, workspace);
+        spec.binds.clear();
+        spec.devices.clear();
+        spec.readonly_in_workspace.clear();
+        spec.env = self.base_env.clone();
+        spec.host_network = false;
+        spec.egress = None;
+        spec.etc.clear();
+        spec
+    }
+
+    /// `requireLimits` at open(): one box running `true` under the session's caps, which kern
+    /// refuses to start unless it read the caps back from the box's cgroup.
+    pub(super) async fn check_limits(&self, kern: &Path) -> Result<()> {
+        let workspace = self.workspace_path()?;
+        let mut spec = self.bare_spec(vec!["true".into()], 30_000, &workspace);
+        // Only the caps are under test: an AppArmor refusal would come first and hide them.
+        spec.apparmor = None;
+        let outcome = Kern::spawn(kern, &spec.limits)?
+            .run(
+                &spec,
+                1 << 16,
+                None,
+                self.closing.subscribe(),
+                Default::default(),
+            )
+            .await?
+            .ok_or_else(|| {
+                Error::Runtime("the kern runtime exited before it read the spec".into())
+            })?;
+        match outcome.report.limits_refused {
+            Some(why) => Err(Error::Invalid(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// The egress line for a box of this session, when its boxes go through the proxy.
+    pub(super) fn egress_line(&self, spec: &BoxSpec) -> Result<Option<network::Line>> {
+        match (&self.proxy, &spec.egress) {
+            (Some(p), Some(_)) => Ok(Some(network::Line::open(p)?)),
+            _ => Ok(None),
+        }
+    }
+
+    /// What the session's options and network did during a call, as runtime notes; the
+    /// options' own notes come with the first call only.
+    pub(super) fn session_notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self
+            .option_notes
+            .lock()
+            .map(|mut n| std::mem::take(&mut *n))
+            .unwrap_or_default();
+        notes.extend(self.network_notes());
+        notes
+    }
+
+    /// What the session's network did during a call, as runtime notes.
+    pub(super) fn network_notes(&self) -> Vec<String> {
+        match (&self.config.network, &self.proxy) {
+            (Network::Host, _) => vec![
+                "warning: network: true: this box shared the host's network (isolation relaxed: it could reach anything the host can)".into(),
+            ],
+            (_, Some(p)) => network::notes(p.take_decisions()),
+            _ => Vec::new(),
+        }
+    }
+
+    /// A kern for this session's next call: prepared with the caps of a fresh box, or, in a
+    /// resident session, for a call into its box.
+    pub(super) fn spawn_kern(&self, path: &Path) -> Result<Kern> {
+        match self.resident.get() {
+            Some(r) => Kern::spawn_call(path, &r.target, &self.config.limits),
+            None => Kern::spawn(path, &self.config.limits),
+        }
+    }
+
+    /// Takes the oldest live spare (or starts a kern) and tops the spares up, so their cgroup
+    /// moves overlap this call.
+    pub(super) fn kern(&self, path: &Path) -> Result<Kern> {
+        let mut spares = self
+            .spares
+            .lock()
+            .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
+        let mut taken = None;
+        while let Some(mut k) = spares.pop_front() {
+            // A spare killed from outside is skipped (`is_alive` reaped it).
+            if k.is_alive() {
+                taken = Some(k);
+                break;
+            }
+        }
+        let kern = match taken {
+            Some(k) => k,
+            None => self.spawn_kern(path)?,
+        };
+        while spares.len() < SPARES {
+            match self.spawn_kern(path) {
+                Ok(k) => spares.push_back(k),
+                Err(_) => break,
+            }
+        }
+        Ok(kern)
+    }
+}

@@ -1,0 +1,119 @@
+//! What a call returns (`ExecResult`) and how kern assembles it: the workspace's changes, the
+//! refusal of a call over `workspaceMaxBytes`, and sizes in words.
+
+use super::Stderr;
+use crate::engine::status::{Fault, FaultKind};
+use crate::lang::driver;
+use crate::workspace::track::{self, FileInfo};
+
+/// What one call asks for.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecRequest {
+    /// `run(argv)`.
+    pub argv: Option<Vec<String>>,
+    /// `runCode(code)`.
+    pub code: Option<String>,
+    pub language: Option<String>,
+    /// Per-call override of `timeoutS`.
+    pub timeout_s: Option<serde_json::Value>,
+}
+
+/// What one call produced (`binding::NativeResult` carries it to the JS layer).
+#[derive(Debug)]
+pub struct ExecResult {
+    pub stdout: String,
+    /// The output and which of it is kern's notes (`runtimeNotes`, `codeStderr`).
+    pub stderr: Stderr,
+    pub exit_code: i32,
+    pub duration_ms: f64,
+    pub fault: Option<Fault>,
+    pub files: Vec<FileInfo>,
+    pub truncated: bool,
+    /// Rich results of a python cell, in order.
+    pub results: Vec<driver::Bundle>,
+}
+
+/// How long to wait, after the box ended, for the last result bytes.
+pub(super) const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// What a call changed in the workspace, from the walk before it (none when `trackFiles` is off).
+pub(super) async fn workspace_changes(
+    before: Option<track::Snapshot>,
+    workspace: &std::path::Path,
+    stderr: &mut Stderr,
+) -> Vec<FileInfo> {
+    let Some(before) = before else {
+        return Vec::new();
+    };
+    let ws = workspace.to_path_buf();
+    let after = tokio::task::spawn_blocking(move || track::snapshot(&ws, None))
+        .await
+        .unwrap_or_default();
+    if before.capped || after.capped {
+        stderr.push_note(&format!(
+                "note: the workspace has more than {} entries; result.files covers only the first ones walked (trackFiles: false skips the walk)",
+                track::MAX_ENTRIES
+            ),
+        );
+    }
+    track::diff(&before, &after)
+}
+
+/// The fault of a call refused because the workspace is over `workspaceMaxBytes`.
+/// The `workspace_full` refusal when the walk before a call found the workspace over `cap`, or
+/// could not measure all of it (fail closed: a box must not hide bytes in what kern can't read).
+pub(super) fn over_quota(snap: &track::Snapshot, cap: u64) -> Option<Fault> {
+    if let Some(why) = &snap.unmeasured {
+        return Some(Fault::new(
+            FaultKind::WorkspaceFull,
+            format!(
+                "kern could not measure the whole workspace against workspaceMaxBytes ({why}), so the call was not run; remove or fix what it names (listFiles() shows what is there)"
+            ),
+        ));
+    }
+    (snap.bytes > cap).then(|| workspace_full(snap.bytes, cap))
+}
+
+fn workspace_full(bytes: u64, cap: u64) -> Fault {
+    Fault::new(
+        FaultKind::WorkspaceFull,
+        format!(
+            "the workspace holds {} (allocated blocks, and at least 4 KiB an entry), over workspaceMaxBytes ({}); the call was not run. Free space (listFiles() shows sizes; writeFile(path, \"\") empties a file after you readFile what you need) or open a Sandbox with a larger workspaceMaxBytes",
+            human_bytes(bytes),
+            human_bytes(cap)
+        ),
+    )
+}
+
+impl ExecResult {
+    /// A call the sandbox refused before starting a box.
+    pub(super) fn refused(fault: Fault) -> ExecResult {
+        ExecResult {
+            stdout: String::new(),
+            stderr: Stderr::default(),
+            exit_code: 125,
+            duration_ms: 0.0,
+            fault: Some(fault),
+            files: Vec::new(),
+            truncated: false,
+            results: Vec::new(),
+        }
+    }
+}
+
+/// `1536` -> `1.5 KiB`.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} bytes")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
