@@ -1,9 +1,9 @@
 'use strict';
-// rootless: no — reads index.d.ts, the JS lists, options.rs and `kern run --help`; starts no box
+// rootless: no — reads index.d.ts, the JS lists, options/mod.rs and `kern run --help`; starts no box
 // One source of truth at the JS boundary: the option names index.d.ts promises, the names the
 // JS layer and the native side accept, and `kern run`'s flags agree. Each list is read from its
 // own source (index.d.ts through the TypeScript compiler API, js/options.js as exported, KNOWN
-// in src/session/options.rs, `kern run --help`'s output), so an option added in one place only
+// in src/session/options/mod.rs, `kern run --help`'s output), so an option added in one place only
 // fails here. No box runs.
 
 const fs = require('fs');
@@ -61,11 +61,11 @@ function declarations() {
   };
 }
 
-/** The native side's list: KNOWN in src/session/options.rs (`check_early` refuses anything else). */
+/** The native side's list: KNOWN in src/session/options/mod.rs (`check_early` refuses anything else). */
 function nativeKnown() {
-  const text = fs.readFileSync(path.join(repo, 'src/session/options.rs'), 'utf8');
+  const text = fs.readFileSync(path.join(repo, 'src/session/options/mod.rs'), 'utf8');
   const m = /const KNOWN: &\[&str\] = &\[([^\]]*)\];/.exec(text);
-  if (!m) throw new Error('src/session/options.rs: no `const KNOWN: &[&str] = &[...]` list');
+  if (!m) throw new Error('src/session/options/mod.rs: no `const KNOWN: &[&str] = &[...]` list');
   return [...m[1].matchAll(/"([^"]+)"/g)].map((x) => x[1]);
 }
 

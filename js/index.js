@@ -7,7 +7,7 @@ const path = require('path');
 const platform = require('./platform.js');
 const OPTIONS = require('./options.js');
 
-/** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/session/options.rs. */
+/** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/config/mod.rs. */
 const DEFAULT_TMPFS_MB = 64;
 const LANGUAGES = ['python', 'bash', 'sh', 'node'];
 

@@ -166,7 +166,7 @@ struct CellRequest {
     timeout_s: Option<serde_json::Value>,
 }
 
-/// A kernel (see `session::kernel` and `session::jupyter`).
+/// A kernel (see `session::kernel`: the driver kind and the Jupyter kind).
 #[napi]
 pub struct NativeKernel {
     inner: Arc<crate::session::OpenKernel>,

@@ -19,7 +19,7 @@ pub const DELIMITER: &[u8] = b"<IDS|MSG>";
 pub const PROTOCOL_VERSION: &str = "5.3";
 /// A message larger than this (all its frames) is not read: the largest image a result may hold
 /// is 32 MiB (43 MiB in base64), and ipykernel and IRkernel send output in pieces far smaller.
-/// It bounds one JSON parse, and what the ZeroMQ reader buffers (`session::jupyter`).
+/// It bounds one JSON parse, and what the ZeroMQ reader buffers (`session::kernel::jupyter`).
 pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
 
 /// Signs and verifies with one kernel's key.

@@ -10,7 +10,7 @@
 //! `QUEUE_BYTES`), and they queue only answers to the request we wait on: output a kernel sends
 //! while no cell runs is dropped at once, counted, and named in the next cell's notes.
 //!
-//! Against the driver kernel (`session::kernel`): a cell timeout first interrupts the kernel
+//! Against the driver kernel (`kernel::driver`): a cell timeout first interrupts the kernel
 //! (SIGINT to its process group, or `interrupt_request` when its kernelspec asks for messages) and
 //! keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a kernel that
 //! does not stop is torn down.
