@@ -9,7 +9,7 @@ use super::persist;
 use super::pyc;
 use super::writers::Writers;
 use crate::config::{Config, Network};
-use crate::engine::launch::Kern;
+use crate::engine::launch::{Kern, Outcome};
 use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
@@ -194,22 +194,26 @@ impl Opened {
         let mut spec = self.bare_spec(vec!["true".into()], 30_000, &workspace);
         // Only the caps are under test: an AppArmor refusal would come first and hide them.
         spec.apparmor = None;
-        let outcome = Kern::spawn(kern, &spec.limits)?
+        let outcome = self.run_own(kern, &spec).await?;
+        match outcome.report.limits_refused {
+            Some(why) => Err(Error::Invalid(why)),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs a box of the session's own work (the requireLimits probe, the start of a resident
+    /// box) in a fresh kern, its output bounded to 64 KiB, ended by the session's close().
+    pub(super) async fn run_own(&self, kern: &Path, spec: &BoxSpec) -> Result<Outcome> {
+        Kern::spawn(kern, &spec.limits)?
             .run(
-                &spec,
+                spec,
                 1 << 16,
                 None,
                 self.closing.subscribe(),
                 Default::default(),
             )
             .await?
-            .ok_or_else(|| {
-                Error::Runtime("the kern runtime exited before it read the spec".into())
-            })?;
-        match outcome.report.limits_refused {
-            Some(why) => Err(Error::Invalid(why)),
-            None => Ok(()),
-        }
+            .ok_or_else(|| Error::Runtime("the kern runtime exited before it read the spec".into()))
     }
 
     /// The egress line for a box of this session, when its boxes go through the proxy.

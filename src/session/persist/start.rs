@@ -3,7 +3,6 @@
 
 use super::{state_dir, Attached};
 use crate::engine::handoff::CallTarget;
-use crate::engine::launch::Kern;
 use crate::engine::resident as res;
 use crate::engine::spec::{BoxSpec, Resident};
 use crate::error::{Error, Result};
@@ -123,16 +122,7 @@ pub(crate) async fn attach_or_start(
         ttl_ms: r.ttl_ms,
         posture,
     });
-    let outcome = Kern::spawn(kern, &spec.limits)?
-        .run(
-            &spec,
-            1 << 16,
-            None,
-            opened.closing.subscribe(),
-            Default::default(),
-        )
-        .await?
-        .ok_or_else(|| Error::Runtime("the kern runtime exited before it read the spec".into()))?;
+    let outcome = opened.run_own(kern, &spec).await?;
     if let Some(why) = outcome.report.limits_refused {
         return Err(Error::Invalid(why));
     }
