@@ -1,9 +1,11 @@
-//! The bounds of the numeric options and the shared readers of sizes and box paths: a value
-//! outside a bound is a SandboxError naming the option and the bound, before any box starts
-//! (never a box that dies, or a cap the kernel ignores).
+//! The bounds of the numeric options, the shared readers of sizes and box paths, and values in
+//! words for messages (`show_bytes`, `describe`). A value outside a bound is a SandboxError
+//! naming the option and the bound, before any box starts (never a box that dies, or a cap the
+//! kernel ignores).
 
 use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
+use serde_json::Value;
 
 pub(crate) const MIB: u64 = 1 << 20;
 
@@ -126,6 +128,18 @@ pub fn show_bytes(bytes: u64) -> String {
         format!("{} KiB", whole_or_tenths(bytes as f64 / 1024.0))
     } else {
         format!("{bytes} bytes")
+    }
+}
+
+/// A JSON value in words, for the message of an option that got it.
+pub fn describe(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Array(_) => "an array".into(),
+        Value::Object(_) => "an object".into(),
     }
 }
 

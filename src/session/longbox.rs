@@ -1,11 +1,19 @@
-//! Long-lived boxes (`spawn`): a box that lives until it is stopped or its session closes. On
-//! it: boxes whose python driver is started before it has a cell (`start`), for the driver
-//! kernel (many cells) and the prewarm pool (a kernel used for exactly one cell), both spawned
-//! with the driver and a socket to it; and Jupyter kernels (`kernel::jupyter`).
+//! A session's long-lived boxes (`spawn`): a box that lives until it is stopped or its session
+//! closes. On it: boxes whose python driver is started before it has a cell (`start`), for the
+//! driver kernel (many cells) and the prewarm pool (a kernel used for exactly one cell), both
+//! spawned with the driver and a socket to it; and Jupyter kernels. Here too `kernel()`
+//! (`open_kernel`): a kernel of either kind (`session::kernel`) in a box of the session.
 
+use super::kernel::driver::{self, Driver};
+use super::kernel::jupyter::{self, Jupyter};
+use super::kernel::lifecycle::Lifecycle;
+use super::kernel::OpenKernel;
 use super::opened::Opened;
+use super::writers::Active;
 use crate::engine::launch::{Chunk, Outcome};
-use crate::error::Result;
+use crate::engine::spec::RootSpec;
+use crate::error::{Error, Result};
+use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{oneshot, watch};
@@ -108,4 +116,98 @@ pub fn spawn(
         monitor,
         prepared,
     })
+}
+
+/// `kernel()`: a driver kernel, or with `jupyter` the image's kernelspec of that name, counted
+/// as a writer of the workspace until it is closed. `timeout_s` is its per-cell default (the
+/// session's `timeoutS` when absent).
+pub(super) async fn open_kernel(
+    opened: Arc<Opened>,
+    kern: &Path,
+    timeout_s: Option<&serde_json::Value>,
+    jupyter: Option<&str>,
+) -> Result<OpenKernel> {
+    if opened.config.resident.is_some() {
+        return crate::invalid!("kernel() is not available with `persist`: a kernel is its own long-lived box; use runCode() (each call runs in the resident box), or open a Sandbox without `persist` for a kernel");
+    }
+    let timeout_ms = match timeout_s {
+        None | Some(serde_json::Value::Null) => opened.config.timeout_ms,
+        Some(v) => super::options::timeout_ms("timeoutS", v)?,
+    };
+    if *opened.closing.borrow() {
+        return Err(Error::Invalid(
+            "the Sandbox is closed; open a new Sandbox to run more code".into(),
+        ));
+    }
+    let max_output = opened.config.max_output;
+    let quota = match opened.config.workspace_max_bytes {
+        Some(cap) => Some((opened.workspace_path()?, cap)),
+        None => None,
+    };
+    let active = Active::enter(&opened.writers).await;
+    Ok(match jupyter {
+        Some(name) => {
+            let mut k = start_jupyter(opened, kern, timeout_ms, max_output, name).await?;
+            k.attach(active, quota);
+            OpenKernel::jupyter(k)
+        }
+        None => {
+            let mut k = start_driver(opened, kern, timeout_ms, max_output, false)?;
+            k.attach(active, quota);
+            OpenKernel::driver(k)
+        }
+    })
+}
+
+/// Starts a driver kernel's box; it runs as long as the kernel is open and the session too.
+/// `single`: a prewarmed slot's kernel, for one cell.
+pub(super) fn start_driver(
+    opened: Arc<Opened>,
+    kern: &Path,
+    timeout_ms: u64,
+    max_output: usize,
+    single: bool,
+) -> Result<Lifecycle<Driver>> {
+    let session_closing = opened.closing.subscribe();
+    let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
+    let started = start(opened, kern, sink)?;
+    let live = driver::Live::new(started.sock, chunks, started.ended, started.prepared);
+    Ok(Lifecycle::new(
+        Driver { single },
+        live,
+        session_closing,
+        started.stop,
+        timeout_ms,
+        max_output,
+    ))
+}
+
+/// Starts kernelspec `name` of the session's image in a box of the session, and waits until it
+/// answers.
+async fn start_jupyter(
+    opened: Arc<Opened>,
+    kern: &Path,
+    timeout_ms: u64,
+    max_output: usize,
+    name: &str,
+) -> Result<Lifecycle<Jupyter>> {
+    let workspace = opened.workspace_path()?;
+    let mut spec = opened.spec(Vec::new(), &[], LIFETIME_MS, false, &workspace);
+    let root = match &opened.image.root {
+        RootSpec::Dir { path } => path.clone(),
+        RootSpec::Host => "/".into(),
+    };
+    let prepared =
+        jupyter::start::prepare(&mut spec, root, workspace, &opened.config.env, name).await?;
+    let session_closing = opened.closing.subscribe();
+    let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
+    let b = spawn(opened, kern, spec, None, sink)?;
+    let started = jupyter::start::Started {
+        stop: b.stop,
+        ended: b.ended,
+        monitor: b.monitor,
+        chunks,
+        session_closing,
+    };
+    jupyter::start::connect_started(prepared, started, timeout_ms, max_output).await
 }

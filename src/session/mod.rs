@@ -2,13 +2,16 @@
 //! layer over this; nothing here knows napi. This file is the front: `Sandbox` and its public
 //! methods, which hand the work to the files named for it.
 //!
-//! - `opened`: the opened state (`Opened`), how it comes up and shuts down, and its boxes' spec.
-//! - `call`: one call in a fresh box; `result`: what a call returns and how it is assembled.
-//! - `kernel`: kernels (the python driver's, the image's Jupyter kernels); `longbox`: starting
-//!   the long-lived boxes they and the prewarm pool run in.
-//! - `persist`: a session's side of the resident box; `setup`: the `setup` box; `pyc`: the
-//!   compiled stdlib; `network`: the boxes' ways out; `stderr`: a call's stderr and notes.
-//! - `options` (the options object read by group), `host_binds` (the `mounts` policy) and
+//! - `open`: bringing a session up (and its resident box, with `persist`); `opened`: the opened
+//!   state, its boxes' spec and `shut_down`; `writers`: who may be writing to the workspace.
+//! - `call`: one call in a fresh box; `result`: what a call returns and how it is assembled;
+//!   `host_files`: readFile, writeFile, listFiles, snapshot, restore.
+//! - `kernel`: the kernels (one lifecycle; the python driver's kind, the Jupyter kind);
+//!   `longbox`: the long-lived boxes they run in, and `kernel()`; `pool`: the prewarm pool.
+//! - `persist`: a session's side of the resident box; `setup` and `deps`: the `setup` box and
+//!   `.deps`; `pyc`: the compiled stdlib; `network`: the boxes' ways out; `stderr`: a call's
+//!   stderr and kern's notes in it.
+//! - `options` (the options object, read by group), `host_binds` (the `mounts` policy) and
 //!   `profiles` (`kern.toml`) make the `crate::config::Config` a session opens with.
 
 mod call;
@@ -183,7 +186,7 @@ impl Sandbox {
             crate::lang::jupyter::kernelspec::check_name(name)?;
         }
         let opened = self.opened().await?;
-        kernel::open(opened, &self.kern, timeout_s, jupyter).await
+        longbox::open_kernel(opened, &self.kern, timeout_s, jupyter).await
     }
 
     /// Runs one call in a fresh box.

@@ -1,6 +1,6 @@
 //! Bringing a session up (`open`): the image resolved, the workspace made, and what the options
-//! ask for at open() (`setup`, `requireLimits`, `persist`, `prewarm`, `pycCache`) done, with one
-//! shut-down for whatever fails once the session exists.
+//! ask for at open() (`setup`, `requireLimits`, `persist`'s resident box, `prewarm`, `pycCache`)
+//! done, with one shut-down for whatever fails once the session exists.
 
 use super::deps;
 use super::host_binds;
@@ -12,7 +12,7 @@ use super::pyc;
 use super::setup;
 use crate::config::{Config, Network};
 use crate::engine::launch::{Chunk, Kern};
-use crate::engine::spec::{RootSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::spec::{Resident, RootSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use std::path::Path;
@@ -117,7 +117,7 @@ async fn start(
         if opened.config.limits.require {
             opened.check_limits(kern).await?;
         }
-        let attached = persist::start::attach_or_start(opened, kern, sink).await?;
+        let attached = attach_or_start(opened, kern, sink).await?;
         let _ = opened.resident.set(attached);
         if let Ok(mut spares) = opened.spares.lock() {
             spares.extend(opened.spawn_kern(kern).ok());
@@ -134,4 +134,43 @@ async fn start(
     opened.start_pyc_build(opened, kern);
     pool::fill(opened, kern);
     Ok(())
+}
+
+/// open() of a `persist` session: under the name's lock, attach to the live box of that name
+/// (refused when its posture differs), or run `setup` and start one.
+async fn attach_or_start(
+    opened: &Arc<Opened>,
+    kern: &Path,
+    sink: Option<UnboundedSender<Chunk>>,
+) -> Result<persist::Attached> {
+    let cfg = &opened.config;
+    let Some(r) = cfg.resident.clone() else {
+        return Err(Error::Runtime(
+            "internal error: not a resident session".into(),
+        ));
+    };
+    let workspace = opened.workspace_path()?;
+    let mut spec = opened.spec(
+        Vec::new(),
+        &[],
+        persist::START_TIMEOUT_MS,
+        false,
+        &workspace,
+    );
+    let digest = opened.image.digest.as_ref().map(|d| d.to_string());
+    let (lock, posture) = match persist::meet(&spec, digest, cfg.setup.as_deref(), &r.name).await? {
+        persist::Meeting::Attached(a) => return Ok(a),
+        persist::Meeting::Start { lock, posture } => (lock, posture),
+    };
+    // `setup` runs only when the box is created (its .deps are then in the box's mounts).
+    if let Some(cmd) = cfg.setup.clone() {
+        setup::run(opened, kern, &cmd, sink).await?;
+    }
+    spec.resident = Some(Resident::Start {
+        name: r.name.clone(),
+        ttl_ms: r.ttl_ms,
+        posture,
+    });
+    let outcome = opened.run_own(kern, &spec).await?;
+    persist::started(outcome, r.name, lock)
 }

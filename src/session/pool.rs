@@ -1,8 +1,8 @@
 //! The prewarm pool (`prewarm`): driver boxes started before they have a cell, each used as a
 //! kernel for exactly one cell (`Slot`), topped up after the call that took one.
 
-use super::kernel;
 use super::kernel::driver::Slot;
+use super::longbox;
 use super::opened::Opened;
 use crate::error::Result;
 use std::path::Path;
@@ -45,7 +45,7 @@ pub(super) fn fill(opened: &Arc<Opened>, kern: &Path) {
 /// output cap.
 fn start(opened: Arc<Opened>, kern: &Path) -> Result<Slot> {
     let (timeout_ms, max_output) = (opened.config.timeout_ms, opened.config.max_output);
-    Ok(Slot::new(kernel::start_driver(
+    Ok(Slot::new(longbox::start_driver(
         opened, kern, timeout_ms, max_output, true,
     )?))
 }

@@ -1,7 +1,7 @@
 //! What a call returns (`ExecResult`) and how kern assembles it: the workspace's changes, the
 //! refusal of a call over `workspaceMaxBytes`, and sizes in words.
 
-use super::Stderr;
+use super::stderr::Stderr;
 use crate::engine::status::{Fault, FaultKind};
 use crate::lang::driver;
 use crate::workspace::track::{self, FileInfo};

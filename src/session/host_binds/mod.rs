@@ -149,7 +149,7 @@ pub fn parse(value: &Value, ctx: &Context) -> Result<Vec<Mount>> {
     let map = value.as_object().ok_or_else(|| {
         Error::Invalid(format!(
             "option `mounts` must be an object {{ \"/host/path\": \"/box/path\" }}, got {}",
-            super::options::value::describe(value)
+            crate::config::describe(value)
         ))
     })?;
     if map.is_empty() {
@@ -205,7 +205,7 @@ fn entry_spec<'a>(src: &str, spec: &'a Value) -> Result<(&'a str, bool)> {
         Error::Invalid(format!(
             "option `mounts`: the value for {src:?} must be a box path such as \"/data\" or \
              [\"/data\", \"ro\" | \"rw\"], got {}",
-            super::options::value::describe(spec)
+            crate::config::describe(spec)
         ))
     };
     match spec {

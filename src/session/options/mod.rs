@@ -12,7 +12,7 @@ mod limits;
 mod network;
 mod runtime;
 mod security;
-pub(crate) mod value;
+mod value;
 
 pub use crate::config::Config;
 pub use limits::timeout_ms;

@@ -106,7 +106,7 @@ pub(super) fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
         .map(|(k, val)| {
             let s = val
                 .as_str()
-                .ok_or_else(|| Error::Invalid(format!("option `env`: the value of {k:?} must be a string, got {}", super::value::describe(val))))?;
+                .ok_or_else(|| Error::Invalid(format!("option `env`: the value of {k:?} must be a string, got {}", crate::config::describe(val))))?;
             if k.is_empty() || k.contains('=') || k.contains('\0') || s.contains('\0') {
                 return crate::invalid!("option `env`: {k:?} is not a valid variable (no empty name, '=' in the name, or NUL bytes)");
             }

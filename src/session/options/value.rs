@@ -1,5 +1,6 @@
 //! Readers of one option's JSON value: each mistake names the option and says what it wanted.
 
+use crate::config::describe;
 use crate::error::{Error, Result};
 use serde_json::Value;
 
@@ -23,17 +24,6 @@ pub(super) fn type_err(key: &str, want: &str, v: &Value) -> Error {
         "option `{key}` must be {want}, got {}",
         describe(v)
     ))
-}
-
-pub(crate) fn describe(v: &Value) -> String {
-    match v {
-        Value::Null => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("the string {s:?}"),
-        Value::Array(_) => "an array".into(),
-        Value::Object(_) => "an object".into(),
-    }
 }
 
 pub(super) fn positive(key: &str, v: &Value, integer: bool) -> Result<f64> {

@@ -17,7 +17,7 @@
 
 mod signal;
 mod sockets;
-pub(super) mod start;
+pub(crate) mod start;
 
 use super::lifecycle::{end_fault, Ended, Kind, Lifecycle};
 use crate::engine::launch::Chunk;

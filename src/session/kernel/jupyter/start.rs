@@ -1,18 +1,21 @@
-//! Starting a Jupyter kernel of the session's image: its kernelspec found (in the image, or
-//! under the workspace), a private socket directory bound into a long-lived box with the
-//! connection file, and the kernel connected and answering before the caller gets it.
+//! Starting a Jupyter kernel of the session's image, around the box `session::longbox` starts
+//! for it: before, its kernelspec found (in the image, or under the workspace) and a private
+//! socket directory with the connection file bound into the box (`prepare`); after, the kernel
+//! connected and answering before the caller gets it (`connect_started`).
 
 use super::sockets::{connect, runtime, Readers, Sockets, START_TIMEOUT};
 use super::{keep_tail, Jupyter, Live};
-use crate::engine::spec::{BindSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::launch::Chunk;
+use crate::engine::spec::{BindSpec, BoxSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
-use crate::lang::jupyter::kernelspec;
+use crate::lang::jupyter::kernelspec::{self, KernelSpec};
 use crate::lang::jupyter::wire::Session;
-use crate::session::kernel::lifecycle::Lifecycle;
-use crate::session::longbox;
-use crate::session::opened::Opened;
+use crate::session::kernel::lifecycle::{Ended, Lifecycle};
 use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::sync::Arc;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::watch;
 
 fn random_key() -> String {
     // Two v4 UUIDs: 244 random bits from the OS generator, as hex.
@@ -23,20 +26,37 @@ fn random_key() -> String {
     )
 }
 
-/// Starts kernelspec `name` of the session's image and waits until it answers.
-pub(crate) async fn start(
-    opened: Arc<Opened>,
-    kern_path: &std::path::Path,
-    timeout_ms: u64,
-    max_output: usize,
+/// A kernel ready to start: its kernelspec, the socket directory bound into its box, and the
+/// key its messages are signed with.
+pub(crate) struct Prepared {
+    name: String,
+    ks: KernelSpec,
+    dir: tempfile::TempDir,
+    key: String,
+}
+
+/// The started box of a kernel, as `longbox` hands it over.
+pub(crate) struct Started {
+    pub stop: watch::Sender<bool>,
+    pub ended: Ended,
+    /// The host pid of the box's monitor, to signal the kernel's process group by.
+    pub monitor: Option<u32>,
+    /// The kernel process's own output.
+    pub chunks: UnboundedReceiver<Chunk>,
+    /// The session's closing signal.
+    pub session_closing: watch::Receiver<bool>,
+}
+
+/// Finds kernelspec `name` (in the image under `root`, or in the host's `workspace`) and fits
+/// the box `spec` to run it: its argv and env (the caller's `env` on top), and the socket
+/// directory with the connection file bound at `kernelspec::SOCKET_DIR`.
+pub(crate) async fn prepare(
+    spec: &mut BoxSpec,
+    root: PathBuf,
+    workspace: PathBuf,
+    caller_env: &[(String, String)],
     name: &str,
-) -> Result<Lifecycle<Jupyter>> {
-    let workspace = opened.workspace_path()?;
-    let mut spec = opened.spec(Vec::new(), &[], longbox::LIFETIME_MS, false, &workspace);
-    let root = match &opened.image.root {
-        crate::engine::spec::RootSpec::Dir { path } => path.clone(),
-        crate::engine::spec::RootSpec::Host => "/".into(),
-    };
+) -> Result<Prepared> {
     let var = |k: &str| {
         spec.env
             .iter()
@@ -110,18 +130,36 @@ pub(crate) async fn start(
     });
     spec.argv = ks.argv.clone();
     // The kernelspec's env, then the caller's `env` on top (as for any call).
-    for (k, v) in ks.env.iter().chain(&opened.config.env) {
+    for (k, v) in ks.env.iter().chain(caller_env) {
         spec.env.retain(|(ek, _)| ek != k);
         spec.env.push((k.clone(), v.clone()));
     }
+    Ok(Prepared {
+        name: name.to_string(),
+        ks,
+        dir,
+        key,
+    })
+}
 
-    let session_closing = opened.closing.subscribe();
-    let (sink, mut chunks) = tokio::sync::mpsc::unbounded_channel();
-    let started = longbox::spawn(opened, kern_path, spec, None, sink)?;
+/// Connects to the kernel in its `started` box and waits until it answers (or its box ends, or
+/// `START_TIMEOUT` passes, which ends the box).
+pub(crate) async fn connect_started(
+    prepared: Prepared,
+    started: Started,
+    timeout_ms: u64,
+    max_output: usize,
+) -> Result<Lifecycle<Jupyter>> {
+    let Prepared { name, ks, dir, key } = prepared;
+    let Started {
+        stop,
+        mut ended,
+        monitor,
+        mut chunks,
+        session_closing,
+    } = started;
     let readers = Arc::new(Readers::default());
     let session = Session::new(key.as_bytes());
-    let stop = started.stop;
-    let mut ended = started.ended;
     let mut log = Vec::new();
     let connect = connect(dir.path().to_path_buf(), session.clone(), readers.clone());
     tokio::pin!(connect);
@@ -187,7 +225,7 @@ pub(crate) async fn start(
         chunks,
         log,
         ended,
-        monitor: started.monitor,
+        monitor,
     };
     let kind = Jupyter {
         spec: ks,
