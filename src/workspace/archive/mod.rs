@@ -9,7 +9,8 @@
 //! changed through their own fds. The tar crate only lays out and parses headers.
 //!
 //! Here: the limits, the reports and what both sides share. `snapshot` walks and writes,
-//! `restore` reads and validates members (the first pass), `place` writes them (the second).
+//! `members` reads an archive's members, `restore` validates them all (the first pass), `place`
+//! writes them (the second).
 
 use std::os::fd::OwnedFd;
 use std::path::Path;
@@ -19,6 +20,7 @@ use nix::sys::stat::Mode;
 
 use crate::error::{Error, Result};
 
+mod members;
 mod place;
 mod restore;
 #[cfg(test)]

@@ -14,7 +14,7 @@ use nix::sys::stat::{fchmod, fstatat, futimens, mkdirat, Mode};
 use nix::sys::time::TimeSpec;
 use nix::unistd::{fchown, unlinkat, Gid, Uid, UnlinkatFlags};
 
-use super::restore::{each_member, read_map, shown, Member};
+use super::members::{each_member, read_map, shown, Member};
 use super::{dir_flags, Limits, RestoreReport, COPY_BUF, RACE_TRIES, TEMP_PREFIX};
 use crate::error::{Error, Result};
 

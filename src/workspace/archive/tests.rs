@@ -15,6 +15,7 @@ use tar::EntryType;
 
 use crate::error::Error;
 
+use super::members::*;
 use super::restore::*;
 use super::snapshot::*;
 use super::*;
