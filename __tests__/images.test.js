@@ -620,7 +620,7 @@ describe('kern pull / images / rmi / prune', () => {
     const again = kern(['pull', ref], env);
     expect(again.code).toBe(0);
     const listed = kern(['images'], env);
-    expect(listed.stdout).toMatch(new RegExp(`${ref.replace(/\./g, '\\.')}\\s+${digests.oci.slice(7, 19)}\\s+\\d+(\\.\\d)? MB`));
+    expect(listed.stdout).toMatch(new RegExp(`${ref.replace(/\./g, '\\.')}\\s+${digests.oci.slice(7, 19)}\\s+\\d+(\\.\\d)? MiB`));
     // rmi refuses an image an open sandbox uses.
     const sb = new Sandbox({ image: ref });
     setEnv({ KERN_HOME: home });

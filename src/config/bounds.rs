@@ -113,22 +113,21 @@ pub fn pids_out_of_bounds(n: u64) -> Option<String> {
     None
 }
 
-/// `bytes` for a message, in the largest unit that keeps it readable.
+/// `bytes` for a message or a listing, in the largest binary unit it reaches, whole or to a
+/// tenth: `512 bytes`, `1.5 KiB`, `64 MiB`, `2 GiB`. The crate's one byte formatter.
 pub fn show_bytes(bytes: u64) -> String {
-    let whole_or_tenths = |n: f64| {
-        if n.fract() == 0.0 {
-            format!("{n}")
-        } else {
-            format!("{n:.1}")
-        }
-    };
-    if bytes >= MIB {
-        format!("{} MiB", whole_or_tenths(bytes as f64 / MIB as f64))
-    } else if bytes >= 1024 {
-        format!("{} KiB", whole_or_tenths(bytes as f64 / 1024.0))
-    } else {
-        format!("{bytes} bytes")
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if bytes < 1024 {
+        return format!("{bytes} bytes");
     }
+    let mut v = bytes as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    let n = format!("{v:.1}");
+    format!("{} {}", n.strip_suffix(".0").unwrap_or(&n), UNITS[u])
 }
 
 /// A JSON value in words, for the message of an option that got it.
@@ -207,5 +206,16 @@ mod tests {
         assert_eq!(parse_size("0"), None);
         assert_eq!(parse_size("-1m"), None);
         assert_eq!(parse_size("m"), None);
+    }
+
+    #[test]
+    fn bytes_shown() {
+        assert_eq!(show_bytes(0), "0 bytes");
+        assert_eq!(show_bytes(1023), "1023 bytes");
+        assert_eq!(show_bytes(1536), "1.5 KiB");
+        assert_eq!(show_bytes(64 << 20), "64 MiB");
+        assert_eq!(show_bytes((1 << 30) + (1 << 29)), "1.5 GiB");
+        assert_eq!(show_bytes(20 << 40), "20 TiB");
+        assert_eq!(show_bytes(MAX_SAFE_BYTES), "8192 TiB");
     }
 }

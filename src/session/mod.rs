@@ -34,7 +34,7 @@ pub mod stderr;
 mod writers;
 
 pub use kernel::OpenKernel;
-pub use result::{human_bytes, ExecRequest, ExecResult};
+pub use result::{ExecRequest, ExecResult};
 pub use stderr::Stderr;
 
 use crate::engine::launch::Chunk;

@@ -2,6 +2,7 @@
 //! refusal of a call over `workspaceMaxBytes`, and sizes in words.
 
 use super::stderr::Stderr;
+use crate::config::show_bytes;
 use crate::engine::status::{Fault, FaultKind};
 use crate::lang::driver;
 use crate::workspace::track::{self, FileInfo};
@@ -80,8 +81,8 @@ fn workspace_full(bytes: u64, cap: u64) -> Fault {
         FaultKind::WorkspaceFull,
         format!(
             "the workspace holds {} (allocated blocks, and at least 4 KiB an entry), over workspaceMaxBytes ({}); the call was not run. Free space (listFiles() shows sizes; writeFile(path, \"\") empties a file after you readFile what you need) or open a Sandbox with a larger workspaceMaxBytes",
-            human_bytes(bytes),
-            human_bytes(cap)
+            show_bytes(bytes),
+            show_bytes(cap)
         ),
     )
 }
@@ -99,21 +100,5 @@ impl ExecResult {
             truncated: false,
             results: Vec::new(),
         }
-    }
-}
-
-/// `1536` -> `1.5 KiB`.
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["bytes", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < UNITS.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} bytes")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
     }
 }

@@ -1,6 +1,7 @@
 //! `kern pull`, `kern images`, `kern rmi`, `kern prune`: the image store from a terminal.
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use kern_sandbox::config::show_bytes;
 use kern_sandbox::image::digest::Digest;
 use kern_sandbox::image::store::Store;
 use kern_sandbox::image::{self, Progress, PullPolicy, Source};
@@ -100,21 +101,6 @@ pub fn pull(what: &str, quiet: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn human(bytes: u64) -> String {
-    let units = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1000.0 && u < units.len() - 1 {
-        v /= 1000.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{v:.1} {}", units[u])
-    }
-}
-
 pub fn list() -> Result<(), String> {
     let store = Store::open().map_err(|e| e.to_string())?;
     let images = store.images().map_err(|e| e.to_string())?;
@@ -141,7 +127,7 @@ pub fn list() -> Result<(), String> {
                 "{:<50} {:<14} {:>10}  {created}",
                 r,
                 &m.digest[7..19],
-                human(m.size)
+                show_bytes(m.size)
             );
         }
     }
@@ -181,7 +167,7 @@ pub fn prune() -> Result<(), String> {
     let (files, bytes) = store.prune().map_err(|e| e.to_string())?;
     println!(
         "removed {files} unused blobs and leftovers, {} freed",
-        human(bytes)
+        show_bytes(bytes)
     );
     Ok(())
 }

@@ -3,10 +3,10 @@
 //! of the messages that answer the request waited on (`Queue`), with what the readers dropped
 //! counted for the next cell's notes (`Readers`).
 
+use crate::config::show_bytes;
 use crate::error::{Error, Result};
 use crate::lang::jupyter::kernelspec::{self, Channel};
 use crate::lang::jupyter::wire::{self, Dropped, Message, Session};
-use crate::session::result::human_bytes;
 use bytes::Bytes;
 use serde_json::json;
 use std::os::fd::AsRawFd;
@@ -99,7 +99,7 @@ impl Readers {
         if n > 0 {
             notes.push(format!(
                 "note: {n} output message(s) of the kernel ({}) came while no cell ran (from a thread or process an earlier cell left running) and were dropped",
-                human_bytes(bytes)
+                show_bytes(bytes)
             ));
         }
         let (n, _) = self.too_large.fresh();
