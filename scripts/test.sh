@@ -179,6 +179,10 @@ cargo clippy --quiet --target "$host_triple" --all-targets --no-default-features
 step "lint: cargo clippy --lib -- -D warnings"
 cargo clippy --quiet --target "$host_triple" --lib -- -D warnings || fail "cargo clippy --lib"
 
+step "lint: cargo doc --no-deps -D warnings (broken doc links, stray HTML in doc comments)"
+RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --target "$host_triple" --no-default-features ||
+  fail "cargo doc (RUSTDOCFLAGS=\"-D warnings\")"
+
 step "unit: cargo test --no-default-features"
 cargo test --target "$host_triple" --no-default-features || fail "cargo test --no-default-features"
 

@@ -31,6 +31,10 @@
 //! `images`/`rmi`/`prune` (the image store the addon also pulls into, in its own process;
 //! images.rs).
 
+// The doc comments on the clap types below are `kern --help` text ("<user>[:<group>]",
+// "PATH[:SIZE]"), not rustdoc: they are written for a terminal, not as links or HTML.
+#![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
+
 use clap::{Parser, Subcommand};
 use kern_sandbox::config::{
     self, base_env, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,

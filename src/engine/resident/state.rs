@@ -44,8 +44,8 @@ pub struct State {
     #[serde(default)]
     pub cgroup_ns: bool,
     /// Descriptors of the box's namespaces that its monitor holds open, by kind ("user", "mnt",
-    /// ...): a call opens them through /proc/<monitor>/fd. PID 1 is non-dumpable, so only root
-    /// may open its /proc/<pid>/ns or setns through its pidfd; the monitor, the caller's own
+    /// ...): a call opens them through `/proc/<monitor>/fd`. PID 1 is non-dumpable, so only root
+    /// may open its `/proc/<pid>/ns` or setns through its pidfd; the monitor, the caller's own
     /// dumpable process outside the box, is reachable by the same user.
     #[serde(default)]
     pub ns_fds: Vec<(String, i32)>,

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 use std::os::fd::OwnedFd;
 
-/// A process as a pid plus its start time (clock ticks since boot, /proc/<pid>/stat field 22):
+/// A process as a pid plus its start time (clock ticks since boot, `/proc/<pid>/stat` field 22):
 /// unlike a pid alone, never shared by two processes.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ProcId {
