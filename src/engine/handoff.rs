@@ -1,8 +1,9 @@
 //! What crosses from one side of a box to the other, in one place: from the caller to `kern`
-//! (`Caller`: the lifeline, the descriptors a spec announces as `BoxFds`, where the report
-//! goes; `CallTarget`, the resident box a call is for), and across the clone between the monitor and the box's init (the "go" message with
-//! the idmapped trees, the rlimit `Fallback`, and the `msg` lines init sends back on the init
-//! pipe). Both sides of each boundary read their format from here, so they can't drift apart.
+//! (`Caller`: the lifeline, the descriptors a spec announces as `BoxFds`, where the report goes;
+//! `CallTarget`, the resident box a call is for), and across the clone between the monitor and the
+//! box's init (the "go" message with the idmapped trees, the rlimit `Fallback`, and the `msg` lines
+//! init sends back on the init pipe). Both sides of each boundary read their format from here, so
+//! they can't drift apart.
 
 use super::mounts::Trees;
 use super::spec::BoxSpec;

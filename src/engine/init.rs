@@ -371,13 +371,13 @@ fn supervise_until(
     }
 }
 
-/// Locks the mount tree just built, for a workload that keeps CAP_SYS_ADMIN: PID 1 moves into a nested user namespace with a copy of the
-/// mount namespace, and mounts copied into a namespace owned by a less privileged user
-/// namespace are locked by the kernel (a read-only mount can't be remounted writable, a mount
-/// can't be taken off what it covers), even for a workload that keeps CAP_SYS_ADMIN through
-/// `capDrop`. Without this, such a workload could remount the image (idmapped to the host
-/// owner's ids) writable, or `.deps` under `depsReadonly`. The UTS, IPC and network namespaces
-/// are made here too, owned by the namespace the workload's capabilities count in.
+/// Locks the mount tree just built, for a workload that keeps CAP_SYS_ADMIN: PID 1 moves into a
+/// nested user namespace with a copy of the mount namespace, and mounts copied into a namespace
+/// owned by a less privileged user namespace are locked by the kernel (a read-only mount can't be
+/// remounted writable, a mount can't be taken off what it covers), even for a workload that keeps
+/// CAP_SYS_ADMIN through `capDrop`. Without this, such a workload could remount the image (idmapped
+/// to the host owner's ids) writable, or `.deps` under `depsReadonly`. The UTS, IPC and network
+/// namespaces are made here too, owned by the namespace the workload's capabilities count in.
 ///
 /// Only a process in the parent namespace may map the nested one, so a helper forked before the
 /// unshare writes PID 1's maps: the box's ids, each to itself.

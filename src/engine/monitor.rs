@@ -1,8 +1,9 @@
 //! `kern`'s outer process, the parent side of the clone: it stays in the host's namespaces,
-//! prepares the cgroup and the sources, clones the box's PID 1 into new namespaces (the child
-//! side is `init`), writes its id maps, then enforces the deadline and reports how the box ended
-//! (`faults`); a resident box's monitor goes on in `resident::keep`. It is single-threaded, which is what makes the plain
-//! `clone` in `sys::clone_fork` (and `clone3` in `sys::clone_fork_into`) sound.
+//! prepares the cgroup and the sources, clones the box's PID 1 into new namespaces (the child side
+//! is `init`), writes its id maps, then enforces the deadline and reports how the box ended
+//! (`faults`); a resident box's monitor goes on in `resident::keep`. It is single-threaded, which
+//! is what makes the plain `clone` in `sys::clone_fork` (and `clone3` in `sys::clone_fork_into`)
+//! sound.
 
 use super::cgroup::{self, BoxCgroup};
 use super::faults;

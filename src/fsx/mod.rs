@@ -5,8 +5,9 @@
 //! names) goes through [`open_beneath`] with one of the few [`Resolve`] modes it needs, through
 //! [`open_no_symlinks`] (an absolute path from `/`), or [`read_in_root`] (a small file of an
 //! image or box root). The kernel's `openat2` does the resolution; nothing here resolves a
-//! symlink itself. A stream that must not run past a size is read through [`Capped`]. A whole tree is walked with [`walk`], which opens each directory relative to
-//! its parent's fd and never follows a symlink.
+//! symlink itself. A stream that must not run past a size is read through [`Capped`]. A whole
+//! tree is walked with [`walk`], which opens each directory relative to its parent's fd and
+//! never follows a symlink.
 //!
 //! # Kernels without `openat2` (Linux < 5.6): one policy
 //!

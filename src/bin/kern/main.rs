@@ -5,12 +5,12 @@
 //! stdin, the control socket, and its stdout and stderr carry the box's output, which the addon
 //! drains. On the control socket, one JSON line each:
 //!
-//! 1. addon -> kern, the caps (`Limits`): kern makes the box's cgroup and moves into it at once,
-//!    or says which caps fall back to rlimits (`monitor::prepare`); or `{"call": CallTarget}`:
-//!    kern finds that resident box and enters a per-call cgroup under it (`resident::call::prepare`).
-//!    Then it waits. A session keeps such spares started, so the cgroup move (an RCU grace
-//!    period) is off a call's path; EOF instead of line 2 means "not needed": it leaves the
-//!    cgroup and exits.
+//! 1. addon -> kern, the caps (`Limits`): kern makes the box's cgroup and moves into it at once, or
+//!    says which caps fall back to rlimits (`monitor::prepare`); or `{"call": CallTarget}`: kern
+//!    finds that resident box and enters a per-call cgroup under it (`resident::call::prepare`).
+//!    Then it waits. A session keeps such spares started, so the cgroup move (an RCU grace period)
+//!    is off a call's path; EOF instead of line 2 means "not needed": it leaves the cgroup and
+//!    exits.
 //! 2. addon -> kern, the `BoxSpec`, with the descriptors it announces on the line's first byte
 //!    (SCM_RIGHTS, `handoff::BoxFds`, in this order): the channel that becomes the workload's fd 3
 //!    (`spec.channel`, the python driver's frames), then the egress relay's line to the host's

@@ -217,7 +217,8 @@ impl Proxy {
             .collect()
     }
 
-    /// How many names were looked up (hosts file or system) since creation, per name — so a test can prove a denied name never reached the resolver.
+    /// How many names were looked up (hosts file or system) since creation, per name — so a test
+    /// can prove a denied name never reached the resolver.
     pub fn lookups(&self) -> BTreeMap<String, u64> {
         self.resolver.lookups()
     }

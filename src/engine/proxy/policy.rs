@@ -199,7 +199,8 @@ pub struct Policy {
 }
 
 impl Policy {
-    /// Parses egressAllow entries. Errors are messages naming the entry and saying what to write instead.
+    /// Parses egressAllow entries. Errors are messages naming the entry and saying what to write
+    /// instead.
     ///
     /// Forms: `name` (that host), `.name` (that domain and every subdomain), an IP literal
     /// (`127.0.0.1`, `[::1]`: exactly that address, the only way to reach a private or loopback

@@ -24,8 +24,8 @@ pub struct Resolver {
 }
 
 impl Resolver {
-    /// The system resolver (tokio::net::lookup_host), preceded by the hosts-format file named by env
-    /// KERN_EGRESS_HOSTS when set (names found there never go to the system resolver).
+    /// The system resolver (tokio::net::lookup_host), preceded by the hosts-format file named by
+    /// env KERN_EGRESS_HOSTS when set (names found there never go to the system resolver).
     pub fn from_env() -> Result<Resolver, String> {
         match std::env::var_os(HOSTS_ENV) {
             Some(path) if !path.is_empty() => {

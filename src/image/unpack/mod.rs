@@ -2,9 +2,10 @@
 //!
 //! The bytes come from a registry we do not trust, so the `tar` crate is used only to parse; every
 //! entry is written here, relative to directory fds. Parents are resolved with `openat2` and
-//! `RESOLVE_BENEATH` ([`crate::fsx::Resolve::Beneath`]), so a symlink written by this or an earlier layer can never carry a write out
-//! of the root: a layer that tries is refused. Final components are never followed: what is there
-//! is removed and the new entry created with `O_EXCL`/`O_NOFOLLOW` semantics.
+//! `RESOLVE_BENEATH` ([`crate::fsx::Resolve::Beneath`]), so a symlink written by this or an earlier
+//! layer can never carry a write out of the root: a layer that tries is refused. Final components
+//! are never followed: what is there is removed and the new entry created with
+//! `O_EXCL`/`O_NOFOLLOW` semantics.
 //!
 //! Layer semantics follow the OCI image spec (layer.md): `.wh.NAME` whiteouts and
 //! `.wh..wh..opq` opaque markers act on lower layers only; a directory over a directory merges,

@@ -19,8 +19,9 @@
 //! path = "/scratch"      # optional: absolute box path, default /scratch
 //! ```
 //!
-//! Memory has one spelling, `memory`; `memory_mb` is refused by name. Unknown keys and sections are refused. Every mistake in the file is `Error::Invalid`
-//! with `<file>:<line>:` in front, from the `toml` parser's spans.
+//! Memory has one spelling, `memory`; `memory_mb` is refused by name. Unknown keys and sections are
+//! refused. Every mistake in the file is `Error::Invalid` with `<file>:<line>:` in front, from the
+//! `toml` parser's spans.
 //!
 //! Precedence: an explicit option wins over a `vcpu` profile. `memoryMb` defaults to 512, and
 //! that default counts as explicit: only `memoryMb: null` lets the profile's `memory` apply

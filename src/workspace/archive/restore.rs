@@ -20,14 +20,14 @@ use crate::error::{Error, Result};
 ///
 /// Two passes. The first reads the whole archive and writes nothing: every member must have a
 /// relative UTF-8 path without `..` or NUL (after GNU long-name and PAX `path` processing, and
-/// after dropping `.` components; at most 255 bytes a component and 4096 in all), must be a
-/// regular file, a PAX 1.0 sparse file (with a map that is in order, within its size and
-/// accounts for every stored byte) or a directory (symlinks, hardlinks, devices, FIFOs, other
-/// sparse forms and anything else are refused by name), must not be under the top-level
-/// `.deps`, must not repeat a path or use a file's path as a directory, and must fit `limits`
-/// (entries, stored sizes per file and in all, depth). The first pass also refuses a file member where the workspace has a non-empty
-/// directory. If anything is refused, the error (`Error::Invalid`) names the member and the
-/// workspace is untouched.
+/// after dropping `.` components; at most 255 bytes a component and 4096 in all), must be a regular
+/// file, a PAX 1.0 sparse file (with a map that is in order, within its size and accounts for every
+/// stored byte) or a directory (symlinks, hardlinks, devices, FIFOs, other sparse forms and
+/// anything else are refused by name), must not be under the top-level `.deps`, must not repeat a
+/// path or use a file's path as a directory, and must fit `limits` (entries, stored sizes per file
+/// and in all, depth). The first pass also refuses a file member where the workspace has a
+/// non-empty directory. If anything is refused, the error (`Error::Invalid`) names the member and
+/// the workspace is untouched.
 ///
 /// The second pass reads the archive again, checks each member is the one the first pass
 /// validated, and writes it. Directories are created (mode from the archive, always
