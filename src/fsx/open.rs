@@ -12,7 +12,7 @@ use nix::errno::Errno;
 use nix::fcntl::{open, openat, openat2, OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::{fstat, FileStat, Mode};
 
-use super::{Cap, Capped};
+use super::capped::{Cap, Capped};
 
 /// How a path below a root is resolved. Magic links (`/proc/*/fd/*` and the like) are refused
 /// in every mode.
