@@ -67,13 +67,17 @@ pub struct Kern {
 /// caps then fall back to rlimits, with a warning from kern).
 static SYSTEMD_SCOPE_WORKS: AtomicBool = AtomicBool::new(true);
 
-/// Whether a scoped kern that ended before its box means systemd-run could not start the scope:
-/// it then exits with an error code, never having exec'd kern. A kern killed by a signal (a
-/// spare killed from outside, the OOM killer) says nothing about systemd-run, and must not turn
-/// the delegated scope off for every later box of this process.
+/// Whether a scoped kern that ended before its box means systemd-run could not start the scope
+/// (or exec kern in it): systemd-run then exits 1. `kern box` never does: it exits 0 (done, or
+/// not needed), 125 (its own error), 101 (a panic), or dies by a signal (a spare killed from
+/// outside, the OOM killer). None of those says anything about systemd-run, and they must not
+/// turn the delegated scope off for every later box of this process.
 fn scope_refused(status: std::process::ExitStatus) -> bool {
-    status.code().is_some_and(|code| code != 0)
+    status.code() == Some(SYSTEMD_RUN_FAILED)
 }
+
+/// systemd-run's exit code when it fails (`EXIT_FAILURE`); `kern box` keeps clear of it.
+const SYSTEMD_RUN_FAILED: i32 = 1;
 
 /// Unprivileged on cgroup v2, the only cgroups a user may write are those systemd delegated,
 /// and a process may only move between cgroups below a common delegated ancestor. So kern must
@@ -548,4 +552,23 @@ fn parse_report(status: &[u8]) -> Option<BoxReport> {
     let text = std::str::from_utf8(status).ok()?;
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
     serde_json::from_str(line).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::ExitStatusExt;
+
+    #[test]
+    fn only_systemd_runs_failure_turns_the_scope_off() {
+        // wait(2) statuses: an exit code sits in the second byte, a signal in the low bits.
+        let exited = |code: i32| std::process::ExitStatus::from_raw(code << 8);
+        assert!(scope_refused(exited(SYSTEMD_RUN_FAILED)));
+        for kern_own in [0, 101, 125] {
+            assert!(!scope_refused(exited(kern_own)), "exit {kern_own}");
+        }
+        assert!(!scope_refused(std::process::ExitStatus::from_raw(
+            libc::SIGKILL
+        )));
+    }
 }

@@ -243,7 +243,8 @@ impl Control {
 /// The addon's protocol on stdin, a socketpair: line 1 is the caps (kern prepares the cgroup
 /// and moves into it at once), line 2 the box spec, which may come much later (a spare kern
 /// waits for the next call); the report goes back on the same socket. EOF instead of line 2
-/// means "not needed": clean up and leave.
+/// means "not needed": clean up and leave. Exits 0, or 125 on its own error: never 1, which
+/// the addon reads as systemd-run's failure to start a scope (`launch::scope_refused`).
 fn boxed() -> ExitCode {
     // Whatever else the caller's process leaked to us stays out of the box's reach.
     sys::close_others(&[]);
