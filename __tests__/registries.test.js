@@ -221,6 +221,23 @@ describe('Docker Hub mirrors (KERN_REGISTRY_MIRRORS)', () => {
     expect(front.log.tokenRequests.every((t) => t.auth === null)).toBe(true);
   });
 
+  test("a mirror whose copy lacks this machine's platform is passed over, and named as the source", async () => {
+    const partial = await reg.startRegistry(); // holds the tag with an index of another platform only
+    try {
+      await reg.push(partial, 'tiny-other-arch', 'library/kerntest:latest', { all: true });
+      const { hostArch } = reg.imagesInfo();
+      const r = await pull('kerntest:latest', { KERN_REGISTRY_MIRRORS: `${partial.url} ${front.url}` });
+      expect({ code: r.code, digest: r.stdout.trim() }).toEqual({ code: 0, digest });
+      expect(r.stderr).toMatch(new RegExp(`\\(mirror ${esc(partial.url)}\\): it has no linux/${hostArch} variant.*trying the next source`));
+      // The mirror's answer is not laid at Docker Hub's door.
+      expect(r.stderr).not.toMatch(/registry docker\.io/);
+      expect(r.stderr).toMatch(new RegExp(`docker\\.io/library/kerntest:latest: served by mirror ${esc(front.url)}`));
+      expect(fs.readFileSync(partial.logFile, 'utf8')).toMatch(/\/v2\/library\/kerntest\/manifests\/latest/);
+    } finally {
+      await partial.stop();
+    }
+  });
+
   test('when no mirror has it, Docker Hub itself is asked (seen at the proxy), and the error lists the mirrors', async () => {
     const proxy = await reg.startTinyproxy();
     try {

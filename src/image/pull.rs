@@ -88,9 +88,10 @@ pub fn pull(
     })
 }
 
-/// Errors a mirror may be passed over for: it lacks the image, is down, refuses us or sent
-/// something that did not verify. Not the caller's own (a bad setting, a full disk) nor the
-/// image's (no variant for this machine), which the origin would repeat.
+/// Errors a mirror may be passed over for: it lacks the image, is down, refuses us, sent
+/// something that did not verify, or holds a copy without this machine's platform (a mirror
+/// that pulled one platform through, or was filled by hand). Not the caller's own (a bad
+/// setting, a full disk), which the origin would repeat.
 fn falls_back(e: &Error) -> bool {
     matches!(
         e,
@@ -99,6 +100,7 @@ fn falls_back(e: &Error) -> bool {
             | Error::Auth(_)
             | Error::Registry(_)
             | Error::Verify(_)
+            | Error::Platform(_)
     )
 }
 
@@ -150,9 +152,9 @@ fn fetch(
         Parsed::Manifest { .. } => (top_digest.clone(), top.bytes),
         Parsed::Index(entries) => {
             let arch = manifest::host_arch();
-            let chosen = manifest::select(&entries, arch).map_err(|e| {
-                Error::Platform(format!("{what} (registry {}): {e}", reference.registry))
-            })?;
+            // Named by the source that answered: a mirror's copy may lack what the origin has.
+            let chosen = manifest::select(&entries, arch)
+                .map_err(|e| Error::Platform(format!("{}: {e}", client.what())))?;
             let d = chosen
                 .digest()
                 .map_err(|e| Error::Registry(format!("{what}: index entry: {e}")))?;
@@ -190,7 +192,7 @@ fn fetch(
         let config_bytes = store.read_blob(&config_digest, MAX_CONFIG)?;
         let config = manifest::parse_config(&config_bytes)
             .map_err(|e| Error::Registry(format!("{what}: {e}")))?;
-        check_platform(&config, &what)?;
+        check_platform(&config, &client.what())?;
         let descs = build::describe(&layer_descs, &what)?;
         let layers = build::layers(&config, &descs, &what)?;
         for layer in &layers {

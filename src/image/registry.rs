@@ -125,7 +125,8 @@ impl Client {
         })
     }
 
-    fn what(&self) -> String {
+    /// `image REF (mirror URL)` or `image REF (registry HOST)`: the source a message is about.
+    pub fn what(&self) -> String {
         let kind = if self.mirror { "mirror" } else { "registry" };
         format!(
             "image {} ({kind} {})",
