@@ -90,6 +90,36 @@ describe('memory', () => {
     }
   });
 
+  // The same, seen from the host while the call runs (cgroup v2): the call's workload sits in a
+  // cgroup that has the box's memory cap on itself or an ancestor, not in the caller's scope.
+  const v2 = fs.existsSync('/sys/fs/cgroup/cgroup.controllers');
+  (v2 ? enforcedTest : test.skip)('a call into a resident box runs under the box\'s cgroup caps, as the host sees it during the call', async () => {
+    const ws = makeTempDir('kern-capres-ws-');
+    const marker = uniqueName('rescall');
+    const s = await new Sandbox(opts({ memoryMb: 64, persist: true, name: uniqueName('capres'), workspace: ws })).open();
+    try {
+      expectOk(await s.run(['true']));
+      const call = s.run(['sh', '-c', `sleep 30; : ${marker}`], { timeoutS: 60 });
+      expect(await waitFor(() => hostProcessesMatching(marker).length > 0, 20000)).toBe(true);
+      const workload = hostProcessesMatching(marker)[0].pid;
+      const cgroup = fs.readFileSync(`/proc/${workload}/cgroup`, 'utf8').trim().replace(/^0::/, '');
+      // memory.max from the workload's cgroup up to the root: the cap must be on that path.
+      const caps = [];
+      for (let dir = cgroup; dir !== '/' && dir !== ''; dir = path.posix.dirname(dir)) {
+        const f = `/sys/fs/cgroup${dir}/memory.max`;
+        if (fs.existsSync(f)) caps.push(fs.readFileSync(f, 'utf8').trim());
+      }
+      const mine = fs.readFileSync('/proc/self/cgroup', 'utf8').trim().replace(/^0::/, '');
+      process.kill(workload, 'SIGKILL');
+      await call;
+      expect(cgroup).not.toBe(mine);
+      expect(caps).toContain(String(64 * 1024 * 1024));
+    } finally {
+      await s.destroy();
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  });
+
   // Rootless on cgroup v2 each kern starts in a delegated systemd scope; a kern killed from
   // outside (here the session's waiting spare) once made the library give the scope up for the
   // rest of the process, so every later box fell back to rlimits.
