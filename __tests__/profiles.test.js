@@ -329,7 +329,7 @@ describe('mistakes are SandboxErrors that say where', () => {
   test.each([
     ['memory = 96, which is bytes', '[[vcpu]]\nname = "heavy"\nmemory = 96\n', ['vcpu:heavy'], [/kern\.toml:3: /, /memory = 96 is 96 bytes, below the 32 MiB a box needs/, /write "32M" for MiB/]],
     ['memory = "1M"', '[[vcpu]]\nname = "heavy"\nmemory = "1M"\n', ['vcpu:heavy'], [/kern\.toml:3: /, /memory = "1M" is 1 MiB, below the 32 MiB/]],
-    ['memory = "100T"', '[[vcpu]]\nname = "heavy"\nmemory = "100T"\n', ['vcpu:heavy'], [/kern\.toml:3: /, /memory = "100T" is 104857600 MiB, over the 16777216 MiB/]],
+    ['memory = "100T"', '[[vcpu]]\nname = "heavy"\nmemory = "100T"\n', ['vcpu:heavy'], [/kern\.toml:3: /, /memory = "100T" is 100 TiB, over the 16777216 MiB/]],
     ['cpus = 1e9', '[[vcpu]]\nname = "heavy"\ncpus = 1e9\n', ['vcpu:heavy'], [/kern\.toml:3: /, /cpus is 1000000000, over the 8192 cores/]],
     ['cpus = 0.001', '[[vcpu]]\nname = "heavy"\ncpus = 0.001\n', ['vcpu:heavy'], [/kern\.toml:3: /, /cpus is 0.001, below the 0.01 cores/]],
     ['a vdisk of 1e30g', '[[vdisk]]\nname = "scratch"\nsize = "1e30g"\n', ['vdisk:scratch'], [/kern\.toml:3: /, /size = "1e30g" is .* over the 16777216 MiB/]],

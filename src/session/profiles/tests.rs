@@ -175,7 +175,7 @@ fn file_mistakes_name_the_line() {
         (
             "[[vcpu]]\nname = \"a\"\nmemory = \"100T\"\n",
             &["vcpu:a"],
-            "kern.toml:3: memory = \"100T\" is 104857600 MiB, over the",
+            "kern.toml:3: memory = \"100T\" is 100 TiB, over the",
         ),
         (
             "[[vcpu]]\nname = \"a\"\ncpus = 1e9\n",
