@@ -544,6 +544,23 @@ export interface PerCallOptions {
   onStdout?: ((chunk: Buffer) => void) | null;
   /** stderr chunk callback for this call, or null for none; omitted means the sandbox's `onStderr`. */
   onStderr?: ((chunk: Buffer) => void) | null;
+  /** ADDITION to the published surface: environment variables for this call only, over the
+   * Sandbox's `env` (a name in both takes this call's value) and under the same rules: string
+   * values, no empty name, no `=` in a name, no NUL byte, within what Linux can exec (a
+   * SandboxError says which rule an entry breaks). Like the Sandbox's, they reach the workload's
+   * environment only: never its argv, never a file. A Python `runCode` with `env` does not
+   * take a `prewarm`ed box (that interpreter started under the Sandbox's environment). */
+  env?: Record<string, string>;
+  /** ADDITION to the published surface: the workload's working directory for this call,
+   * relative to the workspace (`"src"`, `"a/b"`, `"."`); an absolute path must name the
+   * workspace (`/workspace`) or a directory under it. Omitted: the workspace itself. `..` is
+   * resolved by name and may not lead out of the workspace; the rest is resolved in the box.
+   * SandboxError, naming the cause: a path outside the workspace or escaping it through `..`
+   * (before any box starts), a directory that does not exist in the box or is not a directory,
+   * or one whose symlinks lead out of the workspace (the box checks, and runs nothing). A
+   * Python `runCode` with `cwd` runs its code there (and imports from there) and does not take
+   * a `prewarm`ed box. */
+  cwd?: string;
 }
 
 /** A configured sandbox session. Files persist between calls in an on-disk workspace, while every

@@ -249,7 +249,7 @@ class Sandbox {
     if (language !== undefined && !LANGUAGES.includes(language)) {
       throw new SandboxError(`language ${JSON.stringify(language)} is not supported; use one of ${LANGUAGES.map((l) => `"${l}"`).join(', ')}`);
     }
-    return this.#exec({ code, language: language || 'python', timeoutS: perCall.timeoutS }, perCall);
+    return this.#exec({ code, language: language || 'python', ...callRequest(perCall) }, perCall);
   }
 
   async run(command, opts) {
@@ -257,7 +257,7 @@ class Sandbox {
       throw new SandboxError('run() takes an argv array of strings, e.g. run(["ls", "-la"]); it never runs a shell string');
     }
     const perCall = this.#perCall(opts, OPTIONS.run);
-    return this.#exec({ argv: command, timeoutS: perCall.timeoutS }, perCall);
+    return this.#exec({ argv: command, ...callRequest(perCall) }, perCall);
   }
 
   #perCall(opts, known) {
@@ -337,6 +337,11 @@ class Sandbox {
     const nk = await callNative(() => this.#native.kernel(toWire({ timeoutS: opts.timeoutS, jupyter }, 'kernel option')));
     return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
   }
+}
+
+/** What of a call's options goes to the native side as data (the callbacks stay here). */
+function callRequest(perCall) {
+  return { timeoutS: perCall.timeoutS, env: perCall.env, cwd: perCall.cwd };
 }
 
 const KERNEL_TOKEN = Symbol('kernel');

@@ -69,6 +69,11 @@ pub(super) fn conclude(
                     format!("the box could not be built: {rest}"),
                 ));
             }
+            Some(msg::CWD_REFUSED) if report.fault.is_none() => {
+                report.exit_code = 125;
+                report.cwd_refused = Some(rest.to_string());
+                report.fault = Some(Fault::new(FaultKind::StartupFailed, rest));
+            }
             Some(msg::EXEC_FAILED) if report.fault.is_none() => {
                 let (errno, program) = rest.split_once(' ').unwrap_or((rest, ""));
                 let errno: i32 = errno.parse().unwrap_or(libc::ENOENT);

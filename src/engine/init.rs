@@ -534,7 +534,12 @@ fn exec_workload(
         sys::exit_now(127)
     };
     if let Some(cwd) = &spec.cwd {
-        if let Err(e) = std::env::set_current_dir(cwd) {
+        if in_workspace(cwd, &spec.workspace_target) {
+            if let Err(why) = enter_call_cwd(cwd, &spec.workspace_target) {
+                send(init_pipe, &format!("{} {why}", msg::CWD_REFUSED));
+                sys::exit_now(127)
+            }
+        } else if let Err(e) = std::env::set_current_dir(cwd) {
             fail(&format!("chdir {cwd}"), e);
         }
     }
@@ -635,6 +640,39 @@ fn exec_workload(
     }
     send(init_pipe, &format!("{} {last} {program}", msg::EXEC_FAILED));
     sys::exit_now(127)
+}
+
+/// Whether `path` is the workspace target or under it (a call's `cwd`, not the setup box's).
+fn in_workspace(path: &str, target: &str) -> bool {
+    path.strip_prefix(target)
+        .is_some_and(|r| r.is_empty() || r.starts_with('/'))
+}
+
+/// Enters a call's `cwd`, which the caller resolved by name under the workspace: it must
+/// exist here, and its symlinks (which the box may have planted) must not lead out of the
+/// workspace. The error is the caller's SandboxError.
+fn enter_call_cwd(cwd: &str, target: &str) -> std::result::Result<(), String> {
+    let shown = cwd
+        .strip_prefix(target)
+        .map(|r| r.trim_start_matches('/'))
+        .filter(|r| !r.is_empty())
+        .unwrap_or(".");
+    if let Err(e) = std::env::set_current_dir(cwd) {
+        let what = match e.raw_os_error() {
+            Some(libc::ENOENT) => "does not exist in the box's workspace".to_string(),
+            Some(libc::ENOTDIR) => "is not a directory in the box's workspace".to_string(),
+            _ => "cannot be entered in the box".to_string(),
+        };
+        return Err(format!("option `cwd`: {shown:?} {what} ({cwd}: {e})"));
+    }
+    match std::env::current_dir() {
+        Ok(real) if in_workspace(&real.to_string_lossy(), target) => Ok(()),
+        Ok(real) => Err(format!(
+            "option `cwd`: {shown:?} leads to {}, outside the workspace ({target}), through a symlink",
+            real.display()
+        )),
+        Err(e) => Err(format!("option `cwd`: {shown:?}: getcwd in the box: {e}")),
+    }
 }
 
 /// Installs the allowlist, then the notify filter, and hands the notify filter's listener to the

@@ -79,6 +79,10 @@ pub struct BoxReport {
     /// `requireLimits` refused the box before it started: why. The caller throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits_refused: Option<String>,
+    /// A call's `cwd` was missing in the box or led out of the workspace: why. The caller
+    /// throws it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd_refused: Option<String>,
     /// A resident box started: its PID 1 (the state file holds the rest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started: Option<super::sys::ProcId>,

@@ -3,6 +3,7 @@
 
 use super::network;
 use super::opened::Opened;
+use super::percall::PerCall;
 use super::persist;
 use super::pool;
 use super::pyc;
@@ -10,6 +11,7 @@ use super::result::{over_quota, workspace_changes, ExecRequest, ExecResult, RESU
 use super::stderr::Stderr;
 use super::writers::Active;
 use crate::engine::launch::Chunk;
+use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use crate::lang::Language;
@@ -48,8 +50,17 @@ pub(super) async fn exec(
         None | Some(serde_json::Value::Null) => cfg.timeout_ms,
         Some(v) => super::options::timeout_ms("timeoutS", v)?,
     };
+    let per_call = PerCall::of(&req, DEFAULT_WORKSPACE_TARGET)?;
     let workspace = opened.workspace_path()?;
-    let mut spec = opened.spec(argv, &lang_env, timeout_ms, cell.is_some(), &workspace);
+    let mut spec = opened.call_spec(
+        argv,
+        &lang_env,
+        &per_call.env,
+        timeout_ms,
+        cell.is_some(),
+        &workspace,
+    );
+    spec.cwd = per_call.cwd.clone();
     // What the kernel would refuse with E2BIG is the caller's mistake, said before a box.
     crate::config::check_exec_size(&spec.argv, &spec.env)?;
     let attached = opened.resident.get();
@@ -90,9 +101,12 @@ pub(super) async fn exec(
         }
     }
     let before = if track { before } else { None };
-    // A python cell that doesn't stream takes a prewarmed box when the pool has one.
+    // A python cell that doesn't stream takes a prewarmed box when the pool has one. Not a
+    // call with its own env or cwd: a prewarmed interpreter started before they were known,
+    // under the session's, and a cell can't change them for the interpreter's own start-up
+    // (PYTHON* variables, sys.path[0]).
     let slot = match (&cell, &sink) {
-        (Some(_), None) => pool::take(&opened),
+        (Some(_), None) if per_call.is_plain() => pool::take(&opened),
         _ => None,
     };
     if let (Some(slot), Some(code)) = (slot, &cell) {
@@ -137,6 +151,9 @@ pub(super) async fn exec(
     // copies are gone.
     drop(channel);
     if let Some(why) = outcome.report.limits_refused {
+        return Err(Error::Invalid(why));
+    }
+    if let Some(why) = outcome.report.cwd_refused {
         return Err(Error::Invalid(why));
     }
     if outcome.report.resident_gone.is_some() {

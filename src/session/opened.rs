@@ -116,13 +116,27 @@ impl Opened {
         channel: bool,
         workspace: &Path,
     ) -> BoxSpec {
+        self.call_spec(argv, lang_env, &[], timeout_ms, channel, workspace)
+    }
+
+    /// As `spec`, with a call's own `env` over the Sandbox's (and under nothing but the pyc
+    /// hook, which goes in front of any PYTHONPATH).
+    pub(super) fn call_spec(
+        &self,
+        argv: Vec<String>,
+        lang_env: &[(String, String)],
+        call_env: &[(String, String)],
+        timeout_ms: u64,
+        channel: bool,
+        workspace: &Path,
+    ) -> BoxSpec {
         let cfg = &self.config;
         let mut env = self.base_env.clone();
         if self.deps {
             deps::deps_env(&mut env);
         }
         let mut binds = cfg.mounts.clone();
-        for (k, v) in lang_env.iter().chain(&cfg.env) {
+        for (k, v) in lang_env.iter().chain(&cfg.env).chain(call_env) {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
         }

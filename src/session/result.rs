@@ -18,6 +18,10 @@ pub struct ExecRequest {
     pub language: Option<String>,
     /// Per-call override of `timeoutS`.
     pub timeout_s: Option<serde_json::Value>,
+    /// Per-call `env`, over the Sandbox's (`percall`).
+    pub env: Option<serde_json::Value>,
+    /// Per-call `cwd`, workspace-relative (`percall`).
+    pub cwd: Option<serde_json::Value>,
 }
 
 /// What one call produced (`binding::NativeResult` carries it to the JS layer).

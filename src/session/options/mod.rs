@@ -17,6 +17,8 @@ mod value;
 pub use crate::config::Config;
 pub use limits::timeout_ms;
 pub use network::egress_policy;
+/// A call's `env` follows the Sandbox's rules (`session::percall`).
+pub(crate) use runtime::parse_env;
 
 use crate::error::Result;
 use serde_json::{Map, Value};

@@ -98,7 +98,7 @@ pub(super) fn env(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> {
     Ok(())
 }
 
-pub(super) fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
+pub(crate) fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
     let map = v
         .as_object()
         .ok_or_else(|| type_err("env", "an object of string values", v))?;

@@ -1,0 +1,148 @@
+//! A call's own additions to the session's box (`PerCallOptions`): its `env` (over the
+//! Sandbox's, same rules) and its `cwd` (workspace-relative). Checked here before any box
+//! starts; whether the directory exists, and where its symlinks lead, only the box can say
+//! (`engine::init`, `msg::CWD_REFUSED`).
+
+use super::result::ExecRequest;
+use crate::error::{Error, Result};
+use serde_json::Value;
+
+/// What one call adds to the session's box, checked.
+#[derive(Debug, Default)]
+pub(super) struct PerCall {
+    /// Goes over the Sandbox's `env` (and the language's own), as the Sandbox's goes over the
+    /// image's.
+    pub(super) env: Vec<(String, String)>,
+    /// The workload's cwd in the box, absolute (under the workspace target); None: the workspace.
+    pub(super) cwd: Option<String>,
+}
+
+impl PerCall {
+    /// Reads `env` and `cwd` from the request; `target` is where the workspace is in the box.
+    pub(super) fn of(req: &ExecRequest, target: &str) -> Result<PerCall> {
+        let env = match req.env.as_ref().filter(|v| !v.is_null()) {
+            Some(v) => super::options::parse_env(v)?,
+            None => Vec::new(),
+        };
+        let cwd = match req.cwd.as_ref().filter(|v| !v.is_null()) {
+            Some(Value::String(s)) => Some(box_cwd(target, s)?),
+            Some(other) => {
+                return crate::invalid!(
+                    "option `cwd` must be a workspace-relative path as a string, got {}",
+                    crate::config::describe(other)
+                )
+            }
+            None => None,
+        };
+        Ok(PerCall { env, cwd })
+    }
+
+    /// Whether a prewarmed box can serve the call: it was started before the call's env and
+    /// cwd were known, and its interpreter already runs with the session's.
+    pub(super) fn is_plain(&self) -> bool {
+        self.env.is_empty() && self.cwd.is_none()
+    }
+}
+
+/// `cwd` as an absolute path in the box, under `target`. Relative paths are taken from the
+/// workspace; an absolute one must name the workspace or something under it. `.` and `..` are
+/// resolved here, by name: a `..` that leaves the workspace is refused. Symlinks are the box's
+/// to resolve (the box refuses a cwd they lead out of).
+fn box_cwd(target: &str, cwd: &str) -> Result<String> {
+    if cwd.is_empty() {
+        return crate::invalid!("option `cwd` is empty; give a path relative to the workspace, such as \"src\" or \".\"");
+    }
+    if cwd.contains('\0') {
+        return crate::invalid!("option `cwd` contains a NUL byte");
+    }
+    let rest = if cwd.starts_with('/') {
+        let rest = cwd
+            .strip_prefix(target)
+            .filter(|r| r.is_empty() || r.starts_with('/'));
+        match rest {
+            Some(r) => r,
+            None => {
+                return Err(Error::Invalid(format!(
+                    "option `cwd`: {cwd:?} is outside the workspace ({target}); a call's cwd is a path relative to the workspace"
+                )))
+            }
+        }
+    } else {
+        cwd
+    };
+    let mut parts: Vec<&str> = Vec::new();
+    for c in rest.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                if parts.pop().is_none() {
+                    return crate::invalid!(
+                        "option `cwd`: {cwd:?} leads out of the workspace through `..`"
+                    );
+                }
+            }
+            c => parts.push(c),
+        }
+    }
+    Ok(if parts.is_empty() {
+        target.to_string()
+    } else {
+        format!("{}/{}", target.trim_end_matches('/'), parts.join("/"))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cwd_is_resolved_under_the_workspace_by_name() {
+        let t = "/workspace";
+        assert_eq!(box_cwd(t, "src").unwrap(), "/workspace/src");
+        assert_eq!(box_cwd(t, "./a//b/").unwrap(), "/workspace/a/b");
+        assert_eq!(box_cwd(t, ".").unwrap(), "/workspace");
+        assert_eq!(box_cwd(t, "a/../b").unwrap(), "/workspace/b");
+        assert_eq!(box_cwd(t, "/workspace").unwrap(), "/workspace");
+        assert_eq!(box_cwd(t, "/workspace/x/..").unwrap(), "/workspace");
+    }
+
+    #[test]
+    fn cwd_outside_the_workspace_is_refused() {
+        let t = "/workspace";
+        for (bad, why) in [
+            ("..", "`..`"),
+            ("a/../..", "`..`"),
+            ("/workspace/..", "`..`"),
+            ("/etc", "outside the workspace"),
+            ("/workspaces", "outside the workspace"),
+            ("", "empty"),
+            ("a\0b", "NUL"),
+        ] {
+            let e = box_cwd(t, bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn env_takes_the_sandbox_env_rules() {
+        let req = |v: Value| ExecRequest {
+            env: Some(v),
+            ..Default::default()
+        };
+        let ok = PerCall::of(&req(serde_json::json!({"A": "1"})), "/workspace").unwrap();
+        assert_eq!(ok.env, vec![("A".to_string(), "1".to_string())]);
+        assert!(!ok.is_plain());
+        for bad in [
+            serde_json::json!({"A=B": "1"}),
+            serde_json::json!({"A": 1}),
+            serde_json::json!(["A"]),
+        ] {
+            let e = PerCall::of(&req(bad), "/workspace")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("option `env`"), "{e}");
+        }
+        let plain = PerCall::of(&ExecRequest::default(), "/workspace").unwrap();
+        assert!(plain.is_plain());
+    }
+}
