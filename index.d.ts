@@ -561,6 +561,13 @@ export interface PerCallOptions {
    * Python `runCode` with `cwd` runs its code there (and imports from there) and does not take
    * a `prewarm`ed box. */
   cwd?: string;
+  /** ADDITION to the published surface: what the workload reads on its stdin (fd 0), a string
+   * (as UTF-8) or a Buffer, delivered through a pipe and then closed, so the workload reads
+   * it and then end-of-file. Omitted: stdin is `/dev/null`, as before. At most 16 MiB (a
+   * SandboxError over it: put larger input in a workspace file). A workload that exits without
+   * reading it all just leaves the rest unread. A Python `runCode` with `stdin` does not take
+   * a `prewarm`ed box. */
+  stdin?: string | Buffer;
 }
 
 /** A configured sandbox session. Files persist between calls in an on-disk workspace, while every

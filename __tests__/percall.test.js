@@ -1,9 +1,9 @@
 'use strict';
 // rootless: yes
-// Per-call options beyond the spec (issue 19, ADDITIONS in index.d.ts): a call's own `env` and
-// `cwd`, through the public API, in python, bash and node. Root and rootless alike.
+// Per-call options beyond the spec (issue 19, ADDITIONS in index.d.ts): a call's own `env`,
+// `cwd` and `stdin`, through the public API, in python, bash and node. Root and rootless alike.
 
-const { opts, sharedSandbox } = require('./helpers');
+const { opts, sharedSandbox, makeTempDir, uniqueName } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 const sb = sharedSandbox({ env: { FROM_SANDBOX: 'sb', BOTH: 'sandbox' } });
@@ -83,8 +83,43 @@ describe('per-call env and cwd', () => {
   });
 });
 
-describe('per-call env and cwd with prewarm', () => {
-  test('a python call with env or cwd runs with them (not in a prewarmed box started without them)', async () => {
+// Each language echoes its stdin, byte for byte, and says how many bytes it read.
+const ECHO_STDIN = {
+  python: 'import sys\ndata = sys.stdin.buffer.read()\nsys.stdout.buffer.write(data)\nprint(len(data))',
+  bash: 'data=$(cat; echo .); data=${data%.}; printf %s "$data"; printf "%s\\n" "$(printf %s "$data" | wc -c)"',
+  node: 'const d = require("fs").readFileSync(0); process.stdout.write(d); console.log(d.length)',
+};
+
+describe('per-call stdin', () => {
+  test.each(Object.keys(ECHO_STDIN))('%s reads the call\'s stdin, then end-of-file', async (language) => {
+    const r = await sb.runCode(ECHO_STDIN[language], { language, stdin: 'line one\nline two\n' });
+    expect(r.fault).toBeNull();
+    expect(r.stdout).toBe('line one\nline two\n18\n');
+  });
+
+  test('run(): a Buffer larger than a pipe holds arrives whole; without stdin it is /dev/null', async () => {
+    const big = Buffer.alloc(3 << 20, 'abcdefgh');
+    const r = await sb.run(['sh', '-c', 'wc -c; readlink /proc/self/fd/0 | cut -c1-5'], { stdin: big });
+    expect(r.stdout).toBe(`${big.length}\npipe:\n`);
+    const none = await sb.run(['sh', '-c', 'wc -c; readlink /proc/self/fd/0 | cut -c1-5']);
+    expect(none.stdout).toMatch(/^0\n/);
+    expect(none.stdout).not.toContain('pipe:');
+  });
+
+  test('a workload that exits without reading its stdin just ends', async () => {
+    const r = await sb.run(['true'], { stdin: Buffer.alloc(4 << 20) });
+    expect(r.exitCode).toBe(0);
+    expect(r.fault).toBeNull();
+  });
+
+  test('stdin over 16 MiB, or of another type, is a SandboxError', async () => {
+    await expect(sb.run(['true'], { stdin: Buffer.alloc((16 << 20) + 1) })).rejects.toThrow(/option `stdin` is 16777217 bytes; a call.s stdin may hold at most 16777216 bytes \(16 MiB\)/);
+    await expect(sb.run(['true'], { stdin: 42 })).rejects.toThrow(/option `stdin` must be a string or a Buffer/);
+  });
+});
+
+describe('per-call env, cwd and stdin with prewarm', () => {
+  test('a python call with env, cwd or stdin runs with them (not in a prewarmed box started without them)', async () => {
     const s = await new Sandbox(opts({ prewarm: 1 })).open();
     try {
       await s.writeFile('w/x.txt', '');
@@ -92,7 +127,27 @@ describe('per-call env and cwd with prewarm', () => {
       expect(r.stdout).toBe('p /workspace/w\n');
       const plain = await s.runCode('import os\nprint(os.environ.get("PER_CALL"), os.getcwd())');
       expect(plain.stdout).toBe('None /workspace\n');
+      const fed = await s.runCode('import sys\nprint(sys.stdin.read())', { stdin: 'fed' });
+      expect(fed.stdout).toBe('fed\n');
     } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('per-call options in a resident box (persist)', () => {
+  test('a call into a resident box takes env, cwd and stdin too', async () => {
+    const s = await new Sandbox(opts({ persist: true, name: uniqueName('percall'), workspace: makeTempDir() })).open();
+    try {
+      await s.writeFile('in/here.txt', '');
+      const r = await s.run(['sh', '-c', 'echo "$PER_CALL $(pwd)"; cat'], { env: { PER_CALL: 'resident' }, cwd: 'in', stdin: 'fed\n' });
+      expect(r.fault).toBeNull();
+      expect(r.stdout).toBe('resident /workspace/in\nfed\n');
+      const missing = await s.run(['true'], { cwd: 'nowhere' }).catch((x) => x);
+      expect(missing).toBeInstanceOf(SandboxError);
+      expect(missing.message).toMatch(/"nowhere" does not exist in the box's workspace/);
+    } finally {
+      await s.destroy();
       await s.close();
     }
   });

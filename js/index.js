@@ -273,7 +273,8 @@ class Sandbox {
     const pick = (k, session) => (perCall[k] === undefined ? session : perCall[k]);
     const out = guard('onStdout', pick('onStdout', this.#onStdout), errors);
     const err = guard('onStderr', pick('onStderr', this.#onStderr), errors);
-    const r = await callNative(() => this.#native.exec(toWire(request, 'call'), out, err));
+    const stdin = stdinBuffer(perCall.stdin);
+    const r = await callNative(() => this.#native.exec(toWire(request, 'call'), out, err, stdin));
     return new ExecutionResult(r, errors);
   }
 
@@ -339,7 +340,17 @@ class Sandbox {
   }
 }
 
-/** What of a call's options goes to the native side as data (the callbacks stay here). */
+/** A call's `stdin` as the Buffer the native side feeds to the workload, or undefined. */
+function stdinBuffer(stdin) {
+  if (stdin === undefined || stdin === null) return undefined;
+  if (typeof stdin === 'string') return Buffer.from(stdin, 'utf8');
+  if (Buffer.isBuffer(stdin)) return stdin;
+  if (stdin instanceof Uint8Array) return Buffer.from(stdin.buffer, stdin.byteOffset, stdin.byteLength);
+  throw new SandboxError('option `stdin` must be a string or a Buffer');
+}
+
+/** What of a call's options goes to the native side as data (the callbacks and stdin stay
+ * out of the JSON). */
 function callRequest(perCall) {
   return { timeoutS: perCall.timeoutS, env: perCall.env, cwd: perCall.cwd };
 }

@@ -3,7 +3,7 @@
 
 use crate::engine::launch::{Chunk, Stream};
 use crate::error::Error;
-use crate::session::{ExecRequest, Sandbox};
+use crate::session::{CallInput, ExecRequest, Sandbox};
 use napi::bindgen_prelude::Buffer;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi_derive::napi;
@@ -123,18 +123,29 @@ impl NativeSandbox {
         self.inner.abandon();
     }
 
-    /// Runs one call; resolves to the result once every chunk was delivered.
+    /// Runs one call; resolves to the result once every chunk was delivered. `stdin`: the
+    /// bytes the workload reads on fd 0 (else /dev/null).
     #[napi]
     pub async fn exec(
         &self,
         request_json: String,
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
+        stdin: Option<Buffer>,
     ) -> napi::Result<NativeResult> {
         let req: ExecRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
+        let input = CallInput {
+            stdin: match stdin {
+                Some(b) => {
+                    crate::session::check_stdin(b.len()).map_err(to_napi)?;
+                    Some(b.to_vec())
+                }
+                None => None,
+            },
+        };
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
-        let result = self.inner.exec(req, tx).await;
+        let result = self.inner.exec(req, input, tx).await;
         finish(result, forwarder).await
     }
 

@@ -63,6 +63,8 @@ pub struct BoxFds<F = OwnedFd> {
     pub channel: Option<F>,
     /// The egress relay's line to the caller's proxy (`spec.egress`).
     pub egress: Option<F>,
+    /// The read end of the workload's stdin (`spec.stdin`).
+    pub stdin: Option<F>,
 }
 
 impl<F> Default for BoxFds<F> {
@@ -70,6 +72,7 @@ impl<F> Default for BoxFds<F> {
         BoxFds {
             channel: None,
             egress: None,
+            stdin: None,
         }
     }
 }
@@ -77,7 +80,7 @@ impl<F> Default for BoxFds<F> {
 impl<F: AsFd> BoxFds<F> {
     /// The descriptors in the order they travel.
     pub fn raw(&self) -> Vec<RawFd> {
-        [&self.channel, &self.egress]
+        [&self.channel, &self.egress, &self.stdin]
             .into_iter()
             .flatten()
             .map(|f| f.as_fd().as_raw_fd())
@@ -95,7 +98,19 @@ impl BoxFds {
         } else {
             None
         };
-        BoxFds { channel, egress }
+        let stdin = if spec.stdin { fds.next() } else { None };
+        BoxFds {
+            channel,
+            egress,
+            stdin,
+        }
+    }
+
+    /// Whether the descriptors are the ones `spec` announces.
+    pub fn match_spec(&self, spec: &BoxSpec) -> bool {
+        spec.channel == self.channel.is_some()
+            && spec.egress.is_some() == self.egress.is_some()
+            && spec.stdin == self.stdin.is_some()
     }
 }
 

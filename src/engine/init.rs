@@ -76,6 +76,7 @@ pub(super) fn child(
     keep.extend(trees.binds.iter().map(|f| f.as_raw_fd()));
     keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(passed.egress.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(passed.stdin.as_ref().map(|f| f.as_raw_fd()));
     sys::close_others(&keep);
     if in_cgroup {
         // The box sees its own cgroup as the root of the hierarchy.
@@ -138,6 +139,7 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
     let mut keep = vec![init_w.as_raw_fd()];
     keep.extend(j.namespaces.iter().map(|(_, f)| f.as_raw_fd()));
     keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(passed.stdin.as_ref().map(|f| f.as_raw_fd()));
     sys::close_others(&keep);
     for (flag, fd) in j.namespaces {
         if let Err(e) = nix::sched::setns(fd, *flag) {
@@ -168,13 +170,14 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
         },
         None => (None, None),
     };
-    let BoxFds { channel, .. } = passed;
+    let BoxFds { channel, stdin, .. } = passed;
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_w, channel, listener_tx, fallback),
+        Ok(Forked::Child) => exec_workload(spec, init_w, channel, stdin, listener_tx, fallback),
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => fail("fork the workload", &e),
     };
     drop(channel);
+    drop(stdin);
     drop(listener_tx);
     send(&init_w, &format!("{} {workload}", msg::PID));
     let code = match listener_rx {
@@ -207,7 +210,11 @@ fn pid1(
         );
         sys::exit_now(1);
     }
-    let BoxFds { channel, egress } = passed;
+    let BoxFds {
+        channel,
+        egress,
+        stdin,
+    } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
         if let Err(err) = super::relay::start(e.port, &e.direct, line) {
             send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
@@ -218,6 +225,7 @@ fn pid1(
         // A resident box: no workload of its own. Calls join it later (`resident::call`); their
         // orphans land here.
         drop(channel);
+        drop(stdin);
         send(&init_pipe, &msg::READY.to_string());
         idle_reaper();
     }
@@ -239,10 +247,12 @@ fn pid1(
         None => (None, None),
     };
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, listener_tx, fallback),
+        Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, stdin, listener_tx, fallback),
         Ok(Forked::Parent(pid)) => {
-            // The workload's channel is the workload's alone.
+            // The workload's channel and stdin are the workload's alone: the caller's writer
+            // sees EPIPE once the workload is gone.
             drop(channel);
+            drop(stdin);
             drop(listener_tx);
             pid
         }
@@ -513,6 +523,7 @@ fn exec_workload(
     spec: &BoxSpec,
     init_pipe: OwnedFd,
     channel: Option<OwnedFd>,
+    stdin: Option<OwnedFd>,
     listener_tx: Option<OwnedFd>,
     fallback: &Fallback,
 ) -> ! {
@@ -557,6 +568,13 @@ fn exec_workload(
     }
     if let Err(e) = sys::cloexec_from(3) {
         fail("close fds", e);
+    }
+    // Before the channel goes to fd 3, which this pipe's end may occupy (its own number closes
+    // at exec).
+    if let Some(input) = &stdin {
+        if let Err(e) = sys::place_at(input.as_fd(), 0) {
+            fail("place stdin at fd 0", e);
+        }
     }
     if let Some(ch) = &channel {
         if let Err(e) = sys::place_at(ch.as_fd(), CHANNEL_FD) {

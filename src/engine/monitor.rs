@@ -191,9 +191,7 @@ pub fn run_box(spec: &BoxSpec, prepared: Prepared, caller: Caller<'_>) {
     } = caller;
     // A resident box reports once it has started, long before it ends: whoever reports takes it.
     let mut reporter = Some(on_report);
-    let report = if spec.channel != passed.channel.is_some()
-        || spec.egress.is_some() != passed.egress.is_some()
-    {
+    let report = if !passed.match_spec(spec) {
         BoxReport::startup_failed(
             "internal error: a descriptor of the box was announced but not sent, or the reverse",
         )

@@ -73,6 +73,11 @@ pub struct BoxSpec {
     /// private channel to the caller (the python driver's results travel on it).
     #[serde(default)]
     pub channel: bool,
+    /// The caller sent a pipe's read end with this spec (SCM_RIGHTS, after the channel and the
+    /// egress line): the workload's fd 0, which the caller feeds and closes (a call's `stdin`).
+    /// Without it, fd 0 is /dev/null.
+    #[serde(default)]
+    pub stdin: bool,
     /// Extra host binds (the `mounts` option, checked by the caller), mounted in this order.
     #[serde(default)]
     pub binds: Vec<BindSpec>,

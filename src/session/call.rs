@@ -3,7 +3,7 @@
 
 use super::network;
 use super::opened::Opened;
-use super::percall::PerCall;
+use super::percall::{self, CallInput, PerCall};
 use super::persist;
 use super::pool;
 use super::pyc;
@@ -25,6 +25,7 @@ pub(super) async fn exec(
     opened: Arc<Opened>,
     kern_path: &Path,
     req: ExecRequest,
+    input: CallInput,
     sink: Option<UnboundedSender<Chunk>>,
 ) -> Result<ExecResult> {
     let cfg = &opened.config;
@@ -61,6 +62,7 @@ pub(super) async fn exec(
         &workspace,
     );
     spec.cwd = per_call.cwd.clone();
+    spec.stdin = input.stdin.is_some();
     // What the kernel would refuse with E2BIG is the caller's mistake, said before a box.
     crate::config::check_exec_size(&spec.argv, &spec.env)?;
     let attached = opened.resident.get();
@@ -104,9 +106,9 @@ pub(super) async fn exec(
     // A python cell that doesn't stream takes a prewarmed box when the pool has one. Not a
     // call with its own env or cwd: a prewarmed interpreter started before they were known,
     // under the session's, and a cell can't change them for the interpreter's own start-up
-    // (PYTHON* variables, sys.path[0]).
+    // (PYTHON* variables, sys.path[0]). Nor a call with stdin: its fd 0 is /dev/null.
     let slot = match (&cell, &sink) {
-        (Some(_), None) if per_call.is_plain() => pool::take(&opened),
+        (Some(_), None) if per_call.is_plain() && !spec.stdin => pool::take(&opened),
         _ => None,
     };
     if let (Some(slot), Some(code)) = (slot, &cell) {
@@ -131,7 +133,10 @@ pub(super) async fn exec(
         None => (None, None),
     };
     let line = opened.egress_line(&spec)?;
-    let fds = network::fds(channel.as_ref(), line.as_ref());
+    let mut fds = network::fds(channel.as_ref(), line.as_ref());
+    // Fed from now on: what the pipe holds waits for the box; the rest for the workload.
+    let stdin = input.stdin.map(percall::stdin_pipe).transpose()?;
+    fds.stdin = stdin.as_ref().map(|(read, _)| read);
     let kern = opened.kern(kern_path)?;
     let first = kern
         .run(&spec, cfg.max_output, sink.clone(), cancel.clone(), fds)
@@ -150,6 +155,11 @@ pub(super) async fn exec(
     // Our copy of the box's end goes now: the reader sees EOF once the box's
     // copies are gone.
     drop(channel);
+    // The box is gone: so is whatever of its stdin it did not read.
+    if let Some((read, feeder)) = stdin {
+        drop(read);
+        feeder.abort();
+    }
     if let Some(why) = outcome.report.limits_refused {
         return Err(Error::Invalid(why));
     }

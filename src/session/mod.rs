@@ -35,6 +35,7 @@ pub mod stderr;
 mod writers;
 
 pub use kernel::OpenKernel;
+pub use percall::{check_stdin, CallInput};
 pub use result::{ExecRequest, ExecResult};
 pub use stderr::Stderr;
 
@@ -190,13 +191,14 @@ impl Sandbox {
         longbox::open_kernel(opened, &self.kern, timeout_s, jupyter).await
     }
 
-    /// Runs one call in a fresh box.
+    /// Runs one call in a fresh box; `input` is what it brings beside its request's data.
     pub async fn exec(
         &self,
         req: ExecRequest,
+        input: CallInput,
         sink: Option<UnboundedSender<Chunk>>,
     ) -> Result<ExecResult> {
         let opened = self.opened().await?;
-        call::exec(opened, &self.kern, req, sink).await
+        call::exec(opened, &self.kern, req, input, sink).await
     }
 }

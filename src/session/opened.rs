@@ -157,6 +157,7 @@ impl Opened {
             hostname: DEFAULT_HOSTNAME.into(),
             user: self.image.user.clone(),
             channel,
+            stdin: false,
             binds,
             host_network: false,
             etc: Vec::new(),

@@ -1,11 +1,53 @@
 //! A call's own additions to the session's box (`PerCallOptions`): its `env` (over the
-//! Sandbox's, same rules) and its `cwd` (workspace-relative). Checked here before any box
-//! starts; whether the directory exists, and where its symlinks lead, only the box can say
-//! (`engine::init`, `msg::CWD_REFUSED`).
+//! Sandbox's, same rules), its `cwd` (workspace-relative) and its `stdin` (a pipe kern's
+//! caller feeds, then closes). Checked here before any box starts; whether the directory
+//! exists, and where its symlinks lead, only the box can say (`engine::init`,
+//! `msg::CWD_REFUSED`).
 
 use super::result::ExecRequest;
+use crate::config::show_bytes;
 use crate::error::{Error, Result};
 use serde_json::Value;
+use std::os::fd::OwnedFd;
+
+/// The most a call's `stdin` may hold. It is copied out of the caller's buffer before the
+/// call starts, so this bounds what one call adds to the host's memory; more input belongs in
+/// a workspace file.
+pub const MAX_STDIN_BYTES: usize = 16 << 20;
+
+/// What a call brings beside its request's data: the bytes for its stdin.
+#[derive(Debug, Default)]
+pub struct CallInput {
+    pub stdin: Option<Vec<u8>>,
+}
+
+/// A call's `stdin` of `len` bytes against `MAX_STDIN_BYTES`, before it is copied.
+pub fn check_stdin(len: usize) -> Result<()> {
+    if len > MAX_STDIN_BYTES {
+        return crate::invalid!(
+            "option `stdin` is {len} bytes; a call's stdin may hold at most {MAX_STDIN_BYTES} bytes ({}). Write larger input to a workspace file (writeFile) and read it from there",
+            show_bytes(MAX_STDIN_BYTES as u64)
+        );
+    }
+    Ok(())
+}
+
+/// The workload's stdin: a pipe whose read end goes to the box (`BoxSpec::stdin`) and whose
+/// write end a task feeds `data` into, then closes, so the workload reads the bytes and then
+/// EOF. The task ends at EOF, or at EPIPE once no reader is left; the caller aborts it when the
+/// call is over, so a workload that never read leaves nothing behind.
+pub(super) fn stdin_pipe(data: Vec<u8>) -> Result<(OwnedFd, tokio::task::JoinHandle<()>)> {
+    use tokio::io::AsyncWriteExt;
+    let io = |e: std::io::Error| Error::Runtime(format!("a pipe for the call's stdin: {e}"));
+    let (read, write) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(|e| io(e.into()))?;
+    let mut tx = tokio::net::unix::pipe::Sender::from_owned_fd(write).map_err(io)?;
+    let feeder = tokio::spawn(async move {
+        // EPIPE (the workload exited without reading it all) is the workload's business.
+        let _ = tx.write_all(&data).await;
+    });
+    Ok((read, feeder))
+}
 
 /// What one call adds to the session's box, checked.
 #[derive(Debug, Default)]

@@ -444,6 +444,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         devices: Vec::new(),
         resident: None,
         cwd: None,
+        stdin: false,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;

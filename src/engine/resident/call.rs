@@ -165,7 +165,11 @@ fn call(
             )
         }
     }
-    if spec.channel != passed.channel.is_some() || passed.egress.is_some() {
+    // A call has no egress line of its own (the box's relay has it).
+    if spec.channel != passed.channel.is_some()
+        || passed.egress.is_some()
+        || spec.stdin != passed.stdin.is_some()
+    {
         return BoxReport::startup_failed(
             "internal error: a descriptor of the call was announced but not sent, or the reverse",
         );
