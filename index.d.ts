@@ -568,6 +568,15 @@ export interface PerCallOptions {
    * reading it all just leaves the rest unread. A Python `runCode` with `stdin` does not take
    * a `prewarm`ed box. */
   stdin?: string | Buffer;
+  /** ADDITION to the published surface: aborts the call. Aborting ends the call's box and
+   * every process in it (the path `close()` takes, for this call's box alone; in a `persist`
+   * sandbox, the call's processes as its timeout does), and only once they are gone does the
+   * promise reject, with `signal.reason` (an `AbortError` `DOMException` unless the abort
+   * gave another), as Node's own APIs do. A signal already aborted rejects at once, without
+   * starting a box. A call that finished before the abort resolves as usual. A Python
+   * `runCode` with a `signal` does not take a `prewarm`ed box. Not an `AbortSignal`: a
+   * SandboxError. */
+  signal?: AbortSignal;
 }
 
 /** A configured sandbox session. Files persist between calls in an on-disk workspace, while every

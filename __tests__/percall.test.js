@@ -1,9 +1,10 @@
 'use strict';
 // rootless: yes
 // Per-call options beyond the spec (issue 19, ADDITIONS in index.d.ts): a call's own `env`,
-// `cwd` and `stdin`, through the public API, in python, bash and node. Root and rootless alike.
+// `cwd`, `stdin` and `signal`, through the public API, in python, bash and node. Root and
+// rootless alike.
 
-const { opts, sharedSandbox, makeTempDir, uniqueName } = require('./helpers');
+const { opts, sharedSandbox, makeTempDir, uniqueName, hostProcessesMatching } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 const sb = sharedSandbox({ env: { FROM_SANDBOX: 'sb', BOTH: 'sandbox' } });
@@ -115,6 +116,85 @@ describe('per-call stdin', () => {
   test('stdin over 16 MiB, or of another type, is a SandboxError', async () => {
     await expect(sb.run(['true'], { stdin: Buffer.alloc((16 << 20) + 1) })).rejects.toThrow(/option `stdin` is 16777217 bytes; a call.s stdin may hold at most 16777216 bytes \(16 MiB\)/);
     await expect(sb.run(['true'], { stdin: 42 })).rejects.toThrow(/option `stdin` must be a string or a Buffer/);
+  });
+});
+
+/** Starts `start(signal, onStdout)` (a call that prints "up" once its processes run, each
+ * with `marker` in its cmdline), aborts it once "up" came and the host sees them, and returns
+ * the rejection and the host processes with the marker right after it. */
+async function abortOnceUp(marker, start, reason) {
+  const ac = new AbortController();
+  let up;
+  const isUp = new Promise((resolve) => (up = resolve));
+  const call = start(ac.signal, (chunk) => {
+    if (chunk.toString().includes('up')) up();
+  });
+  const settled = call.then(
+    (r) => ({ resolved: r }),
+    (e) => ({ rejected: e }),
+  );
+  await isUp;
+  const before = hostProcessesMatching(marker);
+  if (reason === undefined) ac.abort();
+  else ac.abort(reason);
+  const outcome = await settled;
+  return { outcome, before, after: hostProcessesMatching(marker) };
+}
+
+describe('per-call signal', () => {
+  test('run(): abort during `sleep 30` ends the box and everything in it, then rejects with an AbortError', async () => {
+    const marker = uniqueName('percallabort');
+    // Forks of the shell keep its cmdline, marker and all; `done-<marker>` appears only if
+    // the sleep ran out, which an abort must prevent (the timeout, past the sleep, lets the
+    // file appear when the abort kills nothing).
+    const script = `(while :; do sleep 1; done) & (sleep 30; touch done-${marker}) & echo up; wait`;
+    const { outcome, before, after } = await abortOnceUp(marker, (signal, onStdout) =>
+      sb.run(['sh', '-c', script, marker], { signal, onStdout, timeoutS: 40 }),
+    );
+    expect(before.length).toBeGreaterThanOrEqual(3);
+    expect(outcome.rejected).toBeInstanceOf(DOMException);
+    expect(outcome.rejected.name).toBe('AbortError');
+    expect(after).toEqual([]);
+    expect((await sb.listFiles()).map((f) => f.path)).not.toContain(`done-${marker}`);
+  });
+
+  test.each([
+    ['python', (m) => `import subprocess, time\np = subprocess.Popen(["sh", "-c", "sleep 30", "${m}"])\nprint("up", flush=True)\ntime.sleep(30)`],
+    ['bash', (m) => `bash -c 'sleep 30' ${m} & echo up; wait`],
+    ['node', (m) => `require("child_process").spawn("sh", ["-c", "sleep 30", "${m}"], { stdio: "inherit" }); console.log("up")`],
+  ])('%s runCode: aborted with a reason of its own, it rejects with that reason once the box is gone', async (language, code) => {
+    const marker = uniqueName('percallabort');
+    const reason = new Error(`stop ${language}`);
+    const { outcome, before, after } = await abortOnceUp(marker, (signal, onStdout) =>
+      sb.runCode(code(marker), { language, signal, onStdout }), reason);
+    expect(before.length).toBeGreaterThanOrEqual(1);
+    expect(outcome.rejected).toBe(reason);
+    expect(after).toEqual([]);
+  });
+
+  test('an already-aborted signal rejects with its reason and starts no box', async () => {
+    const name = uniqueName('percallnever');
+    const e = await sb.run(['touch', name], { signal: AbortSignal.abort() }).catch((x) => x);
+    expect(e).toBeInstanceOf(DOMException);
+    expect(e.name).toBe('AbortError');
+    const reason = new Error('never started');
+    await expect(sb.runCode(`open("${name}", "w")`, { signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    // A call after them has come and gone; neither of them ever wrote.
+    await sb.run(['true']);
+    expect((await sb.listFiles()).map((f) => f.path)).not.toContain(name);
+  });
+
+  test('a signal that is never aborted changes nothing; one aborted after the call is ignored', async () => {
+    const ac = new AbortController();
+    const r = await sb.run(['echo', 'fine'], { signal: ac.signal });
+    expect(r.stdout).toBe('fine\n');
+    ac.abort();
+    const again = await sb.runCode('print(2)', { signal: new AbortController().signal });
+    expect(again.stdout).toBe('2\n');
+  });
+
+  test('a signal that is not an AbortSignal is a SandboxError', async () => {
+    await expect(sb.run(['true'], { signal: { aborted: false } })).rejects.toThrow(/option `signal` must be an AbortSignal/);
   });
 });
 

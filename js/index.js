@@ -265,6 +265,9 @@ class Sandbox {
       (k) => `unknown per-call option \`${k}\`; a call takes ${known.join(', ')}`);
     checkCallback('onStdout', opts.onStdout);
     checkCallback('onStderr', opts.onStderr);
+    if (opts.signal !== undefined && opts.signal !== null && !(opts.signal instanceof AbortSignal)) {
+      throw new SandboxError('option `signal` must be an AbortSignal (from an AbortController, or AbortSignal.timeout())');
+    }
     return opts;
   }
 
@@ -274,7 +277,31 @@ class Sandbox {
     const out = guard('onStdout', pick('onStdout', this.#onStdout), errors);
     const err = guard('onStderr', pick('onStderr', this.#onStderr), errors);
     const stdin = stdinBuffer(perCall.stdin);
-    const r = await callNative(() => this.#native.exec(toWire(request, 'call'), out, err, stdin));
+    const wire = toWire(request, 'call');
+    const signal = perCall.signal;
+    // As Node's own APIs do: an aborted signal rejects with its reason, and starts nothing.
+    if (signal && signal.aborted) throw signal.reason;
+    if (!signal) return new ExecutionResult(await callNative(() => this.#native.exec(wire, out, err, stdin)), errors);
+    // Registered before the call starts, so an abort can't come first. Aborting ends the box
+    // (and everything in it); the native call settles only once it is gone, and only then
+    // does this reject.
+    const id = this.#native.beginCall();
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      this.#native.abortCall(id);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    let r;
+    try {
+      r = await callNative(() => this.#native.exec(wire, out, err, stdin, id));
+    } catch (e) {
+      if (aborted) throw signal.reason;
+      throw e;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+    if (aborted) throw signal.reason;
     return new ExecutionResult(r, errors);
   }
 

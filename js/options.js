@@ -3,7 +3,7 @@
 // them; __tests__/option-names.test.js holds index.d.ts and `kern run --help` to them. (The
 // Sandbox's own options are checked on the native side: KNOWN in src/session/options/mod.rs.)
 
-const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin'];
+const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal'];
 
 module.exports = {
   /** `run()`: PerCallOptions. */

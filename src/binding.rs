@@ -24,6 +24,15 @@ fn to_napi(e: Error) -> napi::Error {
 #[napi]
 pub struct NativeSandbox {
     inner: Arc<Sandbox>,
+    /// The aborts of calls with a `signal`, by the id `beginCall` gave: registered on the JS
+    /// thread before the call's future exists, so an abort can never come before its call.
+    aborts: Arc<std::sync::Mutex<Aborts>>,
+}
+
+#[derive(Default)]
+struct Aborts {
+    next: u32,
+    by_id: std::collections::HashMap<u32, tokio::sync::watch::Sender<bool>>,
 }
 
 #[napi]
@@ -39,6 +48,7 @@ impl NativeSandbox {
         crate::session::options::check_early(&options).map_err(to_napi)?;
         Ok(NativeSandbox {
             inner: Arc::new(Sandbox::new(options, PathBuf::from(kern_path))),
+            aborts: Default::default(),
         })
     }
 
@@ -123,8 +133,29 @@ impl NativeSandbox {
         self.inner.abandon();
     }
 
+    /// Registers the abort of a call about to start (`exec`'s `call_id`), synchronously.
+    #[napi]
+    pub fn begin_call(&self) -> napi::Result<u32> {
+        let mut a = self.aborts.lock().map_err(|_| poisoned())?;
+        a.next = a.next.wrapping_add(1);
+        let id = a.next;
+        a.by_id.insert(id, tokio::sync::watch::channel(false).0);
+        Ok(id)
+    }
+
+    /// Aborts the call `beginCall` gave `id` (its box is ended); a call already over is left
+    /// alone.
+    #[napi]
+    pub fn abort_call(&self, id: u32) -> napi::Result<()> {
+        let a = self.aborts.lock().map_err(|_| poisoned())?;
+        if let Some(tx) = a.by_id.get(&id) {
+            tx.send_replace(true);
+        }
+        Ok(())
+    }
+
     /// Runs one call; resolves to the result once every chunk was delivered. `stdin`: the
-    /// bytes the workload reads on fd 0 (else /dev/null).
+    /// bytes the workload reads on fd 0 (else /dev/null); `call_id`: its abort (`beginCall`).
     #[napi]
     pub async fn exec(
         &self,
@@ -132,7 +163,17 @@ impl NativeSandbox {
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
         stdin: Option<Buffer>,
+        call_id: Option<u32>,
     ) -> napi::Result<NativeResult> {
+        // The registration goes whatever happens below.
+        let _registered = call_id.map(|id| Registered(self.aborts.clone(), id));
+        let abort = match call_id {
+            Some(id) => {
+                let a = self.aborts.lock().map_err(|_| poisoned())?;
+                a.by_id.get(&id).map(tokio::sync::watch::Sender::subscribe)
+            }
+            None => None,
+        };
         let req: ExecRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
         let input = CallInput {
@@ -143,6 +184,7 @@ impl NativeSandbox {
                 }
                 None => None,
             },
+            abort,
         };
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
         let result = self.inner.exec(req, input, tx).await;
@@ -160,6 +202,23 @@ impl NativeSandbox {
             .await
             .map_err(to_napi)?;
         Ok(NativeKernel { inner: Arc::new(k) })
+    }
+}
+
+fn poisoned() -> napi::Error {
+    to_napi(Error::Runtime(
+        "the call registry's lock is poisoned".into(),
+    ))
+}
+
+/// A call's abort registration, removed when the call is over.
+struct Registered(Arc<std::sync::Mutex<Aborts>>, u32);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut a) = self.0.lock() {
+            a.by_id.remove(&self.1);
+        }
     }
 }
 

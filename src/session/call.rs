@@ -85,6 +85,12 @@ pub(super) async fn exec(
             "the Sandbox is closed; open a new Sandbox to run more code".into(),
         ));
     }
+    // An abort takes the close() path for this call's box alone. Already aborted: no box.
+    if percall::aborted(input.abort.as_ref()) {
+        return Err(Error::Invalid(percall::ABORTED.into()));
+    }
+    let abort = input.abort.clone();
+    let (cancel, _joined) = percall::cancel_either(cancel, input.abort);
     let track = cfg.track_files;
     let quota = cfg.workspace_max_bytes;
     let before = if track || quota.is_some() {
@@ -106,9 +112,12 @@ pub(super) async fn exec(
     // A python cell that doesn't stream takes a prewarmed box when the pool has one. Not a
     // call with its own env or cwd: a prewarmed interpreter started before they were known,
     // under the session's, and a cell can't change them for the interpreter's own start-up
-    // (PYTHON* variables, sys.path[0]). Nor a call with stdin: its fd 0 is /dev/null.
+    // (PYTHON* variables, sys.path[0]). Nor a call with stdin: its fd 0 is /dev/null. Nor
+    // one that may be aborted: a slot's cell ends only by its timeout or close().
     let slot = match (&cell, &sink) {
-        (Some(_), None) if per_call.is_plain() && !spec.stdin => pool::take(&opened),
+        (Some(_), None) if per_call.is_plain() && !spec.stdin && abort.is_none() => {
+            pool::take(&opened)
+        }
         _ => None,
     };
     if let (Some(slot), Some(code)) = (slot, &cell) {
@@ -137,6 +146,10 @@ pub(super) async fn exec(
     // Fed from now on: what the pipe holds waits for the box; the rest for the workload.
     let stdin = input.stdin.map(percall::stdin_pipe).transpose()?;
     fds.stdin = stdin.as_ref().map(|(read, _)| read);
+    // Aborted during the walk before: still no box.
+    if percall::aborted(abort.as_ref()) {
+        return Err(Error::Invalid(percall::ABORTED.into()));
+    }
     let kern = opened.kern(kern_path)?;
     let first = kern
         .run(&spec, cfg.max_output, sink.clone(), cancel.clone(), fds)
@@ -159,6 +172,11 @@ pub(super) async fn exec(
     if let Some((read, feeder)) = stdin {
         drop(read);
         feeder.abort();
+    }
+    // kern reported only once the box had ended: the abort is complete, nothing of the box
+    // is left, and the call's result is moot (no workspace walk to wait for).
+    if percall::aborted(abort.as_ref()) {
+        return Err(Error::Invalid(percall::ABORTED.into()));
     }
     if let Some(why) = outcome.report.limits_refused {
         return Err(Error::Invalid(why));

@@ -1,6 +1,6 @@
 //! A call's own additions to the session's box (`PerCallOptions`): its `env` (over the
-//! Sandbox's, same rules), its `cwd` (workspace-relative) and its `stdin` (a pipe kern's
-//! caller feeds, then closes). Checked here before any box starts; whether the directory
+//! Sandbox's, same rules), its `cwd` (workspace-relative), its `stdin` (a pipe kern's
+//! caller feeds, then closes) and its abort (`signal`: the close() path, for one call). Checked here before any box starts; whether the directory
 //! exists, and where its symlinks lead, only the box can say (`engine::init`,
 //! `msg::CWD_REFUSED`).
 
@@ -15,10 +15,59 @@ use std::os::fd::OwnedFd;
 /// a workspace file.
 pub const MAX_STDIN_BYTES: usize = 16 << 20;
 
-/// What a call brings beside its request's data: the bytes for its stdin.
+/// What a call brings beside its request's data: the bytes for its stdin, and its abort
+/// (turning true ends the call's box, as close() does, and the call then fails).
 #[derive(Debug, Default)]
 pub struct CallInput {
     pub stdin: Option<Vec<u8>>,
+    pub abort: Option<tokio::sync::watch::Receiver<bool>>,
+}
+
+/// The message of a call that was aborted. The JS layer rejects with the signal's reason
+/// instead; this is what a caller without one sees.
+pub const ABORTED: &str = "the call was aborted; its box and everything in it were ended";
+
+/// Whether `abort` has turned true.
+pub(super) fn aborted(abort: Option<&tokio::sync::watch::Receiver<bool>>) -> bool {
+    abort.is_some_and(|a| *a.borrow())
+}
+
+/// The cancel a call's box runs under (`launch::Kern::run`): the session's `closing`, or, with
+/// an abort, a receiver that turns true when either does. The task that joins them lives as
+/// long as the returned guard.
+pub(super) fn cancel_either(
+    closing: tokio::sync::watch::Receiver<bool>,
+    abort: Option<tokio::sync::watch::Receiver<bool>>,
+) -> (tokio::sync::watch::Receiver<bool>, Option<AbortOnDrop>) {
+    let Some(abort) = abort else {
+        return (closing, None);
+    };
+    let now = *closing.borrow() || *abort.borrow();
+    let (tx, rx) = tokio::sync::watch::channel(now);
+    let task = tokio::spawn(async move {
+        tokio::select! {
+            () = turns_true(closing) => {}
+            () = turns_true(abort) => {}
+        }
+        tx.send_replace(true);
+    });
+    (rx, Some(AbortOnDrop(task)))
+}
+
+/// Resolves once `rx` is true; never, if its sender is gone first (nothing can turn it then).
+async fn turns_true(mut rx: tokio::sync::watch::Receiver<bool>) {
+    if rx.wait_for(|v| *v).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Aborts a task when dropped.
+pub(super) struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A call's `stdin` of `len` bytes against `MAX_STDIN_BYTES`, before it is copied.
@@ -163,6 +212,28 @@ mod tests {
             let e = box_cwd(t, bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad:?}: {e}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_call_is_cancelled_by_its_abort_or_by_close_and_not_by_a_dropped_abort() {
+        use tokio::sync::watch;
+        let (closing, closing_rx) = watch::channel(false);
+        let (abort, abort_rx) = watch::channel(false);
+        let (mut rx, _guard) = cancel_either(closing_rx.clone(), Some(abort_rx));
+        abort.send_replace(true);
+        assert!(rx.wait_for(|v| *v).await.is_ok());
+
+        // An abort whose sender is gone (the call's registration ended) cancels nothing;
+        // close() still does.
+        let (abort, abort_rx) = watch::channel(false);
+        let (mut rx, _guard) = cancel_either(closing_rx, Some(abort_rx));
+        drop(abort);
+        tokio::task::yield_now().await;
+        assert!(!*rx.borrow());
+        closing.send_replace(true);
+        assert!(rx.wait_for(|v| *v).await.is_ok());
+        assert!(aborted(Some(&watch::channel(true).1)));
+        assert!(!aborted(None));
     }
 
     #[test]
