@@ -93,8 +93,21 @@ export class ExecutionResult {
   fault: SandboxFault | null;
   /** Workspace files this call created or modified (empty when `trackFiles` is false). */
   files: FileInfo[];
-  /** True when stdout or stderr reached `maxOutputBytes` and the excess was dropped. */
+  /** True when stdout or stderr reached `maxOutputBytes` and the excess was dropped
+   * (`stdoutTruncated || stderrTruncated`). */
   truncated: boolean;
+  /** ADDITION to the published surface: stdout reached `maxOutputBytes` and the excess was
+   * dropped. */
+  stdoutTruncated: boolean;
+  /** ADDITION to the published surface: stderr reached `maxOutputBytes` and the excess was
+   * dropped. */
+  stderrTruncated: boolean;
+  /** ADDITION to the published surface: the name of the signal that ended the process
+   * (`"SIGKILL"`, `"SIGTERM"`, ...; `exitCode` is then 128 + its number), or null when it
+   * exited by itself. A signal it sent itself, or one from another process of the box, counts;
+   * so does kern's: a box ended for its timeout, an abort, `close()` or the memory cap was
+   * ended with `"SIGKILL"`. A kernel cell whose box was ended says `"SIGKILL"` too. */
+  signal: string | null;
   /** Rich MIME-typed values of a Python `runCode` (see `Result`), in order; `[]` for other
    * languages and `run()`. */
   results: Result[];

@@ -1,8 +1,8 @@
 'use strict';
 // rootless: yes
 // Per-call options beyond the spec (issue 19, ADDITIONS in index.d.ts): a call's own `env`,
-// `cwd`, `stdin` and `signal`, through the public API, in python, bash and node. Root and
-// rootless alike.
+// `cwd`, `stdin` and `signal`, and the result's `signal`, `stdoutTruncated` and
+// `stderrTruncated`, through the public API, in python, bash and node. Root and rootless alike.
 
 const { opts, sharedSandbox, makeTempDir, uniqueName, hostProcessesMatching } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
@@ -195,6 +195,49 @@ describe('per-call signal', () => {
 
   test('a signal that is not an AbortSignal is a SandboxError', async () => {
     await expect(sb.run(['true'], { signal: { aborted: false } })).rejects.toThrow(/option `signal` must be an AbortSignal/);
+  });
+});
+
+describe('result.signal', () => {
+  test.each([
+    ['bash', 'kill -9 $$', 'SIGKILL', 137],
+    ['python', 'import os, signal\nos.kill(os.getpid(), signal.SIGTERM)', 'SIGTERM', 143],
+    ['node', 'process.kill(process.pid, "SIGHUP")', 'SIGHUP', 129],
+  ])('%s killed by a signal says which', async (language, code, signal, exitCode) => {
+    const r = await sb.runCode(code, { language });
+    expect(r.signal).toBe(signal);
+    expect(r.exitCode).toBe(exitCode);
+    expect(r.fault).toBeNull();
+  });
+
+  test('an exit code of 137 is not a signal; a clean exit has none', async () => {
+    const r = await sb.run(['sh', '-c', 'exit 137']);
+    expect(r.exitCode).toBe(137);
+    expect(r.signal).toBeNull();
+    expect((await sb.run(['true'])).signal).toBeNull();
+  });
+
+  test('a box ended at its timeout was ended with SIGKILL', async () => {
+    const r = await sb.run(['sleep', '30'], { timeoutS: 0.5 });
+    expect(r.fault && r.fault.type).toBe('timeout');
+    expect(r.signal).toBe('SIGKILL');
+  });
+});
+
+describe('stdoutTruncated and stderrTruncated', () => {
+  test('each says which stream hit maxOutputBytes; truncated is either', async () => {
+    const s = await new Sandbox(opts({ maxOutputBytes: 1000 })).open();
+    try {
+      const out = await s.runCode('import sys\nsys.stdout.write("o" * 5000)\nsys.stderr.write("e" * 10)');
+      expect([out.stdoutTruncated, out.stderrTruncated, out.truncated]).toEqual([true, false, true]);
+      expect(out.stdout.length).toBe(1000);
+      const err = await s.run(['sh', '-c', 'head -c 5000 /dev/zero >&2; echo small']);
+      expect([err.stdoutTruncated, err.stderrTruncated, err.truncated]).toEqual([false, true, true]);
+      const neither = await s.run(['echo', 'small']);
+      expect([neither.stdoutTruncated, neither.stderrTruncated, neither.truncated]).toEqual([false, false, false]);
+    } finally {
+      await s.close();
+    }
   });
 });
 

@@ -111,7 +111,9 @@ class ExecutionResult {
   constructor(r, extraNotes = []) {
     const notes = [];
     this.stdout = outputText(r.stdout, notes, 'stdout');
+    const stdoutCut = notes.length > 0;
     let stderr = outputText(r.stderr, notes, 'stderr');
+    const stderrCut = notes.length > (stdoutCut ? 1 : 0);
     notes.push(...extraNotes);
     if (notes.length) stderr += (stderr && !stderr.endsWith('\n') ? '\n' : '') + notes.join('\n') + '\n';
     this.stderr = stderr;
@@ -121,7 +123,10 @@ class ExecutionResult {
     this.durationMs = r.durationMs;
     this.fault = r.fault ? { type: r.fault.type, message: r.fault.message } : null;
     this.files = r.files.map((f) => ({ path: f.path, size: f.size, change: f.change }));
-    this.truncated = r.truncated || notes.length > extraNotes.length;
+    this.stdoutTruncated = r.stdoutTruncated || stdoutCut;
+    this.stderrTruncated = r.stderrTruncated || stderrCut;
+    this.truncated = r.truncated || stdoutCut || stderrCut;
+    this.signal = r.signal ?? null;
     this.results = r.results.map((b) => new Result(bundleData(b)));
   }
   get success() { return this.exitCode === 0 && this.fault === null; }

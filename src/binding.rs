@@ -323,6 +323,10 @@ pub struct NativeResult {
     pub fault: Option<NativeFault>,
     pub files: Vec<NativeFile>,
     pub truncated: bool,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// The name of the signal that ended the workload, if one did.
+    pub signal: Option<String>,
     pub results: Vec<NativeBundle>,
 }
 
@@ -370,7 +374,10 @@ impl From<crate::session::ExecResult> for NativeResult {
                     change: f.change.to_string(),
                 })
                 .collect(),
-            truncated: r.truncated,
+            truncated: r.stdout_truncated || r.stderr_truncated,
+            stdout_truncated: r.stdout_truncated,
+            stderr_truncated: r.stderr_truncated,
+            signal: r.signal,
             results: r
                 .results
                 .into_iter()

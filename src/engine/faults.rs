@@ -5,7 +5,7 @@
 
 use super::handoff::msg;
 use super::spec::BoxSpec;
-use super::status::{note, BoxReport, Fault, FaultKind};
+use super::status::{note, signal_name, BoxReport, Fault, FaultKind};
 use nix::sys::wait::WaitStatus;
 
 /// Clears set-id bits in everything the box could write (the workspace, `"rw"` binds): the
@@ -94,6 +94,7 @@ pub(super) fn conclude(
                 ));
             }
             Some(msg::BLOCKED) => blocked.push(rest),
+            Some(msg::SIGNALED) => report.signal = rest.parse().ok().map(signal_name),
             Some(msg::EXITED) => {
                 let mut parts = rest.split(' ');
                 let code = parts.next().and_then(|c| c.parse().ok()).unwrap_or(255);
@@ -108,15 +109,19 @@ pub(super) fn conclude(
             _ => {}
         }
     }
+    // kern (or the OOM killer) ends a box with SIGKILL.
+    let killed = || Some(signal_name(libc::SIGKILL));
     if let Some(fault) = ended_by {
         report.exit_code = 137;
         report.fault = Some(fault);
+        report.signal = killed();
         return report;
     }
     if let Some(shmem) = oom {
         report.fault = Some(oom_fault(spec, &tmpfs_used, shmem));
         if !exited {
             report.exit_code = 137;
+            report.signal = killed();
         }
         return report;
     }

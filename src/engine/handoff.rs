@@ -21,6 +21,8 @@ pub mod msg {
     pub const EXEC_FAILED: char = 'E';
     /// A call's `cwd` is missing in the box, or leads out of the workspace: `C <reason>`.
     pub const CWD_REFUSED: char = 'C';
+    /// The workload was ended by a signal: `K <signal number>`, just before its `X`.
+    pub const SIGNALED: char = 'K';
     /// The workload ended: `X <code-or-128+signal> <tmpfs-used-bytes> <tmpfs-target>...`.
     pub const EXITED: char = 'X';
     /// The seccomp supervisor refused an escape syscall: `B <name>`, once per name.

@@ -180,11 +180,11 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
     drop(stdin);
     drop(listener_tx);
     send(&init_w, &format!("{} {workload}", msg::PID));
-    let code = match listener_rx {
+    let end = match listener_rx {
         Some(rx) => supervise_until(workload, rx, &init_w),
         None => reap_until(workload),
     };
-    send(&init_w, &exited_line(spec, code));
+    send_end(&init_w, spec, end);
     sys::exit_now(0)
 }
 
@@ -264,12 +264,11 @@ fn pid1(
             sys::exit_now(1);
         }
     };
-    let code = match listener_rx {
+    let end = match listener_rx {
         Some(rx) => supervise_until(workload, rx, &init_pipe),
         None => reap_until(workload),
     };
-    let line = exited_line(spec, code);
-    send(&init_pipe, &line);
+    send_end(&init_pipe, spec, end);
     sys::exit_now(0)
 }
 
@@ -300,7 +299,7 @@ fn supervise_until(
     workload: libc::pid_t,
     rx: std::os::unix::net::UnixStream,
     init_pipe: &OwnedFd,
-) -> i32 {
+) -> End {
     use nix::sys::signal::{SigSet, Signal};
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     use nix::sys::wait::WaitPidFlag;
@@ -332,13 +331,14 @@ fn supervise_until(
     loop {
         loop {
             match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == workload => return code,
-                Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == workload => {
-                    return 128 + sig as i32
-                }
                 Ok(WaitStatus::StillAlive) => break,
-                Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => return 255,
+                Ok(s) => {
+                    if let Some(end) = workload_end(&s, workload) {
+                        return end;
+                    }
+                }
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return (255, None),
             }
         }
         let mut fds = vec![PollFd::new(chld.as_fd(), PollFlags::POLLIN)];
@@ -489,6 +489,28 @@ fn idle_reaper() -> ! {
     }
 }
 
+/// How the workload ended: its exit code (128+signal when a signal ended it), and that signal.
+type End = (i32, Option<i32>);
+
+/// The workload's `End` when `status` is its own exit.
+fn workload_end(status: &WaitStatus, workload: libc::pid_t) -> Option<End> {
+    match *status {
+        WaitStatus::Exited(pid, code) if pid.as_raw() == workload => Some((code, None)),
+        WaitStatus::Signaled(pid, sig, _) if pid.as_raw() == workload => {
+            Some((128 + sig as i32, Some(sig as i32)))
+        }
+        _ => None,
+    }
+}
+
+/// Reports the workload's end: the signal that ended it (`K`), then `X`.
+fn send_end(pipe: &OwnedFd, spec: &BoxSpec, (code, signal): End) {
+    if let Some(sig) = signal {
+        send(pipe, &format!("{} {sig}", msg::SIGNALED));
+    }
+    send(pipe, &exited_line(spec, code));
+}
+
 /// The `X` message: the workload's exit, and how full each scratch tmpfs was, so an OOM can name
 /// the scratch that held the bytes.
 fn exited_line(spec: &BoxSpec, code: i32) -> String {
@@ -502,17 +524,17 @@ fn exited_line(spec: &BoxSpec, code: i32) -> String {
     line
 }
 
-/// Reaps every child until the workload itself has ended; returns its exit code (128+signal).
-fn reap_until(workload: libc::pid_t) -> i32 {
+/// Reaps every child until the workload itself has ended; returns how it ended.
+fn reap_until(workload: libc::pid_t) -> End {
     loop {
         match waitpid(Pid::from_raw(-1), None) {
-            Ok(WaitStatus::Exited(pid, code)) if pid.as_raw() == workload => return code,
-            Ok(WaitStatus::Signaled(pid, sig, _)) if pid.as_raw() == workload => {
-                return 128 + sig as i32
+            Ok(s) => {
+                if let Some(end) = workload_end(&s, workload) {
+                    return end;
+                }
             }
-            Ok(_) => continue,
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return 255,
+            Err(_) => return (255, None),
         }
     }
 }

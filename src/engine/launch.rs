@@ -41,7 +41,9 @@ pub struct Chunk {
 pub struct Outcome {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
-    pub truncated: bool,
+    /// Each stream reached its cap and lost the rest.
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
     pub report: BoxReport,
     pub duration: Duration,
     /// kern's notes from before the box started, which open `stderr` (`status::Prepared`);
@@ -464,7 +466,8 @@ impl Kern {
         Ok(Some(Outcome {
             stdout,
             stderr,
-            truncated: t1 || t2,
+            stdout_truncated: t1,
+            stderr_truncated: t2,
             report,
             duration: start.elapsed(),
             prepared_notes,

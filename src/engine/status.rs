@@ -79,6 +79,10 @@ pub struct BoxReport {
     /// `requireLimits` refused the box before it started: why. The caller throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits_refused: Option<String>,
+    /// The name of the signal that ended the workload (`"SIGKILL"`), when one did: its own, or
+    /// kern's when kern ended the box (a timeout, the caller gone or aborting, OOM).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
     /// A call's `cwd` was missing in the box or led out of the workspace: why. The caller
     /// throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,6 +99,19 @@ pub struct BoxReport {
     /// matching the workload's text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// A signal's name as Node's `os.constants.signals` has it (`"SIGKILL"`; real-time ones
+/// `"SIGRTMIN+n"`), or `"SIG<n>"` for a number Linux does not define.
+pub fn signal_name(n: i32) -> String {
+    if let Ok(s) = nix::sys::signal::Signal::try_from(n) {
+        return s.as_str().to_string();
+    }
+    let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+    if (min..=max).contains(&n) {
+        return format!("SIGRTMIN+{}", n - min);
+    }
+    format!("SIG{n}")
 }
 
 impl BoxReport {
@@ -115,4 +132,17 @@ impl BoxReport {
 #[serde(deny_unknown_fields)]
 pub struct Prepared {
     pub prepared_notes: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::signal_name;
+
+    #[test]
+    fn signals_are_named_as_node_names_them() {
+        assert_eq!(signal_name(libc::SIGKILL), "SIGKILL");
+        assert_eq!(signal_name(libc::SIGTERM), "SIGTERM");
+        assert_eq!(signal_name(libc::SIGRTMIN() + 2), "SIGRTMIN+2");
+        assert_eq!(signal_name(99), "SIG99");
+    }
 }

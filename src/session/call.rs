@@ -227,7 +227,9 @@ pub(super) async fn exec(
         duration_ms: outcome.duration.as_secs_f64() * 1000.0,
         fault: outcome.report.fault,
         files,
-        truncated: outcome.truncated,
+        stdout_truncated: outcome.stdout_truncated,
+        stderr_truncated: outcome.stderr_truncated,
+        signal: outcome.report.signal,
         results,
     })
 }

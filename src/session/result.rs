@@ -34,7 +34,11 @@ pub struct ExecResult {
     pub duration_ms: f64,
     pub fault: Option<Fault>,
     pub files: Vec<FileInfo>,
-    pub truncated: bool,
+    /// Each stream reached `maxOutputBytes` and lost the rest (`truncated` is either).
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+    /// The name of the signal that ended the workload (`"SIGKILL"`), if one did.
+    pub signal: Option<String>,
     /// Rich results of a python cell, in order.
     pub results: Vec<driver::Bundle>,
 }
@@ -101,7 +105,9 @@ impl ExecResult {
             duration_ms: 0.0,
             fault: Some(fault),
             files: Vec::new(),
-            truncated: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+            signal: None,
             results: Vec::new(),
         }
     }

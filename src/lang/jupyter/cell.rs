@@ -202,7 +202,8 @@ impl Cell {
         Parts {
             stdout: crate::lang::output_text(self.stdout.bytes),
             stderr: crate::lang::output_text(self.stderr.bytes),
-            truncated: self.stdout.truncated || self.stderr.truncated,
+            stdout_truncated: self.stdout.truncated,
+            stderr_truncated: self.stderr.truncated,
             exit_code: i32::from(self.failed),
             results,
             notes,
@@ -215,7 +216,8 @@ impl Cell {
 pub struct Parts {
     pub stdout: String,
     pub stderr: String,
-    pub truncated: bool,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
     pub exit_code: i32,
     pub results: Vec<Bundle>,
     pub notes: Vec<String>,
@@ -453,7 +455,10 @@ mod tests {
         // The caller still sees it live; the result keeps the cap.
         assert_eq!(shown[0].1, b"0123456789");
         let p = cell.into_parts();
-        assert_eq!((p.stdout.as_str(), p.truncated), ("0123", true));
+        assert_eq!(
+            (p.stdout.as_str(), p.stdout_truncated, p.stderr_truncated),
+            ("0123", true, false)
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed `Slot` is
 //! this kernel used for one cell.
 
-use super::lifecycle::{end_fault, Ended, Kind, Lifecycle};
+use super::lifecycle::{cell_signal, end_fault, Ended, Kind, Lifecycle};
 use crate::engine::launch::{Chunk, Stream};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -279,9 +279,11 @@ impl Kind for Driver {
             stderr,
             exit_code,
             duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+            signal: cell_signal(exit_code, ended.as_ref()),
             fault: ended,
             files: Vec::new(),
-            truncated: out.truncated || err.truncated,
+            stdout_truncated: out.truncated,
+            stderr_truncated: err.truncated,
             results,
         };
         (result, dead)

@@ -204,6 +204,12 @@ async fn over_quota(quota: &Option<(PathBuf, u64)>) -> Option<ExecResult> {
     result::over_quota(&snap, cap).map(ExecResult::refused)
 }
 
+/// The signal of a cell whose box was ended (its exit code 137 says SIGKILL, the signal kern
+/// ends a box with): the kernel's interpreter went with the box.
+pub(crate) fn cell_signal(exit_code: i32, fault: Option<&Fault>) -> Option<String> {
+    (exit_code == 137 && fault.is_some()).then(|| crate::engine::status::signal_name(libc::SIGKILL))
+}
+
 /// Why a kernel's box ended, from its outcome: the box's own fault, or the kernel's `process`
 /// exiting (`tail`: what it last wrote, if worth saying).
 pub(crate) fn end_fault(

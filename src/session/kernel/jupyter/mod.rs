@@ -19,7 +19,7 @@ mod signal;
 mod sockets;
 pub(crate) mod start;
 
-use super::lifecycle::{end_fault, Ended, Kind, Lifecycle};
+use super::lifecycle::{cell_signal, end_fault, Ended, Kind, Lifecycle};
 use crate::engine::launch::Chunk;
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -283,9 +283,11 @@ impl Kind for Jupyter {
             stderr,
             exit_code,
             duration_ms: start.elapsed().as_secs_f64() * 1000.0,
+            signal: cell_signal(exit_code, fault.as_ref()),
             fault,
             files: Vec::new(),
-            truncated: parts.truncated,
+            stdout_truncated: parts.stdout_truncated,
+            stderr_truncated: parts.stderr_truncated,
             results: parts.results,
         };
         (result, dead)
