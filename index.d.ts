@@ -610,10 +610,12 @@ export class Sandbox {
   /** Run a code snippet (`language` defaults to "python") against the workspace in a new box with
    * no network. Files written to the
    * workspace persist; in-memory state does not. `timeoutS`,
-   * `onStdout` and `onStderr` override the session's values for this call only. */
+   * `onStdout` and `onStderr` override the session's values for this call only (and, as
+   * additions, `env`, `cwd`, `stdin` and `signal`: see `PerCallOptions`). */
   runCode(code: string, opts?: { language?: Language } & PerCallOptions): Promise<ExecutionResult>;
   /** Run a command given as an argv array (never parsed by a shell) in a new box. `timeoutS`,
-   * `onStdout` and `onStderr` override the session's values for this call only. */
+   * `onStdout` and `onStderr` override the session's values for this call only (and, as
+   * additions, `env`, `cwd`, `stdin` and `signal`: see `PerCallOptions`). */
   run(command: string[], opts?: PerCallOptions): Promise<ExecutionResult>;
   /** Write `data` to a workspace-relative path directly from the host. Missing parent directories
    * are created; the file is replaced atomically (written under a temporary name, then renamed).
