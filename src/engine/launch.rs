@@ -20,9 +20,15 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Extra time past the box's own deadline before the caller gives up on `kern` itself.
 const BACKSTOP: Duration = Duration::from_secs(10);
-/// How long to keep reading output after `kern` exited (the box is dead by then; this only
-/// guards against a pipe some other process still holds).
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// How long to keep reading output after `kern`'s report. The box is dead by then and kern has
+/// closed its ends of the pipes, so EOF is already there; this only guards against a pipe some
+/// other process still holds (a process a `persist` call left behind, still writing). Not
+/// tight, because on a loaded host (a hundred boxes on one CPU) the reader itself may wait
+/// seconds for its turn; a reader given up on keeps what it read.
+const DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// How long to wait for a `kern` that closed its end to be reaped, where its exit status is
+/// only read for what it says (systemd-run's refusal, a crash).
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
@@ -357,7 +363,7 @@ impl Kern {
             Err(e) if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) => {
                 if self.scoped {
                     // It has closed its end, so it has exited or is exiting.
-                    let status = tokio::time::timeout(DRAIN_GRACE, self.child.wait()).await;
+                    let status = tokio::time::timeout(EXIT_GRACE, self.child.wait()).await;
                     if let Ok(Ok(status)) = status {
                         if scope_refused(status) {
                             SYSTEMD_SCOPE_WORKS.store(false, Ordering::Relaxed);
@@ -368,16 +374,28 @@ impl Kern {
             }
             Err(e) => return Err(Error::Runtime(format!("write the spec to kern: {e}"))),
         }
-        let out = self
-            .child
-            .stdout
-            .take()
-            .map(|s| tokio::spawn(drain(s, Stream::Stdout, max_output, sink.clone())));
-        let err = self
-            .child
-            .stderr
-            .take()
-            .map(|s| tokio::spawn(drain(s, Stream::Stderr, max_output, sink.clone())));
+        let out = self.child.stdout.take().map(|s| {
+            let into = Drained::shared();
+            let task = tokio::spawn(drain(
+                s,
+                Stream::Stdout,
+                max_output,
+                sink.clone(),
+                into.clone(),
+            ));
+            (task, into)
+        });
+        let err = self.child.stderr.take().map(|s| {
+            let into = Drained::shared();
+            let task = tokio::spawn(drain(
+                s,
+                Stream::Stderr,
+                max_output,
+                sink.clone(),
+                into.clone(),
+            ));
+            (task, into)
+        });
         // The report arrives on the control socket, which then closes; until then our end is
         // kern's lifeline.
         let mut status = tokio::spawn(async move {
@@ -428,20 +446,17 @@ impl Kern {
             }
         };
 
-        let collect = |h: Option<tokio::task::JoinHandle<(Vec<u8>, bool)>>| async {
-            match h {
-                Some(mut h) => match tokio::time::timeout(DRAIN_GRACE, &mut h).await {
-                    Ok(Ok(r)) => r,
-                    _ => {
-                        h.abort();
-                        (Vec::new(), false)
-                    }
-                },
-                None => (Vec::new(), false),
-            }
+        let collect = |h: Option<(tokio::task::JoinHandle<()>, SharedDrained)>| async {
+            let Some((mut task, into)) = h else {
+                return (Vec::new(), false);
+            };
+            let ended = tokio::time::timeout(DRAIN_GRACE, &mut task).await.is_ok();
+            task.abort();
+            let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
+            // Given up on: what was read is kept, and the rest counts as cut.
+            (std::mem::take(&mut d.kept), d.truncated || !ended)
         };
-        let (stdout, t1) = collect(out).await;
-        let (stderr, t2) = collect(err).await;
+        let ((stdout, t1), (stderr, t2)) = tokio::join!(collect(out), collect(err));
 
         let prepared_notes = prepared_notes(&status);
         let mut child = self.child;
@@ -454,7 +469,7 @@ impl Kern {
                 r
             }
             None => crash_report(
-                tokio::time::timeout(DRAIN_GRACE, child.wait())
+                tokio::time::timeout(EXIT_GRACE, child.wait())
                     .await
                     .ok()
                     .and_then(|r| r.ok()),
@@ -502,14 +517,29 @@ fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
 /// reading, so the writer never blocks on a full pipe).
 /// Reads a stream to its end: keeps up to `cap` bytes and forwards what it keeps to `sink`; with
 /// no cap, keeps nothing and forwards everything.
+/// What a stream's reader kept so far, shared with the caller, so that a reader given up on at
+/// `DRAIN_GRACE` still hands over everything it read.
+#[derive(Default)]
+struct Drained {
+    kept: Vec<u8>,
+    truncated: bool,
+}
+
+type SharedDrained = std::sync::Arc<std::sync::Mutex<Drained>>;
+
+impl Drained {
+    fn shared() -> SharedDrained {
+        SharedDrained::default()
+    }
+}
+
 async fn drain<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     stream: Stream,
     cap: Option<usize>,
     sink: Option<UnboundedSender<Chunk>>,
-) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
-    let mut truncated = false;
+    into: SharedDrained,
+) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match r.read(&mut buf).await {
@@ -525,22 +555,22 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
             }
             continue;
         };
-        let room = cap.saturating_sub(kept.len());
-        let take = n.min(room);
-        if take < n {
-            truncated = true;
-        }
-        if take > 0 {
-            kept.extend_from_slice(&buf[..take]);
-            if let Some(s) = &sink {
-                let _ = s.send(Chunk {
-                    stream,
-                    data: buf[..take].to_vec(),
-                });
+        let take = {
+            let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
+            let take = n.min(cap.saturating_sub(d.kept.len()));
+            if take < n {
+                d.truncated = true;
             }
+            d.kept.extend_from_slice(&buf[..take]);
+            take
+        };
+        if let (true, Some(s)) = (take > 0, &sink) {
+            let _ = s.send(Chunk {
+                stream,
+                data: buf[..take].to_vec(),
+            });
         }
     }
-    (kept, truncated)
 }
 
 /// The notes of kern's first line on the control socket (`status::Prepared`), if it sent one.

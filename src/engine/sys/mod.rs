@@ -214,11 +214,16 @@ pub fn stdin_null() -> io::Result<()> {
 
 /// Points stdin, stdout and stderr at /dev/null, so whoever holds the other ends sees EOF.
 pub fn detach_stdio() -> io::Result<()> {
+    detach_fds(&[0, 1, 2])
+}
+
+/// Points each of `fds` (of 0, 1, 2) at /dev/null, so whoever holds the other ends sees EOF.
+pub fn detach_fds(fds: &[RawFd]) -> io::Result<()> {
     let null = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .open("/dev/null")?;
-    for target in [0, 1, 2] {
+    for &target in fds {
         // SAFETY: dup2 on integer fds touches no memory.
         if unsafe { libc::dup2(null.as_raw_fd(), target) } < 0 {
             return Err(io::Error::last_os_error());
