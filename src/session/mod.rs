@@ -4,8 +4,9 @@
 //!
 //! - `open`: bringing a session up (and its resident box, with `persist`); `opened`: the opened
 //!   state, its boxes' spec and `shut_down`; `writers`: who may be writing to the workspace.
-//! - `call`: one call in a fresh box (`percall`: what its own options add); `result`: what a call returns and how it is assembled;
-//!   `host_files`: readFile, writeFile, listFiles, snapshot, restore.
+//! - `call`: one call in a fresh box (`percall`: what its own options add); `result`: what a call
+//!   returns and how it is assembled; `host_files`: readFile, writeFile, listFiles, snapshot,
+//!   restore.
 //! - `kernel`: the kernels (one lifecycle; the python driver's kind, the Jupyter kind);
 //!   `longbox`: the long-lived boxes they run in, and `kernel()`; `pool`: the prewarm pool.
 //! - `persist`: a session's side of the resident box; `setup` and `deps`: the `setup` box and
