@@ -176,7 +176,7 @@ describe('a Jupyter kernel between cells', () => {
         expect(next.results[0].text).toBe('2');
         expect(next.stdout).toBe('');
         for (const n of next.runtimeNotes) {
-          const m = /^note: (\d+) output message\(s\) of the kernel \(\d+\.\d [KMG]iB\) came while no cell ran/.exec(n);
+          const m = /^note: (\d+) output message\(s\) of the kernel \(\d+(\.\d)? [KMG]iB\) came while no cell ran/.exec(n);
           if (m) seen += Number(m[1]);
         }
       }
