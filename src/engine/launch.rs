@@ -21,11 +21,10 @@ use tokio::sync::mpsc::UnboundedSender;
 /// Extra time past the box's own deadline before the caller gives up on `kern` itself.
 const BACKSTOP: Duration = Duration::from_secs(10);
 /// How long to keep reading output after `kern`'s report. The box is dead by then and kern has
-/// closed its ends of the pipes, so EOF is already there; this only guards against a pipe some
-/// other process still holds (a process a `persist` call left behind, still writing). Not
-/// tight, because on a loaded host (a hundred boxes on one CPU) the reader itself may wait
-/// seconds for its turn; a reader given up on keeps what it read.
-const DRAIN_GRACE: Duration = Duration::from_secs(10);
+/// closed its ends of the pipes before the report, so EOF is normally already there; this
+/// guards against a pipe some other process still holds (a resident box's PID 1 keeps the
+/// first kern's, which `open` waits out here). A reader given up on keeps what it read.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// How long to wait for a `kern` that closed its end to be reaped, where its exit status is
 /// only read for what it says (systemd-run's refusal, a crash).
 const EXIT_GRACE: Duration = Duration::from_secs(2);
