@@ -373,28 +373,16 @@ impl Kern {
             }
             Err(e) => return Err(Error::Runtime(format!("write the spec to kern: {e}"))),
         }
-        let out = self.child.stdout.take().map(|s| {
-            let into = Drained::shared();
-            let task = tokio::spawn(drain(
-                s,
-                Stream::Stdout,
-                max_output,
-                sink.clone(),
-                into.clone(),
-            ));
-            (task, into)
-        });
-        let err = self.child.stderr.take().map(|s| {
-            let into = Drained::shared();
-            let task = tokio::spawn(drain(
-                s,
-                Stream::Stderr,
-                max_output,
-                sink.clone(),
-                into.clone(),
-            ));
-            (task, into)
-        });
+        let out = self
+            .child
+            .stdout
+            .take()
+            .map(|s| spawn_drain(s, Stream::Stdout, max_output, sink.clone()));
+        let err = self
+            .child
+            .stderr
+            .take()
+            .map(|s| spawn_drain(s, Stream::Stderr, max_output, sink.clone()));
         // The report arrives on the control socket, which then closes; until then our end is
         // kern's lifeline.
         let mut status = tokio::spawn(async move {
@@ -526,10 +514,17 @@ struct Drained {
 
 type SharedDrained = std::sync::Arc<std::sync::Mutex<Drained>>;
 
-impl Drained {
-    fn shared() -> SharedDrained {
-        SharedDrained::default()
-    }
+/// Starts reading one of kern's streams; the caller keeps the buffer, so it can take what was
+/// read even if it gives the reader up.
+fn spawn_drain<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
+    r: R,
+    stream: Stream,
+    cap: Option<usize>,
+    sink: Option<UnboundedSender<Chunk>>,
+) -> (tokio::task::JoinHandle<()>, SharedDrained) {
+    let into = SharedDrained::default();
+    let task = tokio::spawn(drain(r, stream, cap, sink, into.clone()));
+    (task, into)
 }
 
 async fn drain<R: tokio::io::AsyncRead + Unpin>(
