@@ -3,6 +3,7 @@
 // It owns what napi-rs can't do well: real error classes (mapped from the stable code the Rust
 // side puts in front of each message), result getters, user-callback safety, and the helpers.
 
+const net = require('net');
 const path = require('path');
 const platform = require('./platform.js');
 const OPTIONS = require('./options.js');
@@ -209,6 +210,7 @@ class Sandbox {
   #native;
   #onStdout;
   #onStderr;
+  #processes = new Set();
 
   constructor(opts) {
     if (opts === undefined || opts === null) opts = {};
@@ -246,6 +248,46 @@ class Sandbox {
     // Stops the resident box of this Sandbox's `name` (a no-op without `persist`), wherever
     // it was started; resolves once its state and cgroup are gone.
     await callNative(() => this.#native.destroy());
+  }
+
+  /** Addition: a background process in a fresh box of this Sandbox (see index.d.ts). */
+  async spawn(argv, opts) {
+    if (!Array.isArray(argv) || argv.some((a) => typeof a !== 'string')) {
+      throw new SandboxError('spawn() takes an argv array of strings, e.g. spawn(["python3", "-m", "http.server", "8000"])');
+    }
+    const o = this.#perCall(opts, OPTIONS.spawn);
+    const wire = toWire({ argv, env: o.env, cwd: o.cwd, timeoutS: o.timeoutS }, 'spawn');
+    if (o.signal && o.signal.aborted) throw o.signal.reason;
+    const p = await this.#start(wire, false, o.onStdout, o.onStderr);
+    const sp = new SandboxProcess(PROCESS_TOKEN, p.native, p.out, p.err, p.errors, o.signal);
+    this.#processes.add(sp);
+    sp.wait().then(() => this.#processes.delete(sp), () => this.#processes.delete(sp));
+    return sp;
+  }
+
+  /** Addition: the background processes started by spawn() that still run. */
+  processes() {
+    return [...this.#processes].filter((p) => p.running);
+  }
+
+  /** Addition: a program on a terminal of a fresh box of this Sandbox (see index.d.ts). */
+  async terminal(opts) {
+    const o = checkOptions(opts, OPTIONS.terminal, 'terminal(opts): opts must be an object such as { cols: 80, rows: 24 }',
+      (k) => `unknown terminal() option \`${k}\`; it takes ${OPTIONS.terminal.join(', ')}`);
+    if (o.argv !== undefined && (!Array.isArray(o.argv) || o.argv.some((a) => typeof a !== 'string'))) {
+      throw new SandboxError('terminal() option `argv` must be an array of strings, e.g. ["bash"]');
+    }
+    const wire = toWire({ argv: o.argv, env: o.env, cwd: o.cwd, cols: o.cols, rows: o.rows }, 'terminal');
+    const p = await this.#start(wire, true);
+    return new Terminal(PROCESS_TOKEN, p.native, p.out, p.errors);
+  }
+
+  async #start(wire, terminal, onStdout, onStderr) {
+    const errors = [];
+    const out = new Chunks(guard('onStdout', onStdout, errors));
+    const err = new Chunks(guard('onStderr', onStderr, errors));
+    const n = await callNative(() => this.#native.startProcess(wire, terminal, (c) => out.push(c), (c) => err.push(c)));
+    return { native: n, out, err, errors };
   }
 
   async runCode(code, opts) {
@@ -395,6 +437,188 @@ function checkRelPath(method, p) {
   }
 }
 
+const PROCESS_TOKEN = Symbol('process');
+
+/** A stream's chunks, in order: to a callback as they come, and to one async iterator, which
+ * ends when the process has ended. What waits in it is bounded by `maxOutputBytes`: no more
+ * than that per stream is ever delivered. */
+class Chunks {
+  #queue = [];
+  #waiting = null;
+  #ended = false;
+  #listeners;
+
+  constructor(listener) {
+    this.#listeners = listener ? [listener] : [];
+  }
+
+  listen(fn) {
+    this.#listeners.push(fn);
+    return () => {
+      this.#listeners = this.#listeners.filter((f) => f !== fn);
+    };
+  }
+
+  push(chunk) {
+    for (const fn of this.#listeners) fn(chunk);
+    if (this.#waiting) {
+      const w = this.#waiting;
+      this.#waiting = null;
+      w({ value: chunk, done: false });
+    } else this.#queue.push(chunk);
+  }
+
+  end() {
+    this.#ended = true;
+    if (this.#waiting) {
+      const w = this.#waiting;
+      this.#waiting = null;
+      w({ value: undefined, done: true });
+    }
+  }
+
+  [Symbol.asyncIterator]() {
+    return {
+      next: () => {
+        if (this.#queue.length > 0) return Promise.resolve({ value: this.#queue.shift(), done: false });
+        if (this.#ended) return Promise.resolve({ value: undefined, done: true });
+        return new Promise((resolve) => {
+          this.#waiting = resolve;
+        });
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+  }
+}
+
+function inputBuffer(what, data) {
+  if (typeof data === 'string') return Buffer.from(data, 'utf8');
+  if (Buffer.isBuffer(data)) return data;
+  if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  throw new SandboxError(`${what}(data): data must be a string or a Buffer`);
+}
+
+function checkSignalName(signal) {
+  if (signal !== undefined && typeof signal !== 'string') {
+    throw new SandboxError('kill(signal): the signal is a name such as "SIGTERM" or "SIGINT"');
+  }
+}
+
+/** What SandboxProcess and Terminal share: the native process, its result, kill and wait. */
+class Steered {
+  #native;
+  #done;
+
+  constructor(nativeProcess, streams, errors, signal) {
+    this.#native = nativeProcess;
+    let aborted = false;
+    const onAbort = () => {
+      aborted = true;
+      nativeProcess.kill('SIGKILL').catch(() => {});
+    };
+    if (signal) signal.addEventListener('abort', onAbort, { once: true });
+    // Started at once, so the streams end with the process even if nobody waits.
+    this.#done = callNative(() => nativeProcess.wait())
+      .then((r) => {
+        if (aborted) throw signal.reason;
+        return new ExecutionResult(r, errors);
+      })
+      .finally(() => {
+        if (signal) signal.removeEventListener('abort', onAbort);
+        for (const s of streams) s.end();
+      });
+    this.#done.catch(() => {});
+  }
+
+  get pid() {
+    return this.#native.pid;
+  }
+
+  get running() {
+    return this.#native.running();
+  }
+
+  async write(data) {
+    await callNative(() => this.#native.write(inputBuffer('write', data)));
+  }
+
+  async kill(signal) {
+    checkSignalName(signal);
+    await callNative(() => this.#native.kill(signal));
+  }
+
+  wait() {
+    return this.#done;
+  }
+
+  get native() {
+    return this.#native;
+  }
+}
+
+/** Addition: a background process (`sb.spawn`). */
+class SandboxProcess extends Steered {
+  #stdout;
+  #stderr;
+
+  constructor(token, nativeProcess, out, err, errors, signal) {
+    if (token !== PROCESS_TOKEN) throw new SandboxError('a SandboxProcess comes from `await sandbox.spawn()`');
+    super(nativeProcess, [out, err], errors, signal);
+    this.#stdout = out;
+    this.#stderr = err;
+  }
+
+  get stdout() {
+    return this.#stdout;
+  }
+
+  get stderr() {
+    return this.#stderr;
+  }
+
+  async end() {
+    await callNative(() => this.native.end());
+  }
+
+  async connect(port) {
+    if (!Number.isInteger(port) || port < 1 || port > 65535) {
+      throw new SandboxError(`connect(port): the port must be a whole number from 1 to 65535, got ${String(port)}`);
+    }
+    const fd = await callNative(() => this.native.connect(JSON.stringify(port)));
+    return new net.Socket({ fd, readable: true, writable: true });
+  }
+}
+
+/** Addition: a program on a terminal of its box (`sb.terminal`). */
+class Terminal extends Steered {
+  #out;
+
+  constructor(token, nativeProcess, out, errors) {
+    if (token !== PROCESS_TOKEN) throw new SandboxError('a Terminal comes from `await sandbox.terminal()`');
+    super(nativeProcess, [out], errors);
+    this.#out = out;
+  }
+
+  onData(cb) {
+    if (typeof cb !== 'function') throw new SandboxError('onData(cb) takes a function (data: Buffer) => void');
+    return this.#out.listen(cb);
+  }
+
+  [Symbol.asyncIterator]() {
+    return this.#out[Symbol.asyncIterator]();
+  }
+
+  resize(cols, rows) {
+    try {
+      this.native.resize(JSON.stringify({ cols: cols === undefined ? null : cols, rows: rows === undefined ? null : rows }));
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+}
+
 class Kernel {
   #native;
   #onStdout;
@@ -457,6 +681,8 @@ const version = native.version();
 module.exports = {
   Sandbox,
   Kernel,
+  SandboxProcess,
+  Terminal,
   Result,
   ExecutionResult,
   SandboxError,

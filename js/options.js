@@ -14,6 +14,10 @@ module.exports = {
   readFile: ['maxBytes'],
   /** `kernel()`. */
   kernel: ['timeoutS', 'jupyter'],
+  /** `spawn()` (an addition). */
+  spawn: ['env', 'cwd', 'signal', 'onStdout', 'onStderr', 'timeoutS'],
+  /** `terminal()` (an addition). */
+  terminal: ['argv', 'cols', 'rows', 'env', 'cwd'],
   /** A kernel's `runCode()`. */
   cell: ['timeoutS'],
 };

@@ -191,6 +191,31 @@ impl NativeSandbox {
         finish(result, forwarder).await
     }
 
+    /// Starts a background process (`spawn`), or with `terminal` a program on a terminal of its
+    /// box; `request_json` is `session::ProcessRequest`. Resolves once its workload starts.
+    #[napi]
+    pub async fn start_process(
+        &self,
+        request_json: String,
+        terminal: bool,
+        on_stdout: ChunkFn,
+        on_stderr: ChunkFn,
+    ) -> napi::Result<NativeProcess> {
+        let req: crate::session::ProcessRequest = serde_json::from_str(&request_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("bad process request: {e}"))))?;
+        let (tx, forwarder) = forwarder(Some(on_stdout), Some(on_stderr));
+        let tx = tx.ok_or_else(|| to_napi(Error::Runtime("no output forwarder".into())))?;
+        let process = self
+            .inner
+            .start_process(req, terminal, tx)
+            .await
+            .map_err(to_napi)?;
+        Ok(NativeProcess {
+            inner: Arc::new(process),
+            forwarder: tokio::sync::Mutex::new(forwarder),
+        })
+    }
+
     /// Opens a kernel; `options_json` is `{ timeoutS?, jupyter? }`.
     #[napi]
     pub async fn kernel(&self, options_json: String) -> napi::Result<NativeKernel> {
@@ -266,6 +291,69 @@ impl NativeKernel {
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {
         self.inner.close().await.map_err(to_napi)
+    }
+}
+
+/// A process started by `startProcess` (see `session::Process`).
+#[napi]
+pub struct NativeProcess {
+    inner: Arc<crate::session::Process>,
+    /// Delivers its output; awaited before `wait` resolves, so every chunk came first.
+    forwarder: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+#[napi]
+impl NativeProcess {
+    /// Its pid in its box.
+    #[napi(getter)]
+    pub fn pid(&self) -> i32 {
+        self.inner.pid
+    }
+
+    #[napi]
+    pub fn running(&self) -> bool {
+        self.inner.running()
+    }
+
+    #[napi]
+    pub async fn write(&self, data: Buffer) -> napi::Result<()> {
+        self.inner.write(&data).await.map_err(to_napi)
+    }
+
+    #[napi]
+    pub async fn end(&self) -> napi::Result<()> {
+        self.inner.end().await.map_err(to_napi)
+    }
+
+    #[napi]
+    pub async fn kill(&self, signal: Option<String>) -> napi::Result<()> {
+        self.inner.kill(signal.as_deref()).await.map_err(to_napi)
+    }
+
+    /// `cols` and `rows` as JS gave them (checked in `session::Process::resize`).
+    #[napi]
+    pub fn resize(&self, size_json: String) -> napi::Result<()> {
+        let v: serde_json::Value = serde_json::from_str(&size_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("resize(): {e}"))))?;
+        self.inner.resize(&v["cols"], &v["rows"]).map_err(to_napi)
+    }
+
+    /// A connected socket's descriptor, now the caller's (`net.Socket({ fd })` takes it).
+    #[napi]
+    pub async fn connect(&self, port_json: String) -> napi::Result<i32> {
+        use std::os::fd::IntoRawFd;
+        let v: serde_json::Value = serde_json::from_str(&port_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("connect(): {e}"))))?;
+        let fd = self.inner.connect(&v).await.map_err(to_napi)?;
+        Ok(fd.into_raw_fd())
+    }
+
+    /// Its result once it has ended and every chunk was delivered; the first call takes it.
+    #[napi]
+    pub async fn wait(&self) -> napi::Result<NativeResult> {
+        let result = self.inner.wait().await;
+        let task = self.forwarder.lock().await.take();
+        finish(result, task).await
     }
 }
 

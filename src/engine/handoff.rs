@@ -32,6 +32,84 @@ pub mod msg {
     /// A call into a resident box forked its workload: `P <host pid>` (its process group, the
     /// per-call kill where there is no cgroup).
     pub const PID: char = 'P';
+    /// The workload is set up and about to exec: `W <its pid in the box>` (`Started`).
+    pub const WORKLOAD: char = 'W';
+}
+
+/// kern -> addon on the control socket, between the prepared notes and the report: the
+/// workload is about to exec, as this pid of the box (`SandboxProcess.pid`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Started {
+    pub started: Workload,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Workload {
+    pub pid: i32,
+}
+
+/// addon -> kern on the control socket, after the spec, one JSON line each, while the box
+/// runs: a signal for the workload's process group (`SandboxProcess.kill`). The box's PID 1
+/// forwards it (`init::forward_signals`). EOF stays the lifeline's "kill the box".
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Command {
+    pub signal: i32,
+}
+
+/// What the caller said on its lifeline since the last look: the commands of every complete
+/// line in it (`pending` keeps a partial one). None: it hung up (EOF or an error), which is
+/// "kill the box". A line that is not a `Command` is ignored: the addon sends only those.
+pub(super) fn read_commands(
+    lifeline: BorrowedFd<'_>,
+    pending: &mut Vec<u8>,
+) -> Option<Vec<Command>> {
+    let mut buf = [0u8; 1024];
+    match nix::unistd::read(lifeline, &mut buf) {
+        Ok(0) | Err(_) => return None,
+        Ok(n) => pending.extend_from_slice(&buf[..n]),
+    }
+    let mut out = Vec::new();
+    while let Some(i) = pending.iter().position(|b| *b == b'\n') {
+        let line: Vec<u8> = pending.drain(..=i).collect();
+        out.extend(serde_json::from_slice::<Command>(&line[..i]).ok());
+    }
+    Some(out)
+}
+
+/// The workload's pid in the box, once init's messages (`msg::WORKLOAD`) say it.
+pub(super) fn started_pid(messages: &[u8]) -> Option<i32> {
+    String::from_utf8_lossy(messages).lines().find_map(|l| {
+        l.strip_prefix(msg::WORKLOAD)
+            .and_then(|p| p.trim().parse().ok())
+    })
+}
+
+/// The signals a caller may send a workload by name, and their numbers. SIGKILL ends the whole
+/// box instead (PID 1 can't forward what it can't catch); SIGSTOP is not here: the monitor's
+/// deadline and kill would still run, but nothing could resume a stopped box's PID 1.
+pub const SIGNALS: &[(&str, i32)] = &[
+    ("SIGHUP", libc::SIGHUP),
+    ("SIGINT", libc::SIGINT),
+    ("SIGQUIT", libc::SIGQUIT),
+    ("SIGABRT", libc::SIGABRT),
+    ("SIGKILL", libc::SIGKILL),
+    ("SIGUSR1", libc::SIGUSR1),
+    ("SIGUSR2", libc::SIGUSR2),
+    ("SIGALRM", libc::SIGALRM),
+    ("SIGTERM", libc::SIGTERM),
+    ("SIGCONT", libc::SIGCONT),
+    ("SIGTSTP", libc::SIGTSTP),
+    ("SIGWINCH", libc::SIGWINCH),
+];
+
+/// The number of a signal named in `SIGNALS` (`"SIGTERM"`, or `"TERM"`).
+pub fn signal_number(name: &str) -> Option<i32> {
+    let full = if name.starts_with("SIG") {
+        name.to_string()
+    } else {
+        format!("SIG{name}")
+    };
+    SIGNALS.iter().find(|(n, _)| *n == full).map(|(_, v)| *v)
 }
 
 /// Writes one `msg` line on the init pipe (newlines in it become spaces).
@@ -67,6 +145,10 @@ pub struct BoxFds<F = OwnedFd> {
     pub egress: Option<F>,
     /// The read end of the workload's stdin (`spec.stdin`).
     pub stdin: Option<F>,
+    /// Where the workload's terminal master goes (`spec.tty`).
+    pub tty: Option<F>,
+    /// The connector's line to the caller (`spec.connector`).
+    pub connect: Option<F>,
 }
 
 impl<F> Default for BoxFds<F> {
@@ -75,6 +157,8 @@ impl<F> Default for BoxFds<F> {
             channel: None,
             egress: None,
             stdin: None,
+            tty: None,
+            connect: None,
         }
     }
 }
@@ -82,11 +166,17 @@ impl<F> Default for BoxFds<F> {
 impl<F: AsFd> BoxFds<F> {
     /// The descriptors in the order they travel.
     pub fn raw(&self) -> Vec<RawFd> {
-        [&self.channel, &self.egress, &self.stdin]
-            .into_iter()
-            .flatten()
-            .map(|f| f.as_fd().as_raw_fd())
-            .collect()
+        [
+            &self.channel,
+            &self.egress,
+            &self.stdin,
+            &self.tty,
+            &self.connect,
+        ]
+        .into_iter()
+        .flatten()
+        .map(|f| f.as_fd().as_raw_fd())
+        .collect()
     }
 }
 
@@ -101,10 +191,14 @@ impl BoxFds {
             None
         };
         let stdin = if spec.stdin { fds.next() } else { None };
+        let tty = if spec.tty.is_some() { fds.next() } else { None };
+        let connect = if spec.connector { fds.next() } else { None };
         BoxFds {
             channel,
             egress,
             stdin,
+            tty,
+            connect,
         }
     }
 
@@ -113,6 +207,8 @@ impl BoxFds {
         spec.channel == self.channel.is_some()
             && spec.egress.is_some() == self.egress.is_some()
             && spec.stdin == self.stdin.is_some()
+            && spec.tty.is_some() == self.tty.is_some()
+            && spec.connector == self.connect.is_some()
     }
 }
 
@@ -137,6 +233,8 @@ pub struct Caller<'a> {
     pub fds: BoxFds,
     /// Gets the outcome as soon as the box has ended, before the slower cgroup teardown.
     pub on_report: &'a mut dyn FnMut(&BoxReport),
+    /// Told the workload's pid in the box once it is about to exec (`msg::WORKLOAD`).
+    pub on_started: Option<&'a mut dyn FnMut(i32)>,
 }
 
 /// Which of `Trees` follow the "go" byte.

@@ -18,6 +18,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The clone child, before it becomes PID 1 proper: wait for the maps (and the idmapped trees
 /// when the box has a range), take uid/gid 0 of the box, then hand over.
@@ -74,9 +75,7 @@ pub(super) fn child(
     keep.extend(trees.workspace.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(trees.image.as_ref().map(|f| f.as_raw_fd()));
     keep.extend(trees.binds.iter().map(|f| f.as_raw_fd()));
-    keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
-    keep.extend(passed.egress.as_ref().map(|f| f.as_raw_fd()));
-    keep.extend(passed.stdin.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(passed.raw());
     sys::close_others(&keep);
     if in_cgroup {
         // The box sees its own cgroup as the root of the hierarchy.
@@ -138,8 +137,7 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
     drop(j.go_r);
     let mut keep = vec![init_w.as_raw_fd()];
     keep.extend(j.namespaces.iter().map(|(_, f)| f.as_raw_fd()));
-    keep.extend(passed.channel.as_ref().map(|f| f.as_raw_fd()));
-    keep.extend(passed.stdin.as_ref().map(|f| f.as_raw_fd()));
+    keep.extend(passed.raw());
     sys::close_others(&keep);
     for (flag, fd) in j.namespaces {
         if let Err(e) = nix::sched::setns(fd, *flag) {
@@ -170,15 +168,24 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
         },
         None => (None, None),
     };
-    let BoxFds { channel, stdin, .. } = passed;
+    let BoxFds {
+        channel,
+        stdin,
+        tty,
+        ..
+    } = passed;
+    let io = WorkloadIo {
+        channel,
+        stdin,
+        tty,
+        listener_tx,
+    };
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_w, channel, stdin, listener_tx, fallback),
+        Ok(Forked::Child) => exec_workload(spec, init_w, io, fallback),
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => fail("fork the workload", &e),
     };
-    drop(channel);
-    drop(stdin);
-    drop(listener_tx);
+    drop(io);
     send(&init_w, &format!("{} {workload}", msg::PID));
     let end = match listener_rx {
         Some(rx) => supervise_until(workload, rx, &init_w),
@@ -214,9 +221,17 @@ fn pid1(
         channel,
         egress,
         stdin,
+        tty,
+        connect,
     } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
         if let Err(err) = super::relay::start(e.port, &e.direct, line) {
+            send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
+            sys::exit_now(1);
+        }
+    }
+    if let Some(line) = connect {
+        if let Err(err) = super::connector::start(line) {
             send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
             sys::exit_now(1);
         }
@@ -226,6 +241,7 @@ fn pid1(
         // orphans land here.
         drop(channel);
         drop(stdin);
+        drop(tty);
         send(&init_pipe, &msg::READY.to_string());
         idle_reaper();
     }
@@ -246,14 +262,20 @@ fn pid1(
         },
         None => (None, None),
     };
+    let io = WorkloadIo {
+        channel,
+        stdin,
+        tty,
+        listener_tx,
+    };
+    catch_signals();
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_pipe, channel, stdin, listener_tx, fallback),
+        Ok(Forked::Child) => exec_workload(spec, init_pipe, io, fallback),
         Ok(Forked::Parent(pid)) => {
             // The workload's channel and stdin are the workload's alone: the caller's writer
             // sees EPIPE once the workload is gone.
-            drop(channel);
-            drop(stdin);
-            drop(listener_tx);
+            drop(io);
+            forward_to(pid);
             pid
         }
         Err(e) => {
@@ -539,16 +561,73 @@ fn reap_until(workload: libc::pid_t) -> End {
     }
 }
 
-/// In the workload's process: drop everything, then exec. Never returns. The posture is the
-/// same for a fresh box's workload and a call into a resident box (`call_init`).
-fn exec_workload(
-    spec: &BoxSpec,
-    init_pipe: OwnedFd,
+/// The workload's PID 1 forwards signals to (its process group), once forked.
+static WORKLOAD: AtomicI32 = AtomicI32::new(0);
+/// A signal that came before `WORKLOAD` was set, forwarded as soon as it is.
+static PENDING: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn forward(sig: libc::c_int) {
+    let w = WORKLOAD.load(Ordering::SeqCst);
+    if w > 0 {
+        // SAFETY: kill(2) is async-signal-safe; the group is the workload's own (it is a
+        // session leader), inside this box's PID namespace.
+        unsafe { libc::kill(-w, sig) };
+    } else {
+        PENDING.store(sig, Ordering::SeqCst);
+    }
+}
+
+/// PID 1 passes the signals a caller sends the workload (`handoff::Command`, through the
+/// monitor) on to the workload's process group. From outside its PID namespace, a signal
+/// reaches PID 1 only if it handles it: this is where it turns into one for the workload.
+/// Caught before the workload is forked (one that comes before `forward_to` waits in
+/// `PENDING`); the workload resets every disposition before its exec.
+fn catch_signals() {
+    for (_, sig) in handoff::SIGNALS {
+        if *sig == libc::SIGKILL {
+            continue;
+        }
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+        let Ok(sig) = Signal::try_from(*sig) else {
+            continue;
+        };
+        let action = SigAction::new(
+            SigHandler::Handler(forward),
+            SaFlags::SA_RESTART,
+            SigSet::empty(),
+        );
+        // SAFETY: `forward` only reads and writes atomics and calls kill(2), all
+        // async-signal-safe.
+        let _ = unsafe { sigaction(sig, &action) };
+    }
+}
+
+/// From now on, signals caught go to `workload`'s process group.
+fn forward_to(workload: libc::pid_t) {
+    WORKLOAD.store(workload, Ordering::SeqCst);
+    let early = PENDING.swap(0, Ordering::SeqCst);
+    if early > 0 {
+        forward(early);
+    }
+}
+
+/// The caller's descriptors the workload takes over, and the seccomp listener's way to PID 1.
+struct WorkloadIo {
     channel: Option<OwnedFd>,
     stdin: Option<OwnedFd>,
+    tty: Option<OwnedFd>,
     listener_tx: Option<OwnedFd>,
-    fallback: &Fallback,
-) -> ! {
+}
+
+/// In the workload's process: drop everything, then exec. Never returns. The posture is the
+/// same for a fresh box's workload and a call into a resident box (`call_init`).
+fn exec_workload(spec: &BoxSpec, init_pipe: OwnedFd, io: WorkloadIo, fallback: &Fallback) -> ! {
+    let WorkloadIo {
+        channel,
+        stdin,
+        tty,
+        listener_tx,
+    } = io;
     // The channel goes to fd 3; nothing else we keep may be sitting there when it does.
     let above_channel = |fd: OwnedFd| -> OwnedFd {
         if channel.is_none() || fd.as_raw_fd() > CHANNEL_FD {
@@ -576,9 +655,25 @@ fn exec_workload(
             fail(&format!("chdir {cwd}"), e);
         }
     }
+    // The terminal is opened in the box's own devpts while this is still box root; its master
+    // goes to the caller, and only the caller holds it.
+    let terminal = match (&spec.tty, &tty) {
+        (Some(size), Some(to_caller)) => match super::pty::open_in_box(*size, to_caller) {
+            Ok(slave) => Some(slave),
+            Err(e) => fail("open a terminal in the box's /dev/pts", e),
+        },
+        _ => None,
+    };
+    drop(tty);
     // A new session: the workload can't reach a controlling terminal of the host (TIOCSTI).
     if let Err(e) = nix::unistd::setsid() {
         fail("setsid", e.into());
+    }
+    // Its own terminal, from the box, becomes its controlling one, and its stdio.
+    if let Some(slave) = &terminal {
+        if let Err(e) = super::pty::take_as_stdio(slave) {
+            fail("make the terminal the workload's", e);
+        }
     }
     // Again here, not only in PID 1: a resident box's calls are forked from outside the box and
     // would otherwise carry their caller's session keyring in.
@@ -665,6 +760,11 @@ fn exec_workload(
             .map(|d| format!("{d}/{program}"))
             .collect()
     };
+    // The caller may signal the workload from here on (`SandboxProcess.pid`).
+    send(
+        init_pipe,
+        &format!("{} {}", msg::WORKLOAD, std::process::id()),
+    );
     let mut last = libc::ENOENT;
     for c in candidates {
         let Ok(path) = sys::cstr(&c) else { continue };

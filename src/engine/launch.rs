@@ -3,7 +3,7 @@
 //! kern's report. Runs on tokio in the addon's process; it never forks anything itself except
 //! through `Command`, which execs `kern` straight away.
 
-use super::handoff::{BoxFds, CallTarget};
+use super::handoff::{BoxFds, CallTarget, Command, Started};
 use super::spec::{BoxSpec, Limits};
 use super::status::{BoxReport, Fault, FaultKind};
 use super::sys;
@@ -290,8 +290,32 @@ impl Kern {
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<&OwnedFd>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, Some(max_output), sink, cancel, fds, None)
+        self.run_inner(spec, Some(max_output), sink, cancel, fds, None, None)
             .await
+    }
+
+    /// As `run`, for a process the caller steers while it runs (`sb.spawn`, `sb.terminal`):
+    /// `controls` gets the workload's pid in the box when it starts, and carries signals for
+    /// it to kern (`handoff::Command`).
+    pub async fn run_steered(
+        self,
+        spec: &BoxSpec,
+        max_output: usize,
+        sink: UnboundedSender<Chunk>,
+        cancel: tokio::sync::watch::Receiver<bool>,
+        fds: BoxFds<&OwnedFd>,
+        controls: Controls,
+    ) -> Result<Option<Outcome>> {
+        self.run_inner(
+            spec,
+            Some(max_output),
+            Some(sink),
+            cancel,
+            fds,
+            None,
+            Some(controls),
+        )
+        .await
     }
 
     /// As `run`, for a long-lived box (a kernel): output goes only to `sink`, nothing is kept
@@ -306,10 +330,11 @@ impl Kern {
         fds: BoxFds<&OwnedFd>,
         prepared: tokio::sync::oneshot::Sender<Vec<String>>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, None, Some(sink), cancel, fds, Some(prepared))
+        self.run_inner(spec, None, Some(sink), cancel, fds, Some(prepared), None)
             .await
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run_inner(
         mut self,
         spec: &BoxSpec,
@@ -318,7 +343,12 @@ impl Kern {
         mut cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<&OwnedFd>,
         mut prepared: Option<tokio::sync::oneshot::Sender<Vec<String>>>,
+        controls: Option<Controls>,
     ) -> Result<Option<Outcome>> {
+        let (mut started, mut commands) = match controls {
+            Some(c) => (Some(c.started), Some(c.signals)),
+            None => (None, None),
+        };
         let start = Instant::now();
         let mut json = serde_json::to_vec(spec)
             .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
@@ -398,6 +428,11 @@ impl Kern {
                         let _ = tx.send(prepared_notes(&buf));
                     }
                 }
+                if let Some(pid) = started.as_ref().and_then(|_| started_pid(&buf)) {
+                    if let Some(tx) = started.take() {
+                        let _ = tx.send(pid);
+                    }
+                }
             }
             buf
         });
@@ -414,8 +449,21 @@ impl Kern {
                     // Dropping the write half shuts it down: kern sees EOF and kills the box.
                     // `wait_for` looks at the current value first, so a close() that came
                     // before this point is not missed.
-                    _ = cancel.wait_for(|closing| *closing), if lifeline.is_some() => {
+                    _ = async { cancel.wait_for(|closing| *closing).await.is_ok() }, if lifeline.is_some() => {
                         lifeline = None;
+                    }
+                    signal = recv_command(&mut commands), if lifeline.is_some() => {
+                        match (signal, lifeline.as_mut()) {
+                            (Some(signal), Some(l)) => {
+                                let mut line = serde_json::to_vec(&Command { signal })
+                                    .unwrap_or_default();
+                                line.push(b'\n');
+                                // A few bytes; kern reads them at once while the box runs.
+                                let _ = l.write_all(&line).await;
+                            }
+                            // The steering side is gone: nothing more will come.
+                            _ => commands = None,
+                        }
                     }
                 }
             }
@@ -475,6 +523,31 @@ impl Kern {
             prepared_notes,
         }))
     }
+}
+
+/// A steered process's side channels (`Kern::run_steered`).
+pub struct Controls {
+    /// Gets the workload's pid in the box when it is about to exec.
+    pub started: tokio::sync::oneshot::Sender<i32>,
+    /// Signal numbers for the workload's process group (`handoff::SIGNALS`, not SIGKILL: that
+    /// is `cancel`'s).
+    pub signals: tokio::sync::mpsc::UnboundedReceiver<i32>,
+}
+
+/// The next signal to send, if there is a receiver; pending forever without one.
+async fn recv_command(rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<i32>>) -> Option<i32> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The workload's pid, from a `handoff::Started` line among kern's.
+fn started_pid(status: &[u8]) -> Option<i32> {
+    status
+        .split(|&b| b == b'\n')
+        .find_map(|l| serde_json::from_slice::<Started>(l).ok())
+        .map(|s| s.started.pid)
 }
 
 /// What to report when kern ended without saying how the box ended.

@@ -9,6 +9,7 @@
 pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
+pub mod connector;
 pub mod faults;
 pub mod handoff;
 pub mod idmap;
@@ -18,6 +19,7 @@ pub mod launch;
 pub mod monitor;
 pub mod mounts;
 pub mod proxy;
+pub mod pty;
 pub mod relay;
 pub mod resident;
 pub mod rootfs;

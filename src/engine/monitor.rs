@@ -21,7 +21,6 @@ use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket;
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
-use std::io::Read;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -188,6 +187,7 @@ pub fn run_box(spec: &BoxSpec, prepared: Prepared, caller: Caller<'_>) {
         lifeline,
         fds: passed,
         on_report,
+        on_started,
     } = caller;
     // A resident box reports once it has started, long before it ends: whoever reports takes it.
     let mut reporter = Some(on_report);
@@ -203,6 +203,7 @@ pub fn run_box(spec: &BoxSpec, prepared: Prepared, caller: Caller<'_>) {
             passed,
             Mapping::for_this_process(spec.user.as_ref()),
             &mut reporter,
+            on_started,
         )
     };
     if let Some(r) = reporter.take() {
@@ -218,6 +219,7 @@ fn build_and_supervise(
     passed: BoxFds,
     mapping: Mapping,
     reporter: &mut Reporter<'_>,
+    on_started: Option<&mut dyn FnMut(i32)>,
 ) -> BoxReport {
     let start = Instant::now();
     if spec.limits != prepared.limits {
@@ -372,7 +374,18 @@ fn build_and_supervise(
         start,
         mapping,
     };
-    supervise(spec, s, cgroup, lifeline, fallback, reporter)
+    let caller = Watched {
+        lifeline,
+        on_started,
+    };
+    supervise(spec, s, cgroup, caller, fallback, reporter)
+}
+
+/// The caller as `supervise` watches it while the box runs: its lifeline (EOF kills the box,
+/// a line is a `handoff::Command`) and who to tell when the workload starts.
+struct Watched<'l, 's> {
+    lifeline: Option<BorrowedFd<'l>>,
+    on_started: Option<&'s mut dyn FnMut(i32)>,
 }
 
 /// The box just cloned, as `supervise` takes it over.
@@ -434,10 +447,14 @@ fn supervise(
     spec: &BoxSpec,
     s: Supervised,
     cgroup: &Option<BoxCgroup>,
-    lifeline: Option<BorrowedFd<'_>>,
+    caller: Watched<'_, '_>,
     fallback: &Fallback,
     reporter: &mut Reporter<'_>,
 ) -> BoxReport {
+    let Watched {
+        lifeline,
+        mut on_started,
+    } = caller;
     let Supervised {
         pid,
         init_r,
@@ -536,6 +553,13 @@ fn supervise(
 
     let deadline = start + Duration::from_millis(spec.timeout_ms);
     let mut ended_by: Option<Fault> = None;
+    // init's messages are read as they come, for the workload's start (`msg::WORKLOAD`).
+    let _ = nix::fcntl::fcntl(
+        &init_r,
+        nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+    );
+    let mut messages = Vec::new();
+    let mut said = Vec::new();
     loop {
         let remaining = deadline.saturating_duration_since(Instant::now());
         if remaining.is_zero() {
@@ -551,25 +575,57 @@ fn supervise(
         }
         let ms = remaining.as_millis().min(60_000) as u16;
         let mut fds = vec![PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+        // Only until the workload has started: nothing after that is needed before the end.
+        if on_started.is_some() {
+            fds.push(PollFd::new(init_r.as_fd(), PollFlags::POLLIN));
+        }
         if let Some(l) = lifeline {
             fds.push(PollFd::new(l, PollFlags::POLLIN));
         }
-        match poll(&mut fds, PollTimeout::from(ms.max(1))) {
+        let polled = poll(&mut fds, PollTimeout::from(ms.max(1)));
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        match polled {
             Ok(_) => {
-                if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+                if ready[0] {
                     break;
                 }
-                if fds
-                    .get(1)
-                    .and_then(|f| f.revents())
-                    .is_some_and(|r| !r.is_empty())
-                {
-                    let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
-                    ended_by = Some(Fault::new(
-                        FaultKind::Killed,
-                        "the caller ended the call (Sandbox.close() while it ran, or the caller's process exited); kern killed the box",
-                    ));
-                    break;
+                let mut next = 1;
+                if on_started.is_some() {
+                    if ready[next] {
+                        sys::read_available(&init_r, &mut messages);
+                        if let Some(pid) = handoff::started_pid(&messages) {
+                            if let Some(tell) = on_started.take() {
+                                tell(pid);
+                            }
+                        }
+                    }
+                    next += 1;
+                }
+                if let (Some(l), true) = (lifeline, ready.get(next) == Some(&true)) {
+                    match handoff::read_commands(l, &mut said) {
+                        Some(commands) => {
+                            // PID 1 forwards them to the workload's process group.
+                            for c in commands {
+                                if handoff::SIGNALS.iter().any(|(_, n)| *n == c.signal)
+                                    && c.signal != libc::SIGKILL
+                                {
+                                    let _ = sys::pidfd_kill(pidfd.as_fd(), c.signal);
+                                }
+                            }
+                        }
+                        None => {
+                            let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+                            ended_by = Some(Fault::new(
+                                FaultKind::Killed,
+                                "the caller ended the call (Sandbox.close() while it ran, or the caller's process exited); kern killed the box",
+                            ));
+                            break;
+                        }
+                    }
                 }
             }
             Err(nix::errno::Errno::EINTR) => continue,
@@ -588,8 +644,9 @@ fn supervise(
     // Every box process is gone now: no set-id file it made outlives it.
     let unswept = faults::sweep_setid(spec);
 
-    let mut messages = String::new();
-    let _ = std::fs::File::from(init_r).read_to_string(&mut messages);
+    // Every process of the box is gone, and with them every writer of the pipe: this ends.
+    sys::read_available(&init_r, &mut messages);
+    let messages = String::from_utf8_lossy(&messages).into_owned();
     let oom = cgroup
         .as_ref()
         .filter(|cg| cg.oom_kills() > 0)

@@ -119,6 +119,23 @@ pub struct BoxSpec {
     /// scratch directory, so nothing a box left in the workspace is on its import path).
     #[serde(default)]
     pub cwd: Option<String>,
+    /// The workload's stdin, stdout and stderr are a new terminal of the box's own devpts
+    /// (`sb.terminal`, `kern run -it`), its controlling terminal, of this size. The caller sent
+    /// a socket for it (`BoxFds::tty`); the terminal's master goes back on it (`engine::pty`).
+    #[serde(default)]
+    pub tty: Option<TtySize>,
+    /// The caller sent a socket (`BoxFds::connect`): PID 1 forks the connector, which dials
+    /// `127.0.0.1:<port>` inside the box when asked and hands the connected socket back
+    /// (`SandboxProcess.connect`, `engine::connector`).
+    #[serde(default)]
+    pub connector: bool,
+}
+
+/// A terminal's size in character cells.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+pub struct TtySize {
+    pub cols: u16,
+    pub rows: u16,
 }
 
 /// The two halves of a resident box.

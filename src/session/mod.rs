@@ -4,7 +4,8 @@
 //!
 //! - `open`: bringing a session up (and its resident box, with `persist`); `opened`: the opened
 //!   state, its boxes' spec and `shut_down`; `writers`: who may be writing to the workspace.
-//! - `call`: one call in a fresh box (`percall`: what its own options add); `result`: what a call
+//! - `call`: one call in a fresh box (`percall`: what its own options add); `process`: a
+//!   process steered while it runs (`spawn`, `terminal`); `result`: what a call
 //!   returns and how it is assembled; `host_files`: readFile, writeFile, listFiles, snapshot,
 //!   restore.
 //! - `kernel`: the kernels (one lifecycle; the python driver's kind, the Jupyter kind);
@@ -28,6 +29,7 @@ pub mod options;
 mod percall;
 mod persist;
 mod pool;
+mod process;
 pub mod profiles;
 mod pyc;
 mod result;
@@ -37,6 +39,7 @@ mod writers;
 
 pub use kernel::OpenKernel;
 pub use percall::{check_stdin, CallInput};
+pub use process::{Process, ProcessRequest};
 pub use result::{ExecRequest, ExecResult};
 pub use stderr::Stderr;
 
@@ -190,6 +193,18 @@ impl Sandbox {
         }
         let opened = self.opened().await?;
         longbox::open_kernel(opened, &self.kern, timeout_s, jupyter).await
+    }
+
+    /// Starts a background process (`spawn`) or, with `terminal`, a program on a terminal of
+    /// its box, in a fresh box of the session; its output goes to `sink` as it comes.
+    pub async fn start_process(
+        &self,
+        req: ProcessRequest,
+        terminal: bool,
+        sink: UnboundedSender<Chunk>,
+    ) -> Result<Process> {
+        let opened = self.opened().await?;
+        Process::start(opened, &self.kern, req, terminal, sink).await
     }
 
     /// Runs one call in a fresh box; `input` is what it brings beside its request's data.

@@ -129,7 +129,7 @@ pub fn fds<'a>(channel: Option<&'a OwnedFd>, line: Option<&'a Line>) -> BoxFds<&
     BoxFds {
         channel,
         egress: line.map(Line::fd),
-        stdin: None,
+        ..BoxFds::default()
     }
 }
 

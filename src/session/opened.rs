@@ -158,6 +158,8 @@ impl Opened {
             user: self.image.user.clone(),
             channel,
             stdin: false,
+            tty: None,
+            connector: false,
             binds,
             host_network: false,
             etc: Vec::new(),

@@ -263,7 +263,7 @@ fn boxed() -> ExitCode {
             prepared.release();
             return ExitCode::SUCCESS;
         };
-        call::run_call(&spec, prepared, from_addon(passed, &mut send_report));
+        call::run_call(&spec, prepared, from_addon(passed, &mut send_report, &mut send_started));
         return ExitCode::SUCCESS;
     }
     let limits: Limits = match serde_json::from_slice(&caps) {
@@ -279,16 +279,21 @@ fn boxed() -> ExitCode {
         prepared.release();
         return ExitCode::SUCCESS;
     };
-    run_box(&spec, prepared, from_addon(passed, &mut send_report));
+    run_box(&spec, prepared, from_addon(passed, &mut send_report, &mut send_started));
     ExitCode::SUCCESS
 }
 
 /// The addon as the caller: the control socket is the lifeline and carries the report.
-fn from_addon(fds: BoxFds, on_report: &mut dyn FnMut(&BoxReport)) -> Caller<'_> {
+fn from_addon<'a>(
+    fds: BoxFds,
+    on_report: &'a mut dyn FnMut(&BoxReport),
+    on_started: &'a mut dyn FnMut(i32),
+) -> Caller<'a> {
     Caller {
         lifeline: Some(control_fd()),
         fds,
         on_report,
+        on_started: Some(on_started),
     }
 }
 
@@ -312,6 +317,16 @@ fn send_prepared() {
     let mut out = serde_json::to_vec(&line).unwrap_or_default();
     out.push(b'\n');
     // A few hundred bytes into a socket the caller has not read yet: never blocks for long.
+    let _ = nix::unistd::write(control_fd(), &out);
+}
+
+/// The workload is about to exec (`handoff::Started`): its pid in the box.
+fn send_started(pid: i32) {
+    let line = kern_sandbox::engine::handoff::Started {
+        started: kern_sandbox::engine::handoff::Workload { pid },
+    };
+    let mut out = serde_json::to_vec(&line).unwrap_or_default();
+    out.push(b'\n');
     let _ = nix::unistd::write(control_fd(), &out);
 }
 
@@ -449,6 +464,8 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         resident: None,
         cwd: None,
         stdin: false,
+        tty: None,
+        connector: false,
     };
     let prepared = monitor::prepare(&spec.limits);
     let mut code = 125;
@@ -456,6 +473,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         lifeline: None,
         fds: BoxFds::default(),
         on_report: &mut |report| code = say_fault_and_code(report),
+        on_started: None,
     };
     run_box(&spec, prepared, caller);
     Ok(ExitCode::from(code as u8))
@@ -512,6 +530,7 @@ fn resident_exec(
             }
             code = say_fault_and_code(report);
         },
+        on_started: None,
     };
     call::run_call(&spec, prepared, caller);
     Ok(ExitCode::from(code as u8))

@@ -302,7 +302,7 @@ fn call(
         let (a_done, readable, caller_gone) = (ready(0), ready(1), ready(2));
         drop(fds);
         if readable {
-            read_available(&init_r, &mut messages);
+            sys::read_available(&init_r, &mut messages);
         }
         if a_done {
             break;
@@ -316,7 +316,7 @@ fn call(
         }
     }
     if ended_by.is_some() {
-        read_available(&init_r, &mut messages);
+        sys::read_available(&init_r, &mut messages);
         match &prepared.cgroup {
             Some(cg) => cg.kill_others(),
             None => {
@@ -343,7 +343,7 @@ fn call(
     // at its exec), so this ends; bounded anyway.
     let until = Instant::now() + Duration::from_secs(2);
     loop {
-        read_available(&init_r, &mut messages);
+        sys::read_available(&init_r, &mut messages);
         let left = until.saturating_duration_since(Instant::now());
         let mut fds = [PollFd::new(init_r.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::from(left.as_millis() as u16)) {
@@ -370,14 +370,4 @@ fn call(
     let mut report = faults::conclude(spec, &text, ended_by, oom, status, "call's init");
     faults::fail_closed(&mut report, unswept);
     report
-}
-
-fn read_available(fd: &OwnedFd, into: &mut Vec<u8>) {
-    let mut buf = [0u8; 4096];
-    while let Ok(n) = nix::unistd::read(fd, &mut buf) {
-        if n == 0 {
-            break;
-        }
-        into.extend_from_slice(&buf[..n]);
-    }
 }

@@ -761,3 +761,14 @@ pub fn new_session_keyring() -> io::Result<()> {
         }
     }
 }
+
+/// Reads what a non-blocking `fd` holds now into `into`, to EOF or `EAGAIN`.
+pub fn read_available(fd: &OwnedFd, into: &mut Vec<u8>) {
+    let mut buf = [0u8; 4096];
+    while let Ok(n) = nix::unistd::read(fd, &mut buf) {
+        if n == 0 {
+            break;
+        }
+        into.extend_from_slice(&buf[..n]);
+    }
+}

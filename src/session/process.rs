@@ -1,0 +1,548 @@
+//! Processes a caller steers while they run, each in a fresh box of the session's posture on
+//! its workspace: a background process (`sb.spawn`: stdin written as it goes, signals, a TCP
+//! connection into its box) and a terminal (`sb.terminal`: the same, on a terminal of the box's
+//! own devpts instead of pipes). Both end with their workload, their `timeoutS`, a kill, or the
+//! session's close(); their output streams to the caller as it comes, under `maxOutputBytes`
+//! per stream like a call's, and `wait()` gives the call's `ExecResult`.
+
+use super::opened::Opened;
+use super::percall::{self, PerCall};
+use super::result::{over_quota, workspace_changes, ExecRequest, ExecResult};
+use super::stderr::Stderr;
+use super::writers::Active;
+use crate::engine::connector;
+use crate::engine::handoff::{signal_number, SIGNALS};
+use crate::engine::launch::{Chunk, Controls, Outcome, Stream};
+use crate::engine::spec::{TtySize, DEFAULT_WORKSPACE_TARGET};
+use crate::error::{Error, Result};
+use crate::workspace::track;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::{oneshot, watch};
+
+/// How long `kill()` without a signal waits after SIGTERM before it ends the box.
+pub const KILL_GRACE: Duration = Duration::from_secs(2);
+/// Without `timeoutS`, a process lives as long as its session (and at most this).
+const LIFETIME_MS: u64 = super::longbox::LIFETIME_MS;
+
+/// What `spawn()` and `terminal()` ask for (`argv` is the image's shell for a terminal).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProcessRequest {
+    pub argv: Option<Vec<String>>,
+    pub env: Option<serde_json::Value>,
+    pub cwd: Option<serde_json::Value>,
+    pub timeout_s: Option<serde_json::Value>,
+    /// A terminal's size; none: a background process on pipes.
+    pub cols: Option<serde_json::Value>,
+    pub rows: Option<serde_json::Value>,
+}
+
+/// A started process, steered from the caller.
+pub struct Process {
+    /// Its pid in its box.
+    pub pid: i32,
+    /// Where `write()` goes: the stdin pipe, or the terminal's master. None once `end()`ed.
+    input: tokio::sync::Mutex<Option<tokio::net::unix::pipe::Sender>>,
+    /// The terminal's master (for `resize`), with a terminal.
+    master: Option<Arc<OwnedFd>>,
+    signals: tokio::sync::mpsc::UnboundedSender<i32>,
+    stop: watch::Sender<bool>,
+    /// The connector's line into its box (a background process only).
+    connect: Option<Arc<Mutex<OwnedFd>>>,
+    /// Turns true when it has ended and `result` is set.
+    ended: watch::Receiver<bool>,
+    result: Arc<Mutex<Option<Result<ExecResult>>>>,
+}
+
+impl Process {
+    /// Starts one; resolves once its workload is about to exec (or fails, if its box could not
+    /// start). Its output goes to `sink` as it comes.
+    pub(super) async fn start(
+        opened: Arc<Opened>,
+        kern_path: &Path,
+        req: ProcessRequest,
+        terminal: bool,
+        sink: UnboundedSender<Chunk>,
+    ) -> Result<Process> {
+        let what = if terminal { "terminal()" } else { "spawn()" };
+        let argv = match (req.argv, terminal) {
+            (Some(a), _) => a,
+            (None, true) => vec![shell_of(&opened)],
+            (None, false) => {
+                return crate::invalid!(
+                    "spawn() needs a non-empty argv array, e.g. spawn([\"python3\", \"-m\", \"http.server\"])"
+                )
+            }
+        };
+        if argv.is_empty() || argv[0].is_empty() {
+            return crate::invalid!("{what} needs a non-empty argv array, e.g. [\"bash\"]");
+        }
+        if argv.iter().any(|a| a.contains('\0')) {
+            return crate::invalid!("an argv element contains a NUL byte");
+        }
+        let timeout_ms = match &req.timeout_s {
+            None | Some(serde_json::Value::Null) => LIFETIME_MS,
+            Some(v) => super::options::timeout_ms("timeoutS", v)?,
+        };
+        let size = if terminal {
+            Some(TtySize {
+                cols: cells("cols", req.cols.as_ref(), 80)?,
+                rows: cells("rows", req.rows.as_ref(), 24)?,
+            })
+        } else {
+            if req.cols.is_some() || req.rows.is_some() {
+                return crate::invalid!(
+                    "spawn() takes no `cols`/`rows`: a background process has pipes, not a terminal; use terminal({{ cols, rows }})"
+                );
+            }
+            None
+        };
+        let per_call = PerCall::of(
+            &ExecRequest {
+                env: req.env,
+                cwd: req.cwd,
+                ..Default::default()
+            },
+            DEFAULT_WORKSPACE_TARGET,
+        )?;
+        let mut env = per_call.env.clone();
+        if terminal && !env.iter().any(|(k, _)| k == "TERM") {
+            env.push(("TERM".into(), "xterm-256color".into()));
+        }
+        let workspace = opened.workspace_path()?;
+        let mut spec = opened.call_spec(argv, &[], &env, timeout_ms, false, &workspace);
+        spec.cwd = per_call.cwd.clone();
+        spec.stdin = !terminal;
+        spec.tty = size;
+        spec.connector = !terminal;
+        crate::config::check_exec_size(&spec.argv, &spec.env)?;
+        if *opened.closing.borrow() {
+            return crate::invalid!("the Sandbox is closed; open a new Sandbox to start processes");
+        }
+
+        let cfg = &opened.config;
+        let before = if cfg.track_files || cfg.workspace_max_bytes.is_some() {
+            let (ws, quota) = (workspace.clone(), cfg.workspace_max_bytes);
+            Some(
+                tokio::task::spawn_blocking(move || track::snapshot(&ws, quota))
+                    .await
+                    .unwrap_or_else(|e| track::Snapshot::unmeasured(e.to_string())),
+            )
+        } else {
+            None
+        };
+        if let (Some(cap), Some(b)) = (cfg.workspace_max_bytes, &before) {
+            if let Some(fault) = over_quota(b, cap) {
+                return Err(Error::Invalid(fault.message));
+            }
+        }
+        let before = if cfg.track_files { before } else { None };
+
+        let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
+        // The box's ends travel with the spec; ours stay here.
+        let (stdin_read, input) = if terminal {
+            (None, None)
+        } else {
+            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+                .map_err(|e| io("a pipe for the process's stdin", e.into()))?;
+            let w = tokio::net::unix::pipe::Sender::from_owned_fd(w)
+                .map_err(|e| io("the process's stdin", e))?;
+            (Some(r), Some(w))
+        };
+        let (tty_ours, tty_theirs) = if terminal {
+            let (a, b) = std::os::unix::net::UnixStream::pair()
+                .map_err(|e| io("a socket for the terminal", e))?;
+            (Some(OwnedFd::from(a)), Some(OwnedFd::from(b)))
+        } else {
+            (None, None)
+        };
+        let (connect_ours, connect_theirs) = if terminal {
+            (None, None)
+        } else {
+            let (a, b) = connector::pair().map_err(|e| io("a socket for connect()", e))?;
+            (Some(a), Some(b))
+        };
+        let line = opened.egress_line(&spec)?;
+        let kern = match opened.resident.get() {
+            // A resident session's kerns are for calls into its box; this is a fresh one.
+            Some(_) => crate::engine::launch::Kern::spawn(kern_path, &cfg.limits)?,
+            None => opened.kern(kern_path)?,
+        };
+
+        let (stop, stop_rx) = watch::channel(false);
+        let (started_tx, started_rx) = oneshot::channel();
+        let (signals, signals_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ended_tx, ended) = watch::channel(false);
+        let result_slot: Arc<Mutex<Option<Result<ExecResult>>>> = Arc::default();
+        let task_slot = result_slot.clone();
+        let max_output = cfg.max_output;
+        let active = Active::enter(&opened.writers).await;
+        let terminal_sink = sink.clone();
+        // The terminal's output as the result keeps it (its reader starts with the master).
+        let (term_tx, mut term_rx) = watch::channel::<Option<Kept>>(None);
+        let task_opened = opened.clone();
+        tokio::spawn(async move {
+            let opened = task_opened;
+            // Held for the process's life: close() waits for it, and ends it first.
+            let _running = opened.running.read().await;
+            let _active = active;
+            let (cancel, _joined) =
+                percall::cancel_either(opened.closing.subscribe(), Some(stop_rx));
+            let mut fds = super::network::fds(None, line.as_ref());
+            fds.stdin = stdin_read.as_ref();
+            fds.tty = tty_theirs.as_ref();
+            fds.connect = connect_theirs.as_ref();
+            let controls = Controls {
+                started: started_tx,
+                signals: signals_rx,
+            };
+            let r = kern
+                .run_steered(&spec, max_output, sink, cancel, fds, controls)
+                .await;
+            drop((stdin_read, tty_theirs, connect_theirs, line));
+            let r = match r {
+                Ok(Some(o)) => Ok(o),
+                Ok(None) => Err(Error::Runtime(
+                    "the kern runtime exited before it read the box spec".into(),
+                )),
+                Err(e) => Err(e),
+            };
+            let result = match r {
+                Ok(mut o) => {
+                    // The box is gone, so is the terminal's last holder: its reader ends now.
+                    let read = tokio::time::timeout(Duration::from_secs(2), async {
+                        term_rx
+                            .wait_for(Option::is_some)
+                            .await
+                            .ok()
+                            .and_then(|k| k.clone())
+                    })
+                    .await;
+                    if let Ok(Some(k)) = read {
+                        o.stdout = k.bytes;
+                        o.stdout_truncated = k.truncated;
+                    }
+                    finish(&opened, o, before, &workspace).await
+                }
+                Err(e) => Err(e),
+            };
+            if let Ok(mut slot) = task_slot.lock() {
+                *slot = Some(result);
+            }
+            ended_tx.send_replace(true);
+        });
+
+        let mut ended_rx = ended.clone();
+        let pid = tokio::select! {
+            pid = started_rx => pid.ok(),
+            _ = ended_rx.wait_for(|e| *e) => None,
+        };
+        let Some(pid) = pid else {
+            // The box ended before its workload started: say why.
+            let taken = result_slot.lock().ok().and_then(|mut s| s.take());
+            return Err(match taken {
+                Some(Err(e)) => e,
+                Some(Ok(r)) => Error::Runtime(format!(
+                    "{what}: the box ended before its process started{}",
+                    r.fault
+                        .as_ref()
+                        .map(|f| format!(": {}", f.message))
+                        .unwrap_or_default()
+                )),
+                None => Error::Runtime(format!("{what}: the box ended before its process started")),
+            });
+        };
+        let (master, input) = match tty_ours {
+            Some(sock) => {
+                let master =
+                    tokio::task::spawn_blocking(move || crate::engine::pty::receive_master(&sock))
+                        .await
+                        .map_err(|e| Error::Runtime(format!("the terminal: {e}")))?
+                        .map_err(|e| io("the terminal", e))?
+                        .ok_or_else(|| {
+                            Error::Runtime("the box ended before its terminal opened".into())
+                        })?;
+                set_nonblocking(&master)?;
+                // Read and written through two descriptors of the one master, each registered
+                // with the runtime on its own (the pipe types take any pollable descriptor).
+                let dup = master.try_clone().map_err(|e| io("the terminal", e))?;
+                let reader = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(dup)
+                    .map_err(|e| io("the terminal", e))?;
+                let dup = master.try_clone().map_err(|e| io("the terminal", e))?;
+                let writer = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(dup)
+                    .map_err(|e| io("the terminal", e))?;
+                tokio::spawn(read_terminal(reader, terminal_sink, max_output, term_tx));
+                (Some(Arc::new(master)), Some(writer))
+            }
+            None => (None, input),
+        };
+        Ok(Process {
+            pid,
+            input: tokio::sync::Mutex::new(input),
+            master,
+            signals,
+            stop,
+            connect: connect_ours.map(|c| Arc::new(Mutex::new(c))),
+            ended,
+            result: result_slot,
+        })
+    }
+
+    /// Writes to its stdin (or its terminal); resolves once the bytes are in the pipe.
+    pub async fn write(&self, data: &[u8]) -> Result<()> {
+        let mut input = self.input.lock().await;
+        let gone =
+            || Error::Invalid("write(): the process has ended; nothing reads its input".into());
+        match input.as_mut() {
+            None if self.master.is_some() => crate::invalid!("write(): the terminal has ended"),
+            None => crate::invalid!(
+                "write() after end(): the process's stdin is closed; start a new process to send more input"
+            ),
+            Some(p) => p.write_all(data).await.map_err(|_| gone()),
+        }
+    }
+
+    /// Closes its stdin (the process reads EOF). A terminal gets its end-of-file character
+    /// instead (`^D`), as typed; the terminal stays open.
+    pub async fn end(&self) -> Result<()> {
+        if self.master.is_some() {
+            return self.write(b"\x04").await;
+        }
+        // Dropping the write end is the EOF.
+        self.input.lock().await.take();
+        Ok(())
+    }
+
+    /// Sends `signal` (a name in `SIGNALS`) to its process group; SIGKILL ends its box. None:
+    /// SIGTERM, then the box is ended if it still runs after `KILL_GRACE`. Resolves when the
+    /// signal was sent, or, without one or with SIGKILL, when the process has ended.
+    pub async fn kill(&self, signal: Option<&str>) -> Result<()> {
+        let number = match signal {
+            None => None,
+            Some(name) => Some(signal_number(name).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "kill(): unknown signal {name:?}; use one of {}",
+                    SIGNALS
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?),
+        };
+        if *self.ended.borrow() {
+            return Ok(());
+        }
+        let mut ended = self.ended.clone();
+        match number {
+            Some(libc::SIGKILL) => {
+                self.stop.send_replace(true);
+                let _ = ended.wait_for(|e| *e).await;
+            }
+            Some(n) => {
+                let _ = self.signals.send(n);
+            }
+            None => {
+                let _ = self.signals.send(libc::SIGTERM);
+                let gone = tokio::time::timeout(KILL_GRACE, ended.wait_for(|e| *e))
+                    .await
+                    .is_ok();
+                if !gone {
+                    self.stop.send_replace(true);
+                }
+                let _ = ended.wait_for(|e| *e).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Resizes its terminal; the program gets SIGWINCH.
+    pub fn resize(&self, cols: &serde_json::Value, rows: &serde_json::Value) -> Result<()> {
+        let Some(master) = &self.master else {
+            return crate::invalid!("resize(): only a terminal has a size");
+        };
+        if cols.is_null() || rows.is_null() {
+            return crate::invalid!("resize(cols, rows) needs both, e.g. resize(120, 40)");
+        }
+        let size = TtySize {
+            cols: cells("cols", Some(cols), 80)?,
+            rows: cells("rows", Some(rows), 24)?,
+        };
+        if *self.ended.borrow() {
+            return Ok(());
+        }
+        crate::engine::pty::set_size(master.as_fd(), size)
+            .map_err(|e| Error::Runtime(format!("resize the terminal: {e}")))
+    }
+
+    /// A TCP connection to `127.0.0.1:port` inside its box (`engine::connector`); the socket.
+    pub async fn connect(&self, port: &serde_json::Value) -> Result<OwnedFd> {
+        let port = match port.as_u64() {
+            Some(p) if (1..=65535).contains(&p) => p as u16,
+            _ => {
+                return crate::invalid!(
+                    "connect(): the port must be a whole number from 1 to 65535, got {}",
+                    crate::config::describe(port)
+                )
+            }
+        };
+        let Some(line) = &self.connect else {
+            return crate::invalid!(
+                "connect(): a terminal has no connect(); spawn() the server and connect to it"
+            );
+        };
+        if *self.ended.borrow() {
+            return Err(Error::Invalid(connector::DialError::Gone.to_string()));
+        }
+        let line = line.clone();
+        tokio::task::spawn_blocking(move || {
+            let line = line
+                .lock()
+                .map_err(|_| Error::Runtime("connect lock poisoned".into()))?;
+            connector::dial(&line, port).map_err(|e| match e {
+                connector::DialError::Io(e) => Error::Runtime(format!("connect(): {e}")),
+                e => Error::Invalid(format!("connect(): {e}")),
+            })
+        })
+        .await
+        .map_err(|e| Error::Runtime(format!("connect(): {e}")))?
+    }
+
+    /// Its result, once it has ended; taken by the first caller (the JS layer keeps it).
+    pub async fn wait(&self) -> Result<ExecResult> {
+        let mut ended = self.ended.clone();
+        let _ = ended.wait_for(|e| *e).await;
+        self.result
+            .lock()
+            .ok()
+            .and_then(|mut r| r.take())
+            .unwrap_or_else(|| crate::invalid!("wait(): the result was already taken"))
+    }
+
+    /// Whether it still runs.
+    pub fn running(&self) -> bool {
+        !*self.ended.borrow()
+    }
+}
+
+/// A terminal's `cols` or `rows`: a whole number from 1 to 1000 (`default` when absent).
+fn cells(name: &str, v: Option<&serde_json::Value>, default: u16) -> Result<u16> {
+    match v {
+        None | Some(serde_json::Value::Null) => Ok(default),
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=1000).contains(&n) => Ok(n as u16),
+            _ => crate::invalid!(
+                "option `{name}` must be a whole number of character cells from 1 to 1000, got {}",
+                crate::config::describe(v)
+            ),
+        },
+    }
+}
+
+/// The image's shell: bash if it has one, else sh.
+fn shell_of(opened: &Opened) -> String {
+    let root = match &opened.image.root {
+        crate::engine::spec::RootSpec::Dir { path } => path.clone(),
+        crate::engine::spec::RootSpec::Host => "/".into(),
+    };
+    // InRoot: /bin is a symlink to usr/bin in most images, resolved inside the image.
+    let dir = crate::fsx::open_no_symlinks(&root).ok();
+    let has = |p: &str| {
+        dir.as_ref().is_some_and(|d| {
+            crate::fsx::open_beneath(d, p, nix::fcntl::OFlag::O_PATH, crate::fsx::Resolve::InRoot)
+                .is_ok()
+        })
+    };
+    if has("bin/bash") || has("usr/bin/bash") {
+        "bash".into()
+    } else {
+        "sh".into()
+    }
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> Result<()> {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = fcntl(fd, FcntlArg::F_GETFL).map_err(|e| Error::Runtime(format!("fcntl: {e}")))?;
+    fcntl(
+        fd,
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .map_err(|e| Error::Runtime(format!("fcntl: {e}")))?;
+    Ok(())
+}
+
+/// Reads the terminal until its last slave closes (EIO), forwarding what it reads as the
+/// process's stdout, up to `cap` bytes like a call's stdout.
+async fn read_terminal(
+    mut fd: tokio::net::unix::pipe::Receiver,
+    sink: UnboundedSender<Chunk>,
+    cap: usize,
+    done: watch::Sender<Option<Kept>>,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut kept = Kept::default();
+    // EIO once no process holds the terminal any more: its end.
+    while let Ok(n @ 1..) = fd.read(&mut buf).await {
+        let take = n.min(cap.saturating_sub(kept.bytes.len()));
+        if take < n {
+            kept.truncated = true;
+        }
+        if take > 0 {
+            kept.bytes.extend_from_slice(&buf[..take]);
+            let _ = sink.send(Chunk {
+                stream: Stream::Stdout,
+                data: buf[..take].to_vec(),
+            });
+        }
+    }
+    done.send_replace(Some(kept));
+}
+
+/// What a terminal's reader kept of its output, as a call keeps its stdout.
+#[derive(Debug, Clone, Default)]
+struct Kept {
+    bytes: Vec<u8>,
+    truncated: bool,
+}
+
+/// The process's `ExecResult` from its box's outcome.
+async fn finish(
+    opened: &Opened,
+    outcome: Outcome,
+    before: Option<track::Snapshot>,
+    workspace: &Path,
+) -> Result<ExecResult> {
+    if let Some(why) = outcome.report.limits_refused {
+        return Err(Error::Invalid(why));
+    }
+    if let Some(why) = outcome.report.cwd_refused {
+        return Err(Error::Invalid(why));
+    }
+    let mut stderr = Stderr::of_box(
+        outcome.stderr,
+        &outcome.prepared_notes,
+        &outcome.report.notes,
+    );
+    for n in opened.session_notes() {
+        stderr.push_note(&n);
+    }
+    let files = workspace_changes(before, workspace, &mut stderr).await;
+    Ok(ExecResult {
+        stdout: crate::lang::output_text(outcome.stdout),
+        stderr,
+        exit_code: outcome.report.exit_code,
+        duration_ms: outcome.duration.as_secs_f64() * 1000.0,
+        fault: outcome.report.fault,
+        files,
+        stdout_truncated: outcome.stdout_truncated,
+        stderr_truncated: outcome.stderr_truncated,
+        signal: outcome.report.signal,
+        results: Vec::new(),
+    })
+}
