@@ -710,6 +710,96 @@ export class Sandbox {
    * on IRkernel, against 0.33 ms (IPython's and IRkernel's per-cell work plus four signed
    * messages); a matplotlib figure cell 91 ms against 71 ms. */
   kernel(opts?: { timeoutS?: number; jupyter?: string }): Promise<Kernel>;
+
+  /** *(Addition to the published surface.)* Starts `argv` in the background, in a fresh box of
+   * this Sandbox's posture (image, limits, network, profile) on the same workspace, and resolves
+   * once it is about to exec (a missing program then ends it with exit code 127, as `run` does).
+   * It runs until it exits, `kill()`, its `timeoutS` (default: none; it lives as long as the
+   * Sandbox) or `close()`, which ends it with its box and everything in it. `env`, `cwd` and
+   * `signal` follow `PerCallOptions`; aborting the signal ends the box and `wait()` rejects with
+   * the signal's reason. Its output streams as it comes, to `onStdout`/`onStderr` and to
+   * `stdout`/`stderr`, under `maxOutputBytes` per stream like a call's: past the cap a stream
+   * delivers nothing more and `wait()`'s result says it was truncated, while the process runs on
+   * unblocked. A bad `argv`, `env` or `cwd` rejects before any box starts; a `cwd` missing in
+   * the box rejects once the box says so. A `persist` Sandbox starts it in a fresh box too, not
+   * in the resident one. */
+  spawn(
+    argv: string[],
+    opts?: {
+      env?: Record<string, string>;
+      cwd?: string;
+      signal?: AbortSignal;
+      onStdout?: ((chunk: Buffer) => void) | null;
+      onStderr?: ((chunk: Buffer) => void) | null;
+      timeoutS?: number;
+    },
+  ): Promise<SandboxProcess>;
+
+  /** *(Addition to the published surface.)* The processes `spawn()` started that still run. */
+  processes(): SandboxProcess[];
+
+  /** *(Addition to the published surface.)* Runs `argv` (default: the image's `bash`, else
+   * `sh`) on a new terminal of a fresh box of this Sandbox, `cols` x `rows` (default 80 x 24,
+   * each 1 to 1000). The terminal is the box's own: a pseudo-terminal of the box's private
+   * `/dev/pts`, the program's controlling terminal and its stdin, stdout and stderr
+   * (`isatty(0)` is true, `TERM` is `xterm-256color` unless `env` gives one). Only this process
+   * holds its master. It lives as long as the program, `kill()` or `close()`; its output counts
+   * as stdout under `maxOutputBytes`, like `spawn()`'s. */
+  terminal(opts?: {
+    argv?: string[];
+    cols?: number;
+    rows?: number;
+    env?: Record<string, string>;
+    cwd?: string;
+  }): Promise<Terminal>;
+}
+
+/** *(Addition to the published surface.)* What `SandboxProcess` and `Terminal` share. */
+declare class SteeredProcess {
+  /** Its pid in its box (its box's PID 1 is kern's init). */
+  readonly pid: number;
+  /** False once it has ended. */
+  readonly running: boolean;
+  /** Sends `signal` (default `"SIGTERM"`, then the box is ended if the process still runs
+   * 2 s later) to the process's group: the process and the children it did not move to a
+   * group of their own. Names: SIGHUP, SIGINT, SIGQUIT, SIGABRT, SIGKILL, SIGUSR1, SIGUSR2,
+   * SIGALRM, SIGTERM, SIGCONT, SIGTSTP, SIGWINCH (with or without `SIG`). `"SIGKILL"` ends its
+   * box. Resolves once the signal is sent, or, with no signal or SIGKILL, once the process has
+   * ended. An unknown name rejects with a `SandboxError`; a process already ended is a no-op. */
+  kill(signal?: string): Promise<void>;
+  /** Resolves with its result once it has ended and every chunk of its output was delivered
+   * (`files` as for a call, when `trackFiles` is on: what changed in the workspace while it
+   * ran, by anyone). */
+  wait(): Promise<ExecutionResult>;
+  /** Writes to its stdin (a terminal: types). Rejects once it has ended, or after `end()`. */
+  write(data: string | Buffer): Promise<void>;
+}
+
+/** *(Addition to the published surface.)* A background process from `Sandbox.spawn()`. */
+export class SandboxProcess extends SteeredProcess {
+  private constructor();
+  /** Its stdout as it comes, in order; ends when the process has ended. */
+  readonly stdout: AsyncIterable<Buffer>;
+  readonly stderr: AsyncIterable<Buffer>;
+  /** Closes its stdin: the process reads EOF. `write()` after it rejects. */
+  end(): Promise<void>;
+  /** A TCP connection from this process to `127.0.0.1:port` inside the process's box (a dev
+   * server's preview, say). Nothing listens on a host port and the box's network policy is
+   * unchanged: the box's own connector dials its loopback and hands the socket over. A port
+   * outside 1 to 65535 is a `SandboxError`; a port nobody accepts on rejects with a
+   * `SandboxError` naming it, as does a process that has ended. */
+  connect(port: number): Promise<import("net").Socket>;
+}
+
+/** *(Addition to the published surface.)* A program on a terminal, from `Sandbox.terminal()`. */
+export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
+  private constructor();
+  /** Calls `cb` with its output as it comes, in order; returns a function that stops it. */
+  onData(cb: (data: Buffer) => void): () => void;
+  [Symbol.asyncIterator](): AsyncIterator<Buffer>;
+  /** Resizes the terminal: the foreground program gets `SIGWINCH` and the new size. Each of
+   * `cols` and `rows` a whole number from 1 to 1000. */
+  resize(cols: number, rows: number): void;
 }
 
 /** A warm Python interpreter living in one long-lived box, obtained from `Sandbox.kernel()`. State in

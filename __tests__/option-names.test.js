@@ -57,6 +57,8 @@ function declarations() {
     readFile: method('Sandbox', 'readFile'),
     kernel: method('Sandbox', 'kernel'),
     cell: method('Kernel', 'runCode'),
+    spawn: method('Sandbox', 'spawn'),
+    terminal: method('Sandbox', 'terminal'),
     oneShot: optsOf(functions.get('runCode')),
   };
 }
@@ -129,12 +131,14 @@ describe('option names agree across index.d.ts, the JS layer, the native side an
     expect(sorted(d.constructor)).toEqual(sorted(d.sandbox));
   });
 
-  test('per-call, readFile, kernel and cell options in index.d.ts are the JS layer\'s lists', () => {
+  test('per-call, readFile, kernel, cell, spawn and terminal options in index.d.ts are the JS layer\'s lists', () => {
     expect(sorted(d.run)).toEqual(sorted(OPTIONS.run));
     expect(sorted(d.runCode)).toEqual(sorted(OPTIONS.runCode));
     expect(sorted(d.readFile)).toEqual(sorted(OPTIONS.readFile));
     expect(sorted(d.kernel)).toEqual(sorted(OPTIONS.kernel));
     expect(sorted(d.cell)).toEqual(sorted(OPTIONS.cell));
+    expect(sorted(d.spawn)).toEqual(sorted(OPTIONS.spawn));
+    expect(sorted(d.terminal)).toEqual(sorted(OPTIONS.terminal));
     // The one-shot runCode() takes a Sandbox's options and a call's language.
     expect(sorted(d.oneShot)).toEqual(sorted([...d.sandbox, 'language']));
   });
