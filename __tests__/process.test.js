@@ -306,20 +306,22 @@ describe('terminal()', () => {
     await t.write('tty; stty size; python3 -c "import os; print(\'isatty\', os.isatty(0), os.isatty(1))"\n');
     await out.until('isatty True True');
     expect(out.seen).toMatch(/\/dev\/pts\/0\r\n30 100\r\n/);
-    // The program gets SIGWINCH and the new size.
-    await t.write('trap "echo winched-\\$(stty size)" WINCH; echo trapped\n');
-    await out.until('trapped\r\n');
+    // The foreground program gets SIGWINCH and the new size.
+    await t.write('python3 -c "import os, signal, time; signal.signal(signal.SIGWINCH, lambda *a: print(\'winched\', *os.get_terminal_size(), flush=True)); print(\'waiting\', flush=True); time.sleep(100)"\n');
+    await out.until('waiting\r\n');
     t.resize(120, 40);
-    await out.until('winched-40 120');
-    await t.write('stty size\n');
-    await out.until(/[\r\n]40 120\r\n/);
-    // Ctrl-C reaches the foreground job; the shell lives on.
-    await t.write('sleep 100; echo slept-through\n');
-    await new Promise((r) => setTimeout(r, 300));
+    await out.until('winched 120 40');
+    // Ctrl-C reaches the foreground program; the shell lives on, at the new size.
     await t.write('\x03');
-    await t.write('echo after-$((1+1))\n');
-    await out.until('after-2');
-    expect(out.seen).not.toMatch(/\r\nslept-through\r\n/);
+    await out.until('KeyboardInterrupt');
+    await t.write('stty size; echo after-$((1+1))\n');
+    await out.until(/[\r\n]40 120\r\nafter-2/);
+    // And a `sleep` (once it is the foreground job: sh execs it right after saying so).
+    await t.write('sh -c "echo sleeping; exec sleep 100"\n');
+    await out.until('sleeping\r\n');
+    await t.write('\x03');
+    await t.write('echo status-$?\n');
+    await out.until('status-130');
     await t.write('exit 3\n');
     const r = await t.wait();
     expect(r.exitCode).toBe(3);
