@@ -7,7 +7,7 @@
 // what must be gone is looked for in the host's /proc.
 
 const http = require('http');
-const { opts, sharedSandbox, uniqueName, hostProcessesMatching, waitFor } = require('./helpers');
+const { opts, sharedSandbox, uniqueName, hostProcessesMatching, waitFor, makeTempDir } = require('./helpers');
 const { Sandbox, SandboxError, SandboxProcess, Terminal } = require('..');
 
 const sb = sharedSandbox({ env: { FROM_SANDBOX: 'sb' } });
@@ -293,6 +293,60 @@ describe('spawn()', () => {
     expect(hostProcessesMatching(marker)).toEqual([]);
     expect((await p.wait()).fault.type).toBe('killed');
     expect((await t.wait()).fault.type).toBe('killed');
+  });
+});
+
+describe('the owner goes, the boxes go', () => {
+  test('a host process killed with its background process and terminal running takes their boxes with it', async () => {
+    const marker = uniqueName('ownerdies');
+    const script = `
+      const { Sandbox } = require(${JSON.stringify(require.resolve('..'))});
+      (async () => {
+        const sb = await new Sandbox(${JSON.stringify(opts())}).open();
+        await sb.spawn(['sh', '-c', 'sleep 300; : ${marker}', '${marker}']);
+        await sb.terminal({ argv: ['sh', '-c', 'sleep 300; : ${marker}', '${marker}'] });
+        console.log('ready');
+        await new Promise(() => {});
+      })();`;
+    const child = require('child_process').spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const ready = await new Promise((resolve) => {
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('ready')) resolve(true);
+      });
+      child.on('exit', () => resolve(false));
+    });
+    expect({ ready, err }).toEqual({ ready: true, err: '' });
+    expect(hostProcessesMatching(marker).length).toBeGreaterThanOrEqual(2);
+    child.kill('SIGKILL');
+    await new Promise((r) => child.on('exit', r));
+    // Polled with a generous bound, not timed: kern sees its lifeline close and ends the box.
+    await waitFor(() => hostProcessesMatching(marker).length === 0, 30000, 100);
+    expect(hostProcessesMatching(marker)).toEqual([]);
+  });
+});
+
+describe('in a persist Sandbox', () => {
+  test('spawn() and terminal() start fresh boxes of its posture on its workspace, not in the resident box', async () => {
+    const s = new Sandbox(opts({ persist: true, name: uniqueName('procpersist'), persistTtlS: 60, workspace: makeTempDir() }));
+    await s.open();
+    try {
+      await s.writeFile('shared.txt', 'same workspace');
+      const resident = await s.run(['sh', '-c', 'readlink /proc/1/ns/pid']);
+      const p = await s.spawn(['sh', '-c', 'cat shared.txt; echo; readlink /proc/1/ns/pid']);
+      const r = await p.wait();
+      const [text, ns] = r.stdout.trim().split('\n');
+      expect(text).toBe('same workspace');
+      expect(ns).not.toBe(resident.stdout.trim());
+      const t = await s.terminal({ argv: ['cat', 'shared.txt'] });
+      expect((await t.wait()).stdout).toBe('same workspace');
+    } finally {
+      await s.destroy();
+      await s.close();
+    }
   });
 });
 
