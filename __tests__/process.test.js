@@ -197,6 +197,7 @@ describe('spawn()', () => {
     expect(p.running).toBe(false);
     const r = await p.wait();
     expect(r.fault && r.fault.type).toBe('killed');
+    expect(r.fault.message).toMatch(/^kill\(\) ended the process/);
     expect(hostProcessesMatching(marker)).toEqual([]);
   });
 

@@ -20,11 +20,14 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Extra time past the box's own deadline before the caller gives up on `kern` itself.
 const BACKSTOP: Duration = Duration::from_secs(10);
-/// How long to keep reading output after `kern`'s report. The box is dead by then and kern has
-/// closed its ends of the pipes before the report, so EOF is normally already there; this
-/// guards against a pipe some other process still holds (a resident box's PID 1 keeps the
-/// first kern's, which `open` waits out here). A reader given up on keeps what it read.
+/// How long to keep reading output after `kern`'s report, for a resident box: its PID 1 keeps
+/// the first kern's pipes (which `open` waits out here), and a call's orphans, left in the
+/// box, keep that call's. A reader given up on keeps what it read, and the rest counts as cut.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// The same for a fresh box. Every process of it is dead by the report and kern closed its own
+/// ends before it, so EOF is certain and only the reader's turn on a busy host is waited for
+/// (a fixed 2 s lost output under load); this bound is for a kern that broke its word.
+const DRAIN_BOUND: Duration = Duration::from_secs(60);
 /// How long to wait for a `kern` that closed its end to be reaped, where its exit status is
 /// only read for what it says (systemd-run's refusal, a crash).
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -481,11 +484,16 @@ impl Kern {
             }
         };
 
-        let collect = |h: Option<(tokio::task::JoinHandle<()>, SharedDrained)>| async {
+        let grace = if spec.resident.is_some() {
+            DRAIN_GRACE
+        } else {
+            DRAIN_BOUND
+        };
+        let collect = |h: Option<(tokio::task::JoinHandle<()>, SharedDrained)>| async move {
             let Some((mut task, into)) = h else {
                 return (Vec::new(), false);
             };
-            let ended = tokio::time::timeout(DRAIN_GRACE, &mut task).await.is_ok();
+            let ended = tokio::time::timeout(grace, &mut task).await.is_ok();
             task.abort();
             let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
             // Given up on: what was read is kept, and the rest counts as cut.

@@ -14,6 +14,7 @@ use crate::engine::connector;
 use crate::engine::handoff::{signal_number, SIGNALS};
 use crate::engine::launch::{Chunk, Controls, Outcome, Stream};
 use crate::engine::spec::{TtySize, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::workspace::track;
 use std::os::fd::{AsFd, OwnedFd};
@@ -54,6 +55,8 @@ pub struct Process {
     stop: watch::Sender<bool>,
     /// The connector's line into its box (a background process only).
     connect: Option<Arc<Mutex<OwnedFd>>>,
+    /// Set by `kill()` before it ends the box, so the result says who did.
+    killed: Arc<std::sync::atomic::AtomicBool>,
     /// Turns true when it has ended and `result` is set.
     ended: watch::Receiver<bool>,
     result: Arc<Mutex<Option<Result<ExecResult>>>>,
@@ -179,6 +182,8 @@ impl Process {
         let (signals, signals_rx) = tokio::sync::mpsc::unbounded_channel();
         let (ended_tx, ended) = watch::channel(false);
         let result_slot: Arc<Mutex<Option<Result<ExecResult>>>> = Arc::default();
+        let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let task_killed = killed.clone();
         let task_slot = result_slot.clone();
         let max_output = cfg.max_output;
         let active = Active::enter(&opened.writers).await;
@@ -227,6 +232,16 @@ impl Process {
                         o.stdout = k.bytes;
                         o.stdout_truncated = k.truncated;
                     }
+                    if task_killed.load(std::sync::atomic::Ordering::SeqCst) {
+                        if let Some(f) = o
+                            .report
+                            .fault
+                            .as_mut()
+                            .filter(|f| f.kind == FaultKind::Killed)
+                        {
+                            f.message = "kill() ended the process: kern killed its box and every process in it".into();
+                        }
+                    }
                     finish(&opened, o, before, &workspace).await
                 }
                 Err(e) => Err(e),
@@ -257,29 +272,18 @@ impl Process {
                 None => Error::Runtime(format!("{what}: the box ended before its process started")),
             });
         };
-        let (master, input) = match tty_ours {
-            Some(sock) => {
-                let master =
-                    tokio::task::spawn_blocking(move || crate::engine::pty::receive_master(&sock))
-                        .await
-                        .map_err(|e| Error::Runtime(format!("the terminal: {e}")))?
-                        .map_err(|e| io("the terminal", e))?
-                        .ok_or_else(|| {
-                            Error::Runtime("the box ended before its terminal opened".into())
-                        })?;
-                set_nonblocking(&master)?;
-                // Read and written through two descriptors of the one master, each registered
-                // with the runtime on its own (the pipe types take any pollable descriptor).
-                let dup = master.try_clone().map_err(|e| io("the terminal", e))?;
-                let reader = tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(dup)
-                    .map_err(|e| io("the terminal", e))?;
-                let dup = master.try_clone().map_err(|e| io("the terminal", e))?;
-                let writer = tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(dup)
-                    .map_err(|e| io("the terminal", e))?;
-                tokio::spawn(read_terminal(reader, terminal_sink, max_output, term_tx));
-                (Some(Arc::new(master)), Some(writer))
+        let opened_terminal = match tty_ours {
+            Some(sock) => open_terminal(sock, terminal_sink, max_output, term_tx).await,
+            None => Ok(None),
+        };
+        let (master, input) = match opened_terminal {
+            Ok(Some((master, writer))) => (Some(master), Some(writer)),
+            Ok(None) => (None, input),
+            Err(e) => {
+                // Its box is not left running for nobody.
+                stop.send_replace(true);
+                return Err(e);
             }
-            None => (None, input),
         };
         Ok(Process {
             pid,
@@ -288,6 +292,7 @@ impl Process {
             signals,
             stop,
             connect: connect_ours.map(|c| Arc::new(Mutex::new(c))),
+            killed,
             ended,
             result: result_slot,
         })
@@ -341,6 +346,7 @@ impl Process {
         let mut ended = self.ended.clone();
         match number {
             Some(libc::SIGKILL) => {
+                self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
                 self.stop.send_replace(true);
                 let _ = ended.wait_for(|e| *e).await;
             }
@@ -353,6 +359,7 @@ impl Process {
                     .await
                     .is_ok();
                 if !gone {
+                    self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
                     self.stop.send_replace(true);
                 }
                 let _ = ended.wait_for(|e| *e).await;
@@ -428,6 +435,33 @@ impl Process {
     pub fn running(&self) -> bool {
         !*self.ended.borrow()
     }
+}
+
+/// Takes the terminal's master from the box (it comes before the workload's start), checks it,
+/// and starts reading it; returns it and the writer for `write()`.
+async fn open_terminal(
+    sock: OwnedFd,
+    sink: UnboundedSender<Chunk>,
+    max_output: usize,
+    done: watch::Sender<Option<Kept>>,
+) -> Result<Option<(Arc<OwnedFd>, tokio::net::unix::pipe::Sender)>> {
+    let io = |e: std::io::Error| Error::Runtime(format!("the terminal: {e}"));
+    let master = tokio::task::spawn_blocking(move || crate::engine::pty::receive_master(&sock))
+        .await
+        .map_err(|e| Error::Runtime(format!("the terminal: {e}")))?
+        .map_err(io)?
+        .ok_or_else(|| Error::Runtime("the box ended before its terminal opened".into()))?;
+    set_nonblocking(&master)?;
+    // Read and written through two descriptors of the one master, each registered with the
+    // runtime on its own (the pipe types take any pollable descriptor).
+    let reader =
+        tokio::net::unix::pipe::Receiver::from_owned_fd_unchecked(master.try_clone().map_err(io)?)
+            .map_err(io)?;
+    let writer =
+        tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(master.try_clone().map_err(io)?)
+            .map_err(io)?;
+    tokio::spawn(read_terminal(reader, sink, max_output, done));
+    Ok(Some((Arc::new(master), writer)))
 }
 
 /// A terminal's `cols` or `rows`: a whole number from 1 to 1000 (`default` when absent).

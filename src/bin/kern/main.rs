@@ -263,7 +263,11 @@ fn boxed() -> ExitCode {
             prepared.release();
             return ExitCode::SUCCESS;
         };
-        call::run_call(&spec, prepared, from_addon(passed, &mut send_report, &mut send_started));
+        call::run_call(
+            &spec,
+            prepared,
+            from_addon(passed, &mut send_report, &mut send_started),
+        );
         return ExitCode::SUCCESS;
     }
     let limits: Limits = match serde_json::from_slice(&caps) {
@@ -279,7 +283,11 @@ fn boxed() -> ExitCode {
         prepared.release();
         return ExitCode::SUCCESS;
     };
-    run_box(&spec, prepared, from_addon(passed, &mut send_report, &mut send_started));
+    run_box(
+        &spec,
+        prepared,
+        from_addon(passed, &mut send_report, &mut send_started),
+    );
     ExitCode::SUCCESS
 }
 
