@@ -190,8 +190,9 @@ describe('spawn()', () => {
 
   test('kill() without a signal ends a process that ignores SIGTERM, with its box and every process in it', async () => {
     const marker = uniqueName('stubborn');
-    const p = await sb.spawn(['sh', '-c', `trap "" TERM; (sleep 300) & sleep 300; : ${marker}`, marker]);
-    await waitFor(() => hostProcessesMatching(marker).length >= 1, 10000);
+    const p = await sb.spawn(['sh', '-c', `trap "" TERM; (sleep 300) & echo ignoring; sleep 300; : ${marker}`, marker]);
+    // Only once the shell ignores SIGTERM (a SIGTERM before the trap would simply end it).
+    expect(await lines(p.stdout)()).toBe('ignoring');
     expect(hostProcessesMatching(marker).length).toBeGreaterThanOrEqual(1);
     await p.kill();
     expect(p.running).toBe(false);
