@@ -13,10 +13,14 @@
 //!    exits.
 //! 2. addon -> kern, the `BoxSpec`, with the descriptors it announces on the line's first byte
 //!    (SCM_RIGHTS, `handoff::BoxFds`, in this order): the channel that becomes the workload's fd 3
-//!    (`spec.channel`, the python driver's frames), then the egress relay's line to the host's
-//!    proxy (`spec.egress`). kern runs the box (`monitor::run_box`) or the call
-//!    (`resident::call::run_call`).
-//! 3. kern -> addon, the report (`BoxReport`); then kern closes the socket and its stdio, so
+//!    (`spec.channel`, the python driver's frames), the egress relay's line to the host's proxy
+//!    (`spec.egress`), the workload's stdin (`spec.stdin`), where its terminal's master goes
+//!    (`spec.tty`) and the connector's line (`spec.connector`). kern runs the box
+//!    (`monitor::run_box`) or the call (`resident::call::run_call`).
+//! 3. kern -> addon, once the workload is about to exec, `{"started":{"pid":N}}` (its pid in the
+//!    box, `handoff::Started`); addon -> kern meanwhile, `{"signal":N}` lines for the workload's
+//!    process group (`handoff::Command`, forwarded by the box's PID 1).
+//! 4. kern -> addon, the report (`BoxReport`); then kern closes the socket and its stdio, so
 //!    the caller is done, and tears the cgroup down on its own time.
 //!
 //! Until the report, the addon's end of the socket is the box's lifeline: when it closes (the
