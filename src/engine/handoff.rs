@@ -289,3 +289,42 @@ pub(super) fn receive_go(go: &OwnedFd) -> Option<Trees> {
         binds: trees,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_named_with_or_without_sig_and_nothing_else() {
+        assert_eq!(signal_number("SIGTERM"), Some(libc::SIGTERM));
+        assert_eq!(signal_number("INT"), Some(libc::SIGINT));
+        assert_eq!(signal_number("SIGKILL"), Some(libc::SIGKILL));
+        for bad in ["SIGFOO", "sigterm", "15", "", "SIGSTOP", "SIG"] {
+            assert_eq!(signal_number(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn commands_are_read_by_whole_lines_and_eof_is_the_caller_gone() {
+        use std::io::Write;
+        let (mut caller, kern) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut pending = Vec::new();
+        caller.write_all(b"{\"signal\":15}\n{\"sig").unwrap();
+        let got = read_commands(kern.as_fd(), &mut pending).unwrap();
+        assert_eq!(got, vec![Command { signal: 15 }]);
+        // The half line waits for its end; a line that is no command is skipped.
+        caller.write_all(b"nal\":2}\nnonsense\n").unwrap();
+        let got = read_commands(kern.as_fd(), &mut pending).unwrap();
+        assert_eq!(got, vec![Command { signal: 2 }]);
+        assert!(pending.is_empty());
+        drop(caller);
+        assert!(read_commands(kern.as_fd(), &mut pending).is_none());
+    }
+
+    #[test]
+    fn the_workloads_pid_is_read_from_inits_messages() {
+        assert_eq!(started_pid(b"B ptrace\nW 7\nX 0\n"), Some(7));
+        assert_eq!(started_pid(b"S setup failed\n"), None);
+        assert_eq!(started_pid(b"W notanumber\n"), None);
+    }
+}
