@@ -28,7 +28,8 @@ pub struct NativeSandbox {
 }
 
 /// The aborts of calls with a `signal`, by the id `begin` gave: registered on the JS thread
-/// before the call's future exists, so an abort can never come before its call.
+/// before the call's future exists, so an abort can never come before its call. A Sandbox's
+/// calls have one registry, a kernel's cells another.
 #[derive(Clone, Default)]
 struct Aborts(Arc<std::sync::Mutex<AbortIds>>);
 
@@ -258,7 +259,10 @@ impl NativeSandbox {
             .kernel(opts.timeout_s.as_ref(), opts.jupyter.as_deref())
             .await
             .map_err(to_napi)?;
-        Ok(NativeKernel { inner: Arc::new(k) })
+        Ok(NativeKernel {
+            inner: Arc::new(k),
+            aborts: Aborts::default(),
+        })
     }
 }
 
@@ -295,18 +299,36 @@ struct CellRequest {
 #[napi]
 pub struct NativeKernel {
     inner: Arc<crate::session::OpenKernel>,
+    /// The aborts of cells with a `signal` (as `NativeSandbox`'s of calls).
+    aborts: Aborts,
 }
 
 #[napi]
 impl NativeKernel {
-    /// Runs one cell; `request_json` is `{ code, timeoutS? }`.
+    /// Registers the abort of a cell about to start (`runCode`'s `call_id`), synchronously.
+    #[napi]
+    pub fn begin_call(&self) -> napi::Result<u32> {
+        self.aborts.begin()
+    }
+
+    /// Aborts the cell `beginCall` gave `id`: it is interrupted as at its timeout. A cell
+    /// already over is left alone.
+    #[napi]
+    pub fn abort_call(&self, id: u32) -> napi::Result<()> {
+        self.aborts.abort(id)
+    }
+
+    /// Runs one cell; `request_json` is `{ code, timeoutS? }`; `call_id`: its abort
+    /// (`beginCall`).
     #[napi]
     pub async fn run_code(
         &self,
         request_json: String,
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
+        call_id: Option<u32>,
     ) -> napi::Result<NativeResult> {
+        let (_registered, abort) = self.aborts.of(call_id)?;
         let req: CellRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad cell request: {e}"))))?;
         let timeout_ms = match &req.timeout_s {
@@ -314,7 +336,7 @@ impl NativeKernel {
             Some(v) => Some(crate::session::options::timeout_ms("timeoutS", v).map_err(to_napi)?),
         };
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
-        let result = self.inner.run_code(&req.code, timeout_ms, tx).await;
+        let result = self.inner.run_code(&req.code, timeout_ms, tx, abort).await;
         finish(result, forwarder).await
     }
 
