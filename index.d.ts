@@ -807,8 +807,8 @@ export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
  * a cell timeout ends it. Its `/tmp` persists across cells too, and fills up cumulatively.
  *
  * Cells run one at a time, in the order `runCode` was called. Once the box is gone (a cell timed
- * out, the memory cap killed it, `close()`, or its Sandbox closed) every later call throws a
- * SandboxError that says which.
+ * out or, an ADDITION, was aborted by its `signal`; the memory cap killed it, `close()`, or its
+ * Sandbox closed) every later call throws a SandboxError that says which.
  *
  * A Jupyter kernel (`kernel({ jupyter })`) answers the same calls, with these differences:
  * - Output: `stream` messages are `stdout`/`stderr` (and reach `onStdout`/`onStderr` as they
@@ -836,7 +836,19 @@ export class Kernel {
    * `display()` calls and matplotlib figures are captured into `results`. `timeoutS` overrides the
    * kernel's deadline for this cell; going over it ends the kernel and yields a `timeout` fault
    * (a Jupyter kernel is interrupted first; see above). */
-  runCode(code: string, opts?: { timeoutS?: number }): Promise<ExecutionResult>;
+  runCode(code: string, opts?: {
+    timeoutS?: number;
+    /** ADDITION to the published surface: aborts the cell. An aborted cell is stopped the way
+     * its timeout would stop it: the driver kernel's box is ended (the kernel is torn down,
+     * and later calls say the cell was aborted); a Jupyter kernel is interrupted and keeps its
+     * state if the cell stops within 5 s (torn down otherwise). Only once the cell has stopped
+     * does the promise reject, with `signal.reason` (an `AbortError` `DOMException` unless the
+     * abort gave another), as Node's own APIs do. A signal already aborted rejects at once,
+     * and the cell never runs; so does one aborted while the cell waits for earlier cells. A
+     * cell that finished before the abort resolves as usual. Not an `AbortSignal`: a
+     * SandboxError. */
+    signal?: AbortSignal;
+  }): Promise<ExecutionResult>;
   /** Shut the kernel down: close its input, kill its process group and clean up (a Jupyter
    * kernel gets a `shutdown_request` first). */
   close(): Promise<void>;

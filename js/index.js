@@ -159,14 +159,47 @@ function toWire(value, where) {
 }
 
 /** An options argument: absent (-> {}) or an object whose keys are all in `known`; `notObject`
- * and `unknown(key)` are the errors' messages. */
+ * and `unknown(key)` are the errors' messages. A `signal` (a call's or a cell's) must be an
+ * AbortSignal. */
 function checkOptions(opts, known, notObject, unknown) {
   if (opts === undefined || opts === null) return {};
   if (typeof opts !== 'object' || Array.isArray(opts)) throw new SandboxError(notObject);
   for (const k of Object.keys(opts)) {
     if (!known.includes(k)) throw new SandboxError(unknown(k));
   }
+  if (opts.signal !== undefined && opts.signal !== null && !(opts.signal instanceof AbortSignal)) {
+    throw new SandboxError('option `signal` must be an AbortSignal (from an AbortController, or AbortSignal.timeout())');
+  }
   return opts;
+}
+
+/** Runs a native call under `signal` (none: just runs it), as Node's own APIs do: an aborted
+ * signal rejects with its reason and starts nothing; an abort during the call stops it through
+ * `calls.abortCall` (a call's box is ended, a kernel cell is interrupted as at its timeout), and
+ * only once the native call has settled does this reject with the reason. `start(id)` starts the
+ * native call with its abort's id. */
+async function underSignal(signal, calls, start) {
+  if (!signal) return callNative(() => start(undefined));
+  if (signal.aborted) throw signal.reason;
+  // Registered before the call starts, so an abort can't come first.
+  const id = calls.beginCall();
+  let aborted = false;
+  const onAbort = () => {
+    aborted = true;
+    calls.abortCall(id);
+  };
+  signal.addEventListener('abort', onAbort, { once: true });
+  let r;
+  try {
+    r = await callNative(() => start(id));
+  } catch (e) {
+    if (aborted) throw signal.reason;
+    throw e;
+  } finally {
+    signal.removeEventListener('abort', onAbort);
+  }
+  if (aborted) throw signal.reason;
+  return r;
 }
 
 function checkCallback(name, fn) {
@@ -312,9 +345,6 @@ class Sandbox {
       (k) => `unknown per-call option \`${k}\`; a call takes ${known.join(', ')}`);
     checkCallback('onStdout', opts.onStdout);
     checkCallback('onStderr', opts.onStderr);
-    if (opts.signal !== undefined && opts.signal !== null && !(opts.signal instanceof AbortSignal)) {
-      throw new SandboxError('option `signal` must be an AbortSignal (from an AbortController, or AbortSignal.timeout())');
-    }
     return opts;
   }
 
@@ -325,30 +355,8 @@ class Sandbox {
     const err = guard('onStderr', pick('onStderr', this.#onStderr), errors);
     const stdin = stdinBuffer(perCall.stdin);
     const wire = toWire(request, 'call');
-    const signal = perCall.signal;
-    // As Node's own APIs do: an aborted signal rejects with its reason, and starts nothing.
-    if (signal && signal.aborted) throw signal.reason;
-    if (!signal) return new ExecutionResult(await callNative(() => this.#native.exec(wire, out, err, stdin)), errors);
-    // Registered before the call starts, so an abort can't come first. Aborting ends the box
-    // (and everything in it); the native call settles only once it is gone, and only then
-    // does this reject.
-    const id = this.#native.beginCall();
-    let aborted = false;
-    const onAbort = () => {
-      aborted = true;
-      this.#native.abortCall(id);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-    let r;
-    try {
-      r = await callNative(() => this.#native.exec(wire, out, err, stdin, id));
-    } catch (e) {
-      if (aborted) throw signal.reason;
-      throw e;
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-    }
-    if (aborted) throw signal.reason;
+    // An abort ends the box and everything in it; the native call settles once it is gone.
+    const r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out, err, stdin, id));
     return new ExecutionResult(r, errors);
   }
 
@@ -430,6 +438,20 @@ function callRequest(perCall) {
 }
 
 const KERNEL_TOKEN = Symbol('kernel');
+
+/** Resolves once `before` (a kernel's earlier cells) has settled; rejects with the reason if
+ * `signal` aborts first, and the cell waiting for its turn then never runs. */
+function turnOf(before, signal) {
+  if (!signal) return before;
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    before.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    });
+  });
+}
 
 function checkRelPath(method, p) {
   if (typeof p !== 'string' || p === '') {
@@ -637,13 +659,20 @@ class Kernel {
   async runCode(code, opts) {
     if (typeof code !== 'string') throw new SandboxError('runCode(code) takes the code as a string');
     opts = checkOptions(opts, OPTIONS.cell, 'per-cell options must be an object',
-      (k) => `unknown per-cell option \`${k}\`; a kernel cell takes timeoutS`);
+      (k) => `unknown per-cell option \`${k}\`; a kernel cell takes ${OPTIONS.cell.join(', ')}`);
     const errors = [];
     const out = guard('onStdout', this.#onStdout, errors);
     const err = guard('onStderr', this.#onStderr, errors);
     const request = toWire({ code, timeoutS: opts.timeoutS }, 'cell');
-    const turn = this.#tail.then(() => callNative(() => this.#native.runCode(request, out, err)));
-    this.#tail = turn.catch(() => {});
+    const signal = opts.signal;
+    if (signal && signal.aborted) throw signal.reason;
+    // An abort interrupts the cell as its timeout would; the native call settles once it has
+    // stopped (or the kernel was torn down).
+    const before = this.#tail;
+    const turn = turnOf(before, signal).then(() =>
+      underSignal(signal, this.#native, (id) => this.#native.runCode(request, out, err, id)));
+    // The next cell waits for this one, and for those before it: this one may have left early.
+    this.#tail = before.then(() => turn).catch(() => {});
     return new ExecutionResult(await turn, errors);
   }
 

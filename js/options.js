@@ -19,5 +19,5 @@ module.exports = {
   /** `terminal()` (an addition). */
   terminal: ['argv', 'cols', 'rows', 'env', 'cwd'],
   /** A kernel's `runCode()`. */
-  cell: ['timeoutS'],
+  cell: ['timeoutS', 'signal'],
 };

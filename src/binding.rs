@@ -24,15 +24,64 @@ fn to_napi(e: Error) -> napi::Error {
 #[napi]
 pub struct NativeSandbox {
     inner: Arc<Sandbox>,
-    /// The aborts of calls with a `signal`, by the id `beginCall` gave: registered on the JS
-    /// thread before the call's future exists, so an abort can never come before its call.
-    aborts: Arc<std::sync::Mutex<Aborts>>,
+    aborts: Aborts,
 }
 
+/// The aborts of calls with a `signal`, by the id `begin` gave: registered on the JS thread
+/// before the call's future exists, so an abort can never come before its call. A Sandbox's
+/// calls have one registry, a kernel's cells another.
+#[derive(Clone, Default)]
+struct Aborts(Arc<std::sync::Mutex<AbortIds>>);
+
 #[derive(Default)]
-struct Aborts {
+struct AbortIds {
     next: u32,
     by_id: std::collections::HashMap<u32, tokio::sync::watch::Sender<bool>>,
+}
+
+impl Aborts {
+    /// Registers the abort of a call about to start, synchronously.
+    fn begin(&self) -> napi::Result<u32> {
+        let mut a = self.0.lock().map_err(|_| poisoned())?;
+        a.next = a.next.wrapping_add(1);
+        let id = a.next;
+        a.by_id.insert(id, tokio::sync::watch::channel(false).0);
+        Ok(id)
+    }
+
+    /// Aborts the call `begin` gave `id`; a call already over is left alone.
+    fn abort(&self, id: u32) -> napi::Result<()> {
+        let a = self.0.lock().map_err(|_| poisoned())?;
+        if let Some(tx) = a.by_id.get(&id) {
+            tx.send_replace(true);
+        }
+        Ok(())
+    }
+
+    /// Forgets call `id` (it is over).
+    fn end(&self, id: u32) {
+        if let Ok(mut a) = self.0.lock() {
+            a.by_id.remove(&id);
+        }
+    }
+
+    /// The abort of call `id` (none without an id), with its registration, which goes when the
+    /// guard is dropped whatever happens to the call.
+    fn of(
+        &self,
+        id: Option<u32>,
+    ) -> napi::Result<(
+        Option<Registered>,
+        Option<tokio::sync::watch::Receiver<bool>>,
+    )> {
+        let Some(id) = id else {
+            return Ok((None, None));
+        };
+        let registered = Registered(self.clone(), id);
+        let a = self.0.lock().map_err(|_| poisoned())?;
+        let abort = a.by_id.get(&id).map(tokio::sync::watch::Sender::subscribe);
+        Ok((Some(registered), abort))
+    }
 }
 
 #[napi]
@@ -48,7 +97,7 @@ impl NativeSandbox {
         crate::session::options::check_early(&options).map_err(to_napi)?;
         Ok(NativeSandbox {
             inner: Arc::new(Sandbox::new(options, PathBuf::from(kern_path))),
-            aborts: Default::default(),
+            aborts: Aborts::default(),
         })
     }
 
@@ -136,22 +185,14 @@ impl NativeSandbox {
     /// Registers the abort of a call about to start (`exec`'s `call_id`), synchronously.
     #[napi]
     pub fn begin_call(&self) -> napi::Result<u32> {
-        let mut a = self.aborts.lock().map_err(|_| poisoned())?;
-        a.next = a.next.wrapping_add(1);
-        let id = a.next;
-        a.by_id.insert(id, tokio::sync::watch::channel(false).0);
-        Ok(id)
+        self.aborts.begin()
     }
 
     /// Aborts the call `beginCall` gave `id` (its box is ended); a call already over is left
     /// alone.
     #[napi]
     pub fn abort_call(&self, id: u32) -> napi::Result<()> {
-        let a = self.aborts.lock().map_err(|_| poisoned())?;
-        if let Some(tx) = a.by_id.get(&id) {
-            tx.send_replace(true);
-        }
-        Ok(())
+        self.aborts.abort(id)
     }
 
     /// Runs one call; resolves to the result once every chunk was delivered. `stdin`: the
@@ -165,15 +206,7 @@ impl NativeSandbox {
         stdin: Option<Buffer>,
         call_id: Option<u32>,
     ) -> napi::Result<NativeResult> {
-        // The registration goes whatever happens below.
-        let _registered = call_id.map(|id| Registered(self.aborts.clone(), id));
-        let abort = match call_id {
-            Some(id) => {
-                let a = self.aborts.lock().map_err(|_| poisoned())?;
-                a.by_id.get(&id).map(tokio::sync::watch::Sender::subscribe)
-            }
-            None => None,
-        };
+        let (_registered, abort) = self.aborts.of(call_id)?;
         let req: ExecRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
         let input = CallInput {
@@ -226,7 +259,10 @@ impl NativeSandbox {
             .kernel(opts.timeout_s.as_ref(), opts.jupyter.as_deref())
             .await
             .map_err(to_napi)?;
-        Ok(NativeKernel { inner: Arc::new(k) })
+        Ok(NativeKernel {
+            inner: Arc::new(k),
+            aborts: Aborts::default(),
+        })
     }
 }
 
@@ -237,13 +273,11 @@ fn poisoned() -> napi::Error {
 }
 
 /// A call's abort registration, removed when the call is over.
-struct Registered(Arc<std::sync::Mutex<Aborts>>, u32);
+struct Registered(Aborts, u32);
 
 impl Drop for Registered {
     fn drop(&mut self) {
-        if let Ok(mut a) = self.0.lock() {
-            a.by_id.remove(&self.1);
-        }
+        self.0.end(self.1);
     }
 }
 
@@ -265,18 +299,36 @@ struct CellRequest {
 #[napi]
 pub struct NativeKernel {
     inner: Arc<crate::session::OpenKernel>,
+    /// The aborts of cells with a `signal` (as `NativeSandbox`'s of calls).
+    aborts: Aborts,
 }
 
 #[napi]
 impl NativeKernel {
-    /// Runs one cell; `request_json` is `{ code, timeoutS? }`.
+    /// Registers the abort of a cell about to start (`runCode`'s `call_id`), synchronously.
+    #[napi]
+    pub fn begin_call(&self) -> napi::Result<u32> {
+        self.aborts.begin()
+    }
+
+    /// Aborts the cell `beginCall` gave `id`: it is interrupted as at its timeout. A cell
+    /// already over is left alone.
+    #[napi]
+    pub fn abort_call(&self, id: u32) -> napi::Result<()> {
+        self.aborts.abort(id)
+    }
+
+    /// Runs one cell; `request_json` is `{ code, timeoutS? }`; `call_id`: its abort
+    /// (`beginCall`).
     #[napi]
     pub async fn run_code(
         &self,
         request_json: String,
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
+        call_id: Option<u32>,
     ) -> napi::Result<NativeResult> {
+        let (_registered, abort) = self.aborts.of(call_id)?;
         let req: CellRequest = serde_json::from_str(&request_json)
             .map_err(|e| to_napi(Error::Invalid(format!("bad cell request: {e}"))))?;
         let timeout_ms = match &req.timeout_s {
@@ -284,7 +336,7 @@ impl NativeKernel {
             Some(v) => Some(crate::session::options::timeout_ms("timeoutS", v).map_err(to_napi)?),
         };
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
-        let result = self.inner.run_code(&req.code, timeout_ms, tx).await;
+        let result = self.inner.run_code(&req.code, timeout_ms, tx, abort).await;
         finish(result, forwarder).await
     }
 

@@ -45,17 +45,27 @@ pub(super) fn cancel_either(
     let now = *closing.borrow() || *abort.borrow();
     let (tx, rx) = tokio::sync::watch::channel(now);
     let task = tokio::spawn(async move {
+        let (mut closing, mut abort) = (closing, abort);
         tokio::select! {
-            () = turns_true(closing) => {}
-            () = turns_true(abort) => {}
+            () = turns_true(&mut closing) => {}
+            () = turns_true(&mut abort) => {}
         }
         tx.send_replace(true);
     });
     (rx, Some(AbortOnDrop(task)))
 }
 
+/// Resolves once `abort` is true; never without one (a kernel cell's, waited on beside its
+/// deadline).
+pub(super) async fn abort_requested(abort: &mut Option<tokio::sync::watch::Receiver<bool>>) {
+    match abort {
+        Some(rx) => turns_true(rx).await,
+        None => std::future::pending::<()>().await,
+    }
+}
+
 /// Resolves once `rx` is true; never, if its sender is gone first (nothing can turn it then).
-async fn turns_true(mut rx: tokio::sync::watch::Receiver<bool>) {
+async fn turns_true(rx: &mut tokio::sync::watch::Receiver<bool>) {
     if rx.wait_for(|v| *v).await.is_err() {
         std::future::pending::<()>().await;
     }

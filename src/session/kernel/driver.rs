@@ -2,11 +2,11 @@
 //! as frames on the box's channel; its results come back on the same channel; its output comes
 //! through kern's stdout/stderr, split per cell by a marker the driver writes after each cell.
 //!
-//! A cell that runs past its timeout tears the box down; so does `close()`. Once the box is
-//! gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed `Slot` is
-//! this kernel used for one cell.
+//! A cell that runs past its timeout, or is aborted, tears the box down; so does `close()`. Once
+//! the box is gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed
+//! `Slot` is this kernel used for one cell.
 
-use super::lifecycle::{cell_signal, end_fault, Ended, Kind, Lifecycle};
+use super::lifecycle::{cell_signal, cell_stop, end_fault, Abort, Ended, Kind, Lifecycle};
 use crate::engine::launch::{Chunk, Stream};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -162,6 +162,7 @@ impl Kind for Driver {
         code: &str,
         timeout: Duration,
         sink: Option<UnboundedSender<Chunk>>,
+        abort: &mut Abort,
     ) -> (ExecResult, Option<String>) {
         let start = Instant::now();
         let id = live.next_id;
@@ -220,14 +221,15 @@ impl Kind for Driver {
                         ended = Some(self.box_end(k, live).await);
                     }
                 },
-                _ = tokio::time::sleep_until(deadline) => {
+                // Timed out or aborted, the driver's cell ends with its box.
+                stop = cell_stop(deadline, abort) => {
                     k.stop.send_replace(true);
                     let _ = self.box_end(k, live).await;
                     ended = Some(Fault::new(
-                        FaultKind::Timeout,
+                        stop.fault_kind(),
                         format!(
-                            "the cell ran past its timeout of {:.3}s; kern killed the kernel's box and every process in it",
-                            timeout.as_secs_f64()
+                            "{}; kern killed the kernel's box and every process in it",
+                            stop.what(timeout)
                         ),
                     ));
                 }
@@ -307,7 +309,7 @@ impl Slot {
 
     /// Runs `code` as this slot's one cell, within `timeout_ms`, then ends the box.
     pub(crate) async fn run(self, code: &str, timeout_ms: u64) -> Result<ExecResult> {
-        let r = self.0.run_code(code, Some(timeout_ms), None).await;
+        let r = self.0.run_code(code, Some(timeout_ms), None, None).await;
         let k = self.0;
         tokio::spawn(async move {
             let _ = k.close().await;

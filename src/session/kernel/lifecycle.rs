@@ -9,6 +9,7 @@
 use crate::engine::launch::{Chunk, Outcome};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
+use crate::session::percall;
 use crate::session::result::{self, ExecResult};
 use crate::session::writers::Active;
 use std::future::Future;
@@ -19,6 +20,48 @@ use tokio::sync::{watch, Mutex};
 
 /// Resolves when a kernel's box has ended.
 pub(crate) type Ended = tokio::task::JoinHandle<Result<Option<Outcome>>>;
+
+/// A cell's abort (its caller's `signal`): turning true stops the cell as its timeout does.
+pub(crate) type Abort = Option<watch::Receiver<bool>>;
+
+/// Why a running cell is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// It ran past its deadline.
+    Timeout,
+    /// Its caller aborted it.
+    Aborted,
+}
+
+impl Stop {
+    /// What happened to the cell, to open a fault's message: "the cell ran past its timeout of
+    /// 1.000s" or "the cell was aborted".
+    pub(crate) fn what(self, timeout: Duration) -> String {
+        match self {
+            Stop::Timeout => format!(
+                "the cell ran past its timeout of {:.3}s",
+                timeout.as_secs_f64()
+            ),
+            Stop::Aborted => "the cell was aborted".into(),
+        }
+    }
+
+    pub(crate) fn fault_kind(self) -> FaultKind {
+        match self {
+            Stop::Timeout => FaultKind::Timeout,
+            // The caller ended it; no limit was hit.
+            Stop::Aborted => FaultKind::Killed,
+        }
+    }
+}
+
+/// Resolves when a running cell must stop: at `deadline`, or once `abort` turns true.
+pub(crate) async fn cell_stop(deadline: tokio::time::Instant, abort: &mut Abort) -> Stop {
+    tokio::select! {
+        () = tokio::time::sleep_until(deadline) => Stop::Timeout,
+        () = percall::abort_requested(abort) => Stop::Aborted,
+    }
+}
 
 /// What one kind of kernel does its own way.
 pub(crate) trait Kind: Send + Sync + Sized + 'static {
@@ -50,7 +93,8 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
         k: &Lifecycle<Self>,
         live: &mut Self::Live,
     ) -> impl Future<Output = Option<String>> + Send;
-    /// Runs one cell within `timeout`; with the result, why the kernel is dead after it, if it is.
+    /// Runs one cell within `timeout`, stopped as at its timeout if `abort` turns true first;
+    /// with the result, why the kernel is dead after it, if it is.
     fn run_cell(
         &self,
         k: &Lifecycle<Self>,
@@ -58,6 +102,7 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
         code: &str,
         timeout: Duration,
         sink: Option<UnboundedSender<Chunk>>,
+        abort: &mut Abort,
     ) -> impl Future<Output = (ExecResult, Option<String>)> + Send;
     /// close()'s word to a kernel whose box still runs, before the box is ended.
     fn goodbye(&self, live: &mut Self::Live) -> impl Future<Output = ()> + Send;
@@ -128,15 +173,21 @@ impl<K: Kind> Lifecycle<K> {
         }
     }
 
-    /// Runs one cell. Cells wait for each other, in order.
+    /// Runs one cell. Cells wait for each other, in order. `abort` turning true stops the cell
+    /// as its timeout would (the kind says how) and makes the call fail once it has stopped.
     pub(crate) async fn run_code(
         &self,
         code: &str,
         timeout_ms: Option<u64>,
         sink: Option<UnboundedSender<Chunk>>,
+        mut abort: Abort,
     ) -> Result<ExecResult> {
         self.kind.check_cell(code)?;
         let mut state = self.state.lock().await;
+        // Aborted before its turn: nothing runs.
+        if percall::aborted(abort.as_ref()) {
+            return Err(Error::Invalid(CELL_ABORTED.into()));
+        }
         let live = match &mut *state {
             State::Dead(why) => return Err(self.kind.torn_down(why)),
             State::Live(l) => l,
@@ -160,10 +211,22 @@ impl<K: Kind> Lifecycle<K> {
             return Ok(refused);
         }
         let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
-        let (result, dead) = self.kind.run_cell(self, live, code, timeout, sink).await;
+        let (result, dead) = self
+            .kind
+            .run_cell(self, live, code, timeout, sink, &mut abort)
+            .await;
+        // Aborted: the cell has stopped (or the kernel is gone); its result is moot.
+        let aborted = percall::aborted(abort.as_ref());
         if let Some(why) = dead {
+            let e = aborted.then(|| self.kind.torn_down(&why));
             *state = State::Dead(why);
             self.kind.on_dead();
+            if let Some(e) = e {
+                return Err(e);
+            }
+        }
+        if aborted {
+            return Err(Error::Invalid(CELL_ABORTED.into()));
         }
         Ok(result)
     }
@@ -193,6 +256,11 @@ impl<K: Kind> Lifecycle<K> {
         Ok(())
     }
 }
+
+/// The error of a cell that was aborted and left its kernel alive. The JS layer rejects with
+/// the signal's reason instead; this is what a caller without one sees.
+pub(crate) const CELL_ABORTED: &str =
+    "the cell was aborted; it stopped, and the kernel kept its state";
 
 /// A cell's refusal when the workspace is over `workspaceMaxBytes` (checked before each cell).
 async fn over_quota(quota: &Option<(PathBuf, u64)>) -> Option<ExecResult> {
@@ -231,5 +299,34 @@ pub(crate) fn end_fault(
             FaultKind::Killed,
             "the kernel's box ended unexpectedly; the kernel was torn down",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_cell_stops_at_its_abort_or_its_deadline_and_a_dropped_abort_is_no_stop() {
+        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+        let (tx, rx) = watch::channel(false);
+        let mut abort = Some(rx);
+        tx.send_replace(true);
+        assert_eq!(cell_stop(far, &mut abort).await, Stop::Aborted);
+
+        // No abort, or one whose sender is gone (the call's registration ended): the deadline.
+        let soon = tokio::time::Instant::now() + Duration::from_millis(10);
+        assert_eq!(cell_stop(soon, &mut None).await, Stop::Timeout);
+        let (tx, rx) = watch::channel(false);
+        drop(tx);
+        assert_eq!(cell_stop(soon, &mut Some(rx)).await, Stop::Timeout);
+
+        assert_eq!(
+            Stop::Aborted.what(Duration::from_secs(1)),
+            "the cell was aborted"
+        );
+        assert!(Stop::Timeout
+            .what(Duration::from_secs(1))
+            .contains("timeout of 1.000s"));
     }
 }

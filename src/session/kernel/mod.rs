@@ -33,16 +33,18 @@ impl OpenKernel {
         OpenKernel(Open::Jupyter(k))
     }
 
-    /// Runs one cell (they run one at a time, in call order).
+    /// Runs one cell (they run one at a time, in call order). `abort` turning true stops it as
+    /// its timeout would, and the call then fails.
     pub async fn run_code(
         &self,
         code: &str,
         timeout_ms: Option<u64>,
         sink: Option<UnboundedSender<Chunk>>,
+        abort: Option<tokio::sync::watch::Receiver<bool>>,
     ) -> Result<ExecResult> {
         match &self.0 {
-            Open::Driver(k) => k.run_code(code, timeout_ms, sink).await,
-            Open::Jupyter(k) => k.run_code(code, timeout_ms, sink).await,
+            Open::Driver(k) => k.run_code(code, timeout_ms, sink, abort).await,
+            Open::Jupyter(k) => k.run_code(code, timeout_ms, sink, abort).await,
         }
     }
 

@@ -10,16 +10,16 @@
 //! `QUEUE_BYTES`), and they queue only answers to the request we wait on: output a kernel sends
 //! while no cell runs is dropped at once, counted, and named in the next cell's notes.
 //!
-//! Against the driver kernel (`kernel::driver`): a cell timeout first interrupts the kernel
-//! (SIGINT to its process group, or `interrupt_request` when its kernelspec asks for messages) and
-//! keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a kernel that
-//! does not stop is torn down.
+//! Against the driver kernel (`kernel::driver`): a cell timeout, or an abort, first interrupts
+//! the kernel (SIGINT to its process group, or `interrupt_request` when its kernelspec asks for
+//! messages) and keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a
+//! kernel that does not stop is torn down.
 
 mod signal;
 mod sockets;
 pub(crate) mod start;
 
-use super::lifecycle::{cell_signal, end_fault, Ended, Kind, Lifecycle};
+use super::lifecycle::{cell_signal, end_fault, Abort, Ended, Kind, Lifecycle, Stop};
 use crate::engine::launch::Chunk;
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -120,6 +120,7 @@ impl Kind for Jupyter {
         code: &str,
         timeout: Duration,
         sink: Option<UnboundedSender<Chunk>>,
+        abort: &mut Abort,
     ) -> (ExecResult, Option<String>) {
         // What earlier cells left behind (late output after their idle) is not this cell's.
         for q in [
@@ -157,26 +158,26 @@ impl Kind for Jupyter {
             ));
             dead = true;
         }
-        // Past the deadline the cell is interrupted, but only once the kernel runs it (an
-        // interrupt that lands before would be ignored and the cell would then run on), or a
-        // second later in any case; torn down if it has not stopped INTERRUPT_GRACE after.
+        // Past the deadline, or once aborted, the cell is interrupted, but only once the kernel
+        // runs it (an interrupt that lands before would be ignored and the cell would then run
+        // on), or a second later in any case; torn down if it has not stopped INTERRUPT_GRACE
+        // after. `stopping`: why, and from when.
         let deadline = tokio::time::Instant::now() + timeout;
-        let fallback = deadline + Duration::from_secs(1);
-        let grace_end = deadline + INTERRUPT_GRACE;
-        let (mut timed_out, mut interrupted) = (false, false);
+        let mut stopping: Option<(Stop, tokio::time::Instant)> = None;
+        let mut interrupted = false;
         // A cell that asked for input is interrupted again each INPUT_REINTERRUPT until it ends:
         // a signal that lands while the kernel is between its request and its wait (seen with
         // IRkernel on a loaded machine) is lost, and the cell would otherwise sit to its timeout.
         let mut input_reinterrupt: Option<tokio::time::Instant> = None;
         while !dead && !cell.done() {
-            if timed_out && !interrupted && cell.executing() {
+            if stopping.is_some() && !interrupted && cell.executing() {
                 interrupted = true;
                 self.interrupt(live).await;
             }
-            let wake = match (timed_out, interrupted) {
-                (false, _) => deadline,
-                (true, false) => fallback,
-                (true, true) => grace_end,
+            let wake = match (stopping, interrupted) {
+                (None, _) => deadline,
+                (Some((_, from)), false) => from + Duration::from_secs(1),
+                (Some((_, from)), true) => from + INTERRUPT_GRACE,
             };
             let wake = input_reinterrupt.map_or(wake, |at| at.min(wake));
             tokio::select! {
@@ -208,23 +209,27 @@ impl Kind for Jupyter {
                     Some(c) => show(cell.on_output(c.stream, &c.data)),
                     None => dead = true,
                 },
+                // An abort starts the stop a deadline would, from now.
+                () = crate::session::percall::abort_requested(abort), if stopping.is_none() => {
+                    stopping = Some((Stop::Aborted, tokio::time::Instant::now()));
+                }
                 _ = tokio::time::sleep_until(wake) => {
                     if input_reinterrupt.is_some_and(|at| at <= tokio::time::Instant::now()) {
                         self.interrupt(live).await;
                         input_reinterrupt = Some(tokio::time::Instant::now() + INPUT_REINTERRUPT);
-                    } else if !timed_out {
-                        timed_out = true;
+                    } else if stopping.is_none() {
+                        stopping = Some((Stop::Timeout, deadline));
                     } else if !interrupted {
                         interrupted = true;
                         self.interrupt(live).await;
-                    } else {
+                    } else if let Some((stop, _)) = stopping {
                         k.stop.send_replace(true);
                         let _ = self.box_end(k, live).await;
                         fault = Some(Fault::new(
-                            FaultKind::Timeout,
+                            stop.fault_kind(),
                             format!(
-                                "the cell ran past its timeout of {:.3}s and did not stop within {}s of an interrupt; kern killed the kernel's box and every process in it",
-                                timeout.as_secs_f64(),
+                                "{} and did not stop within {}s of an interrupt; kern killed the kernel's box and every process in it",
+                                stop.what(timeout),
                                 INTERRUPT_GRACE.as_secs()
                             ),
                         ));
@@ -238,18 +243,15 @@ impl Kind for Jupyter {
             // while it runs, which leaves a kernel we can't talk to; that one is ended.
             fault = Some(self.box_end_within(k, live, Some(SHUTDOWN_GRACE)).await);
         }
-        if timed_out && fault.is_none() {
+        if let (Some((stop, _)), None) = (stopping, &fault) {
             let what = if interrupted {
                 "kern interrupted it and the kernel kept its state"
             } else {
                 "it ended before kern's interrupt was sent, and the kernel kept its state"
             };
             fault = Some(Fault::new(
-                FaultKind::Timeout,
-                format!(
-                    "the cell ran past its timeout of {:.3}s; {what}",
-                    timeout.as_secs_f64()
-                ),
+                stop.fault_kind(),
+                format!("{}; {what}", stop.what(timeout)),
             ));
         }
         let parts = cell.into_parts();
