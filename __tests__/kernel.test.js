@@ -96,6 +96,39 @@ test('the session callbacks stream each cell as it runs', async () => {
   }
 });
 
+test('a short print streams while its cell still runs, not when the cell ends', async () => {
+  let cellDone = false;
+  let sawUpWhileRunning = null;
+  let release;
+  const up = new Promise((r) => (release = r));
+  const sb = await new Sandbox(opts({
+    onStdout: (b) => {
+      if (sawUpWhileRunning === null && b.toString().includes('up')) {
+        sawUpWhileRunning = !cellDone;
+        release();
+      }
+    },
+  })).open();
+  try {
+    const k = await sb.kernel();
+    await sb.writeFile('go', '');
+    // The cell waits until the file `go` is gone: the test removes it only once "up" arrived.
+    const cell = k.runCode('import os, time\nprint("up", flush=True)\nwhile os.path.exists("go"): time.sleep(0.05)\nprint("done")')
+      .then((r) => {
+        cellDone = true;
+        return r;
+      });
+    await Promise.race([up, cell]);
+    await sb.run(['rm', '-f', 'go']);
+    const r = await cell;
+    expect(sawUpWhileRunning).toBe(true);
+    expect(r.stdout).toBe('up\ndone\n');
+    await k.close();
+  } finally {
+    await sb.close();
+  }
+});
+
 test('close() ends the box and leaves no process; it is idempotent', async () => {
   const before = driverPids();
   const sb = await new Sandbox(opts()).open();

@@ -70,7 +70,10 @@ impl Split {
                 std::mem::take(&mut self.pending)
             }
             None => {
-                let keep = self.pending.len().min(marker.len() - 1);
+                // Only a tail that could be the marker's start waits for more bytes: the rest
+                // streams now (holding back a marker's length of everything held a short
+                // `print` until the cell ended).
+                let keep = partial_marker_len(&self.pending, marker);
                 let cut = self.pending.len() - keep;
                 let tail = self.pending.split_off(cut);
                 std::mem::replace(&mut self.pending, tail)
@@ -83,6 +86,14 @@ impl Split {
         self.kept.extend_from_slice(&show[..show.len().min(room)]);
         show
     }
+}
+
+/// The length of the longest end of `hay` that is a beginning of `marker` (shorter than it).
+fn partial_marker_len(hay: &[u8], marker: &[u8]) -> usize {
+    (1..marker.len().min(hay.len() + 1))
+        .rev()
+        .find(|&n| hay.ends_with(&marker[..n]))
+        .unwrap_or(0)
 }
 
 fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
@@ -321,6 +332,17 @@ impl Slot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_streams_at_once_unless_it_may_be_the_markers_start() {
+        let marker = b"\x1eEND\x1e".to_vec();
+        let mut s = Split::new(Vec::new());
+        assert_eq!(s.feed(b"up\n", &marker, 1 << 20), b"up\n");
+        assert_eq!(s.feed(b"x\x1eE", &marker, 1 << 20), b"x");
+        assert_eq!(s.feed(b"Q", &marker, 1 << 20), b"\x1eEQ");
+        assert_eq!(partial_marker_len(b"ab\x1eEN", &marker), 3);
+        assert_eq!(partial_marker_len(b"", &marker), 0);
+    }
 
     #[test]
     fn output_splits_at_the_marker_across_chunks() {
