@@ -141,3 +141,150 @@ pub fn dial(line: &OwnedFd, port: u16) -> Result<OwnedFd, DialError> {
         _ => Err(DialError::Bad { port }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! `dial` against a fake connector on the box's end of a real `pair()`: whatever the box
+    //! answers, only a TCP socket connected to `127.0.0.1:<the port asked>` comes back.
+    use super::*;
+    use std::net::{TcpListener, UdpSocket};
+    use std::os::fd::RawFd;
+
+    /// Runs `answer` as the connector for one request: it reads the port asked and replies.
+    fn with_connector(answer: impl FnOnce(&OwnedFd, u16) + Send + 'static) -> OwnedFd {
+        let (ours, theirs) = pair().expect("pair");
+        std::thread::spawn(move || {
+            let mut port = [0u8; 2];
+            let n = nix::sys::socket::recv(
+                theirs.as_raw_fd(),
+                &mut port,
+                nix::sys::socket::MsgFlags::empty(),
+            )
+            .expect("the request");
+            assert_eq!(n, 2);
+            answer(&theirs, u16::from_be_bytes(port));
+            // Held until the caller has read the answer (EOF would read as `Gone`).
+            let _ = nix::sys::socket::recv(
+                theirs.as_raw_fd(),
+                &mut port,
+                nix::sys::socket::MsgFlags::empty(),
+            );
+        });
+        ours
+    }
+
+    fn send(line: &OwnedFd, bytes: &[u8], fds: &[RawFd]) {
+        sys::send_with_fds(line.as_fd(), bytes, fds).expect("the answer");
+    }
+
+    /// A listener on the host's loopback, and a socket connected to it.
+    fn connected() -> (TcpListener, TcpStream) {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let s = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        (l, s)
+    }
+
+    fn port_of(l: &TcpListener) -> u16 {
+        l.local_addr().expect("addr").port()
+    }
+
+    #[track_caller]
+    fn assert_bad(r: Result<OwnedFd, DialError>, port: u16, what: &str) {
+        match r {
+            Err(DialError::Bad { port: p }) => assert_eq!(p, port, "{what}"),
+            other => panic!("{what}: expected DialError::Bad, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn control_a_tcp_socket_to_the_port_asked_is_taken() {
+        let (l, s) = connected();
+        let port = port_of(&l);
+        let line = with_connector(move |c, _| send(c, &answer(0), &[s.as_raw_fd()]));
+        let got = TcpStream::from(dial(&line, port).expect("a good answer"));
+        assert_eq!(
+            got.peer_addr().expect("peer"),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+        );
+    }
+
+    #[test]
+    fn control_the_errno_comes_back_as_refused() {
+        let line = with_connector(|c, _| send(c, &answer(libc::ECONNREFUSED), &[]));
+        match dial(&line, 4242) {
+            Err(DialError::Refused { port: 4242, why }) => {
+                assert_eq!(why.raw_os_error(), Some(libc::ECONNREFUSED))
+            }
+            other => panic!("expected Refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_pipe_is_refused() {
+        let (r, _w) = nix::unistd::pipe().expect("pipe");
+        let line = with_connector(move |c, _| send(c, &answer(0), &[r.as_raw_fd()]));
+        assert_bad(dial(&line, 4242), 4242, "a pipe");
+    }
+
+    #[test]
+    fn a_udp_socket_connected_to_the_port_is_refused() {
+        let peer = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let port = peer.local_addr().expect("addr").port();
+        let u = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        u.connect((Ipv4Addr::LOCALHOST, port)).expect("connect");
+        let line = with_connector(move |c, _| send(c, &answer(0), &[u.as_raw_fd()]));
+        assert_bad(dial(&line, port), port, "a UDP socket");
+    }
+
+    #[test]
+    fn a_tcp_socket_connected_to_another_port_is_refused() {
+        let (other, s) = connected();
+        let asked = port_of(&other).wrapping_add(1).max(1);
+        let line = with_connector(move |c, _| send(c, &answer(0), &[s.as_raw_fd()]));
+        assert_bad(dial(&line, asked), asked, "TCP to another port");
+    }
+
+    #[test]
+    fn a_listening_tcp_socket_on_the_port_is_refused() {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
+        let port = port_of(&l);
+        let line = with_connector(move |c, _| send(c, &answer(0), &[l.as_raw_fd()]));
+        assert_bad(dial(&line, port), port, "a listener, connected to nothing");
+    }
+
+    #[test]
+    fn a_unix_stream_socket_is_refused() {
+        let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
+        let line = with_connector(move |c, _| send(c, &answer(0), &[a.as_raw_fd()]));
+        assert_bad(dial(&line, 4242), 4242, "a unix stream socket");
+    }
+
+    #[test]
+    fn an_ok_without_a_socket_is_refused() {
+        let line = with_connector(|c, _| send(c, &answer(0), &[]));
+        assert_bad(dial(&line, 4242), 4242, "'o' and no fd");
+    }
+
+    #[test]
+    fn garbage_is_refused_with_or_without_a_socket() {
+        let line = with_connector(|c, _| send(c, b"\xffgarbage", &[]));
+        assert_bad(dial(&line, 4242), 4242, "garbage bytes");
+        let (l, s) = connected();
+        let port = port_of(&l);
+        let line = with_connector(move |c, _| send(c, b"zzzzz", &[s.as_raw_fd()]));
+        assert_bad(dial(&line, port), port, "garbage with a good socket");
+        let (l, s) = connected();
+        let port = port_of(&l);
+        let line = with_connector(move |c, _| send(c, b"o", &[s.as_raw_fd()]));
+        assert_bad(dial(&line, port), port, "a short 'o' with a good socket");
+    }
+
+    #[test]
+    fn an_error_answer_carrying_a_socket_is_refused() {
+        let (l, s) = connected();
+        let port = port_of(&l);
+        let line =
+            with_connector(move |c, _| send(c, &answer(libc::ECONNREFUSED), &[s.as_raw_fd()]));
+        assert_bad(dial(&line, port), port, "'e' with an fd");
+    }
+}
