@@ -277,6 +277,16 @@ describe('spawn()', () => {
     expect((await p.wait()).exitCode).toBe(0);
   });
 
+  test('write() to a process that closed its stdin rejects at once, however much is written', async () => {
+    const p = await sb.spawn(['sh', '-c', 'exec 0<&-; echo closed; sleep 30']);
+    expect(await lines(p.stdout)()).toBe('closed');
+    // More than a pipe holds: with a copy of the pipe's read end left outside the box, this
+    // would fill the pipe and wait for the box's end.
+    await expect(p.write(Buffer.alloc(4 << 20))).rejects.toThrow(/nothing reads the process's input any more/);
+    expect(p.running).toBe(true);
+    await p.kill('SIGKILL');
+  });
+
   test('a program that is not there ends with 127, as run() does', async () => {
     const p = await sb.spawn(['no-such-program-here']);
     const r = await p.wait();

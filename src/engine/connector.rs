@@ -25,7 +25,7 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum DialError {
     #[error("nothing in the box accepts connections on 127.0.0.1:{port} ({why})")]
     Refused { port: u16, why: io::Error },
-    #[error("the process's box has ended; nothing in it can be connected to")]
+    #[error("the box's connector is gone: the process's box has ended, or something in the box ended the connector")]
     Gone,
     #[error("the box's connector did not answer within {} s", ANSWER_TIMEOUT.as_secs())]
     NoAnswer,

@@ -299,14 +299,16 @@ impl Kern {
 
     /// As `run`, for a process the caller steers while it runs (`sb.spawn`, `sb.terminal`):
     /// `controls` gets the workload's pid in the box when it starts, and carries signals for
-    /// it to kern (`handoff::Command`).
+    /// it to kern (`handoff::Command`). `fds` are closed here once sent, so the box holds the
+    /// only copies: a stdin the workload closed is EPIPE to its writer, a connector that is
+    /// gone is EOF to its caller, at once rather than at the box's end.
     pub async fn run_steered(
         self,
         spec: &BoxSpec,
         max_output: usize,
         sink: UnboundedSender<Chunk>,
         cancel: tokio::sync::watch::Receiver<bool>,
-        fds: BoxFds<&OwnedFd>,
+        fds: BoxFds,
         controls: Controls,
     ) -> Result<Option<Outcome>> {
         self.run_inner(
@@ -338,13 +340,13 @@ impl Kern {
     }
 
     #[allow(clippy::too_many_arguments)]
-    async fn run_inner(
+    async fn run_inner<F: AsFd>(
         mut self,
         spec: &BoxSpec,
         max_output: Option<usize>,
         sink: Option<UnboundedSender<Chunk>>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
-        fds: BoxFds<&OwnedFd>,
+        fds: BoxFds<F>,
         mut prepared: Option<tokio::sync::oneshot::Sender<Vec<String>>>,
         controls: Option<Controls>,
     ) -> Result<Option<Outcome>> {
@@ -382,6 +384,8 @@ impl Kern {
                 }
             }
         }
+        // Sent: owned ones are closed now (`run_steered`), borrowed ones stay the caller's.
+        drop(fds);
         control
             .set_nonblocking(true)
             .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;

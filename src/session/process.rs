@@ -11,6 +11,7 @@ use super::result::{over_quota, workspace_changes, ExecRequest, ExecResult};
 use super::stderr::Stderr;
 use super::writers::Active;
 use crate::engine::connector;
+use crate::engine::handoff::BoxFds;
 use crate::engine::handoff::{signal_number, SIGNALS};
 use crate::engine::launch::{Chunk, Controls, Outcome, Stream};
 use crate::engine::spec::{TtySize, DEFAULT_WORKSPACE_TARGET};
@@ -198,18 +199,30 @@ impl Process {
             let _active = active;
             let (cancel, _joined) =
                 percall::cancel_either(opened.closing.subscribe(), Some(stop_rx));
-            let mut fds = super::network::fds(None, line.as_ref());
-            fds.stdin = stdin_read.as_ref();
-            fds.tty = tty_theirs.as_ref();
-            fds.connect = connect_theirs.as_ref();
+            // Owned: closed once sent, so the box holds the only copies (`run_steered`).
+            let egress = line.as_ref().map(|l| l.fd().try_clone()).transpose();
+            let fds = egress.map(|egress| BoxFds {
+                channel: None,
+                egress,
+                stdin: stdin_read,
+                tty: tty_theirs,
+                connect: connect_theirs,
+            });
             let controls = Controls {
                 started: started_tx,
                 signals: signals_rx,
             };
-            let r = kern
-                .run_steered(&spec, max_output, sink, cancel, fds, controls)
-                .await;
-            drop((stdin_read, tty_theirs, connect_theirs, line));
+            let r = match fds {
+                Ok(fds) => {
+                    kern.run_steered(&spec, max_output, sink, cancel, fds, controls)
+                        .await
+                }
+                Err(e) => {
+                    kern.retire();
+                    Err(Error::Runtime(format!("the box's egress line: {e}")))
+                }
+            };
+            drop(line);
             let r = match r {
                 Ok(Some(o)) => Ok(o),
                 Ok(None) => Err(Error::Runtime(
@@ -301,8 +314,11 @@ impl Process {
     /// Writes to its stdin (or its terminal); resolves once the bytes are in the pipe.
     pub async fn write(&self, data: &[u8]) -> Result<()> {
         let mut input = self.input.lock().await;
-        let gone =
-            || Error::Invalid("write(): the process has ended; nothing reads its input".into());
+        let gone = || {
+            Error::Invalid(
+                "write(): nothing reads the process's input any more (it closed its stdin, or it has ended)".into(),
+            )
+        };
         match input.as_mut() {
             None if self.master.is_some() => crate::invalid!("write(): the terminal has ended"),
             None => crate::invalid!(
