@@ -566,7 +566,18 @@ static WORKLOAD: AtomicI32 = AtomicI32::new(0);
 /// A signal that came before `WORKLOAD` was set, forwarded as soon as it is.
 static PENDING: AtomicI32 = AtomicI32::new(0);
 
-extern "C" fn forward(sig: libc::c_int) {
+extern "C" fn caught(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+    // SAFETY: the kernel hands an SA_SIGINFO handler a valid siginfo for the signal.
+    let (code, pid) = unsafe { ((*info).si_code, (*info).si_pid()) };
+    // Only a signal sent from outside the box's PID namespace (the monitor's: its sender shows
+    // as pid 0 here) is the caller's to forward. One from inside the box, or one the kernel
+    // made (a terminal's), leaves PID 1 and the workload alone, as before PID 1 caught any.
+    if code == libc::SI_USER && pid == 0 {
+        forward(sig);
+    }
+}
+
+fn forward(sig: libc::c_int) {
     let w = WORKLOAD.load(Ordering::SeqCst);
     if w > 0 {
         // SAFETY: kill(2) is async-signal-safe; the group is the workload's own (it is a
@@ -580,6 +591,7 @@ extern "C" fn forward(sig: libc::c_int) {
 /// PID 1 passes the signals a caller sends the workload (`handoff::Command`, through the
 /// monitor) on to the workload's process group. From outside its PID namespace, a signal
 /// reaches PID 1 only if it handles it: this is where it turns into one for the workload.
+/// Signals from inside the box are still ignored (`caught`).
 /// Caught before the workload is forked (one that comes before `forward_to` waits in
 /// `PENDING`); the workload resets every disposition before its exec.
 fn catch_signals() {
@@ -592,8 +604,8 @@ fn catch_signals() {
             continue;
         };
         let action = SigAction::new(
-            SigHandler::Handler(forward),
-            SaFlags::SA_RESTART,
+            SigHandler::SigAction(caught),
+            SaFlags::SA_RESTART | SaFlags::SA_SIGINFO,
             SigSet::empty(),
         );
         // SAFETY: `forward` only reads and writes atomics and calls kill(2), all

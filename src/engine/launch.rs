@@ -215,8 +215,12 @@ impl Kern {
                 c
             }
         };
+        // A process group of its own: a terminal's SIGHUP or Ctrl-C for the caller's group
+        // must not kill kern mid-teardown (a spare then left its cgroup leaf behind); the
+        // caller's end going away is kern's signal, and kern cleans up after it.
         let child = cmd
             .arg("box")
+            .process_group(0)
             .stdin(Stdio::from(OwnedFd::from(theirs)))
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
