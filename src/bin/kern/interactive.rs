@@ -45,6 +45,9 @@ pub struct Mode {
     pub tty: bool,
 }
 
+/// The most of a box's terminal output relayed after the box (or the call) has ended.
+const DRAIN_MAX: usize = 4 << 20;
+
 /// The signals that end a box with a terminal (and put the host's terminal back first).
 const ENDING: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT];
 
@@ -474,33 +477,86 @@ impl Pump {
         while !matches!(self.wait(None), Woke::Stop) {
             self.take_signals(None);
         }
+        // One that came with the box's end still counts (the stop is looked at first).
+        self.take_signals(None);
     }
 
     /// Until the box ends: the master, then its output to the host.
     fn relay(&mut self) -> Result<(), String> {
-        let master = loop {
+        let (master, ended) = loop {
             match self.wait(Some(self.sock.as_fd())) {
+                // A short-lived workload can end before its master was taken: it is still in
+                // the socket then, with the output in it.
+                Woke::Stop if readable(self.sock.as_fd()) => match self.receive()? {
+                    Some(m) => break (m, true),
+                    None => return Ok(()),
+                },
                 Woke::Stop => return Ok(()),
                 Woke::Signals => {
                     if self.take_signals(None) {
                         return Ok(());
                     }
                 }
-                Woke::Ready => match pty::receive_master(&self.sock) {
-                    Ok(Some(m)) => break m,
-                    // The box ended before its terminal opened; its report says why.
-                    Ok(None) => return Ok(()),
-                    Err(e) => return Err(format!("the box's terminal: {e}")),
+                Woke::Ready => match self.receive()? {
+                    Some(m) => break (m, false),
+                    None => return Ok(()),
                 },
             }
         };
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut open = true;
+        let mut out_ok = true;
+        if !ended {
+            self.start_input(&master)?;
+            loop {
+                match self.wait(open.then(|| master.as_fd())) {
+                    Woke::Stop => break,
+                    Woke::Signals => {
+                        self.take_signals(Some(master.as_fd()));
+                    }
+                    Woke::Ready => match nix::unistd::read(&master, &mut buf) {
+                        Ok(n @ 1..) => {
+                            // The host's stdout gone, the box's output is still read (and
+                            // dropped), so the box never blocks on a full terminal.
+                            out_ok = out_ok && write_all(self.host_out.as_fd(), &buf[..n]).is_ok();
+                        }
+                        Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
+                        // EIO: no process holds the terminal any more.
+                        Ok(0) | Err(_) => open = false,
+                    },
+                }
+            }
+        }
+        // The box (or the call) has ended: what its terminal holds, then done. Bounded: a
+        // process a call left running in a resident box may still be writing to it.
+        let mut left = DRAIN_MAX;
+        while open && out_ok && left > 0 && readable(master.as_fd()) {
+            match nix::unistd::read(&master, &mut buf) {
+                Ok(n @ 1..) => {
+                    left = left.saturating_sub(n);
+                    out_ok = write_all(self.host_out.as_fd(), &buf[..n]).is_ok();
+                }
+                _ => open = false,
+            }
+        }
+        Ok(())
+    }
+
+    /// The master from the box; None if the box ended before its terminal opened (its report
+    /// says why).
+    fn receive(&self) -> Result<Option<OwnedFd>, String> {
+        pty::receive_master(&self.sock).map_err(|e| format!("the box's terminal: {e}"))
+    }
+
+    /// The box's terminal is live: the host's is made raw (with -i), its size is set again (it
+    /// may have changed since the spec), and the input thread starts (with -i).
+    fn start_input(&self, master: &OwnedFd) -> Result<(), String> {
         // Raw only when the keys go to the box: with -t alone, ^C stays this terminal's SIGINT,
         // which ends the box.
         if self.interactive && nix::unistd::isatty(self.host_in.as_fd()).unwrap_or(false) {
             enter_raw(self.host_in.as_fd())
                 .map_err(|e| format!("put this terminal in raw mode: {e}"))?;
         }
-        // The host's terminal may have been resized since the spec was written.
         let _ = pty::set_size(master.as_fd(), size_of(self.host_in.as_fd()));
         if self.interactive {
             let (from, into, stop) = (|| {
@@ -515,37 +571,6 @@ impl Pump {
                 .name("terminal-input".into())
                 .spawn(move || feed_terminal(from, into, stop))
                 .map_err(|e| format!("start the terminal's input: {e}"))?;
-        }
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut open = true;
-        let mut out_ok = true;
-        loop {
-            let woke = self.wait(open.then(|| master.as_fd()));
-            match woke {
-                Woke::Stop => break,
-                Woke::Signals => {
-                    self.take_signals(Some(master.as_fd()));
-                }
-                Woke::Ready => match nix::unistd::read(&master, &mut buf) {
-                    Ok(n @ 1..) => {
-                        if out_ok && write_all(self.host_out.as_fd(), &buf[..n]).is_err() {
-                            // The host's stdout is gone: the box's output is read and dropped,
-                            // so the box never blocks on a full terminal.
-                            out_ok = false;
-                        }
-                    }
-                    Err(nix::errno::Errno::EINTR | nix::errno::Errno::EAGAIN) => {}
-                    // EIO: no process holds the terminal any more.
-                    Ok(0) | Err(_) => open = false,
-                },
-            }
-        }
-        // The box has ended: what its terminal still holds, then done.
-        while open && out_ok && readable(master.as_fd()) {
-            match nix::unistd::read(&master, &mut buf) {
-                Ok(n @ 1..) => out_ok = write_all(self.host_out.as_fd(), &buf[..n]).is_ok(),
-                _ => open = false,
-            }
         }
         Ok(())
     }
