@@ -235,7 +235,7 @@ echo "KERN-EXIT=$?"
     expect(t.screen()).toMatch(/KERN-EXIT=130/);
   }, 240000);
 
-  test('-t alone leaves the host terminal as it is: its ^C is kern\'s SIGINT, which ends the box', async () => {
+  test('-t alone leaves the host terminal as it is: its ^C ends the box', async () => {
     const marker = uniqueName('kerntty');
     // The trap keeps this host shell (it gets the SIGINT too) to say what kern did.
     const t = terminal(`
@@ -246,8 +246,9 @@ echo "KERN-EXIT=$?"
     await t.until(/READY/);
     t.type('\x03');
     await t.exited();
-    expect(t.screen()).toMatch(/kern got SIGINT: it ended the box/);
-    expect(t.screen()).toMatch(/KERN-EXIT=130/);
+    // Which ends the box first is a race: kern's handler, or the box's PID 1 (a fork of kern,
+    // so in the terminal's foreground group too) forwarding the SIGINT to the workload.
+    expect(t.screen()).toMatch(/TRAPPED\r\nKERN-EXIT=130/);
     expect(hostProcessesMatching(marker)).toEqual([]);
   }, 240000);
 
@@ -304,6 +305,24 @@ describe('kern run -t and -i with pipes', () => {
     expect(r.stdout).toMatch(/^\/dev\/pts\/0\r\n24 80\r\nstdin-tty\r\n\S+\r\n$/);
   });
 
+  test('a workload that ends at once still has its output relayed', async () => {
+    // It may end before kern has taken its terminal's master, or even before kern saw it start:
+    // a race, so asked many times, four at a time (the contention makes the late cases come).
+    const once = (i) =>
+      new Promise((resolve) => {
+        const c = spawn(KERN, ['run', '-t', '--image', 'host', '--', 'echo', `hi-${i}`], { stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        c.stdout.on('data', (d) => (out += d));
+        c.on('close', (code) => resolve({ i, code, out }));
+      });
+    const lost = [];
+    for (let round = 0; round < 15; round++) {
+      const got = await Promise.all([0, 1, 2, 3].map((k) => once(round * 4 + k)));
+      lost.push(...got.filter((r) => r.code !== 0 || r.out !== `hi-${r.i}\r\n`));
+    }
+    expect(lost).toEqual([]);
+  }, 240000);
+
   test('-it with piped stdin is refused before any box, as docker does; -i and -t alone are not', () => {
     const ws = temps.temp('kern-tty-ws-');
     const r = kern(['run', '-it', '--image', 'host', '--workspace', ws, '--', 'touch', '/workspace/ran'], 'echo\n');
@@ -349,9 +368,12 @@ echo "KERN-EXIT=$?"
       await t.exited();
       expect(t.screen()).toMatch(/KERN-EXIT=4/);
 
-      const tty = kern(['exec', '-t', name, '--', 'sh', '-c', 'tty; cat /tmp/note']);
-      expect(tty).toMatchObject({ code: 0 });
-      expect(tty.stdout).toMatch(/^\/dev\/pts\/\d+\r\nfrom-api\r\n$/);
+      // A short call, many times: its output must not be lost to the race with its end.
+      for (let i = 0; i < 15; i++) {
+        const tty = kern(['exec', '-t', name, '--', 'sh', '-c', 'tty; cat /tmp/note']);
+        expect(tty).toMatchObject({ code: 0 });
+        expect(tty.stdout).toMatch(/^\/dev\/pts\/\d+\r\nfrom-api\r\n$/);
+      }
       const piped = kern(['exec', '-i', name, '--', 'cat'], 'through\n');
       expect(piped).toMatchObject({ code: 0, stdout: 'through\n' });
     } finally {
