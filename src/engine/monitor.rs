@@ -590,12 +590,12 @@ fn supervise(
         drop(fds);
         match polled {
             Ok(_) => {
-                if ready[0] {
-                    break;
-                }
                 let mut next = 1;
                 if on_started.is_some() {
-                    if ready[next] {
+                    // Also when the box has already ended: a workload that exits at once was
+                    // still started, and its caller may be waiting for that (a terminal's
+                    // output is relayed from then on).
+                    if ready[next] || ready[0] {
                         sys::read_available(&init_r, &mut messages);
                         if let Some(pid) = handoff::started_pid(&messages) {
                             if let Some(tell) = on_started.take() {
@@ -604,6 +604,9 @@ fn supervise(
                         }
                     }
                     next += 1;
+                }
+                if ready[0] {
+                    break;
                 }
                 if let (Some(l), true) = (lifeline, ready.get(next) == Some(&true)) {
                     match handoff::read_commands(l, &mut said) {

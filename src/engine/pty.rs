@@ -4,7 +4,7 @@
 //! and sends the master to the caller (SCM_RIGHTS on `BoxFds::tty`), then closes its own copy:
 //! the caller holds the only master. Both sides are here.
 
-use super::spec::TtySize;
+use super::spec::{RootSpec, TtySize};
 use super::sys;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -95,4 +95,26 @@ pub fn receive_master(sock: &OwnedFd) -> io::Result<Option<OwnedFd>> {
         ));
     }
     Ok(Some(master))
+}
+
+/// The shell a terminal gets when the caller names no program (`sb.terminal()`, `kern attach`):
+/// bash if the image has one, else sh.
+pub fn shell_of(root: &RootSpec) -> &'static str {
+    let root = match root {
+        RootSpec::Dir { path } => path.clone(),
+        RootSpec::Host => "/".into(),
+    };
+    // InRoot: /bin is a symlink to usr/bin in most images, resolved inside the image.
+    let dir = crate::fsx::open_no_symlinks(&root).ok();
+    let has = |p: &str| {
+        dir.as_ref().is_some_and(|d| {
+            crate::fsx::open_beneath(d, p, nix::fcntl::OFlag::O_PATH, crate::fsx::Resolve::InRoot)
+                .is_ok()
+        })
+    };
+    if has("bin/bash") || has("usr/bin/bash") {
+        "bash"
+    } else {
+        "sh"
+    }
 }

@@ -76,7 +76,7 @@ impl Process {
         let what = if terminal { "terminal()" } else { "spawn()" };
         let argv = match (req.argv, terminal) {
             (Some(a), _) => a,
-            (None, true) => vec![shell_of(&opened)],
+            (None, true) => vec![crate::engine::pty::shell_of(&opened.image.root).to_string()],
             (None, false) => {
                 return crate::invalid!(
                     "spawn() needs a non-empty argv array, e.g. spawn([\"python3\", \"-m\", \"http.server\"])"
@@ -491,27 +491,6 @@ fn cells(name: &str, v: Option<&serde_json::Value>, default: u16) -> Result<u16>
                 crate::config::describe(v)
             ),
         },
-    }
-}
-
-/// The image's shell: bash if it has one, else sh.
-fn shell_of(opened: &Opened) -> String {
-    let root = match &opened.image.root {
-        crate::engine::spec::RootSpec::Dir { path } => path.clone(),
-        crate::engine::spec::RootSpec::Host => "/".into(),
-    };
-    // InRoot: /bin is a symlink to usr/bin in most images, resolved inside the image.
-    let dir = crate::fsx::open_no_symlinks(&root).ok();
-    let has = |p: &str| {
-        dir.as_ref().is_some_and(|d| {
-            crate::fsx::open_beneath(d, p, nix::fcntl::OFlag::O_PATH, crate::fsx::Resolve::InRoot)
-                .is_ok()
-        })
-    };
-    if has("bin/bash") || has("usr/bin/bash") {
-        "bash".into()
-    } else {
-        "sh".into()
     }
 }
 

@@ -30,10 +30,11 @@
 //!
 //! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
 //! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
-//! boxes, found through `engine::resident`'s state files), `kern doctor` (what this host
-//! offers kern-sandbox, with the fix for each thing missing; doctor.rs), and `kern pull`/
-//! `images`/`rmi`/`prune` (the image store the addon also pulls into, in its own process;
-//! images.rs).
+//! boxes, found through `engine::resident`'s state files), `kern attach` and the `-i`/`-t` of
+//! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs), `kern doctor`
+//! (what this host offers kern-sandbox, with the fix for each thing missing; doctor.rs), and
+//! `kern pull`/`images`/`rmi`/`prune` (the image store the addon also pulls into, in its own
+//! process; images.rs).
 
 // The doc comments on the clap types below are `kern --help` text ("<user>[:<group>]",
 // "PATH[:SIZE]"), not rustdoc: they are written for a terminal, not as links or HTML.
@@ -52,12 +53,15 @@ use kern_sandbox::engine::spec::{
 use kern_sandbox::engine::status::{self, BoxReport};
 use kern_sandbox::engine::sys;
 use kern_sandbox::image;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 mod doctor;
 mod images;
+mod interactive;
+
+use interactive::{Mode, Relay};
 
 #[derive(Parser)]
 #[command(
@@ -96,17 +100,28 @@ enum Command {
     Exec {
         /// The sandbox's `name`.
         name: String,
+        #[command(flatten)]
+        call: CallArgs,
+        /// The command to run.
+        #[arg(trailing_var_arg = true, required = true)]
+        argv: Vec<String>,
+    },
+    /// An interactive shell in a live resident box (its image's bash, else sh), or the command
+    /// given: kern attach NAME, kern attach NAME -- python3. As `kern exec -it`.
+    Attach {
+        /// The sandbox's `name`.
+        name: String,
         /// Run as this account of the image ("<user>[:<group>]"), as the `user` option.
         #[arg(long, short)]
         user: Option<String>,
-        /// Wall-clock limit of this call in seconds (the box goes on after it).
-        #[arg(long, default_value_t = 30.0)]
-        timeout: f64,
-        /// Environment variable for this call, KEY=VALUE (repeatable), on top of the box's.
+        /// Wall-clock limit of this shell in seconds [default: 7 days] (the box goes on after it).
+        #[arg(long)]
+        timeout: Option<f64>,
+        /// Environment variable for this shell, KEY=VALUE (repeatable), on top of the box's.
         #[arg(long, short)]
         env: Vec<String>,
-        /// The command to run.
-        #[arg(last = true, required = true)]
+        /// The command to run instead of the shell.
+        #[arg(trailing_var_arg = true)]
         argv: Vec<String>,
     },
     /// List the live resident boxes.
@@ -128,6 +143,29 @@ enum Command {
     Box,
 }
 
+/// `kern exec`'s options for its call.
+#[derive(clap::Args)]
+struct CallArgs {
+    /// Run as this account of the image ("<user>[:<group>]"), as the `user` option.
+    #[arg(long, short)]
+    user: Option<String>,
+    /// Wall-clock limit of this call in seconds [default: 30; with -t: 7 days] (the box goes
+    /// on after it).
+    #[arg(long)]
+    timeout: Option<f64>,
+    /// Environment variable for this call, KEY=VALUE (repeatable), on top of the box's.
+    #[arg(long, short)]
+    env: Vec<String>,
+    /// Keep stdin open: the workload reads kern's stdin (through a pipe, or with -t its
+    /// terminal).
+    #[arg(long, short)]
+    interactive: bool,
+    /// Give the workload a terminal of its own, sized like this one and relayed to it (raw
+    /// while the call runs); with -i, an interactive shell: kern exec -it NAME -- bash.
+    #[arg(long, short)]
+    tty: bool,
+}
+
 #[derive(clap::Args)]
 struct RunArgs {
     /// An image reference (pulled if not cached), an absolute path (OCI layout, image archive
@@ -146,9 +184,9 @@ struct RunArgs {
     /// CPU cap in cores.
     #[arg(long)]
     cpus: Option<f64>,
-    /// Wall-clock limit in seconds.
-    #[arg(long, default_value_t = 30.0)]
-    timeout: f64,
+    /// Wall-clock limit in seconds [default: 30; with -t: 7 days].
+    #[arg(long)]
+    timeout: Option<f64>,
     /// Scratch tmpfs, PATH[:SIZE] (repeatable). Default /tmp:64m; "none" for no scratch.
     #[arg(long)]
     tmpfs: Vec<String>,
@@ -162,34 +200,60 @@ struct RunArgs {
     /// reported as an escape_blocked fault naming them).
     #[arg(long = "security-profile", value_parser = ["untrusted"])]
     security_profile: Option<String>,
+    /// Keep stdin open: the workload reads kern's stdin (through a pipe, or with -t its
+    /// terminal).
+    #[arg(long, short)]
+    interactive: bool,
+    /// Give the workload a terminal of its own, sized like this one and relayed to it (raw
+    /// while the box runs); with -i, an interactive shell: kern run -it -- bash.
+    #[arg(long, short)]
+    tty: bool,
     /// The command to run.
-    #[arg(last = true, required = true)]
+    #[arg(trailing_var_arg = true, required = true)]
     argv: Vec<String>,
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Box => boxed(),
-        Command::Run(args) => match run(args) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("kern: {e}");
-                ExitCode::from(125)
-            }
-        },
-        Command::Exec {
+        Command::Run(args) => or_125(run(args)),
+        Command::Exec { name, call, argv } => {
+            let mode = Mode {
+                interactive: call.interactive,
+                tty: call.tty,
+            };
+            let CallArgs {
+                user, timeout, env, ..
+            } = call;
+            or_125(resident_exec(
+                &name,
+                user.as_deref(),
+                timeout,
+                &env,
+                argv,
+                mode,
+            ))
+        }
+        Command::Attach {
             name,
             user,
             timeout,
             env,
             argv,
-        } => match resident_exec(&name, user.as_deref(), timeout, &env, argv) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("kern: {e}");
-                ExitCode::from(125)
-            }
-        },
+        } => {
+            let mode = Mode {
+                interactive: true,
+                tty: true,
+            };
+            or_125(resident_exec(
+                &name,
+                user.as_deref(),
+                timeout,
+                &env,
+                argv,
+                mode,
+            ))
+        }
         Command::Doctor { workspace, json } => doctor::doctor(workspace, json),
         Command::Ps => report(ps()),
         Command::Stop { name } => report(stop(&name)),
@@ -198,6 +262,14 @@ fn main() -> ExitCode {
         Command::Rmi { images } => report(images::rmi(&images)),
         Command::Prune => report(images::prune()),
     }
+}
+
+/// kern's own error (not the box's): said on stderr, exit 125 as docker does.
+fn or_125(r: Result<ExitCode, String>) -> ExitCode {
+    r.unwrap_or_else(|e| {
+        eprintln!("kern: {e}");
+        ExitCode::from(125)
+    })
 }
 
 fn report(r: Result<(), String>) -> ExitCode {
@@ -373,6 +445,12 @@ fn read_spec(control: &mut Control) -> Option<(BoxSpec, BoxFds)> {
 }
 
 fn run(a: RunArgs) -> Result<ExitCode, String> {
+    let mode = Mode {
+        interactive: a.interactive,
+        tty: a.tty,
+    };
+    interactive::check(mode)?;
+    let timeout = a.timeout.unwrap_or(default_timeout(mode));
     let source = image::Source::parse(&a.image).map_err(|e| e.to_string())?;
     let policy = image::PullPolicy::from_env().map_err(|e| e.to_string())?;
     let opened = image::open(&source, policy, &mut image::Quiet).map_err(|e| e.to_string())?;
@@ -407,6 +485,10 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         env.retain(|(ek, _)| ek != k);
         env.push((k.to_string(), v.to_string()));
     }
+    if mode.tty && !a.env.iter().any(|kv| kv.starts_with("TERM=")) {
+        env.retain(|(k, _)| k != "TERM");
+        env.push(("TERM".into(), interactive::term()));
+    }
     let temp;
     let workspace = match a.workspace {
         Some(w) => w,
@@ -418,7 +500,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
             temp.path().to_path_buf()
         }
     };
-    check_timeout(a.timeout)?;
+    check_timeout(timeout)?;
     // The same bounds as the Sandbox options, before any box starts.
     let memory_bytes = (a.memory > 0).then(|| a.memory.saturating_mul(1 << 20));
     if let Some(why) = memory_bytes.and_then(config::memory_out_of_bounds) {
@@ -451,7 +533,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
             enforce: !a.no_enforce_limits,
             require: false,
         },
-        timeout_ms: (a.timeout * 1000.0).ceil() as u64,
+        timeout_ms: (timeout * 1000.0).ceil() as u64,
         argv: a.argv,
         env,
         hostname: DEFAULT_HOSTNAME.into(),
@@ -475,29 +557,70 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         devices: Vec::new(),
         resident: None,
         cwd: None,
-        stdin: false,
-        tty: None,
+        stdin: mode.interactive && !mode.tty,
+        tty: mode.tty.then(interactive::host_size),
         connector: false,
     };
     let prepared = monitor::prepare(&spec.limits);
-    let mut code = 125;
+    let (mut relay, side) = match Relay::new(mode) {
+        Ok(r) => r,
+        Err(e) => {
+            prepared.release();
+            return Err(format!("set up the box's stdin or terminal: {e}"));
+        }
+    };
+    let mut report = None;
     let caller = Caller {
-        lifeline: None,
-        fds: BoxFds::default(),
-        on_report: &mut |report| code = say_fault_and_code(report),
-        on_started: None,
+        lifeline: side.lifeline.as_ref().map(|l| l.as_fd()),
+        fds: side.fds,
+        on_report: &mut |r| report = Some(r.clone()),
+        on_started: Some(&mut |_| relay.start()),
     };
     run_box(&spec, prepared, caller);
-    Ok(ExitCode::from(code as u8))
+    Ok(conclude(&mut relay, report.as_ref()))
 }
 
-/// `kern exec`: the box's own posture (and environment), this argv; output straight through.
+/// `--timeout` unless given: an interactive shell ends when its user leaves it.
+fn default_timeout(mode: Mode) -> f64 {
+    if mode.tty {
+        config::MAX_TIMEOUT_S
+    } else {
+        30.0
+    }
+}
+
+/// The box has ended: the terminal and stdio are put back, then what happened is said (on the
+/// host's stderr again), and the exit code is the workload's, or 128 + the signal that made
+/// kern end the box.
+fn conclude(relay: &mut Relay, report: Option<&BoxReport>) -> ExitCode {
+    let finished = relay.finish();
+    if let Some(why) = finished.problem {
+        status::note("warning", &format!("the box's terminal: {why}"));
+    }
+    if let Some(r) = report {
+        if let Some(why) = &r.resident_gone {
+            status::note("warning", why);
+        }
+    }
+    if let Some(sig) = finished.signal {
+        status::note(
+            "warning",
+            &format!("kern got {}: it ended the box", status::signal_name(sig)),
+        );
+        return ExitCode::from((128 + sig).clamp(0, 255) as u8);
+    }
+    ExitCode::from(report.map(say_fault_and_code).unwrap_or(125) as u8)
+}
+
+/// `kern exec` and `kern attach`: the box's own posture (and environment), this argv (none:
+/// the image's shell); output straight through, or on a terminal with -t.
 fn resident_exec(
     name: &str,
     user: Option<&str>,
-    timeout: f64,
+    timeout: Option<f64>,
     env: &[String],
     argv: Vec<String>,
+    mode: Mode,
 ) -> Result<ExitCode, String> {
     let dir = resident::state_dir().map_err(|e| e.to_string())?;
     let live = {
@@ -505,11 +628,17 @@ fn resident_exec(
         resident::find(&dir, name).map_err(|e| e.to_string())?
     }
     .ok_or_else(|| format!("no live resident box named {name} (`kern ps` lists them)"))?;
+    interactive::check(mode)?;
+    let timeout = timeout.unwrap_or(default_timeout(mode));
     check_timeout(timeout)?;
     let state = live.state;
     let mut spec = state.spec.clone();
     if let Some(account) = user {
         spec.user = image::resolve_user(&spec.root, account).map_err(|e| e.to_string())?;
+    }
+    if mode.tty && !env.iter().any(|kv| kv.starts_with("TERM=")) {
+        spec.env.retain(|(k, _)| k != "TERM");
+        spec.env.push(("TERM".into(), interactive::term()));
     }
     for kv in env {
         let (k, v) = kv
@@ -518,11 +647,18 @@ fn resident_exec(
         spec.env.retain(|(ek, _)| ek != k);
         spec.env.push((k.to_string(), v.to_string()));
     }
+    let argv = match argv.is_empty() {
+        true => vec![kern_sandbox::engine::pty::shell_of(&spec.root).to_string()],
+        false => argv,
+    };
     config::check_exec_size(&argv, &spec.env).map_err(|e| e.to_string())?;
     spec.argv = argv;
     spec.timeout_ms = (timeout * 1000.0).ceil() as u64;
     spec.channel = false;
     spec.egress = None;
+    spec.stdin = mode.interactive && !mode.tty;
+    spec.tty = mode.tty.then(interactive::host_size);
+    spec.connector = false;
     let target = CallTarget {
         name: name.to_string(),
         pid1: state.pid1,
@@ -532,20 +668,22 @@ fn resident_exec(
         pid1: target.pid1,
     });
     let prepared = call::prepare(&target);
-    let mut code = 125;
+    let (mut relay, side) = match Relay::new(mode) {
+        Ok(r) => r,
+        Err(e) => {
+            prepared.release();
+            return Err(format!("set up the call's stdin or terminal: {e}"));
+        }
+    };
+    let mut report = None;
     let caller = Caller {
-        lifeline: None,
-        fds: BoxFds::default(),
-        on_report: &mut |report| {
-            if let Some(why) = &report.resident_gone {
-                status::note("warning", why);
-            }
-            code = say_fault_and_code(report);
-        },
-        on_started: None,
+        lifeline: side.lifeline.as_ref().map(|l| l.as_fd()),
+        fds: side.fds,
+        on_report: &mut |r| report = Some(r.clone()),
+        on_started: Some(&mut |_| relay.start()),
     };
     call::run_call(&spec, prepared, caller);
-    Ok(ExitCode::from(code as u8))
+    Ok(conclude(&mut relay, report.as_ref()))
 }
 
 /// `--timeout` within the bounds of `timeoutS`.

@@ -20,7 +20,7 @@
 use super::state::{self, State};
 use crate::engine::cgroup::{self, CallCgroup};
 use crate::engine::faults;
-use crate::engine::handoff::{msg, BoxFds, CallTarget, Caller, Fallback};
+use crate::engine::handoff::{self, msg, BoxFds, CallTarget, Caller, Fallback};
 use crate::engine::idmap::Mapping;
 use crate::engine::init::{self, Joining};
 use crate::engine::spec::{BoxSpec, Resident};
@@ -106,7 +106,13 @@ impl PreparedCall {
 
 /// Runs one call and reports it, like `monitor::run_box` for a fresh box.
 pub fn run_call(spec: &BoxSpec, prepared: PreparedCall, caller: Caller<'_>) {
-    let report = call(spec, &prepared, caller.lifeline, caller.fds);
+    let report = call(
+        spec,
+        &prepared,
+        caller.lifeline,
+        caller.fds,
+        caller.on_started,
+    );
     (caller.on_report)(&report);
     prepared.release();
 }
@@ -144,6 +150,7 @@ fn call(
     prepared: &PreparedCall,
     lifeline: Option<BorrowedFd<'_>>,
     passed: BoxFds,
+    mut on_started: Option<&mut dyn FnMut(i32)>,
 ) -> BoxReport {
     let start = Instant::now();
     let state = match &prepared.found {
@@ -303,6 +310,11 @@ fn call(
         drop(fds);
         if readable {
             sys::read_available(&init_r, &mut messages);
+            if let Some(pid) = handoff::started_pid(&messages) {
+                if let Some(tell) = on_started.take() {
+                    tell(pid);
+                }
+            }
         }
         if a_done {
             break;
