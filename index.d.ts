@@ -588,7 +588,9 @@ export interface PerCallOptions {
    * gave another), as Node's own APIs do. A signal already aborted rejects at once, without
    * starting a box. A call that finished before the abort resolves as usual. A Python
    * `runCode` with a `signal` does not take a `prewarm`ed box. Not an `AbortSignal`: a
-   * SandboxError. */
+   * SandboxError. Measured here (BENCHMARKS.md, "Steered processes"): the promise rejects
+   * 2.9 ms after `abort()`, and nothing of the box is left in the host's `/proc` 6.8 ms after
+   * it (a host child spawned with a signal: 0.35 and 1.9 ms). */
   signal?: AbortSignal;
 }
 
@@ -722,7 +724,11 @@ export class Sandbox {
    * delivers nothing more and `wait()`'s result says it was truncated, while the process runs on
    * unblocked. A bad `argv`, `env` or `cwd` rejects before any box starts; a `cwd` missing in
    * the box rejects once the box says so. A `persist` Sandbox starts it in a fresh box too, not
-   * in the resident one. */
+   * in the resident one.
+   *
+   * Measured here (BENCHMARKS.md, "Steered processes", dev build, a busy machine): from
+   * `spawn(["echo", "hi"])` to its first byte 9.9 ms, against 3.9 ms for Node's own
+   * `child_process.spawn` of the same program. */
   spawn(
     argv: string[],
     opts?: {
@@ -744,7 +750,8 @@ export class Sandbox {
    * `/dev/pts`, the program's controlling terminal and its stdin, stdout and stderr
    * (`isatty(0)` is true, `TERM` is `xterm-256color` unless `env` gives one). Only this process
    * holds its master. It lives as long as the program, `kill()` or `close()`; its output counts
-   * as stdout under `maxOutputBytes`, like `spawn()`'s. */
+   * as stdout under `maxOutputBytes`, like `spawn()`'s. Measured here: a keystroke's echo from
+   * bash comes back 0.81 ms after `write()` (bash on a host pty: 0.18 ms). */
   terminal(opts?: {
     argv?: string[];
     cols?: number;
@@ -787,7 +794,9 @@ export class SandboxProcess extends SteeredProcess {
    * server's preview, say). Nothing listens on a host port and the box's network policy is
    * unchanged: the box's own connector dials its loopback and hands the socket over. A port
    * outside 1 to 65535 is a `SandboxError`; a port nobody accepts on rejects with a
-   * `SandboxError` naming it, as does a process that has ended. */
+   * `SandboxError` naming it, as does a process that has ended. Measured here: 1.5 ms to the
+   * socket (a `net.connect` to a host port: 0.6 ms); an HTTP GET to `python3 -m http.server`
+   * through it 2.8 ms, against 2.1 ms on the host. */
   connect(port: number): Promise<import("net").Socket>;
 }
 
