@@ -145,6 +145,11 @@ test('state in /tmp survives across calls; the first call says what a resident b
   expect(fs.statSync(statePath(name)).mode & 0o777).toBe(0o600);
   expect(fs.statSync(STATE_DIR).mode & 0o777).toBe(0o700);
   expect(isAlive(state.pid1.pid)).toBe(true);
+  if (isRoot) {
+    // Its PID 1 holds no pipe of the kern that started it (whose caller would otherwise wait
+    // for their EOF): its stdout and stderr are /dev/null once it is ready.
+    for (const fd of [1, 2]) expect(fs.readlinkSync(`/proc/${state.pid1.pid}/fd/${fd}`)).toBe('/dev/null');
+  }
   await sb.close();
   // close() leaves the box running.
   expect(isAlive(state.pid1.pid)).toBe(true);

@@ -58,6 +58,8 @@ pub(super) fn start(line: OwnedFd) -> Result<(), SetupError> {
 
 fn serve(line: OwnedFd) -> ! {
     sys::close_others(&[line.as_raw_fd()]);
+    // Nothing to say on kern's output pipes, and no reason to hold them open.
+    let _ = sys::detach_fds(&[1, 2]);
     let _ = nix::sys::prctl::set_dumpable(false);
     if sys::capset_clear().is_err() || nix::sys::prctl::set_no_new_privs().is_err() {
         sys::exit_now(1);

@@ -243,6 +243,9 @@ fn pid1(
         drop(stdin);
         drop(tty);
         send(&init_pipe, &msg::READY.to_string());
+        // It lives on past its first kern, which must not wait for these pipes' EOF (its
+        // caller did, `launch::DRAIN_GRACE`, on every open). It has nothing to say on them.
+        let _ = sys::detach_fds(&[1, 2]);
         idle_reaper();
     }
     // The workload hands PID 1 its seccomp listener over this pair (the `untrusted` profile).

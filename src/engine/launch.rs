@@ -20,9 +20,10 @@ use tokio::sync::mpsc::UnboundedSender;
 
 /// Extra time past the box's own deadline before the caller gives up on `kern` itself.
 const BACKSTOP: Duration = Duration::from_secs(10);
-/// How long to keep reading output after `kern`'s report, for a resident box: its PID 1 keeps
-/// the first kern's pipes (which `open` waits out here), and a call's orphans, left in the
-/// box, keep that call's. A reader given up on keeps what it read, and the rest counts as cut.
+/// How long to keep reading output after `kern`'s report, for a resident box: a call's
+/// orphans, left in the box, keep that call's pipes. (The box's PID 1 lets go of its first
+/// kern's once it is ready.) A reader given up on keeps what it read, and the rest counts as
+/// cut.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// The same for a fresh box. Every process of it is dead by the report and kern closed its own
 /// ends before it, so EOF is certain and only the reader's turn on a busy host is waited for

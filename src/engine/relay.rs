@@ -48,6 +48,8 @@ fn relay(listeners: Vec<(TcpListener, Vec<u8>)>, line: OwnedFd) -> ! {
     let mut keep: Vec<RawFd> = listeners.iter().map(|(l, _)| l.as_raw_fd()).collect();
     keep.push(line.as_raw_fd());
     sys::close_others(&keep);
+    // Nothing to say on kern's output pipes, and no reason to hold them open.
+    let _ = sys::detach_fds(&[1, 2]);
     // It needs no privilege to accept and pass sockets on.
     if sys::capset_clear().is_err() || nix::sys::prctl::set_no_new_privs().is_err() {
         sys::exit_now(1);
