@@ -9,8 +9,8 @@
 # rootless path; scripts/rootless-tests.sh), and meanwhile the core, limits, isolation, lifecycle
 # and process suites in a cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh)
 # -> summary. A build failure stops at once; every other failure is recorded and the remaining
-# steps still run, so one report shows everything. The very last line is always `N passed, N failed`, summed over
-# all four Jest runs.
+# steps still run, so one report shows everything. The very last line is always
+# `N passed, N failed`, summed over all four Jest runs.
 #
 # Environment:
 #   KERN_SKIP_ROOTLESS=1     skip the run as `kerntest` (quick local runs)
