@@ -719,7 +719,8 @@ export class Sandbox {
    * It runs until it exits, `kill()`, its `timeoutS` (default: none; it lives as long as the
    * Sandbox) or `close()`, which ends it with its box and everything in it. `env`, `cwd` and
    * `signal` follow `PerCallOptions`; aborting the signal ends the box and `wait()` rejects with
-   * the signal's reason. Its output streams as it comes, to `onStdout`/`onStderr` and to
+   * the signal's reason. Its output streams as it comes, to `onStdout`/`onStderr` (the
+   * Sandbox's unless given here, as for a call; `null`: none) and to
    * `stdout`/`stderr`, under `maxOutputBytes` per stream like a call's: past the cap a stream
    * delivers nothing more and `wait()`'s result says it was truncated, while the process runs on
    * unblocked. A bad `argv`, `env` or `cwd` rejects before any box starts; a `cwd` missing in

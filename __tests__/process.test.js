@@ -287,6 +287,30 @@ describe('spawn()', () => {
     await p.kill('SIGKILL');
   });
 
+  test('the Sandbox\'s callbacks get a process\'s output unless it names its own; a throwing callback becomes a note', async () => {
+    const seen = [];
+    const s = new Sandbox(opts({ onStdout: (c) => seen.push(`session:${c}`) }));
+    await s.open();
+    try {
+      await (await s.spawn(['echo', 'one'])).wait();
+      await (await s.spawn(['echo', 'two'], { onStdout: (c) => seen.push(`own:${c}`) })).wait();
+      await (await s.spawn(['echo', 'three'], { onStdout: null })).wait();
+      expect(seen).toEqual(['session:one\n', 'own:two\n']);
+      const t = await s.terminal({ argv: ['sh', '-c', 'read x; echo "got $x"'] });
+      let after = '';
+      t.onData(() => {
+        throw new Error('listener broke');
+      });
+      t.onData((d) => (after += d));
+      await t.write('y\n');
+      const r = await t.wait();
+      expect(after).toContain('got y');
+      expect(r.runtimeNotes.join('\n')).toMatch(/onData threw listener broke/);
+    } finally {
+      await s.close();
+    }
+  });
+
   test('a program that is not there ends with 127, as run() does', async () => {
     const p = await sb.spawn(['no-such-program-here']);
     const r = await p.wait();

@@ -291,7 +291,9 @@ class Sandbox {
     const o = this.#perCall(opts, OPTIONS.spawn);
     const wire = toWire({ argv, env: o.env, cwd: o.cwd, timeoutS: o.timeoutS }, 'spawn');
     if (o.signal && o.signal.aborted) throw o.signal.reason;
-    const p = await this.#start(wire, false, o.onStdout, o.onStderr);
+    // As for a call: the Sandbox's callbacks unless the process names its own (null: none).
+    const pick = (k, session) => (o[k] === undefined ? session : o[k]);
+    const p = await this.#start(wire, false, pick('onStdout', this.#onStdout), pick('onStderr', this.#onStderr));
     const sp = new SandboxProcess(PROCESS_TOKEN, p.native, p.out, p.err, p.errors, o.signal);
     this.#processes.add(sp);
     sp.wait().then(() => this.#processes.delete(sp), () => this.#processes.delete(sp));
@@ -362,11 +364,7 @@ class Sandbox {
 
   async writeFile(filePath, data) {
     checkRelPath('writeFile', filePath);
-    let buf;
-    if (typeof data === 'string') buf = Buffer.from(data, 'utf8');
-    else if (Buffer.isBuffer(data)) buf = data;
-    else if (data instanceof Uint8Array) buf = Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-    else throw new SandboxError('writeFile(path, data): data must be a Buffer or a string');
+    const buf = toBuffer(data, 'writeFile(path, data): data must be a Buffer or a string');
     await callNative(() => this.#native.writeFile(filePath, buf));
   }
 
@@ -423,12 +421,18 @@ class Sandbox {
 }
 
 /** A call's `stdin` as the Buffer the native side feeds to the workload, or undefined. */
+/** Bytes given as a string (UTF-8), a Buffer or a Uint8Array (not copied), as a Buffer;
+ * anything else is a SandboxError saying `wrong`. */
+function toBuffer(data, wrong) {
+  if (typeof data === 'string') return Buffer.from(data, 'utf8');
+  if (Buffer.isBuffer(data)) return data;
+  if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  throw new SandboxError(wrong);
+}
+
 function stdinBuffer(stdin) {
   if (stdin === undefined || stdin === null) return undefined;
-  if (typeof stdin === 'string') return Buffer.from(stdin, 'utf8');
-  if (Buffer.isBuffer(stdin)) return stdin;
-  if (stdin instanceof Uint8Array) return Buffer.from(stdin.buffer, stdin.byteOffset, stdin.byteLength);
-  throw new SandboxError('option `stdin` must be a string or a Buffer');
+  return toBuffer(stdin, 'option `stdin` must be a string or a Buffer');
 }
 
 /** What of a call's options goes to the native side as data (the callbacks and stdin stay
@@ -515,13 +519,6 @@ class Chunks {
   }
 }
 
-function inputBuffer(what, data) {
-  if (typeof data === 'string') return Buffer.from(data, 'utf8');
-  if (Buffer.isBuffer(data)) return data;
-  if (data instanceof Uint8Array) return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
-  throw new SandboxError(`${what}(data): data must be a string or a Buffer`);
-}
-
 function checkSignalName(signal) {
   if (signal !== undefined && typeof signal !== 'string') {
     throw new SandboxError('kill(signal): the signal is a name such as "SIGTERM" or "SIGINT"');
@@ -563,7 +560,7 @@ class Steered {
   }
 
   async write(data) {
-    await callNative(() => this.#native.write(inputBuffer('write', data)));
+    await callNative(() => this.#native.write(toBuffer(data, 'write(data): data must be a string or a Buffer')));
   }
 
   async kill(signal) {
@@ -616,16 +613,19 @@ class SandboxProcess extends Steered {
 /** Addition: a program on a terminal of its box (`sb.terminal`). */
 class Terminal extends Steered {
   #out;
+  #errors;
 
   constructor(token, nativeProcess, out, errors) {
     if (token !== PROCESS_TOKEN) throw new SandboxError('a Terminal comes from `await sandbox.terminal()`');
     super(nativeProcess, [out], errors);
     this.#out = out;
+    this.#errors = errors;
   }
 
   onData(cb) {
     if (typeof cb !== 'function') throw new SandboxError('onData(cb) takes a function (data: Buffer) => void');
-    return this.#out.listen(cb);
+    // A throw there can't break the terminal; the first one becomes a note of its result.
+    return this.#out.listen(guard('onData', cb, this.#errors));
   }
 
   [Symbol.asyncIterator]() {
