@@ -427,6 +427,17 @@ describe('terminal()', () => {
     expect((await t.wait()).exitCode).toBe(0);
   });
 
+  test('a TERM in the Sandbox\'s env is kept', async () => {
+    const s = new Sandbox(opts({ env: { TERM: 'dumb' } }));
+    await s.open();
+    try {
+      const t = await s.terminal({ argv: ['sh', '-c', 'echo "term=$TERM"'] });
+      expect((await t.wait()).stdout).toBe('term=dumb\r\n');
+    } finally {
+      await s.close();
+    }
+  });
+
   test('^D typed: cat sees end of input', async () => {
     const t = await sb.terminal({ argv: ['cat'] });
     const out = expectOutput(t);

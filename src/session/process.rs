@@ -115,7 +115,9 @@ impl Process {
             DEFAULT_WORKSPACE_TARGET,
         )?;
         let mut env = per_call.env.clone();
-        if terminal && !env.iter().any(|(k, _)| k == "TERM") {
+        // The Sandbox's `env` or the terminal's own may name another.
+        let named = |e: &[(String, String)]| e.iter().any(|(k, _)| k == "TERM");
+        if terminal && !named(&env) && !named(&opened.config.env) {
             env.push(("TERM".into(), "xterm-256color".into()));
         }
         let workspace = opened.workspace_path()?;
