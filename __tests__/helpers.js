@@ -425,6 +425,23 @@ function lateBound(get, what) {
   );
 }
 
+/** Starts `node -e script` and waits until it prints `ready` (or exits first): its child
+ * process, whether it got ready, and what it wrote to stderr by then. */
+async function startNodeUntilReady(script) {
+  const child = require('child_process').spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+  let out = '';
+  let err = '';
+  child.stderr.on('data', (d) => (err += d));
+  const ready = await new Promise((resolve) => {
+    child.stdout.on('data', (d) => {
+      out += d;
+      if (out.includes('ready')) resolve(true);
+    });
+    child.on('exit', () => resolve(false));
+  });
+  return { child, ready, err };
+}
+
 /** Opens a Sandbox with `opts(sbOpts)` and a kernel of it with `kOpts`, runs `fn(kernel, sandbox)`,
  * and closes both whatever happens. */
 async function withKernel(sbOpts, kOpts, fn) {
@@ -449,6 +466,7 @@ module.exports = {
   sharedSandbox,
   lateBound,
   withKernel,
+  startNodeUntilReady,
   summary,
   expectOk,
   ROOTFS,

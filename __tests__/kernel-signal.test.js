@@ -8,25 +8,10 @@
 // rejection, shows the abort stopped it.
 
 const fs = require('fs');
-const { Sandbox, SandboxError } = require('..');
-const { opts, uniqueName, hostProcessesMatching, expectSandboxError, waitFor } = require('./helpers');
+const { SandboxError } = require('..');
+const { uniqueName, hostProcessesMatching, expectSandboxError, waitFor, withKernel } = require('./helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
-
-/** A Sandbox (`sbOpts` over the test rootfs) with a kernel of it (`kOpts`), for `fn(k, sb)`. */
-async function withKernel(sbOpts, kOpts, fn) {
-  const sb = await new Sandbox(opts(sbOpts)).open();
-  try {
-    const k = await sb.kernel(kOpts);
-    try {
-      return await fn(k, sb);
-    } finally {
-      await k.close();
-    }
-  } finally {
-    await sb.close();
-  }
-}
 
 /** A cell that starts a `sleep 60` whose cmdline holds `marker` (so the host sees the cell
  * run), then `before` (python lines), sleeps `sleepS`, then sets x = 2 and writes

@@ -5,8 +5,8 @@
 
 const fs = require('fs');
 const path = require('path');
-const { spawn, spawnSync } = require('child_process');
-const { requireRootfs, tempDirs, uniqueName, isAlive, waitFor, expectSandboxError, isRoot } = require('./helpers');
+const { spawnSync } = require('child_process');
+const { requireRootfs, tempDirs, uniqueName, isAlive, waitFor, expectSandboxError, isRoot, startNodeUntilReady } = require('./helpers');
 
 // Workspaces of the resident boxes, removed once every box is destroyed (afterAll).
 const temps = tempDirs();
@@ -280,21 +280,9 @@ test('the box outlives its killed owner and ends at its TTL, leaving nothing beh
   const name = boxName();
   const ws = makeTempDir();
   const o = persistOpts(name, ws, { persistTtlS: 5 });
-  const child = spawn(
-    process.execPath,
-    ['-e', nodeScript(o, `await sb.open(); await sb.run(['true']); console.log('ready'); await new Promise(() => {});`)],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: process.env }
+  const { child, ready, err } = await startNodeUntilReady(
+    nodeScript(o, `await sb.open(); await sb.run(['true']); console.log('ready'); await new Promise(() => {});`)
   );
-  let out = '';
-  let err = '';
-  child.stderr.on('data', (d) => (err += d));
-  const ready = await new Promise((resolve) => {
-    child.stdout.on('data', (d) => {
-      out += d;
-      if (out.includes('ready')) resolve(true);
-    });
-    child.on('exit', () => resolve(false));
-  });
   expect({ ready, err }).toEqual({ ready: true, err: '' });
   const state = readState(name);
   child.kill('SIGKILL');

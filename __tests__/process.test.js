@@ -7,7 +7,7 @@
 // what must be gone is looked for in the host's /proc.
 
 const http = require('http');
-const { opts, sharedSandbox, uniqueName, hostProcessesMatching, waitFor, makeTempDir } = require('./helpers');
+const { opts, sharedSandbox, uniqueName, hostProcessesMatching, waitFor, makeTempDir, startNodeUntilReady } = require('./helpers');
 const { Sandbox, SandboxError, SandboxProcess, Terminal } = require('..');
 
 const sb = sharedSandbox({ env: { FROM_SANDBOX: 'sb' } });
@@ -344,17 +344,7 @@ describe('the owner goes, the boxes go', () => {
         console.log('ready');
         await new Promise(() => {});
       })();`;
-    const child = require('child_process').spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stderr.on('data', (d) => (err += d));
-    const ready = await new Promise((resolve) => {
-      child.stdout.on('data', (d) => {
-        out += d;
-        if (out.includes('ready')) resolve(true);
-      });
-      child.on('exit', () => resolve(false));
-    });
+    const { child, ready, err } = await startNodeUntilReady(script);
     expect({ ready, err }).toEqual({ ready: true, err: '' });
     expect(hostProcessesMatching(marker).length).toBeGreaterThanOrEqual(2);
     child.kill('SIGKILL');
