@@ -7,8 +7,7 @@ use super::percall::{self, CallInput, PerCall};
 use super::persist;
 use super::pool;
 use super::pyc;
-use super::result::{over_quota, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
-use super::stderr::Stderr;
+use super::result::{self, over_quota, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
 use super::writers::Active;
 use crate::engine::launch::Chunk;
 use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
@@ -154,7 +153,7 @@ pub(super) async fn exec(
     let first = kern
         .run(&spec, cfg.max_output, sink.clone(), cancel.clone(), fds)
         .await?;
-    let outcome = match first {
+    let mut outcome = match first {
         Some(o) => o,
         // The spare died before it got the spec: nothing ran; use a fresh kern.
         None => opened
@@ -178,12 +177,7 @@ pub(super) async fn exec(
     if percall::aborted(abort.as_ref()) {
         return Err(Error::Invalid(percall::ABORTED.into()));
     }
-    if let Some(why) = outcome.report.limits_refused {
-        return Err(Error::Invalid(why));
-    }
-    if let Some(why) = outcome.report.cwd_refused {
-        return Err(Error::Invalid(why));
-    }
+    result::refusal(&mut outcome)?;
     if outcome.report.resident_gone.is_some() {
         let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
         return Err(persist::gone(name));
@@ -211,27 +205,7 @@ pub(super) async fn exec(
             notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
         }
     }
-    let mut stderr = Stderr::of_box(
-        outcome.stderr,
-        &outcome.prepared_notes,
-        &outcome.report.notes,
-    );
-    for n in &notes {
-        stderr.push_note(n);
-    }
-    let files = workspace_changes(before, &workspace, &mut stderr).await;
-    Ok(ExecResult {
-        stdout: crate::lang::output_text(outcome.stdout),
-        stderr,
-        exit_code: outcome.report.exit_code,
-        duration_ms: outcome.duration.as_secs_f64() * 1000.0,
-        fault: outcome.report.fault,
-        files,
-        stdout_truncated: outcome.stdout_truncated,
-        stderr_truncated: outcome.stderr_truncated,
-        signal: outcome.report.signal,
-        results,
-    })
+    Ok(result::of_box(outcome, &notes, results, before, &workspace).await)
 }
 
 /// Writes the cell to the driver and reads its frames as they come, until EOF: the results are

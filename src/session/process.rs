@@ -7,8 +7,7 @@
 
 use super::opened::Opened;
 use super::percall::{self, PerCall};
-use super::result::{over_quota, workspace_changes, ExecRequest, ExecResult};
-use super::stderr::Stderr;
+use super::result::{self, over_quota, ExecRequest, ExecResult};
 use super::writers::Active;
 use crate::engine::connector;
 use crate::engine::handoff::BoxFds;
@@ -545,35 +544,17 @@ struct Kept {
 /// The process's `ExecResult` from its box's outcome.
 async fn finish(
     opened: &Opened,
-    outcome: Outcome,
+    mut outcome: Outcome,
     before: Option<track::Snapshot>,
     workspace: &Path,
 ) -> Result<ExecResult> {
-    if let Some(why) = outcome.report.limits_refused {
-        return Err(Error::Invalid(why));
-    }
-    if let Some(why) = outcome.report.cwd_refused {
-        return Err(Error::Invalid(why));
-    }
-    let mut stderr = Stderr::of_box(
-        outcome.stderr,
-        &outcome.prepared_notes,
-        &outcome.report.notes,
-    );
-    for n in opened.session_notes() {
-        stderr.push_note(&n);
-    }
-    let files = workspace_changes(before, workspace, &mut stderr).await;
-    Ok(ExecResult {
-        stdout: crate::lang::output_text(outcome.stdout),
-        stderr,
-        exit_code: outcome.report.exit_code,
-        duration_ms: outcome.duration.as_secs_f64() * 1000.0,
-        fault: outcome.report.fault,
-        files,
-        stdout_truncated: outcome.stdout_truncated,
-        stderr_truncated: outcome.stderr_truncated,
-        signal: outcome.report.signal,
-        results: Vec::new(),
-    })
+    result::refusal(&mut outcome)?;
+    Ok(result::of_box(
+        outcome,
+        &opened.session_notes(),
+        Vec::new(),
+        before,
+        workspace,
+    )
+    .await)
 }

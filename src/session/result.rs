@@ -3,6 +3,7 @@
 
 use super::stderr::Stderr;
 use crate::config::show_bytes;
+use crate::engine::launch::Outcome;
 use crate::engine::status::{Fault, FaultKind};
 use crate::lang::driver;
 use crate::workspace::track::{self, FileInfo};
@@ -45,6 +46,52 @@ pub struct ExecResult {
 
 /// How long to wait, after the box ended, for the last result bytes.
 pub(super) const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// The caller's mistakes a box reports instead of a result: caps `requireLimits` could not
+/// have, or a `cwd` the box could not enter.
+pub(super) fn refusal(outcome: &mut Outcome) -> crate::error::Result<()> {
+    match outcome
+        .report
+        .limits_refused
+        .take()
+        .or_else(|| outcome.report.cwd_refused.take())
+    {
+        Some(why) => Err(crate::error::Error::Invalid(why)),
+        None => Ok(()),
+    }
+}
+
+/// A call's (or a steered process's) `ExecResult` from its box's outcome: kern's notes and
+/// `notes` in its stderr, what changed in the workspace since `before`, and `results`.
+pub(super) async fn of_box(
+    outcome: Outcome,
+    notes: &[String],
+    results: Vec<driver::Bundle>,
+    before: Option<track::Snapshot>,
+    workspace: &std::path::Path,
+) -> ExecResult {
+    let mut stderr = Stderr::of_box(
+        outcome.stderr,
+        &outcome.prepared_notes,
+        &outcome.report.notes,
+    );
+    for n in notes {
+        stderr.push_note(n);
+    }
+    let files = workspace_changes(before, workspace, &mut stderr).await;
+    ExecResult {
+        stdout: crate::lang::output_text(outcome.stdout),
+        stderr,
+        exit_code: outcome.report.exit_code,
+        duration_ms: outcome.duration.as_secs_f64() * 1000.0,
+        fault: outcome.report.fault,
+        files,
+        stdout_truncated: outcome.stdout_truncated,
+        stderr_truncated: outcome.stderr_truncated,
+        signal: outcome.report.signal,
+        results,
+    }
+}
 
 /// What a call changed in the workspace, from the walk before it (none when `trackFiles` is off).
 pub(super) async fn workspace_changes(
