@@ -55,6 +55,7 @@ function declarations() {
     run: method('Sandbox', 'run'),
     runCode: method('Sandbox', 'runCode'),
     readFile: method('Sandbox', 'readFile'),
+    readStream: method('Sandbox', 'createReadStream'),
     kernel: method('Sandbox', 'kernel'),
     cell: method('Kernel', 'runCode'),
     spawn: method('Sandbox', 'spawn'),
@@ -118,6 +119,7 @@ const NO_FLAG = {
   onStdout: 'a JS callback; the CLI streams to the terminal',
   onStderr: 'a JS callback; the CLI streams to the terminal',
   prewarm: 'a pool of boxes for a session\'s later calls',
+  requireIsolation: 'a session refusal at open(); the CLI box says what it could not enforce on stderr',
 };
 
 // `kern run` flags with no Sandbox option, by design, and why: they are about the terminal kern
@@ -142,6 +144,7 @@ describe('option names agree across index.d.ts, the JS layer, the native side an
     expect(sorted(d.run)).toEqual(sorted(OPTIONS.run));
     expect(sorted(d.runCode)).toEqual(sorted(OPTIONS.runCode));
     expect(sorted(d.readFile)).toEqual(sorted(OPTIONS.readFile));
+    expect(sorted(d.readStream)).toEqual(sorted(OPTIONS.readStream));
     expect(sorted(d.kernel)).toEqual(sorted(OPTIONS.kernel));
     expect(sorted(d.cell)).toEqual(sorted(OPTIONS.cell));
     expect(sorted(d.spawn)).toEqual(sorted(OPTIONS.spawn));

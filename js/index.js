@@ -4,6 +4,7 @@
 // side puts in front of each message), result getters, user-callback safety, and the helpers.
 
 const net = require('net');
+const stream = require('stream');
 const path = require('path');
 const platform = require('./platform.js');
 const OPTIONS = require('./options.js');
@@ -12,16 +13,30 @@ const OPTIONS = require('./options.js');
 const DEFAULT_TMPFS_MB = 64;
 const LANGUAGES = ['python', 'bash', 'sh', 'node'];
 
+// Addition: `await using`. Node 20 may lack Symbol.asyncDispose; Node itself (and TypeScript's
+// downlevel helper) then use the registered symbol of the same name, so that is the fallback
+// (no polyfill: Symbol.asyncDispose itself is left alone).
+const ASYNC_DISPOSE = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
+
+// Addition: every SandboxError has a `code` (the union SandboxErrorCode in index.d.ts). The
+// native side's come in front of its messages (see fromNative); one made here is a bad argument
+// unless `options.code` says otherwise.
+const CODES = ['ERR_INVALID_OPTION', 'ERR_MOUNT_REFUSED', 'ERR_NOT_OPEN', 'ERR_CLOSED', 'ERR_FILE',
+  'ERR_IMAGE', 'ERR_SETUP_FAILED', 'ERR_ISOLATION_UNAVAILABLE', 'ERR_HOST_UNSUPPORTED',
+  'ERR_RUNTIME', 'ERR_INTERNAL'];
+
 class SandboxError extends Error {
   constructor(message, options) {
     super(message, options);
     this.name = 'SandboxError';
+    const code = options && options.code;
+    this.code = CODES.includes(code) ? code : 'ERR_INVALID_OPTION';
   }
 }
 
 class MountRefused extends SandboxError {
   constructor(message, options) {
-    super(message, options);
+    super(message, { code: 'ERR_MOUNT_REFUSED', ...options });
     this.name = 'MountRefused';
   }
 }
@@ -31,20 +46,21 @@ class MountRefused extends SandboxError {
 try {
   platform.locate();
 } catch (e) {
-  throw new SandboxError(e.message);
+  throw new SandboxError(e.message, { code: 'ERR_HOST_UNSUPPORTED' });
 }
 const native = require('./native.js');
 
 /** Turns an error from the native layer into the class its code names. */
 function fromNative(e) {
+  // The JS layer's own checks (toWire, in a native call's argument) are already classified.
+  if (e instanceof SandboxError) return e;
   const message = (e && e.message) || String(e);
   const m = /^\[(ERR_[A-Z_]+)\] ([\s\S]*)$/.exec(message);
-  if (!m) return new SandboxError(`internal error in kern-sandbox: ${message}`, { cause: e });
+  if (!m) return new SandboxError(`internal error in kern-sandbox: ${message}`, { cause: e, code: 'ERR_INTERNAL' });
   const Cls = m[1] === 'ERR_MOUNT_REFUSED' ? MountRefused : SandboxError;
   // Extra properties (a failed setup's exitCode and stderrTail) follow a NUL, as JSON.
   const nul = m[2].indexOf('\0');
-  const err = new Cls(nul < 0 ? m[2] : m[2].slice(0, nul));
-  err.code = m[1];
+  const err = new Cls(nul < 0 ? m[2] : m[2].slice(0, nul), { code: CODES.includes(m[1]) ? m[1] : 'ERR_INTERNAL' });
   if (nul >= 0) {
     try {
       Object.assign(err, JSON.parse(m[2].slice(nul + 1)));
@@ -277,6 +293,11 @@ class Sandbox {
     await callNative(() => this.#native.close());
   }
 
+  /** Addition: `await using sb = await new Sandbox(o).open()` closes it at the block's end. */
+  [ASYNC_DISPOSE]() {
+    return this.close();
+  }
+
   async destroy() {
     // Stops the resident box of this Sandbox's `name` (a no-op without `persist`), wherever
     // it was started; resolves once its state and cgroup are gone.
@@ -371,12 +392,36 @@ class Sandbox {
   async readFile(filePath, opts) {
     checkRelPath('readFile', filePath);
     opts = checkOptions(opts, OPTIONS.readFile, 'readFile(path, opts): opts must be an object such as { maxBytes: 1048576 }',
-      (k) => `unknown readFile() option \`${k}\`; it takes maxBytes`);
-    const max = opts.maxBytes !== undefined && opts.maxBytes !== null ? opts.maxBytes : null;
-    if (max !== null && !(Number.isSafeInteger(max) && max >= 0)) {
-      throw new SandboxError(`readFile maxBytes must be a non-negative integer, got ${String(max)}`);
+      (k) => `unknown readFile() option \`${k}\`; it takes ${OPTIONS.readFile.join(', ')}`);
+    const max = byteCount('readFile', 'maxBytes', opts.maxBytes);
+    // Addition: a range.
+    const offset = byteCount('readFile', 'offset', opts.offset);
+    const length = byteCount('readFile', 'length', opts.length);
+    if (offset !== null || length !== null) {
+      return callNative(() => this.#native.readRange(filePath, offset ?? 0, length, max));
     }
     return callNative(() => this.#native.readFile(filePath, max));
+  }
+
+  /** Addition: the measured isolation of this Sandbox's boxes (see index.d.ts). */
+  async isolation() {
+    return JSON.parse(await callNative(() => this.#native.isolation()));
+  }
+
+  /** Addition: a workspace file as a Node Readable, read in chunks (see index.d.ts). */
+  createReadStream(filePath, opts) {
+    checkRelPath('createReadStream', filePath);
+    opts = checkOptions(opts, OPTIONS.readStream, 'createReadStream(path, opts): opts must be an object such as { offset: 0, length: 1024 }',
+      (k) => `unknown createReadStream() option \`${k}\`; it takes ${OPTIONS.readStream.join(', ')}`);
+    const offset = byteCount('createReadStream', 'offset', opts.offset) ?? 0;
+    const length = byteCount('createReadStream', 'length', opts.length);
+    return new WorkspaceReadStream(this.#native, filePath, offset, length === null ? Infinity : length);
+  }
+
+  /** Addition: a Node Writable whose bytes land at `path` atomically at end() (see index.d.ts). */
+  createWriteStream(filePath) {
+    checkRelPath('createWriteStream', filePath);
+    return new WorkspaceWriteStream(this.#native, filePath);
   }
 
   async listFiles(subdir) {
@@ -460,6 +505,99 @@ function turnOf(before, signal) {
 function checkRelPath(method, p) {
   if (typeof p !== 'string' || p === '') {
     throw new SandboxError(`${method}() takes a workspace-relative path as a non-empty string, e.g. "out/result.csv"`);
+  }
+}
+
+/** A byte count option (maxBytes, offset, length): absent -> null, else a non-negative safe
+ * integer. */
+function byteCount(method, name, v) {
+  if (v === undefined || v === null) return null;
+  if (!(Number.isSafeInteger(v) && v >= 0)) {
+    throw new SandboxError(`${method} ${name} must be a non-negative integer, got ${String(v)}`);
+  }
+  return v;
+}
+
+/** Addition: createReadStream(). The file is opened (same rules as readFile) when the stream
+ * is constructed, then read a chunk of at most highWaterMark bytes at a time at its offset, so
+ * memory stays bounded whatever the file's size; destroy() or the end closes the fd. */
+class WorkspaceReadStream extends stream.Readable {
+  #native;
+  #path;
+  #reader = null;
+  #pos;
+  #left;
+
+  constructor(nativeSandbox, filePath, offset, length) {
+    super();
+    this.#native = nativeSandbox;
+    this.#path = filePath;
+    this.#pos = offset;
+    this.#left = length;
+  }
+
+  _construct(cb) {
+    callNative(() => this.#native.openRead(this.#path)).then((r) => {
+      this.#reader = r;
+      cb();
+    }, cb);
+  }
+
+  _read(n) {
+    const want = Math.min(n, this.#left);
+    if (want <= 0) {
+      this.push(null);
+      return;
+    }
+    callNative(() => this.#reader.read(this.#pos, want)).then((buf) => {
+      if (buf.length === 0) {
+        this.push(null);
+        return;
+      }
+      this.#pos += buf.length;
+      this.#left -= buf.length;
+      this.push(buf);
+    }, (e) => this.destroy(e));
+  }
+
+  _destroy(err, cb) {
+    if (this.#reader) this.#reader.close();
+    cb(err);
+  }
+}
+
+/** Addition: createWriteStream(). A temp file next to the path takes the bytes; end() renames
+ * it over the path (one atomic step); destroy() or an error removes it, the path untouched. */
+class WorkspaceWriteStream extends stream.Writable {
+  #native;
+  #path;
+  #writer = null;
+
+  constructor(nativeSandbox, filePath) {
+    super();
+    this.#native = nativeSandbox;
+    this.#path = filePath;
+  }
+
+  _construct(cb) {
+    callNative(() => this.#native.beginWrite(this.#path)).then((w) => {
+      this.#writer = w;
+      cb();
+    }, cb);
+  }
+
+  _write(chunk, _encoding, cb) {
+    callNative(() => this.#writer.write(chunk)).then(() => cb(), cb);
+  }
+
+  _final(cb) {
+    callNative(() => this.#writer.commit()).then(() => cb(), cb);
+  }
+
+  _destroy(err, cb) {
+    // After a commit there is nothing left to remove.
+    if (this.#writer) this.#writer.abort();
+    cb(err);
   }
 }
 
@@ -678,6 +816,11 @@ class Kernel {
 
   async close() {
     await callNative(() => this.#native.close());
+  }
+
+  /** Addition: `await using k = await sb.kernel()` closes it at the block's end. */
+  [ASYNC_DISPOSE]() {
+    return this.close();
   }
 }
 

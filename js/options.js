@@ -10,8 +10,10 @@ module.exports = {
   run: PER_CALL,
   /** `runCode()`: PerCallOptions and `language` (in the order the error message lists them). */
   runCode: ['language', ...PER_CALL],
-  /** `readFile()`. */
-  readFile: ['maxBytes'],
+  /** `readFile()` (`offset` and `length`: an addition). */
+  readFile: ['maxBytes', 'offset', 'length'],
+  /** `createReadStream()` (an addition). */
+  readStream: ['offset', 'length'],
   /** `kernel()`. */
   kernel: ['timeoutS', 'jupyter'],
   /** `spawn()` (an addition). */

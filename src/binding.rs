@@ -14,8 +14,11 @@ use std::sync::Arc;
 type ChunkFn = ThreadsafeFunction<Buffer, (), Buffer, napi::Status, false>;
 
 /// napi-rs can't reject with a JS subclass, so the code rides in front of the message
-/// (`[ERR_SANDBOX] ...`) and the JS layer turns it into the class; extra properties (a failed
-/// setup's exit code) follow the message after a NUL, as JSON.
+/// (`[ERR_FILE] ...`) and the JS layer turns it into the class and `code`; extra properties (a
+/// failed setup's exit code) follow the message after a NUL, as JSON. Not napi's own
+/// `Error::new(status, ..)` with a string status (which sets `code`): napi 3.16's async
+/// methods must return `napi::Error<Status>` (`execute_tokio_future` takes
+/// `impl Into<Error>`), and most of ours are async; one channel serves both kinds.
 fn to_napi(e: Error) -> napi::Error {
     let details = e.details().map(|d| format!("\0{d}")).unwrap_or_default();
     napi::Error::from_reason(format!("[{}] {e}{details}", e.code()))
@@ -533,6 +536,122 @@ impl From<crate::session::ExecResult> for NativeResult {
                 })
                 .collect(),
         }
+    }
+}
+
+/// ADDITION: `readFile` ranges, `createReadStream`, `createWriteStream` (js/index.js makes
+/// the Node streams) and `isolation()`.
+#[napi]
+impl NativeSandbox {
+    /// `readFile(path, { offset?, length?, maxBytes? })` with a range (the JS layer has checked
+    /// the numbers: non-negative safe integers).
+    #[napi]
+    pub async fn read_range(
+        &self,
+        path: String,
+        offset: f64,
+        length: Option<f64>,
+        max_bytes: Option<f64>,
+    ) -> napi::Result<Buffer> {
+        let n = |name: &str, v: f64| -> napi::Result<u64> {
+            if v.is_finite() && v >= 0.0 && v.fract() == 0.0 {
+                Ok(v as u64)
+            } else {
+                Err(to_napi(Error::Invalid(format!(
+                    "readFile {name} must be a non-negative integer, got {v}"
+                ))))
+            }
+        };
+        let offset = n("offset", offset)?;
+        let length = length.map(|v| n("length", v)).transpose()?;
+        let max = max_bytes.map(|v| n("maxBytes", v)).transpose()?;
+        let data = self
+            .inner
+            .read_range(path, offset, length, max)
+            .await
+            .map_err(to_napi)?;
+        Ok(Buffer::from(data))
+    }
+
+    /// The measured posture of this Sandbox's boxes, as JSON (`isolation()`).
+    #[napi]
+    pub async fn isolation(&self) -> napi::Result<String> {
+        let m = self.inner.isolation().await.map_err(to_napi)?;
+        serde_json::to_string(&m).map_err(|e| {
+            to_napi(Error::Runtime(format!(
+                "serialise the isolation report: {e}"
+            )))
+        })
+    }
+
+    /// A workspace file open for chunked reads (`createReadStream`).
+    #[napi]
+    pub async fn open_read(&self, path: String) -> napi::Result<NativeReadStream> {
+        let s = self.inner.open_read(path).await.map_err(to_napi)?;
+        Ok(NativeReadStream { inner: s })
+    }
+
+    /// A write that lands at `commit()` (`createWriteStream`).
+    #[napi]
+    pub async fn begin_write(&self, path: String) -> napi::Result<NativeWriteStream> {
+        let s = self.inner.begin_write(path).await.map_err(to_napi)?;
+        Ok(NativeWriteStream { inner: s })
+    }
+}
+
+#[napi]
+pub struct NativeReadStream {
+    inner: crate::session::ReadStream,
+}
+
+#[napi]
+impl NativeReadStream {
+    /// The file's size when it was opened.
+    #[napi(getter)]
+    pub fn size(&self) -> f64 {
+        self.inner.size as f64
+    }
+
+    /// Up to `len` bytes (at most 1 MiB) from `position`; empty at the end of the file.
+    #[napi]
+    pub async fn read(&self, position: f64, len: u32) -> napi::Result<Buffer> {
+        let data = self
+            .inner
+            .read(position as u64, len as usize)
+            .await
+            .map_err(to_napi)?;
+        Ok(Buffer::from(data))
+    }
+
+    /// Releases the fd.
+    #[napi]
+    pub fn close(&self) {
+        self.inner.close();
+    }
+}
+
+#[napi]
+pub struct NativeWriteStream {
+    inner: crate::session::WriteStream,
+}
+
+#[napi]
+impl NativeWriteStream {
+    #[napi]
+    pub async fn write(&self, data: Buffer) -> napi::Result<()> {
+        self.inner.write(data.to_vec()).await.map_err(to_napi)
+    }
+
+    /// Puts the file in place.
+    #[napi]
+    pub async fn commit(&self) -> napi::Result<()> {
+        self.inner.commit().await.map_err(to_napi)
+    }
+
+    /// Removes the temp file; the path is untouched.
+    #[napi]
+    pub fn abort(&self) {
+        self.inner.abort();
     }
 }
 

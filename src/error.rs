@@ -11,6 +11,25 @@ pub enum Error {
     /// A host mount refused as unsafe.
     #[error("{0}")]
     MountRefused(String),
+    /// A call on a Sandbox (or kernel, process) not opened yet.
+    #[error("{0}")]
+    NotOpen(String),
+    /// A call on a Sandbox, kernel or process that was closed, ended or torn down.
+    #[error("{0}")]
+    Closed(String),
+    /// A workspace path refused (a symlink, `..`, not a regular file) or not there.
+    #[error("{0}")]
+    File(String),
+    /// The image could not be resolved, pulled, verified or unpacked.
+    #[error("{0}")]
+    Image(String),
+    /// A control the options insist on (`requireLimits`, `requireIsolation`) that this host
+    /// cannot supply.
+    #[error("{0}")]
+    IsolationUnavailable(String),
+    /// This host (its architecture, kernel or platform) cannot do what was asked at all.
+    #[error("{0}")]
+    HostUnsupported(String),
     /// The runtime could not be started or talked to.
     #[error("{0}")]
     Runtime(String),
@@ -24,10 +43,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// The stable code JS sees as `SandboxError.code` (the union `SandboxErrorCode` in
+    /// index.d.ts; js/index.js adds the JS-side ones).
     pub fn code(&self) -> &'static str {
         match self {
+            Error::Invalid(_) => "ERR_INVALID_OPTION",
             Error::MountRefused(_) => "ERR_MOUNT_REFUSED",
-            _ => "ERR_SANDBOX",
+            Error::NotOpen(_) => "ERR_NOT_OPEN",
+            Error::Closed(_) => "ERR_CLOSED",
+            Error::File(_) => "ERR_FILE",
+            Error::Image(_) => "ERR_IMAGE",
+            Error::IsolationUnavailable(_) => "ERR_ISOLATION_UNAVAILABLE",
+            Error::HostUnsupported(_) => "ERR_HOST_UNSUPPORTED",
+            Error::Runtime(_) => "ERR_RUNTIME",
+            Error::SetupFailed { .. } => "ERR_SETUP_FAILED",
         }
     }
 

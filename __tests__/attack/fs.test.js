@@ -413,18 +413,31 @@ describe('host file API against a tree the box planted (the openat2 selftest fix
   ];
   const LINKS = ['procexe', 'procroot', 'absself', 'self', 'dotdotlink', 'garbagelink', 'reletc', 'abssym', 'creatlink'];
 
-  test('readFile/writeFile/listFiles through every link refuse; nothing appears on the host', async () => {
+  test('readFile (whole and ranges)/writeFile/the streams/listFiles through every link refuse; nothing appears on the host', async () => {
     const r = await sb.run(['sh', '-c', FIXTURE.join(' && ').replace('TOKEN', guard.token)]);
     expect(summary(r)).toMatchObject({ exitCode: 0, stdout: 'planted\n' });
     const refused = (fn) => expectSandboxError(fn, SandboxError, /^(?![\s\S]*not built yet)/);
-    for (const l of LINKS) {
-      await refused(() => sb.readFile(`root/${l}`));
-      await refused(() => sb.writeFile(`root/${l}`, 'pwned'));
-    }
-    for (const p of ['root/absself/etc/passwd', 'root/procroot/etc/passwd', 'root/self/etc/passwd', 'root/reletc/passwd', 'root/absself/tmp/x']) {
+    // The additions' entry points (issue 20): a range, a read stream, a write stream.
+    const streamRefused = (s) => refused(() => new Promise((resolve, reject) => {
+      s.on('error', reject);
+      s.on('end', () => resolve('read through'));
+      s.on('finish', () => resolve('wrote through'));
+      if (s.resume) s.resume();
+      else s.end('pwned');
+    }));
+    const allRefuse = async (p) => {
       await refused(() => sb.readFile(p));
       await refused(() => sb.writeFile(p, 'pwned'));
+      await refused(() => sb.readFile(p, { offset: 0, length: 10 }));
+      await streamRefused(sb.createReadStream(p));
+      await streamRefused(sb.createWriteStream(p));
+    };
+    for (const l of LINKS) await allRefuse(`root/${l}`);
+    for (const p of ['root/absself/etc/passwd', 'root/procroot/etc/passwd', 'root/self/etc/passwd', 'root/reletc/passwd', 'root/absself/tmp/x']) {
+      await allRefuse(p);
     }
+    // No write stream's temp file was left anywhere in the tree.
+    expect(fs.readdirSync(path.join(ws, 'root')).filter((n) => n.startsWith('.kern-write-'))).toEqual([]);
     for (const d of ['root/absself', 'root/procroot', 'root/self', 'root/reletc']) await refused(() => sb.listFiles(d));
     // The listing holds only the one real file; the links are neither followed nor listed.
     expect((await sb.listFiles('root')).map((f) => f.path)).toEqual(['root/etc/passwd']);

@@ -13,6 +13,9 @@ import {
   Result,
   Sandbox,
   SandboxError,
+  SandboxErrorCode,
+  IsolationReport,
+  IsolationControl,
   SandboxFault,
   SandboxFaultType,
   SandboxOptions,
@@ -226,7 +229,35 @@ async function wrongUsages(sb: Sandbox): Promise<void> {
   await (await sb.kernel()).runCode('1', { signal: { aborted: true } });
 }
 
+// ---- additions of issue 20: error codes, `await using`, isolation(), ranges and streams ------
+async function issue20(): Promise<void> {
+  await using sb = await new Sandbox({ image: 'host', requireIsolation: ['network', 'limits'] }).open();
+  await using k = await sb.kernel();
+  await k.runCode('1');
+  const report: IsolationReport = await sb.isolation();
+  const net: 'none' | 'allowlist' | 'host' = report.network;
+  const mem: 'cgroup' | 'rlimit' | 'none' = report.limits.memory;
+  const cg: 'v1' | 'v2' | null = report.cgroup;
+  const part: Buffer = await sb.readFile('a.txt', { offset: 10, length: 20, maxBytes: 20 });
+  const rs: import('stream').Readable = sb.createReadStream('a.txt', { offset: 1 });
+  const ws: import('stream').Writable = sb.createWriteStream('b.txt');
+  try {
+    await sb.run(['true']);
+  } catch (e) {
+    if (e instanceof SandboxError) {
+      const code: SandboxErrorCode = e.code;
+      if (code === 'ERR_ISOLATION_UNAVAILABLE' || code === 'ERR_FILE') return;
+    }
+  }
+  const controls: IsolationControl[] = ['filesystem', 'network', 'process', 'limits', 'seccomp'];
+  // @ts-expect-error not a control
+  const badControl: IsolationControl = 'apparmor';
+  // @ts-expect-error not a code
+  const badCode: SandboxErrorCode = 'ERR_SANDBOX';
+  void [net, mem, cg, part, rs, ws, controls, badControl, badCode];
+}
+
 export {
   v, tmpMb, faultTypes, languages, fullOpts, nullOpts, emptyOpts, classify, madeErr, madeMount,
-  sandboxApi, helpers, wrongUsages, badUnknown, badImage,
+  sandboxApi, helpers, wrongUsages, badUnknown, badImage, issue20,
 };

@@ -79,6 +79,14 @@ impl BoxCgroup {
         }
     }
 
+    /// `"v1"` or `"v2"`: the hierarchy this cgroup is in.
+    pub fn version_name(&self) -> &'static str {
+        match self.layout {
+            Layout::V1 { .. } => "v1",
+            Layout::V2 { .. } => "v2",
+        }
+    }
+
     /// Reads the memory and pids caps back and checks `pid` (when given) is inside the leaf:
     /// what `requireLimits` trusts, rather than the writes having returned Ok.
     pub fn verify(&self, limits: &Limits, pid: Option<libc::pid_t>) -> Result<(), String> {

@@ -14,7 +14,7 @@ use super::mounts::{self, Sources, Trees};
 use super::resident::keep::{keep_resident, ResidentStart};
 use super::rootfs::{top_component, RootPlan};
 use super::spec::{BoxSpec, Limits, Resident};
-use super::status::{note, BoxReport, Fault, FaultKind};
+use super::status::{note, Applied, BoxReport, Fault, FaultKind};
 use super::sys::{self, Forked};
 use super::trees;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -40,6 +40,8 @@ pub struct Prepared {
     oom_adj: Option<String>,
     /// `requireLimits` and a cap not verifiably in force: why no box may start.
     refusal: Option<String>,
+    /// How each cap was applied, read back: the report carries it.
+    applied: Applied,
 }
 
 /// Creates the cgroup, moves this process into it (unless the box can be born in it), and
@@ -133,6 +135,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
             fallback,
             oom_adj,
             refusal,
+            applied: Applied::default(),
         };
     }
     if let (Some(bytes), false) = (l.memory_bytes, enforced.memory) {
@@ -155,6 +158,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
     if let (Some(cores), false) = (l.cpus, enforced.cpu) {
         note("warning", &format!("cpu cap of {cores} cores is not enforced: {reason}; there is no rlimit for a CPU rate"));
     }
+    let applied = applied(&written, cg.as_ref(), enforced, &fallback);
     Prepared {
         limits: limits.clone(),
         cgroup: cg,
@@ -162,6 +166,49 @@ pub fn prepare(limits: &Limits) -> Prepared {
         fallback,
         oom_adj,
         refusal: None,
+        applied,
+    }
+}
+
+/// How each cap of `written` is in force: a cgroup cap only once read back from the cgroup
+/// (`BoxCgroup::verify`), not because its write returned Ok.
+fn applied(
+    written: &Limits,
+    cg: Option<&BoxCgroup>,
+    enforced: cgroup::Enforced,
+    fallback: &Fallback,
+) -> Applied {
+    let read_back = |only: Limits| cg.is_some_and(|c| c.verify(&only, None).is_ok());
+    let how = |asked: bool, in_cgroup: bool, rlimit: bool| {
+        match (asked, in_cgroup, rlimit) {
+            (false, _, _) => "none",
+            (true, true, _) => "cgroup",
+            (true, false, true) => "rlimit",
+            (true, false, false) => "none",
+        }
+        .to_string()
+    };
+    let memory_only = Limits {
+        pids: None,
+        ..written.clone()
+    };
+    let pids_only = Limits {
+        memory_bytes: None,
+        ..written.clone()
+    };
+    Applied {
+        memory: how(
+            written.memory_bytes.is_some(),
+            enforced.memory && read_back(memory_only),
+            fallback.data_bytes.is_some(),
+        ),
+        pids: how(
+            written.pids.is_some(),
+            enforced.pids && read_back(pids_only),
+            fallback.nproc.is_some(),
+        ),
+        cpu: how(written.cpus.is_some(), enforced.cpu, false),
+        cgroup: cg.map(|c| c.version_name().to_string()),
     }
 }
 
@@ -191,7 +238,7 @@ pub fn run_box(spec: &BoxSpec, prepared: Prepared, caller: Caller<'_>) {
     } = caller;
     // A resident box reports once it has started, long before it ends: whoever reports takes it.
     let mut reporter = Some(on_report);
-    let report = if !passed.match_spec(spec) {
+    let mut report = if !passed.match_spec(spec) {
         BoxReport::startup_failed(
             "internal error: a descriptor of the box was announced but not sent, or the reverse",
         )
@@ -206,6 +253,9 @@ pub fn run_box(spec: &BoxSpec, prepared: Prepared, caller: Caller<'_>) {
             on_started,
         )
     };
+    if prepared.refusal.is_none() {
+        report.applied = Some(prepared.applied.clone());
+    }
     if let Some(r) = reporter.take() {
         r(&report);
     }

@@ -94,11 +94,25 @@ pub struct BoxReport {
     /// throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resident_gone: Option<String>,
+    /// How kern applied the box's caps, read back (ADDITION, for `isolation()`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<Applied>,
     /// kern's own `note:`/`warning:` lines, in the order it wrote them to stderr (kern fills
     /// this in as it sends the report): the caller's `runtimeNotes` come from here, never from
     /// matching the workload's text.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+}
+
+/// How each cap of a box was applied: `"cgroup"` (read back from the box's cgroup as asked),
+/// `"rlimit"` (the best-effort fallback), or `"none"` (not asked for, or in force neither way).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Applied {
+    pub memory: String,
+    pub pids: String,
+    pub cpu: String,
+    /// `"v1"` or `"v2"`: the hierarchy of the cgroup that holds the box; none without one.
+    pub cgroup: Option<String>,
 }
 
 /// A signal's name as Node's `os.constants.signals` has it (`"SIGKILL"`; real-time ones

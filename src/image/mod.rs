@@ -99,7 +99,7 @@ impl From<Error> for crate::error::Error {
     fn from(e: Error) -> Self {
         match e {
             Error::Invalid(m) => crate::error::Error::Invalid(m),
-            other => crate::error::Error::Runtime(other.to_string()),
+            other => crate::error::Error::Image(other.to_string()),
         }
     }
 }

@@ -80,7 +80,7 @@ pub(super) async fn exec(
     // from here on ends this call's box.
     let cancel = opened.closing.subscribe();
     if *cancel.borrow() {
-        return Err(Error::Invalid(
+        return Err(Error::Closed(
             "the Sandbox is closed; open a new Sandbox to run more code".into(),
         ));
     }

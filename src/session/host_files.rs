@@ -22,6 +22,140 @@ pub(super) async fn read_file(
     blocking(move || files::read_file(&ws, &path, max)).await
 }
 
+/// ADDITION: `readFile` of a range (`offset`, `length`).
+pub(super) async fn read_range(
+    opened: Arc<Opened>,
+    path: String,
+    offset: u64,
+    length: Option<u64>,
+    max_bytes: Option<u64>,
+) -> Result<Vec<u8>> {
+    let _active = Active::enter(&opened.writers).await;
+    let ws = opened.workspace_path()?;
+    let max = max_bytes.unwrap_or(files::DEFAULT_MAX_READ);
+    blocking(move || files::read_range(&ws, &path, offset, length, max)).await
+}
+
+/// ADDITION (`createReadStream`): a workspace file open for reading in chunks, and its size.
+pub(super) async fn open_read(opened: Arc<Opened>, path: String) -> Result<ReadStream> {
+    let _active = Active::enter(&opened.writers).await;
+    let ws = opened.workspace_path()?;
+    let (file, size) = blocking(move || files::open_read(&ws, &path)).await?;
+    Ok(ReadStream {
+        file: Arc::new(std::sync::Mutex::new(Some(file))),
+        size,
+        opened,
+    })
+}
+
+/// A file `createReadStream` reads a chunk at a time; its fd goes at `close()` (or drop).
+pub struct ReadStream {
+    file: Arc<std::sync::Mutex<Option<std::fs::File>>>,
+    /// Its size when opened.
+    pub size: u64,
+    opened: Arc<Opened>,
+}
+
+/// The most one `ReadStream::read` returns (Node's default highWaterMark is 64 KiB).
+pub const MAX_CHUNK: usize = 1 << 20;
+
+impl ReadStream {
+    /// Up to `len` bytes (at most [`MAX_CHUNK`]) from `position`; empty at the end.
+    pub async fn read(&self, position: u64, len: usize) -> Result<Vec<u8>> {
+        if *self.opened.closing.borrow() {
+            return Err(Error::Closed(
+                "the Sandbox of this read stream is closed".into(),
+            ));
+        }
+        let file = self.file.clone();
+        let len = len.min(MAX_CHUNK);
+        blocking(move || {
+            use std::os::unix::fs::FileExt;
+            let guard = file
+                .lock()
+                .map_err(|_| Error::Runtime("the read stream's lock is poisoned".into()))?;
+            let f = guard
+                .as_ref()
+                .ok_or_else(|| Error::Closed("the read stream is closed".into()))?;
+            let mut buf = vec![0u8; len];
+            let n = f
+                .read_at(&mut buf, position)
+                .map_err(|e| Error::Runtime(format!("createReadStream: cannot read: {e}")))?;
+            buf.truncate(n);
+            Ok(buf)
+        })
+        .await
+    }
+
+    /// Closes the fd now; later reads are refused.
+    pub fn close(&self) {
+        if let Ok(mut f) = self.file.lock() {
+            f.take();
+        }
+    }
+}
+
+/// ADDITION (`createWriteStream`): a write that lands atomically at `commit`.
+pub(super) async fn begin_write(opened: Arc<Opened>, path: String) -> Result<WriteStream> {
+    let _active = Active::enter(&opened.writers).await;
+    let ws = opened.workspace_path()?;
+    let w = blocking(move || {
+        let owner = workspace_owner(&ws)?;
+        files::AtomicWrite::begin(&ws, &path, owner)
+    })
+    .await?;
+    Ok(WriteStream {
+        inner: Arc::new(std::sync::Mutex::new(Some(w))),
+        opened,
+    })
+}
+
+/// The temp file of a `createWriteStream`; dropped or aborted, it is removed.
+pub struct WriteStream {
+    inner: Arc<std::sync::Mutex<Option<files::AtomicWrite>>>,
+    opened: Arc<Opened>,
+}
+
+impl WriteStream {
+    pub async fn write(&self, data: Vec<u8>) -> Result<()> {
+        let _active = Active::enter(&self.opened.writers).await;
+        let inner = self.inner.clone();
+        blocking(move || {
+            let mut g = inner
+                .lock()
+                .map_err(|_| Error::Runtime("the write stream's lock is poisoned".into()))?;
+            g.as_mut()
+                .ok_or_else(|| Error::Closed("the write stream has ended".into()))?
+                .write(&data)
+        })
+        .await
+    }
+
+    /// Puts the file in place; refused once the Sandbox is closed (its temp file removed).
+    pub async fn commit(&self) -> Result<()> {
+        let _active = Active::enter(&self.opened.writers).await;
+        let w = self
+            .inner
+            .lock()
+            .map_err(|_| Error::Runtime("the write stream's lock is poisoned".into()))?
+            .take()
+            .ok_or_else(|| Error::Closed("the write stream has ended".into()))?;
+        if *self.opened.closing.borrow() {
+            return Err(Error::Closed(
+                "the Sandbox of this write stream is closed; the file was not written".into(),
+            ));
+        }
+        blocking(move || w.commit()).await
+    }
+
+    /// Drops the temp file; the file at the path is untouched.
+    pub fn abort(&self) {
+        if let Ok(mut g) = self.inner.lock() {
+            g.take();
+        }
+    }
+}
+
 /// `writeFile`.
 pub(super) async fn write_file(opened: Arc<Opened>, path: String, data: Vec<u8>) -> Result<()> {
     let _active = Active::enter(&opened.writers).await;

@@ -135,7 +135,7 @@ pub(super) async fn open_kernel(
         Some(v) => super::options::timeout_ms("timeoutS", v)?,
     };
     if *opened.closing.borrow() {
-        return Err(Error::Invalid(
+        return Err(Error::Closed(
             "the Sandbox is closed; open a new Sandbox to run more code".into(),
         ));
     }

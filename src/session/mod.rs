@@ -20,6 +20,7 @@ mod call;
 mod deps;
 pub mod host_binds;
 mod host_files;
+pub mod isolation;
 pub mod kernel;
 mod longbox;
 pub mod network;
@@ -37,6 +38,7 @@ pub mod setup;
 pub mod stderr;
 mod writers;
 
+pub use host_files::{ReadStream, WriteStream, MAX_CHUNK};
 pub use kernel::OpenKernel;
 pub use percall::{check_stdin, CallInput};
 pub use process::{Process, ProcessRequest};
@@ -82,14 +84,15 @@ impl Sandbox {
         match &*state {
             State::Open(_) => return Ok(()),
             State::Closed => {
-                return Err(Error::Invalid(
+                return Err(Error::Closed(
                     "this Sandbox was closed; create a new Sandbox".into(),
                 ))
             }
             State::New => {}
         }
         let config = options::parse(&self.options)?;
-        *state = State::Open(open::open(config, &self.kern, sink).await?);
+        let required = isolation::required(&self.options)?;
+        *state = State::Open(open::open(config, &self.kern, sink, &required).await?);
         Ok(())
     }
 
@@ -129,11 +132,11 @@ impl Sandbox {
     async fn opened(&self) -> Result<Arc<Opened>> {
         match &*self.state.lock().await {
             State::Open(o) => Ok(o.clone()),
-            State::New => Err(Error::Invalid(
+            State::New => Err(Error::NotOpen(
                 "the Sandbox is not open; call `await sandbox.open()` first (or use withSandbox)"
                     .into(),
             )),
-            State::Closed => Err(Error::Invalid(
+            State::Closed => Err(Error::Closed(
                 "the Sandbox is closed; open a new Sandbox to run more code".into(),
             )),
         }
@@ -143,10 +146,13 @@ impl Sandbox {
     fn opened_now(&self) -> Result<Arc<Opened>> {
         match self.state.try_lock().as_deref() {
             Ok(State::Open(o)) => Ok(o.clone()),
-            Ok(State::New) => crate::invalid!(
+            Ok(State::New) => Err(Error::NotOpen(
                 "the Sandbox is not open; call `await sandbox.open()` first (or use withSandbox)"
-            ),
-            Ok(State::Closed) => crate::invalid!("the Sandbox is closed; open a new Sandbox"),
+                    .into(),
+            )),
+            Ok(State::Closed) => Err(Error::Closed(
+                "the Sandbox is closed; open a new Sandbox".into(),
+            )),
             Err(_) => crate::invalid!(
                 "the Sandbox is opening or closing; await open()/close() before snapshot() or restore()"
             ),
@@ -156,6 +162,34 @@ impl Sandbox {
     /// `readFile`: host-direct, no symlink followed anywhere in the path (see `workspace::files`).
     pub async fn read_file(&self, path: String, max_bytes: Option<u64>) -> Result<Vec<u8>> {
         host_files::read_file(self.opened().await?, path, max_bytes).await
+    }
+
+    /// ADDITION: `isolation()`: the posture a box of this session gets, measured once by a
+    /// probe box (at open() with `requireIsolation`, else at the first call here).
+    pub async fn isolation(&self) -> Result<isolation::Isolation> {
+        let opened = self.opened().await?;
+        isolation::measure(&opened, &self.kern).await
+    }
+
+    /// ADDITION: `readFile` of a range, under the same path rules.
+    pub async fn read_range(
+        &self,
+        path: String,
+        offset: u64,
+        length: Option<u64>,
+        max_bytes: Option<u64>,
+    ) -> Result<Vec<u8>> {
+        host_files::read_range(self.opened().await?, path, offset, length, max_bytes).await
+    }
+
+    /// ADDITION: `createReadStream`'s file, open for chunked reads.
+    pub async fn open_read(&self, path: String) -> Result<ReadStream> {
+        host_files::open_read(self.opened().await?, path).await
+    }
+
+    /// ADDITION: `createWriteStream`'s temp file, put in place at commit.
+    pub async fn begin_write(&self, path: String) -> Result<WriteStream> {
+        host_files::begin_write(self.opened().await?, path).await
     }
 
     /// `writeFile`: host-direct and atomic; what it creates is owned like the workspace.

@@ -26,6 +26,7 @@ pub(super) async fn open(
     config: Config,
     kern: &Path,
     sink: Option<UnboundedSender<Chunk>>,
+    required: &[String],
 ) -> Result<Arc<Opened>> {
     if !kern.is_file() {
         return Err(Error::Runtime(format!(
@@ -97,8 +98,9 @@ pub(super) async fn open(
         ca,
         proxy,
         resident: std::sync::OnceLock::new(),
+        isolation: tokio::sync::OnceCell::new(),
     });
-    match start(&opened, kern, sink).await {
+    match start(&opened, kern, sink, required).await {
         Ok(()) => Ok(opened),
         Err(e) => {
             let _ = opened.shut_down().await;
@@ -112,7 +114,11 @@ async fn start(
     opened: &Arc<Opened>,
     kern: &Path,
     sink: Option<UnboundedSender<Chunk>>,
+    required: &[String],
 ) -> Result<()> {
+    // `requireIsolation` (ADDITION): refused before `setup` or a resident box, on a probe
+    // box's measurement.
+    super::isolation::require(opened, kern, required).await?;
     if opened.config.resident.is_some() {
         if opened.config.limits.require {
             opened.check_limits(kern).await?;

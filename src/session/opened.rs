@@ -51,6 +51,8 @@ pub(super) struct Opened {
     pub(super) proxy: Option<Arc<crate::engine::proxy::Proxy>>,
     /// `persist`: the resident box every call runs in (set once open() met or started it).
     pub(super) resident: std::sync::OnceLock<persist::Attached>,
+    /// ADDITION: the measured posture (`isolation()`), once measured.
+    pub(super) isolation: tokio::sync::OnceCell<super::isolation::Isolation>,
 }
 
 impl Opened {
@@ -213,7 +215,7 @@ impl Opened {
         spec.apparmor = None;
         let outcome = self.run_own(kern, &spec).await?;
         match outcome.report.limits_refused {
-            Some(why) => Err(Error::Invalid(why)),
+            Some(why) => Err(Error::IsolationUnavailable(why)),
             None => Ok(()),
         }
     }

@@ -161,7 +161,7 @@ pub(super) async fn meet(
 /// The box this session started, from kern's outcome of its start; the name's lock goes then.
 pub(super) fn started(outcome: Outcome, name: String, lock: res::Lock) -> Result<Attached> {
     if let Some(why) = outcome.report.limits_refused {
-        return Err(Error::Invalid(why));
+        return Err(Error::IsolationUnavailable(why));
     }
     let Some(pid1) = outcome.report.started else {
         let why = outcome

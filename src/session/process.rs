@@ -127,7 +127,9 @@ impl Process {
         spec.connector = !terminal;
         crate::config::check_exec_size(&spec.argv, &spec.env)?;
         if *opened.closing.borrow() {
-            return crate::invalid!("the Sandbox is closed; open a new Sandbox to start processes");
+            return Err(Error::Closed(
+                "the Sandbox is closed; open a new Sandbox to start processes".into(),
+            ));
         }
 
         let cfg = &opened.config;
@@ -316,15 +318,17 @@ impl Process {
     pub async fn write(&self, data: &[u8]) -> Result<()> {
         let mut input = self.input.lock().await;
         let gone = || {
-            Error::Invalid(
+            Error::Closed(
                 "write(): nothing reads the process's input any more (it closed its stdin, or it has ended)".into(),
             )
         };
         match input.as_mut() {
-            None if self.master.is_some() => crate::invalid!("write(): the terminal has ended"),
-            None => crate::invalid!(
-                "write() after end(): the process's stdin is closed; start a new process to send more input"
-            ),
+            None if self.master.is_some() => {
+                Err(Error::Closed("write(): the terminal has ended".into()))
+            }
+            None => Err(Error::Closed(
+                "write() after end(): the process's stdin is closed; start a new process to send more input".into(),
+            )),
             Some(p) => p.write_all(data).await.map_err(|_| gone()),
         }
     }

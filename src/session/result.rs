@@ -50,12 +50,10 @@ pub(super) const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_
 /// The caller's mistakes a box reports instead of a result: caps `requireLimits` could not
 /// have, or a `cwd` the box could not enter.
 pub(super) fn refusal(outcome: &mut Outcome) -> crate::error::Result<()> {
-    match outcome
-        .report
-        .limits_refused
-        .take()
-        .or_else(|| outcome.report.cwd_refused.take())
-    {
+    if let Some(why) = outcome.report.limits_refused.take() {
+        return Err(crate::error::Error::IsolationUnavailable(why));
+    }
+    match outcome.report.cwd_refused.take() {
         Some(why) => Err(crate::error::Error::Invalid(why)),
         None => Ok(()),
     }

@@ -151,7 +151,7 @@ impl Kind for Driver {
     }
 
     fn torn_down(&self, why: &str) -> Error {
-        Error::Invalid(format!(
+        Error::Closed(format!(
             "this kernel was torn down ({why}); open a new one with sandbox.kernel()"
         ))
     }

@@ -56,6 +56,7 @@ const KNOWN: &[&str] = &[
     "onStdout",
     "onStderr",
     "prewarm",
+    "requireIsolation",
 ];
 
 /// Closest known option name, for "did you mean".
@@ -144,6 +145,8 @@ pub fn check_early(options: &Value) -> Result<()> {
     if let Some(v) = map.get("profiles").filter(|v| !v.is_null()) {
         super::profiles::check_tokens(&strings("profiles", v)?)?;
     }
+    // ADDITION: unknown controls, and `network: true` with "network", before any box.
+    crate::session::isolation::required(options)?;
     // An env the kernel can't exec is refused here, not by every box that tries.
     if let Some(v) = map.get("env").filter(|v| !v.is_null()) {
         runtime::parse_env(v)?;

@@ -17,7 +17,7 @@ pub(super) fn posture(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
             return crate::invalid!("option `securityProfile` {name:?} is not a profile: the one profile is \"untrusted\" (null keeps kern's standard posture)");
         }
         let programs = crate::engine::seccomp::untrusted()
-            .map_err(|e| Error::Invalid(format!("option `securityProfile`: {e}")))?;
+            .map_err(|e| Error::HostUnsupported(format!("option `securityProfile`: {e}")))?;
         cfg.seccomp = Some(programs.clone());
     }
     if let Some(v) = get("user").filter(|v| !v.is_null()) {

@@ -24,7 +24,7 @@ use nix::unistd::{fchown, unlinkat, Gid, Uid, UnlinkatFlags};
 use std::ffi::{OsStr, OsString};
 use std::fmt::Display;
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 
@@ -51,7 +51,7 @@ const NO_SYMLINKS: &str =
 /// Splits a workspace-relative path into its components, refusing any path that could name
 /// something outside the workspace or that the kernel would reject.
 ///
-/// Refused (`Error::Invalid`): the empty path, an absolute path, a `..` component, a NUL byte,
+/// Refused (`Error::File`): the empty path, an absolute path, a `..` component, a NUL byte,
 /// a component over 255 bytes, a path over 4096 bytes, a trailing `/`. `.` and empty components
 /// are dropped (`./a`, `a//b` and `a/./b` mean `a` and `a/b`); a backslash is an ordinary
 /// character. The result may be empty (for `"."`): the workspace itself.
@@ -126,7 +126,7 @@ pub fn read_file(root: &Path, path: &str, max_bytes: u64) -> Result<Vec<u8>> {
 /// directory created for it are chowned to that (uid, gid).
 ///
 /// Guaranteed: no symlink in the workspace is followed, and nothing outside the workspace is
-/// created or changed. Refused (`Error::Invalid`): a parent that is a symlink or not a
+/// created or changed. Refused (`Error::File`): a parent that is a symlink or not a
 /// directory; an existing entry at `path` that is not a regular file (symlink, directory, FIFO,
 /// socket, device), or a regular file with more than one hard link. On an error the temp file
 /// is removed; directories created before the error stay.
@@ -158,7 +158,77 @@ pub fn list_files(root: &Path, subdir: Option<&str>, max_entries: usize) -> Resu
     list_with(root, subdir, max_entries, true)
 }
 
+/// ADDITION: the bytes `offset..offset + length` (to the end without `length`) of the regular
+/// file at `path`, under [`read_file`]'s rules. A range past the end returns what exists (maybe
+/// nothing); one over `max_bytes` is refused before any byte is read.
+pub fn read_range(
+    root: &Path,
+    path: &str,
+    offset: u64,
+    length: Option<u64>,
+    max_bytes: u64,
+) -> Result<Vec<u8>> {
+    const OP: &str = "readFile";
+    let (file, st) = open_for_read(root, path, true)?;
+    let want = length
+        .unwrap_or(u64::MAX)
+        .min(size_of(&st).saturating_sub(offset));
+    if want > max_bytes {
+        return Err(Error::File(format!(
+            "{OP} {}: the range holds {want} bytes, over maxBytes {max_bytes}; pass a larger maxBytes or a shorter length",
+            shown(path)
+        )));
+    }
+    let mut buf = Vec::new();
+    let cap = usize::try_from(want).unwrap_or(usize::MAX);
+    buf.try_reserve_exact(cap).map_err(|_| {
+        Error::Runtime(format!(
+            "{OP} {}: cannot allocate {cap} bytes to read it",
+            shown(path)
+        ))
+    })?;
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))
+        .and_then(|_| file.take(want).read_to_end(&mut buf))
+        .map_err(|e| runtime(OP, path, "cannot read it", e))?;
+    Ok(buf)
+}
+
+/// ADDITION: the regular file at `path`, open for reading under [`read_file`]'s rules, and its
+/// size then: for a stream that reads it a chunk at a time (`pread`), never whole.
+pub fn open_read(root: &Path, path: &str) -> Result<(File, u64)> {
+    let (file, st) = open_for_read(root, path, true)?;
+    Ok((file, size_of(&st)))
+}
+
 fn read_with(root: &Path, path: &str, max_bytes: u64, use_openat2: bool) -> Result<Vec<u8>> {
+    const OP: &str = "readFile";
+    let (file, now) = open_for_read(root, path, use_openat2)?;
+    check_size(path, &now, max_bytes)?;
+    let size = size_of(&now);
+    let mut buf = Vec::new();
+    let cap = usize::try_from(size.min(max_bytes)).unwrap_or(usize::MAX);
+    buf.try_reserve_exact(cap).map_err(|_| {
+        Error::Runtime(format!(
+            "{OP} {}: cannot allocate {cap} bytes to read it",
+            shown(path)
+        ))
+    })?;
+    // One byte over the cap tells a file that grew from one that is exactly at it.
+    file.take(max_bytes.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(|e| runtime(OP, path, "cannot read it", e))?;
+    if buf.len() as u64 > max_bytes {
+        return Err(Error::File(format!(
+            "{OP} {}: grew past maxBytes {max_bytes} while being read; readFile never returns part of a file",
+            shown(path)
+        )));
+    }
+    Ok(buf)
+}
+
+/// Resolves and opens the regular, single-link file at `path` for reading (see [`read_file`]).
+fn open_for_read(root: &Path, path: &str, use_openat2: bool) -> Result<(File, FileStat)> {
     const OP: &str = "readFile";
     let comps = parse_rel(path)?;
     let Some((name, parents)) = comps.split_last() else {
@@ -175,7 +245,7 @@ fn read_with(root: &Path, path: &str, max_bytes: u64, use_openat2: bool) -> Resu
     )
     .map_err(|e| resolve_err(OP, path, e))?;
     let st = fstat(&entry).map_err(|e| runtime(OP, path, "cannot stat it", e))?;
-    check_readable(path, &st, max_bytes)?;
+    check_kind(path, &st)?;
 
     // The magic link names the inode we just checked, not a path the box could swap.
     let file = open(
@@ -198,33 +268,12 @@ fn read_with(root: &Path, path: &str, max_bytes: u64, use_openat2: bool) -> Resu
             shown(path)
         )));
     }
-    // Links or size may have changed between the two opens.
-    check_readable(path, &now, max_bytes)?;
-
-    let size = size_of(&now);
-    let mut buf = Vec::new();
-    let cap = usize::try_from(size.min(max_bytes)).unwrap_or(usize::MAX);
-    buf.try_reserve_exact(cap).map_err(|_| {
-        Error::Runtime(format!(
-            "{OP} {}: cannot allocate {cap} bytes to read it",
-            shown(path)
-        ))
-    })?;
-    // One byte over the cap tells a file that grew from one that is exactly at it.
-    File::from(file)
-        .take(max_bytes.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(|e| runtime(OP, path, "cannot read it", e))?;
-    if buf.len() as u64 > max_bytes {
-        return Err(Error::Invalid(format!(
-            "{OP} {}: grew past maxBytes {max_bytes} while being read; readFile never returns part of a file",
-            shown(path)
-        )));
-    }
-    Ok(buf)
+    // Links may have changed between the two opens.
+    check_kind(path, &now)?;
+    Ok((File::from(file), now))
 }
 
-fn check_readable(path: &str, st: &FileStat, max_bytes: u64) -> Result<()> {
+fn check_kind(path: &str, st: &FileStat) -> Result<()> {
     const OP: &str = "readFile";
     if !is_regular(st) {
         let why = match st.st_mode & libc::S_IFMT {
@@ -232,22 +281,27 @@ fn check_readable(path: &str, st: &FileStat, max_bytes: u64) -> Result<()> {
             libc::S_IFDIR => "use listFiles for a directory",
             _ => "readFile reads regular files only",
         };
-        return Err(Error::Invalid(format!(
+        return Err(Error::File(format!(
             "{OP} {}: is {}; refused: {why}",
             shown(path),
             kind(st)
         )));
     }
     if st.st_nlink > 1 {
-        return Err(Error::Invalid(format!(
+        return Err(Error::File(format!(
             "{OP} {}: has {} hard links; refused: a hard link may reach a file outside the workspace; copy it to a new file inside the box first (cp, not ln)",
             shown(path),
             st.st_nlink
         )));
     }
+    Ok(())
+}
+
+fn check_size(path: &str, st: &FileStat, max_bytes: u64) -> Result<()> {
+    const OP: &str = "readFile";
     let size = size_of(st);
     if size > max_bytes {
-        return Err(Error::Invalid(format!(
+        return Err(Error::File(format!(
             "{OP} {}: is {size} bytes, over maxBytes {max_bytes}; readFile never returns part of a file (pass a larger maxBytes)",
             shown(path)
         )));
@@ -344,14 +398,14 @@ fn check_replaceable(dir: &OwnedFd, name: &OsStr, path: &str) -> Result<()> {
             libc::S_IFLNK => "the host never writes through a symlink in the workspace; remove it in the box first",
             _ => "writeFile replaces regular files only; remove it in the box first",
         };
-        return Err(Error::Invalid(format!(
+        return Err(Error::File(format!(
             "{OP} {}: exists and is {}; refused: {why}",
             shown(path),
             kind(&st)
         )));
     }
     if st.st_nlink > 1 {
-        return Err(Error::Invalid(format!(
+        return Err(Error::File(format!(
             "{OP} {}: has {} hard links; refused: a hard link may reach a file outside the workspace; remove it in the box first",
             shown(path),
             st.st_nlink
@@ -385,12 +439,93 @@ fn place(
 fn fill(fd: OwnedFd, data: &[u8], owner: Option<(u32, u32)>) -> std::io::Result<()> {
     let mut file = File::from(fd);
     file.write_all(data)?;
+    seal(&file, owner)
+}
+
+/// The written file's owner and mode, as `writeFile` leaves them.
+fn seal(file: &File, owner: Option<(u32, u32)>) -> std::io::Result<()> {
     if let Some((uid, gid)) = owner {
-        fchown(&file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
+        fchown(file, Some(Uid::from_raw(uid)), Some(Gid::from_raw(gid)))?;
     }
     // After fchown, which may clear mode bits; and regardless of the umask.
-    fchmod(&file, Mode::from_bits_truncate(0o644))?;
+    fchmod(file, Mode::from_bits_truncate(0o644))?;
     Ok(())
+}
+
+/// ADDITION (`createWriteStream`): `writeFile` in pieces. The bytes go to a fresh temp file
+/// next to `path` (resolved and checked as `writeFile` does, when the stream opens) and land
+/// at `path` only at [`AtomicWrite::commit`], by one `renameat`; dropped uncommitted (an
+/// error, a `destroy()`), the temp file is removed and `path` is untouched.
+pub struct AtomicWrite {
+    dir: OwnedFd,
+    temp: String,
+    file: Option<File>,
+    name: OsString,
+    path: String,
+    owner: Option<(u32, u32)>,
+}
+
+impl AtomicWrite {
+    pub fn begin(root: &Path, path: &str, owner: Option<(u32, u32)>) -> Result<AtomicWrite> {
+        const OP: &str = "createWriteStream";
+        let comps = parse_rel(path)?;
+        let Some((name, parents)) = comps.split_last() else {
+            return Err(names_workspace(OP, path));
+        };
+        let root_fd = open_root(root)?;
+        let dir = make_dirs(&root_fd, parents, owner, true, path)?;
+        check_replaceable(&dir, name, path)?;
+        let (temp, fd) = create_temp(&dir)
+            .map_err(|e| runtime(OP, path, "cannot create a temporary file next to it", e))?;
+        Ok(AtomicWrite {
+            dir,
+            temp,
+            file: Some(File::from(fd)),
+            name: name.clone(),
+            path: path.to_owned(),
+            owner,
+        })
+    }
+
+    /// Appends `data` to the temp file.
+    pub fn write(&mut self, data: &[u8]) -> Result<()> {
+        let file = self
+            .file
+            .as_mut()
+            .ok_or_else(|| Error::Closed("the write stream has ended; open a new one".into()))?;
+        file.write_all(data)
+            .map_err(|e| runtime("createWriteStream", &self.path, "cannot write it", e))
+    }
+
+    /// Puts the temp file in place of `path` (which may have changed kind meanwhile: refused
+    /// as `writeFile` refuses it, the temp file removed).
+    pub fn commit(mut self) -> Result<()> {
+        const OP: &str = "createWriteStream";
+        let file = self
+            .file
+            .take()
+            .ok_or_else(|| Error::Closed("the write stream has ended".into()))?;
+        seal(&file, self.owner).map_err(|e| runtime(OP, &self.path, "cannot finish it", e))?;
+        drop(file);
+        check_replaceable(&self.dir, &self.name, &self.path)?;
+        renameat(
+            &self.dir,
+            self.temp.as_str(),
+            &self.dir,
+            self.name.as_os_str(),
+        )
+        .map_err(|e| runtime(OP, &self.path, "cannot put it in place", e))?;
+        self.temp.clear();
+        Ok(())
+    }
+}
+
+impl Drop for AtomicWrite {
+    fn drop(&mut self) {
+        if !self.temp.is_empty() {
+            let _ = unlinkat(&self.dir, self.temp.as_str(), UnlinkatFlags::NoRemoveDir);
+        }
+    }
 }
 
 fn create_temp(dir: &OwnedFd) -> nix::Result<(String, OwnedFd)> {
@@ -492,7 +627,7 @@ fn list_with(
         true
     });
     if !complete {
-        return Err(Error::Invalid(format!(
+        return Err(Error::File(format!(
             "{OP}: the workspace has more than {max_entries} entries under {}; list a subdirectory",
             shown(under)
         )));
@@ -571,11 +706,11 @@ fn shown(path: &str) -> String {
 }
 
 fn bad(path: &str, rule: impl Display) -> Error {
-    Error::Invalid(format!("workspace path {}: {rule}", shown(path)))
+    Error::File(format!("workspace path {}: {rule}", shown(path)))
 }
 
 fn names_workspace(op: &str, path: &str) -> Error {
-    Error::Invalid(format!(
+    Error::File(format!(
         "{op} {}: names the workspace itself; give the path of a file in it",
         shown(path)
     ))
@@ -584,9 +719,9 @@ fn names_workspace(op: &str, path: &str) -> Error {
 fn resolve_err(op: &str, path: &str, e: Errno) -> Error {
     match e {
         Errno::ELOOP | Errno::ENOTDIR | Errno::EXDEV => {
-            Error::Invalid(format!("{op} {}: {NO_SYMLINKS}", shown(path)))
+            Error::File(format!("{op} {}: {NO_SYMLINKS}", shown(path)))
         }
-        Errno::ENOENT => Error::Invalid(format!(
+        Errno::ENOENT => Error::File(format!(
             "{op} {}: no such file or directory in the workspace",
             shown(path)
         )),

@@ -66,7 +66,7 @@ impl Fixture {
 
 fn refused<T: std::fmt::Debug>(r: Result<T>, needle: &str) {
     match r {
-        Err(Error::Invalid(msg)) => assert!(msg.contains(needle), "{msg:?} lacks {needle:?}"),
+        Err(Error::File(msg)) => assert!(msg.contains(needle), "{msg:?} lacks {needle:?}"),
         other => panic!("expected a refusal containing {needle:?}, got {other:?}"),
     }
 }
@@ -83,6 +83,54 @@ fn temps_left(dir: &Path) -> Vec<PathBuf> {
         true
     });
     found
+}
+
+#[test]
+fn read_range_gives_what_exists_and_follows_no_symlink() {
+    let fx = Fixture::new();
+    std::fs::write(fx.w().join("digits"), "0123456789").unwrap();
+    let range = |o, l| read_range(fx.w(), "digits", o, l, DEFAULT_MAX_READ).unwrap();
+    assert_eq!(range(3, Some(4)), b"3456");
+    assert_eq!(range(8, Some(100)), b"89");
+    assert_eq!(range(7, None), b"789");
+    assert!(range(1000, Some(5)).is_empty());
+    refused(
+        read_range(fx.w(), "digits", 2, None, 3),
+        "the range holds 8 bytes",
+    );
+    for link in ["a", "rel", "d/canary", "h"] {
+        refused(read_range(fx.w(), link, 0, None, DEFAULT_MAX_READ), "");
+        assert!(matches!(open_read(fx.w(), link), Err(Error::File(_))));
+    }
+    fx.assert_outside_untouched();
+}
+
+#[test]
+fn atomic_write_lands_at_commit_and_leaves_nothing_when_dropped() {
+    let fx = Fixture::new();
+    let mut w = AtomicWrite::begin(fx.w(), "ok", None).unwrap();
+    w.write(b"new ").unwrap();
+    w.write(b"bytes").unwrap();
+    assert_eq!(std::fs::read(fx.w().join("ok")).unwrap(), b"inside");
+    assert_eq!(temps_left(fx.w()).len(), 1);
+    w.commit().unwrap();
+    assert_eq!(std::fs::read(fx.w().join("ok")).unwrap(), b"new bytes");
+    assert!(temps_left(fx.w()).is_empty());
+
+    let mut w = AtomicWrite::begin(fx.w(), "sub/f", None).unwrap();
+    w.write(b"never lands").unwrap();
+    drop(w);
+    assert_eq!(std::fs::read(fx.w().join("sub/f")).unwrap(), b"in sub");
+    assert!(temps_left(fx.w()).is_empty());
+
+    for link in ["a", "rel", "d/x", "dr/x", "h"] {
+        assert!(matches!(
+            AtomicWrite::begin(fx.w(), link, None),
+            Err(Error::File(_))
+        ));
+    }
+    assert!(temps_left(fx.w()).is_empty());
+    fx.assert_outside_untouched();
 }
 
 #[test]

@@ -78,7 +78,7 @@ impl Kind for Jupyter {
     }
 
     fn torn_down(&self, why: &str) -> Error {
-        Error::Invalid(format!(
+        Error::Closed(format!(
             "this Jupyter kernel (\"{}\") was torn down ({why}); open a new one with sandbox.kernel({{ jupyter: \"{}\" }})",
             self.spec.name, self.spec.name
         ))

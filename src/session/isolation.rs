@@ -1,0 +1,243 @@
+//! ADDITION: `isolation()` and `requireIsolation`. What a box of this session really gets,
+//! measured, not inferred from the options: a probe box with the session's posture (image,
+//! account, limits, capabilities, seccomp, network) reads its own `/proc` (namespaces, seccomp
+//! mode, uid map) and kern reports how it applied the caps, read back from the cgroup
+//! (`engine::status::Applied`). The host's namespaces are this process's own.
+
+use super::opened::Opened;
+use crate::config::Network;
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The controls `requireIsolation` may insist on.
+pub const CONTROLS: &[&str] = &["filesystem", "network", "process", "limits", "seccomp"];
+
+/// What the probe box prints: only `sh` builtins and `readlink`, from `/proc/self`.
+const PROBE: &str =
+    "for n in user mnt pid net; do echo \"ns $n $(readlink /proc/self/ns/$n)\"; done; \
+while read -r k v; do case $k in Seccomp:) echo \"seccomp $v\";; Seccomp_filters:) echo \"filters $v\";; esac; done < /proc/self/status; \
+while read -r a b c; do echo \"uidmap $a $b $c\"; done < /proc/self/uid_map";
+
+/// The measured posture (`sb.isolation()`).
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Isolation {
+    /// The box has a mount namespace (its own root) of its own.
+    pub filesystem: bool,
+    /// `"none"`, `"allowlist"` (own network namespace, out only through the proxy) or `"host"`.
+    pub network: &'static str,
+    /// The box has a PID namespace of its own.
+    pub process: bool,
+    pub limits: Limits,
+    /// `"untrusted"`: the profile's filters are in force in the box; `"standard"`: only kern's
+    /// set-id filter (every box has it); `"none"`: no filter at all.
+    pub seccomp: &'static str,
+    /// The box runs in a user namespace of its own that does not map every host id.
+    pub userns: bool,
+    /// `"v1"`/`"v2"`: the cgroup hierarchy holding the box; `None` without one.
+    pub cgroup: Option<String>,
+    /// kern's notes of the probe (why a cap fell back), for `requireIsolation`'s message.
+    #[serde(skip)]
+    notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Limits {
+    pub memory: String,
+    pub pids: String,
+    pub cpu: String,
+}
+
+/// The `requireIsolation` option, checked: known names only, and not with `network: true`.
+/// Made when the Sandbox is constructed, before any box.
+pub fn required(options: &serde_json::Value) -> Result<Vec<String>> {
+    let Some(v) = options.get("requireIsolation").filter(|v| !v.is_null()) else {
+        return Ok(Vec::new());
+    };
+    let wrong = || {
+        Error::Invalid(format!(
+            "option `requireIsolation` must be an array of control names, some of {}, e.g. [\"network\", \"limits\"]",
+            names()
+        ))
+    };
+    let list = v.as_array().ok_or_else(wrong)?;
+    let mut out = Vec::new();
+    for item in list {
+        let name = item.as_str().ok_or_else(wrong)?;
+        if !CONTROLS.contains(&name) {
+            return crate::invalid!(
+                "option `requireIsolation`: {name:?} is not a control; the controls are {}",
+                names()
+            );
+        }
+        if !out.iter().any(|n| n == name) {
+            out.push(name.to_string());
+        }
+    }
+    if out.iter().any(|n| n == "network")
+        && options.get("network").and_then(serde_json::Value::as_bool) == Some(true)
+    {
+        return crate::invalid!("`requireIsolation: [\"network\"]` and `network: true` contradict each other: \"network\" requires no host network (none, or egressAllow's allowlist), and network: true shares the host's. Drop one.");
+    }
+    Ok(out)
+}
+
+fn names() -> String {
+    CONTROLS
+        .iter()
+        .map(|c| format!("\"{c}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Measures the posture a box of this session gets, once per session (later calls get the
+/// same answer).
+pub(super) async fn measure(opened: &Opened, kern: &Path) -> Result<Isolation> {
+    opened
+        .isolation
+        .get_or_try_init(|| probe(opened, kern))
+        .await
+        .cloned()
+}
+
+async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
+    let workspace = opened.workspace_path()?;
+    let argv = vec!["/bin/sh".into(), "-c".into(), PROBE.into()];
+    let mut spec = opened.bare_spec(argv, 30_000, &workspace);
+    // The network is the session's (bare_spec has none): `host` shares the host's namespace;
+    // an allowlist box has its own empty one, as here, and the proxy's line besides.
+    if matches!(opened.config.network, Network::Host) {
+        super::network::host(&mut spec, opened.ca.as_deref());
+    }
+    let outcome = opened.run_own(kern, &spec).await?;
+    let out = String::from_utf8_lossy(&outcome.stdout);
+    let unmeasured = |why: String| {
+        Error::IsolationUnavailable(format!(
+            "cannot measure the isolation of this Sandbox's boxes: {why}. The probe box runs /bin/sh and readlink from the image; an image without them can't be measured"
+        ))
+    };
+    if outcome.report.exit_code != 0 || outcome.report.fault.is_some() {
+        let why = outcome
+            .report
+            .fault
+            .as_ref()
+            .map(|f| f.message.clone())
+            .unwrap_or_else(|| {
+                format!(
+                    "the probe exited with code {}: {}",
+                    outcome.report.exit_code,
+                    String::from_utf8_lossy(&outcome.stderr).trim()
+                )
+            });
+        return Err(unmeasured(why));
+    }
+    let mut ns = HashMap::new();
+    let mut seccomp = None;
+    let mut filters = None;
+    let mut uid_map = Vec::new();
+    for line in out.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            ["ns", name, link] => {
+                ns.insert(name.to_string(), link.to_string());
+            }
+            ["seccomp", mode] => seccomp = Some(mode.to_string()),
+            ["filters", n] => filters = n.parse::<u32>().ok(),
+            ["uidmap", a, b, c] => uid_map.push(format!("{a} {b} {c}")),
+            _ => {}
+        }
+    }
+    // A namespace of the box's own: its link (`net:[4026532261]`) differs from ours.
+    let own = |name: &str| -> Result<bool> {
+        let inside = ns
+            .get(name)
+            .filter(|l| !l.is_empty())
+            .ok_or_else(|| unmeasured(format!("the probe did not read /proc/self/ns/{name}")))?;
+        let host = std::fs::read_link(format!("/proc/self/ns/{name}"))
+            .map_err(|e| unmeasured(format!("read /proc/self/ns/{name} on the host: {e}")))?;
+        Ok(host.to_string_lossy() != inside.as_str())
+    };
+    let applied = outcome.report.applied.clone().unwrap_or_default();
+    let full_map = uid_map.iter().any(|m| m == "0 0 4294967295");
+    Ok(Isolation {
+        filesystem: own("mnt")?,
+        network: match (own("net")?, &opened.config.network) {
+            (false, _) => "host",
+            (true, Network::Egress(_)) => "allowlist",
+            (true, _) => "none",
+        },
+        process: own("pid")?,
+        limits: Limits {
+            memory: or_none(applied.memory),
+            pids: or_none(applied.pids),
+            cpu: or_none(applied.cpu),
+        },
+        // Every box has kern's set-id filter; the untrusted profile stacks two more on it
+        // (`engine::seccomp`). Kernels before 5.9 show no count: then the profile's presence
+        // is what the spec asked for, which init enters or fails the box.
+        seccomp: match (seccomp.as_deref(), filters) {
+            (Some("0"), _) => "none",
+            (Some(_), Some(n)) if n >= 3 => "untrusted",
+            (Some(_), Some(_)) => "standard",
+            (Some(_), None) if opened.config.seccomp.is_some() => "untrusted",
+            (Some(_), None) => "standard",
+            (None, _) => return Err(unmeasured("the probe did not read its seccomp mode".into())),
+        },
+        userns: own("user")? && !full_map,
+        cgroup: applied.cgroup,
+        notes: outcome.report.notes,
+    })
+}
+
+fn or_none(s: String) -> String {
+    if s.is_empty() {
+        "none".into()
+    } else {
+        s
+    }
+}
+
+/// `requireIsolation` at open(): each control asked for that the measured posture lacks,
+/// with why and what to do, in one error.
+pub(super) async fn require(opened: &Opened, kern: &Path, required: &[String]) -> Result<()> {
+    if required.is_empty() {
+        return Ok(());
+    }
+    let m = measure(opened, kern).await?;
+    let mut missing = Vec::new();
+    for control in required {
+        let lack = match control.as_str() {
+            "filesystem" if !m.filesystem => Some("the box shares the host's mount namespace".to_string()),
+            "process" if !m.process => Some("the box shares the host's PID namespace".to_string()),
+            "network" if m.network == "host" => Some("the box shares the host's network namespace".to_string()),
+            "seccomp" if m.seccomp != "untrusted" => Some(format!("the untrusted seccomp profile is not in force in the box (measured: {}); set `securityProfile: \"untrusted\"` (x86_64)", m.seccomp)),
+            "limits" if m.limits.memory != "cgroup" || m.limits.pids != "cgroup" => {
+                let why: Vec<&str> = m
+                    .notes
+                    .iter()
+                    .filter(|n| n.contains("best-effort") || n.contains("not enforced"))
+                    .map(String::as_str)
+                    .collect();
+                Some(format!(
+                    "memory is capped by {}, pids by {} (not both by a cgroup){}; run where kern can write a cgroup (as root, or under a delegated cgroup v2 subtree: systemd's user manager, or KERN_CGROUP_PARENT; `kern doctor` says which applies here), and keep enforceLimits, memoryMb and pids on",
+                    m.limits.memory,
+                    m.limits.pids,
+                    if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) }
+                ))
+            }
+            _ => None,
+        };
+        if let Some(why) = lack {
+            missing.push(format!("{control}: {why}"));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::IsolationUnavailable(format!(
+        "requireIsolation: this host cannot supply {} of the controls asked for: {}",
+        missing.len(),
+        missing.join(" | ")
+    )))
+}
