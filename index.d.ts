@@ -710,11 +710,14 @@ export class Sandbox {
    * `destroy()`, the end, or an error closes the file. */
   createReadStream(path: string, opts?: { offset?: number; length?: number }): import("stream").Readable;
   /** ADDITION to the published surface: a Node `Writable` whose bytes land at `path`
-   * ATOMICALLY when `end()` finishes: they go to a new temporary file in the same directory
-   * (created when the stream is made, with `writeFile`'s rules: parents created, no symlink
-   * followed, an existing non-regular or hard-linked target refused), renamed over `path` at the
-   * end. Until then readers see the old file; `destroy()` or an error removes the temporary
-   * file and leaves `path` as it was. `'finish'` fires once the file is in place. */
+   * ATOMICALLY when `end()` finishes: they go to an unnamed file (`O_TMPFILE`) in the same
+   * directory, made when the stream is made, with `writeFile`'s rules (parents created, no
+   * symlink followed, an existing non-regular or hard-linked target refused): no box, listing,
+   * snapshot or `trackFiles` sees it while the stream is open. At the end it is named and
+   * renamed over `path` (the target checked again: one a box turned into a symlink meanwhile is
+   * refused). Until then readers see the old file; `destroy()` or an error drops the bytes and
+   * leaves `path` as it was. `'finish'` fires once the file is in place. (A filesystem without
+   * `O_TMPFILE` gets a named `.kern-write-*` temp file instead, removed the same way.) */
   createWriteStream(path: string): import("stream").Writable;
   /** Stop the resident box of a `persist` sandbox (its `name`, whoever started it) ahead of its TTL;
    * resolves once its state and cgroup are gone. Idempotent; without `persist`, or with no live box,
