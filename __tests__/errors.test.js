@@ -79,6 +79,8 @@ describe('every public method: bad input is ERR_INVALID_OPTION, thrown before an
     ['readFile (maxBytes)', () => sb.readFile('a', { maxBytes: -1 })],
     ['readFile (offset)', () => sb.readFile('a', { offset: 1.5 })],
     ['writeFile', () => sb.writeFile('a', 42)],
+    ['listFiles', () => sb.listFiles(3)],
+    ['destroy (persist without a name)', () => new Sandbox(opts({ persist: true })).destroy()],
     ['snapshot', () => sb.snapshot('')],
     ['restore', () => sb.restore('')],
     ['kernel', () => sb.kernel({ jupiter: 'python3' })],

@@ -11,7 +11,7 @@
 const fs = require('fs');
 const path = require('path');
 const crypto = require('crypto');
-const { requireRootfs, opts, tempDirs, makeCanaryFile, expectSandboxError, isRoot } = require('./helpers');
+const { requireRootfs, opts, tempDirs, makeCanaryFile, expectSandboxError, isRoot, startSwapLoop, summary, uniqueName } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 const { temp, removeAll } = tempDirs();
@@ -264,5 +264,42 @@ describe('createWriteStream', () => {
     expect(e.code).toBe('ERR_CLOSED');
     await new Promise((resolve) => setImmediate(resolve));
     expect(fs.readdirSync(ws2).filter((n) => n !== '.deps')).toEqual([]);
+  });
+});
+
+describe('a box swapping a directory for a symlink to a host directory, while the host streams through it', () => {
+  test('ranges, read streams and write streams never read or write the host directory', async () => {
+    const raceDir = temp('kern-range-race-');
+    const secret = `host secret ${uniqueName()}\n`;
+    fs.writeFileSync(path.join(raceDir, 'f'), secret); // what d/f would be through the symlink
+    const { box, isDone } = await startSwapLoop(sb, ws, raceDir, { seconds: 6, timeoutS: 20, inside: 'inside\n' });
+    const stats = { ok: 0, refused: 0, whileBoxRan: 0 };
+    const wrong = [];
+    const tally = async (fn) => {
+      try {
+        const got = await fn();
+        stats.ok++;
+        if (typeof got === 'string' && !got.startsWith('inside')) wrong.push(got);
+      } catch (e) {
+        if (!(e instanceof SandboxError)) throw e;
+        stats.refused++;
+      }
+    };
+    const end = Date.now() + 4000;
+    for (let i = 0; Date.now() < end; i++) {
+      await tally(async () => (await sb.readFile('d/f', { offset: 0, length: 64 })).toString());
+      await tally(async () => Buffer.concat(await drain(sb.createReadStream('d/f'))).toString());
+      await tally(async () => {
+        await pour(sb.createWriteStream('d/f'), [`inside stream ${i}\n`]);
+      });
+      if (!isDone()) stats.whileBoxRan++;
+    }
+    const r = await box;
+    expect(summary(r)).toMatchObject({ fault: null, exitCode: 0, stdout: 'looped\n' });
+    expect(wrong).toEqual([]); // never the host directory's content
+    expect(fs.readdirSync(raceDir)).toEqual(['f']); // nothing new appeared there
+    expect(fs.readFileSync(path.join(raceDir, 'f'), 'utf8')).toBe(secret);
+    expect(stats.whileBoxRan).toBeGreaterThan(0); // the race really overlapped the box
+    expect(stats.ok).toBeGreaterThan(0);
   });
 });
