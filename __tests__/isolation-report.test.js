@@ -125,6 +125,20 @@ describe('isolation(): measured, and what an ordinary box of the Sandbox sees ag
     }
   });
 
+  test('persist: measured on a fresh box of the resident box\'s posture, the same report as without persist', async () => {
+    const plain = await new Sandbox(opts()).open();
+    const ws = temp('kern-isolation-persist-');
+    const resident = new Sandbox(opts({ persist: true, name: `isoreport${process.pid}`, workspace: ws, requireIsolation: ['process'] }));
+    try {
+      await resident.open();
+      expect(await resident.isolation()).toEqual(await plain.isolation());
+    } finally {
+      await resident.destroy();
+      await resident.close();
+      await plain.close();
+    }
+  });
+
   test('before open(): ERR_NOT_OPEN', async () => {
     const err = await expectSandboxError(() => new Sandbox(opts()).isolation(), SandboxError, /not open/);
     expect(err.code).toBe('ERR_NOT_OPEN');
