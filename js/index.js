@@ -321,6 +321,14 @@ class Sandbox {
     return sp;
   }
 
+  /** Addition: the egress allowlist for every later connection of this Sandbox's boxes. */
+  async setEgressAllow(list) {
+    if (!Array.isArray(list) || list.some((e) => typeof e !== 'string')) {
+      throw new SandboxError('setEgressAllow(list) takes an array of strings, as option `egressAllow` does, e.g. ["pypi.org", ".example.com"] ([] denies everything)');
+    }
+    await callNative(() => this.#native.setEgressAllow(JSON.stringify(list)));
+  }
+
   /** Addition: the background processes started by spawn() that still run. */
   processes() {
     return [...this.#processes].filter((p) => p.running);

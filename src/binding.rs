@@ -173,6 +173,14 @@ impl NativeSandbox {
         self.inner.close().await.map_err(to_napi)
     }
 
+    /// `setEgressAllow` (an addition): `list_json`, the new allowlist as JSON.
+    #[napi]
+    pub async fn set_egress_allow(&self, list_json: String) -> napi::Result<()> {
+        let list: serde_json::Value = serde_json::from_str(&list_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("setEgressAllow(list): {e}"))))?;
+        self.inner.set_egress_allow(&list).await.map_err(to_napi)
+    }
+
     /// Stops the resident box of a `persist` sandbox; a no-op otherwise.
     #[napi]
     pub async fn destroy(&self) -> napi::Result<()> {

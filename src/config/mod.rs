@@ -56,6 +56,8 @@ pub struct Config {
     pub pyc_cache: bool,
     /// The boxes' way out (`network`, `egressAllow`).
     pub network: Network,
+    /// `secrets`: placeholders in the boxes' environment, values substituted by the proxy.
+    pub secrets: Vec<crate::engine::proxy::SecretSpec>,
     /// The AppArmor profile every box's workload enters (`apparmor`).
     pub apparmor: Option<String>,
     /// Capabilities boxes keep: all but those `capDrop` names (none by default).
@@ -134,6 +136,7 @@ impl Config {
             setup_network: SetupNetwork::Public,
             pyc_cache: true,
             network: Network::None,
+            secrets: Vec::new(),
             apparmor: None,
             keep_caps: Vec::new(),
             seccomp: None,

@@ -138,6 +138,11 @@ impl Trust {
         s
     }
 
+    /// The certificates, DER: what the egress proxy verifies a secret's host against.
+    pub fn der_certificates(&self) -> Vec<Vec<u8>> {
+        self.certs.iter().map(|c| c.der().to_vec()).collect()
+    }
+
     fn tls_config(&self) -> TlsConfig {
         TlsConfig::builder()
             .root_certs(RootCerts::new_with_certs(&self.certs))

@@ -241,6 +241,18 @@ impl Sandbox {
         Process::start(opened, &self.kern, req, terminal, sink).await
     }
 
+    /// `setEgressAllow`: the allowlist (JSON, checked as the option is) for every connection
+    /// from now on, of every box of the session, running or not. Connections already through
+    /// the proxy go on. Only for a session opened with a non-empty `egressAllow`.
+    pub async fn set_egress_allow(&self, list: &serde_json::Value) -> Result<()> {
+        let opened = self.opened().await?;
+        let Some(proxy) = &opened.proxy else {
+            return crate::invalid!("setEgressAllow() needs a Sandbox opened with a non-empty `egressAllow`: without it the boxes have no proxy to steer (no network, or the host's); open a Sandbox with `egressAllow` to change its list later");
+        };
+        proxy.set_policy(options::egress_list(list)?);
+        Ok(())
+    }
+
     /// Runs one call in a fresh box; `input` is what it brings beside its request's data.
     pub async fn exec(
         &self,

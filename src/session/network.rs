@@ -7,7 +7,7 @@
 //! the server (CONNECT); only the names and addresses are the proxy's to decide.
 
 use crate::engine::handoff::BoxFds;
-use crate::engine::proxy::{Decision, Policy, Proxy};
+use crate::engine::proxy::{Decision, Policy, Proxy, SecretSpec, Secrets};
 use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
 use crate::error::Error;
 use crate::error::Result;
@@ -46,6 +46,19 @@ fn trust_host_ca(spec: &mut BoxSpec, ca: Option<&Path>) {
     spec.etc.push(EtcOverride::HostFile {
         name: CA_NAME.into(),
         source: ca.to_path_buf(),
+    });
+    let path = format!("/etc/{CA_NAME}");
+    for k in CA_VARS {
+        set(&mut spec.env, k, &path);
+    }
+}
+
+/// As `trust_host_ca`, with the bundle's text (`secrets`: the host's CAs and the secrets' CA).
+pub fn trust_bundle(spec: &mut BoxSpec, pem: &str) {
+    spec.etc.retain(|e| e.name() != CA_NAME);
+    spec.etc.push(EtcOverride::Contents {
+        name: CA_NAME.into(),
+        contents: pem.to_owned(),
     });
     let path = format!("/etc/{CA_NAME}");
     for k in CA_VARS {
@@ -101,9 +114,51 @@ pub fn egress(spec: &mut BoxSpec, ca: Option<&Path>, policy: &Policy) {
 
 /// The filtering proxy for `policy`, resolving names as `KERN_EGRESS_HOSTS` and the system say.
 pub fn proxy(policy: Policy) -> Result<Arc<Proxy>> {
-    let resolver = crate::engine::proxy::Resolver::from_env()
-        .map_err(|e| crate::error::Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))?;
-    Ok(Proxy::new(policy, resolver))
+    Ok(Proxy::new(policy, resolver()?))
+}
+
+fn resolver() -> Result<crate::engine::proxy::Resolver> {
+    crate::engine::proxy::Resolver::from_env()
+        .map_err(|e| crate::error::Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))
+}
+
+/// A session's `secrets` at work: the proxy that substitutes them, the placeholders for the
+/// boxes' environment, and the CA bundle the boxes trust (`host_ca`'s certificates and the
+/// secrets' CA certificate; the CA's key is only in this process's memory).
+pub struct SecretsProxy {
+    pub proxy: Arc<Proxy>,
+    pub env: Vec<(String, String)>,
+    /// PEM: the host's CA bundle (when boxes trust it) and the secrets' CA certificate.
+    pub bundle: String,
+}
+
+/// The proxy for `policy` with `secrets` (not empty): their CA made, their hosts verified
+/// against the store pulls use (`image::net::Trust`: the system's, and `KERN_REGISTRY_CA`).
+pub fn secrets_proxy(
+    policy: Policy,
+    secrets: &[SecretSpec],
+    host_ca: Option<&Path>,
+) -> Result<SecretsProxy> {
+    let trust = crate::image::net::Trust::from_env()
+        .map_err(|e| Error::Invalid(format!("secrets: the system CA store: {e}")))?;
+    let made = Secrets::new(secrets, &trust.der_certificates())
+        .map_err(|e| Error::Invalid(format!("option `secrets`: {e}")))?;
+    let fail = |e: std::io::Error| Error::Runtime(format!("the secrets' CA bundle: {e}"));
+    let mut pem = match host_ca {
+        Some(p) => std::fs::read_to_string(p).map_err(fail)?,
+        None => String::new(),
+    };
+    if !pem.is_empty() && !pem.ends_with('\n') {
+        pem.push('\n');
+    }
+    pem.push_str(&made.ca_pem());
+    let env = made.env().to_vec();
+    let proxy = Proxy::with_secrets(policy, resolver()?, Some(Arc::new(made)));
+    Ok(SecretsProxy {
+        proxy,
+        env,
+        bundle: pem,
+    })
 }
 
 /// The egress line of one box: the end kern passes to the box's relay, and a task on our end

@@ -65,7 +65,14 @@ pub(super) async fn open(
     deps::make_deps_dir(&workspace.path)?;
     let deps = deps::has_deps(config.setup.is_some(), &workspace.path);
     let ca = crate::image::net::host_ca()?;
+    let mut secrets = None;
     let proxy = match &config.network {
+        Network::Egress(policy) if !config.secrets.is_empty() => {
+            let s = network::secrets_proxy(policy.clone(), &config.secrets, ca.as_deref())?;
+            let proxy = s.proxy.clone();
+            secrets = Some(s);
+            Some(proxy)
+        }
         Network::Egress(policy) => Some(network::proxy(policy.clone())?),
         _ => None,
     };
@@ -97,6 +104,7 @@ pub(super) async fn open(
         writers: Default::default(),
         ca,
         proxy,
+        secrets,
         resident: std::sync::OnceLock::new(),
         isolation: tokio::sync::OnceCell::new(),
     });

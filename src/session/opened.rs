@@ -49,6 +49,8 @@ pub(super) struct Opened {
     pub(super) ca: Option<PathBuf>,
     /// The allowlist proxy of this session's boxes (`egressAllow`).
     pub(super) proxy: Option<Arc<crate::engine::proxy::Proxy>>,
+    /// `secrets`: the placeholders boxes get, and the CA bundle they trust instead of `ca`.
+    pub(super) secrets: Option<network::SecretsProxy>,
     /// `persist`: the resident box every call runs in (set once open() met or started it).
     pub(super) resident: std::sync::OnceLock<persist::Attached>,
     /// ADDITION: the measured posture (`isolation()`), once measured.
@@ -142,6 +144,12 @@ impl Opened {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
         }
+        // Last: a secret's variable always holds its placeholder (`env` may not name it; a
+        // call's `env` naming it is overridden).
+        for (k, v) in self.secrets.iter().flat_map(|s| &s.env) {
+            env.retain(|(ek, _)| ek != k);
+            env.push((k.clone(), v.clone()));
+        }
         if let Some(b) = self.pyc.as_ref().and_then(pyc::Cache::bind) {
             binds.push(b);
             // In front of the caller's own PYTHONPATH too: the hook takes itself off sys.path.
@@ -181,7 +189,15 @@ impl Opened {
         match &cfg.network {
             Network::None => {}
             Network::Host => network::host(&mut spec, self.ca.as_deref()),
-            Network::Egress(policy) => network::egress(&mut spec, self.ca.as_deref(), policy),
+            Network::Egress(policy) => {
+                // The live policy (`setEgressAllow`) names the loopback addresses to relay.
+                let live = self.proxy.as_ref().map(|p| p.policy());
+                let policy = live.as_deref().unwrap_or(policy);
+                network::egress(&mut spec, self.ca.as_deref(), policy);
+                if let Some(s) = &self.secrets {
+                    network::trust_bundle(&mut spec, &s.bundle);
+                }
+            }
         }
         spec
     }

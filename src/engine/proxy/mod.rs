@@ -29,12 +29,14 @@ mod addr;
 mod head;
 mod policy;
 mod resolve;
+mod secrets;
 #[cfg(test)]
 mod tests;
 mod tls;
 
 pub use policy::Policy;
 pub use resolve::Resolver;
+pub use secrets::{SecretSpec, Secrets, SecretsError};
 
 use head::{parse_head, Head, HeadError, Target, MAX_HEAD};
 use policy::{canonical_host, split_authority, Host};
@@ -42,7 +44,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tls::{Hello, MAX_HELLO};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -163,7 +165,11 @@ struct Vetted {
 
 /// The filtering proxy for one box's policy. Share it (`Arc`) across that box's connections.
 pub struct Proxy {
-    policy: Policy,
+    /// Read once per connection: `set_policy` changes what every later connection sees, and
+    /// leaves the connections already through the policy alone.
+    policy: RwLock<Arc<Policy>>,
+    /// `secrets`: substituted in requests to their hosts (tunnels to them are terminated).
+    secrets: Option<Arc<Secrets>>,
     resolver: Resolver,
     decisions: Mutex<VecDeque<Decision>>,
     /// `HEAD_TIMEOUT` and `HELLO_TIMEOUT`; fields so tests need not wait 30 s.
@@ -174,13 +180,36 @@ pub struct Proxy {
 impl Proxy {
     /// A proxy enforcing `policy`, resolving allowed names with `resolver`.
     pub fn new(policy: Policy, resolver: Resolver) -> Arc<Proxy> {
+        Self::with_secrets(policy, resolver, None)
+    }
+
+    /// As `new`, substituting `secrets` in requests to their hosts.
+    pub fn with_secrets(
+        policy: Policy,
+        resolver: Resolver,
+        secrets: Option<Arc<Secrets>>,
+    ) -> Arc<Proxy> {
         Arc::new(Proxy {
-            policy,
+            policy: RwLock::new(Arc::new(policy)),
+            secrets,
             resolver,
             decisions: Mutex::default(),
             head_timeout: HEAD_TIMEOUT,
             hello_timeout: HELLO_TIMEOUT,
         })
+    }
+
+    /// The policy connections are checked against now.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Replaces the policy for every connection from now on; those already allowed go on.
+    pub fn set_policy(&self, policy: Policy) {
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(policy);
     }
 
     /// Serves one client connection to the end (one CONNECT tunnel, or one plain-HTTP request).
@@ -204,7 +233,7 @@ impl Proxy {
             return;
         };
         let _ = upstream.set_nodelay(true);
-        self.tunnel(client, upstream, Vec::new(), &host, port, decision)
+        self.tunnel_or_terminate(client, upstream, Vec::new(), &host, port, decision)
             .await;
     }
 
@@ -265,7 +294,7 @@ impl Proxy {
     /// Policy, then resolution and address checks. Never resolves a name the policy refused.
     async fn vet(&self, host: &Host, port: u16) -> Result<Vetted, Refusal> {
         let entry = self
-            .policy
+            .policy()
             .check(host, port)
             .map_err(|reason| Refusal::Denied {
                 reason,
@@ -411,8 +440,167 @@ impl Proxy {
             self.record(decision);
             return;
         }
-        self.tunnel(client, upstream, first, &host, port, decision)
+        self.tunnel_or_terminate(client, upstream, first, &host, port, decision)
             .await;
+    }
+
+    /// A tunnel to a secret's host is terminated (to substitute); any other is relayed.
+    async fn tunnel_or_terminate<C: AsyncRead + AsyncWrite + Unpin + Send>(
+        &self,
+        client: C,
+        upstream: TcpStream,
+        first: Vec<u8>,
+        host: &Host,
+        port: u16,
+        decision: Decision,
+    ) {
+        match &self.secrets {
+            Some(s) if s.applies(host, port) => {
+                self.terminate(s, client, upstream, first, host, port, decision)
+                    .await
+            }
+            _ => {
+                self.tunnel(client, upstream, first, host, port, decision)
+                    .await
+            }
+        }
+    }
+
+    /// A tunnel to a secret's host: its first bytes screened as any tunnel's (the SNI must name
+    /// the host); TLS is then terminated with a certificate from the secrets' CA and opened
+    /// again to the real host, verified; plain HTTP (not on 443) is read as it is. Either way
+    /// the first request head gets the secrets substituted and `Connection: close`.
+    #[allow(clippy::too_many_arguments)]
+    async fn terminate<C: AsyncRead + AsyncWrite + Unpin + Send>(
+        &self,
+        secrets: &Secrets,
+        client: C,
+        upstream: TcpStream,
+        first: Vec<u8>,
+        host: &Host,
+        port: u16,
+        mut decision: Decision,
+    ) {
+        let (mut cr, cw) = tokio::io::split(client);
+        let mut buf = first;
+        if let Err(why) = screen(&mut cr, &mut buf, host, port == 443, self.hello_timeout).await {
+            decision.allowed = false;
+            decision.reason = why;
+            self.record(decision);
+            return;
+        }
+        let tls = buf.first() == Some(&0x16);
+        let client = tokio::io::join(std::io::Cursor::new(buf).chain(cr), cw);
+        if !tls {
+            self.record(decision);
+            self.substitute(secrets, client, upstream, host, port).await;
+            return;
+        }
+        let accepted = match secrets.server_config(host) {
+            Ok(cfg) => {
+                timeout(
+                    self.hello_timeout,
+                    tokio_rustls::TlsAcceptor::from(cfg).accept(client),
+                )
+                .await
+            }
+            Err(why) => {
+                decision.reason = format!("{}; {why}", decision.reason);
+                self.record(decision);
+                return;
+            }
+        };
+        let mut client = match accepted {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                decision.reason = format!(
+                    "{}; the client refused the secrets proxy's certificate ({e})",
+                    decision.reason
+                );
+                self.record(decision);
+                return;
+            }
+            Err(_) => {
+                decision.reason = format!("{}; no TLS handshake in time", decision.reason);
+                self.record(decision);
+                return;
+            }
+        };
+        let name = match secrets::server_name(host) {
+            Ok(n) => n,
+            Err(why) => {
+                decision.reason = format!("{}; {why}", decision.reason);
+                self.record(decision);
+                respond(&mut client, Status::BadGateway, &why).await;
+                return;
+            }
+        };
+        let upstream =
+            match timeout(CONNECT_TIMEOUT, secrets.connector().connect(name, upstream)).await {
+                Ok(Ok(u)) => u,
+                Ok(Err(e)) => {
+                    let why = format!("TLS to {host}:{port} failed: {e}");
+                    decision.reason = format!("{}; {why}", decision.reason);
+                    self.record(decision);
+                    respond(&mut client, Status::BadGateway, &why).await;
+                    return;
+                }
+                Err(_) => {
+                    let why = format!("TLS to {host}:{port} timed out");
+                    decision.reason = format!("{}; {why}", decision.reason);
+                    self.record(decision);
+                    respond(&mut client, Status::BadGateway, &why).await;
+                    return;
+                }
+            };
+        self.record(decision);
+        self.substitute(secrets, client, upstream, host, port).await;
+    }
+
+    /// Reads the client's first request head, forwards it with the secrets of `host:port`
+    /// substituted and `Connection: close`, then relays both ways unchanged until either ends.
+    async fn substitute<C, U>(
+        &self,
+        secrets: &Secrets,
+        client: C,
+        upstream: U,
+        host: &Host,
+        port: u16,
+    ) where
+        C: AsyncRead + AsyncWrite + Unpin + Send,
+        U: AsyncRead + AsyncWrite + Unpin + Send,
+    {
+        let (mut cr, mut cw) = tokio::io::split(client);
+        let (mut ur, mut uw) = tokio::io::split(upstream);
+        let mut buf = Vec::new();
+        let head = timeout(self.head_timeout, read_origin_head(&mut cr, &mut buf)).await;
+        let (head, len) = match head {
+            Ok(Ok(Some(h))) => h,
+            Ok(Err((status, why))) => {
+                tracing::warn!(%why, "egress proxy: refused request to a secret's host");
+                let mut client = tokio::io::join(cr, cw);
+                respond(&mut client, status, &why).await;
+                return;
+            }
+            _ => return,
+        };
+        let forwarded = secrets.substitute(host, port, &head);
+        let up = async {
+            uw.write_all(&forwarded).await?;
+            uw.write_all(&buf[len..]).await?;
+            relay(&mut cr, &mut uw).await?;
+            uw.shutdown().await
+        };
+        let down = async {
+            relay(&mut ur, &mut cw).await?;
+            cw.shutdown().await
+        };
+        // The response ends the exchange (the upstream was told to close).
+        tokio::pin!(up, down);
+        tokio::select! {
+            _ = &mut down => {}
+            r = &mut up => if r.is_ok() { let _ = down.await; },
+        }
     }
 
     /// Relays a CONNECT tunnel, screening the client's first bytes: a TLS ClientHello must name
@@ -498,7 +686,10 @@ impl Proxy {
             return;
         };
         self.record(decision);
-        let forwarded = forward_head(head, path);
+        let mut forwarded = forward_head(head, path);
+        if let Some(s) = &self.secrets {
+            forwarded = s.substitute(&host, port, &forwarded);
+        }
         let (mut cr, mut cw) = tokio::io::split(client);
         let (mut ur, mut uw) = upstream.into_split();
         let up = async {
@@ -562,6 +753,64 @@ async fn read_head<S: AsyncRead + Unpin>(
                 return Err((Status::HeadTooLarge, "too many header lines".into()))
             }
             Err(HeadError::Bad(why)) => return Err((Status::BadRequest, why)),
+        }
+        let room = (MAX_HEAD - buf.len()).min(chunk.len());
+        match client.read(&mut chunk[..room]).await {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Reads the first request head a client sends to the server it thinks it reaches (origin
+/// form, inside a terminated tunnel) and returns it rebuilt: same request line and headers,
+/// hop-by-hop ones dropped, `Connection: close` added. Also the head's length in `buf`.
+async fn read_origin_head<S: AsyncRead + Unpin>(
+    client: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<Option<(Vec<u8>, usize)>, (Status, String)> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        let mut slots = [httparse::EMPTY_HEADER; 100];
+        let mut req = httparse::Request::new(&mut slots);
+        match req.parse(buf) {
+            Ok(httparse::Status::Complete(len)) => {
+                let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version)
+                else {
+                    return Err((Status::BadRequest, "malformed request line".into()));
+                };
+                let mut out = format!("{method} {path} HTTP/1.{minor}\r\n").into_bytes();
+                for h in req.headers.iter() {
+                    let lower = h.name.to_ascii_lowercase();
+                    if [
+                        "connection",
+                        "proxy-connection",
+                        "keep-alive",
+                        "proxy-authorization",
+                    ]
+                    .contains(&lower.as_str())
+                    {
+                        continue;
+                    }
+                    out.extend_from_slice(h.name.as_bytes());
+                    out.extend_from_slice(b": ");
+                    out.extend_from_slice(h.value);
+                    out.extend_from_slice(b"\r\n");
+                }
+                out.extend_from_slice(b"Connection: close\r\n\r\n");
+                return Ok(Some((out, len)));
+            }
+            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
+                return Err((
+                    Status::HeadTooLarge,
+                    "request head larger than 16 KiB".into(),
+                ))
+            }
+            Ok(httparse::Status::Partial) => {}
+            Err(httparse::Error::TooManyHeaders) => {
+                return Err((Status::HeadTooLarge, "too many header lines".into()))
+            }
+            Err(e) => return Err((Status::BadRequest, format!("malformed request head ({e})"))),
         }
         let room = (MAX_HEAD - buf.len()).min(chunk.len());
         match client.read(&mut chunk[..room]).await {

@@ -30,7 +30,8 @@ fn proxy(list: &[&str], hosts: Option<&str>) -> (Arc<Proxy>, tempfile::TempDir) 
         None => Resolver::default(),
     };
     let p = Arc::new(Proxy {
-        policy: entries(list),
+        policy: RwLock::new(Arc::new(entries(list))),
+        secrets: None,
         resolver,
         decisions: Mutex::default(),
         head_timeout: SHORT,
@@ -748,4 +749,66 @@ async fn a_refused_body_over_a_unix_socket_still_gets_its_answer() {
     let (c, theirs) = tokio::net::UnixStream::pair().unwrap();
     tokio::spawn(p.clone().serve(theirs));
     refused_upload_is_answered(c, 100 * 1024).await;
+}
+
+#[tokio::test]
+async fn a_new_policy_holds_for_the_next_connection() {
+    let (port, upstream) = http_upstream().await;
+    let (p, _dir) = proxy(&[], None);
+    let req = format!("GET http://127.0.0.1:{port}/ HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    assert!(ask(&p, &req).await.starts_with("HTTP/1.1 403"));
+    p.set_policy(entries(&[&format!("127.0.0.1:{port}")]));
+    assert!(ask(&p, &req).await.starts_with("HTTP/1.1 200"));
+    upstream.await.unwrap();
+    p.set_policy(entries(&[]));
+    assert!(ask(&p, &req).await.starts_with("HTTP/1.1 403"));
+}
+
+#[tokio::test]
+async fn plain_http_to_a_secret_host_gets_the_value_in_its_head_only() {
+    let (port, upstream) = http_upstream().await;
+    let (other_port, other) = http_upstream().await;
+    let secrets = Secrets::new(
+        &[SecretSpec {
+            name: "KEY".into(),
+            value: "the-real-value".into(),
+            hosts: vec![format!("127.0.0.1:{port}")],
+        }],
+        &[],
+    )
+    .unwrap();
+    let ph = secrets.env()[0].1.clone();
+    let p = Proxy::with_secrets(
+        entries(&[
+            &format!("127.0.0.1:{port}"),
+            &format!("127.0.0.1:{other_port}"),
+        ]),
+        Resolver::default(),
+        Some(Arc::new(secrets)),
+    );
+    let req = |port: u16| {
+        format!(
+            "POST http://127.0.0.1:{port}/?k={ph} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {ph}\r\nContent-Length: {}\r\n\r\n{ph}",
+            ph.len()
+        )
+    };
+    assert!(ask(&p, &req(port)).await.starts_with("HTTP/1.1 200"));
+    let got = String::from_utf8(upstream.await.unwrap()).unwrap();
+    assert!(
+        got.starts_with("POST /?k=the-real-value HTTP/1.1\r\n"),
+        "{got}"
+    );
+    assert!(
+        got.contains("Authorization: Bearer the-real-value\r\n"),
+        "{got}"
+    );
+    // The body is passed through as it came.
+    assert!(got.ends_with(&format!("\r\n\r\n{ph}")), "{got}");
+    assert!(ask(&p, &req(other_port)).await.starts_with("HTTP/1.1 200"));
+    let got = String::from_utf8(other.await.unwrap()).unwrap();
+    assert!(!got.contains("the-real-value"), "{got}");
+    assert!(
+        got.contains(&format!("Authorization: Bearer {ph}\r\n")),
+        "{got}"
+    );
 }

@@ -16,7 +16,7 @@ mod value;
 
 pub use crate::config::Config;
 pub use limits::timeout_ms;
-pub use network::egress_policy;
+pub use network::{egress_list, egress_policy};
 /// A call's `env` follows the Sandbox's rules (`session::percall`).
 pub(crate) use runtime::parse_env;
 
@@ -38,6 +38,7 @@ const KNOWN: &[&str] = &[
     "timeoutS",
     "network",
     "egressAllow",
+    "secrets",
     "mounts",
     "tmpfs",
     "profiles",
@@ -122,6 +123,7 @@ pub fn parse(v: &Value) -> Result<Config> {
         )?;
     }
     runtime::env(map, &mut cfg)?;
+    network::secrets(map, &mut cfg)?;
     limits::output_and_enforcement(map, &mut cfg)?;
     security::posture(map, &mut cfg)?;
     runtime::switches(map, &mut cfg)?;
@@ -141,6 +143,14 @@ pub fn check_early(options: &Value) -> Result<()> {
             return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
         }
         egress_policy(&entries)?;
+    }
+    if map.get("secrets").is_some_and(|v| !v.is_null()) {
+        let mut cfg = crate::config::Config::defaults();
+        network::ways_out(map, &mut cfg)?;
+        if let Some(v) = map.get("env").filter(|v| !v.is_null()) {
+            cfg.env = runtime::parse_env(v)?;
+        }
+        network::secrets(map, &mut cfg)?;
     }
     if let Some(v) = map.get("profiles").filter(|v| !v.is_null()) {
         super::profiles::check_tokens(&strings("profiles", v)?)?;

@@ -30,6 +30,58 @@ pub(super) fn ways_out(map: &Map<String, Value>, cfg: &mut Config) -> Result<()>
     Ok(())
 }
 
+/// `secrets` (after `egressAllow` and `env`): `{ NAME: { value, hosts } }`. Each name is a
+/// plain variable name that `env` does not also set; each host is allowed by `egressAllow`.
+/// Errors name the secret, never its value.
+pub(super) fn secrets(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> {
+    let Some(v) = map.get("secrets").filter(|v| !v.is_null()) else {
+        return Ok(());
+    };
+    const SHAPE: &str =
+        "an object such as { API_KEY: { value: \"sk-…\", hosts: [\"api.example.com\"] } }";
+    let obj = v
+        .as_object()
+        .ok_or_else(|| Error::Invalid(format!("option `secrets` must be {SHAPE}")))?;
+    let Network::Egress(policy) = &cfg.network else {
+        return crate::invalid!("option `secrets` needs `egressAllow`: the values are written in by the egress proxy, on the way to the hosts it allows; add `egressAllow` listing each secret's hosts");
+    };
+    let mut specs = Vec::new();
+    for (name, s) in obj {
+        let valid = name
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            return crate::invalid!("option `secrets`: {name:?} is not a variable name; use letters, digits and `_`, not starting with a digit (e.g. API_KEY)");
+        }
+        if cfg.env.iter().any(|(k, _)| k == name) {
+            return crate::invalid!("option `secrets`: {name:?} is also set by option `env`; a secret's variable holds its placeholder, so leave it out of `env`");
+        }
+        let value = s.get("value").and_then(Value::as_str);
+        let hosts = s.get("hosts").and_then(Value::as_array).and_then(|a| {
+            a.iter()
+                .map(|h| h.as_str().map(str::to_owned))
+                .collect::<Option<Vec<_>>>()
+        });
+        let extra = s
+            .as_object()
+            .and_then(|o| o.keys().find(|k| *k != "value" && *k != "hosts"));
+        let (Some(value), Some(hosts), None) = (value, hosts, extra) else {
+            return crate::invalid!("option `secrets`: {name:?} must be {{ value: string, hosts: string[] }} and nothing else");
+        };
+        specs.push(crate::engine::proxy::SecretSpec {
+            name: name.clone(),
+            value: value.to_owned(),
+            hosts,
+        });
+    }
+    crate::engine::proxy::Secrets::check(&specs, policy)
+        .map_err(|e| Error::Invalid(format!("option `secrets`: {e}")))?;
+    cfg.secrets = specs;
+    Ok(())
+}
+
 /// `setupNetwork`.
 pub(super) fn setup_network(v: &Value) -> Result<SetupNetwork> {
     match v.as_str() {
@@ -41,6 +93,12 @@ pub(super) fn setup_network(v: &Value) -> Result<SetupNetwork> {
             v,
         )),
     }
+}
+
+/// The proxy's policy from an `egressAllow` list as JSON (`setEgressAllow`), checked as the
+/// option is.
+pub fn egress_list(v: &Value) -> Result<crate::engine::proxy::Policy> {
+    egress_policy(&strings("egressAllow", v)?)
 }
 
 /// The proxy's policy from `egressAllow` entries; a bad entry is the option's error.

@@ -1,0 +1,366 @@
+//! `secrets`: values the box may use but never holds. The box's environment carries a random
+//! placeholder per secret; the proxy writes the value in its place in the request line and
+//! headers of a request to one of that secret's hosts, and nowhere else.
+//!
+//! Over HTTPS the proxy must read the request to do so: for a tunnel to a secret's host it
+//! terminates TLS with a certificate for that host signed by a CA made for this proxy alone
+//! (its key stays in this process's memory; only its certificate is given to the box to trust),
+//! and opens its own TLS connection to the real host, verified against the roots it was given
+//! (the system store, as pulls use it). Only HTTP/1.1 is spoken there (ALPN `http/1.1`).
+//!
+//! One request per terminated connection: the first request head is rewritten with
+//! `Connection: close`, and whatever follows (its body, anything pipelined after it) is relayed
+//! unchanged, so the placeholder is inert in a body and in any later request on that
+//! connection; clients open a new connection for their next request when told to close.
+
+use super::policy::{canonical_host, split_authority, Host, Policy};
+use rcgen::{
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio_rustls::rustls::{
+    self,
+    pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName},
+    ClientConfig, RootCertStore, ServerConfig,
+};
+
+/// What a placeholder starts with; 32 random hex digits follow (122 random bits).
+pub const PLACEHOLDER_PREFIX: &str = "kern-secret-";
+/// The only protocol spoken on a terminated connection.
+const ALPN_HTTP11: &[u8] = b"http/1.1";
+
+/// One secret as the options give it.
+#[derive(Clone)]
+pub struct SecretSpec {
+    /// The environment variable the box sees the placeholder in.
+    pub name: String,
+    pub value: String,
+    /// `host` or `host:port` (any port the policy allows when none is given).
+    pub hosts: Vec<String>,
+}
+
+// The value must never reach a log or an error message through a `{:?}`.
+impl std::fmt::Debug for SecretSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecretSpec")
+            .field("name", &self.name)
+            .field("hosts", &self.hosts)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Secret {
+    placeholder: Vec<u8>,
+    value: Vec<u8>,
+    hosts: Vec<(Host, Option<u16>)>,
+}
+
+/// The secrets of one Sandbox, its CA, and the TLS settings of both sides.
+pub struct Secrets {
+    list: Vec<Secret>,
+    env: Vec<(String, String)>,
+    ca: CertifiedIssuer<'static, KeyPair>,
+    /// Server settings per host, each with a certificate the CA signed for it.
+    leaves: Mutex<HashMap<String, Arc<ServerConfig>>>,
+    upstream: Arc<ClientConfig>,
+}
+
+/// Why a secret was refused; never quotes the value.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretsError {
+    #[error("secret {name:?}: host {host:?}: {why}")]
+    Host {
+        name: String,
+        host: String,
+        why: String,
+    },
+    #[error("secret {name:?}: {why}")]
+    Shape { name: String, why: String },
+    #[error("making the secrets' certificate authority failed: {0}")]
+    Ca(String),
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+impl Secrets {
+    /// Checks the secrets, draws their placeholders and makes the CA. `roots`: the certificates
+    /// (DER) the real hosts are verified against.
+    pub fn new(specs: &[SecretSpec], roots: &[Vec<u8>]) -> Result<Secrets, SecretsError> {
+        let mut list = Vec::new();
+        let mut env = Vec::new();
+        for s in specs {
+            let hosts = check_shape(s)?;
+            let placeholder = format!("{PLACEHOLDER_PREFIX}{}", uuid::Uuid::new_v4().simple());
+            env.push((s.name.clone(), placeholder.clone()));
+            list.push(Secret {
+                placeholder: placeholder.into_bytes(),
+                value: s.value.clone().into_bytes(),
+                hosts,
+            });
+        }
+        let ca = make_ca().map_err(|e| SecretsError::Ca(e.to_string()))?;
+        let mut store = RootCertStore::empty();
+        // Unparseable certificates in a system bundle are skipped, as rustls-native-certs does.
+        let _ =
+            store.add_parsable_certificates(roots.iter().map(|d| CertificateDer::from(d.clone())));
+        let mut upstream = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| SecretsError::Ca(e.to_string()))?
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        upstream.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+        Ok(Secrets {
+            list,
+            env,
+            ca,
+            leaves: Mutex::default(),
+            upstream: Arc::new(upstream),
+        })
+    }
+
+    /// Checks the secrets without making anything: their shape, and that `policy` allows each
+    /// host (a host it refuses could never be sent the value).
+    pub fn check(specs: &[SecretSpec], policy: &Policy) -> Result<(), SecretsError> {
+        for s in specs {
+            for (h, (host, port)) in s.hosts.iter().zip(check_shape(s)?) {
+                let ports = port.map_or(vec![443, 80], |p| vec![p]);
+                if !ports.iter().any(|p| policy.check(&host, *p).is_ok()) {
+                    return Err(host_err(
+                        s,
+                        h,
+                        "is not allowed by `egressAllow`; add it there too".into(),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `NAME=placeholder` for each secret, for the box's environment.
+    pub fn env(&self) -> &[(String, String)] {
+        &self.env
+    }
+
+    /// The CA's certificate (PEM), which the box trusts. Its key never leaves this process.
+    pub fn ca_pem(&self) -> String {
+        self.ca.pem()
+    }
+
+    /// Whether a request to `host:port` gets some secret substituted (its tunnel is terminated).
+    pub(super) fn applies(&self, host: &Host, port: u16) -> bool {
+        self.list.iter().any(|s| s.listed(host, port))
+    }
+
+    /// `head` with the placeholder of every secret listing `host:port` replaced by its value.
+    pub(super) fn substitute(&self, host: &Host, port: u16, head: &[u8]) -> Vec<u8> {
+        let mut out = head.to_vec();
+        for s in self.list.iter().filter(|s| s.listed(host, port)) {
+            out = replace_all(&out, &s.placeholder, &s.value);
+        }
+        out
+    }
+
+    /// The server side of a terminated tunnel to `host`: a certificate for it, made once.
+    pub(super) fn server_config(&self, host: &Host) -> Result<Arc<ServerConfig>, String> {
+        let key = host.text();
+        let mut leaves = self.leaves.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = leaves.get(&key) {
+            return Ok(c.clone());
+        }
+        let made = (|| -> Result<ServerConfig, Box<dyn std::error::Error>> {
+            let mut params = CertificateParams::new(vec![key.clone()])?;
+            params
+                .distinguished_name
+                .push(DnType::CommonName, key.as_str());
+            let leaf_key = KeyPair::generate()?;
+            let cert = params.signed_by(&leaf_key, &self.ca)?;
+            let chain = vec![cert.der().clone()];
+            let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf_key.serialize_der()));
+            let mut cfg = ServerConfig::builder_with_provider(provider())
+                .with_safe_default_protocol_versions()?
+                .with_no_client_auth()
+                .with_single_cert(chain, private)?;
+            cfg.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
+            Ok(cfg)
+        })()
+        .map_err(|e| format!("making a certificate for {key} failed: {e}"))?;
+        let made = Arc::new(made);
+        leaves.insert(key, made.clone());
+        Ok(made)
+    }
+
+    /// The client side towards the real host.
+    pub(super) fn connector(&self) -> tokio_rustls::TlsConnector {
+        tokio_rustls::TlsConnector::from(self.upstream.clone())
+    }
+}
+
+impl Secret {
+    fn listed(&self, host: &Host, port: u16) -> bool {
+        self.hosts
+            .iter()
+            .any(|(h, p)| h == host && p.is_none_or(|p| p == port))
+    }
+}
+
+/// A secret's value and hosts, checked; its hosts parsed.
+fn check_shape(s: &SecretSpec) -> Result<Vec<(Host, Option<u16>)>, SecretsError> {
+    let shape = |why: &str| SecretsError::Shape {
+        name: s.name.clone(),
+        why: why.into(),
+    };
+    if s.value.is_empty() {
+        return Err(shape("`value` is empty"));
+    }
+    if s.value.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+        return Err(shape(
+            "`value` holds CR, LF or NUL, which can't go in an HTTP header",
+        ));
+    }
+    if s.hosts.is_empty() {
+        return Err(shape(
+            "`hosts` is empty; name the hosts the value may be sent to",
+        ));
+    }
+    s.hosts
+        .iter()
+        .map(|h| parse_host(h).map_err(|why| host_err(s, h, why)))
+        .collect()
+}
+
+fn host_err(s: &SecretSpec, h: &str, why: String) -> SecretsError {
+    SecretsError::Host {
+        name: s.name.clone(),
+        host: h.to_owned(),
+        why,
+    }
+}
+
+/// `host` or `host:port`, canonical as requests are.
+fn parse_host(raw: &str) -> Result<(Host, Option<u16>), String> {
+    if raw.starts_with('.') {
+        return Err("a secret names hosts exactly, not domains".into());
+    }
+    let (host, port) = split_authority(raw)?;
+    Ok((canonical_host(host)?, port))
+}
+
+/// The name the real host's certificate must carry.
+pub(super) fn server_name(host: &Host) -> Result<ServerName<'static>, String> {
+    match host {
+        Host::Ip(ip) => Ok(ServerName::IpAddress((*ip).into())),
+        Host::Name(n) => ServerName::try_from(n.clone()).map_err(|e| format!("{n}: {e}")),
+    }
+}
+
+/// A CA for this proxy alone: ECDSA P-256, made in memory.
+fn make_ca() -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+    let mut params = CertificateParams::default();
+    params.distinguished_name.push(
+        DnType::CommonName,
+        "kern-sandbox secrets proxy (per Sandbox)",
+    );
+    params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    CertifiedIssuer::self_signed(params, KeyPair::generate()?)
+}
+
+/// `haystack` with every `needle` replaced by `with`.
+fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(haystack.len());
+    let mut i = 0;
+    while i < haystack.len() {
+        if haystack[i..].starts_with(needle) {
+            out.extend_from_slice(with);
+            i += needle.len();
+        } else {
+            out.push(haystack[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(hosts: &[&str]) -> SecretSpec {
+        SecretSpec {
+            name: "KEY".into(),
+            value: "s3cr3t-value".into(),
+            hosts: hosts.iter().map(|h| h.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn substitutes_for_listed_hosts_only() {
+        let s = Secrets::new(&[spec(&["API.example.com", "127.0.0.1:8443"])], &[]).unwrap();
+        let (name, ph) = &s.env()[0];
+        assert_eq!(name, "KEY");
+        assert!(ph.starts_with(PLACEHOLDER_PREFIX) && ph.len() == PLACEHOLDER_PREFIX.len() + 32);
+        let head = format!("GET /?k={ph} HTTP/1.1\r\nAuthorization: Bearer {ph}\r\n\r\n");
+        let api = Host::Name("api.example.com".into());
+        let out = s.substitute(&api, 443, head.as_bytes());
+        assert_eq!(
+            out,
+            b"GET /?k=s3cr3t-value HTTP/1.1\r\nAuthorization: Bearer s3cr3t-value\r\n\r\n"
+        );
+        let other = Host::Name("other.example.com".into());
+        assert!(!s.applies(&other, 443));
+        assert_eq!(s.substitute(&other, 443, head.as_bytes()), head.as_bytes());
+        let lo = Host::Ip("127.0.0.1".parse().unwrap());
+        assert!(s.applies(&lo, 8443));
+        assert!(!s.applies(&lo, 443));
+        assert!(s.server_config(&api).is_ok());
+        assert!(s.server_config(&lo).is_ok());
+    }
+
+    #[test]
+    fn refusals_never_quote_the_value() {
+        for (bad, says) in [
+            (
+                SecretSpec {
+                    value: "a\r\nb".into(),
+                    ..spec(&["a.test"])
+                },
+                "CR",
+            ),
+            (
+                SecretSpec {
+                    value: String::new(),
+                    ..spec(&["a.test"])
+                },
+                "empty",
+            ),
+            (spec(&[]), "hosts"),
+            (spec(&[".a.test"]), "exactly"),
+            (spec(&["a.test:0"]), "port"),
+        ] {
+            let e = Secrets::new(std::slice::from_ref(&bad), &[])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains(says), "{e}");
+            assert!(!e.contains(&bad.value) || bad.value.is_empty(), "{e}");
+        }
+        let policy = Policy::parse(&["a.test".into()]).unwrap();
+        let e = Secrets::check(&[spec(&["b.test"])], &policy).unwrap_err();
+        assert!(e.to_string().contains("egressAllow"), "{e}");
+        assert!(Secrets::check(&[spec(&["a.test:443"])], &policy).is_ok());
+        assert!(Secrets::check(&[spec(&["a.test"])], &policy).is_ok());
+        assert!(Secrets::check(&[spec(&["a.test:8443"])], &policy).is_err());
+    }
+
+    #[test]
+    fn placeholders_differ() {
+        let a = Secrets::new(&[spec(&["a.test"])], &[]).unwrap();
+        let b = Secrets::new(&[spec(&["a.test"])], &[]).unwrap();
+        assert_ne!(a.env()[0].1, b.env()[0].1);
+        assert_ne!(a.ca_pem(), b.ca_pem());
+        assert!(a.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
+    }
+}
