@@ -369,6 +369,41 @@ export interface SandboxOptions {
    * through an allowed host, and TLS to an allowed name can carry anything (domain fronting).
    */
   egressAllow?: string[];
+  /** *(Addition to the published surface.)* Secrets the code may use but never read: `{ NAME: {
+   * value, hosts } }`. Each box's environment gets `NAME=kern-secret-<32 random hex digits>`, a
+   * placeholder drawn at `open()` for this Sandbox alone; the egress proxy (in your process)
+   * writes `value` in its place in the request line and headers of requests to one of `hosts`,
+   * and nowhere else. The value never enters a box: not its environment, `/proc`, files or memory,
+   * nor `runtimeNotes`, errors or logs.
+   *
+   * - Needs `egressAllow`, and every host must be allowed by it (`"api.example.com"`, or
+   *   `"host:port"` for one port; a host names one host exactly, not a domain). A `NAME` is a
+   *   variable name (`[A-Za-z_][A-Za-z0-9_]*`) that `env` does not also set; a call's own `env`
+   *   naming it is overridden by the placeholder. `value` is a non-empty string without CR, LF or
+   *   NUL. Mistakes throw a `SandboxError` from the constructor, naming the secret, never its value.
+   * - HTTPS: for a connection to one of `hosts` (a `CONNECT`, or a listed loopback address
+   *   reached directly), the proxy checks the ClientHello's SNI as for any tunnel, terminates TLS
+   *   with a certificate for that host from a CA made at `open()` for this Sandbox (ECDSA P-256;
+   *   its private key stays in your process's memory, never written anywhere), and opens its own
+   *   TLS connection to the real host, verified against the store image pulls use (the system's,
+   *   and `KERN_REGISTRY_CA`). Boxes trust that CA's certificate (appended to the bundle
+   *   `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `NODE_EXTRA_CA_CERTS`, `PIP_CERT`, `CURL_CA_BUNDLE` name);
+   *   a connection to any other host is tunnelled as before, so the CA vouches for nothing else.
+   *   Only HTTP/1.1 is spoken there (ALPN `http/1.1`), plain HTTP to a listed host is rewritten
+   *   the same way.
+   * - One request per connection to a secret's host: the first request head gets the value and
+   *   `Connection: close`; its body, and anything sent after it on that connection, pass
+   *   unchanged (the placeholder stays inert there). Clients open a new connection for their next
+   *   request, as the server tells them to.
+   * - To every other host the placeholder is sent as it is: it is a random string, worthless
+   *   outside this Sandbox's proxy. A host `setEgressAllow` removes is simply unreachable.
+   * - Every box of the Sandbox gets the placeholders (calls, kernels, `spawn()`, `terminal()`,
+   *   prewarmed boxes); the `setup` box does not (it installs, and trusts only the host's CAs).
+   *
+   * Measured here (BENCHMARKS.md, "egress proxy overhead", dev build): a small HTTPS GET on a new
+   * connection took 4.0 ms through the proxy to a secret's host against 3.1 ms tunnelled and
+   * 2.8 ms direct (`network: true`). */
+  secrets?: Record<string, { value: string; hosts: string[] }>;
   /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`,
    * read-only unless `"rw"`; at most 16. LOOSENS ISOLATION by what you bind.
    *
@@ -868,6 +903,17 @@ export class Sandbox {
 
   /** *(Addition to the published surface.)* The processes `spawn()` started that still run. */
   processes(): SandboxProcess[];
+
+  /** *(Addition to the published surface.)* Replaces the `egressAllow` list for every later call
+   * and for the next connection of every box of this Sandbox already running (kernels, `spawn()`
+   * processes): the proxy reads its list once per connection. A connection opened before (a
+   * tunnel, a kept-alive plain request) goes on under the list it was admitted by. Same entries
+   * and checks as the option; `[]` denies everything. A refused list throws a `SandboxError` and
+   * leaves the current one in force; so does a Sandbox opened without a non-empty `egressAllow`
+   * (its boxes have no proxy to steer). A loopback address added later is reached through the
+   * proxy (`HTTP_PROXY`) by boxes already running; only boxes started after the change also get
+   * its listener in the box. A `secrets` host removed here is unreachable, not sent the value. */
+  setEgressAllow(list: string[]): Promise<void>;
 
   /** *(Addition to the published surface.)* Runs `argv` (default: the image's `bash`, else
    * `sh`) on a new terminal of a fresh box of this Sandbox, `cols` x `rows` (default 80 x 24,

@@ -105,6 +105,7 @@ const NO_FLAG = {
   persistTtlS: 'resident boxes are the session\'s',
   network: 'the CLI box has no network; networking lives in the session (its proxy and relay)',
   egressAllow: 'the egress proxy runs in the session\'s process',
+  secrets: 'the egress proxy writes them in, in the session\'s process',
   mounts: 'host mounts are checked by the session (MountRefused); the CLI binds only --workspace',
   profiles: 'profiles resolve to session options',
   maxOutputBytes: 'the CLI writes the box\'s output straight to the terminal: nothing is captured',

@@ -53,6 +53,7 @@ const fullOpts: SandboxOptions = {
   timeoutS: 30,
   network: false,
   egressAllow: ['pypi.org', 'files.pythonhosted.org'],
+  secrets: { API_KEY: { value: 'sk-123', hosts: ['api.example.com', 'api.example.com:8443'] } },
   mounts: { '/srv/a': mountA, '/srv/b': mountB, '/srv/c': mountC },
   tmpfs: { '/tmp': `${DEFAULT_TMPFS_MB * 2}m`, '/scratch': null },
   profiles: ['vcpu:heavy', 'vgpio:leds', 'vdisk:scratch'],
@@ -183,6 +184,10 @@ async function sandboxApi(): Promise<void> {
   await k.close();
   await k2.close();
 
+  const widened: void = await sb.setEgressAllow(['pypi.org', '.example.com']);
+  await sb.setEgressAllow([]);
+  // @ts-expect-error setEgressAllow takes a list, not one host
+  await sb.setEgressAllow('pypi.org');
   const d: void = await sb.destroy();
   const c: void = await sb.close();
   void d; void c;

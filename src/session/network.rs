@@ -4,7 +4,9 @@
 //! A box with any network trusts the host's CA bundle: networks that intercept TLS (corporate
 //! proxies, and this project's CI machine) present their own CA, and without it every TLS client
 //! in the box fails verification. With the proxy, TLS still runs end to end between the box and
-//! the server (CONNECT); only the names and addresses are the proxy's to decide.
+//! the server (CONNECT); only the names and addresses are the proxy's to decide, except for the
+//! hosts of `secrets`, where the proxy terminates TLS with a CA of the session's own, which the
+//! boxes trust besides the host's CAs (`secrets_proxy`, `trust_bundle`).
 
 use crate::engine::handoff::BoxFds;
 use crate::engine::proxy::{Decision, Policy, Proxy, SecretSpec, Secrets};

@@ -19,6 +19,11 @@
 //! an SNI naming anything but that same address is a mismatch. With ECH the outer SNI is what
 //! is checked. `Transfer-Encoding` on plain HTTP is refused (411): only `Content-Length` bodies.
 //!
+//! The policy is read once per connection ([`Proxy::set_policy`] swaps it for the connections
+//! that follow; those already admitted go on). With `secrets` (see `secrets.rs`), a tunnel to a
+//! secret's host is screened as above, then terminated: TLS with a certificate from a CA of this
+//! proxy alone, the first request head rewritten with the value, TLS again to the real host.
+//!
 //! Every verdict on a destination is a [`Decision`], one per connection, logged with `tracing`
 //! and kept for [`Proxy::take_decisions`]. Malformed requests (400 before the destination is
 //! known, 431, a silent client) are only logged. Not covered (residual risks): data sent to an
