@@ -400,9 +400,10 @@ export interface SandboxOptions {
    * - Every box of the Sandbox gets the placeholders (calls, kernels, `spawn()`, `terminal()`,
    *   prewarmed boxes); the `setup` box does not (it installs, and trusts only the host's CAs).
    *
-   * Measured here (BENCHMARKS.md, "egress proxy overhead", dev build): a small HTTPS GET on a new
-   * connection took 4.0 ms through the proxy to a secret's host against 3.1 ms tunnelled and
-   * 2.8 ms direct (`network: true`). */
+   * Measured here (BENCHMARKS.md, "egress proxy overhead", dev build, a machine shared with other
+   * builds): a small HTTPS GET on a new connection took 3.4 ms (median) through the proxy to a
+   * secret's host, 3.5 ms tunnelled and 2.3 ms direct (`network: true`); between runs the medians
+   * moved by up to 1 ms, so termination's own cost is below what this machine can resolve. */
   secrets?: Record<string, { value: string; hosts: string[] }>;
   /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`,
    * read-only unless `"rw"`; at most 16. LOOSENS ISOLATION by what you bind.

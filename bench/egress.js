@@ -3,8 +3,8 @@
 // directly (`network: true`), through the `egressAllow` proxy as a plain tunnel, and through the
 // proxy to a `secrets` host, where it terminates TLS, substitutes the header and opens TLS again.
 //
-//   npm run bench:egress                # R = 5 rounds of 50 requests per case
-//   BENCH_N=10 BENCH_REQUESTS=100 npm run bench:egress
+//   npm run bench:egress                # N = 10 rounds of 50 requests per case
+//   BENCH_N=20 BENCH_REQUESTS=100 npm run bench:egress
 //
 // Needs: a build (`npm run build`, or `npm run build:debug`: the section says which), the test
 // rootfs and the openssl CLI. Writes its section between the bench-egress markers of
@@ -28,7 +28,7 @@ const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, median, 
 const { makeTestCa, trustTestCa, startHttps, stopAll } = require('../__tests__/tls-servers');
 
 const die = dieFor('bench-egress');
-const N = positiveInt(process.env.BENCH_N, 5, 'BENCH_N', die);
+const N = positiveInt(process.env.BENCH_N, 10, 'BENCH_N', die);
 const REQUESTS = positiveInt(process.env.BENCH_REQUESTS, 50, 'BENCH_REQUESTS', die);
 const START = '<!-- bench-egress:start -->';
 const END = '<!-- bench-egress:end -->';
@@ -110,7 +110,7 @@ async function main() {
     '',
     `- Date: ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}`,
     `- Machine: ${os.cpus().length} CPU(s), ${Math.round(os.totalmem() / 2 ** 30)} GiB; running as ${process.getuid() === 0 ? 'root' : 'uid ' + process.getuid()}; Node ${process.version}; ${profile}`,
-    '- Reproduce: `npm run build && npm run bench:egress` (BENCH_N rounds, default 5; BENCH_REQUESTS per round, default 50)',
+    '- Reproduce: `npm run build && npm run bench:egress` (BENCH_N rounds, default 10; BENCH_REQUESTS per round, default 50)',
     `- Each request: a new connection, a TLS handshake verified in the box, \`GET /\` with an \`Authorization\` header, the response read to the close; timed in the box. N = ${N} rounds of ${REQUESTS} requests per case after one untimed round each, cases alternating.`,
     '',
     '| case | median ms | p90 ms | vs direct | vs tunnelled |',
