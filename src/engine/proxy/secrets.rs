@@ -192,6 +192,12 @@ impl Secrets {
         Ok(made)
     }
 
+    /// The CA's certificate, DER (tests trust it as a box does).
+    #[cfg(test)]
+    pub(super) fn ca_der(&self) -> CertificateDer<'static> {
+        self.ca.der().clone()
+    }
+
     /// The client side towards the real host.
     pub(super) fn connector(&self) -> tokio_rustls::TlsConnector {
         tokio_rustls::TlsConnector::from(self.upstream.clone())
