@@ -908,7 +908,7 @@ export class Sandbox {
   /** *(Addition to the published surface.)* Replaces the `egressAllow` list for every later call
    * and for the next connection of every box of this Sandbox already running (kernels, `spawn()`
    * processes): the proxy reads its list once per connection. A connection opened before (a
-   * tunnel, a kept-alive plain request) goes on under the list it was admitted by. Same entries
+   * CONNECT tunnel, a download in progress) goes on under the list it was admitted by. Same entries
    * and checks as the option; `[]` denies everything. A refused list throws a `SandboxError` and
    * leaves the current one in force; so does a Sandbox opened without a non-empty `egressAllow`
    * (its boxes have no proxy to steer). A loopback address added later is reached through the
