@@ -380,7 +380,8 @@ export interface SandboxOptions {
    *   `"host:port"` for one port; a host names one host exactly, not a domain). A `NAME` is a
    *   variable name (`[A-Za-z_][A-Za-z0-9_]*`) that `env` does not also set; a call's own `env`
    *   naming it is overridden by the placeholder. `value` is a non-empty string without CR, LF or
-   *   NUL. Mistakes throw a `SandboxError` from the constructor, naming the secret, never its value.
+   *   NUL. Mistakes throw a `SandboxError` (`ERR_INVALID_OPTION`) from the constructor, naming
+   *   the secret, never its value.
    * - HTTPS: for a connection to one of `hosts` (a `CONNECT`, or a listed loopback address
    *   reached directly), the proxy checks the ClientHello's SNI as for any tunnel, terminates TLS
    *   with a certificate for that host from a CA made at `open()` for this Sandbox (ECDSA P-256;
@@ -909,9 +910,9 @@ export class Sandbox {
    * and for the next connection of every box of this Sandbox already running (kernels, `spawn()`
    * processes): the proxy reads its list once per connection. A connection opened before (a
    * CONNECT tunnel, a download in progress) goes on under the list it was admitted by. Same entries
-   * and checks as the option; `[]` denies everything. A refused list throws a `SandboxError` and
-   * leaves the current one in force; so does a Sandbox opened without a non-empty `egressAllow`
-   * (its boxes have no proxy to steer). A loopback address added later is reached through the
+   * and checks as the option; `[]` denies everything. A refused list throws a `SandboxError`
+   * (`ERR_INVALID_OPTION`) and leaves the current one in force; so does a Sandbox opened without a
+   * non-empty `egressAllow` (its boxes have no proxy to steer). A loopback address added later is reached through the
    * proxy (`HTTP_PROXY`) by boxes already running; only boxes started after the change also get
    * its listener in the box. A `secrets` host removed here is unreachable, not sent the value. */
   setEgressAllow(list: string[]): Promise<void>;

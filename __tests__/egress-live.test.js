@@ -134,6 +134,7 @@ describe('setEgressAllow', () => {
     const none = await new Sandbox(opts()).open();
     try {
       await expect(none.setEgressAllow([entry(a)])).rejects.toThrow(/needs a Sandbox opened with a non-empty `egressAllow`/);
+      await expect(none.setEgressAllow([entry(a)])).rejects.toHaveProperty('code', 'ERR_INVALID_OPTION');
     } finally {
       await none.close();
     }
@@ -145,11 +146,14 @@ describe('setEgressAllow', () => {
     }
     const sb = new Sandbox(opts({ egressAllow: [entry(a)] }));
     await expect(sb.setEgressAllow([entry(b)])).rejects.toThrow(/not open/);
+    await expect(sb.setEgressAllow([entry(b)])).rejects.toHaveProperty('code', 'ERR_NOT_OPEN');
     await sb.open();
     try {
       await expect(sb.setEgressAllow('pypi.org')).rejects.toThrow(/takes an array of strings/);
       await expect(sb.setEgressAllow(['https://pypi.org/simple'])).rejects.toThrow(/egressAllow entry "https:\/\/pypi\.org\/simple"/);
+      await expect(sb.setEgressAllow(['*'])).rejects.toHaveProperty('code', 'ERR_INVALID_OPTION');
       await expect(sb.setEgressAllow(['*'])).rejects.toThrow(SandboxError);
+      await expect(sb.setEgressAllow('pypi.org')).rejects.toHaveProperty('code', 'ERR_INVALID_OPTION');
       // A refused list leaves the previous one in force.
       expect((await sb.runCode(fetchBoth('r1'))).stdout.trim()).toBe('200 403');
     } finally {

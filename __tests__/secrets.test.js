@@ -66,6 +66,7 @@ describe('bad secrets are refused when the Sandbox is constructed, never quoting
       err = e;
     }
     expect(err).toBeInstanceOf(SandboxError);
+    expect(err.code).toBe('ERR_INVALID_OPTION');
     expect(err.message).toMatch(re);
     expect(err.message).not.toContain(VALUE);
   });
