@@ -398,6 +398,8 @@ export interface SandboxOptions {
    *   request, as the server tells them to.
    * - To every other host the placeholder is sent as it is: it is a random string, worthless
    *   outside this Sandbox's proxy. A host `setEgressAllow` removes is simply unreachable.
+   * - What a secret's host sends back is the box's to read: list only hosts that never reflect a
+   *   request's headers into a response (an echo or debug endpoint would hand the value over).
    * - Every box of the Sandbox gets the placeholders (calls, kernels, `spawn()`, `terminal()`,
    *   prewarmed boxes); the `setup` box does not (it installs, and trusts only the host's CAs).
    *
