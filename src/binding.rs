@@ -479,6 +479,15 @@ pub struct NativeResult {
     /// The name of the signal that ended the workload, if one did.
     pub signal: Option<String>,
     pub results: Vec<NativeBundle>,
+    /// The exception a python cell raised (`ExecutionResult.error`).
+    pub error: Option<NativeCellError>,
+}
+
+#[napi(object)]
+pub struct NativeCellError {
+    pub name: String,
+    pub value: String,
+    pub traceback: String,
 }
 
 #[napi(object)]
@@ -500,6 +509,10 @@ pub struct NativeFile {
 pub struct NativeBundle {
     pub mimes: Vec<String>,
     pub payloads: Vec<String>,
+    /// The value of the cell's last expression, not a display() or a figure.
+    pub is_main: bool,
+    /// A matplotlib figure's chart data, as JSON (the JS layer parses it).
+    pub chart: Option<String>,
 }
 
 impl From<crate::session::ExecResult> for NativeResult {
@@ -532,17 +545,28 @@ impl From<crate::session::ExecResult> for NativeResult {
             results: r
                 .results
                 .into_iter()
-                .map(|b| {
-                    let (mimes, payloads) = b
+                .map(|item| {
+                    let (mimes, payloads) = item
+                        .data
                         .into_iter()
                         .map(|(k, v)| match v {
                             serde_json::Value::String(s) => (k, s),
                             other => (k, other.to_string()),
                         })
                         .unzip();
-                    NativeBundle { mimes, payloads }
+                    NativeBundle {
+                        mimes,
+                        payloads,
+                        is_main: item.main,
+                        chart: item.chart.map(|c| c.to_string()),
+                    }
                 })
                 .collect(),
+            error: r.error.map(|e| NativeCellError {
+                name: e.name,
+                value: e.value,
+                traceback: e.traceback,
+            }),
         }
     }
 }

@@ -9,6 +9,7 @@
 #                   before done: the host splits a kernel's output streams there), "single": true
 #                   (a prewarmed box's only cell: named <cell> like a once-cell, not <cell-N>)
 #   driver -> host  {"type": "display", "data": {mime: value}, "metadata": {...}}   display(), figures
+#                   (a matplotlib figure's also has "chart": its plotted data, see chart_of)
 #                   {"type": "result", "data": {...}, "metadata": {...}}     the last bare expression
 #                   {"type": "error", "ename": ..., "evalue": ..., "traceback": "..."}
 #                   {"type": "done", "id": N, "status": "ok" | "error", "exit": int | null}   last
@@ -619,6 +620,221 @@ def figure_bundle(fig):
     return data, {}
 
 
+# ---- chart data: what a matplotlib figure plots, as plain numbers and strings (the frame's
+# "chart"), so a caller can read a chart without looking at its image. Read from the Figure
+# the driver is about to send; matplotlib is never imported for it (a Figure exists only if the
+# cell imported it). At most MAX_CHART_POINTS values are read per figure: a chart cut there
+# says "truncated": true.
+MAX_CHART_POINTS = 10000
+MAX_CHART_TEXT = 1000
+
+
+class Budget:
+    def __init__(self):
+        self.left = MAX_CHART_POINTS
+        self.cut = False
+
+    def take(self, n):
+        """How many of n values may still be read."""
+        k = min(n, self.left)
+        self.left -= k
+        if k < n:
+            self.cut = True
+        return k
+
+
+def chart_text(v):
+    try:
+        s = v if isinstance(v, str) else v.get_text() if hasattr(v, "get_text") else safe_str(v)
+    except Exception:
+        s = ""
+    return s[:MAX_CHART_TEXT] if isinstance(s, str) else ""
+
+
+def chart_value(v):
+    """A number (None for NaN and infinities), a string, or an ISO date."""
+    try:
+        if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+            v = v.item()  # a numpy scalar
+        if isinstance(v, bool):
+            return v
+        if isinstance(v, (int, float)):
+            f = float(v)
+            if f != f or f in (float("inf"), float("-inf")):
+                return None
+            return v if isinstance(v, int) and abs(v) < (1 << 53) else f
+        if isinstance(v, str):
+            return v[:MAX_CHART_TEXT]
+        if hasattr(v, "isoformat"):
+            return v.isoformat()
+    except Exception:
+        pass
+    return chart_text(v)
+
+
+def chart_values(seq, budget):
+    try:
+        n = len(seq)
+        return [chart_value(v) for v in list(seq[: budget.take(n)])]
+    except Exception:
+        return []
+
+
+def legend_label(artist):
+    label = chart_text(artist.get_label())
+    return "" if label.startswith("_") else label
+
+
+def axes_labels(ax):
+    return {"title": chart_text(ax.get_title()), "xLabel": chart_text(ax.get_xlabel()),
+            "yLabel": chart_text(ax.get_ylabel())}
+
+
+def tick_labels(ax, axis):
+    """Tick position -> its label, for the bars' names."""
+    out = {}
+    try:
+        get = ax.get_xticklabels if axis == "x" else ax.get_yticklabels
+        for t in get():
+            x, y = t.get_position()
+            out[round(float(x if axis == "x" else y), 6)] = chart_text(t)
+    except Exception:
+        pass
+    return out
+
+
+def box_chart(ax, stats, budget):
+    elements = []
+    for s in stats:
+        outliers = s.get("fliers", [])
+        elements.append({
+            "label": chart_text(s.get("label", "")),
+            "min": chart_value(s.get("whislo")), "firstQuartile": chart_value(s.get("q1")),
+            "median": chart_value(s.get("med")), "thirdQuartile": chart_value(s.get("q3")),
+            "max": chart_value(s.get("whishi")), "outliers": chart_values(outliers, budget)})
+    if not any(e["label"] for e in elements):
+        names = list(tick_labels(ax, "x").values())
+        if len(names) == len(elements):
+            for e, name in zip(elements, names):
+                e["label"] = name
+    return dict(type="box_and_whisker", elements=elements, **axes_labels(ax))
+
+
+def bar_chart(ax, containers, budget):
+    elements = []
+    for c in containers:
+        horizontal = getattr(c, "orientation", "vertical") == "horizontal"
+        ticks = tick_labels(ax, "y" if horizontal else "x")
+        group = legend_label(c)
+        for rect in list(c.patches)[: budget.take(len(c.patches))]:
+            x, y, w, h = rect.get_x(), rect.get_y(), rect.get_width(), rect.get_height()
+            at = round(float(y + h / 2 if horizontal else x + w / 2), 6)
+            elements.append({"label": ticks.get(at, chart_text(chart_value(at))), "group": group,
+                             "value": chart_value(w if horizontal else h)})
+    return dict(type="bar", elements=elements, **axes_labels(ax))
+
+
+def pie_chart(ax, wedges, budget):
+    elements = []
+    for w in wedges[: budget.take(len(wedges))]:
+        elements.append({"label": legend_label(w), "angle": chart_value(abs(w.theta2 - w.theta1)),
+                         "radius": chart_value(w.r)})
+    return dict(type="pie", elements=elements, **axes_labels(ax))
+
+
+def point_chart(kind, ax, series):
+    """series: (label, xs, ys) each."""
+    elements = [{"label": label, "points": [[x, y] for x, y in zip(xs, ys)]} for label, xs, ys in series]
+    c = dict(type=kind, elements=elements, **axes_labels(ax))
+    try:
+        c["xScale"], c["yScale"] = ax.get_xscale(), ax.get_yscale()
+    except Exception:
+        pass
+    return c
+
+
+def axes_chart(ax, budget):
+    stats = getattr(ax, "_kern_box_stats", None)
+    if stats:
+        return box_chart(ax, stats, budget)
+    patches = modules.get("matplotlib.patches")
+    containers = modules.get("matplotlib.container")
+    collections = modules.get("matplotlib.collections")
+    wedge = getattr(patches, "Wedge", ())
+    wedges = [p for p in ax.patches if isinstance(p, wedge)] if wedge else []
+    if wedges and len(wedges) == len(ax.patches):
+        return pie_chart(ax, wedges, budget)
+    bar_type = getattr(containers, "BarContainer", None)
+    bars = [c for c in ax.containers if bar_type is not None and isinstance(c, bar_type)]
+    lines = [line for line in ax.lines if line.get_visible()]
+    path_type = getattr(collections, "PathCollection", None)
+    dots = [c for c in ax.collections if path_type is not None and isinstance(c, path_type)]
+    if bars and not lines and not dots:
+        return bar_chart(ax, bars, budget)
+    if lines and not bars and not dots:
+        series = []
+        for line in lines:
+            xs, ys = line.get_xdata(), line.get_ydata()
+            n = budget.take(min(len(xs), len(ys)))
+            series.append((legend_label(line), [chart_value(v) for v in list(xs[:n])],
+                           [chart_value(v) for v in list(ys[:n])]))
+        return point_chart("line", ax, series)
+    if dots and not bars and not lines:
+        series = []
+        for c in dots:
+            offsets = c.get_offsets()
+            n = budget.take(len(offsets))
+            pts = list(offsets[:n])
+            series.append((legend_label(c), [chart_value(p[0]) for p in pts], [chart_value(p[1]) for p in pts]))
+        return point_chart("scatter", ax, series)
+    return dict(type="unknown", elements=[], **axes_labels(ax))
+
+
+def chart_of(fig):
+    """The chart data of a Figure, or None when it has no axes with data or reading it fails."""
+    try:
+        budget = Budget()
+        axes = [ax for ax in fig.axes if ax.get_visible() and ax.has_data()]
+        if not axes:
+            return None
+        charts = [axes_chart(ax, budget) for ax in axes]
+        sup = getattr(fig, "_suptitle", None)
+        title = chart_text(sup) if sup is not None else ""
+        if len(charts) == 1:
+            chart = charts[0]
+            if not chart["title"]:
+                chart["title"] = title
+        else:
+            chart = {"type": "superchart", "title": title, "elements": charts}
+        if budget.cut:
+            chart["truncated"] = True
+        return chart
+    except Exception as e:
+        report(e, "reading the chart data of a figure raised %s, so its result has no chart:" % type(e).__name__)
+        return None
+
+
+def patch_boxplot(plt):
+    """Box plots are drawn as plain lines: their statistics are kept on the Axes when bxp()
+    draws them, for chart_of."""
+    axes_type = getattr(modules.get("matplotlib.axes"), "Axes", None)
+    original = getattr(axes_type, "bxp", None)
+    if original is None or getattr(original, "_kern_wrapped", False):
+        return
+
+    def bxp(self, bxpstats, *args, **kwargs):
+        out = original(self, bxpstats, *args, **kwargs)
+        try:
+            stats = getattr(self, "_kern_box_stats", None) or []
+            self._kern_box_stats = stats + [dict(s) for s in bxpstats]
+        except Exception:
+            pass
+        return out
+
+    bxp.__doc__, bxp.__wrapped__, bxp._kern_wrapped = original.__doc__, original, True
+    axes_type.bxp = bxp
+
+
 def bundle(obj, include=None, exclude=None):
     figure = figure_class()
     if figure is not None and isinstance(obj, figure):
@@ -667,8 +883,10 @@ def bundle(obj, include=None, exclude=None):
     return data, md
 
 
-def send_bundle(kind, data, md):
+def send_bundle(kind, data, md, chart=None):
     frame = {"type": kind, "data": data, "metadata": md}
+    if chart is not None:
+        frame["chart"] = chart
     try:
         payload = utf8(dumps(frame))
     except Exception:
@@ -683,6 +901,7 @@ def send_bundle(kind, data, md):
         except Exception as e:
             err("display metadata cannot be sent (%s: %s); dropped\n" % (type(e).__name__, e))
             frame["metadata"] = {}
+        frame.pop("chart", None)
         try:
             payload = utf8(dumps(frame))
         except Exception as e:
@@ -693,6 +912,7 @@ def send_bundle(kind, data, md):
         err(what % (kind, len(payload), MAX_FRAME))
         frame["data"] = {k: v for k, v in data.items() if k == "text/plain"}
         frame["metadata"] = {}
+        frame.pop("chart", None)
         payload = utf8(dumps(frame))
         if len(payload) + 4 > MAX_FRAME:
             return
@@ -715,7 +935,8 @@ def publish(kind, obj, metadata=None, include=None, exclude=None):
     data, md = bundle(obj, include, exclude)
     if isinstance(metadata, dict):
         md.update(metadata)
-    send_bundle(kind, data, md)
+    chart = chart_of(obj) if figure is not None and isinstance(obj, figure) else None
+    send_bundle(kind, data, md, chart)
 
 
 def display(objs, include, exclude, metadata, raw):
@@ -756,7 +977,7 @@ def flush_figures(skip=None):
                 continue
             if fig is not skip:
                 data, md = figure_bundle(fig)
-                send_bundle("display", data, md)
+                send_bundle("display", data, md, chart_of(fig))
     finally:
         try:
             plt.close("all")
@@ -765,6 +986,7 @@ def flush_figures(skip=None):
 
 
 def patch_show(plt):
+    patch_boxplot(plt)
     original = plt.show
 
     def show(*args, **kwargs):

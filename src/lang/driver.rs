@@ -115,6 +115,66 @@ impl FrameReader {
 /// A rich result as the JS layer receives it: MIME type → payload, in the driver's order.
 pub type Bundle = Map<String, Value>;
 
+/// One kept result: its bundle, whether it is the value of the cell's last expression (the
+/// driver's `result` frame, a Jupyter `execute_result`) rather than a `display()` or a figure,
+/// and the chart data the driver read from a matplotlib figure.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub data: Bundle,
+    pub main: bool,
+    pub chart: Option<Value>,
+}
+
+/// The exception a cell raised, as the driver or a Jupyter kernel reported it
+/// (`ExecutionResult.error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellError {
+    pub name: String,
+    pub value: String,
+    pub traceback: String,
+}
+
+/// The most bytes of one chart's JSON a result keeps (the driver caps the points it reads
+/// first; this bounds a box that sends its own frames).
+pub const MAX_CHART_BYTES: usize = 4 << 20;
+
+/// One field of an error, bounded: a box could send megabytes of evalue.
+const MAX_ERROR_FIELD: usize = 1 << 20;
+
+fn bounded(s: &str) -> String {
+    if s.len() <= MAX_ERROR_FIELD {
+        return s.to_string();
+    }
+    let mut end = MAX_ERROR_FIELD;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[cut at {} KiB]", &s[..end], MAX_ERROR_FIELD >> 10)
+}
+
+impl CellError {
+    /// A driver `error` frame or a Jupyter `error` message's content: `ename`, `evalue` and a
+    /// `traceback` that is a string (the driver) or a list of lines (Jupyter), ANSI colour
+    /// codes removed.
+    pub fn of(c: &Value) -> CellError {
+        let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
+        let traceback = match c.get("traceback") {
+            Some(Value::String(t)) => t.clone(),
+            Some(Value::Array(lines)) => lines
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        CellError {
+            name: bounded(&strip_ansi_escapes::strip_str(s("ename"))),
+            value: bounded(&strip_ansi_escapes::strip_str(s("evalue"))),
+            traceback: bounded(&strip_ansi_escapes::strip_str(&traceback)),
+        }
+    }
+}
+
 /// How many rich results one call or cell keeps (display() calls, figures, the last value).
 pub const MAX_RESULTS: usize = 10_000;
 
@@ -129,7 +189,9 @@ const ENTRY_OVERHEAD: usize = 64;
 /// a prewarmed one, the driver kernel, a Jupyter kernel) collects through this.
 #[derive(Debug, Default)]
 pub struct Results {
-    bundles: Vec<Bundle>,
+    bundles: Vec<Item>,
+    /// The cell's exception, if it raised (the last one reported).
+    error: Option<CellError>,
     bytes: usize,
     dropped: usize,
     notes: Vec<String>,
@@ -158,22 +220,59 @@ impl Results {
         self.dropped += n;
     }
 
-    /// A driver frame: a display/result bundle is taken; other frames are not results.
+    /// A driver frame: a display/result bundle is taken (with its chart), an error kept;
+    /// other frames are not results.
     pub fn frame(&mut self, f: &Value) {
         let kind = f.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind == "error" {
+            self.error = Some(CellError::of(f));
+            return;
+        }
         if kind != "display" && kind != "result" {
             return;
         }
         if let Some(data) = f.get("data").and_then(Value::as_object) {
-            self.push(data);
+            let chart = f.get("chart").filter(|c| c.is_object());
+            self.push(data, kind == "result", chart);
         }
     }
 
-    /// Checks a MIME bundle and keeps it if it fits; returns its index.
-    pub fn push(&mut self, data: &Map<String, Value>) -> Option<usize> {
+    /// Keeps the error a cell raised (a Jupyter kernel's `error` message).
+    pub fn error(&mut self, e: CellError) {
+        self.error = Some(e);
+    }
+
+    /// Checks a MIME bundle and keeps it if it fits; returns its index. `main`: it is the
+    /// value of the cell's last expression; `chart`: data read from the figure it shows.
+    pub fn push(
+        &mut self,
+        data: &Map<String, Value>,
+        main: bool,
+        chart: Option<&Value>,
+    ) -> Option<usize> {
         let b = self.admit(data)?;
-        self.bundles.push(b);
+        let chart = chart.and_then(|c| self.chart(c));
+        self.bundles.push(Item {
+            data: b,
+            main,
+            chart,
+        });
         Some(self.bundles.len() - 1)
+    }
+
+    /// A chart within `MAX_CHART_BYTES` and what the results may still take, charged to them;
+    /// else None and a note.
+    fn chart(&mut self, c: &Value) -> Option<Value> {
+        let len = c.to_string().len();
+        if len > MAX_CHART_BYTES || self.bytes + len > MAX_RESULTS_BYTES {
+            self.notes.push(format!(
+                "note: a figure's chart data ({len} bytes of JSON) was dropped: a chart keeps at most {} MiB",
+                MAX_CHART_BYTES >> 20
+            ));
+            return None;
+        }
+        self.bytes += len;
+        Some(c.clone())
     }
 
     /// Puts a checked bundle in place of result `at` (a Jupyter `update_display_data`),
@@ -183,7 +282,7 @@ impl Results {
             return;
         }
         if let Some(b) = self.admit(data) {
-            self.bundles[at] = b;
+            self.bundles[at].data = b;
         }
     }
 
@@ -207,8 +306,13 @@ impl Results {
         Some(b)
     }
 
+    /// The exception the cell raised, if it did (taken before `finish`).
+    pub fn take_error(&mut self) -> Option<CellError> {
+        self.error.take()
+    }
+
     /// The kept results, and the notes about what was refused or dropped.
-    pub fn finish(mut self) -> (Vec<Bundle>, Vec<String>) {
+    pub fn finish(mut self) -> (Vec<Item>, Vec<String>) {
         if self.dropped > 0 {
             self.notes.push(format!(
                 "note: {} rich result(s) were dropped: a call keeps at most {MAX_RESULTS} results and {} MiB of them",
@@ -356,7 +460,7 @@ mod tests {
         assert_eq!(frames[0]["type"], "done");
     }
 
-    fn results(frames: &[Value]) -> (Vec<Bundle>, Vec<String>) {
+    fn results(frames: &[Value]) -> (Vec<Item>, Vec<String>) {
         let mut r = Results::default();
         frames.iter().for_each(|f| r.frame(f));
         r.finish()
@@ -372,11 +476,11 @@ mod tests {
         let (bundles, notes) = results(&frames);
         assert_eq!(bundles.len(), 2);
         assert_eq!(
-            bundles[0].keys().collect::<Vec<_>>(),
+            bundles[0].data.keys().collect::<Vec<_>>(),
             ["text/plain", "image/png", "application/json"]
         );
-        assert_eq!(bundles[0]["application/json"], json!("{\"a\":[1]}"));
-        assert!(!bundles[1].contains_key("image/png"));
+        assert_eq!(bundles[0].data["application/json"], json!("{\"a\":[1]}"));
+        assert!(!bundles[1].data.contains_key("image/png"));
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("image/png"), "{notes:?}");
     }
@@ -394,7 +498,7 @@ mod tests {
         let (bundles, notes) =
             results(&[json!({"type": "display", "data": {"image/png": mime_style}})]);
         assert!(notes.is_empty(), "{notes:?}");
-        assert_eq!(bundles[0]["image/png"], json!(b64));
+        assert_eq!(bundles[0].data["image/png"], json!(b64));
     }
 
     #[test]
@@ -403,7 +507,7 @@ mod tests {
             "text/plain": "ok", "hasOwnProperty": "x", "__proto__": "y", "toString": "z",
             "application/vnd.jupyter.widget-view+json": "{}", "text/": "w"}})]);
         assert_eq!(
-            bundles[0].keys().collect::<Vec<_>>(),
+            bundles[0].data.keys().collect::<Vec<_>>(),
             ["text/plain", "application/vnd.jupyter.widget-view+json"]
         );
         assert_eq!(notes.len(), 4, "{notes:?}");
@@ -423,5 +527,43 @@ mod tests {
         let (bundles, notes) = results(&[big.clone(), big.clone(), big.clone(), big]);
         assert_eq!(bundles.len(), 2);
         assert!(notes[0].starts_with("note: 2 rich result(s)"), "{notes:?}");
+    }
+
+    #[test]
+    fn the_last_value_is_main_a_chart_is_kept_and_an_error_is_taken() {
+        let mut r = Results::default();
+        let chart = json!({"type": "line", "title": "t", "elements": []});
+        for f in [
+            json!({"type": "display", "data": {"text/plain": "fig"}, "chart": chart}),
+            json!({"type": "result", "data": {"text/plain": "2"}, "chart": "not an object"}),
+            json!({"type": "error", "ename": "\u{1b}[31mValueError\u{1b}[0m", "evalue": "bad", "traceback": "Traceback\nValueError: bad\n"}),
+        ] {
+            r.frame(&f);
+        }
+        let e = r.take_error().unwrap();
+        assert_eq!((e.name.as_str(), e.value.as_str()), ("ValueError", "bad"));
+        assert!(e.traceback.ends_with("ValueError: bad\n"));
+        let (items, notes) = r.finish();
+        assert!(notes.is_empty(), "{notes:?}");
+        assert_eq!(
+            items.iter().map(|i| i.main).collect::<Vec<_>>(),
+            [false, true]
+        );
+        assert_eq!(items[0].chart.as_ref(), Some(&chart));
+        assert_eq!(items[1].chart, None);
+        let lines = CellError::of(
+            &json!({"ename": "E", "evalue": "v", "traceback": ["a", "\u{1b}[0;31mb\u{1b}[0m"]}),
+        );
+        assert_eq!(lines.traceback, "a\nb");
+    }
+
+    #[test]
+    fn a_chart_over_its_cap_is_dropped_with_a_note() {
+        let mut r = Results::default();
+        let big = json!({"type": "line", "elements": ["x".repeat(MAX_CHART_BYTES)]});
+        r.frame(&json!({"type": "display", "data": {"text/plain": "fig"}, "chart": big}));
+        let (items, notes) = r.finish();
+        assert_eq!((items.len(), items[0].chart.is_none()), (1, true));
+        assert!(notes[0].contains("chart data"), "{notes:?}");
     }
 }

@@ -185,6 +185,7 @@ pub(super) async fn exec(
     drop(line);
     let mut notes = opened.session_notes();
     notes.extend(attached.and_then(persist::Attached::first_call_note));
+    let mut error = None;
     let results = match results_rx {
         Some(rx) => {
             let (mut r, cut) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
@@ -194,6 +195,7 @@ pub(super) async fn exec(
             if cut && outcome.report.fault.is_none() {
                 r.note("note: the python driver's last result frame was cut off".into());
             }
+            error = r.take_error().filter(|_| outcome.report.fault.is_none());
             let (bundles, n) = r.finish();
             notes.extend(n);
             bundles
@@ -205,7 +207,9 @@ pub(super) async fn exec(
             notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
         }
     }
-    Ok(result::of_box(outcome, &notes, results, before, &workspace).await)
+    let mut r = result::of_box(outcome, &notes, results, before, &workspace).await;
+    r.error = error;
+    Ok(r)
 }
 
 /// Writes the cell to the driver and reads its frames as they come, until EOF: the results are

@@ -41,7 +41,10 @@ pub struct ExecResult {
     /// The name of the signal that ended the workload (`"SIGKILL"`), if one did.
     pub signal: Option<String>,
     /// Rich results of a python cell, in order.
-    pub results: Vec<driver::Bundle>,
+    pub results: Vec<driver::Item>,
+    /// The exception a python cell raised (`ExecutionResult.error`); None when it did not, or
+    /// when the call has a fault (a timeout's KeyboardInterrupt is the fault, not an error).
+    pub error: Option<driver::CellError>,
 }
 
 /// How long to wait, after the box ended, for the last result bytes.
@@ -64,7 +67,7 @@ pub(super) fn refusal(outcome: &mut Outcome) -> crate::error::Result<()> {
 pub(super) async fn of_box(
     outcome: Outcome,
     notes: &[String],
-    results: Vec<driver::Bundle>,
+    results: Vec<driver::Item>,
     before: Option<track::Snapshot>,
     workspace: &std::path::Path,
 ) -> ExecResult {
@@ -88,6 +91,7 @@ pub(super) async fn of_box(
         stderr_truncated: outcome.stderr_truncated,
         signal: outcome.report.signal,
         results,
+        error: None,
     }
 }
 
@@ -154,6 +158,7 @@ impl ExecResult {
             stderr_truncated: false,
             signal: None,
             results: Vec::new(),
+            error: None,
         }
     }
 }

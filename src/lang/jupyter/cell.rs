@@ -6,7 +6,7 @@
 
 use super::wire::Message;
 use crate::engine::launch::Stream;
-use crate::lang::driver::{Bundle, Results};
+use crate::lang::driver::{CellError, Item, Results};
 use serde_json::{json, Value};
 
 /// One stream's text, kept up to a cap.
@@ -93,7 +93,8 @@ impl Cell {
         }
     }
 
-    fn result(&mut self, content: &Value, update: bool) {
+    /// `main`: an `execute_result` (the value of the cell's last expression), not a display.
+    fn result(&mut self, content: &Value, update: bool, main: bool) {
         let Some(data) = content.get("data").and_then(Value::as_object) else {
             return;
         };
@@ -112,7 +113,7 @@ impl Cell {
                 return;
             }
         }
-        if self.results.push(data).is_some() {
+        if self.results.push(data, main, None).is_some() {
             self.display_ids.push(id);
         }
     }
@@ -137,10 +138,12 @@ impl Cell {
                 let text = c.get("text").and_then(Value::as_str).unwrap_or("");
                 self.text(stream, text.as_bytes(), &mut shown);
             }
-            "display_data" | "execute_result" => self.result(c, false),
-            "update_display_data" => self.result(c, true),
+            "display_data" => self.result(c, false, false),
+            "execute_result" => self.result(c, false, true),
+            "update_display_data" => self.result(c, true, false),
             "error" => {
                 self.failed = true;
+                self.results.error(CellError::of(c));
                 let text = traceback(c);
                 self.text(Stream::Stderr, text.as_bytes(), &mut shown);
             }
@@ -171,6 +174,9 @@ impl Cell {
         let status = m.content.get("status").and_then(Value::as_str);
         if status != Some("ok") && !self.failed {
             self.failed = true;
+            if status == Some("error") {
+                self.results.error(CellError::of(&m.content));
+            }
             let text = match status {
                 Some("aborted") => "the kernel aborted this cell (an earlier one failed)\n".into(),
                 _ => traceback(&m.content),
@@ -197,7 +203,8 @@ impl Cell {
         self.failed
     }
 
-    pub fn into_parts(self) -> Parts {
+    pub fn into_parts(mut self) -> Parts {
+        let error = self.results.take_error();
         let (results, notes) = self.results.finish();
         Parts {
             stdout: crate::lang::output_text(self.stdout.bytes),
@@ -206,6 +213,7 @@ impl Cell {
             stderr_truncated: self.stderr.truncated,
             exit_code: i32::from(self.failed),
             results,
+            error,
             notes,
         }
     }
@@ -219,7 +227,9 @@ pub struct Parts {
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
     pub exit_code: i32,
-    pub results: Vec<Bundle>,
+    pub results: Vec<Item>,
+    /// The exception the cell raised, as the kernel named it.
+    pub error: Option<CellError>,
     pub notes: Vec<String>,
 }
 
@@ -248,25 +258,9 @@ fn traceback(c: &Value) -> String {
     text
 }
 
-/// Removes ANSI escape sequences (IPython colours its tracebacks): CSI sequences up to their
-/// final byte, and two-byte escapes.
+/// Removes ANSI escape sequences (IPython colours its tracebacks).
 pub fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars().peekable();
-    while let Some(ch) = chars.next() {
-        if ch != '\u{1b}' {
-            out.push(ch);
-            continue;
-        }
-        if chars.next() == Some('[') {
-            for c in chars.by_ref() {
-                if ('\u{40}'..='\u{7e}').contains(&c) {
-                    break;
-                }
-            }
-        }
-    }
-    out
+    strip_ansi_escapes::strip_str(s)
 }
 
 #[cfg(test)]
@@ -353,10 +347,15 @@ mod tests {
             ("hi\n", "warn\n", 0)
         );
         assert_eq!(p.results.len(), 3);
-        assert_eq!(p.results[0]["text/html"], "<b>x</b>");
-        assert_eq!(p.results[1]["image/png"], PNG_1X1);
-        assert_eq!(p.results[2]["text/plain"], "2");
+        assert_eq!(p.results[0].data["text/html"], "<b>x</b>");
+        assert_eq!(p.results[1].data["image/png"], PNG_1X1);
+        assert_eq!(p.results[2].data["text/plain"], "2");
         assert!(p.notes.is_empty());
+        assert_eq!(
+            p.results.iter().map(|r| r.main).collect::<Vec<_>>(),
+            [false, false, true]
+        );
+        assert_eq!(p.error, None);
     }
 
     #[test]
@@ -382,6 +381,17 @@ mod tests {
             p.stderr
         );
         assert!(!p.stderr.contains('\u{1b}'));
+        let e = p.error.as_ref().unwrap();
+        assert_eq!(
+            (e.name.as_str(), e.value.as_str()),
+            ("ZeroDivisionError", "division by zero")
+        );
+        assert!(
+            e.traceback.ends_with("ZeroDivisionError: division by zero")
+                && !e.traceback.contains('\u{1b}'),
+            "{}",
+            e.traceback
+        );
         // Shown once, not again for the reply.
         assert_eq!(shown.len(), 1);
         assert_eq!(p.stderr.matches("division by zero").count(), 1);
@@ -437,10 +447,10 @@ mod tests {
         let plain: Vec<_> = p
             .results
             .iter()
-            .map(|b| b["text/plain"].as_str().unwrap())
+            .map(|b| b.data["text/plain"].as_str().unwrap())
             .collect();
         assert_eq!(plain, ["100%", "elsewhere", "fig"]);
-        assert!(p.results[2].get("image/png").is_none());
+        assert!(p.results[2].data.get("image/png").is_none());
         assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
     }
 
@@ -464,8 +474,8 @@ mod tests {
     #[test]
     fn ansi_codes_are_stripped() {
         assert_eq!(
-            strip_ansi("\u{1b}[0;31mError\u{1b}[0m: x\u{1b}(B"),
-            "Error: xB"
+            strip_ansi("\u{1b}[0;31mError\u{1b}[0m: x\u{1b}(B\u{1b}]0;title\u{7}"),
+            "Error: x"
         );
         assert_eq!(strip_ansi("plain é"), "plain é");
     }

@@ -273,6 +273,7 @@ impl Kind for Driver {
                 .unwrap_or(1),
         };
         results.lost(live.reader.skipped);
+        let error = results.take_error().filter(|_| ended.is_none());
         let (results, notes) = results.finish();
         let mut stderr = Stderr::of_code(crate::lang::output_text(std::mem::take(&mut err.kept)));
         for n in &notes {
@@ -298,6 +299,7 @@ impl Kind for Driver {
             stdout_truncated: out.truncated,
             stderr_truncated: err.truncated,
             results,
+            error,
         };
         (result, dead)
     }

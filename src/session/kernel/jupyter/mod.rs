@@ -280,6 +280,8 @@ impl Kind for Jupyter {
                 .map(|f| f.message.clone())
                 .unwrap_or_else(|| "its box ended".into())
         });
+        // A timeout interrupts the cell: its KeyboardInterrupt is the fault, not an error.
+        let error = parts.error.filter(|_| fault.is_none());
         let result = ExecResult {
             stdout: parts.stdout,
             stderr,
@@ -291,6 +293,7 @@ impl Kind for Jupyter {
             stdout_truncated: parts.stdout_truncated,
             stderr_truncated: parts.stderr_truncated,
             results: parts.results,
+            error,
         };
         (result, dead)
     }
