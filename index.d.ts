@@ -77,6 +77,112 @@ export class Result {
   readonly jpeg: Buffer | null;
   /** Every MIME type present in `data`. */
   formats(): string[];
+  /** ADDITION to the published surface: the `text/latex` entry, if present. */
+  readonly latex?: string;
+  /** ADDITION to the published surface: the `application/javascript` entry, if present. */
+  readonly javascript?: string;
+  /** ADDITION to the published surface: the `application/pdf` entry, base64-decoded, or null
+   * when absent. */
+  readonly pdf: Buffer | null;
+  /** ADDITION to the published surface: true for the value of the cell's last expression (the
+   * python driver's result, a Jupyter kernel's `execute_result`); false for `display()` output
+   * and the figures shown at the end of a cell or by `plt.show()` (a figure that is itself the
+   * last expression's value is the main result). `results` keeps the order they were produced
+   * in, so the main result is not always last (open figures are shown after it). At most one
+   * per cell. */
+  isMainResult: boolean;
+  /** ADDITION to the published surface: what a matplotlib figure plots, as plain numbers and
+   * strings, read in the box by the python driver from the Figure as it is shown (the driver
+   * never imports matplotlib for it). null for every other result, for a figure without axes
+   * that hold data, and for Jupyter kernels (their results carry no chart data). See `Chart`. */
+  chart: Chart | null;
+}
+
+/** ADDITION to the published surface: the kinds of `Chart`, as E2B's chart extractor names them. */
+export type ChartType = "line" | "scatter" | "bar" | "pie" | "box_and_whisker" | "superchart" | "unknown";
+
+/** A number of a chart (null for NaN and infinities, which JSON can't carry), or a string (a
+ * categorical value, an ISO date for a `datetime`). */
+export type ChartValue = number | string | boolean | null;
+
+/** ADDITION to the published surface: what one Axes of a figure shows. The texts are as
+ * matplotlib has them (`""` when unset), each cut at 1000 characters. */
+export interface ChartBase {
+  title: string;
+  xLabel: string;
+  yLabel: string;
+  /** At most 10,000 values (points, bars, wedges, outliers) are read from one figure: a chart
+   * cut there has `truncated: true` (a figure of 1,000,000 points gives 10,000 of them). */
+  truncated?: true;
+}
+
+/** `plt.plot()` lines (`type: "line"`) or `plt.scatter()` points (`type: "scatter"`): one
+ * element per line or scatter call, `label` its legend label (`""` when it has none), `points`
+ * its `[x, y]` pairs in order. */
+export interface PointChart extends ChartBase {
+  type: "line" | "scatter";
+  /** The axes' scales: `"linear"`, `"log"`, `"symlog"`, `"logit"`. */
+  xScale: string;
+  yScale: string;
+  elements: { label: string; points: [ChartValue, ChartValue][] }[];
+}
+
+/** `plt.bar()`/`plt.barh()`/`plt.hist()`: one element per bar; `label` is the tick label under
+ * the bar (else its position), `group` the legend label of its bar call (`""` when none),
+ * `value` its height (width for `barh`). */
+export interface BarChart extends ChartBase {
+  type: "bar";
+  elements: { label: string; group: string; value: ChartValue }[];
+}
+
+/** `plt.pie()`: one element per wedge; `angle` in degrees, `radius` in data units. */
+export interface PieChart extends ChartBase {
+  type: "pie";
+  elements: { label: string; angle: ChartValue; radius: ChartValue }[];
+}
+
+/** `plt.boxplot()`: one element per box, the statistics matplotlib drew it from (whisker ends,
+ * quartiles, median, outliers). */
+export interface BoxAndWhiskerChart extends ChartBase {
+  type: "box_and_whisker";
+  elements: {
+    label: string;
+    min: ChartValue;
+    firstQuartile: ChartValue;
+    median: ChartValue;
+    thirdQuartile: ChartValue;
+    max: ChartValue;
+    outliers: ChartValue[];
+  }[];
+}
+
+/** An Axes whose content is none of the above, or a mix of them (lines and bars together). */
+export interface UnknownChart extends ChartBase {
+  type: "unknown";
+  elements: [];
+}
+
+/** A figure with several Axes holding data (`plt.subplots(1, 2)`): one chart per Axes, in the
+ * figure's order; `title` is the figure's `suptitle` (`""` when none). */
+export interface SuperChart {
+  type: "superchart";
+  title: string;
+  elements: (PointChart | BarChart | PieChart | BoxAndWhiskerChart | UnknownChart)[];
+  truncated?: true;
+}
+
+/** ADDITION to the published surface: a figure's chart data (`Result.chart`). A figure with one
+ * Axes is that Axes' chart (its title falls back to the figure's `suptitle`). */
+export type Chart = PointChart | BarChart | PieChart | BoxAndWhiskerChart | UnknownChart | SuperChart;
+
+/** ADDITION to the published surface: the exception a cell raised (`ExecutionResult.error`).
+ * `name` is the exception's class name (`"ZeroDivisionError"`), `value` its message, `traceback`
+ * the text Python prints (the cell's own frames, not the driver's; a Jupyter kernel's lines
+ * joined by `\n`), with ANSI colour codes removed. Each field is cut at 1 MiB. */
+export interface ExecutionError {
+  name: string;
+  value: string;
+  traceback: string;
 }
 
 /** What one `runCode()`/`run()` call produced. Two separate questions are answered here: `fault` says
@@ -111,6 +217,14 @@ export class ExecutionResult {
   /** Rich MIME-typed values of a Python `runCode` (see `Result`), in order; `[]` for other
    * languages and `run()`. */
   results: Result[];
+  /** ADDITION to the published surface: the exception a python `runCode`, a kernel cell or a
+   * Jupyter kernel's cell raised (its traceback is on `stderr` too, as before), else null: for
+   * a clean run, for other languages and `run()`. Also null when `fault` is set: a timeout's
+   * or abort's KeyboardInterrupt is the fault, not the code's error. A `SystemExit` (`exit(3)`,
+   * `sys.exit("msg")`) is an exit, not an error, in a python `runCode` and a driver kernel:
+   * `exitCode` carries it and `error` is null; a Jupyter kernel reports what the kernel says
+   * (ipykernel sends an error for a `SystemExit`). A `SyntaxError` is an error. */
+  error: ExecutionError | null;
   /** `exitCode === 0` and `fault === null`. */
   readonly success: boolean;
   /** Exactly what the code wrote to stderr: `stderr` minus the lines the sandbox runtime wrote
@@ -677,6 +791,18 @@ export interface PerCallOptions {
   onStdout?: ((chunk: Buffer) => void) | null;
   /** stderr chunk callback for this call, or null for none; omitted means the sandbox's `onStderr`. */
   onStderr?: ((chunk: Buffer) => void) | null;
+  /** ADDITION to the published surface: called with each `Result` of the call, in `results`'
+   * order (the same objects), before the promise resolves, after the last output chunk. Under
+   * the rules of `onStdout`: a callback that throws does not break the call; the first throw
+   * becomes a runtime note and later results are still delivered. Never called for `run()`
+   * and languages other than python (they have no results). */
+  onResult?: ((result: Result) => void) | null;
+  /** ADDITION to the published surface: `onStdout`/`onStderr` receive whole lines: each chunk
+   * ends with `\n` (it may hold several lines), and what is left after the last newline is
+   * delivered when the call ends, before the promise resolves (a call that rejects, e.g. on
+   * abort, delivers it too). Default false: chunks as the box's pipes give them (a `print` can
+   * arrive in several pieces). Not a boolean: a SandboxError. */
+  lineBuffered?: boolean;
   /** ADDITION to the published surface: environment variables for this call only, over the
    * Sandbox's `env` (a name in both takes this call's value) and under the same rules: string
    * values, no empty name, no `=` in a name, no NUL byte, within what Linux can exec (a
@@ -902,6 +1028,10 @@ export class Sandbox {
       onStdout?: ((chunk: Buffer) => void) | null;
       onStderr?: ((chunk: Buffer) => void) | null;
       timeoutS?: number;
+      /** ADDITION: `onStdout`/`onStderr` and the `stdout`/`stderr` iterators get whole lines
+       * (as `PerCallOptions.lineBuffered`); the rest after the last newline comes when the
+       * process ends. (`terminal()` has no such option: a prompt does not end in a newline.) */
+      lineBuffered?: boolean;
     },
   ): Promise<SandboxProcess>;
 
@@ -1032,6 +1162,12 @@ export class Kernel {
      * cell that finished before the abort resolves as usual. Not an `AbortSignal`: a
      * SandboxError. */
     signal?: AbortSignal;
+    /** ADDITION to the published surface: this cell's results, one by one (as
+     * `PerCallOptions.onResult`). */
+    onResult?: ((result: Result) => void) | null;
+    /** ADDITION to the published surface: the Sandbox's `onStdout`/`onStderr` get this cell's
+     * output as whole lines (as `PerCallOptions.lineBuffered`). */
+    lineBuffered?: boolean;
   }): Promise<ExecutionResult>;
   /** Shut the kernel down: close its input, kill its process group and clean up (a Jupyter
    * kernel gets a `shutdown_request` first). */

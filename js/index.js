@@ -80,8 +80,12 @@ async function callNative(fn) {
 }
 
 class Result {
-  constructor(data) {
+  // Additions: `isMainResult` (the value of the last expression, not a display() or a figure)
+  // and `chart` (a matplotlib figure's data, as the driver read it; see index.d.ts).
+  constructor(data, isMainResult = false, chart = null) {
     this.data = data;
+    this.isMainResult = isMainResult;
+    this.chart = chart;
   }
   get text() { return this.data['text/plain']; }
   get html() { return this.data['text/html']; }
@@ -90,6 +94,9 @@ class Result {
   get json() { return this.data['application/json']; }
   get png() { return decodeImage(this.data['image/png']); }
   get jpeg() { return decodeImage(this.data['image/jpeg']); }
+  get latex() { return this.data['text/latex']; }
+  get javascript() { return this.data['application/javascript']; }
+  get pdf() { return decodeImage(this.data['application/pdf']); }
   formats() { return Object.keys(this.data); }
 }
 
@@ -100,6 +107,55 @@ function decodeImage(b64) {
 /** A result's `data` from the native side's MIME types and payloads: a null-prototype object,
  * so no key the box picks (the native side admits only MIME type names anyway) can stand in for
  * an Object.prototype method. */
+/** A native bundle as a public Result (one already made is kept: onResult saw that object). */
+function toResult(b) {
+  return b instanceof Result ? b : new Result(bundleData(b), b.isMain, b.chart ? JSON.parse(b.chart) : null);
+}
+
+/** Hands each result to `onResult` (guarded) in order, before the call resolves; the Result
+ * objects are the ones `results` then holds. */
+function deliverResults(r, onResult) {
+  r.results = r.results.map(toResult);
+  if (onResult) for (const res of r.results) onResult(res);
+  return r;
+}
+
+/** Holds a stream's bytes back to the last newline, so each chunk handed on is whole lines
+ * (`lineBuffered`); `flush()` gives what is left (a last line without its newline). */
+class LineSplitter {
+  #pending = null;
+
+  push(chunk) {
+    const buf = this.#pending ? Buffer.concat([this.#pending, chunk]) : chunk;
+    const end = buf.lastIndexOf(0x0a) + 1;
+    this.#pending = end < buf.length ? buf.subarray(end) : null;
+    return end > 0 ? buf.subarray(0, end) : null;
+  }
+
+  flush() {
+    const rest = this.#pending;
+    this.#pending = null;
+    return rest;
+  }
+}
+
+/** `fn` (a guarded chunk callback) on line boundaries when `lineBuffered`; `flush` hands on the
+ * rest at the end of the call. */
+function byLines(fn, lineBuffered) {
+  if (!fn || !lineBuffered) return { fn, flush: () => {} };
+  const lines = new LineSplitter();
+  const give = (b) => {
+    if (b) fn(b);
+  };
+  return { fn: (chunk) => give(lines.push(chunk)), flush: () => give(lines.flush()) };
+}
+
+function checkLineBuffered(v) {
+  if (v !== undefined && v !== null && typeof v !== 'boolean') {
+    throw new SandboxError('option `lineBuffered` must be a boolean (true: onStdout/onStderr get whole lines)');
+  }
+}
+
 function bundleData(b) {
   const data = Object.create(null);
   b.mimes.forEach((mime, i) => {
@@ -144,7 +200,9 @@ class ExecutionResult {
     this.stderrTruncated = r.stderrTruncated || stderrCut;
     this.truncated = r.truncated || stdoutCut || stderrCut;
     this.signal = r.signal ?? null;
-    this.results = r.results.map((b) => new Result(bundleData(b)));
+    this.results = r.results.map(toResult);
+    // Addition: the exception a python cell raised (see index.d.ts).
+    this.error = r.error ? { name: r.error.name, value: r.error.value, traceback: r.error.traceback } : null;
   }
   get success() { return this.exitCode === 0 && this.fault === null; }
   get codeStderr() { return this.#codeStderr.toString('utf8'); }
@@ -220,7 +278,8 @@ async function underSignal(signal, calls, start) {
 
 function checkCallback(name, fn) {
   if (fn !== undefined && fn !== null && typeof fn !== 'function') {
-    throw new SandboxError(`option \`${name}\` must be a function (chunk: Buffer) => void, or null`);
+    const sig = name === 'onResult' ? '(result: Result) => void' : '(chunk: Buffer) => void';
+    throw new SandboxError(`option \`${name}\` must be a function ${sig}, or null`);
   }
 }
 
@@ -231,7 +290,8 @@ function guard(name, fn, errors) {
     try {
       fn(chunk);
     } catch (e) {
-      if (errors.length === 0) errors.push(`note: ${name} threw ${e && e.message ? e.message : e}; later chunks were still delivered`);
+      const later = name === 'onResult' ? 'results' : 'chunks';
+      if (errors.length === 0) errors.push(`note: ${name} threw ${e && e.message ? e.message : e}; later ${later} were still delivered`);
     }
   };
 }
@@ -314,7 +374,7 @@ class Sandbox {
     if (o.signal && o.signal.aborted) throw o.signal.reason;
     // As for a call: the Sandbox's callbacks unless the process names its own (null: none).
     const pick = (k, session) => (o[k] === undefined ? session : o[k]);
-    const p = await this.#start(wire, false, pick('onStdout', this.#onStdout), pick('onStderr', this.#onStderr));
+    const p = await this.#start(wire, false, pick('onStdout', this.#onStdout), pick('onStderr', this.#onStderr), o.lineBuffered);
     const sp = new SandboxProcess(PROCESS_TOKEN, p.native, p.out, p.err, p.errors, o.signal);
     this.#processes.add(sp);
     sp.wait().then(() => this.#processes.delete(sp), () => this.#processes.delete(sp));
@@ -346,10 +406,10 @@ class Sandbox {
     return new Terminal(PROCESS_TOKEN, p.native, p.out, p.errors);
   }
 
-  async #start(wire, terminal, onStdout, onStderr) {
+  async #start(wire, terminal, onStdout, onStderr, lineBuffered = false) {
     const errors = [];
-    const out = new Chunks(guard('onStdout', onStdout, errors));
-    const err = new Chunks(guard('onStderr', onStderr, errors));
+    const out = new Chunks(guard('onStdout', onStdout, errors), lineBuffered);
+    const err = new Chunks(guard('onStderr', onStderr, errors), lineBuffered);
     const n = await callNative(() => this.#native.startProcess(wire, terminal, (c) => out.push(c), (c) => err.push(c)));
     return { native: n, out, err, errors };
   }
@@ -376,19 +436,27 @@ class Sandbox {
       (k) => `unknown per-call option \`${k}\`; a call takes ${known.join(', ')}`);
     checkCallback('onStdout', opts.onStdout);
     checkCallback('onStderr', opts.onStderr);
+    checkCallback('onResult', opts.onResult);
+    checkLineBuffered(opts.lineBuffered);
     return opts;
   }
 
   async #exec(request, perCall) {
     const errors = [];
     const pick = (k, session) => (perCall[k] === undefined ? session : perCall[k]);
-    const out = guard('onStdout', pick('onStdout', this.#onStdout), errors);
-    const err = guard('onStderr', pick('onStderr', this.#onStderr), errors);
+    const out = byLines(guard('onStdout', pick('onStdout', this.#onStdout), errors), perCall.lineBuffered);
+    const err = byLines(guard('onStderr', pick('onStderr', this.#onStderr), errors), perCall.lineBuffered);
     const stdin = stdinBuffer(perCall.stdin);
     const wire = toWire(request, 'call');
     // An abort ends the box and everything in it; the native call settles once it is gone.
-    const r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out, err, stdin, id));
-    return new ExecutionResult(r, errors);
+    let r;
+    try {
+      r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out.fn, err.fn, stdin, id));
+    } finally {
+      out.flush();
+      err.flush();
+    }
+    return new ExecutionResult(deliverResults(r, guard('onResult', perCall.onResult, errors)), errors);
   }
 
   async writeFile(filePath, data) {
@@ -619,9 +687,12 @@ class Chunks {
   #waiting = null;
   #ended = false;
   #listeners;
+  #lines;
 
-  constructor(listener) {
+  /** `lineBuffered`: chunks are handed on at line boundaries, the rest when the stream ends. */
+  constructor(listener, lineBuffered = false) {
     this.#listeners = listener ? [listener] : [];
+    this.#lines = lineBuffered ? new LineSplitter() : null;
   }
 
   listen(fn) {
@@ -632,6 +703,15 @@ class Chunks {
   }
 
   push(chunk) {
+    if (this.#lines) {
+      const whole = this.#lines.push(chunk);
+      if (whole) this.#give(whole);
+      return;
+    }
+    this.#give(chunk);
+  }
+
+  #give(chunk) {
     for (const fn of this.#listeners) fn(chunk);
     if (this.#waiting) {
       const w = this.#waiting;
@@ -641,6 +721,8 @@ class Chunks {
   }
 
   end() {
+    const rest = this.#lines && this.#lines.flush();
+    if (rest) this.#give(rest);
     this.#ended = true;
     if (this.#waiting) {
       const w = this.#waiting;
@@ -806,9 +888,11 @@ class Kernel {
     if (typeof code !== 'string') throw new SandboxError('runCode(code) takes the code as a string');
     opts = checkOptions(opts, OPTIONS.cell, 'per-cell options must be an object',
       (k) => `unknown per-cell option \`${k}\`; a kernel cell takes ${OPTIONS.cell.join(', ')}`);
+    checkCallback('onResult', opts.onResult);
+    checkLineBuffered(opts.lineBuffered);
     const errors = [];
-    const out = guard('onStdout', this.#onStdout, errors);
-    const err = guard('onStderr', this.#onStderr, errors);
+    const out = byLines(guard('onStdout', this.#onStdout, errors), opts.lineBuffered);
+    const err = byLines(guard('onStderr', this.#onStderr, errors), opts.lineBuffered);
     const request = toWire({ code, timeoutS: opts.timeoutS }, 'cell');
     const signal = opts.signal;
     if (signal && signal.aborted) throw signal.reason;
@@ -816,10 +900,17 @@ class Kernel {
     // stopped (or the kernel was torn down).
     const before = this.#tail;
     const turn = turnOf(before, signal).then(() =>
-      underSignal(signal, this.#native, (id) => this.#native.runCode(request, out, err, id)));
+      underSignal(signal, this.#native, (id) => this.#native.runCode(request, out.fn, err.fn, id)));
     // The next cell waits for this one, and for those before it: this one may have left early.
     this.#tail = before.then(() => turn).catch(() => {});
-    return new ExecutionResult(await turn, errors);
+    let r;
+    try {
+      r = await turn;
+    } finally {
+      out.flush();
+      err.flush();
+    }
+    return new ExecutionResult(deliverResults(r, guard('onResult', opts.onResult, errors)), errors);
   }
 
   async close() {

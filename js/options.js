@@ -3,7 +3,7 @@
 // them; __tests__/option-names.test.js holds index.d.ts and `kern run --help` to them. (The
 // Sandbox's own options are checked on the native side: KNOWN in src/session/options/mod.rs.)
 
-const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal'];
+const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal', 'onResult', 'lineBuffered'];
 
 module.exports = {
   /** `run()`: PerCallOptions. */
@@ -17,9 +17,9 @@ module.exports = {
   /** `kernel()`. */
   kernel: ['timeoutS', 'jupyter'],
   /** `spawn()` (an addition). */
-  spawn: ['env', 'cwd', 'signal', 'onStdout', 'onStderr', 'timeoutS'],
+  spawn: ['env', 'cwd', 'signal', 'onStdout', 'onStderr', 'timeoutS', 'lineBuffered'],
   /** `terminal()` (an addition). */
   terminal: ['argv', 'cols', 'rows', 'env', 'cwd'],
   /** A kernel's `runCode()`. */
-  cell: ['timeoutS', 'signal'],
+  cell: ['timeoutS', 'signal', 'onResult', 'lineBuffered'],
 };

@@ -2,7 +2,10 @@
 // __tests__/types.test.js with `tsc --noEmit --strict`. Every export, option and overload is used with
 // correct types; the `@ts-expect-error` lines must stay errors.
 import {
+  Chart,
+  ChartValue,
   DEFAULT_TMPFS_MB,
+  ExecutionError,
   ExecutionResult,
   FileInfo,
   Kernel,
@@ -86,7 +89,7 @@ const nullOpts: SandboxOptions = {
 const emptyOpts: SandboxOptions = { tmpfs: {}, mounts: {}, capDrop: [] };
 
 // ---- per-call options ------------------------------------------------------------------------
-const perCall: PerCallOptions = { timeoutS: 5, onStdout: onChunk, onStderr: null };
+const perCall: PerCallOptions = { timeoutS: 5, onStdout: onChunk, onStderr: null, onResult: (r: Result) => void r, lineBuffered: true };
 const perCallEmpty: PerCallOptions = {};
 
 // ---- result shapes ---------------------------------------------------------------------------
@@ -113,6 +116,11 @@ function inspectResult(r: ExecutionResult): void {
   const codeStderr: string = r.codeStderr;
   const notes: string[] = r.runtimeNotes;
   for (const res of r.results) inspectRich(res);
+  const error: ExecutionError | null = r.error;
+  if (error !== null) {
+    const parts: string[] = [error.name, error.value, error.traceback];
+    void parts;
+  }
   void stdout; void stderr; void exitCode; void durationMs; void truncated; void success;
   void codeStderr; void notes;
   // @ts-expect-error success is readonly
@@ -130,6 +138,60 @@ function inspectRich(res: Result): void {
   const jpeg: Buffer | null = res.jpeg;
   const formats: string[] = res.formats();
   void data; void text; void html; void md; void svg; void json; void png; void jpeg; void formats;
+  const latex: string | undefined = res.latex;
+  const js: string | undefined = res.javascript;
+  const pdf: Buffer | null = res.pdf;
+  const main: boolean = res.isMainResult;
+  const chart: Chart | null = res.chart;
+  if (chart !== null) inspectChart(chart);
+  void latex; void js; void pdf; void main;
+}
+
+function inspectChart(c: Chart): void {
+  const title: string = c.title;
+  switch (c.type) {
+    case 'line':
+    case 'scatter': {
+      const scale: string = c.xScale;
+      for (const e of c.elements) {
+        const label: string = e.label;
+        const [x, y]: [ChartValue, ChartValue] = e.points[0];
+        void label; void x; void y;
+      }
+      void scale;
+      break;
+    }
+    case 'bar':
+      for (const e of c.elements) {
+        const v: ChartValue = e.value;
+        const g: string = e.group;
+        void v; void g;
+      }
+      break;
+    case 'pie':
+      for (const e of c.elements) {
+        const a: ChartValue = e.angle;
+        void a;
+      }
+      break;
+    case 'box_and_whisker':
+      for (const e of c.elements) {
+        const m: ChartValue = e.median;
+        const out: ChartValue[] = e.outliers;
+        void m; void out;
+      }
+      break;
+    case 'superchart':
+      for (const sub of c.elements) inspectChart(sub);
+      break;
+    case 'unknown': {
+      const none: [] = c.elements;
+      void none;
+      break;
+    }
+  }
+  const cut: true | undefined = c.truncated;
+  void title; void cut;
 }
 
 // ---- errors ----------------------------------------------------------------------------------
@@ -180,6 +242,7 @@ async function sandboxApi(): Promise<void> {
   inspectResult(await k.runCode('x = 1'));
   inspectResult(await k.runCode('x + 1', { timeoutS: 2 }));
   inspectResult(await k.runCode('x + 2', { signal: new AbortController().signal, timeoutS: 2 }));
+  inspectResult(await k.runCode('x + 3', { onResult: (res: Result) => inspectRich(res), lineBuffered: true }));
   inspectResult(await k3.runCode('x', { signal: AbortSignal.timeout(1000) }));
   await k.close();
   await k2.close();
