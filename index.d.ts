@@ -791,11 +791,15 @@ export interface PerCallOptions {
   onStdout?: ((chunk: Buffer) => void) | null;
   /** stderr chunk callback for this call, or null for none; omitted means the sandbox's `onStderr`. */
   onStderr?: ((chunk: Buffer) => void) | null;
-  /** ADDITION to the published surface: called with each `Result` of the call, in `results`'
-   * order (the same objects), before the promise resolves, after the last output chunk. Under
-   * the rules of `onStdout`: a callback that throws does not break the call; the first throw
-   * becomes a runtime note and later results are still delivered. Never called for `run()`
-   * and languages other than python (they have no results). */
+  /** ADDITION to the published surface: called with each `Result` of the call as the cell
+   * produces it (a `display()` while the cell still runs), in `results`' order, and always
+   * before the promise resolves. Not ordered against `onStdout`/`onStderr` chunks (another
+   * channel). Each is a Result of its own, equal to its entry in `results` (a Jupyter display
+   * that the cell later updates with `update_display_data` is delivered as first shown, and
+   * `results` holds its update). Under the rules of `onStdout`: a callback that throws does not
+   * break the call; the first throw becomes a runtime note and later results are still
+   * delivered. Never called for `run()` and languages other than python (they have no
+   * results). */
   onResult?: ((result: Result) => void) | null;
   /** ADDITION to the published surface: `onStdout`/`onStderr` receive whole lines: each chunk
    * ends with `\n` (it may hold several lines), and what is left after the last newline is

@@ -6,8 +6,8 @@
 // (matplotlib, IPython's Jupyter kernel).
 
 const fs = require('fs');
-const { SandboxError } = require('..');
-const { sharedSandbox, withKernel, expectSandboxError, notesOf } = require('./helpers');
+const { Sandbox, SandboxError } = require('..');
+const { sharedSandbox, withKernel, expectSandboxError, notesOf, hostProcessesMatching, waitFor } = require('./helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 
@@ -129,7 +129,7 @@ describe('isMainResult and the MIME getters', () => {
 });
 
 describe('onResult', () => {
-  test('is called with each result in order before the promise resolves, the same objects', async () => {
+  test('is called with each result in order, before the promise resolves, equal to results', async () => {
     const seen = [];
     let resolved = false;
     const p = sb.runCode('display(1)\ndisplay(2)\n3', {
@@ -143,8 +143,64 @@ describe('onResult', () => {
     });
     const r = await p;
     expect(seen.map((x) => [x.text, x.isMainResult])).toEqual([['1', false], ['2', false], ['3', true]]);
-    expect(seen).toHaveLength(r.results.length);
-    seen.forEach((x, i) => expect(x).toBe(r.results[i]));
+    expect(seen).toEqual(r.results);
+  });
+
+  // The cell waits, after its first display(), for a file that only onResult writes: it ends
+  // only if that result reached the caller while the cell was still running.
+  const WAITS = [
+    'import os, time',
+    'display("first")',
+    'for _ in range(1200):',
+    '    if os.path.exists("go-%s"): break',
+    '    time.sleep(0.05)',
+    'else:',
+    '    raise SystemExit(9)',
+    '"done"',
+  ].join('\n');
+  const release = (box, name) => (x) => {
+    if (x.text === "'first'") box.writeFile(`go-${name}`, 'x').catch(() => {});
+  };
+
+  test('results arrive while the cell runs: a call, a driver kernel and a Jupyter kernel', async () => {
+    const r = await sb.runCode(WAITS.replace('%s', 'call'), { onResult: release(sb, 'call'), timeoutS: 120 });
+    expect([r.exitCode, r.fault]).toEqual([0, null]);
+    expect(r.results.map((x) => x.text)).toEqual(["'first'", "'done'"]);
+    for (const kOpts of [{}, { jupyter: 'python3' }]) {
+      await withKernel({ image: SCI }, kOpts, async (k, box) => {
+        const name = kOpts.jupyter ? 'jupyter' : 'kernel';
+        const seen = [];
+        const c = await k.runCode(WAITS.replace('%s', name), {
+          timeoutS: 120,
+          onResult: (x) => {
+            seen.push(x.text);
+            release(box, name)(x);
+          },
+        });
+        expect([c.exitCode, c.fault, c.error]).toEqual([0, null, null]);
+        expect(seen).toEqual(["'first'", "'done'"]);
+      });
+    }
+  });
+
+  test('a prewarmed box delivers them live too, and error and isMainResult as a fresh box does', async () => {
+    const driverPids = () => hostProcessesMatching('_kern_driver').map((p) => p.pid);
+    const before = driverPids();
+    const mine = () => driverPids().filter((p) => !before.includes(p));
+    const box = await new Sandbox({ image: SCI, prewarm: 1 }).open();
+    try {
+      expect(await waitFor(() => mine().length === 1, 20000)).toBe(true);
+      const [idle] = mine();
+      const r = await box.runCode(WAITS.replace('%s', 'warm'), { onResult: release(box, 'warm'), timeoutS: 120 });
+      expect([r.exitCode, r.fault]).toEqual([0, null]);
+      expect(r.results.map((x) => [x.text, x.isMainResult])).toEqual([["'first'", false], ["'done'", true]]);
+      // The idle driver ran it: it is gone.
+      expect(await waitFor(() => !driverPids().includes(idle), 20000)).toBe(true);
+      const bad = await box.runCode('raise KeyError("k")');
+      expect(bad.error).toMatchObject({ name: 'KeyError', value: "'k'" });
+    } finally {
+      await box.close();
+    }
   });
 
   test('a throwing onResult does not break the call: a note, and later results still come', async () => {

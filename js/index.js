@@ -107,17 +107,14 @@ function decodeImage(b64) {
 /** A result's `data` from the native side's MIME types and payloads: a null-prototype object,
  * so no key the box picks (the native side admits only MIME type names anyway) can stand in for
  * an Object.prototype method. */
-/** A native bundle as a public Result (one already made is kept: onResult saw that object). */
+/** A native bundle as a public Result. */
 function toResult(b) {
-  return b instanceof Result ? b : new Result(bundleData(b), b.isMain, b.chart ? JSON.parse(b.chart) : null);
+  return new Result(bundleData(b), b.isMain, b.chart ? JSON.parse(b.chart) : null);
 }
 
-/** Hands each result to `onResult` (guarded) in order, before the call resolves; the Result
- * objects are the ones `results` then holds. */
-function deliverResults(r, onResult) {
-  r.results = r.results.map(toResult);
-  if (onResult) for (const res of r.results) onResult(res);
-  return r;
+/** `onResult` (guarded) as the native side calls it: with each native bundle as it is kept. */
+function liveResults(onResult) {
+  return onResult ? (b) => onResult(toResult(b)) : undefined;
 }
 
 /** Holds a stream's bytes back to the last newline, so each chunk handed on is whole lines
@@ -449,14 +446,15 @@ class Sandbox {
     const stdin = stdinBuffer(perCall.stdin);
     const wire = toWire(request, 'call');
     // An abort ends the box and everything in it; the native call settles once it is gone.
+    const live = liveResults(guard('onResult', perCall.onResult, errors));
     let r;
     try {
-      r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out.fn, err.fn, stdin, id));
+      r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out.fn, err.fn, stdin, id, live));
     } finally {
       out.flush();
       err.flush();
     }
-    return new ExecutionResult(deliverResults(r, guard('onResult', perCall.onResult, errors)), errors);
+    return new ExecutionResult(r, errors);
   }
 
   async writeFile(filePath, data) {
@@ -893,6 +891,7 @@ class Kernel {
     const errors = [];
     const out = byLines(guard('onStdout', this.#onStdout, errors), opts.lineBuffered);
     const err = byLines(guard('onStderr', this.#onStderr, errors), opts.lineBuffered);
+    const live = liveResults(guard('onResult', opts.onResult, errors));
     const request = toWire({ code, timeoutS: opts.timeoutS }, 'cell');
     const signal = opts.signal;
     if (signal && signal.aborted) throw signal.reason;
@@ -900,7 +899,7 @@ class Kernel {
     // stopped (or the kernel was torn down).
     const before = this.#tail;
     const turn = turnOf(before, signal).then(() =>
-      underSignal(signal, this.#native, (id) => this.#native.runCode(request, out.fn, err.fn, id)));
+      underSignal(signal, this.#native, (id) => this.#native.runCode(request, out.fn, err.fn, id, live)));
     // The next cell waits for this one, and for those before it: this one may have left early.
     this.#tail = before.then(() => turn).catch(() => {});
     let r;
@@ -910,7 +909,7 @@ class Kernel {
       out.flush();
       err.flush();
     }
-    return new ExecutionResult(deliverResults(r, guard('onResult', opts.onResult, errors)), errors);
+    return new ExecutionResult(r, errors);
   }
 
   async close() {

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 /// A chunk callback: `(chunk: Buffer) => void`, errors handled by the JS wrapper.
 type ChunkFn = ThreadsafeFunction<Buffer, (), Buffer, napi::Status, false>;
+/// `onResult`: each rich result of a python cell, as it is kept.
+type ResultFn = ThreadsafeFunction<NativeBundle, (), NativeBundle, napi::Status, false>;
 
 /// napi-rs can't reject with a JS subclass, so the code rides in front of the message
 /// (`[ERR_FILE] ...`) and the JS layer turns it into the class and `code`; extra properties (a
@@ -216,6 +218,7 @@ impl NativeSandbox {
         on_stderr: Option<ChunkFn>,
         stdin: Option<Buffer>,
         call_id: Option<u32>,
+        on_result: Option<ResultFn>,
     ) -> napi::Result<NativeResult> {
         let (_registered, abort) = self.aborts.of(call_id)?;
         let req: ExecRequest = serde_json::from_str(&request_json)
@@ -229,9 +232,16 @@ impl NativeSandbox {
                 None => None,
             },
             abort,
+            results: None,
+        };
+        let (live, results) = LiveResults::new(on_result);
+        let input = CallInput {
+            results: live,
+            ..input
         };
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
         let result = self.inner.exec(req, input, tx).await;
+        results.done().await;
         finish(result, forwarder).await
     }
 
@@ -338,6 +348,7 @@ impl NativeKernel {
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
         call_id: Option<u32>,
+        on_result: Option<ResultFn>,
     ) -> napi::Result<NativeResult> {
         let (_registered, abort) = self.aborts.of(call_id)?;
         let req: CellRequest = serde_json::from_str(&request_json)
@@ -347,7 +358,12 @@ impl NativeKernel {
             Some(v) => Some(crate::session::options::timeout_ms("timeoutS", v).map_err(to_napi)?),
         };
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
-        let result = self.inner.run_code(&req.code, timeout_ms, tx, abort).await;
+        let (live, results) = LiveResults::new(on_result);
+        let result = self
+            .inner
+            .run_code(&req.code, timeout_ms, tx, live, abort)
+            .await;
+        results.done().await;
         finish(result, forwarder).await
     }
 
@@ -447,6 +463,53 @@ fn forwarder(
     (Some(tx), Some(task))
 }
 
+/// Hands each result to `onResult` as the cell keeps it, in order, from one task that waits for
+/// each callback.
+struct LiveResults(
+    Option<(
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    )>,
+);
+
+impl LiveResults {
+    fn new(on_result: Option<ResultFn>) -> (Option<crate::lang::driver::ResultSink>, LiveResults) {
+        let Some(f) = on_result else {
+            return (None, LiveResults(None));
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<crate::lang::driver::Item>();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    item = rx.recv() => match item {
+                        Some(item) => {
+                            let _ = f.call_async(native_bundle(item)).await;
+                        }
+                        None => return,
+                    },
+                    _ = &mut stopped => break,
+                }
+            }
+            // The call is over: what was kept is delivered, and a sender that outlived the
+            // call (a reader still draining a dead box's socket) adds nothing more.
+            rx.close();
+            while let Some(item) = rx.recv().await {
+                let _ = f.call_async(native_bundle(item)).await;
+            }
+        });
+        (Some(tx), LiveResults(Some((stop, task))))
+    }
+
+    /// Once the call is over: waits until every result kept has been handed over.
+    async fn done(self) {
+        if let Some((stop, task)) = self.0 {
+            let _ = stop.send(());
+            let _ = task.await;
+        }
+    }
+}
+
 async fn finish(
     result: crate::error::Result<crate::session::ExecResult>,
     forwarder: Option<tokio::task::JoinHandle<()>>,
@@ -515,6 +578,23 @@ pub struct NativeBundle {
     pub chart: Option<String>,
 }
 
+fn native_bundle(item: crate::lang::driver::Item) -> NativeBundle {
+    let (mimes, payloads) = item
+        .data
+        .into_iter()
+        .map(|(k, v)| match v {
+            serde_json::Value::String(s) => (k, s),
+            other => (k, other.to_string()),
+        })
+        .unzip();
+    NativeBundle {
+        mimes,
+        payloads,
+        is_main: item.main,
+        chart: item.chart.map(|c| c.to_string()),
+    }
+}
+
 impl From<crate::session::ExecResult> for NativeResult {
     fn from(r: crate::session::ExecResult) -> NativeResult {
         NativeResult {
@@ -542,26 +622,7 @@ impl From<crate::session::ExecResult> for NativeResult {
             stdout_truncated: r.stdout_truncated,
             stderr_truncated: r.stderr_truncated,
             signal: r.signal,
-            results: r
-                .results
-                .into_iter()
-                .map(|item| {
-                    let (mimes, payloads) = item
-                        .data
-                        .into_iter()
-                        .map(|(k, v)| match v {
-                            serde_json::Value::String(s) => (k, s),
-                            other => (k, other.to_string()),
-                        })
-                        .unzip();
-                    NativeBundle {
-                        mimes,
-                        payloads,
-                        is_main: item.main,
-                        chart: item.chart.map(|c| c.to_string()),
-                    }
-                })
-                .collect(),
+            results: r.results.into_iter().map(native_bundle).collect(),
             error: r.error.map(|e| NativeCellError {
                 name: e.name,
                 value: e.value,

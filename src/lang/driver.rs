@@ -134,6 +134,9 @@ pub struct CellError {
     pub traceback: String,
 }
 
+/// Where each kept result goes as soon as it is kept (`onResult`).
+pub type ResultSink = tokio::sync::mpsc::UnboundedSender<Item>;
+
 /// The most bytes of one chart's JSON a result keeps (the driver caps the points it reads
 /// first; this bounds a box that sends its own frames).
 pub const MAX_CHART_BYTES: usize = 4 << 20;
@@ -192,6 +195,8 @@ pub struct Results {
     bundles: Vec<Item>,
     /// The cell's exception, if it raised (the last one reported).
     error: Option<CellError>,
+    /// Gets a copy of each result as it is kept.
+    sink: Option<ResultSink>,
     bytes: usize,
     dropped: usize,
     notes: Vec<String>,
@@ -237,6 +242,11 @@ impl Results {
         }
     }
 
+    /// Sends each result kept from now on to `sink` too, as it is kept.
+    pub fn live(&mut self, sink: Option<ResultSink>) {
+        self.sink = sink;
+    }
+
     /// Keeps the error a cell raised (a Jupyter kernel's `error` message).
     pub fn error(&mut self, e: CellError) {
         self.error = Some(e);
@@ -252,11 +262,16 @@ impl Results {
     ) -> Option<usize> {
         let b = self.admit(data)?;
         let chart = chart.and_then(|c| self.chart(c));
-        self.bundles.push(Item {
+        let item = Item {
             data: b,
             main,
             chart,
-        });
+        };
+        if let Some(s) = &self.sink {
+            // A caller that went away no longer wants them.
+            let _ = s.send(item.clone());
+        }
+        self.bundles.push(item);
         Some(self.bundles.len() - 1)
     }
 

@@ -120,7 +120,7 @@ pub(super) async fn exec(
         _ => None,
     };
     if let (Some(slot), Some(code)) = (slot, &cell) {
-        let r = slot.run(code, timeout_ms).await;
+        let r = slot.run(code, timeout_ms, input.results).await;
         // The pool refills after the call, so starting the next box doesn't compete with
         // this one for the CPU.
         pool::fill(&opened, kern_path);
@@ -136,7 +136,7 @@ pub(super) async fn exec(
     let (channel, results_rx) = match &cell {
         Some(code) => {
             let (ours, theirs) = network::box_socketpair("driver")?;
-            (Some(theirs), Some(driver_io_on(ours, code)?))
+            (Some(theirs), Some(driver_io_on(ours, code, input.results)?))
         }
         None => (None, None),
     };
@@ -218,6 +218,7 @@ pub(super) async fn exec(
 fn driver_io_on(
     sock: tokio::net::UnixStream,
     code: &str,
+    live: Option<driver::ResultSink>,
 ) -> Result<tokio::task::JoinHandle<(driver::Results, bool)>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut rx, mut tx) = sock.into_split();
@@ -231,6 +232,7 @@ fn driver_io_on(
     Ok(tokio::spawn(async move {
         let mut reader = driver::FrameReader::default();
         let mut results = driver::Results::default();
+        results.live(live);
         let mut buf = vec![0u8; 256 * 1024];
         loop {
             match rx.read(&mut buf).await {

@@ -21,6 +21,8 @@ pub const MAX_STDIN_BYTES: usize = 16 << 20;
 pub struct CallInput {
     pub stdin: Option<Vec<u8>>,
     pub abort: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Where a python cell's results go as they are kept (`onResult`).
+    pub results: Option<crate::lang::driver::ResultSink>,
 }
 
 /// The message of a call that was aborted. The JS layer rejects with the signal's reason

@@ -78,6 +78,12 @@ impl Cell {
         })
     }
 
+    /// Sends each result to `sink` as it is kept (`onResult`); an update of a display is not
+    /// sent again.
+    pub fn live(&mut self, sink: Option<crate::lang::driver::ResultSink>) {
+        self.results.live(sink);
+    }
+
     fn ours(&self, m: &Message) -> bool {
         m.parent_id() == Some(self.msg_id.as_str())
     }

@@ -6,7 +6,9 @@
 //! the box is gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed
 //! `Slot` is this kernel used for one cell.
 
-use super::lifecycle::{cell_signal, cell_stop, end_fault, Abort, Ended, Kind, Lifecycle};
+use super::lifecycle::{
+    cell_signal, cell_stop, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle,
+};
 use crate::engine::launch::{Chunk, Stream};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -172,9 +174,13 @@ impl Kind for Driver {
         live: &mut Live,
         code: &str,
         timeout: Duration,
-        sink: Option<UnboundedSender<Chunk>>,
+        sinks: CellSinks,
         abort: &mut Abort,
     ) -> (ExecResult, Option<String>) {
+        let CellSinks {
+            output: sink,
+            results: live_results,
+        } = sinks;
         let start = Instant::now();
         let id = live.next_id;
         live.next_id += 1;
@@ -185,6 +191,7 @@ impl Kind for Driver {
         let mut out = Split::new(c0);
         let mut err = Split::new(c1);
         let mut results = driver::Results::default();
+        results.live(live_results);
         let mut done: Option<Value> = None;
         let mut buf = vec![0u8; 256 * 1024];
         live.reader.skipped = 0;
@@ -321,8 +328,16 @@ impl Slot {
     }
 
     /// Runs `code` as this slot's one cell, within `timeout_ms`, then ends the box.
-    pub(crate) async fn run(self, code: &str, timeout_ms: u64) -> Result<ExecResult> {
-        let r = self.0.run_code(code, Some(timeout_ms), None, None).await;
+    pub(crate) async fn run(
+        self,
+        code: &str,
+        timeout_ms: u64,
+        live: Option<driver::ResultSink>,
+    ) -> Result<ExecResult> {
+        let r = self
+            .0
+            .run_code(code, Some(timeout_ms), None, live, None)
+            .await;
         let k = self.0;
         tokio::spawn(async move {
             let _ = k.close().await;

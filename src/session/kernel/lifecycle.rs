@@ -101,11 +101,17 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
         live: &mut Self::Live,
         code: &str,
         timeout: Duration,
-        sink: Option<UnboundedSender<Chunk>>,
+        sinks: CellSinks,
         abort: &mut Abort,
     ) -> impl Future<Output = (ExecResult, Option<String>)> + Send;
     /// close()'s word to a kernel whose box still runs, before the box is ended.
     fn goodbye(&self, live: &mut Self::Live) -> impl Future<Output = ()> + Send;
+}
+
+/// Where a cell's output chunks and its results go as they come (the caller's callbacks).
+pub(crate) struct CellSinks {
+    pub(crate) output: Option<UnboundedSender<Chunk>>,
+    pub(crate) results: Option<crate::lang::driver::ResultSink>,
 }
 
 /// One kernel of kind `K`, from its start to close().
@@ -180,6 +186,7 @@ impl<K: Kind> Lifecycle<K> {
         code: &str,
         timeout_ms: Option<u64>,
         sink: Option<UnboundedSender<Chunk>>,
+        results: Option<crate::lang::driver::ResultSink>,
         mut abort: Abort,
     ) -> Result<ExecResult> {
         self.kind.check_cell(code)?;
@@ -213,7 +220,17 @@ impl<K: Kind> Lifecycle<K> {
         let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
         let (result, dead) = self
             .kind
-            .run_cell(self, live, code, timeout, sink, &mut abort)
+            .run_cell(
+                self,
+                live,
+                code,
+                timeout,
+                CellSinks {
+                    output: sink,
+                    results,
+                },
+                &mut abort,
+            )
             .await;
         // Aborted: the cell has stopped (or the kernel is gone); its result is moot.
         let aborted = percall::aborted(abort.as_ref());

@@ -40,11 +40,12 @@ impl OpenKernel {
         code: &str,
         timeout_ms: Option<u64>,
         sink: Option<UnboundedSender<Chunk>>,
+        results: Option<crate::lang::driver::ResultSink>,
         abort: Option<tokio::sync::watch::Receiver<bool>>,
     ) -> Result<ExecResult> {
         match &self.0 {
-            Open::Driver(k) => k.run_code(code, timeout_ms, sink, abort).await,
-            Open::Jupyter(k) => k.run_code(code, timeout_ms, sink, abort).await,
+            Open::Driver(k) => k.run_code(code, timeout_ms, sink, results, abort).await,
+            Open::Jupyter(k) => k.run_code(code, timeout_ms, sink, results, abort).await,
         }
     }
 

@@ -19,7 +19,7 @@ mod signal;
 mod sockets;
 pub(crate) mod start;
 
-use super::lifecycle::{cell_signal, end_fault, Abort, Ended, Kind, Lifecycle, Stop};
+use super::lifecycle::{cell_signal, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle, Stop};
 use crate::engine::launch::Chunk;
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -33,7 +33,7 @@ use signal::signal_workload;
 use sockets::{heartbeat, send, Readers, Sockets};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How long an interrupted cell has to stop before the kernel is torn down.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -119,9 +119,13 @@ impl Kind for Jupyter {
         live: &mut Live,
         code: &str,
         timeout: Duration,
-        sink: Option<UnboundedSender<Chunk>>,
+        sinks: CellSinks,
         abort: &mut Abort,
     ) -> (ExecResult, Option<String>) {
+        let CellSinks {
+            output: sink,
+            results: live_results,
+        } = sinks;
         // What earlier cells left behind (late output after their idle) is not this cell's.
         for q in [
             &mut live.socks.iopub,
@@ -142,6 +146,7 @@ impl Kind for Jupyter {
         self.readers.want(Some(&id));
         let mut asked_input: Option<String> = None;
         let mut cell = Cell::new(id, k.max_output);
+        cell.live(live_results);
         let show = |shown: Shown| {
             if let Some(s) = &sink {
                 for (stream, data) in shown {
