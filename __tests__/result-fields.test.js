@@ -349,7 +349,8 @@ describe('lineBuffered', () => {
     const chunks = [];
     await sb.runCode(code, { onStdout: (c) => chunks.push(c.toString()) });
     expect(chunks.some((c) => c === 'tick')).toBe(true);
-    await expectSandboxError(() => sb.runCode('1', { lineBuffered: 'yes' }), SandboxError, /lineBuffered.*boolean/);
+    const e = await expectSandboxError(() => sb.runCode('1', { lineBuffered: 'yes' }), SandboxError, /lineBuffered.*boolean/);
+    expect(e.code).toBe('ERR_INVALID_OPTION');
   });
 
   test('stderr and kernel cells too', async () => {
