@@ -73,7 +73,7 @@ describe('error', () => {
     });
   });
 
-  test('a Jupyter kernel cell reports ename/evalue/traceback without colour codes', async () => {
+  test('a Jupyter kernel cell reports ename/evalue/traceback without colour codes; a SystemExit as ipykernel does; a timeout is a fault', async () => {
     await withKernel({ image: SCI }, { jupyter: 'python3' }, async (k) => {
       const bad = await k.runCode('def g():\n    raise ValueError("no good")\ng()');
       expect(bad.exitCode).toBe(1);
@@ -86,6 +86,12 @@ describe('error', () => {
       expect(ok.results.map((x) => [x.isMainResult, x.text])).toEqual([[false, '<IPython.core.display.Latex object>'], [true, '42']]);
       expect(ok.results[0].latex).toBe('$x$');
       expect(ok.results[0].chart).toBeNull();
+      // ipykernel reports a SystemExit as an error; a timeout's KeyboardInterrupt is the fault.
+      const exit = await k.runCode('import sys\nsys.exit(3)');
+      expect([exit.error.name, exit.error.value]).toEqual(['SystemExit', '3']);
+      const slow = await k.runCode('import time\ntime.sleep(60)', { timeoutS: 1 });
+      expect([slow.fault.type, slow.error]).toEqual(['timeout', null]);
+      expect((await k.runCode('1')).error).toBeNull();
     });
   });
 });
