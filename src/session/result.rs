@@ -42,6 +42,8 @@ pub struct ExecResult {
     pub signal: Option<String>,
     /// Rich results of a python cell, in order.
     pub results: Vec<driver::Bundle>,
+    /// A kernel cell's number (an addition: `executionCount`); None for a one-shot call.
+    pub execution_count: Option<u32>,
 }
 
 /// How long to wait, after the box ended, for the last result bytes.
@@ -88,6 +90,7 @@ pub(super) async fn of_box(
         stderr_truncated: outcome.stderr_truncated,
         signal: outcome.report.signal,
         results,
+        execution_count: None,
     }
 }
 
@@ -154,6 +157,7 @@ impl ExecResult {
             stderr_truncated: false,
             signal: None,
             results: Vec::new(),
+            execution_count: None,
         }
     }
 }

@@ -207,6 +207,12 @@ impl Cell {
             exit_code: i32::from(self.failed),
             results,
             notes,
+            execution_count: self
+                .reply
+                .as_ref()
+                .and_then(|r| r.get("execution_count"))
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok()),
         }
     }
 }
@@ -221,6 +227,8 @@ pub struct Parts {
     pub exit_code: i32,
     pub results: Vec<Bundle>,
     pub notes: Vec<String>,
+    /// The reply's `execution_count` (an addition: `ExecutionResult.executionCount`).
+    pub execution_count: Option<u32>,
 }
 
 /// An `error` (or a failed `execute_reply`) as text: the traceback without its colour codes,

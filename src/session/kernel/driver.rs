@@ -8,9 +8,10 @@
 
 use super::lifecycle::{cell_signal, cell_stop, end_fault, Abort, Ended, Kind, Lifecycle};
 use crate::engine::launch::{Chunk, Stream};
-use crate::engine::status::{Fault, FaultKind};
+use crate::engine::status::Fault;
 use crate::error::{Error, Result};
 use crate::lang::driver;
+use crate::lang::Language;
 use crate::session::result::{ExecResult, RESULTS_GRACE};
 use crate::session::stderr::Stderr;
 use serde_json::Value;
@@ -33,6 +34,8 @@ pub(crate) struct Live {
     carry: [Vec<u8>; 2],
     /// kern's notes from preparing the box, until the first cell takes them.
     prepared: Option<tokio::sync::oneshot::Receiver<Vec<String>>>,
+    /// The driver's setup frame (the node driver's), sent before the first cell.
+    setup: Option<Vec<u8>>,
 }
 
 /// One stream of one cell: bytes up to the marker.
@@ -109,11 +112,13 @@ fn random_marker() -> String {
     format!("\u{1e}kern-cell-end-{}\u{1e}", hex::encode(bytes))
 }
 
-/// The python driver's kernel: cells go to the driver as frames, output is split per cell at
-/// the marker the driver writes after each cell.
+/// The driver kernel (python's driver, or node's: they speak the same frames): cells go to the
+/// driver as frames, output is split per cell at the marker the driver writes after each cell.
 pub(crate) struct Driver {
     /// A prewarmed box's one cell: named like a one-shot cell in tracebacks.
     pub(crate) single: bool,
+    /// The cells' language: python, node or typescript.
+    pub(crate) lang: Language,
 }
 
 impl Live {
@@ -123,6 +128,7 @@ impl Live {
         chunks: UnboundedReceiver<Chunk>,
         ended: Ended,
         prepared: tokio::sync::oneshot::Receiver<Vec<String>>,
+        setup: Option<Vec<u8>>,
     ) -> Live {
         let (rx, tx) = sock.into_split();
         Live {
@@ -134,6 +140,7 @@ impl Live {
             next_id: 1,
             carry: [Vec::new(), Vec::new()],
             prepared: Some(prepared),
+            setup,
         }
     }
 }
@@ -147,7 +154,7 @@ impl Kind for Driver {
     }
 
     fn check_cell(&self, code: &str) -> Result<()> {
-        crate::lang::check_cell(code)
+        self.lang.check_cell(code)
     }
 
     fn torn_down(&self, why: &str) -> Error {
@@ -157,7 +164,7 @@ impl Kind for Driver {
     }
 
     async fn box_end(&self, _: &Lifecycle<Driver>, live: &mut Live) -> Fault {
-        end_fault((&mut live.ended).await, "python process", "")
+        end_fault((&mut live.ended).await, self.lang.process_name(), "")
     }
 
     async fn unwell(&self, _: &Lifecycle<Driver>, _: &mut Live) -> Option<String> {
@@ -179,7 +186,14 @@ impl Kind for Driver {
         let id = live.next_id;
         live.next_id += 1;
         let marker = random_marker();
-        let cell = driver::cell_frame(id, code, false, Some(&marker), self.single);
+        let mut cell = live.setup.take().unwrap_or_default();
+        cell.extend(driver::cell_frame(
+            id,
+            code,
+            false,
+            Some(&marker),
+            self.single,
+        ));
         let marker = marker.as_bytes();
         let [c0, c1] = std::mem::take(&mut live.carry);
         let mut out = Split::new(c0);
@@ -191,10 +205,10 @@ impl Kind for Driver {
         let mut ended: Option<Fault> = None;
         let deadline = tokio::time::Instant::now() + timeout;
         if live.tx.write_all(&cell).await.is_err() {
-            ended = Some(Fault::new(
-                FaultKind::Killed,
-                "the kernel's python process is gone; the kernel was torn down",
-            ));
+            // The driver's end is closed: its box has ended, or is ending, and says why (a
+            // `cwd` it could not enter; a node driver's setup frame is too large to sit in the
+            // socket's buffer of a box that never started).
+            ended = Some(self.box_end(k, live).await);
         }
         let show = |s: &Option<UnboundedSender<Chunk>>, stream, data: Vec<u8>| {
             if let (Some(s), false) = (s, data.is_empty()) {
@@ -298,6 +312,8 @@ impl Kind for Driver {
             stdout_truncated: out.truncated,
             stderr_truncated: err.truncated,
             results,
+            // A prewarmed slot's one cell is a one-shot call's.
+            execution_count: (!self.single).then(|| u32::try_from(id).unwrap_or(u32::MAX)),
         };
         (result, dead)
     }

@@ -291,6 +291,7 @@ impl Kind for Jupyter {
             stdout_truncated: parts.stdout_truncated,
             stderr_truncated: parts.stderr_truncated,
             results: parts.results,
+            execution_count: parts.execution_count,
         };
         (result, dead)
     }
