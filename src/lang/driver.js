@@ -200,7 +200,7 @@
     }
     // The frames below the cell's are the driver's.
     const lines = text.split('\n');
-    const cut = lines.findIndex((l) => /^\s+at .*\(node:inspector/.test(l));
+    const cut = lines.findIndex((l) => /^\s+at .*(\(node:inspector|node:internal\/modules\/typescript)/.test(l));
     return cut === -1 ? text : lines.slice(0, cut).join('\n');
   };
   const errorFrame = (e, traceback) => {
@@ -232,12 +232,21 @@
   };
   const stripTypes = (code) => {
     const strip = nodeModule.stripTypeScriptTypes;
+    // Node warns, once, that stripTypeScriptTypes is experimental: the driver's business, not
+    // the cell's stderr. The warning is emitted synchronously, so only this call is filtered.
+    const emitWarning = process.emitWarning;
+    process.emitWarning = function (w, ...rest) {
+      if (String(w && w.message !== undefined ? w.message : w).includes('stripTypeScriptTypes')) return;
+      return emitWarning.call(process, w, ...rest);
+    };
     try {
       return strip(code, { mode: 'strip' });
     } catch (e) {
       // Enums and namespaces need code generated for them: 'transform' does it.
       if (e && e.code === 'ERR_UNSUPPORTED_TYPESCRIPT_SYNTAX') return strip(code, { mode: 'transform' });
       throw e;
+    } finally {
+      process.emitWarning = emitWarning;
     }
   };
 
