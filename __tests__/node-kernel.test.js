@@ -56,9 +56,12 @@ describe('node runCode', () => {
     const late = await node('setTimeout(() => console.log("timer"), 20); "value"');
     expect(late.stdout).toBe('timer\n');
     expect(texts(late)).toEqual(["'value'"]);
-    const syntax = await node('let = = 1');
+    // A syntax error says where, as node -e does; `throw null` fails the cell too.
+    const syntax = await node('const ok = 1;\nlet = = 1');
     expect(syntax.exitCode).toBe(1);
-    expect(syntax.codeStderr).toMatch(/^SyntaxError: /);
+    expect(syntax.codeStderr).toBe("[eval]:2\nlet = = 1\n      ^\n\nSyntaxError: Unexpected token '='\n");
+    const nul = await node('throw null');
+    expect([nul.exitCode, nul.codeStderr]).toEqual([1, 'null\n']);
   });
 
   test('display() and the Jupyter.display hook give rich results, in order', async () => {

@@ -253,17 +253,17 @@
   let kernel = false;
   const runCell = async (id, source, once) => {
     const name = once ? '[eval]' : `[cell-${id}]`;
+    // `throw null` is an error too: whether the cell threw is its own flag.
+    let threw = false;
     let failed = null;
+    let where = '';
     let result;
     inCell = true;
     try {
       let code = source;
       if (typescript) {
         const refused = refuseTypescript();
-        if (refused) {
-          failed = refused;
-          throw refused;
-        }
+        if (refused) throw refused;
         code = stripTypes(code);
       }
       const prepared = prepare(code);
@@ -273,10 +273,17 @@
         awaitPromise: true,
       });
       if (r.exceptionDetails) {
-        const ex = r.exceptionDetails.exception;
-        failed = ex ? await valueOf(ex) : new Error(r.exceptionDetails.text);
-        if (failed === undefined) failed = new Error(r.exceptionDetails.text);
-        throw failed;
+        const d = r.exceptionDetails;
+        const ex = d.exception ? await valueOf(d.exception) : new Error(d.text);
+        // A syntax error's stack has no line: say where, as `node -e` does (the rewritten
+        // imports keep their lines).
+        if (ex instanceof SyntaxError && typeof d.lineNumber === 'number') {
+          const line = source.split('\n')[d.lineNumber];
+          if (line !== undefined) {
+            where = `${name}:${d.lineNumber + 1}\n${line}\n${' '.repeat(d.columnNumber || 0)}^\n\n`;
+          }
+        }
+        throw ex;
       }
       if (prepared.show) {
         let value = await valueOf(r.result);
@@ -286,15 +293,16 @@
       }
       if (result !== undefined) send({ type: 'result', data: bundleOf(result) });
     } catch (e) {
-      if (failed === null) failed = e;
+      threw = true;
+      failed = e;
     }
     inCell = false;
-    if (failed !== null) {
-      const text = inspect(failed);
+    if (threw) {
+      const text = where + inspect(failed);
       writeSync(2, `${once ? '' : 'Uncaught '}${text}\n`);
       send(errorFrame(failed, text));
     }
-    return failed === null;
+    return !threw;
   };
 
   // ---- the loop
