@@ -1041,6 +1041,8 @@ export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
   resize(cols: number, rows: number): void;
 }
 
+// ADDITION: `kernel({ language: "node" | "typescript" })` is the same driver kernel with one Node
+// process instead of Python's (see NODE CELLS at `Language`): same timeout, `signal` and teardown.
 /** A warm Python interpreter living in one long-lived box, obtained from `Sandbox.kernel()`. State in
  * memory survives from cell to cell; the box stays network-off and resource-limited until `close()` or
  * a cell timeout ends it. Its `/tmp` persists across cells too, and fills up cumulatively.

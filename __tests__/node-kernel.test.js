@@ -40,6 +40,9 @@ describe('node runCode', () => {
     expect((await node('console.log(1)')).results).toEqual([]);
     expect((await node('const x = 1')).results).toEqual([]);
     expect((await node('let t = 0; for (let i = 0; i < 3; i++) { t += i }')).results).toEqual([]);
+    // The cell comes on the driver's channel: fd 0 is still the call's stdin.
+    const fed = await node('let d = ""; process.stdin.on("data", (c) => d += c).on("end", () => console.log("got", d))', { stdin: 'abc' });
+    expect(fed.stdout).toBe('got abc\n');
   });
 
   test('an uncaught error prints its stack on stderr and exits 1, with the user\'s line numbers', async () => {
