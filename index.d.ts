@@ -109,7 +109,8 @@ export class ExecutionResult {
    * ended with `"SIGKILL"`. A kernel cell whose box was ended says `"SIGKILL"` too. */
   signal: string | null;
   /** Rich MIME-typed values of a Python `runCode` (see `Result`), in order; `[]` for other
-   * languages and `run()`. */
+   * languages and `run()` (ADDITION: a node or typescript `runCode` or kernel cell has them
+   * too, see NODE CELLS at `Language`). */
   results: Result[];
   /** ADDITION to the published surface: a kernel cell's number, counted from 1 in the order the
    * kernel ran its cells (the driver kernels, python and node, count every cell sent, a
