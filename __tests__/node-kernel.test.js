@@ -165,6 +165,17 @@ describe('node kernel', () => {
     });
   });
 
+  test('a large cell sent to a kernel kept busy by an earlier cell\'s timer still times out', async () => {
+    await withKernel({}, { language: 'node', timeoutS: 30 }, async (k) => {
+      await k.runCode('setTimeout(() => { for (;;) {} }, 0); 1');
+      // Larger than the socket's buffer: the driver, spinning, never reads it.
+      const big = `/* ${'x'.repeat(4 << 20)} */ 2`;
+      const r = await k.runCode(big, { timeoutS: 2 });
+      expect(r.fault).toMatchObject({ type: 'timeout' });
+      await expectSandboxError(() => k.runCode('3'), SandboxError, /torn down.*timeout/);
+    });
+  });
+
   test('a signal aborts the cell as its timeout would', async () => {
     const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-nodeabort-'));
     await withKernel({ workspace: ws }, { language: 'node' }, async (k) => {

@@ -6,7 +6,7 @@
 //! the box is gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed
 //! `Slot` is this kernel used for one cell.
 
-use super::lifecycle::{cell_signal, cell_stop, end_fault, Abort, Ended, Kind, Lifecycle};
+use super::lifecycle::{cell_signal, cell_stop, end_fault, Abort, Ended, Kind, Lifecycle, Stop};
 use crate::engine::launch::{Chunk, Stream};
 use crate::engine::status::Fault;
 use crate::error::{Error, Result};
@@ -204,11 +204,20 @@ impl Kind for Driver {
         live.reader.skipped = 0;
         let mut ended: Option<Fault> = None;
         let deadline = tokio::time::Instant::now() + timeout;
-        if live.tx.write_all(&cell).await.is_err() {
+        // Under the cell's deadline too: a frame larger than the socket's buffer waits for the
+        // driver to read it, and a driver kept busy (a node kernel's timer spinning since an
+        // earlier cell) never does.
+        let wrote = tokio::select! {
+            r = live.tx.write_all(&cell) => Ok(r.is_ok()),
+            stop = cell_stop(deadline, abort) => Err(stop),
+        };
+        match wrote {
+            Ok(true) => {}
             // The driver's end is closed: its box has ended, or is ending, and says why (a
             // `cwd` it could not enter; a node driver's setup frame is too large to sit in the
             // socket's buffer of a box that never started).
-            ended = Some(self.box_end(k, live).await);
+            Ok(false) => ended = Some(self.box_end(k, live).await),
+            Err(stop) => ended = Some(self.stop_box(k, live, stop, timeout).await),
         }
         let show = |s: &Option<UnboundedSender<Chunk>>, stream, data: Vec<u8>| {
             if let (Some(s), false) = (s, data.is_empty()) {
@@ -248,15 +257,7 @@ impl Kind for Driver {
                 },
                 // Timed out or aborted, the driver's cell ends with its box.
                 stop = cell_stop(deadline, abort) => {
-                    k.stop.send_replace(true);
-                    let _ = self.box_end(k, live).await;
-                    ended = Some(Fault::new(
-                        stop.fault_kind(),
-                        format!(
-                            "{}; kern killed the kernel's box and every process in it",
-                            stop.what(timeout)
-                        ),
-                    ));
+                    ended = Some(self.stop_box(k, live, stop, timeout).await);
                 }
             }
         }
@@ -316,6 +317,27 @@ impl Kind for Driver {
             execution_count: (!self.single).then(|| u32::try_from(id).unwrap_or(u32::MAX)),
         };
         (result, dead)
+    }
+}
+
+impl Driver {
+    /// Ends the kernel's box for a cell that timed out or was aborted; the cell's fault.
+    async fn stop_box(
+        &self,
+        k: &Lifecycle<Driver>,
+        live: &mut Live,
+        stop: Stop,
+        timeout: Duration,
+    ) -> Fault {
+        k.stop.send_replace(true);
+        let _ = self.box_end(k, live).await;
+        Fault::new(
+            stop.fault_kind(),
+            format!(
+                "{}; kern killed the kernel's box and every process in it",
+                stop.what(timeout)
+            ),
+        )
     }
 }
 
