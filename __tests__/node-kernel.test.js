@@ -289,10 +289,12 @@ describe('kernel({ cwd, env }) and executionCount', () => {
   test('bad kernel options are refused before a box starts', async () => {
     const sb = await new Sandbox(opts()).open();
     try {
-      await expectSandboxError(() => sb.kernel({ cwd: '../out' }), SandboxError, /option `cwd`.*leads out of the workspace/);
+      const e = await expectSandboxError(() => sb.kernel({ cwd: '../out' }), SandboxError, /option `cwd`.*leads out of the workspace/);
+      expect(e.code).toBe('ERR_INVALID_OPTION');
       await expectSandboxError(() => sb.kernel({ cwd: '/etc' }), SandboxError, /outside the workspace/);
       await expectSandboxError(() => sb.kernel({ env: { 'A=B': '1' } }), SandboxError, /option `env`/);
-      await expectSandboxError(() => sb.kernel({ language: 'bash' }), SandboxError, /"python", "node", "typescript"/);
+      const js = await expectSandboxError(() => sb.kernel({ language: 'bash' }), SandboxError, /"python", "node", "typescript"/);
+      expect(js.code).toBe('ERR_INVALID_OPTION');
       await expectSandboxError(() => sb.kernel({ jupyter: 'python3', language: 'node' }), SandboxError, /`jupyter` or `language`, not both/);
     } finally {
       await sb.close();
