@@ -11,7 +11,10 @@ const OPTIONS = require('./options.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/config/mod.rs. */
 const DEFAULT_TMPFS_MB = 64;
-const LANGUAGES = ['python', 'bash', 'sh', 'node'];
+// 'typescript' is an addition (run by the node driver where the box's Node strips types).
+const LANGUAGES = ['python', 'bash', 'sh', 'node', 'typescript'];
+/** The languages a driver kernel runs (`kernel({ language })`, an addition). */
+const KERNEL_LANGUAGES = ['python', 'node', 'typescript'];
 
 // Addition: `await using`. Node 20 may lack Symbol.asyncDispose; Node itself (and TypeScript's
 // downlevel helper) then use the registered symbol of the same name, so that is the fallback
@@ -198,8 +201,10 @@ class ExecutionResult {
     this.truncated = r.truncated || stdoutCut || stderrCut;
     this.signal = r.signal ?? null;
     this.results = r.results.map(toResult);
-    // Addition: the exception a python cell raised (see index.d.ts).
+    // Addition: the exception a cell raised (see index.d.ts).
     this.error = r.error ? { name: r.error.name, value: r.error.value, traceback: r.error.traceback } : null;
+    // An addition: a kernel cell's number, null for a one-shot call.
+    this.executionCount = r.executionCount ?? null;
   }
   get success() { return this.exitCode === 0 && this.fault === null; }
   get codeStderr() { return this.#codeStderr.toString('utf8'); }
@@ -529,12 +534,18 @@ class Sandbox {
   }
   async kernel(opts) {
     opts = checkOptions(opts, OPTIONS.kernel, 'kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })',
-      (k) => `unknown kernel() option \`${k}\`; it takes timeoutS and jupyter`);
+      (k) => `unknown kernel() option \`${k}\`; it takes ${OPTIONS.kernel.join(', ')}`);
     const jupyter = opts.jupyter;
     if (jupyter !== undefined && typeof jupyter !== 'string') {
       throw new SandboxError('kernel({ jupyter }) takes the name of a kernelspec in the image as a string, e.g. kernel({ jupyter: "python3" })');
     }
-    const nk = await callNative(() => this.#native.kernel(toWire({ timeoutS: opts.timeoutS, jupyter }, 'kernel option')));
+    // Additions: language, cwd, env (checked on the native side as a call's cwd and env are).
+    const language = opts.language;
+    if (language !== undefined && !KERNEL_LANGUAGES.includes(language)) {
+      throw new SandboxError(`kernel({ language }) takes one of ${KERNEL_LANGUAGES.map((l) => `"${l}"`).join(', ')}, got ${JSON.stringify(language)}`);
+    }
+    const wire = { timeoutS: opts.timeoutS, jupyter, language, cwd: opts.cwd, env: opts.env };
+    const nk = await callNative(() => this.#native.kernel(toWire(wire, 'kernel option')));
     return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
   }
 }

@@ -15,7 +15,7 @@ module.exports = {
   /** `createReadStream()` (an addition). */
   readStream: ['offset', 'length'],
   /** `kernel()`. */
-  kernel: ['timeoutS', 'jupyter'],
+  kernel: ['timeoutS', 'jupyter', 'language', 'cwd', 'env'],
   /** `spawn()` (an addition). */
   spawn: ['env', 'cwd', 'signal', 'onStdout', 'onStderr', 'timeoutS', 'lineBuffered'],
   /** `terminal()` (an addition). */

@@ -4,7 +4,7 @@
 #   bash scripts/test.sh
 #
 # Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> lints (oxlint,
-# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust) -> test rootfs -> Jest as root ->
+# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust) -> test rootfs, images, Node 24 -> Jest as root ->
 # Jest again as the unprivileged user `kerntest` for the files marked `// rootless: yes` (the
 # rootless path; scripts/rootless-tests.sh), and meanwhile the core, limits, isolation, lifecycle,
 # process and isolation-report suites in a cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh)
@@ -20,6 +20,7 @@
 #                            their suites
 #   KERN_TEST_ROOTFS=dir     test rootfs location (default: see scripts/build-test-rootfs.sh)
 #   KERN_TEST_ROOTFS_SCI=dir the rootfs with matplotlib/pandas/numpy (scripts/build-test-rootfs-sci.sh)
+#   KERN_TEST_NODE_TS=dir    a Node that strips TypeScript types (scripts/fetch-test-node.sh)
 #   KERN_TEST_IMAGES=dir     the OCI test images (scripts/build-test-images.sh)
 set -uo pipefail
 
@@ -207,6 +208,9 @@ bash scripts/build-test-rootfs-sci.sh || abort "scripts/build-test-rootfs-sci.sh
 step "image: test images (scripts/build-test-images.sh)"
 bash scripts/build-test-images.sh || abort "scripts/build-test-images.sh"
 
+step "image: a Node that strips TypeScript types (scripts/fetch-test-node.sh: Node 24 from PyPI)"
+bash scripts/fetch-test-node.sh || abort "scripts/fetch-test-node.sh"
+
 step "jest (root): npx jest${filter:+ $filter}"
 jest_args=(--json "--outputFile=$root_report")
 [[ -n "$filter" ]] && jest_args+=("$filter")
@@ -278,6 +282,7 @@ if [[ "$rootless_expected" == 1 ]]; then
     [[ -n "${KERN_TEST_ROOTFS:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS="$KERN_TEST_ROOTFS")
     [[ -n "${KERN_TEST_IMAGES:-}" ]] && rootless_env+=(KERN_TEST_IMAGES="$KERN_TEST_IMAGES")
     [[ -n "${KERN_TEST_ROOTFS_SCI:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS_SCI="$KERN_TEST_ROOTFS_SCI")
+    [[ -n "${KERN_TEST_NODE_TS:-}" ]] && rootless_env+=(KERN_TEST_NODE_TS="$KERN_TEST_NODE_TS")
     # shellcheck disable=SC2016
     su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
       kern-rootless "$run_dir" "${rootless_env[@]}" \

@@ -270,16 +270,12 @@ impl NativeSandbox {
         })
     }
 
-    /// Opens a kernel; `options_json` is `{ timeoutS?, jupyter? }`.
+    /// Opens a kernel; `options_json` is `{ timeoutS?, jupyter?, language?, cwd?, env? }`.
     #[napi]
     pub async fn kernel(&self, options_json: String) -> napi::Result<NativeKernel> {
-        let opts: KernelOptions = serde_json::from_str(&options_json)
+        let opts: crate::session::KernelRequest = serde_json::from_str(&options_json)
             .map_err(|e| to_napi(Error::Invalid(format!("kernel() options: {e}"))))?;
-        let k = self
-            .inner
-            .kernel(opts.timeout_s.as_ref(), opts.jupyter.as_deref())
-            .await
-            .map_err(to_napi)?;
+        let k = self.inner.kernel(opts).await.map_err(to_napi)?;
         Ok(NativeKernel {
             inner: Arc::new(k),
             aborts: Aborts::default(),
@@ -300,13 +296,6 @@ impl Drop for Registered {
     fn drop(&mut self) {
         self.0.end(self.1);
     }
-}
-
-#[derive(serde::Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct KernelOptions {
-    timeout_s: Option<serde_json::Value>,
-    jupyter: Option<String>,
 }
 
 #[derive(serde::Deserialize)]
@@ -542,8 +531,10 @@ pub struct NativeResult {
     /// The name of the signal that ended the workload, if one did.
     pub signal: Option<String>,
     pub results: Vec<NativeBundle>,
-    /// The exception a python cell raised (`ExecutionResult.error`).
+    /// The exception a cell raised (`ExecutionResult.error`).
     pub error: Option<NativeCellError>,
+    /// A kernel cell's number (an addition); absent for a one-shot call.
+    pub execution_count: Option<u32>,
 }
 
 #[napi(object)]
@@ -628,6 +619,7 @@ impl From<crate::session::ExecResult> for NativeResult {
                 value: e.value,
                 traceback: e.traceback,
             }),
+            execution_count: r.execution_count,
         }
     }
 }

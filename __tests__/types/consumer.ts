@@ -35,7 +35,7 @@ const tmpMb: number = DEFAULT_TMPFS_MB;
 const faultTypes: SandboxFaultType[] = [
   'timeout', 'oom', 'escape_blocked', 'killed', 'startup_failed', 'exec_failed', 'workspace_full',
 ];
-const languages: Language[] = ['python', 'bash', 'sh', 'node'];
+const languages: Language[] = ['python', 'bash', 'sh', 'node', 'typescript'];
 const mountA: MountSpec = '/data';
 const mountB: MountSpec = ['/data', 'ro'];
 const mountC: MountSpec = ['/out', 'rw'];
@@ -238,7 +238,9 @@ async function sandboxApi(): Promise<void> {
   const k: Kernel = await sb.kernel();
   const k2: Kernel = await sb.kernel({ timeoutS: 10 });
   const k3: Kernel = await sb.kernel({ jupyter: "python3", timeoutS: 10 });
-  void k3;
+  const k4: Kernel = await sb.kernel({ language: 'node', cwd: 'src', env: { A: '1' } });
+  const count: number | null = (await k4.runCode('1')).executionCount;
+  void k3; void count;
   inspectResult(await k.runCode('x = 1'));
   inspectResult(await k.runCode('x + 1', { timeoutS: 2 }));
   inspectResult(await k.runCode('x + 2', { signal: new AbortController().signal, timeoutS: 2 }));
@@ -248,6 +250,7 @@ async function sandboxApi(): Promise<void> {
   await k2.close();
 
   const widened: void = await sb.setEgressAllow(['pypi.org', '.example.com']);
+  void widened;
   await sb.setEgressAllow([]);
   // @ts-expect-error setEgressAllow takes a list, not one host
   await sb.setEgressAllow('pypi.org');
@@ -277,6 +280,8 @@ const badImage: SandboxOptions = { image: 3 };
 async function wrongUsages(sb: Sandbox): Promise<void> {
   // @ts-expect-error not a Language
   await sb.runCode('puts 1', { language: 'ruby' });
+  // @ts-expect-error a kernel runs python, node or typescript
+  await sb.kernel({ language: 'bash' });
   // @ts-expect-error not a Language (one-shot)
   await runCode('puts 1', { language: 'ruby' });
   // @ts-expect-error run takes an argv array, not a shell string

@@ -13,6 +13,20 @@ use serde_json::{Map, Value};
 /// The driver, run as `python3 -c DRIVER`: stdlib only, it reads cells from fd 3.
 pub const DRIVER: &str = include_str!("driver.py");
 
+/// The node driver, run as `node -e NODE_DRIVER`: it reads cells from fd 3 as the python driver
+/// does, after a setup frame (`node_setup_frame`).
+pub const NODE_DRIVER: &str = include_str!("driver.js");
+
+/// acorn (npm `acorn` 8.19.0, MIT, `dist/acorn.js` as published), the parser Node itself vendors:
+/// the node driver finds a cell's `import` declarations and last statement with it. It travels
+/// in the setup frame, since it is too large for an argv string (128 KiB).
+const ACORN: &str = include_str!("acorn/acorn.js");
+
+/// The node driver's first frame: its parser, and whether its cells are TypeScript.
+pub fn node_setup_frame(typescript: bool) -> Vec<u8> {
+    frame(&serde_json::json!({"type": "setup", "acorn": ACORN, "typescript": typescript}))
+}
+
 /// The driver refuses frames above this; so do we.
 pub const MAX_FRAME: usize = 256 << 20;
 

@@ -52,6 +52,8 @@ pub enum Language {
     Bash,
     Sh,
     Node,
+    /// An addition: TypeScript, run by the node driver once the box's Node strips its types.
+    TypeScript,
 }
 
 impl Language {
@@ -61,9 +63,45 @@ impl Language {
             "bash" => Ok(Language::Bash),
             "sh" => Ok(Language::Sh),
             "node" => Ok(Language::Node),
+            "typescript" => Ok(Language::TypeScript),
             other => Err(Error::Invalid(format!(
-                "language {other:?} is not supported; use one of \"python\", \"bash\", \"sh\", \"node\""
+                "language {other:?} is not supported; use one of \"python\", \"bash\", \"sh\", \"node\", \"typescript\""
             ))),
+        }
+    }
+
+    /// Whether a driver runs this language's cells (frames on the box's channel, results back).
+    pub fn driven(self) -> bool {
+        matches!(
+            self,
+            Language::Python | Language::Node | Language::TypeScript
+        )
+    }
+
+    /// What runs a driven language's cells, as messages name it.
+    pub fn process_name(self) -> &'static str {
+        match self {
+            Language::Python => "python process",
+            _ => "node process",
+        }
+    }
+
+    /// The frames the driver takes before its first cell: the node driver's setup (its parser,
+    /// and whether cells are TypeScript).
+    pub fn setup_frame(self) -> Option<Vec<u8>> {
+        match self {
+            Language::Node => Some(driver::node_setup_frame(false)),
+            Language::TypeScript => Some(driver::node_setup_frame(true)),
+            _ => None,
+        }
+    }
+
+    /// Checks a cell of a driven language before it goes to the driver.
+    pub fn check_cell(self, code: &str) -> Result<()> {
+        match self {
+            Language::Python => check_cell(code),
+            // JavaScript source may hold a NUL byte (in a string literal); JSON carries it.
+            _ => check_cell_size(code),
         }
     }
 
@@ -76,6 +114,16 @@ impl Language {
                 argv: vec!["python3".into(), "-c".into(), driver::DRIVER.into()],
                 // Unbuffered, so onStdout sees prints as they happen rather than at exit.
                 env: vec![("PYTHONUNBUFFERED".into(), "1".into())],
+                cell: Some(code.to_string()),
+            });
+        }
+        if matches!(self, Language::Node | Language::TypeScript) {
+            self.check_cell(code)?;
+            // The node driver (driver.js) reads its cells, as python's does, from the channel:
+            // it gives a cell's last value as a result, display(), and `import` in a cell.
+            return Ok(Launch {
+                argv: vec!["node".into(), "-e".into(), driver::NODE_DRIVER.into()],
+                env: Vec::new(),
                 cell: Some(code.to_string()),
             });
         }
@@ -106,7 +154,7 @@ impl Language {
             Language::Python => ("python3", "-c", &[("PYTHONUNBUFFERED", "1")]),
             Language::Bash => ("bash", "-c", &[]),
             Language::Sh => ("sh", "-c", &[]),
-            Language::Node => ("node", "-e", &[]),
+            Language::Node | Language::TypeScript => ("node", "-e", &[]),
         };
         let env = env
             .iter()
@@ -137,6 +185,11 @@ mod tests {
             ["node", "-e", "1"]
         );
         assert!(Language::parse("ruby").is_err());
+        let node = Language::parse("node").unwrap().launch("1").unwrap();
+        assert_eq!(node.argv[..2], ["node", "-e"]);
+        assert_eq!(node.cell.as_deref(), Some("1"));
+        assert!(Language::TypeScript.setup_frame().is_some());
+        assert!(Language::Python.setup_frame().is_none());
     }
 
     #[test]

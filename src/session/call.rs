@@ -28,7 +28,7 @@ pub(super) async fn exec(
     sink: Option<UnboundedSender<Chunk>>,
 ) -> Result<ExecResult> {
     let cfg = &opened.config;
-    let (argv, lang_env, cell) = match (&req.argv, &req.code) {
+    let (argv, lang_env, cell, lang) = match (&req.argv, &req.code) {
         (Some(argv), None) => {
             if argv.is_empty() || argv[0].is_empty() {
                 return Err(Error::Invalid(
@@ -38,11 +38,12 @@ pub(super) async fn exec(
             if argv.iter().any(|a| a.contains('\0')) {
                 return Err(Error::Invalid("an argv element contains a NUL byte".into()));
             }
-            (argv.clone(), Vec::new(), None)
+            (argv.clone(), Vec::new(), None, None)
         }
         (None, Some(code)) => {
-            let l = Language::parse(req.language.as_deref().unwrap_or("python"))?.launch(code)?;
-            (l.argv, l.env, l.cell)
+            let lang = Language::parse(req.language.as_deref().unwrap_or("python"))?;
+            let l = lang.launch(code)?;
+            (l.argv, l.env, l.cell, Some(lang))
         }
         _ => return Err(Error::Invalid("a call needs either argv or code".into())),
     };
@@ -114,7 +115,12 @@ pub(super) async fn exec(
     // (PYTHON* variables, sys.path[0]). Nor a call with stdin: its fd 0 is /dev/null. Nor
     // one that may be aborted: a slot's cell ends only by its timeout or close().
     let slot = match (&cell, &sink) {
-        (Some(_), None) if per_call.is_plain() && !spec.stdin && abort.is_none() => {
+        (Some(_), None)
+            if lang == Some(Language::Python)
+                && per_call.is_plain()
+                && !spec.stdin
+                && abort.is_none() =>
+        {
             pool::take(&opened)
         }
         _ => None,
@@ -131,12 +137,16 @@ pub(super) async fn exec(
         r.files = workspace_changes(before, &workspace, &mut r.stderr).await;
         return Ok(r);
     }
-    // A python cell goes to the driver on its own socket, which also brings the
+    // A python or node cell goes to the driver on its own socket, which also brings the
     // results back: read concurrently, so the box never blocks on a full socket.
     let (channel, results_rx) = match &cell {
         Some(code) => {
             let (ours, theirs) = network::box_socketpair("driver")?;
-            (Some(theirs), Some(driver_io_on(ours, code, input.results)?))
+            let setup = lang.and_then(Language::setup_frame);
+            (
+                Some(theirs),
+                Some(driver_io_on(ours, setup, code, input.results)?),
+            )
         }
         None => (None, None),
     };
@@ -193,7 +203,14 @@ pub(super) async fn exec(
                 _ => Default::default(),
             };
             if cut && outcome.report.fault.is_none() {
-                r.note("note: the python driver's last result frame was cut off".into());
+                let what = if lang == Some(Language::Python) {
+                    "python"
+                } else {
+                    "node"
+                };
+                r.note(format!(
+                    "note: the {what} driver's last result frame was cut off"
+                ));
             }
             error = r.take_error().filter(|_| outcome.report.fault.is_none());
             let (bundles, n) = r.finish();
@@ -202,7 +219,7 @@ pub(super) async fn exec(
         }
         None => Vec::new(),
     };
-    if cell.is_some() {
+    if lang == Some(Language::Python) {
         if let Some(why) = opened.pyc.as_ref().and_then(pyc::Cache::failure) {
             notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
         }
@@ -217,12 +234,14 @@ pub(super) async fn exec(
 /// whether the stream stopped inside a frame.
 fn driver_io_on(
     sock: tokio::net::UnixStream,
+    setup: Option<Vec<u8>>,
     code: &str,
     live: Option<driver::ResultSink>,
 ) -> Result<tokio::task::JoinHandle<(driver::Results, bool)>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut rx, mut tx) = sock.into_split();
-    let cell = driver::cell_frame(1, code, true, None, false);
+    let mut cell = setup.unwrap_or_default();
+    cell.extend(driver::cell_frame(1, code, true, None, false));
     tokio::spawn(async move {
         // A box that dies before reading the cell closes the socket: nothing to report here,
         // the call's fault says what happened.

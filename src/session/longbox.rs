@@ -9,10 +9,13 @@ use super::kernel::jupyter::{self, Jupyter};
 use super::kernel::lifecycle::Lifecycle;
 use super::kernel::OpenKernel;
 use super::opened::Opened;
+use super::percall::PerCall;
+use super::result::ExecRequest;
 use super::writers::Active;
 use crate::engine::launch::{Chunk, Outcome};
 use crate::engine::spec::RootSpec;
 use crate::error::{Error, Result};
+use crate::lang::Language;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::mpsc::UnboundedSender;
@@ -34,16 +37,28 @@ pub struct DriverBox {
     pub prepared: oneshot::Receiver<Vec<String>>,
 }
 
-/// Starts a box running the python driver, waiting for its first cell on the channel. Its
-/// output is forwarded to `sink` as it comes and not kept: the kernel splits it per cell.
+/// Starts a box running `lang`'s driver (python's or node's), in `place`'s directory and
+/// environment, waiting for its first cell on the channel. Its output is forwarded to `sink`
+/// as it comes and not kept: the kernel splits it per cell.
 pub fn start(
     opened: Arc<Opened>,
     kern_path: &std::path::Path,
     sink: UnboundedSender<Chunk>,
+    lang: Language,
+    place: &PerCall,
 ) -> Result<DriverBox> {
-    let launch = crate::lang::Language::Python.launch("")?;
+    let launch = lang.launch("")?;
     let workspace = opened.workspace_path()?;
-    let spec = opened.spec(launch.argv, &launch.env, LIFETIME_MS, true, &workspace);
+    let mut spec = opened.call_spec(
+        launch.argv,
+        &launch.env,
+        &place.env,
+        LIFETIME_MS,
+        true,
+        &workspace,
+    );
+    spec.cwd = place.cwd.clone();
+    crate::config::check_exec_size(&spec.argv, &spec.env)?;
     let (sock, channel) = super::network::box_socketpair("driver")?;
     let b = spawn(opened, kern_path, spec, Some(channel), sink)?;
     Ok(DriverBox {
@@ -118,15 +133,68 @@ pub fn spawn(
     })
 }
 
+/// `kernel()`'s options, as the JS layer sends them.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KernelRequest {
+    /// The per-cell default timeout (the session's `timeoutS` when absent).
+    pub timeout_s: Option<serde_json::Value>,
+    /// The image's Jupyter kernelspec of this name instead of a driver.
+    pub jupyter: Option<String>,
+    /// An addition: the driver's language, `python` (the default), `node` or `typescript`.
+    pub language: Option<String>,
+    /// An addition: the kernel's environment over the Sandbox's, as a call's `env`.
+    pub env: Option<serde_json::Value>,
+    /// An addition: the kernel's working directory, workspace-relative, as a call's `cwd`.
+    pub cwd: Option<serde_json::Value>,
+}
+
+/// A `KernelRequest`, checked: what can be said about it is said before any box starts.
+pub(super) struct KernelPlan {
+    timeout_s: Option<serde_json::Value>,
+    jupyter: Option<String>,
+    lang: Language,
+    place: PerCall,
+}
+
+impl KernelPlan {
+    pub(super) fn of(req: &KernelRequest) -> Result<KernelPlan> {
+        if let Some(name) = &req.jupyter {
+            crate::lang::jupyter::kernelspec::check_name(name)?;
+            if req.language.is_some() {
+                return crate::invalid!("kernel() takes `jupyter` or `language`, not both: a Jupyter kernel's language is its kernelspec's");
+            }
+        }
+        let lang = Language::parse(req.language.as_deref().unwrap_or("python"))?;
+        if !lang.driven() {
+            return crate::invalid!("kernel({{ language }}) takes \"python\", \"node\" or \"typescript\"; run bash or sh code with runCode()");
+        }
+        // The same checks as a call's env and cwd.
+        let place = PerCall::of(
+            &ExecRequest {
+                env: req.env.clone(),
+                cwd: req.cwd.clone(),
+                ..Default::default()
+            },
+            crate::engine::spec::DEFAULT_WORKSPACE_TARGET,
+        )?;
+        Ok(KernelPlan {
+            timeout_s: req.timeout_s.clone(),
+            jupyter: req.jupyter.clone(),
+            lang,
+            place,
+        })
+    }
+}
+
 /// `kernel()`: a driver kernel, or with `jupyter` the image's kernelspec of that name, counted
-/// as a writer of the workspace until it is closed. `timeout_s` is its per-cell default (the
-/// session's `timeoutS` when absent).
+/// as a writer of the workspace until it is closed.
 pub(super) async fn open_kernel(
     opened: Arc<Opened>,
     kern: &Path,
-    timeout_s: Option<&serde_json::Value>,
-    jupyter: Option<&str>,
+    plan: KernelPlan,
 ) -> Result<OpenKernel> {
+    let timeout_s = plan.timeout_s.as_ref();
     if opened.config.resident.is_some() {
         return crate::invalid!("kernel() is not available with `persist`: a kernel is its own long-lived box; use runCode() (each call runs in the resident box), or open a Sandbox without `persist` for a kernel");
     }
@@ -145,14 +213,19 @@ pub(super) async fn open_kernel(
         None => None,
     };
     let active = Active::enter(&opened.writers).await;
-    Ok(match jupyter {
+    Ok(match plan.jupyter.as_deref() {
         Some(name) => {
-            let mut k = start_jupyter(opened, kern, timeout_ms, max_output, name).await?;
+            let mut k =
+                start_jupyter(opened, kern, timeout_ms, max_output, name, &plan.place).await?;
             k.attach(active, quota);
             OpenKernel::jupyter(k)
         }
         None => {
-            let mut k = start_driver(opened, kern, timeout_ms, max_output, false)?;
+            let d = Driver {
+                single: false,
+                lang: plan.lang,
+            };
+            let mut k = start_driver(opened, kern, timeout_ms, max_output, d, &plan.place)?;
             k.attach(active, quota);
             OpenKernel::driver(k)
         }
@@ -160,20 +233,27 @@ pub(super) async fn open_kernel(
 }
 
 /// Starts a driver kernel's box; it runs as long as the kernel is open and the session too.
-/// `single`: a prewarmed slot's kernel, for one cell.
+/// `d.single`: a prewarmed slot's kernel, for one cell.
 pub(super) fn start_driver(
     opened: Arc<Opened>,
     kern: &Path,
     timeout_ms: u64,
     max_output: usize,
-    single: bool,
+    d: Driver,
+    place: &PerCall,
 ) -> Result<Lifecycle<Driver>> {
     let session_closing = opened.closing.subscribe();
     let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
-    let started = start(opened, kern, sink)?;
-    let live = driver::Live::new(started.sock, chunks, started.ended, started.prepared);
+    let started = start(opened, kern, sink, d.lang, place)?;
+    let live = driver::Live::new(
+        started.sock,
+        chunks,
+        started.ended,
+        started.prepared,
+        d.lang.setup_frame(),
+    );
     Ok(Lifecycle::new(
-        Driver { single },
+        d,
         live,
         session_closing,
         started.stop,
@@ -190,15 +270,24 @@ async fn start_jupyter(
     timeout_ms: u64,
     max_output: usize,
     name: &str,
+    place: &PerCall,
 ) -> Result<Lifecycle<Jupyter>> {
     let workspace = opened.workspace_path()?;
     let mut spec = opened.spec(Vec::new(), &[], LIFETIME_MS, false, &workspace);
+    spec.cwd = place.cwd.clone();
+    // The kernel's own env goes over the Sandbox's, both over the kernelspec's.
+    let caller_env: Vec<(String, String)> = opened
+        .config
+        .env
+        .iter()
+        .chain(&place.env)
+        .cloned()
+        .collect();
     let root = match &opened.image.root {
         RootSpec::Dir { path } => path.clone(),
         RootSpec::Host => "/".into(),
     };
-    let prepared =
-        jupyter::start::prepare(&mut spec, root, workspace, &opened.config.env, name).await?;
+    let prepared = jupyter::start::prepare(&mut spec, root, workspace, &caller_env, name).await?;
     let session_closing = opened.closing.subscribe();
     let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
     let b = spawn(opened, kern, spec, None, sink)?;

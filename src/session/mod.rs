@@ -40,6 +40,7 @@ mod writers;
 
 pub use host_files::{ReadStream, WriteStream, MAX_CHUNK};
 pub use kernel::OpenKernel;
+pub use longbox::KernelRequest;
 pub use percall::{check_stdin, CallInput};
 pub use process::{Process, ProcessRequest};
 pub use result::{ExecRequest, ExecResult};
@@ -214,19 +215,13 @@ impl Sandbox {
         host_files::restore(&*self.opened_now()?, src)
     }
 
-    /// Opens a kernel: by default one long-lived box running our python driver; with `jupyter`,
-    /// the image's Jupyter kernelspec of that name. `timeout_s` is its per-cell default (the
-    /// session's `timeoutS` when absent).
-    pub async fn kernel(
-        &self,
-        timeout_s: Option<&serde_json::Value>,
-        jupyter: Option<&str>,
-    ) -> Result<OpenKernel> {
-        if let Some(name) = jupyter {
-            crate::lang::jupyter::kernelspec::check_name(name)?;
-        }
+    /// Opens a kernel: by default one long-lived box running our python driver (or, with
+    /// `language`, the node driver); with `jupyter`, the image's Jupyter kernelspec of that name.
+    /// Its options are checked before the session is waited for.
+    pub async fn kernel(&self, req: KernelRequest) -> Result<OpenKernel> {
+        let checked = longbox::KernelPlan::of(&req)?;
         let opened = self.opened().await?;
-        longbox::open_kernel(opened, &self.kern, timeout_s, jupyter).await
+        longbox::open_kernel(opened, &self.kern, checked).await
     }
 
     /// Starts a background process (`spawn`) or, with `terminal`, a program on a terminal of

@@ -45,7 +45,12 @@ pub(super) fn fill(opened: &Arc<Opened>, kern: &Path) {
 /// output cap.
 fn start(opened: Arc<Opened>, kern: &Path) -> Result<Slot> {
     let (timeout_ms, max_output) = (opened.config.timeout_ms, opened.config.max_output);
+    let d = super::kernel::driver::Driver {
+        single: true,
+        lang: crate::lang::Language::Python,
+    };
+    let place = super::percall::PerCall::default();
     Ok(Slot::new(longbox::start_driver(
-        opened, kern, timeout_ms, max_output, true,
+        opened, kern, timeout_ms, max_output, d, &place,
     )?))
 }

@@ -42,9 +42,11 @@ pub struct ExecResult {
     pub signal: Option<String>,
     /// Rich results of a python cell, in order.
     pub results: Vec<driver::Item>,
-    /// The exception a python cell raised (`ExecutionResult.error`); None when it did not, or
-    /// when the call has a fault (a timeout's KeyboardInterrupt is the fault, not an error).
+    /// The exception a cell raised (`ExecutionResult.error`); None when it did not, or when the
+    /// call has a fault (a timeout's KeyboardInterrupt is the fault, not an error).
     pub error: Option<driver::CellError>,
+    /// A kernel cell's number (an addition: `executionCount`); None for a one-shot call.
+    pub execution_count: Option<u32>,
 }
 
 /// How long to wait, after the box ended, for the last result bytes.
@@ -92,6 +94,7 @@ pub(super) async fn of_box(
         signal: outcome.report.signal,
         results,
         error: None,
+        execution_count: None,
     }
 }
 
@@ -159,6 +162,7 @@ impl ExecResult {
             signal: None,
             results: Vec::new(),
             error: None,
+            execution_count: None,
         }
     }
 }

@@ -221,6 +221,12 @@ impl Cell {
             results,
             error,
             notes,
+            execution_count: self
+                .reply
+                .as_ref()
+                .and_then(|r| r.get("execution_count"))
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok()),
         }
     }
 }
@@ -237,6 +243,8 @@ pub struct Parts {
     /// The exception the cell raised, as the kernel named it.
     pub error: Option<CellError>,
     pub notes: Vec<String>,
+    /// The reply's `execution_count` (an addition: `ExecutionResult.executionCount`).
+    pub execution_count: Option<u32>,
 }
 
 /// An `error` (or a failed `execute_reply`) as text: the traceback without its colour codes,

@@ -7,12 +7,13 @@
 //! `Slot` is this kernel used for one cell.
 
 use super::lifecycle::{
-    cell_signal, cell_stop, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle,
+    cell_signal, cell_stop, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
 };
 use crate::engine::launch::{Chunk, Stream};
-use crate::engine::status::{Fault, FaultKind};
+use crate::engine::status::Fault;
 use crate::error::{Error, Result};
 use crate::lang::driver;
+use crate::lang::Language;
 use crate::session::result::{ExecResult, RESULTS_GRACE};
 use crate::session::stderr::Stderr;
 use serde_json::Value;
@@ -35,6 +36,8 @@ pub(crate) struct Live {
     carry: [Vec<u8>; 2],
     /// kern's notes from preparing the box, until the first cell takes them.
     prepared: Option<tokio::sync::oneshot::Receiver<Vec<String>>>,
+    /// The driver's setup frame (the node driver's), sent before the first cell.
+    setup: Option<Vec<u8>>,
 }
 
 /// One stream of one cell: bytes up to the marker.
@@ -111,11 +114,13 @@ fn random_marker() -> String {
     format!("\u{1e}kern-cell-end-{}\u{1e}", hex::encode(bytes))
 }
 
-/// The python driver's kernel: cells go to the driver as frames, output is split per cell at
-/// the marker the driver writes after each cell.
+/// The driver kernel (python's driver, or node's: they speak the same frames): cells go to the
+/// driver as frames, output is split per cell at the marker the driver writes after each cell.
 pub(crate) struct Driver {
     /// A prewarmed box's one cell: named like a one-shot cell in tracebacks.
     pub(crate) single: bool,
+    /// The cells' language: python, node or typescript.
+    pub(crate) lang: Language,
 }
 
 impl Live {
@@ -125,6 +130,7 @@ impl Live {
         chunks: UnboundedReceiver<Chunk>,
         ended: Ended,
         prepared: tokio::sync::oneshot::Receiver<Vec<String>>,
+        setup: Option<Vec<u8>>,
     ) -> Live {
         let (rx, tx) = sock.into_split();
         Live {
@@ -136,6 +142,7 @@ impl Live {
             next_id: 1,
             carry: [Vec::new(), Vec::new()],
             prepared: Some(prepared),
+            setup,
         }
     }
 }
@@ -149,7 +156,7 @@ impl Kind for Driver {
     }
 
     fn check_cell(&self, code: &str) -> Result<()> {
-        crate::lang::check_cell(code)
+        self.lang.check_cell(code)
     }
 
     fn torn_down(&self, why: &str) -> Error {
@@ -159,7 +166,7 @@ impl Kind for Driver {
     }
 
     async fn box_end(&self, _: &Lifecycle<Driver>, live: &mut Live) -> Fault {
-        end_fault((&mut live.ended).await, "python process", "")
+        end_fault((&mut live.ended).await, self.lang.process_name(), "")
     }
 
     async fn unwell(&self, _: &Lifecycle<Driver>, _: &mut Live) -> Option<String> {
@@ -185,7 +192,14 @@ impl Kind for Driver {
         let id = live.next_id;
         live.next_id += 1;
         let marker = random_marker();
-        let cell = driver::cell_frame(id, code, false, Some(&marker), self.single);
+        let mut cell = live.setup.take().unwrap_or_default();
+        cell.extend(driver::cell_frame(
+            id,
+            code,
+            false,
+            Some(&marker),
+            self.single,
+        ));
         let marker = marker.as_bytes();
         let [c0, c1] = std::mem::take(&mut live.carry);
         let mut out = Split::new(c0);
@@ -197,11 +211,20 @@ impl Kind for Driver {
         live.reader.skipped = 0;
         let mut ended: Option<Fault> = None;
         let deadline = tokio::time::Instant::now() + timeout;
-        if live.tx.write_all(&cell).await.is_err() {
-            ended = Some(Fault::new(
-                FaultKind::Killed,
-                "the kernel's python process is gone; the kernel was torn down",
-            ));
+        // Under the cell's deadline too: a frame larger than the socket's buffer waits for the
+        // driver to read it, and a driver kept busy (a node kernel's timer spinning since an
+        // earlier cell) never does.
+        let wrote = tokio::select! {
+            r = live.tx.write_all(&cell) => Ok(r.is_ok()),
+            stop = cell_stop(deadline, abort) => Err(stop),
+        };
+        match wrote {
+            Ok(true) => {}
+            // The driver's end is closed: its box has ended, or is ending, and says why (a
+            // `cwd` it could not enter; a node driver's setup frame is too large to sit in the
+            // socket's buffer of a box that never started).
+            Ok(false) => ended = Some(self.box_end(k, live).await),
+            Err(stop) => ended = Some(self.stop_box(k, live, stop, timeout).await),
         }
         let show = |s: &Option<UnboundedSender<Chunk>>, stream, data: Vec<u8>| {
             if let (Some(s), false) = (s, data.is_empty()) {
@@ -241,15 +264,7 @@ impl Kind for Driver {
                 },
                 // Timed out or aborted, the driver's cell ends with its box.
                 stop = cell_stop(deadline, abort) => {
-                    k.stop.send_replace(true);
-                    let _ = self.box_end(k, live).await;
-                    ended = Some(Fault::new(
-                        stop.fault_kind(),
-                        format!(
-                            "{}; kern killed the kernel's box and every process in it",
-                            stop.what(timeout)
-                        ),
-                    ));
+                    ended = Some(self.stop_box(k, live, stop, timeout).await);
                 }
             }
         }
@@ -307,8 +322,31 @@ impl Kind for Driver {
             stderr_truncated: err.truncated,
             results,
             error,
+            // A prewarmed slot's one cell is a one-shot call's.
+            execution_count: (!self.single).then(|| u32::try_from(id).unwrap_or(u32::MAX)),
         };
         (result, dead)
+    }
+}
+
+impl Driver {
+    /// Ends the kernel's box for a cell that timed out or was aborted; the cell's fault.
+    async fn stop_box(
+        &self,
+        k: &Lifecycle<Driver>,
+        live: &mut Live,
+        stop: Stop,
+        timeout: Duration,
+    ) -> Fault {
+        k.stop.send_replace(true);
+        let _ = self.box_end(k, live).await;
+        Fault::new(
+            stop.fault_kind(),
+            format!(
+                "{}; kern killed the kernel's box and every process in it",
+                stop.what(timeout)
+            ),
+        )
     }
 }
 

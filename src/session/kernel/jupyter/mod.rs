@@ -299,6 +299,7 @@ impl Kind for Jupyter {
             stderr_truncated: parts.stderr_truncated,
             results: parts.results,
             error,
+            execution_count: parts.execution_count,
         };
         (result, dead)
     }
