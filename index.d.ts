@@ -820,7 +820,11 @@ export type Language = "python" | "bash" | "sh" | "node" | "typescript";
  *   types, the cell does not run: exit code 1 and stderr saying which Node it needs and which it
  *   found (the check is the box's: the host does not know the image's Node version). Tested
  *   here both ways: the test image's Node 18 refuses; Node 24 bound into the box strips (enums
- *   included, `transform` mode) with no warning on the cell's stderr.
+ *   included, `transform` mode) with no warning on the cell's stderr. Newer Node reserves more
+ *   address space at start: where the memory cap falls back to `RLIMIT_DATA` (unprivileged on
+ *   cgroup v1, see `runtimeNotes`), Node 24 did not start under the default 512 MiB ("Failed to
+ *   reserve virtual memory for CodeRange") and did under `memoryMb: 2048`; Node 18 starts under
+ *   the default.
  * Measured here (debug build, the 2-core machine loaded, load average about 5, medians of 21):
  * a node `runCode` that prints and returns a value takes 239 ms, against 209 ms for
  * `run(["node", "-e", same])` (the driver's start: the inspector session and acorn, 246 KB,
