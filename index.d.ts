@@ -520,6 +520,10 @@ export interface SandboxOptions {
    *   `Connection: close`; its body, and anything sent after it on that connection, pass
    *   unchanged (the placeholder stays inert there). Clients open a new connection for their next
    *   request, as the server tells them to.
+   * - That head must name the secret's host: origin-form target (`/path`) and one `Host` equal
+   *   to the host and port the connection reached (443 implied over TLS, 80 over plain HTTP);
+   *   any other is answered 400 without the value (a server doing virtual hosting, a CDN, would
+   *   route a request naming another site to that site).
    * - To every other host the placeholder is sent as it is: it is a random string, worthless
    *   outside this Sandbox's proxy. A host `setEgressAllow` removes is simply unreachable.
    * - What a secret's host sends back is the box's to read: list only hosts that never reflect a

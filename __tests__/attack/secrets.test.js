@@ -209,3 +209,46 @@ test('a request head the box forges cannot move the value to another host', asyn
   expect(plain.seen.find((r) => r.url.startsWith('/smuggle'))).toBeUndefined();
   suite.guard.assertUntouched();
 });
+
+test('inside a tunnel to the secret\'s host, a request naming another site never carries the value', async () => {
+  // Virtual hosting (a CDN, a shared front end) routes a request by its `Host` header, or by
+  // the authority of an absolute-form target: the box reaches the secret's address and names
+  // another site there, so that the value would be handed to that site. The proxy refuses such
+  // a request (400) before the value is written in; the server only records what arrived.
+  const before = api.seen.length;
+  const { j } = await runJson(sb, [
+    PY,
+    'ctx = ssl.create_default_context(cadata=bundle_ca())',
+    'def send(head):',
+    `    s = ctx.wrap_socket(socket.create_connection(("127.0.0.1", ${api.port}), timeout=20), server_hostname="127.0.0.1")`,
+    '    s.sendall(head.encode())',
+    '    out = b""',
+    '    while True:',
+    '        c = s.recv(65536)',
+    '        if not c: break',
+    '        out += c',
+    '    return out.split(b"\\r\\n")[0].decode()',
+    'out = {}',
+    `out["host"] = send(f"GET /front-host HTTP/1.1\\r\\nHost: evil.example\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n")`,
+    `out["port"] = send(f"GET /front-port HTTP/1.1\\r\\nHost: 127.0.0.1:1\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n")`,
+    `out["absolute"] = send(f"GET http://evil.example/front-abs HTTP/1.1\\r\\nHost: 127.0.0.1:${api.port}\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n")`,
+    `out["two"] = send(f"GET /front-two HTTP/1.1\\r\\nHost: 127.0.0.1:${api.port}\\r\\nHost: evil.example\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n")`,
+    `out["none"] = send(f"GET /front-none HTTP/1.1\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n")`,
+    // The control: the secret's own name, as clients write it.
+    `out["ok"] = send(f"GET /front-ok HTTP/1.1\\r\\nHost: 127.0.0.1:${api.port}\\r\\nAuthorization: Bearer {KEY}\\r\\n\\r\\n")`,
+    'print(json.dumps(out))',
+  ].join('\n'));
+  expect(j).toEqual({
+    host: 'HTTP/1.1 400 Bad Request',
+    port: 'HTTP/1.1 400 Bad Request',
+    absolute: 'HTTP/1.1 400 Bad Request',
+    two: 'HTTP/1.1 400 Bad Request',
+    none: 'HTTP/1.1 400 Bad Request',
+    ok: 'HTTP/1.1 200 OK',
+  });
+  const got = api.seen.slice(before);
+  expect(got.map((r) => r.url)).toEqual(['/front-ok']);
+  expect(got[0].headers.authorization).toBe(`Bearer ${VALUE}`);
+  expect(JSON.stringify(got[0].headers.host)).toBe(JSON.stringify(`127.0.0.1:${api.port}`));
+  suite.guard.assertUntouched();
+});

@@ -498,7 +498,8 @@ impl Proxy {
         let client = tokio::io::join(std::io::Cursor::new(buf).chain(cr), cw);
         if !tls {
             self.record(decision);
-            self.substitute(secrets, client, upstream, host, port).await;
+            self.substitute(secrets, client, upstream, host, port, 80)
+                .await;
             return;
         }
         let accepted = match secrets.server_config(host) {
@@ -559,7 +560,8 @@ impl Proxy {
                 }
             };
         self.record(decision);
-        self.substitute(secrets, client, upstream, host, port).await;
+        self.substitute(secrets, client, upstream, host, port, 443)
+            .await;
     }
 
     /// Reads the client's first request head, forwards it with the secrets of `host:port`
@@ -571,6 +573,7 @@ impl Proxy {
         upstream: U,
         host: &Host,
         port: u16,
+        default_port: u16,
     ) where
         C: AsyncRead + AsyncWrite + Unpin + Send,
         U: AsyncRead + AsyncWrite + Unpin + Send,
@@ -578,12 +581,25 @@ impl Proxy {
         let (mut cr, mut cw) = tokio::io::split(client);
         let (mut ur, mut uw) = tokio::io::split(upstream);
         let mut buf = Vec::new();
-        let head = timeout(self.head_timeout, read_origin_head(&mut cr, &mut buf)).await;
+        let head = timeout(
+            self.head_timeout,
+            read_origin_head(&mut cr, &mut buf, host, port, default_port),
+        )
+        .await;
         let (head, len) = match head {
             Ok(Ok(Some(h))) => h,
             Ok(Err((status, why))) => {
                 tracing::warn!(%why, "egress proxy: refused request to a secret's host");
                 let mut client = tokio::io::join(cr, cw);
+                if matches!(status, Status::BadRequest) {
+                    self.record(Decision {
+                        host: host.text(),
+                        port,
+                        allowed: false,
+                        reason: why.clone(),
+                        resolved: Vec::new(),
+                    });
+                }
                 respond(&mut client, status, &why).await;
                 return;
             }
@@ -770,9 +786,15 @@ async fn read_head<S: AsyncRead + Unpin>(
 /// Reads the first request head a client sends to the server it thinks it reaches (origin
 /// form, inside a terminated tunnel) and returns it rebuilt: same request line and headers,
 /// hop-by-hop ones dropped, `Connection: close` added. Also the head's length in `buf`.
+/// The head must name the tunnel's `host:port` (`default_port` when its `Host` gives none):
+/// a server doing virtual hosting (a CDN) routes by `Host`, or by an absolute-form target, so
+/// a head naming another site would carry the value to that site.
 async fn read_origin_head<S: AsyncRead + Unpin>(
     client: &mut S,
     buf: &mut Vec<u8>,
+    host: &Host,
+    port: u16,
+    default_port: u16,
 ) -> Result<Option<(Vec<u8>, usize)>, (Status, String)> {
     let mut chunk = [0u8; 4096];
     loop {
@@ -784,6 +806,24 @@ async fn read_origin_head<S: AsyncRead + Unpin>(
                 else {
                     return Err((Status::BadRequest, "malformed request line".into()));
                 };
+                let origin_form = path.starts_with('/') || (method == "OPTIONS" && path == "*");
+                if !origin_form {
+                    return Err((
+                        Status::BadRequest,
+                        format!(
+                            "request target {} is not origin-form (`/path`); a request to a secret's host names no other site",
+                            quote(path.as_bytes())
+                        ),
+                    ));
+                }
+                let named: Vec<&[u8]> = req
+                    .headers
+                    .iter()
+                    .filter(|h| h.name.eq_ignore_ascii_case("host"))
+                    .map(|h| h.value)
+                    .collect();
+                host_names_target(&named, host, port, default_port)
+                    .map_err(|why| (Status::BadRequest, why))?;
                 let mut out = format!("{method} {path} HTTP/1.{minor}\r\n").into_bytes();
                 for h in req.headers.iter() {
                     let lower = h.name.to_ascii_lowercase();
@@ -890,7 +930,18 @@ fn quote(bytes: &[u8]) -> String {
 /// as default): a different `Host` would let an allowed address serve another site.
 fn check_host_header(head: &Head, host: &Host, port: u16) -> Result<(), String> {
     let values: Vec<&[u8]> = head.values("host").collect();
-    let value = match values.as_slice() {
+    host_names_target(&values, host, port, 80)
+}
+
+/// The `Host` values of a request name `host:port` (one value; `default_port` when it names
+/// no port).
+fn host_names_target(
+    values: &[&[u8]],
+    host: &Host,
+    port: u16,
+    default_port: u16,
+) -> Result<(), String> {
+    let value = match values {
         [] => return Err("no Host header".into()),
         [one] => *one,
         _ => return Err("more than one Host header".into()),
@@ -898,7 +949,7 @@ fn check_host_header(head: &Head, host: &Host, port: u16) -> Result<(), String> 
     let named = std::str::from_utf8(value)
         .ok()
         .and_then(|v| split_authority(v).ok())
-        .and_then(|(h, p)| Some((canonical_host(h).ok()?, p.unwrap_or(80))));
+        .and_then(|(h, p)| Some((canonical_host(h).ok()?, p.unwrap_or(default_port))));
     match named {
         Some((h, p)) if &h == host && p == port => Ok(()),
         _ => Err(format!(

@@ -12,6 +12,8 @@
 //! `Connection: close`, and whatever follows (its body, anything pipelined after it) is relayed
 //! unchanged, so the placeholder is inert in a body and in any later request on that
 //! connection; clients open a new connection for their next request when told to close.
+//! That head must name the connection's host (origin-form, one `Host` equal to it): a server
+//! doing virtual hosting would route a head naming another site, value and all, to that site.
 
 use super::policy::{canonical_host, split_authority, Host, Policy};
 use rcgen::{
