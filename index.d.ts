@@ -514,6 +514,8 @@ export interface SandboxOptions {
    *   and `KERN_REGISTRY_CA`). Boxes trust that CA's certificate (appended to the bundle
    *   `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `NODE_EXTRA_CA_CERTS`, `PIP_CERT`, `CURL_CA_BUNDLE` name);
    *   a connection to any other host is tunnelled as before, so the CA vouches for nothing else.
+   *   The CA is also name-constrained to `hosts` (their names and subdomains, their addresses):
+   *   a certificate it signed for any other site fails verification.
    *   Only HTTP/1.1 is spoken there (ALPN `http/1.1`), plain HTTP to a listed host is rewritten
    *   the same way.
    * - One request per connection to a secret's host: the first request head gets the value and

@@ -17,7 +17,8 @@
 
 use super::policy::{canonical_host, split_authority, Host, Policy};
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertifiedIssuer, CidrSubnet, DnType, GeneralSubtree, IsCa,
+    KeyPair, KeyUsagePurpose, NameConstraints,
 };
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -103,7 +104,11 @@ impl Secrets {
                 hosts,
             });
         }
-        let ca = make_ca().map_err(|e| SecretsError::Ca(e.to_string()))?;
+        let hosts: Vec<&Host> = list
+            .iter()
+            .flat_map(|s| s.hosts.iter().map(|(h, _)| h))
+            .collect();
+        let ca = make_ca(&hosts).map_err(|e| SecretsError::Ca(e.to_string()))?;
         let mut store = RootCertStore::empty();
         // Unparseable certificates in a system bundle are skipped, as rustls-native-certs does.
         let _ =
@@ -174,9 +179,11 @@ impl Secrets {
         }
         let made = (|| -> Result<ServerConfig, Box<dyn std::error::Error>> {
             let mut params = CertificateParams::new(vec![key.clone()])?;
+            // The name is in the SAN; a common name that is no host name is one OpenSSL does
+            // not check against the CA's name constraints as one (a CN `127.0.0.1` would be).
             params
                 .distinguished_name
-                .push(DnType::CommonName, key.as_str());
+                .push(DnType::CommonName, "kern-sandbox secret host");
             let leaf_key = KeyPair::generate()?;
             let cert = params.signed_by(&leaf_key, &self.ca)?;
             let chain = vec![cert.der().clone()];
@@ -264,13 +271,49 @@ pub(super) fn server_name(host: &Host) -> Result<ServerName<'static>, String> {
     }
 }
 
-/// A CA for this proxy alone: ECDSA P-256, made in memory.
-fn make_ca() -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
+/// A CA for this proxy alone: ECDSA P-256, made in memory. Name-constrained to the secrets'
+/// hosts (defence in depth: were its key ever out, it could vouch for no other site): names
+/// under the listed names only (`.invalid`, which never resolves, when none is listed), and
+/// the listed addresses only (none when none is listed).
+fn make_ca(hosts: &[&Host]) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
     let mut params = CertificateParams::default();
     params.distinguished_name.push(
         DnType::CommonName,
         "kern-sandbox secrets proxy (per Sandbox)",
     );
+    let mut permitted = Vec::new();
+    let mut names = false;
+    let mut addresses = false;
+    for h in hosts {
+        match h {
+            Host::Name(n) => {
+                names = true;
+                permitted.push(GeneralSubtree::DnsName(n.clone()));
+            }
+            Host::Ip(ip) => {
+                addresses = true;
+                let prefix = if ip.is_ipv4() { 32 } else { 128 };
+                permitted.push(GeneralSubtree::IpAddress(CidrSubnet::from_addr_prefix(
+                    *ip, prefix,
+                )));
+            }
+        }
+    }
+    if !names {
+        permitted.push(GeneralSubtree::DnsName("invalid".into()));
+    }
+    let excluded = if addresses {
+        Vec::new()
+    } else {
+        vec![
+            GeneralSubtree::IpAddress(CidrSubnet::V4([0; 4], [0; 4])),
+            GeneralSubtree::IpAddress(CidrSubnet::V6([0; 16], [0; 16])),
+        ]
+    };
+    params.name_constraints = Some(NameConstraints {
+        permitted_subtrees: permitted,
+        excluded_subtrees: excluded,
+    });
     params.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     CertifiedIssuer::self_signed(params, KeyPair::generate()?)
@@ -361,6 +404,59 @@ mod tests {
         assert!(Secrets::check(&[spec(&["a.test:443"])], &policy).is_ok());
         assert!(Secrets::check(&[spec(&["a.test"])], &policy).is_ok());
         assert!(Secrets::check(&[spec(&["a.test:8443"])], &policy).is_err());
+    }
+
+    /// A leaf for `name` signed by `s`'s CA, checked as a box's TLS client would check it.
+    fn verify_leaf(s: &Secrets, name: &str) -> Result<(), rustls::Error> {
+        use rustls::client::danger::ServerCertVerifier;
+        let params = CertificateParams::new(vec![name.to_owned()]).unwrap();
+        let leaf = params
+            .signed_by(&KeyPair::generate().unwrap(), &s.ca)
+            .unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(s.ca_der()).unwrap();
+        let verifier =
+            rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider())
+                .build()
+                .unwrap();
+        verifier
+            .verify_server_cert(
+                leaf.der(),
+                &[],
+                &ServerName::try_from(name.to_owned()).unwrap(),
+                &[],
+                rustls::pki_types::UnixTime::now(),
+            )
+            .map(|_| ())
+    }
+
+    #[test]
+    fn the_ca_vouches_for_the_secrets_hosts_only() {
+        // Even a leaf the CA's own key signs (the key never leaves this process) is refused for
+        // any other name or address: the CA is name-constrained.
+        let s = Secrets::new(&[spec(&["api.example.com", "127.0.0.1:8443"])], &[]).unwrap();
+        assert!(verify_leaf(&s, "api.example.com").is_ok());
+        assert!(verify_leaf(&s, "127.0.0.1").is_ok());
+        for other in ["example.com", "other.example.com", "127.0.0.2", "::1"] {
+            let e = verify_leaf(&s, other).unwrap_err();
+            assert!(
+                format!("{e:?}").contains("NameConstraint"),
+                "{other}: {e:?}"
+            );
+        }
+        // Names only: no address at all; addresses only: no name at all.
+        let names = Secrets::new(&[spec(&["api.example.com"])], &[]).unwrap();
+        assert!(verify_leaf(&names, "api.example.com").is_ok());
+        assert!(verify_leaf(&names, "10.0.0.1").is_err());
+        let ips = Secrets::new(&[spec(&["127.0.0.1"])], &[]).unwrap();
+        assert!(verify_leaf(&ips, "127.0.0.1").is_ok());
+        assert!(verify_leaf(&ips, "api.example.com").is_err());
+        // The proxy's own leaves pass.
+        for s in [&s, &names, &ips] {
+            for h in &s.list[0].hosts {
+                assert!(s.server_config(&h.0).is_ok());
+            }
+        }
     }
 
     #[test]
