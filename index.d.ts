@@ -925,7 +925,11 @@ export class Sandbox {
    * (a `run(["true"])` there: 19-20 ms); later calls 0.4 ms. With `requireIsolation` the
    * measurement is made at `open()` and costs the same there. Needs `/bin/sh` and `readlink` in the image
    * (else a SandboxError, `ERR_ISOLATION_UNAVAILABLE`). A `persist` Sandbox is measured on a
-   * fresh box of its posture. */
+   * fresh box of its posture. Those tools are the image's, so an image can make them print
+   * anything: the report never claims more than kern was asked to apply (`network: true` is
+   * `"host"`, and `seccomp` is `"untrusted"` only with `securityProfile: "untrusted"`, whatever
+   * the probe prints); the probe can only lower it. kern gives every box its own user, mount
+   * and PID namespaces, so for those a lying image changes nothing kern did not already do. */
   isolation(): Promise<IsolationReport>;
   /** ADDITION to the published surface: a workspace file as a Node `Readable`, under
    * `readFile`'s rules (no symlink followed anywhere in the path, regular single-link files

@@ -3,6 +3,14 @@
 //! account, limits, capabilities, seccomp, network) reads its own `/proc` (namespaces, seccomp
 //! mode, uid map) and kern reports how it applied the caps, read back from the cgroup
 //! (`engine::status::Applied`). The host's namespaces are this process's own.
+//!
+//! The probe runs the image's `/bin/sh` and `readlink`, so an image can make them print
+//! anything: what they say is never taken above what kern was asked to apply. A box of a
+//! `network: true` session shares the host's network, and only one with the untrusted profile
+//! has its filters, whatever the probe prints; the probe can only lower the report (a control
+//! kern was asked for but that is not in force). kern makes the user, mount and PID namespaces
+//! of every box and never maps every host id, so those fields are what kern applied unless
+//! kern itself failed silently and the image lied about it too.
 
 use super::opened::Opened;
 use crate::config::Network;
@@ -163,7 +171,7 @@ async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
     Ok(Isolation {
         filesystem: own("mnt")?,
         network: match (own("net")?, &opened.config.network) {
-            (false, _) => "host",
+            (false, _) | (_, Network::Host) => "host",
             (true, Network::Egress(_)) => "allowlist",
             (true, _) => "none",
         },
@@ -178,7 +186,7 @@ async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
         // is what the spec asked for, which init enters or fails the box.
         seccomp: match (seccomp.as_deref(), filters) {
             (Some("0"), _) => "none",
-            (Some(_), Some(n)) if n >= 3 => "untrusted",
+            (Some(_), Some(n)) if n >= 3 && opened.config.seccomp.is_some() => "untrusted",
             (Some(_), Some(_)) => "standard",
             (Some(_), None) if opened.config.seccomp.is_some() => "untrusted",
             (Some(_), None) => "standard",
