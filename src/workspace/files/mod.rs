@@ -179,6 +179,11 @@ pub fn read_range(
             shown(path)
         )));
     }
+    // Past the end: nothing to read, and no seek (a filesystem refuses one beyond its largest
+    // file size, e.g. 16 TiB on ext4, with EINVAL).
+    if want == 0 {
+        return Ok(Vec::new());
+    }
     let mut buf = Vec::new();
     let cap = usize::try_from(want).unwrap_or(usize::MAX);
     buf.try_reserve_exact(cap).map_err(|_| {
