@@ -63,6 +63,37 @@ pub fn frame(v: &Value) -> Vec<u8> {
 /// Frames this short are read whatever the limit: a `done` frame is never missed.
 const ALWAYS_READ: usize = 4096;
 
+/// The most JSON values (numbers, strings, arrays, objects...) one frame may hold to be parsed.
+/// A parsed value costs far more than its text (`0,` is 2 bytes of JSON and some 32 bytes
+/// parsed): a 16 MiB frame of `[0,0,…]` took this process from 54 to 663 MiB before this bound,
+/// so the 128 MiB a call's results may hold would have cost gigabytes. 1 Mi values stay within
+/// tens of MiB; real results are mostly strings (text, base64 images), one value each.
+pub const MAX_FRAME_VALUES: usize = 1 << 20;
+
+/// An upper bound on the JSON values in `json`: one per `[`, `{`, `,` and `:` outside strings,
+/// plus one. Linear, no allocation: it decides whether `json` may be parsed at all.
+pub fn json_values_bound(json: &[u8]) -> usize {
+    let mut n = 1;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in json {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b'[' | b'{' | b',' | b':') {
+            n += 1;
+        }
+    }
+    n
+}
+
 /// Reads the driver's frames as their bytes arrive, holding at most one frame: a frame longer
 /// than the caller's limit (what the results may still take) is skipped as it streams past,
 /// never buffered, and counted.
@@ -71,7 +102,7 @@ pub struct FrameReader {
     buf: Vec<u8>,
     /// Bytes of a skipped frame still to come.
     skipping: usize,
-    /// Frames skipped for their size.
+    /// Frames skipped for their size (bytes, or JSON values: `MAX_FRAME_VALUES`).
     pub skipped: usize,
 }
 
@@ -107,7 +138,9 @@ impl FrameReader {
                 self.buf.reserve_exact(len);
             }
             if self.buf.len() >= 4 && self.buf.len() == 4 + self.body_len() {
-                if let Ok(v) = serde_json::from_slice::<Value>(&self.buf[4..]) {
+                if json_values_bound(&self.buf[4..]) > MAX_FRAME_VALUES {
+                    self.skipped += 1;
+                } else if let Ok(v) = serde_json::from_slice::<Value>(&self.buf[4..]) {
                     out.push(v);
                 }
                 self.buf = Vec::new();
@@ -477,6 +510,31 @@ mod tests {
         }
         let (frames, r) = read_all(&bytes[..bytes.len() - 3], 7, usize::MAX);
         assert_eq!((frames.len(), r.cut()), (1, true));
+    }
+
+    #[test]
+    fn a_frame_of_too_many_values_is_skipped_unparsed_and_the_next_one_read() {
+        let n = MAX_FRAME_VALUES + 10;
+        let many = format!(
+            r#"{{"type":"display","data":{{"application/json":[{}0]}}}}"#,
+            "0,".repeat(n)
+        );
+        let mut bytes = (many.len() as u32).to_be_bytes().to_vec();
+        bytes.extend_from_slice(many.as_bytes());
+        // The same count of commas inside a string is one value: read.
+        let text = json!({"type": "display", "data": {"text/plain": ",".repeat(n)}});
+        bytes.extend(frame(&text));
+        bytes.extend(frame(&json!({"type": "done", "status": "ok"})));
+        let mut r = FrameReader::default();
+        let frames = r.feed(&bytes, || MAX_RESULTS_BYTES);
+        assert_eq!(r.skipped, 1);
+        assert_eq!(frames.len(), 2);
+        assert_eq!(
+            frames[0]["data"]["text/plain"].as_str().map(str::len),
+            Some(n)
+        );
+        assert_eq!(frames[1]["type"], "done");
+        assert_eq!(json_values_bound(br#"{"a":[1,2],"b":"x,\",y"}"#), 7);
     }
 
     #[test]

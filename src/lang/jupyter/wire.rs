@@ -89,7 +89,7 @@ pub enum Dropped {
     BadSignature,
     /// No delimiter, too few frames, or JSON that does not parse.
     Malformed,
-    /// Over `MAX_MESSAGE_BYTES`.
+    /// Over `MAX_MESSAGE_BYTES`, or a part over `driver::MAX_FRAME_VALUES` JSON values.
     TooLarge,
 }
 
@@ -115,7 +115,13 @@ pub fn decode(signer: &Signer, frames: &[Bytes]) -> Result<Message, Dropped> {
     if !signer.verify(&rest[0], &parts) {
         return Err(Dropped::BadSignature);
     }
-    let parse = |b: &[u8]| serde_json::from_slice::<Value>(b).map_err(|_| Dropped::Malformed);
+    // Parsed JSON costs many times its text (see `MAX_FRAME_VALUES`): bounded before parsing.
+    let parse = |b: &[u8]| {
+        if crate::lang::driver::json_values_bound(b) > crate::lang::driver::MAX_FRAME_VALUES {
+            return Err(Dropped::TooLarge);
+        }
+        serde_json::from_slice::<Value>(b).map_err(|_| Dropped::Malformed)
+    };
     let header = parse(parts[0])?;
     if !header.is_object() {
         return Err(Dropped::Malformed);
@@ -197,6 +203,20 @@ mod tests {
         ));
         assert!(!s.verify(b"zz", &parts));
         assert!(!s.verify(b"", &parts));
+    }
+
+    #[test]
+    fn a_message_of_too_many_json_values_is_dropped_unparsed() {
+        let session = Session::new(b"secret-key");
+        let n = crate::lang::driver::MAX_FRAME_VALUES;
+        let many: Vec<u8> = vec![0; n];
+        let (_, frames) = session.request("display_data", &json!({ "data": many }));
+        assert_eq!(
+            decode(&session.signer, &frames).unwrap_err(),
+            Dropped::TooLarge
+        );
+        let (_, fits) = session.request("display_data", &json!({ "data": vec![0; n / 2] }));
+        assert!(decode(&session.signer, &fits).is_ok());
     }
 
     #[test]

@@ -105,8 +105,9 @@ impl Readers {
         let (n, _) = self.too_large.fresh();
         if n > 0 {
             notes.push(format!(
-                "note: {n} message(s) of the kernel were over {} MiB and were dropped",
-                wire::MAX_MESSAGE_BYTES >> 20
+                "note: {n} message(s) of the kernel were over {} MiB, or over {} JSON values, and were dropped",
+                wire::MAX_MESSAGE_BYTES >> 20,
+                crate::lang::driver::MAX_FRAME_VALUES
             ));
         }
         let (n, total) = self.bad_signatures.fresh();
