@@ -940,7 +940,9 @@ export class Sandbox {
    * is opened once, when the stream is made; then it is read at most one `highWaterMark` (64
    * KiB) at a time, so memory stays bounded whatever its size. `offset` (default 0) and
    * `length` (default: to the end) pick a range; a range past the end yields what exists.
-   * `destroy()`, the end, or an error closes the file. */
+   * `destroy()`, the end, an error, or the Sandbox's `close()` closes the file (`close()`
+   * destroys the streams still open, without an error: `pipeline()`/`finished()` report a
+   * premature close). */
   createReadStream(path: string, opts?: { offset?: number; length?: number }): import("stream").Readable;
   /** ADDITION to the published surface: a Node `Writable` whose bytes land at `path`
    * ATOMICALLY when `end()` finishes: they go to an unnamed file (`O_TMPFILE`) in the same
@@ -949,7 +951,8 @@ export class Sandbox {
    * snapshot or `trackFiles` sees it while the stream is open. At the end it is named and
    * renamed over `path` (the target checked again: one a box turned into a symlink meanwhile is
    * refused). Until then readers see the old file; `destroy()` or an error drops the bytes and
-   * leaves `path` as it was. `'finish'` fires once the file is in place. (A filesystem without
+   * leaves `path` as it was, as does the Sandbox's `close()` before the end. `'finish'` fires
+   * once the file is in place. (A filesystem without
    * `O_TMPFILE` gets a named `.kern-write-*` temp file instead, removed the same way.) */
   createWriteStream(path: string): import("stream").Writable;
   /** Stop the resident box of a `persist` sandbox (its `name`, whoever started it) ahead of its TTL;

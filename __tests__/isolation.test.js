@@ -20,6 +20,7 @@ const {
   makeTempDir,
   summary,
   expectOk,
+  waitFor,
 } = require('./helpers');
 
 const { Sandbox } = require('..');
@@ -147,7 +148,8 @@ describe('host processes and environment', () => {
     const marker = uniqueName('hostproc');
     const canary = startHostCanaryProcess(marker);
     try {
-      expect(hostProcessesMatching(marker).length).toBeGreaterThan(0); // the scan itself works
+      // The scan itself works (waited for: the canary's shell may not have exec'd yet).
+      expect(await waitFor(() => hostProcessesMatching(marker).length > 0)).toBe(true);
       const r = await sb.runCode(
         'import os\nfor p in os.listdir("/proc"):\n    if p.isdigit():\n' +
           '        try: print(p, open(f"/proc/{p}/cmdline","rb").read().replace(b"\\0", b" ").decode())\n' +

@@ -159,9 +159,11 @@ describe('per-call signal', () => {
   });
 
   test.each([
-    ['python', (m) => `import subprocess, time\np = subprocess.Popen(["sh", "-c", "sleep 30", "${m}"])\nprint("up", flush=True)\ntime.sleep(30)`],
-    ['bash', (m) => `bash -c 'sleep 30' ${m} & echo up; wait`],
-    ['node', (m) => `require("child_process").spawn("sh", ["-c", "sleep 30", "${m}"], { stdio: "inherit" }); console.log("up")`],
+    // `sleep 30; :`, not `sleep 30`: a shell execs a -c script's last command in its own place,
+    // and the marker (its $0) would vanish from the process list before the scan, or not.
+    ['python', (m) => `import subprocess, time\np = subprocess.Popen(["sh", "-c", "sleep 30; :", "${m}"])\nprint("up", flush=True)\ntime.sleep(30)`],
+    ['bash', (m) => `bash -c 'sleep 30; :' ${m} & echo up; wait`],
+    ['node', (m) => `require("child_process").spawn("sh", ["-c", "sleep 30; :", "${m}"], { stdio: "inherit" }); console.log("up")`],
   ])('%s runCode: aborted with a reason of its own, it rejects with that reason once the box is gone', async (language, code) => {
     const marker = uniqueName('percallabort');
     const reason = new Error(`stop ${language}`);

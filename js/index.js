@@ -322,6 +322,7 @@ class Sandbox {
   #onStdout;
   #onStderr;
   #processes = new Set();
+  #streams = new Set();
 
   constructor(opts) {
     if (opts === undefined || opts === null) opts = {};
@@ -352,6 +353,11 @@ class Sandbox {
 
   async close() {
     unclosed.delete(this.#native);
+    // Workspace streams still open end with the Sandbox: their fds are closed now, not at GC,
+    // and a write stream not yet ended leaves the path as it was. Destroyed without an error:
+    // an 'error' nobody listens for would throw in the caller's process; pipeline() and
+    // finished() still report a premature close.
+    for (const s of this.#streams) s.destroy();
     await callNative(() => this.#native.close());
   }
 
@@ -494,13 +500,20 @@ class Sandbox {
       (k) => `unknown createReadStream() option \`${k}\`; it takes ${OPTIONS.readStream.join(', ')}`);
     const offset = byteCount('createReadStream', 'offset', opts.offset) ?? 0;
     const length = byteCount('createReadStream', 'length', opts.length);
-    return new WorkspaceReadStream(this.#native, filePath, offset, length === null ? Infinity : length);
+    return this.#track(new WorkspaceReadStream(this.#native, filePath, offset, length === null ? Infinity : length));
   }
 
   /** Addition: a Node Writable whose bytes land at `path` atomically at end() (see index.d.ts). */
   createWriteStream(filePath) {
     checkRelPath('createWriteStream', filePath);
-    return new WorkspaceWriteStream(this.#native, filePath);
+    return this.#track(new WorkspaceWriteStream(this.#native, filePath));
+  }
+
+  /** Workspace streams open now, so close() can end them. */
+  #track(s) {
+    this.#streams.add(s);
+    s.once('close', () => this.#streams.delete(s));
+    return s;
   }
 
   async listFiles(subdir) {
