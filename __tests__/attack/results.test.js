@@ -197,8 +197,26 @@ describe('a Jupyter kernel between cells', () => {
         ].join('\n')
       );
       expect(r.stdout).toBe('after\n');
-      expect(r.runtimeNotes.join('\n')).toMatch(/1 message\(s\) of the kernel were over 64 MiB and were dropped/);
+      expect(r.runtimeNotes.join('\n')).toMatch(/1 message\(s\) of the kernel were over 64 MiB, or over 1048576 JSON values, and were dropped/);
       expect((await k.runCode('2 + 2')).results[0].text).toBe('4');
+    });
+    guard.assertUntouched();
+  }, 300000);
+
+  test('a message of more than 1,048,576 JSON values (small in bytes, huge parsed) is dropped before it is parsed; the kernel goes on', async () => {
+    await withKernel({ image: SCI, memoryMb: 1024 }, { jupyter: 'python3', timeoutS: 120 }, async (k) => {
+      // 2 Mi zeros: 4 MiB on the wire, far under the byte cap; parsed, ~40 times that.
+      const r = await k.runCode(
+        [
+          'kk = get_ipython().kernel',
+          'kk.session.send(kk.iopub_socket, "display_data", {"data": {"application/json": [0] * (2 << 20)}, "metadata": {}}, parent=kk.get_parent("shell"))',
+          'print("after")',
+        ].join('\n')
+      );
+      expect(r.stdout).toBe('after\n');
+      expect(r.results).toEqual([]);
+      expect(r.runtimeNotes.join('\n')).toMatch(/1 message\(s\) of the kernel were over 64 MiB, or over 1048576 JSON values, and were dropped/);
+      expect((await k.runCode('3 + 3')).results[0].text).toBe('6');
     });
     guard.assertUntouched();
   }, 300000);
