@@ -348,7 +348,7 @@ async function main() {
     ...goals,
     '',
     ...(tput.length ? [
-      `Throughput, calls/s (median of ${TPUT_REPS} repetition${TPUT_REPS === 1 ? "" : "s"}; wall time from the first call to the last result, a new call started as one ends; kern through one Sandbox with default limits, bubblewrap as one \`bwrap\` process per call from this process):`,
+      `Throughput, calls/s (median of ${TPUT_REPS} repetition${TPUT_REPS === 1 ? '' : 's'}; wall time from the first call to the last result, a new call started as one ends; kern through one Sandbox with default limits, bubblewrap as one \`bwrap\` process per call from this process):`,
       '',
       `| series | calls per point | ${TPUT_CONCURRENCY.map((c) => `${c} in flight`).join(' | ')} |`,
       `| --- | ---: | ${TPUT_CONCURRENCY.map(() => '---:').join(' | ')} |`,
