@@ -245,6 +245,46 @@ const STAGES = [
   ['report → promise resolved', 'report', 'end', 'the addon reads the report, builds the result'],
 ];
 
+/** On cgroup v1: ms per write of a pid to a cgroup.procs (each box's kern does one per hierarchy
+ * it joins, memory and pids, and again to leave), moving an idle `sleep` between a probe cgroup
+ * under kern's and kern's own: `rounds` writes back to back, and `rounds` each after a 50 ms pause
+ * (as a call after a pause does). Null where there is no cgroup v1 hierarchy of kern's. */
+async function cgroupMoveProbe(rounds = 20) {
+  if (fs.existsSync('/sys/fs/cgroup/cgroup.controllers')) return null;
+  const mem = (fs.readFileSync('/proc/self/cgroup', 'utf8').match(/^\d+:memory:(.*)$/m) || [])[1];
+  const parents = [['pids', '/sys/fs/cgroup/pids/kern-sandbox']];
+  if (mem !== undefined) parents.unshift(['memory', path.join('/sys/fs/cgroup/memory', mem, 'kern-sandbox')]);
+  const out = [];
+  for (const [hier, parent] of parents) {
+    if (!fs.existsSync(parent)) continue;
+    const probe = path.join(parent, `timeline-probe-${process.pid}`);
+    const sleeper = spawn('sleep', ['60'], { stdio: 'ignore' });
+    const series = { hier, burst: [], paused: [] };
+    try {
+      fs.mkdirSync(probe);
+      for (const pause of [0, 50]) {
+        for (let i = 0; i < rounds; i++) {
+          const dir = i % 2 ? parent : probe;
+          if (pause) await new Promise((r) => setTimeout(r, pause));
+          const t0 = process.hrtime.bigint();
+          fs.writeFileSync(path.join(dir, 'cgroup.procs'), String(sleeper.pid));
+          (pause ? series.paused : series.burst).push(Number(process.hrtime.bigint() - t0) / 1e6);
+        }
+      }
+    } finally {
+      sleeper.kill('SIGKILL');
+      await new Promise((r) => sleeper.once('exit', r));
+      try {
+        fs.rmdirSync(probe);
+      } catch {}
+    }
+    series.burst.sort((a, b) => a - b);
+    series.paused.sort((a, b) => a - b);
+    out.push(series);
+  }
+  return out.length ? out : null;
+}
+
 async function main() {
   if (process.argv[2] === '--child') return child();
   if (!which('strace')) die('strace not found (Debian: apt-get install strace)');
@@ -252,6 +292,7 @@ async function main() {
   if (!fs.existsSync(path.join(ROOTFS, 'usr/bin/python3'))) die(`test rootfs not found at ${ROOTFS}`);
   requireBuilt(REPO, KERN, die);
 
+  const moves = await cgroupMoveProbe();
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-timeline-'));
   const traceFile = path.join(scratch, 'trace.txt');
   process.stderr.write(`bench-timeline: untraced, ${N} calls of each kind\n`);
@@ -323,6 +364,9 @@ async function main() {
     `- ${sh('strace', ['-V']).split('\n')[0]}; Node ${process.version}; one Sandbox with default limits (memory 512 MiB, pids 256), ${N} calls of each kind after ${WARMUP} warm-ups, each after a ${PAUSE_MS} ms pause`,
     `- Traced: \`strace -f -ttt --seccomp-bpf -e trace=${TRACE.join(',')}\` on the node process; a stage is the time between the syscalls that mark it (see bench/timeline.js)`,
     '- Reproduce: `npm run build && npm run bench:timeline` (as root; `BENCH_N=40` for more calls, `BENCH_KEEP_TRACE=FILE` keeps the trace)',
+    moves ? `- One write of a pid to a cgroup v1 \`cgroup.procs\` on this host, untraced (an idle process moved between a probe cgroup and kern's; what each box's kern does to join each hierarchy and to leave it): ` +
+      moves.map((m) => `${m.hier}: median ${fmt(median(m.paused))} ms (p90 ${fmt(percentile(m.paused, 0.9))}) after a 50 ms pause, ${fmt(median(m.burst))} ms back to back`).join('; ') :
+      '- No cgroup v1 hierarchy of kern: the cgroup move probe was skipped.',
     '',
     ...sections,
     END,
