@@ -32,7 +32,9 @@
 //                               (open_tree) and sends them to I (sendmsg "g")
 //     "go" → pivot_root         I: mount namespace, tmpfs, binds, /dev, /proc (the mount calls)
 //     pivot_root → fork         I: hostname, loopback up, keyring, signals, forks the workload
-//     fork → execve             W: caps dropped, no_new_privs, Landlock, seccomp
+//     fork → workload runs      until W's first step (setsid)
+//     workload runs → Landlock  W: keyring, rlimits, caps dropped, no_new_privs, the Landlock ruleset
+//     Landlock → execve         W: Landlock and seccomp applied
 //     execve → cell done        (runCode) python starts, imports the driver, reads the cell, runs
 //                               it, writes the result frame ("done")
 //     execve → workload exit    (run) the workload itself
@@ -61,7 +63,7 @@ const WARMUP = 3;
 // The syscalls that mark the stages; nothing per-file (read, openat, mmap) so a python start
 // costs few ptrace stops.
 const TRACE = ['access', 'sendto', 'sendmsg', 'recvmsg', 'clone', 'clone3', 'execve', 'exit_group', 'write',
-  'mount', 'move_mount', 'open_tree', 'pivot_root', 'umount2', 'seccomp', 'landlock_restrict_self', 'wait4', 'sethostname'];
+  'mount', 'move_mount', 'open_tree', 'pivot_root', 'umount2', 'seccomp', 'landlock_restrict_self', 'wait4', 'sethostname', 'setsid'];
 
 // Calls that block until something happens elsewhere.
 const WAITS = new Set(['recvmsg', 'wait4']);
@@ -205,7 +207,11 @@ function stagesOf(events, kind, i) {
   const x = first((e) => e.tid === I && e.call === 'write' && /"X /.test(e.text));
   const report = first((e) => e.tid === K && e.call === 'write' && e.text.includes('exit_code'));
   if (!exec || !wexit || !x || !report) return new Error('workload or report not seen');
+  const landlock = first((e) => e.tid === W && (e.call === 'landlock_restrict_self' || e.call === 'seccomp'), t.fork);
+  const setsid = first((e) => e.tid === W && e.call === 'setsid', t.fork);
   t.exec = exec.t;
+  t.setsid = setsid ? setsid.t : t.fork;
+  t.landlock = landlock ? landlock.t : t.exec;
   t.wexit = wexit.t;
   t.x = x.t;
   t.report = report.t;
@@ -237,7 +243,9 @@ const STAGES = [
   ['clone → "go" to PID 1', 'clone', 'go', 'kern: uid/gid maps, the image and workspace trees cloned (open_tree, idmapped)'],
   ['"go" → pivot_root', 'go', 'pivot', "PID 1: the box's mount tree (tmpfs, binds, /dev, /proc)"],
   ['pivot_root → workload fork', 'pivot', 'fork', 'PID 1: hostname, loopback up, keyring, signal handlers, fork'],
-  ['fork → execve', 'fork', 'exec', 'workload: capabilities dropped, no_new_privs, Landlock, seccomp'],
+  ['fork → workload runs', 'fork', 'setsid', "from PID 1's fork() returning to the workload's first step (setsid)"],
+  ['workload runs → Landlock', 'setsid', 'landlock', 'workload: session, keyring, rlimits, capabilities dropped, no_new_privs, the Landlock ruleset built'],
+  ['Landlock → execve', 'landlock', 'exec', 'workload: Landlock and seccomp applied, execve'],
   ['execve → workload exit', 'exec', 'wexit', 'the workload itself', (k) => k !== 'cell'],
   ['execve → result frame', 'exec', 'done', 'python start, driver import, the cell run, its result frame', (k) => k === 'cell'],
   ['result frame → exit', 'done', 'wexit', 'the driver ends, python exits', (k) => k === 'cell'],
