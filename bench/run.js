@@ -21,10 +21,11 @@
 // really succeeds (exit 0, no fault), and a case that does not is reported instead of timed.
 //
 // Then (issue 21) the warm paths and throughput, and every goal of issue 21 printed beside its bar:
-// - Warm rows, in the same round-robin: `runCode('1')` on a `prewarm: 4` Sandbox (the pool has
-//   refilled by its next turn: a round of the other cases takes longer than a refill), and a
-//   driver-kernel cell `k.runCode('1')`, BENCH_KERNEL_CELLS cells in a row per round after one
-//   untimed cell (the first cell after idle time is slower; a harness runs cells back to back).
+// - Warm rows, in the same round-robin, each after an untimed 150 ms pause (the pool refilled,
+//   the previous row's teardown over, as bench/warm.js does): `runCode('1')` on a `prewarm: 4`
+//   Sandbox, and a driver-kernel cell `k.runCode('1')`, BENCH_KERNEL_CELLS cells in a row per
+//   round after one untimed cell (the first cell after idle time is slower; a harness runs cells
+//   back to back).
 // - Throughput: BENCH_TPUT_CALLS fresh `run(['/bin/true'])` boxes (half as many python
 //   `runCode('pass')` cells) through ONE Sandbox, with 1, 2, 8 and 32 calls in flight, wall time
 //   from the first call to the last result; bubblewrap the same way (one `bwrap` process per call
@@ -49,6 +50,7 @@ const KERNEL_CELLS = parsePositiveInt(process.env.BENCH_KERNEL_CELLS, 5, 'BENCH_
 const TPUT_CALLS = process.env.BENCH_TPUT_CALLS === '0' ? 0 : parsePositiveInt(process.env.BENCH_TPUT_CALLS, 160, 'BENCH_TPUT_CALLS');
 const TPUT_REPS = parsePositiveInt(process.env.BENCH_TPUT_REPS, 3, 'BENCH_TPUT_REPS');
 const TPUT_CONCURRENCY = [1, 2, 8, 32];
+const WARM_PAUSE_MS = 150;
 const GOALS_START = '<!-- bench-goals:start -->';
 const GOALS_END = '<!-- bench-goals:end -->';
 
@@ -179,13 +181,21 @@ async function main() {
   // Warm paths (issue 21's goals): a prewarmed box, and driver-kernel cells in a row.
   let sbWarm, sbKernel, kernel;
   const getWarm = async () => sbWarm || (sbWarm = await openSandbox({ prewarm: 4 }));
-  const warmCase = apiCase("kern API, `prewarm: 4`: `sb.runCode('1')` (python)", 'warm', getWarm, (sb) => sb.runCode('1'), '1');
+  // Each warm row starts after a pause (untimed), as in bench/warm.js: the previous row's
+  // background work (a box torn down, the prewarm pool refilling) is over by then.
+  const pause = () => new Promise((r) => setTimeout(r, WARM_PAUSE_MS));
+  const warmCase = apiCase("kern API, `prewarm: 4`: `sb.runCode('1')` (python)", 'warm', async () => {
+    const sb = await getWarm();
+    await pause();
+    return sb;
+  }, (sb) => sb.runCode('1'), '1');
   const kernelCase = { name: `kern API, driver kernel: \`k.runCode('1')\`, ${KERNEL_CELLS} cells in a row per round`, group: 'warm', kind: 'kern', times: [] };
   kernelCase.fn = async () => {
     if (!kernel) {
       sbKernel = await openSandbox({});
       kernel = await sbKernel.kernel();
     }
+    await pause();
     checkResult(await kernel.runCode('1'), '1'); // untimed: the first cell after idle time
     const times = [];
     for (let i = 0; i < KERNEL_CELLS; i++) times.push(await timeApi(() => kernel.runCode('1'), '1'));
