@@ -37,9 +37,11 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh, bwrapArgs, timeSpawn } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh, bwrapArgs, timeSpawn, otherWork } = require('./common');
 
 const die = dieFor('bench');
+// Other work on the machine disturbs the numbers: sampled between rounds, said in the report.
+const { sample: sampleOthers, note: othersNote } = otherWork();
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
 
 const N = parsePositiveInt(process.env.BENCH_N, 50, 'BENCH_N');
@@ -226,6 +228,7 @@ async function main() {
       }
     }
   }
+  sampleOthers();
   process.stderr.write(`bench: ${WARMUP} warm-up + ${N} timed iterations of ${cases.filter((c) => !c.skip && !c.error).length} cases\n`);
   for (let i = 0; i < N; i++) {
     for (const c of cases) {
@@ -236,6 +239,7 @@ async function main() {
         c.error = `failed on iteration ${i + 1}: ${String(e.message || e).replace(/\s+/g, ' ').slice(0, 300)}`;
       }
     }
+    sampleOthers();
     if ((i + 1) % 10 === 0 || i + 1 === N) process.stderr.write(`bench: ${i + 1}/${N}\n`);
   }
 
@@ -264,6 +268,7 @@ async function main() {
             const r = await throughput(s.calls, conc, s.one);
             s.rates.get(conc).push(r.rate);
             s.cpuTimes.push(r.cpuMs);
+            sampleOthers();
           } catch (e) {
             s.error = String(e.message || e).replace(/\s+/g, ' ').slice(0, 300);
           }
@@ -331,6 +336,7 @@ async function main() {
     '- Reproduce: `npm run build && npm run bench` (or `BENCH_N=200 npm run bench` for tighter numbers)',
     '- Isolation in the bubblewrap rows: `bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent --new-session --ro-bind ROOTFS / --proc /proc --dev /dev --tmpfs /tmp --bind WS ' + wsTarget + ' --chdir ' + wsTarget + ' --cap-drop ALL -- CMD`',
     ...notes.map((n) => `- Note: ${n}`),
+    `- Note: ${othersNote()}`,
     '',
     '| case | median ms | p90 ms | vs bwrap (same command) | vs bare (same command) |',
     '| --- | ---: | ---: | ---: | ---: |',

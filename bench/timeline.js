@@ -50,7 +50,7 @@ const { spawn } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, median, percentile, writeSection, requireBuilt, sh, which } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, median, percentile, writeSection, requireBuilt, sh, which, otherWork } = require('./common');
 
 const die = dieFor('bench-timeline');
 const N = positiveInt(process.env.BENCH_N, 15, 'BENCH_N', die);
@@ -300,13 +300,17 @@ async function main() {
   if (!fs.existsSync(path.join(ROOTFS, 'usr/bin/python3'))) die(`test rootfs not found at ${ROOTFS}`);
   requireBuilt(REPO, KERN, die);
 
+  const others = otherWork();
+  others.sample();
   const moves = await cgroupMoveProbe();
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-timeline-'));
   const traceFile = path.join(scratch, 'trace.txt');
   process.stderr.write(`bench-timeline: untraced, ${N} calls of each kind\n`);
   const plain = await runChild(null);
+  others.sample();
   process.stderr.write(`bench-timeline: traced, ${N} calls of each kind\n`);
   const traced = await runChild(traceFile);
+  others.sample();
   const events = parseTrace(traceFile);
   if (process.env.BENCH_KEEP_TRACE) {
     fs.copyFileSync(traceFile, process.env.BENCH_KEEP_TRACE);
@@ -371,6 +375,7 @@ async function main() {
     `- Date: ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}; kernel ${sh('uname', ['-r'])}; ${os.cpus().length} CPU(s): ${cpu.trim()}; load average before the run ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`,
     `- ${sh('strace', ['-V']).split('\n')[0]}; Node ${process.version}; one Sandbox with default limits (memory 512 MiB, pids 256), ${N} calls of each kind after ${WARMUP} warm-ups, each after a ${PAUSE_MS} ms pause`,
     `- Traced: \`strace -f -ttt --seccomp-bpf -e trace=${TRACE.join(',')}\` on the node process; a stage is the time between the syscalls that mark it (see bench/timeline.js)`,
+    `- Note: ${others.note()}`,
     '- Reproduce: `npm run build && npm run bench:timeline` (as root; `BENCH_N=40` for more calls, `BENCH_KEEP_TRACE=FILE` keeps the trace)',
     moves ? `- One write of a pid to a cgroup v1 \`cgroup.procs\` on this host, untraced (an idle process moved between a probe cgroup and kern's; what each box's kern does to join each hierarchy and to leave it): ` +
       moves.map((m) => `${m.hier}: median ${fmt(median(m.paused))} ms (p90 ${fmt(percentile(m.paused, 0.9))}) after a 50 ms pause, ${fmt(median(m.burst))} ms back to back`).join('; ') :
