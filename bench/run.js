@@ -4,6 +4,7 @@
 //
 //   npm run bench                 # N = 50
 //   BENCH_N=200 npm run bench     # more iterations, tighter numbers
+//   BENCH_TPUT_CALLS=0 npm run bench   # without the throughput series
 //
 // Needs: `npm run build` (./kern and the addon) and the test rootfs (scripts/build-test-rootfs.sh;
 // KERN_TEST_ROOTFS overrides its location). Writes the table between the bench markers of
@@ -18,20 +19,42 @@
 // case, then the next), so slow drift on the machine affects all cases alike. A few warm-up
 // iterations of every case run first and are not counted; each warm-up also checks that the case
 // really succeeds (exit 0, no fault), and a case that does not is reported instead of timed.
+//
+// Then (issue 21) the warm paths and throughput, and every goal of issue 21 printed beside its bar:
+// - Warm rows, in the same round-robin, each after an untimed 150 ms pause (the pool refilled,
+//   the previous row's teardown over, as bench/warm.js does): `runCode('1')` on a `prewarm: 4`
+//   Sandbox, and a driver-kernel cell `k.runCode('1')`, BENCH_KERNEL_CELLS cells in a row per
+//   round after one untimed cell (the first cell after idle time is slower; a harness runs cells
+//   back to back).
+// - Throughput: BENCH_TPUT_CALLS fresh `run(['/bin/true'])` boxes (half as many python
+//   `runCode('pass')` cells) through ONE Sandbox, with 1, 2, 8 and 32 calls in flight, wall time
+//   from the first call to the last result; bubblewrap the same way (one `bwrap` process per call
+//   from this process) beside it. BENCH_TPUT_REPS repetitions, interleaved; the median is reported.
+//   BENCH_TPUT_CALLS=0 skips it.
+// - Goals: the figure, the bar, met or not (a report, never a test: nothing fails on a number).
 'use strict';
 
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh, bwrapArgs, timeSpawn } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh, bwrapArgs, timeSpawn, otherWork } = require('./common');
 
 const die = dieFor('bench');
+// Other work on the machine disturbs the numbers: sampled between rounds, said in the report.
+const { sample: sampleOthers, note: othersNote } = otherWork();
 const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, die);
 
 const N = parsePositiveInt(process.env.BENCH_N, 50, 'BENCH_N');
 const WARMUP = parsePositiveInt(process.env.BENCH_WARMUP, 5, 'BENCH_WARMUP');
 const START = '<!-- bench:start -->';
 const END = '<!-- bench:end -->';
+const KERNEL_CELLS = parsePositiveInt(process.env.BENCH_KERNEL_CELLS, 5, 'BENCH_KERNEL_CELLS');
+const TPUT_CALLS = process.env.BENCH_TPUT_CALLS === '0' ? 0 : parsePositiveInt(process.env.BENCH_TPUT_CALLS, 160, 'BENCH_TPUT_CALLS');
+const TPUT_REPS = parsePositiveInt(process.env.BENCH_TPUT_REPS, 3, 'BENCH_TPUT_REPS');
+const TPUT_CONCURRENCY = [1, 2, 8, 32];
+const WARM_PAUSE_MS = 150;
+const GOALS_START = '<!-- bench-goals:start -->';
+const GOALS_END = '<!-- bench-goals:end -->';
 
 // ---- preconditions ----------------------------------------------------------------------------
 
@@ -45,15 +68,52 @@ function checkPrerequisites() {
 
 // ---- timing primitives -----------------------------------------------------------------------
 
-async function timeApi(fn) {
-  const t0 = process.hrtime.bigint();
-  const r = await fn();
-  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+// Throws unless `r` is a clean result (and, with `text`, its first result's text is that).
+function checkResult(r, text) {
   if (r.fault || r.exitCode !== 0) {
     const why = r.fault ? `fault ${r.fault.type}: ${r.fault.message}` : `exit ${r.exitCode}`;
     throw new Error(`${why}${r.stderr ? ` | stderr: ${r.stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
   }
+  if (text !== undefined) {
+    const got = r.results && r.results[0] ? r.results[0].text : undefined;
+    if (got !== text) throw new Error(`expected a result with text ${JSON.stringify(text)}, got ${JSON.stringify(got)}`);
+  }
+  return r;
+}
+
+async function timeApi(fn, text) {
+  const t0 = process.hrtime.bigint();
+  const r = await fn();
+  const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+  checkResult(r, text);
   return ms;
+}
+
+const CLK_TCK = Number(sh('getconf', ['CLK_TCK'])) || 100;
+
+/** CPU ms used so far by this process and every descendant it (or they) reaped: kern, the box's
+ * PID 1 and the workload all end reaped by their parent, so a call's whole cost lands here. */
+function cpuMsSelfAndReaped() {
+  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+  return ((Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14])) * 1000) / CLK_TCK;
+}
+
+/** Calls/s of `calls` calls of `one` with `conc` in flight (a new call starts as one ends), and
+ * CPU ms per call (this process and the reaped processes of the calls, all cores together). */
+async function throughput(calls, conc, one) {
+  let started = 0;
+  const cpu0 = cpuMsSelfAndReaped();
+  const t0 = process.hrtime.bigint();
+  const worker = async () => {
+    while (started < calls) {
+      started++;
+      await one();
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(conc, calls) }, worker));
+  const rate = calls / (Number(process.hrtime.bigint() - t0) / 1e9);
+  return { rate, cpuMs: (cpuMsSelfAndReaped() - cpu0) / calls };
 }
 
 // ---- cases ------------------------------------------------------------------------------------
@@ -98,13 +158,14 @@ async function main() {
     bwrap ? undefined : 'bwrap not installed');
 
   let sbLimits, sbNoLimits;
-  const apiCase = (name, group, getSb, call) => {
+  const apiCase = (name, group, getSb, call, text) => {
     const c = { name, group, kind: 'kern', times: [] };
     c.fn = async () => {
       const sb = await getSb();
-      return timeApi(() => call(sb));
+      return timeApi(() => call(sb), text);
     };
     cases.push(c);
+    return c;
   };
   const getLimits = async () => sbLimits || (sbLimits = await openSandbox({}));
   const getNoLimits = async () => sbNoLimits || (sbNoLimits = await openSandbox({ enforceLimits: false }));
@@ -118,6 +179,31 @@ async function main() {
   apiCase("kern API, `enforceLimits: false`: `sb.run(['/bin/true'])`", 'true', getNoLimits, (sb) => sb.run(TRUE));
   apiCase("kern API, `enforceLimits: false`: `sb.runCode('pass')`", 'python', getNoLimits,
     (sb) => sb.runCode('pass', { language: 'python' }));
+
+  // Warm paths (issue 21's goals): a prewarmed box, and driver-kernel cells in a row.
+  let sbWarm, sbKernel, kernel;
+  const getWarm = async () => sbWarm || (sbWarm = await openSandbox({ prewarm: 4 }));
+  // Each warm row starts after a pause (untimed), as in bench/warm.js: the previous row's
+  // background work (a box torn down, the prewarm pool refilling) is over by then.
+  const pause = () => new Promise((r) => setTimeout(r, WARM_PAUSE_MS));
+  const warmCase = apiCase("kern API, `prewarm: 4`: `sb.runCode('1')` (python)", 'warm', async () => {
+    const sb = await getWarm();
+    await pause();
+    return sb;
+  }, (sb) => sb.runCode('1'), '1');
+  const kernelCase = { name: `kern API, driver kernel: \`k.runCode('1')\`, ${KERNEL_CELLS} cells in a row per round`, group: 'warm', kind: 'kern', times: [] };
+  kernelCase.fn = async () => {
+    if (!kernel) {
+      sbKernel = await openSandbox({});
+      kernel = await sbKernel.kernel();
+    }
+    await pause();
+    checkResult(await kernel.runCode('1'), '1'); // untimed: the first cell after idle time
+    const times = [];
+    for (let i = 0; i < KERNEL_CELLS; i++) times.push(await timeApi(() => kernel.runCode('1'), '1'));
+    return times;
+  };
+  cases.push(kernelCase);
 
   // A fixed --workspace, as bwrap gets: without it `kern run` creates and deletes a temporary one.
   const kernWs = fs.mkdtempSync(path.join(scratch, 'kern-ws-'));
@@ -142,19 +228,68 @@ async function main() {
       }
     }
   }
+  sampleOthers();
   process.stderr.write(`bench: ${WARMUP} warm-up + ${N} timed iterations of ${cases.filter((c) => !c.skip && !c.error).length} cases\n`);
   for (let i = 0; i < N; i++) {
     for (const c of cases) {
       if (c.skip || c.error) continue;
       try {
-        c.times.push(await c.fn());
+        c.times.push(...[await c.fn()].flat());
       } catch (e) {
         c.error = `failed on iteration ${i + 1}: ${String(e.message || e).replace(/\s+/g, ' ').slice(0, 300)}`;
       }
     }
+    sampleOthers();
     if ((i + 1) % 10 === 0 || i + 1 === N) process.stderr.write(`bench: ${i + 1}/${N}\n`);
   }
 
+  // ---- throughput (issue 21): fresh boxes through one Sandbox, bubblewrap beside it ----
+  const tput = [];
+  if (TPUT_CALLS) {
+    const sb = await getLimits();
+    const pyCalls = Math.max(1, Math.floor(TPUT_CALLS / 2));
+    const series = [
+      { key: 'kern-true', cpu: true, label: "kern API: `sb.run(['/bin/true'])`", calls: TPUT_CALLS, one: async () => checkResult(await sb.run(TRUE)) },
+      { key: 'kern-py', cpu: true, label: "kern API: `sb.runCode('pass')` (python)", calls: pyCalls, one: async () => checkResult(await sb.runCode('pass', { language: 'python' })) },
+    ];
+    if (bwrap) {
+      series.push({ key: 'bwrap-true', label: 'bubblewrap: `/bin/true`', calls: TPUT_CALLS, one: () => timeSpawn(bwrapArgs(ROOTFS, bwrapWs, wsTarget, TRUE)) });
+      series.push({ key: 'bwrap-py', label: 'bubblewrap: `python3 -c pass`', calls: pyCalls, one: () => timeSpawn(bwrapArgs(ROOTFS, bwrapWs, wsTarget, PY)) });
+    }
+    for (const s of series) {
+      s.rates = new Map(TPUT_CONCURRENCY.map((c) => [c, []]));
+      s.cpuTimes = [];
+    }
+    for (let rep = 0; rep < TPUT_REPS; rep++) {
+      for (const conc of TPUT_CONCURRENCY) {
+        for (const s of series) {
+          if (s.error) continue;
+          try {
+            const r = await throughput(s.calls, conc, s.one);
+            s.rates.get(conc).push(r.rate);
+            s.cpuTimes.push(r.cpuMs);
+            sampleOthers();
+          } catch (e) {
+            s.error = String(e.message || e).replace(/\s+/g, ' ').slice(0, 300);
+          }
+        }
+      }
+      process.stderr.write(`bench: throughput ${rep + 1}/${TPUT_REPS}\n`);
+    }
+    for (const s of series) {
+      s.median = new Map([...s.rates].map(([c, r]) => [c, median([...r].sort((a, b) => a - b))]));
+      // bwrap's processes do not all end reaped by it (its CPU per `python3 -c pass` came out
+      // below a bare python start), so only kern's rows get a CPU figure.
+      s.cpuMedian = s.cpu ? median([...s.cpuTimes].sort((a, b) => a - b)) : NaN;
+      tput.push(s);
+    }
+  }
+
+  if (kernel) {
+    try {
+      await kernel.close();
+    } catch {}
+  }
   for (const sb of sandboxes) {
     try {
       await sb.close();
@@ -188,19 +323,30 @@ async function main() {
     pkgVersion = require(path.join(REPO, 'package.json')).version;
   } catch {}
 
+  // Which build ./kern is (scripts/install-kern.js copies it from target/<triple>/<profile>/).
+  let profile = 'unknown build';
+  try {
+    const k = fs.readFileSync(KERN);
+    for (const [dir, label] of [['release', 'release build (`npm run build`)'], ['debug', 'dev build (`npm run build:debug`: our crate unoptimised)']]) {
+      const built = path.join(REPO, 'target', `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-unknown-linux-gnu`, dir, 'kern');
+      if (fs.existsSync(built) && fs.readFileSync(built).equals(k)) profile = label;
+    }
+  } catch {}
+
   const lines = [
     START,
     '<!-- Generated by bench/run.js (`npm run bench`); everything between these markers is overwritten. -->',
     '',
     `- Date: ${new Date().toISOString().replace(/\.\d+Z$/, 'Z')}`,
     `- Kernel: ${sh('uname', ['-r']) || os.release()}; cgroup ${cgroup}; ${os.cpus().length} CPU(s): ${cpu.trim()}`,
-    `- Node ${process.version}; kern-sandbox ${pkgVersion}; ${sh('bwrap', ['--version']) || 'bubblewrap not installed'}; running as ${user.uid === 0 ? 'root' : `uid ${user.uid} (rootless)`}`,
+    `- Node ${process.version}; kern-sandbox ${pkgVersion}, ${profile}; ${sh('bwrap', ['--version']) || 'bubblewrap not installed'}; running as ${user.uid === 0 ? 'root' : `uid ${user.uid} (rootless)`}`,
     `- Rootfs: \`${ROOTFS}\` (Debian bookworm, python ${sh(path.join(ROOTFS, 'usr/bin/python3'), ['-c', 'import platform;print(platform.python_version())']) || '3.11'}); bare cases use the host's \`/usr/bin/python3\``,
     `- N = ${N} timed iterations per case after ${WARMUP} warm-ups, cases interleaved round-robin; times in ms, spawn-to-exit as seen from Node`,
     '- kern CLI rows: `kern run --image ROOTFS --workspace WS [--no-enforce-limits] -- CMD` (default limits: memory 512 MiB, pids 256, timeout 30 s, 64 MiB `/tmp` tmpfs)',
     '- Reproduce: `npm run build && npm run bench` (or `BENCH_N=200 npm run bench` for tighter numbers)',
     '- Isolation in the bubblewrap rows: `bwrap --unshare-user --unshare-pid --unshare-net --unshare-ipc --unshare-uts --unshare-cgroup-try --die-with-parent --new-session --ro-bind ROOTFS / --proc /proc --dev /dev --tmpfs /tmp --bind WS ' + wsTarget + ' --chdir ' + wsTarget + ' --cap-drop ALL -- CMD`',
     ...notes.map((n) => `- Note: ${n}`),
+    `- Note: ${othersNote()}`,
     '',
     '| case | median ms | p90 ms | vs bwrap (same command) | vs bare (same command) |',
     '| --- | ---: | ---: | ---: | ---: |',
@@ -210,6 +356,57 @@ async function main() {
   ];
   const block = lines.join('\n');
 
+  // ---- goals (issue 21): the figure beside its bar ----
+  const byName = (c) => (c && !c.skip && c.times.length && Number.isFinite(c.median) ? c : null);
+  const kTrue = byName(cases.find((c) => c.name === "kern API: `sb.run(['/bin/true'])`"));
+  const kPy = byName(cases.find((c) => c.name === "kern API: `sb.runCode('pass')` (python)"));
+  const bTrue = byName(ref('bwrap', 'true'));
+  const bPy = byName(ref('bwrap', 'python'));
+  const goals = [];
+  const goal = (what, figure, bar, met) => goals.push(`| ${what} | ${figure} | ${bar} | ${met === undefined ? 'not measured' : met ? '**met**' : 'not met'} |`);
+  const ratioGoal = (what, k, b, bar) => {
+    if (!k || !b) return goal(what, '—', `≤ ${bar}×`, undefined);
+    const r = k.median / b.median;
+    goal(what, `${r.toFixed(2)}× (${fmt(k.median)} / ${fmt(b.median)} ms)`, `≤ ${bar}×`, r <= bar);
+  };
+  const msGoal = (what, c, bar) => (c ? goal(what, `${c.median < 1 ? c.median.toFixed(3) : fmt(c.median)} ms`, `≤ ${bar} ms`, c.median <= bar) : goal(what, '—', `≤ ${bar} ms`, undefined));
+  const rateGoal = (what, s, bar) => {
+    if (!s || s.error) return goal(what, s && s.error ? `failed: ${s.error.replace(/\|/g, '\\|')}` : '—', `≥ ${bar}/s`, undefined);
+    const best = TPUT_CONCURRENCY.reduce((a, c) => (s.median.get(c) > s.median.get(a) ? c : a), TPUT_CONCURRENCY[0]);
+    const at = TPUT_CONCURRENCY.map((c) => `${c}: ${s.median.get(c).toFixed(0)}`).join(', ');
+    goal(what, `${s.median.get(best).toFixed(0)}/s at ${best} in flight (${at})`, `≥ ${bar}/s`, s.median.get(best) >= bar);
+  };
+  ratioGoal("cold python `runCode('pass')`, fresh box, caps on, vs bubblewrap `python3 -c pass`", kPy, bPy, 0.5);
+  msGoal("prewarmed `runCode('1')`, end to end", byName(warmCase), 1);
+  ratioGoal("`run(['/bin/true'])` vs bubblewrap `/bin/true`", kTrue, bTrue, 0.6);
+  rateGoal("throughput, fresh `run(['/bin/true'])` boxes, one Sandbox", tput.find((s) => s.key === 'kern-true'), 300);
+  rateGoal("throughput, python `runCode('pass')` cells in fresh boxes, one Sandbox", tput.find((s) => s.key === 'kern-py'), 150);
+  msGoal("driver-kernel cell `k.runCode('1')`, round trip", byName(kernelCase), 0.1);
+
+  const ncpu = os.cpus().length;
+  const tputRows = tput.map((s) => `| ${s.label}${s.error ? ` (stopped: ${s.error.replace(/\|/g, '\\|')})` : ''} | ${s.calls} | ${TPUT_CONCURRENCY.map((c) => (Number.isFinite(s.median.get(c)) ? s.median.get(c).toFixed(0) : '—')).join(' | ')} | ${fmt(s.cpuMedian)} | ${Number.isFinite(s.cpuMedian) ? ((ncpu * 1000) / s.cpuMedian).toFixed(0) : '—'} |`);
+  const goalLines = [
+    GOALS_START,
+    '<!-- Generated by bench/run.js (`npm run bench`) from the same run as the table above; everything between these markers is overwritten. -->',
+    '',
+    `Issue 21's goals, each beside its bar: medians of the run above (same date, machine and build). Reproduce: \`npm run bench\`. A report only: nothing fails on a number.`,
+    '',
+    '| goal | measured | bar | |',
+    '| --- | --- | --- | --- |',
+    ...goals,
+    '',
+    ...(tput.length ? [
+      `Throughput, calls/s (median of ${TPUT_REPS} repetition${TPUT_REPS === 1 ? '' : 's'}; wall time from the first call to the last result, a new call started as one ends; kern through one Sandbox with default limits, bubblewrap as one \`bwrap\` process per call from this process). CPU ms per call: user + system time of this process and of every process it reaped (kern, the box's PID 1, the workload), over all the points, median (not given for bubblewrap: its box's processes are not all reaped by the \`bwrap\` we spawn, so their CPU time does not reach us); the ceiling is what the CPUs would allow were the calls only CPU:`,
+      '',
+      `| series | calls per point | ${TPUT_CONCURRENCY.map((c) => `${c} in flight`).join(' | ')} | CPU ms per call | ceiling on ${ncpu} CPUs, calls/s |`,
+      `| --- | ---: | ${TPUT_CONCURRENCY.map(() => '---:').join(' | ')} | ---: | ---: |`,
+      ...tputRows,
+      '',
+    ] : ['Throughput not measured (`BENCH_TPUT_CALLS=0`).', '']),
+    GOALS_END,
+  ];
+  const goalBlock = goalLines.join('\n');
+
   writeSection(
     OUT,
     START,
@@ -217,10 +414,12 @@ async function main() {
     block,
     '# Benchmarks\n\nStart-up cost of one fresh box, side by side with a bare process and bubblewrap.\n\n'
   );
+  writeSection(OUT, GOALS_START, GOALS_END, goalBlock);
   console.log(block);
+  console.log('\n' + goalBlock);
   console.log(`\nbench: wrote ${path.relative(process.cwd(), OUT) || OUT}`);
 
-  if (cases.some((c) => c.error)) {
+  if (cases.some((c) => c.error) || tput.some((s) => s.error)) {
     console.error('bench: some cases failed (see the table); the other numbers are still valid');
   }
 }
