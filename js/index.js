@@ -107,9 +107,6 @@ function decodeImage(b64) {
   return typeof b64 === 'string' ? Buffer.from(b64, 'base64') : null;
 }
 
-/** A result's `data` from the native side's MIME types and payloads: a null-prototype object,
- * so no key the box picks (the native side admits only MIME type names anyway) can stand in for
- * an Object.prototype method. */
 /** A native bundle as a public Result. */
 function toResult(b) {
   return new Result(bundleData(b), b.isMain, b.chart ? JSON.parse(b.chart) : null);
@@ -156,6 +153,9 @@ function checkLineBuffered(v) {
   }
 }
 
+/** A result's `data` from the native side's MIME types and payloads: a null-prototype object,
+ * so no key the box picks (the native side admits only MIME type names anyway) can stand in for
+ * an Object.prototype method. */
 function bundleData(b) {
   const data = Object.create(null);
   b.mimes.forEach((mime, i) => {
