@@ -4,7 +4,7 @@
 // `cwd`, `stdin` and `signal`, and the result's `signal`, `stdoutTruncated` and
 // `stderrTruncated`, through the public API, in python, bash and node. Root and rootless alike.
 
-const { opts, sharedSandbox, makeTempDir, uniqueName, hostProcessesMatching } = require('./helpers');
+const { opts, sharedSandbox, makeTempDir, uniqueName, hostProcessesMatching, waitFor } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
 const sb = sharedSandbox({ env: { FROM_SANDBOX: 'sb', BOTH: 'sandbox' } });
@@ -134,6 +134,9 @@ async function abortOnceUp(marker, start, reason) {
     (e) => ({ rejected: e }),
   );
   await isUp;
+  // The marked processes were started before "up" was printed; waited for all the same (a
+  // bounded wait, not a timing assertion: a test that finds none still fails below).
+  await waitFor(() => hostProcessesMatching(marker).length > 0);
   const before = hostProcessesMatching(marker);
   if (reason === undefined) ac.abort();
   else ac.abort(reason);

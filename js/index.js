@@ -710,15 +710,29 @@ class Chunks {
   #ended = false;
   #listeners;
   #lines;
+  #unheard;
 
   /** `lineBuffered`: chunks are handed on at line boundaries, the rest when the stream ends. */
   constructor(listener, lineBuffered = false) {
     this.#listeners = listener ? [listener] : [];
+    // Kept for a first listener only while there has been none (the same Buffers the queue
+    // holds, so bounded like it).
+    this.#unheard = listener ? null : [];
     this.#lines = lineBuffered ? new LineSplitter() : null;
   }
 
   listen(fn) {
     this.#listeners.push(fn);
+    // What came before the first listener (output can cross from the native side before the
+    // promise that hands this object over resolves) goes to it first, before any later chunk
+    // (those come on macrotasks): onData() right after terminal() misses nothing.
+    if (this.#unheard) {
+      const early = this.#unheard;
+      this.#unheard = null;
+      queueMicrotask(() => {
+        for (const c of early) fn(c);
+      });
+    }
     return () => {
       this.#listeners = this.#listeners.filter((f) => f !== fn);
     };
@@ -734,6 +748,7 @@ class Chunks {
   }
 
   #give(chunk) {
+    if (this.#unheard) this.#unheard.push(chunk);
     for (const fn of this.#listeners) fn(chunk);
     if (this.#waiting) {
       const w = this.#waiting;

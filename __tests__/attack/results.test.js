@@ -168,9 +168,10 @@ describe('a Jupyter kernel between cells', () => {
       fs.writeFileSync('/proc/self/clear_refs', '5');
       const base = vmHwm();
       // 800 MiB go out while no cell runs; each later cell notes what was dropped since the
-      // one before, until all 100 are accounted for (a grace, not a timing assertion).
+      // one before, until all 100 are accounted for (a grace of up to 3 min, not a timing
+      // assertion: a loaded machine took over 60 s).
       let seen = 0;
-      for (let i = 0; i < 120 && seen < 100; i++) {
+      for (let i = 0; i < 360 && seen < 100; i++) {
         await sleep(500);
         const next = await k.runCode('1 + 1');
         expect(next.results[0].text).toBe('2');
