@@ -1192,7 +1192,9 @@ export class SandboxProcess extends SteeredProcess {
 /** *(Addition to the published surface.)* A program on a terminal, from `Sandbox.terminal()`. */
 export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
   private constructor();
-  /** Calls `cb` with its output as it comes, in order; returns a function that stops it. */
+  /** Calls `cb` with its output as it comes, in order; returns a function that stops it. The
+   * first listener also gets what came before it was attached (output can arrive before
+   * `terminal()` resolves), so `onData` right after `terminal()` misses nothing. */
   onData(cb: (data: Buffer) => void): () => void;
   [Symbol.asyncIterator](): AsyncIterator<Buffer>;
   /** Resizes the terminal: the foreground program gets `SIGWINCH` and the new size. Each of
