@@ -181,7 +181,7 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
         listener_tx,
     };
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_w, io, fallback),
+        Ok(Forked::Child) => exec_workload(spec, init_w, io, fallback, true),
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => fail("fork the workload", &e),
     };
@@ -273,7 +273,7 @@ fn pid1(
     };
     catch_signals();
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_pipe, io, fallback),
+        Ok(Forked::Child) => exec_workload(spec, init_pipe, io, fallback, false),
         Ok(Forked::Parent(pid)) => {
             // The workload's channel and stdin are the workload's alone: the caller's writer
             // sees EPIPE once the workload is gone.
@@ -636,7 +636,17 @@ struct WorkloadIo {
 
 /// In the workload's process: drop everything, then exec. Never returns. The posture is the
 /// same for a fresh box's workload and a call into a resident box (`call_init`).
-fn exec_workload(spec: &BoxSpec, init_pipe: OwnedFd, io: WorkloadIo, fallback: &Fallback) -> ! {
+/// `own_keyring`: join a new session keyring (a resident box's call, forked from outside the
+/// box); a fresh box's workload inherits the empty one its PID 1 joined, and a second one per
+/// box would halve how many boxes one user can run at once (kernel.keys.maxkeys is 200 for a
+/// non-root user: 100 concurrent rootless boxes ran out of it with two each).
+fn exec_workload(
+    spec: &BoxSpec,
+    init_pipe: OwnedFd,
+    io: WorkloadIo,
+    fallback: &Fallback,
+    own_keyring: bool,
+) -> ! {
     let WorkloadIo {
         channel,
         stdin,
@@ -692,8 +702,10 @@ fn exec_workload(spec: &BoxSpec, init_pipe: OwnedFd, io: WorkloadIo, fallback: &
     }
     // Again here, not only in PID 1: a resident box's calls are forked from outside the box and
     // would otherwise carry their caller's session keyring in.
-    if let Err(e) = sys::new_session_keyring() {
-        fail("join a new session keyring", e);
+    if own_keyring {
+        if let Err(e) = sys::new_session_keyring() {
+            fail("join a new session keyring", e);
+        }
     }
     if let Err(e) = apply_rlimits(fallback) {
         fail("setrlimit", e);
