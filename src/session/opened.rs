@@ -291,31 +291,46 @@ impl Opened {
         }
     }
 
-    /// Takes the oldest live spare (or starts a kern) and tops the spares up, so their cgroup
-    /// moves overlap this call.
-    pub(super) fn kern(&self, path: &Path) -> Result<Kern> {
-        let mut spares = self
-            .spares
-            .lock()
-            .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
-        let mut taken = None;
-        while let Some(mut k) = spares.pop_front() {
-            // A spare killed from outside is skipped (`is_alive` reaped it).
-            if k.is_alive() {
-                taken = Some(k);
-                break;
+    /// Takes the oldest live spare (or starts a kern), and tops the spares up beside the call.
+    pub(super) fn kern(self: &Arc<Self>, path: &Path) -> Result<Kern> {
+        let taken = {
+            let mut spares = self
+                .spares
+                .lock()
+                .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
+            let mut taken = None;
+            while let Some(mut k) = spares.pop_front() {
+                // A spare killed from outside is skipped (`is_alive` reaped it).
+                if k.is_alive() {
+                    taken = Some(k);
+                    break;
+                }
             }
-        }
+            taken
+        };
         let kern = match taken {
             Some(k) => k,
             None => self.spawn_kern(path)?,
         };
-        while spares.len() < SPARES {
+        // Not before the spec goes: starting a kern is a spawn from this large process, and it
+        // was about 9 ms of a fresh box's 17 (`npm run bench:timeline`, BENCHMARKS.md). The
+        // spares' cgroup moves then overlap this call.
+        let (me, path) = (self.clone(), path.to_path_buf());
+        tokio::task::spawn_blocking(move || me.top_up_spares(&path));
+        Ok(kern)
+    }
+
+    /// Starts spares up to `SPARES`, unless the session is closing (checked under the lock that
+    /// `shut_down` drains them under, so none is left behind).
+    fn top_up_spares(&self, path: &Path) {
+        let Ok(mut spares) = self.spares.lock() else {
+            return;
+        };
+        while spares.len() < SPARES && !*self.closing.borrow() {
             match self.spawn_kern(path) {
                 Ok(k) => spares.push_back(k),
                 Err(_) => break,
             }
         }
-        Ok(kern)
     }
 }
