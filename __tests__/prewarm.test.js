@@ -5,8 +5,12 @@
 const { Sandbox } = require('..');
 const { notesOf, opts, hostProcessesMatching, sleep } = require('./helpers');
 
-/** Idle or running drivers: their argv holds the driver's name. */
-const driverPids = () => hostProcessesMatching('_kern_driver').map((p) => p.pid).sort((a, b) => a - b);
+/** Idle or running prewarmed drivers: their argv holds the driver's name. */
+const driverPids = () => hostProcessesMatching('_kern_driver')
+  // A zygote (zygote.test.js, beside this file) holds the driver too, and is no pool's.
+  .filter((p) => !p.cmdline.includes('def _kern_zygote('))
+  .map((p) => p.pid)
+  .sort((a, b) => a - b);
 
 async function waitFor(pred, what) {
   for (let i = 0; i < 250; i++) {

@@ -42,6 +42,8 @@ pub struct Config {
     pub track_files: bool,
     /// Prewarmed python boxes to keep (`prewarm`).
     pub prewarm: usize,
+    /// ADDITION (issue 21): python cells forked by a zygote (`zygote`).
+    pub zygote: bool,
     /// Extra host binds, checked (`mounts`).
     pub mounts: Vec<crate::engine::spec::BindSpec>,
     /// The `setup` command, run once at open() in a networked box.
@@ -129,6 +131,7 @@ impl Config {
             env: Vec::new(),
             track_files: true,
             prewarm: 0,
+            zygote: false,
             mounts: Vec::new(),
             setup: None,
             workspace_max_bytes: None,

@@ -149,6 +149,8 @@ pub struct BoxFds<F = OwnedFd> {
     pub tty: Option<F>,
     /// The connector's line to the caller (`spec.connector`).
     pub connect: Option<F>,
+    /// A socket to the zygote's fork that becomes the call (`spec.zygote`).
+    pub zygote: Option<F>,
 }
 
 impl<F> Default for BoxFds<F> {
@@ -159,6 +161,7 @@ impl<F> Default for BoxFds<F> {
             stdin: None,
             tty: None,
             connect: None,
+            zygote: None,
         }
     }
 }
@@ -172,6 +175,7 @@ impl<F: AsFd> BoxFds<F> {
             &self.stdin,
             &self.tty,
             &self.connect,
+            &self.zygote,
         ]
         .into_iter()
         .flatten()
@@ -193,12 +197,14 @@ impl BoxFds {
         let stdin = if spec.stdin { fds.next() } else { None };
         let tty = if spec.tty.is_some() { fds.next() } else { None };
         let connect = if spec.connector { fds.next() } else { None };
+        let zygote = if spec.zygote { fds.next() } else { None };
         BoxFds {
             channel,
             egress,
             stdin,
             tty,
             connect,
+            zygote,
         }
     }
 
@@ -209,6 +215,7 @@ impl BoxFds {
             && spec.stdin == self.stdin.is_some()
             && spec.tty.is_some() == self.tty.is_some()
             && spec.connector == self.connect.is_some()
+            && spec.zygote == self.zygote.is_some()
     }
 }
 

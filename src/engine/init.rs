@@ -56,7 +56,15 @@ pub(super) fn child(
     // namespace and charged all the way up, so 1 here admits exactly the one PID 1 makes to
     // lock the mounts (`init::nest`), and every later attempt from inside it, by any account,
     // fails. Written through the host's /proc that is still mounted here.
-    let limit = if spec.locks_mounts() { "1" } else { "0" };
+    // A zygote's box makes one for each call it forks, and each call's PID 1 sets its own
+    // namespace's limit to 0 in turn (`zygote::plan`).
+    let limit = if spec.serves_zygote {
+        super::zygote::MAX_CALLS
+    } else if spec.locks_mounts() {
+        "1"
+    } else {
+        "0"
+    };
     if std::fs::write("/proc/sys/user/max_user_namespaces", limit).is_err() {
         sys::exit_now(1);
     }
@@ -223,6 +231,7 @@ fn pid1(
         stdin,
         tty,
         connect,
+        zygote: _,
     } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
         if let Err(err) = super::relay::start(e.port, &e.direct, line) {
@@ -757,7 +766,14 @@ fn exec_workload(
     // Last, with everything the exec needs in hand: from here on this process is filtered.
     // Every workload in a Landlock domain of its own: calls of a resident box can't trace or
     // read each other (see `landlock`; the call's kern said so if the kernel has none).
-    if let Err(e) = super::landlock::enter_own_domain() {
+    // Not the zygote: a Landlock domain refuses mounts, and its forks build each call's mount
+    // tree; each call's workload enters a domain of its own (`zygote::plan`).
+    let entered = if spec.serves_zygote {
+        Ok(false)
+    } else {
+        super::landlock::enter_own_domain()
+    };
+    if let Err(e) = entered {
         fail(
             "enter a Landlock domain",
             std::io::Error::other(e.to_string()),

@@ -29,3 +29,4 @@ pub mod spec;
 pub mod status;
 pub mod sys;
 pub mod trees;
+pub mod zygote;

@@ -290,6 +290,15 @@ fn build_and_supervise(
             return BoxReport::startup_failed(why);
         }
     }
+    if spec.zygote {
+        return super::zygote::call::run(
+            spec,
+            prepared.cgroup.as_ref(),
+            &prepared.fallback,
+            passed,
+            lifeline,
+        );
+    }
     let extra_reserved: Vec<String> = spec
         .tmpfs
         .iter()

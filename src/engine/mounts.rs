@@ -24,7 +24,7 @@ const STAGE: &str = "/tmp";
 const IMAGE_STAGE: &str = "/mnt";
 
 /// Docker's masked paths: hidden behind /dev/null (files) or an empty read-only tmpfs (dirs).
-const PROC_MASKED: &[&str] = &[
+pub(crate) const PROC_MASKED: &[&str] = &[
     "acpi",
     "asound",
     "interrupts",
@@ -37,7 +37,7 @@ const PROC_MASKED: &[&str] = &[
     "timer_stats",
 ];
 /// Docker's read-only paths under /proc.
-const PROC_READONLY: &[&str] = &["bus", "fs", "irq", "sys", "sysrq-trigger"];
+pub(crate) const PROC_READONLY: &[&str] = &["bus", "fs", "irq", "sys", "sysrq-trigger"];
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// A failed setup step, with what was being done.
@@ -277,7 +277,22 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
 
     // A resident box's calls share its PID namespace: each sees only the processes it may
     // trace, which, each call being in its own Landlock domain, are its own.
-    build_proc(root, matches!(spec.resident, Some(Resident::Start { .. })))?;
+    // A zygote's box keeps its /proc unmasked: the kernel mounts a call's own /proc only where
+    // a /proc is fully visible (no overmount of a file or a non-empty directory). No cell runs
+    // in the zygote's box; each call masks its own /proc (`zygote::plan`).
+    if spec.serves_zygote {
+        mkdir(&root.join("proc"), 0o555)?;
+        mount(
+            Some("proc"),
+            &root.join("proc"),
+            Some("proc"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        )
+        .ctx(|| "mount the zygote's /proc".into())?;
+    } else {
+        build_proc(root, matches!(spec.resident, Some(Resident::Start { .. })))?;
+    }
 
     // The skeleton itself becomes read-only: the box can't add files next to /usr.
     sys::mount_setattr(STAGE, MOUNT_ATTR_RDONLY, false).ctx(|| "make the root read-only".into())?;

@@ -129,6 +129,15 @@ pub struct BoxSpec {
     /// (`SandboxProcess.connect`, `engine::connector`).
     #[serde(default)]
     pub connector: bool,
+    /// ADDITION (issue 21): this box is a Sandbox's zygote (`engine::zygote`): its workload may
+    /// make the user namespaces of the calls it forks, and its `/proc` is left unmasked so a
+    /// call's own `/proc` can be mounted (each call masks its own).
+    #[serde(default)]
+    pub serves_zygote: bool,
+    /// ADDITION (issue 21): this call is forked by the Sandbox's zygote, whose socket comes with
+    /// the spec (`BoxFds::zygote`), instead of cloned by kern.
+    #[serde(default)]
+    pub zygote: bool,
 }
 
 /// A terminal's size in character cells.

@@ -28,7 +28,7 @@
 # os.write, sys.stdout or builtins.display cannot break the delivery of results.
 
 
-def _kern_driver(rich_source):
+def _kern_driver(rich_source, zygote=None):
     import builtins, io, os, sys, _thread, binascii
 
     CHANNEL_FD = 3
@@ -414,6 +414,16 @@ def _kern_driver(rich_source):
         if "matplotlib.pyplot" in modules:
             rich()["flush_figures"](shown)
         return ("error" if failed or exit_code else "ok"), exit_code
+
+    # ---- the zygote (src/lang/zygote.py): it compiles the rich part once, then forks a box per
+    # call; only a call's workload comes back from it, with the call's channel.
+    if zygote is not None:
+        try:
+            rich()
+        except Exception:
+            pass
+        st.fd = zygote(st.fd)
+        st.pid = getpid()
 
     # ---- the loop: one cell frame in, its frames out, until EOF or a once-cell
     while True:
@@ -1080,4 +1090,4 @@ def show_error(e, fname):
     send({"type": "error", "ename": type(e).__name__, "evalue": safe_str(e), "traceback": text})
 '''
 
-_kern_driver(_RICH)
+_kern_driver(_RICH, globals().get("_kern_zygote"))

@@ -13,6 +13,10 @@ use serde_json::{Map, Value};
 /// The driver, run as `python3 -c DRIVER`: stdlib only, it reads cells from fd 3.
 pub const DRIVER: &str = include_str!("driver.py");
 
+/// The zygote (issue 21), run in front of the driver (`session::zygote`): it forks a box per
+/// call, and only a call's workload goes on into the driver.
+pub const ZYGOTE: &str = include_str!("zygote.py");
+
 /// The node driver, run as `node -e NODE_DRIVER`: it reads cells from fd 3 as the python driver
 /// does, after a setup frame (`node_setup_frame`).
 pub const NODE_DRIVER: &str = include_str!("driver.js");

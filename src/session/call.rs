@@ -150,8 +150,17 @@ pub(super) async fn exec(
         }
         None => (None, None),
     };
+    // ADDITION (issue 21): a python cell the zygote may take is forked from it.
+    let zygote = match (&cell, lang) {
+        (Some(_), Some(Language::Python)) if per_call.is_plain() && !spec.stdin => {
+            super::zygote::call_socket(&opened)
+        }
+        _ => None,
+    };
+    spec.zygote = zygote.is_some();
     let line = opened.egress_line(&spec)?;
     let mut fds = network::fds(channel.as_ref(), line.as_ref());
+    fds.zygote = zygote.as_ref();
     // Fed from now on: what the pipe holds waits for the box; the rest for the workload.
     let stdin = input.stdin.map(percall::stdin_pipe).transpose()?;
     fds.stdin = stdin.as_ref().map(|(read, _)| read);

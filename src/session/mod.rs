@@ -37,6 +37,7 @@ mod result;
 pub mod setup;
 pub mod stderr;
 mod writers;
+mod zygote;
 
 pub use host_files::{ReadStream, WriteStream, MAX_CHUNK};
 pub use kernel::OpenKernel;

@@ -107,6 +107,7 @@ pub(super) async fn open(
         secrets,
         resident: std::sync::OnceLock::new(),
         isolation: tokio::sync::OnceCell::new(),
+        zygote: std::sync::OnceLock::new(),
     });
     match start(&opened, kern, sink, required).await {
         Ok(()) => Ok(opened),
@@ -147,6 +148,10 @@ async fn start(
     }
     opened.start_pyc_build(opened, kern);
     pool::fill(opened, kern);
+    if opened.config.zygote {
+        let z = super::zygote::start(opened.clone(), kern).await?;
+        let _ = opened.zygote.set(z);
+    }
     Ok(())
 }
 

@@ -55,6 +55,8 @@ pub(super) struct Opened {
     pub(super) resident: std::sync::OnceLock<persist::Attached>,
     /// ADDITION: the measured posture (`isolation()`), once measured.
     pub(super) isolation: tokio::sync::OnceCell<super::isolation::Isolation>,
+    /// ADDITION (issue 21): the zygote that forks python cells (`zygote`), once started.
+    pub(super) zygote: std::sync::OnceLock<super::zygote::Zygote>,
 }
 
 impl Opened {
@@ -185,6 +187,8 @@ impl Opened {
             devices: cfg.devices.clone(),
             resident: None,
             cwd: None,
+            serves_zygote: false,
+            zygote: false,
         };
         match &cfg.network {
             Network::None => {}

@@ -560,6 +560,8 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         stdin: mode.interactive && !mode.tty,
         tty: mode.tty.then(interactive::host_size),
         connector: false,
+        serves_zygote: false,
+        zygote: false,
     };
     let prepared = monitor::prepare(&spec.limits);
     let (mut relay, side) = match Relay::new(mode) {

@@ -57,6 +57,7 @@ const KNOWN: &[&str] = &[
     "onStdout",
     "onStderr",
     "prewarm",
+    "zygote",
     "requireIsolation",
 ];
 
@@ -128,6 +129,7 @@ pub fn parse(v: &Value) -> Result<Config> {
     security::posture(map, &mut cfg)?;
     runtime::switches(map, &mut cfg)?;
     runtime::resident_limits(map, &mut cfg)?;
+    runtime::zygote_limits(&cfg)?;
     Ok(cfg)
 }
 

@@ -143,7 +143,32 @@ pub(super) fn switches(map: &Map<String, Value>, cfg: &mut Config) -> Result<()>
         }
         cfg.prewarm = n as usize;
     }
+    if let Some(v) = get("zygote") {
+        cfg.zygote = boolean("zygote", v)?;
+    }
     Ok(())
+}
+
+/// ADDITION (issue 21): what the zygote's forks can't be given (`zygote`): refused, never
+/// accepted and ignored. (An image whose USER is not root is refused at open(), once known.)
+pub(super) fn zygote_limits(cfg: &Config) -> Result<()> {
+    if !cfg.zygote {
+        return Ok(());
+    }
+    let with = if cfg.seccomp.is_some() {
+        "`securityProfile: \"untrusted\"`"
+    } else if cfg.apparmor.is_some() {
+        "`apparmor`"
+    } else if !cfg.keep_caps.is_empty() {
+        "a `capDrop` that keeps capabilities"
+    } else if cfg.user.is_some() {
+        "`user`"
+    } else if !matches!(cfg.network, Network::None) {
+        "`network: true` or `egressAllow`"
+    } else {
+        return Ok(());
+    };
+    crate::invalid!("option `zygote` can't be combined with {with} yet: the zygote's forks would not get it; leave `zygote` out")
 }
 
 /// What a resident box can't combine with: refused, never accepted and ignored.
@@ -153,6 +178,9 @@ pub(super) fn resident_limits(map: &Map<String, Value>, cfg: &mut Config) -> Res
         // Refused, never accepted and ignored: each needs something the resident box can't give.
         if matches!(cfg.network, Network::Egress(_)) {
             return crate::invalid!("options `persist` and `egressAllow` can't be combined yet: the allowlist proxy lives in the process that opened the Sandbox, and a resident box outlives it; use network: false or true");
+        }
+        if cfg.zygote {
+            return crate::invalid!("options `persist` and `zygote` can't be combined: a resident box runs every call itself; leave `zygote` out");
         }
         if cfg.prewarm > 0 {
             return crate::invalid!("options `persist` and `prewarm` can't be combined: a resident box runs every call itself (each call still starts a fresh interpreter); leave `prewarm` out");

@@ -1,0 +1,197 @@
+'use strict';
+// rootless: yes
+// ADDITION (issue 21): `zygote: true`. One python process per Sandbox that never runs a cell
+// forks each python cell's box: every call still gets its own namespaces, /proc, /tmp, cgroup
+// and the workload posture, and nothing of another call. Through the public API, root and
+// rootless.
+
+const fs = require('fs');
+const { Sandbox, SandboxError } = require('..');
+const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir } = require('./helpers');
+
+/** The host pids of this process's zygotes and their forks (their argv holds the zygote). */
+const zygoteTree = () => hostProcessesMatching('def _kern_zygote(').map((p) => p.pid);
+
+function ppid(pid) {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return -1;
+  }
+}
+
+/** Zygotes proper: members of the tree whose parent is not one. */
+const zygotes = () => {
+  const tree = zygoteTree();
+  return tree.filter((p) => !tree.includes(ppid(p)));
+};
+
+const CELLS = [
+  'print("out")\n6 * 7',
+  'import sys\nprint("err", file=sys.stderr)\nraise KeyError("k")',
+  'display(1, 2)\nNone',
+  'raise SystemExit(5)',
+  'import os\nprint(os.getcwd(), os.getuid(), os.getpid(), sorted(os.listdir("/tmp")))',
+  'import socket\nprint(socket.gethostname(), sorted(n for _, n in socket.if_nameindex()))',
+  'import os\nos.kill(os.getpid(), 9)',
+];
+
+const shape = (r) => ({
+  stdout: r.stdout,
+  stderr: r.stderr,
+  exitCode: r.exitCode,
+  fault: r.fault,
+  signal: r.signal,
+  results: r.results.map((x) => x.data),
+  error: r.error && { name: r.error.name, value: r.error.value },
+});
+
+// What the kernel says of the workload's posture (Seccomp_filters aside: the zygote's forks
+// carry the zygote's set-id filter under their own, the same program twice).
+const POSTURE = [
+  'import os',
+  'st = dict(l.split(":\\t", 1) for l in open("/proc/self/status").read().splitlines() if ":\\t" in l)',
+  'print({k: st[k].strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp") if k in st})',
+  'print(open("/proc/sys/user/max_user_namespaces").read().strip())',
+  'print(sorted(p for p in os.listdir("/proc") if p.isdigit()), sorted(os.listdir("/proc/self/fd")))',
+  'print(sorted(set(l.split()[4] for l in open("/proc/self/mountinfo"))))',
+  'print(os.path.getsize("/proc/kcore"), os.stat("/proc/kcore").st_rdev == os.stat("/dev/null").st_rdev)',
+  'import resource\nprint(resource.getrlimit(resource.RLIMIT_CORE))',
+  'import ctypes',
+  'libc = ctypes.CDLL(None, use_errno=True)',
+  'print("unshare", libc.unshare(0x10000000), "mount", libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))',
+].join('\n');
+
+describe('a Sandbox with a zygote', () => {
+  let z;
+  let fresh;
+  beforeAll(async () => {
+    z = await new Sandbox(opts({ zygote: true })).open();
+    fresh = await new Sandbox(opts()).open();
+  });
+  afterAll(async () => {
+    await z?.close();
+    await fresh?.close();
+  });
+
+  test('answers as a fresh box does, posture included', async () => {
+    for (const code of [...CELLS, POSTURE]) {
+      expect(shape(await z.runCode(code))).toEqual(shape(await fresh.runCode(code)));
+    }
+  });
+
+  test('calls are forked from one zygote, and each draws its own randomness', async () => {
+    const code = [
+      'import random, os, uuid',
+      'print(hash("kern"), random.random(), os.urandom(16).hex(), uuid.uuid4(), random.SystemRandom().random())',
+    ].join('\n');
+    const lines = [];
+    for (let i = 0; i < 4; i++) {
+      const r = await z.runCode(code);
+      expect(r.fault).toBeNull();
+      lines.push(r.stdout.trim().split(' '));
+    }
+    // The string hash secret is fixed when the zygote's python starts: the same in every call
+    // it forks, which is how these calls are known to come from one zygote (fresh boxes each
+    // draw their own).
+    expect(new Set(lines.map((l) => l[0])).size).toBe(1);
+    const freshHashes = new Set();
+    for (let i = 0; i < 2; i++) freshHashes.add((await fresh.runCode(code)).stdout.split(' ')[0]);
+    expect(freshHashes.size).toBe(2);
+    // Everything else is drawn anew in each call.
+    for (let col = 1; col < 5; col++) {
+      expect(new Set(lines.map((l) => l[col])).size).toBe(lines.length);
+    }
+  });
+
+  test('nothing of a call reaches the next: variables, modules the zygote imported, /tmp, /dev/shm', async () => {
+    const first = await z.runCode([
+      'import json, sys',
+      'secret = 1',
+      'json.kern_left = 2',
+      'sys.modules["kern_planted"] = json',
+      'open("/tmp/left", "w").write("x")',
+      'open("/dev/shm/left", "w").write("x")',
+      'print("ok")',
+    ].join('\n'));
+    expect(first.stdout).toBe('ok\n');
+    const next = await z.runCode([
+      'import json, os, sys',
+      'print("secret" in globals(), hasattr(json, "kern_left"), "kern_planted" in sys.modules,',
+      '      os.path.exists("/tmp/left"), os.path.exists("/dev/shm/left"))',
+    ].join('\n'));
+    expect(next.stdout).toBe('False False False False False\n');
+  });
+
+  test('a call sees no other process: not the zygote, not a call running beside it', async () => {
+    const slow = z.runCode('import time\ntime.sleep(3)\nprint("slow done")');
+    const r = await z.runCode([
+      'import os, signal',
+      'print(sorted(int(p) for p in os.listdir("/proc") if p.isdigit()))',
+    ].join('\n'));
+    expect(r.stdout.split('\n')[0]).toBe('[1, 2]');
+    expect((await slow).stdout).toBe('slow done\n');
+    // The zygote still serves.
+    expect((await z.runCode('6 * 7')).results[0].text).toBe('42');
+  });
+
+  test('a call that signals every process it may reaches none: not the zygote, not its PID 1', async () => {
+    const before = zygotes();
+    const r = await z.runCode('import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept ProcessLookupError:\n    print("none reachable")');
+    expect(r.stdout).toBe('none reachable\n');
+    expect(r.exitCode).toBe(0);
+    expect(zygotes()).toEqual(before);
+    expect((await z.runCode('1 + 1')).results[0].text).toBe('2');
+  });
+
+  test('a timeout ends the call and everything it started, not the zygote', async () => {
+    const r = await z.runCode('import subprocess, time\nsubprocess.Popen(["sleep", "300"])\nprint("started", flush=True)\ntime.sleep(30)', { timeoutS: 1 });
+    expect(r.fault).toMatchObject({ type: 'timeout' });
+    expect(r.exitCode).toBe(137);
+    expect(r.stdout).toBe('started\n');
+    await waitFor(() => hostProcessesMatching('sleep 300').length === 0, 'the call\'s child to be gone');
+    expect((await z.runCode('1 + 1')).results[0].text).toBe('2');
+  });
+
+  test('streaming, an error result and the files a call touched, as a fresh box', async () => {
+    const chunks = [];
+    const r = await z.runCode('print("a", flush=True)\nopen("made.txt", "w").write("m")\n1/0', {
+      onStdout: (b) => chunks.push(String(b)),
+    });
+    expect(chunks.join('')).toBe('a\n');
+    expect(r.error).toMatchObject({ name: 'ZeroDivisionError' });
+    expect(r.files.map((f) => f.path)).toContain('made.txt');
+  });
+
+  test('only one zygote per Sandbox, and close() leaves none', async () => {
+    const before = zygotes();
+    const sb = await new Sandbox(opts({ zygote: true })).open();
+    const mine = zygotes().filter((p) => !before.includes(p));
+    expect(mine).toHaveLength(1);
+    expect((await sb.runCode('1')).exitCode).toBe(0);
+    await sb.close();
+    await waitFor(() => zygoteTree().filter((p) => !before.includes(p)).length === 0, 'the zygote to end');
+    expect(zygotes()).toEqual(before);
+  });
+});
+
+(capsEnforced ? test : test.skip)('caps hold per call: a call over the memory cap is an OOM fault, the next call runs', async () => {
+  const sb = await new Sandbox(opts({ zygote: true, memoryMb: 128 })).open();
+  try {
+    const r = await sb.runCode('x = bytearray(400 << 20)\nprint("survived")');
+    expect(r.fault).toMatchObject({ type: 'oom' });
+    expect(r.stdout).toBe('');
+    const ok = await sb.runCode('x = bytearray(64 << 20)\nprint("fits")');
+    expect(ok.stdout).toBe('fits\n');
+  } finally {
+    await sb.close();
+  }
+});
+
+test('options the zygote cannot honour are refused at open(), before any box', async () => {
+  for (const extra of [{ network: true }, { securityProfile: 'untrusted' }, { capDrop: ['SETFCAP'] }, { persist: true, name: 'zyg', workspace: makeTempDir() }]) {
+    await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ zygote: true, ...extra }), /zygote/);
+  }
+  await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ zygote: 'yes' }), /zygote/);
+});

@@ -1,0 +1,287 @@
+//! kern's side of one call forked by the zygote (steps 2–3 of the module's sequence): place the
+//! fork in the call's cgroup, send it the plans and the call's descriptors, then watch the
+//! call's PID 1 until it ends (or kill it at the deadline, or when the caller goes), and conclude
+//! as for a fresh box.
+
+use super::plan;
+use crate::engine::cgroup::BoxCgroup;
+use crate::engine::faults;
+use crate::engine::handoff::{self, BoxFds, Fallback};
+use crate::engine::spec::BoxSpec;
+use crate::engine::status::{BoxReport, Fault, FaultKind};
+use crate::engine::sys;
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
+use nix::sys::wait::WaitStatus;
+use nix::unistd::Pid;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// How long C may take to say how P ended once P is gone (it only waits for P).
+const STATUS_GRACE: Duration = Duration::from_secs(5);
+
+/// One message from the call's socket: its bytes and the sender's host pid.
+enum Got {
+    Message(Vec<u8>, Option<libc::pid_t>),
+    /// Every end of the socket in the call is closed.
+    Eof,
+    Deadline,
+    /// The caller's lifeline closed or said something: the call must end.
+    Caller,
+}
+
+fn receive(sock: &OwnedFd, deadline: Instant, lifeline: Option<BorrowedFd<'_>>) -> Got {
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Got::Deadline;
+        }
+        let mut fds = vec![PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
+        if let Some(l) = lifeline {
+            fds.push(PollFd::new(l, PollFlags::POLLIN));
+        }
+        let ms = left.as_millis().min(60_000) as u16;
+        match poll(&mut fds, PollTimeout::from(ms.max(1))) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Got::Caller,
+        }
+        let ready = |i: usize| {
+            fds.get(i)
+                .and_then(|f| f.revents())
+                .is_some_and(|r| !r.is_empty())
+        };
+        if ready(1) {
+            return Got::Caller;
+        }
+        if !ready(0) {
+            continue;
+        }
+        let mut buf = vec![0u8; 4096];
+        let mut cmsg = nix::cmsg_space!(nix::sys::socket::UnixCredentials);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let msg = match recvmsg::<()>(
+            sock.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC,
+        ) {
+            Ok(m) => m,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Got::Eof,
+        };
+        let n = msg.bytes;
+        let mut pid = None;
+        if let Ok(cmsgs) = msg.cmsgs() {
+            for c in cmsgs {
+                if let ControlMessageOwned::ScmCredentials(cred) = c {
+                    pid = Some(cred.pid());
+                }
+            }
+        }
+        if n == 0 {
+            return Got::Eof;
+        }
+        buf.truncate(n);
+        return Got::Message(buf, pid);
+    }
+}
+
+/// Keeps a message of the call: C's `Z <wait status>` (how P ended) apart, the rest as init
+/// lines for `faults::conclude`.
+fn take(m: &[u8], messages: &mut Vec<u8>, status: &mut Option<i32>) {
+    if let Some(rest) = m.strip_prefix(b"Z ") {
+        *status = std::str::from_utf8(rest)
+            .ok()
+            .and_then(|s| s.trim().parse().ok());
+    } else {
+        messages.extend_from_slice(m);
+    }
+}
+
+/// Whether `/proc/<name>` is a directory on this kernel (`None`: there is none).
+fn proc_kind(name: &str) -> Option<bool> {
+    std::fs::symlink_metadata(format!("/proc/{name}"))
+        .ok()
+        .map(|m| m.is_dir())
+}
+
+/// Runs one call through the zygote. `cgroup`: the call's, where kern made one.
+pub(crate) fn run(
+    spec: &BoxSpec,
+    cgroup: Option<&BoxCgroup>,
+    fallback: &Fallback,
+    passed: BoxFds,
+    lifeline: Option<BorrowedFd<'_>>,
+) -> BoxReport {
+    let start = Instant::now();
+    let deadline = start + Duration::from_millis(spec.timeout_ms);
+    let BoxFds {
+        channel,
+        zygote: Some(sock),
+        ..
+    } = passed
+    else {
+        return BoxReport::startup_failed("internal error: a zygote call came without its socket");
+    };
+    let Some(channel) = channel else {
+        return BoxReport::startup_failed("internal error: a zygote call came without a channel");
+    };
+    if let Err(e) = setsockopt(&sock, sockopt::PassCred, &true) {
+        return BoxReport::startup_failed(format!("the zygote's socket: SO_PASSCRED: {e}"));
+    }
+    let gone = || {
+        BoxReport::startup_failed(
+            "the Sandbox's zygote did not take the call (it has ended); kern runs the next call in a fresh box",
+        )
+    };
+    // C says who it is: into the call's cgroup before it makes anything.
+    let call_pid = match receive(&sock, deadline, lifeline) {
+        Got::Message(m, Some(pid)) if m == b"c" => pid,
+        _ => return gone(),
+    };
+    if let Some(cg) = cgroup {
+        if let Err(e) = cg.add(call_pid) {
+            let _ =
+                nix::sys::signal::kill(Pid::from_raw(call_pid), nix::sys::signal::Signal::SIGKILL);
+            return BoxReport::startup_failed(format!(
+                "cannot move the zygote's fork into the call's cgroup: {e}"
+            ));
+        }
+    }
+    let plans = plan::plans(spec, fallback, proc_kind);
+    let Ok(json) = serde_json::to_vec(&plans) else {
+        return BoxReport::startup_failed("internal error: the zygote's plans");
+    };
+    let out = std::io::stdout();
+    let err = std::io::stderr();
+    let fds = [
+        out.as_fd().as_raw_fd(),
+        err.as_fd().as_raw_fd(),
+        channel.as_raw_fd(),
+    ];
+    if let Err(e) = sys::send_with_fds(sock.as_fd(), &json, &fds) {
+        let _ = nix::sys::signal::kill(Pid::from_raw(call_pid), nix::sys::signal::Signal::SIGKILL);
+        return BoxReport::startup_failed(format!("cannot send the zygote's fork its plans: {e}"));
+    }
+    // Only the call holds the channel now: its far end sees EOF when the call is gone.
+    drop(channel);
+    let mut messages = Vec::new();
+    let mut status: Option<i32> = None;
+    // P, PID 1 of the call, says who it is; or C says why it could not make it.
+    let pid1 = loop {
+        match receive(&sock, deadline, lifeline) {
+            Got::Message(m, Some(pid)) if m == b"p" => break Some(pid),
+            Got::Message(m, _) => take(&m, &mut messages, &mut status),
+            _ => break None,
+        }
+    };
+    let pidfd = pid1.and_then(|p| sys::pidfd_open(p).ok());
+    let mut ended_by = None;
+    if let Some(pidfd) = &pidfd {
+        ended_by = watch(
+            pidfd,
+            &sock,
+            deadline,
+            lifeline,
+            spec,
+            &mut messages,
+            &mut status,
+        );
+    } else if messages.is_empty() {
+        let _ = nix::sys::signal::kill(Pid::from_raw(call_pid), nix::sys::signal::Signal::SIGKILL);
+        ended_by = Some(Fault::new(
+            FaultKind::StartupFailed,
+            "the zygote's fork ended before the call's PID 1 started",
+        ));
+    }
+    // What is left to say (C's status) comes once P is gone.
+    let grace = Instant::now() + STATUS_GRACE;
+    while status.is_none() {
+        match receive(&sock, grace, None) {
+            Got::Message(m, _) => take(&m, &mut messages, &mut status),
+            _ => break,
+        }
+    }
+    let init_status = match (status, pid1) {
+        (Some(s), Some(p)) => WaitStatus::from_raw(Pid::from_raw(p), s),
+        _ => Err(nix::errno::Errno::ECHILD),
+    };
+    let oom = cgroup
+        .filter(|cg| cg.oom_kills() > 0)
+        .map(|cg| cg.shmem_bytes());
+    let messages = String::from_utf8_lossy(&messages).into_owned();
+    faults::conclude(spec, &messages, ended_by, oom, init_status, "call's PID 1")
+}
+
+/// Until P ends: its lines, the deadline, the caller. Returns kern's own reason, if it ended
+/// the call.
+#[allow(clippy::too_many_arguments)]
+fn watch(
+    pidfd: &OwnedFd,
+    sock: &OwnedFd,
+    deadline: Instant,
+    lifeline: Option<BorrowedFd<'_>>,
+    spec: &BoxSpec,
+    messages: &mut Vec<u8>,
+    status: &mut Option<i32>,
+) -> Option<Fault> {
+    let mut said = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+            return Some(Fault::new(
+                FaultKind::Timeout,
+                format!(
+                    "the call ran past its timeout of {}s; kern killed the box and every process in it",
+                    spec.timeout_ms as f64 / 1000.0
+                ),
+            ));
+        }
+        let mut fds = vec![
+            PollFd::new(pidfd.as_fd(), PollFlags::POLLIN),
+            PollFd::new(sock.as_fd(), PollFlags::POLLIN),
+        ];
+        if let Some(l) = lifeline {
+            fds.push(PollFd::new(l, PollFlags::POLLIN));
+        }
+        let ms = left.as_millis().min(60_000) as u16;
+        match poll(&mut fds, PollTimeout::from(ms.max(1))) {
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => {
+                let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+                return Some(Fault::new(
+                    FaultKind::Killed,
+                    format!("kern lost track of the box (poll: {e}) and killed it"),
+                ));
+            }
+        }
+        let ready: Vec<bool> = fds
+            .iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect();
+        drop(fds);
+        if ready[1] {
+            if let Got::Message(m, _) = receive(sock, deadline, None) {
+                take(&m, messages, status);
+            }
+        }
+        if ready[0] {
+            return None;
+        }
+        if ready.get(2) == Some(&true) {
+            if let Some(l) = lifeline {
+                if handoff::read_commands(l, &mut said).is_none() {
+                    let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+                    return Some(Fault::new(
+                        FaultKind::Killed,
+                        "the caller ended the call (Sandbox.close() while it ran, or the caller's process exited); kern killed the box",
+                    ));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,41 @@
+//! The zygote (issue 21): a python driver started once per Sandbox, in a box of its own, that
+//! never runs a cell and forks each call's workload, which then enters that call's own
+//! namespaces, mounts, cgroup and posture before any code of the call runs. A call then pays a
+//! fork and the namespaces, not an interpreter's start and the driver's import.
+//!
+//! Who does what, for one call (`runCode`, python):
+//!
+//! 1. The addon makes a socketpair, sends one end to the zygote over its channel (SCM_RIGHTS)
+//!    and hands the other to the call's `kern`, with the spec, as it hands any box's fds.
+//! 2. The zygote (Z) forks C, which sends its credentials on the socket (SCM_CREDENTIALS: the
+//!    kernel gives kern C's host pid). kern moves C into the call's cgroup (as a fresh box is
+//!    born in it) and answers with the three plans (`plan`) and the call's stdout, stderr and
+//!    result channel (SCM_RIGHTS).
+//! 3. C runs the `call` plan (a user namespace of its own, then mount, PID, network, IPC, UTS and
+//!    cgroup namespaces) and forks P, PID 1 of the call's PID namespace. P sends its
+//!    credentials (kern opens a pidfd on it: its end is the box's end, and a SIGKILL to it ends
+//!    every process of the call), runs the `pid1` plan (a fresh `/proc`, masked as a fresh box's,
+//!    fresh scratch mounts, hostname, loopback), forks W, and from then on only reaps, and
+//!    reports W's end in `handoff::msg` lines as a fresh box's PID 1 does. C waits for P and
+//!    sends P's status.
+//! 4. W closes every fd but the call's, runs the `workload` plan (the fresh box's
+//!    `init::exec_workload` posture: session, keyring, rlimits, capabilities, no_new_privs,
+//!    Landlock, the set-id filter) and goes on as the driver it was forked from, with the
+//!    call's channel: it reads the cell, runs it, and exits.
+//!
+//! What holds the calls apart: each W has its own user, mount, PID, network, IPC, UTS and cgroup
+//! namespaces and cgroup; its `/proc` shows its own PID namespace only, so neither Z nor another
+//! call is visible or signalable; Z's memory is copied on write, never shared writable; every
+//! descriptor of Z's is closed before the cell; Z never runs a cell, so no call's state is in it.
+//! Python reseeds `random` at fork (`os.register_at_fork` in the random module), `os.urandom`,
+//! `secrets` and `uuid.uuid4` read the kernel's generator at each call, and OpenSSL reseeds on a
+//! pid change. The one thing calls of one zygote share is the string hash secret
+//! (`PYTHONHASHSEED`'s), fixed at interpreter start: a call may learn it, and with it predict
+//! set iteration order in a later call of the same Sandbox, nothing more.
+
+pub mod call;
+pub mod plan;
+
+/// The user namespaces a zygote's box admits (`/proc/sys/user/max_user_namespaces` in it): one
+/// per call running at once, each of which admits none.
+pub const MAX_CALLS: &str = "4096";

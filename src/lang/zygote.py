@@ -1,0 +1,219 @@
+# kern-sandbox zygote: the python driver, started once, forking a box per call (issue 21).
+#
+# Put before the driver's source (`python3 -c <this file + driver.py>`); the driver calls
+# `_kern_zygote(channel)` once it is set up, before its first cell. Its channel then carries no
+# cells: each message on it is one byte and one fd, a socket to the kern of one call. For each,
+# the zygote forks C, which becomes that call's box by the plans kern sends it (see
+# src/engine/zygote/mod.rs for who does what, and plan.rs for the steps) and forks P (PID 1 of
+# the call) which forks W; only W returns from here, with the call's channel, and the driver
+# then runs the call's one cell in W as in any fresh box. The zygote itself never runs a cell.
+#
+# Messages to kern on the call's socket (lines, as a fresh box's init sends them):
+#   "c"  + SCM_CREDENTIALS   from C, before anything: kern moves C into the call's cgroup
+#   "p"  + SCM_CREDENTIALS   from P, once it is PID 1 of the call: kern opens a pidfd on it
+#   "S <what>: <error>\n"    a step failed (the call's box never started)
+#   handoff::msg lines       from P: W's pid, its end
+#   "Z <wait status>\n"      from C: how P ended
+# kern sends C one message: the plans (JSON) with the call's stdout, stderr and channel fds.
+
+
+def _kern_zygote(channel):
+    import base64, ctypes, json, os, signal, socket, struct
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    syscall = libc.syscall
+    syscall.restype = ctypes.c_long
+
+    class Fprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    class Failed(Exception):
+        pass
+
+    def run(ops):
+        saved = {}
+        for op in ops:
+            what = op["what"]
+            if op["op"] == "write":
+                try:
+                    fd = os.open(op["path"], os.O_WRONLY | os.O_CLOEXEC)
+                    try:
+                        os.write(fd, op["data"].encode())
+                    finally:
+                        os.close(fd)
+                except OSError as e:
+                    raise Failed("%s: %s" % (what, e.strerror))
+                continue
+            args, keep = [], []
+            for a in op["args"]:
+                if a == "null":
+                    args.append(None)
+                    continue
+                ((kind, v),) = a.items()
+                if kind == "int":
+                    args.append(ctypes.c_long(v))
+                elif kind == "str":
+                    b = ctypes.create_string_buffer(v.encode())
+                    keep.append(b)
+                    args.append(b)
+                elif kind == "bytes":
+                    raw = base64.b64decode(v)
+                    b = ctypes.create_string_buffer(raw, len(raw))
+                    keep.append(b)
+                    args.append(b)
+                elif kind == "fprog":
+                    raw = base64.b64decode(v)
+                    b = ctypes.create_string_buffer(raw, len(raw))
+                    f = Fprog(len(raw) // 8, ctypes.addressof(b))
+                    keep += [b, f]
+                    args.append(ctypes.byref(f))
+                elif kind == "var":
+                    args.append(ctypes.c_long(saved.get(v, -1)))
+                else:
+                    raise Failed("%s: an argument of unknown kind %r" % (what, kind))
+            ret = syscall(ctypes.c_long(op["nr"]), *args)
+            if ret < 0:
+                err = ctypes.get_errno()
+                if err in op.get("tolerate", ()):
+                    continue
+                raise Failed("%s: %s" % (what, os.strerror(err)))
+            if "save" in op:
+                saved[op["save"]] = ret
+
+    def creds(sock, tag):
+        cred = struct.pack("iII", os.getpid(), os.getuid(), os.getgid())
+        sock.sendmsg([tag], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, cred)])
+
+    def line(sock, text):
+        try:
+            sock.sendall(text.encode("utf-8", "replace"))
+        except OSError:
+            pass
+
+    def call(sock):
+        """C: the call's fork. Returns only in W, with the call's channel; C and P end here,
+        saying why if anything unexpected stops them."""
+        try:
+            return become(sock)
+        except SystemExit:
+            raise
+        except BaseException as e:
+            line(sock, "S the zygote's fork (pid %d): %s: %s\n" % (os.getpid(), type(e).__name__, e))
+            os._exit(1)
+
+    def become(sock):
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        creds(sock, b"c")
+        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
+        if not msg or len(fds) != 3:
+            os._exit(1)
+        plans = json.loads(msg)
+        out, err, chan = fds
+        try:
+            run(plans["call"])
+        except Failed as e:
+            line(sock, "S %s\n" % e)
+            os._exit(1)
+        p = os.fork()
+        if p:
+            # C: how P ended, for kern; nothing else.
+            for fd in (out, err, chan):
+                os.close(fd)
+            while True:
+                try:
+                    _, status = os.waitpid(p, 0)
+                    break
+                except ChildProcessError:
+                    status = 0
+                    break
+                except InterruptedError:
+                    continue
+            line(sock, "Z %d\n" % status)
+            os._exit(0)
+        # P: PID 1 of the call.
+        creds(sock, b"p")
+        try:
+            run(plans["pid1"])
+        except Failed as e:
+            line(sock, "S %s\n" % e)
+            os._exit(1)
+        w = os.fork()
+        if w:
+            for fd in (out, err, chan):
+                os.close(fd)
+            os.closerange(3, sock.fileno())
+            os.closerange(sock.fileno() + 1, 1 << 20)
+            while True:
+                try:
+                    pid, status = os.wait()
+                except ChildProcessError:
+                    os._exit(0)
+                except InterruptedError:
+                    continue
+                if pid == w:
+                    # The call ends with W, as a fresh box ends with its workload: P's exit
+                    # ends every process left in the call's PID namespace.
+                    if os.WIFSIGNALED(status):
+                        sig = os.WTERMSIG(status)
+                        line(sock, "K %d\n" % sig)
+                        code = 128 + sig
+                    else:
+                        code = os.WEXITSTATUS(status)
+                    used = []
+                    for target in plans.get("tmpfs", ()):
+                        try:
+                            v = os.statvfs(target)
+                            used.append("%d %s" % ((v.f_blocks - v.f_bfree) * v.f_frsize, target))
+                        except OSError:
+                            used.append("0 %s" % target)
+                    line(sock, " ".join(["X %d" % code] + used) + "\n")
+                    os._exit(0)
+        # W: the call's posture, then nothing of the zygote's but the call's stdio and channel.
+        try:
+            null = os.open("/dev/null", os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(out, 1)
+            os.dup2(err, 2)
+            keep = os.dup(chan)
+            run(plans["workload"])
+        except (Failed, OSError) as e:
+            line(sock, "S %s\n" % e)
+            os._exit(127)
+        for fd in range(3, keep):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        os.closerange(keep + 1, 1 << 20)
+        sock.detach()
+        # The channel where a fresh box's driver keeps it: taken from fd 3 to the lowest fd
+        # free after it. Every signal is as the zygote's python started with it (C put SIGCHLD
+        # back).
+        if keep != 3:
+            os.dup2(keep, 3)
+            os.close(keep)
+        keep = os.dup(3)
+        os.close(3)
+        return keep
+
+    ctl = socket.socket(fileno=channel)
+    # Forks are reaped by the kernel: a call's C reports to kern, not to us.
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    ctl.sendall(b"r")
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctl, 16, 1)
+        except InterruptedError:
+            continue
+        if not msg:
+            os._exit(0)
+        if len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            continue
+        if os.fork() == 0:
+            # The driver's at-fork hook closed its copy of the channel; ctl is the same fd.
+            sock = socket.socket(fileno=fds[0])
+            ctl.detach()
+            return call(sock)
+        os.close(fds[0])

@@ -1,0 +1,122 @@
+//! ADDITION (issue 21): a Sandbox's zygote (`zygote: true`), the session's side. One box runs
+//! the python driver with the zygote in front of it (`lang/zygote.py`), started at open(); each
+//! python cell that may take it is forked from it by the call's own `kern` (`engine::zygote`).
+//! Which calls may: the same as a prewarmed box's (no `env`, `cwd` or stdin of their own: the
+//! interpreter started under the Sandbox's); the others run in fresh boxes as before.
+
+use super::longbox;
+use super::opened::Opened;
+use crate::error::{Error, Result};
+use crate::lang::driver;
+use std::io::Read;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long the zygote may take to start python and import the driver (about 40 ms here; a
+/// cold page cache on a slow disk is many times that).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The zygote's python: its source in front of the driver's, which hands over to it.
+fn source() -> String {
+    format!("{}\n{}", driver::ZYGOTE, driver::DRIVER)
+}
+
+pub(super) struct Zygote {
+    /// Our end of the zygote's channel: one byte and one socket per call.
+    ctl: UnixStream,
+    box_: longbox::LongBox,
+}
+
+impl Zygote {
+    /// Whether the zygote's box still runs.
+    fn alive(&self) -> bool {
+        !self.box_.ended.is_finished()
+    }
+}
+
+/// What only open() knows: the image's account. The options were checked before
+/// (`options::runtime::zygote_limits`).
+fn check(opened: &Opened) -> Result<()> {
+    if opened.image.user.as_ref().is_some_and(|u| u.uid != 0) {
+        return crate::invalid!("option `zygote` can't be combined with an image whose USER is not root yet: the zygote's forks map only uid 0; leave `zygote` out for this image");
+    }
+    Ok(())
+}
+
+/// Starts the zygote's box and waits until it serves.
+pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
+    check(&opened)?;
+    let workspace = opened.workspace_path()?;
+    let mut spec = opened.call_spec(
+        vec!["python3".into(), "-c".into(), source()],
+        &[("PYTHONUNBUFFERED".into(), "1".into())],
+        &[],
+        longbox::LIFETIME_MS,
+        true,
+        &workspace,
+    );
+    spec.serves_zygote = true;
+    // The one capability the zygote keeps, in its box's user namespace only: a fork may map
+    // its own uid 0 into the user namespace it makes only if its creator held CAP_SETFCAP
+    // (since Linux 5.12). The fork's workload holds none: it lives in its own namespace.
+    spec.keep_caps = vec![crate::engine::caps::SETFCAP];
+    crate::config::check_exec_size(&spec.argv, &spec.env)?;
+    let (ours, theirs) = UnixStream::pair()
+        .map_err(|e| Error::Runtime(format!("socketpair for the zygote: {e}")))?;
+    let (sink, mut output) = tokio::sync::mpsc::unbounded_channel();
+    let box_ = longbox::spawn(opened, kern, spec, Some(OwnedFd::from(theirs)), sink)?;
+    // The zygote's own output (python's errors, if it fails to start) is kept for the error.
+    let said = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = said.clone();
+    tokio::spawn(async move {
+        while let Some(c) = output.recv().await {
+            if let Ok(mut k) = kept.lock() {
+                if k.len() < 64 << 10 {
+                    k.extend_from_slice(&c.data);
+                }
+            }
+        }
+    });
+    let mut ready = ours
+        .try_clone()
+        .map_err(|e| Error::Runtime(format!("the zygote's channel: {e}")))?;
+    let answered = tokio::task::spawn_blocking(move || {
+        ready.set_read_timeout(Some(START_TIMEOUT))?;
+        let mut b = [0u8; 1];
+        ready.read_exact(&mut b).map(|()| b[0])
+    })
+    .await
+    .map_err(|e| Error::Runtime(format!("the zygote's start: {e}")))?;
+    if !matches!(answered, Ok(b'r')) {
+        box_.stop.send_replace(true);
+        let said = said
+            .lock()
+            .map(|s| String::from_utf8_lossy(&s).trim().to_string())
+            .unwrap_or_default();
+        return crate::invalid!(
+            "option `zygote`: the image's python3 did not start the zygote ({}); leave `zygote` out for this image",
+            if said.is_empty() { "no output".to_string() } else { said }
+        );
+    }
+    Ok(Zygote { ctl: ours, box_ })
+}
+
+/// A socket to a fresh fork of the zygote, for one call's kern; None when the session has no
+/// zygote, or it has ended (the call then runs in a fresh box).
+pub(super) fn call_socket(opened: &Opened) -> Option<OwnedFd> {
+    let z = opened.zygote.get().filter(|z| z.alive())?;
+    // Message boundaries: kern's plans and each of the call's lines arrive whole.
+    let (ours, theirs) = nix::sys::socket::socketpair(
+        nix::sys::socket::AddressFamily::Unix,
+        nix::sys::socket::SockType::SeqPacket,
+        None,
+        nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+    )
+    .ok()?;
+    use std::os::fd::AsRawFd;
+    crate::engine::sys::send_with_fds(z.ctl.as_fd(), b"x", &[theirs.as_raw_fd()]).ok()?;
+    Some(ours)
+}
