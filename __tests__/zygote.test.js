@@ -57,7 +57,12 @@ const POSTURE = [
   'print(sorted(p for p in os.listdir("/proc") if p.isdigit()), sorted(os.listdir("/proc/self/fd")))',
   'print(sorted(set(l.split()[4] for l in open("/proc/self/mountinfo"))))',
   'print(os.path.getsize("/proc/kcore"), os.stat("/proc/kcore").st_rdev == os.stat("/dev/null").st_rdev)',
-  'import resource\nprint(resource.getrlimit(resource.RLIMIT_CORE))',
+  'import resource\nprint(resource.getrlimit(resource.RLIMIT_CORE), resource.getrlimit(resource.RLIMIT_NOFILE))',
+  // PID 1 is not the workload's to read or trace, in either kind of box.
+  'for f in ("mem", "environ", "maps"):',
+  '    try:\n        open("/proc/1/" + f, "rb").read(1)\n        print(f, "read")',
+  '    except OSError as e:\n        print(f, type(e).__name__)',
+  'print(open("/proc/self/status").read().count("TracerPid:\t0"))',
   'import ctypes',
   'libc = ctypes.CDLL(None, use_errno=True)',
   'print("unshare", libc.unshare(0x10000000), "mount", libc.mount(b"none", b"/tmp", b"tmpfs", 0, None))',

@@ -130,7 +130,9 @@ def _kern_zygote(channel):
                     continue
             line(sock, "Z %d\n" % status)
             os._exit(0)
-        # P: PID 1 of the call.
+        # P: PID 1 of the call. Python's SIGINT handler would let the workload interrupt it (a
+        # PID namespace's init gets only the signals it handles); the default drops them.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
         creds(sock, b"p")
         try:
             run(plans["pid1"])
@@ -176,6 +178,8 @@ def _kern_zygote(channel):
             os.dup2(err, 2)
             keep = os.dup(chan)
             run(plans["workload"])
+            if libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
         except (Failed, OSError) as e:
             line(sock, "S %s\n" % e)
             os._exit(127)
@@ -196,6 +200,13 @@ def _kern_zygote(channel):
         os.close(3)
         return keep
 
+    # Non-dumpable, as a fresh box's PID 1: the zygote, and C and P after it (they hold
+    # capabilities, in the zygote's box and in the call's namespaces), can't be traced or have
+    # their memory read by a process of their uid. Only W turns dumpable again, as a workload
+    # a fresh box execs is.
+    PR_SET_DUMPABLE = 4
+    if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
     ctl = socket.socket(fileno=channel)
     # Forks are reaped by the kernel: a call's C reports to kern, not to us.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)
