@@ -793,6 +793,28 @@ export interface SandboxOptions {
    * An integer from 0 to 64. A call's `timeoutS` is enforced the same way on a prewarmed box. Closing the Sandbox
    * ends the pool; no process is left behind. */
   prewarm?: number;
+  /** ADDITION (issue 21): fork each python `runCode` cell's box from a zygote. At `open()` the
+   * Sandbox starts one python interpreter with the results driver imported, in a box of its own;
+   * it never runs a cell. Each python cell that may take it (no `env`, `cwd` or `stdin` of its own,
+   * like a prewarmed box's: the interpreter started under the Sandbox's) is a fork of it, which
+   * then makes its own user, mount, PID, network, IPC, UTS and cgroup namespaces, gets a fresh
+   * masked `/proc`, `/tmp`, `/dev/shm` and `/dev/pts`, is placed in a cgroup of its own with the
+   * Sandbox's caps, and takes the posture a fresh box's workload takes (no capabilities,
+   * `no_new_privs`, a Landlock domain, the set-id filter, a new session keyring) before the cell
+   * runs. Its answers are a fresh box's (the same stdout, results, errors and faults; a timeout,
+   * an OOM and `maxOutputBytes` work the same), and no state of another call is visible in it.
+   * Other cells (other languages, `run()`, the calls above) start a fresh box as before.
+   *
+   * What calls of one zygote share: the interpreter's string hash secret, fixed when it started
+   * (`hash("x")` is the same in each call; a fresh box draws its own). `random` is reseeded at
+   * each fork, and `os.urandom`, `secrets` and `uuid.uuid4()` read the kernel's generator, so
+   * every other random value is the call's own.
+   *
+   * Refused at `open()`, before any box, with `persist`, `securityProfile: "untrusted"`,
+   * `apparmor`, a `capDrop` that keeps capabilities, `user` (or an image whose USER is not root),
+   * `network: true` and `egressAllow`: the forks would not get them. An image whose `python3`
+   * can't start the zygote is refused at `open()` too, with python's own words. Default false. */
+  zygote?: boolean;
 }
 
 /** The interpreter a snippet runs under. `bash` and `sh` are distinct shells (bash vs. the POSIX

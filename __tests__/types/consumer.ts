@@ -74,6 +74,7 @@ const fullOpts: SandboxOptions = {
   onStdout: onChunk,
   onStderr: onChunk,
   prewarm: 0,
+  zygote: false,
 };
 const nullOpts: SandboxOptions = {
   workspaceMaxBytes: null,

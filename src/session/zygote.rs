@@ -8,9 +8,7 @@ use super::longbox;
 use super::opened::Opened;
 use crate::error::{Error, Result};
 use crate::lang::driver;
-use std::io::Read;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::net::UnixStream;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,8 +23,8 @@ fn source() -> String {
 }
 
 pub(super) struct Zygote {
-    /// Our end of the zygote's channel: one byte and one socket per call.
-    ctl: UnixStream,
+    /// Our end of the zygote's channel: one message per call, a byte and a socket.
+    ctl: OwnedFd,
     box_: longbox::LongBox,
 }
 
@@ -64,10 +62,10 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
     // (since Linux 5.12). The fork's workload holds none: it lives in its own namespace.
     spec.keep_caps = vec![crate::engine::caps::SETFCAP];
     crate::config::check_exec_size(&spec.argv, &spec.env)?;
-    let (ours, theirs) = UnixStream::pair()
-        .map_err(|e| Error::Runtime(format!("socketpair for the zygote: {e}")))?;
+    let (ours, theirs) =
+        seqpacket_pair().map_err(|e| Error::Runtime(format!("socketpair for the zygote: {e}")))?;
     let (sink, mut output) = tokio::sync::mpsc::unbounded_channel();
-    let box_ = longbox::spawn(opened, kern, spec, Some(OwnedFd::from(theirs)), sink)?;
+    let box_ = longbox::spawn(opened, kern, spec, Some(theirs), sink)?;
     // The zygote's own output (python's errors, if it fails to start) is kept for the error.
     let said = Arc::new(std::sync::Mutex::new(Vec::new()));
     let kept = said.clone();
@@ -80,13 +78,23 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
             }
         }
     });
-    let mut ready = ours
+    let ready = ours
         .try_clone()
         .map_err(|e| Error::Runtime(format!("the zygote's channel: {e}")))?;
     let answered = tokio::task::spawn_blocking(move || {
-        ready.set_read_timeout(Some(START_TIMEOUT))?;
+        let mut fds = [nix::poll::PollFd::new(
+            ready.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        let ms = u16::try_from(START_TIMEOUT.as_millis()).unwrap_or(u16::MAX);
+        if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms))? == 0 {
+            return Err(nix::errno::Errno::ETIMEDOUT);
+        }
         let mut b = [0u8; 1];
-        ready.read_exact(&mut b).map(|()| b[0])
+        match nix::unistd::read(&ready, &mut b)? {
+            1 => Ok(b[0]),
+            _ => Err(nix::errno::Errno::EPIPE),
+        }
     })
     .await
     .map_err(|e| Error::Runtime(format!("the zygote's start: {e}")))?;
@@ -108,15 +116,19 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
 /// zygote, or it has ended (the call then runs in a fresh box).
 pub(super) fn call_socket(opened: &Opened) -> Option<OwnedFd> {
     let z = opened.zygote.get().filter(|z| z.alive())?;
-    // Message boundaries: kern's plans and each of the call's lines arrive whole.
-    let (ours, theirs) = nix::sys::socket::socketpair(
+    let (ours, theirs) = seqpacket_pair().ok()?;
+    crate::engine::sys::send_with_fds(z.ctl.as_fd(), b"x", &[theirs.as_raw_fd()]).ok()?;
+    Some(ours)
+}
+
+/// A socketpair that keeps message boundaries: each call's socket reaches the zygote in a
+/// message of its own (a stream would merge two calls' messages, and one recvmsg would then
+/// drop the second socket), and kern's plans and the call's lines arrive whole.
+fn seqpacket_pair() -> nix::Result<(OwnedFd, OwnedFd)> {
+    nix::sys::socket::socketpair(
         nix::sys::socket::AddressFamily::Unix,
         nix::sys::socket::SockType::SeqPacket,
         None,
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
-    .ok()?;
-    use std::os::fd::AsRawFd;
-    crate::engine::sys::send_with_fds(z.ctl.as_fd(), b"x", &[theirs.as_raw_fd()]).ok()?;
-    Some(ours)
 }
