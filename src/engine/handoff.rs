@@ -149,8 +149,6 @@ pub struct BoxFds<F = OwnedFd> {
     pub tty: Option<F>,
     /// The connector's line to the caller (`spec.connector`).
     pub connect: Option<F>,
-    /// A socket to the zygote's fork that becomes the call (`spec.zygote`).
-    pub zygote: Option<F>,
 }
 
 impl<F> Default for BoxFds<F> {
@@ -161,7 +159,6 @@ impl<F> Default for BoxFds<F> {
             stdin: None,
             tty: None,
             connect: None,
-            zygote: None,
         }
     }
 }
@@ -175,7 +172,6 @@ impl<F: AsFd> BoxFds<F> {
             &self.stdin,
             &self.tty,
             &self.connect,
-            &self.zygote,
         ]
         .into_iter()
         .flatten()
@@ -197,14 +193,12 @@ impl BoxFds {
         let stdin = if spec.stdin { fds.next() } else { None };
         let tty = if spec.tty.is_some() { fds.next() } else { None };
         let connect = if spec.connector { fds.next() } else { None };
-        let zygote = if spec.zygote { fds.next() } else { None };
         BoxFds {
             channel,
             egress,
             stdin,
             tty,
             connect,
-            zygote,
         }
     }
 
@@ -215,7 +209,6 @@ impl BoxFds {
             && spec.stdin == self.stdin.is_some()
             && spec.tty.is_some() == self.tty.is_some()
             && spec.connector == self.connect.is_some()
-            && spec.zygote == self.zygote.is_some()
     }
 }
 

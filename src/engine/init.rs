@@ -231,7 +231,6 @@ fn pid1(
         stdin,
         tty,
         connect,
-        zygote: _,
     } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
         if let Err(err) = super::relay::start(e.port, &e.direct, line) {

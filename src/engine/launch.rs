@@ -9,7 +9,7 @@ use super::status::{BoxReport, Fault, FaultKind};
 use super::sys;
 use crate::error::{Error, Result};
 use std::io::Write as _;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -177,11 +177,16 @@ impl Kern {
     pub fn spawn(kern: &Path, limits: &Limits) -> Result<Kern> {
         let line = serde_json::to_vec(limits)
             .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
-        Kern::start(kern, line, use_systemd_scope(limits))
+        Kern::start(kern, line, use_systemd_scope(limits), None)
     }
 
     /// Starts `kern box` and sends it `line` (line 1 of the protocol).
-    fn start(kern: &Path, mut line: Vec<u8>, scoped: Option<&Path>) -> Result<Kern> {
+    fn start(
+        kern: &Path,
+        mut line: Vec<u8>,
+        scoped: Option<&Path>,
+        with: Option<OwnedFd>,
+    ) -> Result<Kern> {
         let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| io("socketpair", e))?;
@@ -234,14 +239,38 @@ impl Kern {
             })?;
         line.push(b'\n');
         // A few hundred bytes into an empty socket buffer: never blocks.
-        (&ours)
-            .write_all(&line)
-            .map_err(|e| io("write to kern", e))?;
+        match &with {
+            Some(fd) => {
+                let sent =
+                    crate::engine::sys::send_with_fds(ours.as_fd(), &line, &[fd.as_raw_fd()])
+                        .map_err(|e| io("write to kern", e))?;
+                if sent != line.len() {
+                    return Err(Error::Runtime("write to kern: a short write".into()));
+                }
+            }
+            None => (&ours)
+                .write_all(&line)
+                .map_err(|e| io("write to kern", e))?,
+        }
         Ok(Kern {
             child,
             control: ours,
             scoped: scoped.is_some(),
         })
+    }
+
+    /// ADDITION (issue 21): starts `kern box` as a spare for the Sandbox's zygote: with the caps,
+    /// it gets `zygote`, a socket to a fork of the zygote, and `inputs`, what that fork makes
+    /// the call's box from; it sets the box up before the call (`monitor::arrange_zygote`).
+    pub fn spawn_zygote(
+        kern: &Path,
+        limits: &Limits,
+        inputs: &crate::engine::zygote::plan::Inputs,
+        zygote: OwnedFd,
+    ) -> Result<Kern> {
+        let line = serde_json::to_vec(&serde_json::json!({ "limits": limits, "zygote": inputs }))
+            .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
+        Kern::start(kern, line, use_systemd_scope(limits), Some(zygote))
     }
 
     /// Starts `kern box` for one call into the resident box `target`: it finds the box and
@@ -251,7 +280,7 @@ impl Kern {
     pub fn spawn_call(kern: &Path, target: &CallTarget, limits: &Limits) -> Result<Kern> {
         let line = serde_json::to_vec(&serde_json::json!({ "call": target }))
             .map_err(|e| Error::Runtime(format!("serialise the call target: {e}")))?;
-        Kern::start(kern, line, use_systemd_scope(limits))
+        Kern::start(kern, line, use_systemd_scope(limits), None)
     }
 
     /// The host pid of this `kern` (the box's monitor), while it runs.

@@ -226,6 +226,65 @@ impl Prepared {
     }
 }
 
+/// A spare for the Sandbox's zygote, once in its cgroup: the call's box forked from the zygote
+/// and set up ahead of the call (`zygote::call::arrange`), unless the caps refuse any box.
+pub fn arrange_zygote(
+    prepared: &Prepared,
+    inputs: &super::zygote::plan::Inputs,
+    sock: OwnedFd,
+) -> Result<super::zygote::call::Arranged, String> {
+    if let Some(why) = &prepared.refusal {
+        return Err(why.clone());
+    }
+    super::zygote::call::arrange(prepared.cgroup.as_ref(), &prepared.fallback, inputs, sock)
+}
+
+/// Runs one call in the box a zygote spare arranged (as `run_box` runs a fresh one), reports,
+/// and tears the cgroup down.
+pub fn run_zygote_call(
+    spec: &BoxSpec,
+    prepared: Prepared,
+    arranged: Result<super::zygote::call::Arranged, String>,
+    inputs: &super::zygote::plan::Inputs,
+    caller: Caller<'_>,
+) {
+    let Caller {
+        lifeline,
+        fds: passed,
+        on_report,
+        ..
+    } = caller;
+    let mut report = if !spec.zygote || spec.limits != prepared.limits || !passed.match_spec(spec) {
+        if let Ok(a) = arranged {
+            a.discard();
+        }
+        BoxReport::startup_failed(
+            "internal error: the call does not match the zygote spare that took it (its caps, its descriptors)",
+        )
+    } else if let Some(why) = &prepared.refusal {
+        if let Ok(a) = arranged {
+            a.discard();
+        }
+        let mut r = BoxReport::startup_failed(why.clone());
+        r.limits_refused = Some(why.clone());
+        r
+    } else {
+        super::zygote::call::run(
+            spec,
+            arranged,
+            inputs,
+            prepared.cgroup.as_ref(),
+            passed,
+            lifeline,
+        )
+    };
+    if prepared.refusal.is_none() {
+        report.applied = Some(prepared.applied.clone());
+    }
+    on_report(&report);
+    prepared.release();
+}
+
 /// Builds, runs and tears down one box. The caller's lifeline, when given, kills the box if it
 /// closes early (the caller died); its `on_report` gets the outcome as soon as the box has
 /// ended, before the slower cgroup teardown; its descriptors are the box's (see `Caller`).
@@ -289,15 +348,6 @@ fn build_and_supervise(
         if let Err(why) = super::apparmor::check_loaded(profile) {
             return BoxReport::startup_failed(why);
         }
-    }
-    if spec.zygote {
-        return super::zygote::call::run(
-            spec,
-            prepared.cgroup.as_ref(),
-            &prepared.fallback,
-            passed,
-            lifeline,
-        );
     }
     let extra_reserved: Vec<String> = spec
         .tmpfs

@@ -134,8 +134,9 @@ pub struct BoxSpec {
     /// call's own `/proc` can be mounted (each call masks its own).
     #[serde(default)]
     pub serves_zygote: bool,
-    /// ADDITION (issue 21): this call is forked by the Sandbox's zygote, whose socket comes with
-    /// the spec (`BoxFds::zygote`), instead of cloned by kern.
+    /// ADDITION (issue 21): this call runs in the box its kern (a zygote spare,
+    /// `launch::Kern::spawn_zygote`) had the Sandbox's zygote fork and set up before the call,
+    /// instead of a box kern clones.
     #[serde(default)]
     pub zygote: bool,
 }

@@ -2,19 +2,22 @@
 #
 # Put before the driver's source (`python3 -c <this file + driver.py>`); the driver calls
 # `_kern_zygote(channel)` once it is set up, before its first cell. Its channel then carries no
-# cells: each message on it is one byte and one fd, a socket to the kern of one call. For each,
-# the zygote forks C, which becomes that call's box by the plans kern sends it (see
+# cells: each message on it is one byte and one fd, a socket to a spare kern. For each, the
+# zygote forks C, which becomes a call's box by the plans kern sends it (see
 # src/engine/zygote/mod.rs for who does what, and plan.rs for the steps) and forks P (PID 1 of
-# the call) which forks W; only W returns from here, with the call's channel, and the driver
-# then runs the call's one cell in W as in any fresh box. The zygote itself never runs a cell.
+# the call) which forks W. W takes the call's posture and waits; when the call comes, kern sends
+# W the call's channel, and only W returns from here, into the driver, which runs the call's one
+# cell as in any fresh box. The zygote itself never runs a cell.
 #
-# Messages to kern on the call's socket (lines, as a fresh box's init sends them):
-#   "c"  + SCM_CREDENTIALS   from C, before anything: kern moves C into the call's cgroup
+# On the socket to kern (SOCK_SEQPACKET: one message each):
+#   "c"  + SCM_CREDENTIALS   from C, first: kern moves C into the call's cgroup
+#   kern -> C                the plans (JSON), with the box's stdout and stderr (SCM_RIGHTS)
 #   "p"  + SCM_CREDENTIALS   from P, once it is PID 1 of the call: kern opens a pidfd on it
+#   "w\n"                    from W, in its posture, waiting for the call
+#   kern -> W                "go", with the call's channel (SCM_RIGHTS)
 #   "S <what>: <error>\n"    a step failed (the call's box never started)
-#   handoff::msg lines       from P: W's pid, its end
+#   "K <sig>\n", "X <code> <tmpfs use>...\n"   from P: W's end, as a fresh box's PID 1 says it
 #   "Z <wait status>\n"      from C: how P ended
-# kern sends C one message: the plans (JSON) with the call's stdout, stderr and channel fds.
 
 
 def _kern_zygote(channel):
@@ -104,11 +107,11 @@ def _kern_zygote(channel):
     def become(sock):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         creds(sock, b"c")
-        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 4)
-        if not msg or len(fds) != 3:
+        msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
+        if not msg or len(fds) != 2:
             os._exit(1)
         plans = json.loads(msg)
-        out, err, chan = fds
+        out, err = fds
         try:
             run(plans["call"])
         except Failed as e:
@@ -117,7 +120,7 @@ def _kern_zygote(channel):
         p = os.fork()
         if p:
             # C: how P ended, for kern; nothing else.
-            for fd in (out, err, chan):
+            for fd in (out, err):
                 os.close(fd)
             while True:
                 try:
@@ -141,7 +144,7 @@ def _kern_zygote(channel):
             os._exit(1)
         w = os.fork()
         if w:
-            for fd in (out, err, chan):
+            for fd in (out, err):
                 os.close(fd)
             os.closerange(3, sock.fileno())
             os.closerange(sock.fileno() + 1, 1 << 20)
@@ -170,19 +173,25 @@ def _kern_zygote(channel):
                             used.append("0 %s" % target)
                     line(sock, " ".join(["X %d" % code] + used) + "\n")
                     os._exit(0)
-        # W: the call's posture, then nothing of the zygote's but the call's stdio and channel.
+        # W: the call's posture; then it waits for the call, whose channel kern sends when the
+        # call comes; then nothing of the zygote's is left but the call's stdio and channel.
         try:
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.dup2(out, 1)
             os.dup2(err, 2)
-            keep = os.dup(chan)
             run(plans["workload"])
             if libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
+            line(sock, "w\n")
         except (Failed, OSError) as e:
             line(sock, "S %s\n" % e)
             os._exit(127)
+        msg, fds, _, _ = socket.recv_fds(sock, 16, 1)
+        if not msg or len(fds) != 1:
+            # No call came (the Sandbox closed): nothing ran here.
+            os._exit(0)
+        keep = fds[0]
         for fd in range(3, keep):
             try:
                 os.close(fd)

@@ -150,17 +150,16 @@ pub(super) async fn exec(
         }
         None => (None, None),
     };
-    // ADDITION (issue 21): a python cell the zygote may take is forked from it.
-    let zygote = match (&cell, lang) {
+    // ADDITION (issue 21): a python cell the zygote may take runs in a box forked from it.
+    let zygote_kern = match (&cell, lang) {
         (Some(_), Some(Language::Python)) if per_call.is_plain() && !spec.stdin => {
-            super::zygote::call_socket(&opened)
+            super::zygote::take(&opened, kern_path)
         }
         _ => None,
     };
-    spec.zygote = zygote.is_some();
+    spec.zygote = zygote_kern.is_some();
     let line = opened.egress_line(&spec)?;
     let mut fds = network::fds(channel.as_ref(), line.as_ref());
-    fds.zygote = zygote.as_ref();
     // Fed from now on: what the pipe holds waits for the box; the rest for the workload.
     let stdin = input.stdin.map(percall::stdin_pipe).transpose()?;
     fds.stdin = stdin.as_ref().map(|(read, _)| read);
@@ -168,16 +167,29 @@ pub(super) async fn exec(
     if percall::aborted(abort.as_ref()) {
         return Err(Error::Invalid(percall::ABORTED.into()));
     }
-    let kern = opened.kern(kern_path)?;
+    let kern = match zygote_kern {
+        Some(k) => k,
+        None => opened.kern(kern_path)?,
+    };
     let first = kern
         .run(&spec, cfg.max_output, sink.clone(), cancel.clone(), fds)
         .await?;
     let mut outcome = match first {
         Some(o) => o,
-        // The spare died before it got the spec: nothing ran; use a fresh kern.
+        // The spare died before it got the spec: nothing ran; use a fresh kern (and a fresh
+        // box, if it was the zygote's).
         None => opened
             .spawn_kern(kern_path)?
-            .run(&spec, cfg.max_output, sink, cancel, fds)
+            .run(
+                &crate::engine::spec::BoxSpec {
+                    zygote: false,
+                    ..spec.clone()
+                },
+                cfg.max_output,
+                sink,
+                cancel,
+                fds,
+            )
             .await?
             .ok_or_else(|| {
                 Error::Runtime("the kern runtime exited before it read the box spec".into())

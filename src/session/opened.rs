@@ -73,6 +73,9 @@ impl Opened {
         if let Ok(mut spares) = self.spares.lock() {
             spares.drain(..).for_each(Kern::retire);
         }
+        if let Some(z) = self.zygote.get() {
+            z.retire();
+        }
         let mut ws = self
             .workspace
             .lock()

@@ -210,7 +210,6 @@ impl Process {
                 stdin: stdin_read,
                 tty: tty_theirs,
                 connect: connect_theirs,
-                zygote: None,
             });
             let controls = Controls {
                 started: started_tx,

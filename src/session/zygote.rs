@@ -6,6 +6,7 @@
 
 use super::longbox;
 use super::opened::Opened;
+use crate::engine::launch::Kern;
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -26,12 +27,36 @@ pub(super) struct Zygote {
     /// Our end of the zygote's channel: one message per call, a byte and a socket.
     ctl: OwnedFd,
     box_: longbox::LongBox,
+    /// What each call's box is made from (the Sandbox's scratch mounts and hostname).
+    inputs: crate::engine::zygote::plan::Inputs,
+    /// Kerns in their cgroups, each with a call's box the zygote forked and they set up, whose
+    /// workload waits for a call; oldest first.
+    spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
 }
+
+/// How many boxes a zygote keeps set up ahead of calls (each a kern, and a fork of the zygote
+/// sharing its memory until written).
+const SPARES: usize = 2;
 
 impl Zygote {
     /// Whether the zygote's box still runs.
     fn alive(&self) -> bool {
         !self.box_.ended.is_finished()
+    }
+
+    /// A kern with a fork of the zygote, set up as a call's box by the time the call comes.
+    fn spawn_spare(&self, kern: &Path, limits: &crate::engine::spec::Limits) -> Option<Kern> {
+        let (ours, theirs) = seqpacket_pair().ok()?;
+        crate::engine::sys::send_with_fds(self.ctl.as_fd(), b"x", &[theirs.as_raw_fd()]).ok()?;
+        drop(theirs);
+        Kern::spawn_zygote(kern, limits, &self.inputs, ours).ok()
+    }
+
+    /// Lets every spare go (close()): each kern ends its unused box and leaves.
+    pub(super) fn retire(&self) {
+        if let Ok(mut spares) = self.spares.lock() {
+            spares.drain(..).for_each(Kern::retire);
+        }
     }
 }
 
@@ -65,7 +90,7 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
     let (ours, theirs) =
         seqpacket_pair().map_err(|e| Error::Runtime(format!("socketpair for the zygote: {e}")))?;
     let (sink, mut output) = tokio::sync::mpsc::unbounded_channel();
-    let box_ = longbox::spawn(opened, kern, spec, Some(theirs), sink)?;
+    let box_ = longbox::spawn(opened.clone(), kern, spec, Some(theirs), sink)?;
     // The zygote's own output (python's errors, if it fails to start) is kept for the error.
     let said = Arc::new(std::sync::Mutex::new(Vec::new()));
     let kept = said.clone();
@@ -109,16 +134,59 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
             if said.is_empty() { "no output".to_string() } else { said }
         );
     }
-    Ok(Zygote { ctl: ours, box_ })
+    let inputs = crate::engine::zygote::plan::Inputs {
+        tmpfs: opened.config.tmpfs.clone(),
+        hostname: crate::engine::spec::DEFAULT_HOSTNAME.into(),
+    };
+    let z = Zygote {
+        ctl: ours,
+        box_,
+        inputs,
+        spares: Default::default(),
+    };
+    z.top_up(&opened, kern);
+    Ok(z)
 }
 
-/// A socket to a fresh fork of the zygote, for one call's kern; None when the session has no
-/// zygote, or it has ended (the call then runs in a fresh box).
-pub(super) fn call_socket(opened: &Opened) -> Option<OwnedFd> {
+impl Zygote {
+    /// Starts spares up to `SPARES`, unless the session is closing (checked under the lock
+    /// `shut_down` retires them under).
+    fn top_up(&self, opened: &Opened, kern: &Path) {
+        let Ok(mut spares) = self.spares.lock() else {
+            return;
+        };
+        while spares.len() < SPARES && !*opened.closing.borrow() && self.alive() {
+            match self.spawn_spare(kern, &opened.config.limits) {
+                Some(k) => spares.push_back(k),
+                None => break,
+            }
+        }
+    }
+}
+
+/// A kern whose box, forked from the zygote, is set up and waits for this call; None when the
+/// session has no zygote, it has ended, or no spare is left (the call then runs in a fresh
+/// box). The spares are topped up beside the call.
+pub(super) fn take(opened: &Arc<Opened>, kern: &Path) -> Option<Kern> {
     let z = opened.zygote.get().filter(|z| z.alive())?;
-    let (ours, theirs) = seqpacket_pair().ok()?;
-    crate::engine::sys::send_with_fds(z.ctl.as_fd(), b"x", &[theirs.as_raw_fd()]).ok()?;
-    Some(ours)
+    let taken = {
+        let mut spares = z.spares.lock().ok()?;
+        let mut taken = None;
+        while let Some(mut k) = spares.pop_front() {
+            if k.is_alive() {
+                taken = Some(k);
+                break;
+            }
+        }
+        taken
+    };
+    let (me, path) = (opened.clone(), kern.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        if let Some(z) = me.zygote.get() {
+            z.top_up(&me, &path);
+        }
+    });
+    taken
 }
 
 /// A socketpair that keeps message boundaries: each call's socket reaches the zygote in a

@@ -346,6 +346,31 @@ fn boxed() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
+    // A spare for the Sandbox's zygote (`Kern::spawn_zygote`): the socket to the zygote's fork
+    // came with the line. The call's box is arranged now, before the call.
+    if let Ok(z) = serde_json::from_slice::<ZygoteCaps>(&caps) {
+        let prepared = monitor::prepare(&z.limits);
+        send_prepared();
+        let arranged = match control.fds.pop() {
+            Some(sock) => monitor::arrange_zygote(&prepared, &z.zygote, sock),
+            None => Err("internal error: a zygote spare came without its socket".into()),
+        };
+        let Some((spec, passed)) = read_spec(&mut control) else {
+            if let Ok(a) = arranged {
+                a.discard();
+            }
+            prepared.release();
+            return ExitCode::SUCCESS;
+        };
+        monitor::run_zygote_call(
+            &spec,
+            prepared,
+            arranged,
+            &z.zygote,
+            from_addon(passed, &mut send_report, &mut send_started),
+        );
+        return ExitCode::SUCCESS;
+    }
     let limits: Limits = match serde_json::from_slice(&caps) {
         Ok(l) => l,
         Err(e) => {
@@ -379,6 +404,14 @@ fn from_addon<'a>(
         on_report,
         on_started: Some(on_started),
     }
+}
+
+/// The caps line of a zygote spare (`Kern::spawn_zygote`).
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ZygoteCaps {
+    limits: Limits,
+    zygote: kern_sandbox::engine::zygote::plan::Inputs,
 }
 
 /// The caps line of a call into a resident box (`Kern::spawn_call`).

@@ -107,111 +107,186 @@ fn proc_kind(name: &str) -> Option<bool> {
         .map(|m| m.is_dir())
 }
 
-/// Runs one call through the zygote. `cgroup`: the call's, where kern made one.
-pub(crate) fn run(
-    spec: &BoxSpec,
+/// How long a zygote's fork may take to become a call's box, before any call (a cold page
+/// cache on a slow disk is many times the milliseconds it takes here).
+const ARRANGE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A call's box forked from the zygote and set up before the call came: its workload waits,
+/// in its posture, for the call's channel.
+pub struct Arranged {
+    sock: OwnedFd,
+    /// C, the zygote's fork (the host's pid).
+    call_pid: libc::pid_t,
+    /// P, PID 1 of the call, and a pidfd on it.
+    pid1: libc::pid_t,
+    pidfd: OwnedFd,
+    /// What the call's processes said so far (a note, a failure), and C's status.
+    messages: Vec<u8>,
+    status: Option<i32>,
+}
+
+impl Arranged {
+    /// Ends the arranged box unused (no call came): P's end ends every process in it.
+    pub fn discard(self) {
+        let _ = sys::pidfd_kill(self.pidfd.as_fd(), libc::SIGKILL);
+        let mut fds = [PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(1000u16));
+        let _ = nix::sys::signal::kill(
+            Pid::from_raw(self.call_pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Sets up a call's box ahead of the call (kern's spare, once in its cgroup): the zygote's fork
+/// C says who it is on `sock`, goes into the call's cgroup (`cgroup`), gets the plans and the
+/// box's stdout and stderr, and makes the box; its workload then waits, in its posture, for the
+/// call's channel (`run`).
+pub fn arrange(
     cgroup: Option<&BoxCgroup>,
     fallback: &Fallback,
-    passed: BoxFds,
-    lifeline: Option<BorrowedFd<'_>>,
-) -> BoxReport {
-    let start = Instant::now();
-    let deadline = start + Duration::from_millis(spec.timeout_ms);
-    let BoxFds {
-        channel,
-        zygote: Some(sock),
-        ..
-    } = passed
-    else {
-        return BoxReport::startup_failed("internal error: a zygote call came without its socket");
-    };
-    let Some(channel) = channel else {
-        return BoxReport::startup_failed("internal error: a zygote call came without a channel");
-    };
-    if let Err(e) = setsockopt(&sock, sockopt::PassCred, &true) {
-        return BoxReport::startup_failed(format!("the zygote's socket: SO_PASSCRED: {e}"));
-    }
-    let gone = || {
-        BoxReport::startup_failed(
-            "the Sandbox's zygote did not take the call (it has ended); kern runs the next call in a fresh box",
-        )
-    };
-    // C says who it is: into the call's cgroup before it makes anything.
-    let call_pid = match receive(&sock, deadline, lifeline) {
+    inputs: &plan::Inputs,
+    sock: OwnedFd,
+) -> Result<Arranged, String> {
+    let deadline = Instant::now() + ARRANGE_TIMEOUT;
+    setsockopt(&sock, sockopt::PassCred, &true)
+        .map_err(|e| format!("the zygote's socket: SO_PASSCRED: {e}"))?;
+    let call_pid = match receive(&sock, deadline, None) {
         Got::Message(m, Some(pid)) if m == b"c" => pid,
-        _ => return gone(),
+        _ => return Err("the Sandbox's zygote did not fork the call's box (has it ended?)".into()),
+    };
+    let kill_call = || {
+        let _ = nix::sys::signal::kill(Pid::from_raw(call_pid), nix::sys::signal::Signal::SIGKILL);
     };
     if let Some(cg) = cgroup {
         if let Err(e) = cg.add(call_pid) {
-            let _ =
-                nix::sys::signal::kill(Pid::from_raw(call_pid), nix::sys::signal::Signal::SIGKILL);
-            return BoxReport::startup_failed(format!(
+            kill_call();
+            return Err(format!(
                 "cannot move the zygote's fork into the call's cgroup: {e}"
             ));
         }
     }
-    let plans = plan::plans(spec, fallback, proc_kind);
+    let plans = plan::plans(inputs, fallback, proc_kind);
     let Ok(json) = serde_json::to_vec(&plans) else {
-        return BoxReport::startup_failed("internal error: the zygote's plans");
+        kill_call();
+        return Err("internal error: the zygote's plans".into());
     };
     let out = std::io::stdout();
     let err = std::io::stderr();
-    let fds = [
-        out.as_fd().as_raw_fd(),
-        err.as_fd().as_raw_fd(),
-        channel.as_raw_fd(),
-    ];
+    let fds = [out.as_fd().as_raw_fd(), err.as_fd().as_raw_fd()];
     if let Err(e) = sys::send_with_fds(sock.as_fd(), &json, &fds) {
-        let _ = nix::sys::signal::kill(Pid::from_raw(call_pid), nix::sys::signal::Signal::SIGKILL);
-        return BoxReport::startup_failed(format!("cannot send the zygote's fork its plans: {e}"));
+        kill_call();
+        return Err(format!("cannot send the zygote's fork its plans: {e}"));
     }
-    // Only the call holds the channel now: its far end sees EOF when the call is gone.
-    drop(channel);
     let mut messages = Vec::new();
     let mut status: Option<i32> = None;
     // P, PID 1 of the call, says who it is; or C says why it could not make it.
     let pid1 = loop {
-        match receive(&sock, deadline, lifeline) {
+        match receive(&sock, deadline, None) {
             Got::Message(m, Some(pid)) if m == b"p" => break Some(pid),
             Got::Message(m, _) => take(&m, &mut messages, &mut status),
             _ => break None,
         }
     };
-    let pidfd = pid1.and_then(|p| sys::pidfd_open(p).ok());
-    let mut ended_by = None;
-    if let Some(pidfd) = &pidfd {
-        ended_by = watch(
-            pidfd,
-            &sock,
-            deadline,
-            lifeline,
-            spec,
-            &mut messages,
-            &mut status,
-        );
-    } else if messages.is_empty() {
-        let _ = nix::sys::signal::kill(Pid::from_raw(call_pid), nix::sys::signal::Signal::SIGKILL);
-        ended_by = Some(Fault::new(
-            FaultKind::StartupFailed,
-            "the zygote's fork ended before the call's PID 1 started",
-        ));
-    }
-    // What is left to say (C's status) comes once P is gone.
-    let grace = Instant::now() + STATUS_GRACE;
-    while status.is_none() {
-        match receive(&sock, grace, None) {
+    let Some((pid1, pidfd)) = pid1.and_then(|p| sys::pidfd_open(p).ok().map(|fd| (p, fd))) else {
+        kill_call();
+        let said = String::from_utf8_lossy(&messages).trim().to_string();
+        return Err(if said.is_empty() {
+            "the zygote's fork ended before the call's PID 1 started".into()
+        } else {
+            said
+        });
+    };
+    // The workload is ready (in its posture) or says why not.
+    loop {
+        match receive(&sock, deadline, None) {
+            Got::Message(m, _) if m == b"w\n" => break,
             Got::Message(m, _) => take(&m, &mut messages, &mut status),
             _ => break,
         }
+        if !messages.is_empty() {
+            break;
+        }
     }
-    let init_status = match (status, pid1) {
-        (Some(s), Some(p)) => WaitStatus::from_raw(Pid::from_raw(p), s),
-        _ => Err(nix::errno::Errno::ECHILD),
+    Ok(Arranged {
+        sock,
+        call_pid,
+        pid1,
+        pidfd,
+        messages,
+        status,
+    })
+}
+
+/// Runs the call in its arranged box (or says why there is none): the channel goes to the
+/// waiting workload, then P is watched until it ends, and the call concluded as a fresh box's.
+/// `cgroup`: the call's, where kern made one.
+pub fn run(
+    spec: &BoxSpec,
+    arranged: Result<Arranged, String>,
+    inputs: &plan::Inputs,
+    cgroup: Option<&BoxCgroup>,
+    passed: BoxFds,
+    lifeline: Option<BorrowedFd<'_>>,
+) -> BoxReport {
+    let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
+    let mut a = match arranged {
+        Ok(a) => a,
+        Err(why) => return BoxReport::startup_failed(why),
+    };
+    // The box was made from the Sandbox's settings when kern started; the call's must be those.
+    if spec.tmpfs != inputs.tmpfs || spec.hostname != inputs.hostname {
+        a.discard();
+        return BoxReport::startup_failed(
+            "internal error: the call's scratch mounts or hostname are not those its zygote box was made with",
+        );
+    }
+    let Some(channel) = passed.channel else {
+        a.discard();
+        return BoxReport::startup_failed("internal error: a zygote call came without a channel");
+    };
+    let mut ended_by = None;
+    if a.messages.is_empty() {
+        if let Err(e) = sys::send_with_fds(a.sock.as_fd(), b"go", &[channel.as_raw_fd()]) {
+            ended_by = Some(Fault::new(
+                FaultKind::StartupFailed,
+                format!("the call's box ended before the call came ({e})"),
+            ));
+        }
+        // Only the call holds the channel now: its far end sees EOF when the call is gone.
+        drop(channel);
+        if ended_by.is_none() {
+            ended_by = watch(
+                &a.pidfd,
+                &a.sock,
+                deadline,
+                lifeline,
+                spec,
+                &mut a.messages,
+                &mut a.status,
+            );
+        }
+    } else {
+        // It could not be set up: it says why (an `S` line), and nothing of the call ran.
+        let _ = sys::pidfd_kill(a.pidfd.as_fd(), libc::SIGKILL);
+    }
+    let _ = a.call_pid;
+    // What is left to say (C's status) comes once P is gone.
+    let grace = Instant::now() + STATUS_GRACE;
+    while a.status.is_none() {
+        match receive(&a.sock, grace, None) {
+            Got::Message(m, _) => take(&m, &mut a.messages, &mut a.status),
+            _ => break,
+        }
+    }
+    let init_status = match a.status {
+        Some(s) => WaitStatus::from_raw(Pid::from_raw(a.pid1), s),
+        None => Err(nix::errno::Errno::ECHILD),
     };
     let oom = cgroup
         .filter(|cg| cg.oom_kills() > 0)
         .map(|cg| cg.shmem_bytes());
-    let messages = String::from_utf8_lossy(&messages).into_owned();
+    let messages = String::from_utf8_lossy(&a.messages).into_owned();
     faults::conclude(spec, &messages, ended_by, oom, init_status, "call's PID 1")
 }
 

@@ -3,25 +3,32 @@
 //! namespaces, mounts, cgroup and posture before any code of the call runs. A call then pays a
 //! fork and the namespaces, not an interpreter's start and the driver's import.
 //!
-//! Who does what, for one call (`runCode`, python):
+//! Who does what, for one call (`runCode`, python). Steps 1–4 happen before the call, while
+//! the kern that will run it waits as a spare (so the fork, the cgroup move and the box's setup
+//! are off the call's path); step 5 is the call.
 //!
 //! 1. The addon makes a socketpair, sends one end to the zygote over its channel (SCM_RIGHTS)
-//!    and hands the other to the call's `kern`, with the spec, as it hands any box's fds.
-//! 2. The zygote (Z) forks C, which sends its credentials on the socket (SCM_CREDENTIALS: the
-//!    kernel gives kern C's host pid). kern moves C into the call's cgroup (as a fresh box is
-//!    born in it) and answers with the three plans (`plan`) and the call's stdout, stderr and
-//!    result channel (SCM_RIGHTS).
-//! 3. C runs the `call` plan (a user namespace of its own, then mount, PID, network, IPC, UTS and
-//!    cgroup namespaces) and forks P, PID 1 of the call's PID namespace. P sends its
+//!    and starts a spare kern with the other (`launch::Kern::spawn_zygote`), with the caps and
+//!    what the box is made from (`plan::Inputs`: the Sandbox's scratch mounts and hostname).
+//! 2. kern moves into the call's cgroup as any spare does. The zygote (Z) forks C, which sends
+//!    its credentials on the socket (SCM_CREDENTIALS: the kernel gives kern C's host pid); kern
+//!    moves C into the call's cgroup (as a fresh box is born in it) and answers with the three
+//!    plans (`plan`) and the box's stdout and stderr (SCM_RIGHTS) (`call::arrange`).
+//! 3. C runs the `call` plan (a user namespace of its own, then mount, PID, network, IPC, UTS
+//!    and cgroup namespaces) and forks P, PID 1 of the call's PID namespace. P sends its
 //!    credentials (kern opens a pidfd on it: its end is the box's end, and a SIGKILL to it ends
 //!    every process of the call), runs the `pid1` plan (a fresh `/proc`, masked as a fresh box's,
 //!    fresh scratch mounts, hostname, loopback), forks W, and from then on only reaps, and
 //!    reports W's end in `handoff::msg` lines as a fresh box's PID 1 does. C waits for P and
 //!    sends P's status.
-//! 4. W closes every fd but the call's, runs the `workload` plan (the fresh box's
-//!    `init::exec_workload` posture: session, keyring, rlimits, capabilities, no_new_privs,
-//!    Landlock, the set-id filter) and goes on as the driver it was forked from, with the
-//!    call's channel: it reads the cell, runs it, and exits.
+//! 4. W runs the `workload` plan (the fresh box's `init::exec_workload` posture: session,
+//!    keyring, rlimits, capabilities, no_new_privs, Landlock, the set-id filter), says it is
+//!    ready, and waits for the call.
+//! 5. The call's spec reaches the spare kern, which sends W the call's channel (`call::run`). W
+//!    closes every fd but its stdio and the channel, and goes on as the driver it was forked
+//!    from: it reads the cell, runs it, and exits. kern watches P to its end (or kills it at the
+//!    deadline, or when the caller goes) and concludes as for a fresh box. A spare whose call
+//!    never comes (the Sandbox closed) kills its box unused.
 //!
 //! What holds the calls apart: each W has its own user, mount, PID, network, IPC, UTS and cgroup
 //! namespaces and cgroup; its `/proc` shows its own PID namespace only, so neither Z nor another

@@ -10,7 +10,6 @@
 //! `workload` (the process that runs the cell: the fresh box's `init::exec_workload` posture).
 
 use crate::engine::handoff::Fallback;
-use crate::engine::spec::BoxSpec;
 use base64::Engine as _;
 use serde::Serialize;
 
@@ -52,6 +51,14 @@ pub enum Arg {
     Null,
     /// An fd an earlier step saved.
     Var(String),
+}
+
+/// What the plans are made from: the Sandbox's settings every call of it shares, known when
+/// kern starts, before the call (`launch::Kern::spawn_zygote`).
+#[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
+pub struct Inputs {
+    pub tmpfs: Vec<crate::engine::spec::TmpfsSpec>,
+    pub hostname: String,
 }
 
 /// The three plans of one call.
@@ -188,7 +195,7 @@ fn bind_ro(what: &str, source: &str, target: &str, extra: u64) -> [Op; 2] {
 /// (`fallback`, as a fresh box's). `proc_kind`: whether a `/proc` name is a directory
 /// (`Some(true)`), something else, or absent on this kernel (the box's `/proc` is this kernel's).
 pub fn plans(
-    spec: &BoxSpec,
+    spec: &Inputs,
     fallback: &Fallback,
     proc_kind: impl Fn(&str) -> Option<bool>,
 ) -> Plans {
@@ -226,7 +233,7 @@ fn call_plan() -> Vec<Op> {
     ]
 }
 
-fn pid1_plan(spec: &BoxSpec, proc_kind: impl Fn(&str) -> Option<bool>) -> Vec<Op> {
+fn pid1_plan(spec: &Inputs, proc_kind: impl Fn(&str) -> Option<bool>) -> Vec<Op> {
     let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
     let mut p = vec![mount(
         "make every mount private".into(),
@@ -479,19 +486,14 @@ fn workload_plan(fallback: &Fallback) -> Vec<Op> {
 mod tests {
     use super::*;
 
-    fn spec() -> BoxSpec {
-        serde_json::from_value(serde_json::json!({
-            "root": {"kind": "host"},
-            "workspace": "/tmp",
-            "workspace_target": "/workspace",
-            "tmpfs": [{"target": "/tmp", "size_bytes": 67108864}],
-            "limits": {"enforce": false},
-            "timeout_ms": 1000,
-            "argv": ["python3"],
-            "env": [],
-            "hostname": "sandbox",
-        }))
-        .expect("a spec")
+    fn spec() -> Inputs {
+        Inputs {
+            tmpfs: vec![crate::engine::spec::TmpfsSpec {
+                target: "/tmp".into(),
+                size_bytes: 64 << 20,
+            }],
+            hostname: "sandbox".into(),
+        }
     }
 
     #[test]
