@@ -181,6 +181,27 @@ describe('a Sandbox with a zygote', () => {
   });
 });
 
+test('a zygote killed from outside: later calls run in fresh boxes, with the same answers', async () => {
+  const before = zygotes();
+  const sb = await new Sandbox(opts({ zygote: true })).open();
+  try {
+    const mine = zygotes().filter((p) => !before.includes(p));
+    expect(mine).toHaveLength(1);
+    const first = await sb.runCode('hash("kern")');
+    process.kill(mine[0], 'SIGKILL');
+    await waitFor(() => zygoteTree().filter((p) => !before.includes(p)).length === 0, 'the zygote and its forks to end');
+    for (let i = 0; i < 4; i++) {
+      const r = await sb.runCode('print("fresh")\nhash("kern")');
+      expect(r.fault).toBeNull();
+      expect(r.stdout).toBe('fresh\n');
+      // A fresh box's interpreter draws its own hash secret.
+      expect(r.results[0].text).not.toBe(first.results[0].text);
+    }
+  } finally {
+    await sb.close();
+  }
+});
+
 (capsEnforced ? test : test.skip)('caps hold per call: a call over the memory cap is an OOM fault, the next call runs', async () => {
   const sb = await new Sandbox(opts({ zygote: true, memoryMb: 128 })).open();
   try {

@@ -239,12 +239,12 @@ pub fn arrange_zygote(
     super::zygote::call::arrange(prepared.cgroup.as_ref(), &prepared.fallback, inputs, sock)
 }
 
-/// Runs one call in the box a zygote spare arranged (as `run_box` runs a fresh one), reports,
-/// and tears the cgroup down.
+/// Runs one call in the box a zygote spare arranged, as `run_box` runs a fresh one; if that box
+/// is gone before the call (the zygote ended), the call runs in a fresh box of the same spec.
 pub fn run_zygote_call(
     spec: &BoxSpec,
     prepared: Prepared,
-    arranged: Result<super::zygote::call::Arranged, String>,
+    arranged: super::zygote::call::Arranged,
     inputs: &super::zygote::plan::Inputs,
     caller: Caller<'_>,
 ) {
@@ -252,37 +252,47 @@ pub fn run_zygote_call(
         lifeline,
         fds: passed,
         on_report,
-        ..
+        on_started,
     } = caller;
-    let mut report = if !spec.zygote || spec.limits != prepared.limits || !passed.match_spec(spec) {
-        if let Ok(a) = arranged {
-            a.discard();
-        }
-        BoxReport::startup_failed(
-            "internal error: the call does not match the zygote spare that took it (its caps, its descriptors)",
-        )
-    } else if let Some(why) = &prepared.refusal {
-        if let Ok(a) = arranged {
-            a.discard();
-        }
-        let mut r = BoxReport::startup_failed(why.clone());
-        r.limits_refused = Some(why.clone());
-        r
-    } else {
-        super::zygote::call::run(
+    let fresh = BoxSpec {
+        zygote: false,
+        ..spec.clone()
+    };
+    let usable = spec.zygote
+        && spec.limits == prepared.limits
+        && prepared.refusal.is_none()
+        && passed.match_spec(spec);
+    let passed = if usable {
+        match super::zygote::call::run(
             spec,
             arranged,
             inputs,
             prepared.cgroup.as_ref(),
             passed,
             lifeline,
-        )
+        ) {
+            super::zygote::call::Ran::Report(mut report) => {
+                report.applied = Some(prepared.applied.clone());
+                on_report(&report);
+                prepared.release();
+                return;
+            }
+            super::zygote::call::Ran::Unused(passed) => passed,
+        }
+    } else {
+        arranged.discard();
+        passed
     };
-    if prepared.refusal.is_none() {
-        report.applied = Some(prepared.applied.clone());
-    }
-    on_report(&report);
-    prepared.release();
+    run_box(
+        &fresh,
+        prepared,
+        Caller {
+            lifeline,
+            fds: passed,
+            on_report,
+            on_started,
+        },
+    );
 }
 
 /// Builds, runs and tears down one box. The caller's lifeline, when given, kills the box if it

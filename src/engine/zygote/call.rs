@@ -127,7 +127,7 @@ pub struct Arranged {
 
 impl Arranged {
     /// Ends the arranged box unused (no call came): P's end ends every process in it.
-    pub fn discard(self) {
+    pub fn discard(&self) {
         let _ = sys::pidfd_kill(self.pidfd.as_fd(), libc::SIGKILL);
         let mut fds = [PollFd::new(self.pidfd.as_fd(), PollFlags::POLLIN)];
         let _ = poll(&mut fds, PollTimeout::from(1000u16));
@@ -218,59 +218,56 @@ pub fn arrange(
     })
 }
 
-/// Runs the call in its arranged box (or says why there is none): the channel goes to the
-/// waiting workload, then P is watched until it ends, and the call concluded as a fresh box's.
-/// `cgroup`: the call's, where kern made one.
+/// How a call went in its arranged box.
+pub enum Ran {
+    Report(BoxReport),
+    /// The box was gone before the call came (the zygote ended, or the box's setup failed):
+    /// nothing of the call ran, and its descriptors are back for a fresh box.
+    Unused(BoxFds),
+}
+
+/// Runs the call in its arranged box: the channel goes to the waiting workload, then P is
+/// watched until it ends, and the call concluded as a fresh box's. `cgroup`: the call's, where
+/// kern made one.
 pub fn run(
     spec: &BoxSpec,
-    arranged: Result<Arranged, String>,
+    mut a: Arranged,
     inputs: &plan::Inputs,
     cgroup: Option<&BoxCgroup>,
     passed: BoxFds,
     lifeline: Option<BorrowedFd<'_>>,
-) -> BoxReport {
+) -> Ran {
     let deadline = Instant::now() + Duration::from_millis(spec.timeout_ms);
-    let mut a = match arranged {
-        Ok(a) => a,
-        Err(why) => return BoxReport::startup_failed(why),
-    };
     // The box was made from the Sandbox's settings when kern started; the call's must be those.
     if spec.tmpfs != inputs.tmpfs || spec.hostname != inputs.hostname {
         a.discard();
-        return BoxReport::startup_failed(
-            "internal error: the call's scratch mounts or hostname are not those its zygote box was made with",
-        );
+        return Ran::Unused(passed);
     }
-    let Some(channel) = passed.channel else {
-        a.discard();
-        return BoxReport::startup_failed("internal error: a zygote call came without a channel");
+    let ended = {
+        let mut fds = [PollFd::new(a.pidfd.as_fd(), PollFlags::POLLIN)];
+        poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
     };
-    let mut ended_by = None;
-    if a.messages.is_empty() {
-        if let Err(e) = sys::send_with_fds(a.sock.as_fd(), b"go", &[channel.as_raw_fd()]) {
-            ended_by = Some(Fault::new(
-                FaultKind::StartupFailed,
-                format!("the call's box ended before the call came ({e})"),
-            ));
+    let sent = match (&passed.channel, ended || !a.messages.is_empty()) {
+        (Some(channel), false) => {
+            sys::send_with_fds(a.sock.as_fd(), b"go", &[channel.as_raw_fd()]).is_ok()
         }
-        // Only the call holds the channel now: its far end sees EOF when the call is gone.
-        drop(channel);
-        if ended_by.is_none() {
-            ended_by = watch(
-                &a.pidfd,
-                &a.sock,
-                deadline,
-                lifeline,
-                spec,
-                &mut a.messages,
-                &mut a.status,
-            );
-        }
-    } else {
-        // It could not be set up: it says why (an `S` line), and nothing of the call ran.
-        let _ = sys::pidfd_kill(a.pidfd.as_fd(), libc::SIGKILL);
+        _ => false,
+    };
+    if !sent {
+        a.discard();
+        return Ran::Unused(passed);
     }
-    let _ = a.call_pid;
+    // Only the call holds the channel now: its far end sees EOF when the call is gone.
+    drop(passed);
+    let ended_by = watch(
+        &a.pidfd,
+        &a.sock,
+        deadline,
+        lifeline,
+        spec,
+        &mut a.messages,
+        &mut a.status,
+    );
     // What is left to say (C's status) comes once P is gone.
     let grace = Instant::now() + STATUS_GRACE;
     while a.status.is_none() {
@@ -287,7 +284,14 @@ pub fn run(
         .filter(|cg| cg.oom_kills() > 0)
         .map(|cg| cg.shmem_bytes());
     let messages = String::from_utf8_lossy(&a.messages).into_owned();
-    faults::conclude(spec, &messages, ended_by, oom, init_status, "call's PID 1")
+    Ran::Report(faults::conclude(
+        spec,
+        &messages,
+        ended_by,
+        oom,
+        init_status,
+        "call's PID 1",
+    ))
 }
 
 /// Until P ends: its lines, the deadline, the caller. Returns kern's own reason, if it ended
