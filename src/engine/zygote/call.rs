@@ -220,7 +220,7 @@ pub fn arrange(
 
 /// How a call went in its arranged box.
 pub enum Ran {
-    Report(BoxReport),
+    Report(Box<BoxReport>),
     /// The box was gone before the call came (the zygote ended, or the box's setup failed):
     /// nothing of the call ran, and its descriptors are back for a fresh box.
     Unused(BoxFds),
@@ -284,14 +284,14 @@ pub fn run(
         .filter(|cg| cg.oom_kills() > 0)
         .map(|cg| cg.shmem_bytes());
     let messages = String::from_utf8_lossy(&a.messages).into_owned();
-    Ran::Report(faults::conclude(
+    Ran::Report(Box::new(faults::conclude(
         spec,
         &messages,
         ended_by,
         oom,
         init_status,
         "call's PID 1",
-    ))
+    )))
 }
 
 /// Until P ends: its lines, the deadline, the caller. Returns kern's own reason, if it ended
