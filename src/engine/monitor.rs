@@ -244,7 +244,7 @@ pub fn arrange_zygote(
 pub fn run_zygote_call(
     spec: &BoxSpec,
     prepared: Prepared,
-    arranged: super::zygote::call::Arranged,
+    arranged: Result<super::zygote::call::Arranged, String>,
     inputs: &super::zygote::plan::Inputs,
     caller: Caller<'_>,
 ) {
@@ -262,6 +262,31 @@ pub fn run_zygote_call(
         && spec.limits == prepared.limits
         && prepared.refusal.is_none()
         && passed.match_spec(spec);
+    // Said, never silent: the call still runs, in a fresh box.
+    let fell_back = |why: &str| {
+        note(
+            "note",
+            &format!("zygote: this call's box could not come from the Sandbox's zygote ({why}); it ran in a fresh box"),
+        )
+    };
+    let arranged = match arranged {
+        Ok(a) => a,
+        Err(why) => {
+            if usable {
+                fell_back(&why);
+            }
+            return run_box(
+                &fresh,
+                prepared,
+                Caller {
+                    lifeline,
+                    fds: passed,
+                    on_report,
+                    on_started,
+                },
+            );
+        }
+    };
     let passed = if usable {
         match super::zygote::call::run(
             spec,
@@ -277,7 +302,10 @@ pub fn run_zygote_call(
                 prepared.release();
                 return;
             }
-            super::zygote::call::Ran::Unused(passed) => passed,
+            super::zygote::call::Ran::Unused(passed, why) => {
+                fell_back(&why);
+                passed
+            }
         }
     } else {
         arranged.discard();

@@ -355,18 +355,10 @@ fn boxed() -> ExitCode {
             Some(sock) => monitor::arrange_zygote(&prepared, &z.zygote, sock),
             None => Err("internal error: a zygote spare came without its socket".into()),
         };
-        // No box to offer (the zygote has ended): this spare ends before its spec, and the call
-        // that took it runs in a fresh box instead (`session::call`).
-        let arranged = match arranged {
-            Ok(a) => a,
-            Err(why) => {
-                eprintln!("kern box: zygote spare: {why}");
-                prepared.release();
-                return ExitCode::SUCCESS;
-            }
-        };
         let Some((spec, passed)) = read_spec(&mut control) else {
-            arranged.discard();
+            if let Ok(a) = arranged {
+                a.discard();
+            }
             prepared.release();
             return ExitCode::SUCCESS;
         };

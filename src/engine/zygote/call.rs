@@ -222,8 +222,8 @@ pub fn arrange(
 pub enum Ran {
     Report(Box<BoxReport>),
     /// The box was gone before the call came (the zygote ended, or the box's setup failed):
-    /// nothing of the call ran, and its descriptors are back for a fresh box.
-    Unused(BoxFds),
+    /// nothing of the call ran, and its descriptors are back for a fresh box; why.
+    Unused(BoxFds, String),
 }
 
 /// Runs the call in its arranged box: the channel goes to the waiting workload, then P is
@@ -241,21 +241,29 @@ pub fn run(
     // The box was made from the Sandbox's settings when kern started; the call's must be those.
     if spec.tmpfs != inputs.tmpfs || spec.hostname != inputs.hostname {
         a.discard();
-        return Ran::Unused(passed);
+        return Ran::Unused(
+            passed,
+            "the call's scratch mounts or hostname are not those its box was made with".into(),
+        );
     }
     let ended = {
         let mut fds = [PollFd::new(a.pidfd.as_fd(), PollFlags::POLLIN)];
         poll(&mut fds, PollTimeout::ZERO).is_ok_and(|n| n > 0)
     };
-    let sent = match (&passed.channel, ended || !a.messages.is_empty()) {
-        (Some(channel), false) => {
-            sys::send_with_fds(a.sock.as_fd(), b"go", &[channel.as_raw_fd()]).is_ok()
+    let said = String::from_utf8_lossy(&a.messages).trim().to_string();
+    let unsent = match (&passed.channel, ended, said.is_empty()) {
+        (None, _, _) => Some("the call has no channel".to_string()),
+        (_, _, false) => Some(format!("its box said: {said}")),
+        (_, true, _) => Some("its box had ended before the call came".to_string()),
+        (Some(channel), false, true) => {
+            sys::send_with_fds(a.sock.as_fd(), b"go", &[channel.as_raw_fd()])
+                .err()
+                .map(|e| format!("its box had ended before the call came ({e})"))
         }
-        _ => false,
     };
-    if !sent {
+    if let Some(why) = unsent {
         a.discard();
-        return Ran::Unused(passed);
+        return Ran::Unused(passed, why);
     }
     // Only the call holds the channel now: its far end sees EOF when the call is gone.
     drop(passed);
