@@ -11,7 +11,9 @@
 # registry-network tests (__tests__/registries.test.js) tinyproxy-bin (a real forward proxy, the
 # binary without the Debian service) and openssl (a test CA made at test time); for the
 # cgroup-v2 guest (scripts/cgv2-vm.sh): patchelf (points the UML kernel at its own libc) and
-# e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below).
+# e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below); for
+# the container tests (__tests__/container.test.js, scripts/build-test-container.sh) podman with
+# the runc runtime, slirp4netns and fuse-overlayfs.
 # ruff (the Python check of scripts/test.sh, scripts/check-python.py) comes pinned from PyPI into
 # target/tools, not into the system's Python.
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
@@ -27,7 +29,7 @@ die() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs python3-pip)
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs python3-pip podman runc slirp4netns fuse-overlayfs)
 missing=()
 for p in "${packages[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
