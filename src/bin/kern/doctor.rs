@@ -4,7 +4,7 @@
 
 use kern_sandbox::engine::cgroup::{self, BoxCgroup, Version};
 use kern_sandbox::engine::spec::Limits;
-use kern_sandbox::engine::{apparmor, idmap, landlock, launch, sys};
+use kern_sandbox::engine::{apparmor, container, idmap, landlock, launch, sys};
 use kern_sandbox::image::net::{self as pullnet, redact};
 use kern_sandbox::image::store::Store;
 use serde::Serialize;
@@ -70,6 +70,7 @@ pub fn doctor(workspace: Option<PathBuf>, json: bool) -> ExitCode {
     let workspace = workspace.unwrap_or_else(std::env::temp_dir);
     // The namespace and idmap probes fork: they come first, while kern is single-threaded.
     let mut checks = vec![userns(root)];
+    checks.extend(in_container());
     checks.push(idmapped(&workspace, root));
     checks.extend(cgroups(root));
     checks.push(seccomp());
@@ -206,6 +207,85 @@ fn userns(root: bool) -> Check {
                 .blocking()
         }
     }
+}
+
+/// Inside a container (issue 22): each restriction of the runtime that stops a box, with the
+/// flag or `securityContext` line that lifts it; nothing on a host. Forks (the seccomp probe):
+/// runs while kern is single-threaded.
+fn in_container() -> Vec<Check> {
+    let Some(runtime) = container::runtime() else {
+        return Vec::new();
+    };
+    let seccomp = container::seccomp_mode();
+    let mut checks = vec![Check::new(
+        "container",
+        Status::Info,
+        format!(
+            "inside a container ({runtime}; this process's seccomp mode {}; AppArmor {})",
+            seccomp.map_or("unknown".into(), |m| m.to_string()),
+            container::apparmor_label().unwrap_or_else(|| "unconfined or absent".into())
+        ),
+    )];
+    let refused = |name: &'static str, r: container::Refusal| {
+        Check::new(name, Status::Missing, r.what)
+            .fix(r.fix)
+            .blocking()
+    };
+    let covered = container::covered_proc();
+    if covered.is_empty() {
+        checks.push(Check::new(
+            "proc-mask",
+            Status::Ok,
+            "nothing covers paths under /proc: a box can mount its own",
+        ));
+    } else {
+        checks.push(refused(
+            "proc-mask",
+            container::masked_proc_refusal(&covered),
+        ));
+    }
+    // What a box does first in its new namespaces: name its UTS namespace. Only a filter
+    // refuses that there (the child holds every capability in its own user namespace).
+    let named = match sys::clone_fork(libc::CLONE_NEWUSER | libc::CLONE_NEWUTS) {
+        Ok(sys::Forked::Child) => match nix::unistd::sethostname("kern") {
+            Ok(()) => sys::exit_now(0),
+            Err(e) => sys::exit_now(e as i32),
+        },
+        Ok(sys::Forked::Parent(pid)) => {
+            match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+                Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => {
+                    Err(nix::errno::Errno::from_raw(code))
+                }
+                _ => Err(nix::errno::Errno::UnknownErrno),
+            }
+        }
+        // The userns check says why no namespace could be made.
+        Err(_) => Ok(()),
+    };
+    match named {
+        Ok(()) => checks.push(Check::new(
+            "seccomp-profile",
+            Status::Ok,
+            "the container's seccomp profile lets a box set up its namespaces (sethostname in its own UTS namespace)",
+        )),
+        Err(e) if seccomp == Some(2) => checks.push(refused(
+            "seccomp-profile",
+            container::seccomp_refusal(&format!("sethostname in a new UTS namespace ({e})")),
+        )),
+        Err(e) => checks.push(
+            Check::new(
+                "seccomp-profile",
+                Status::Missing,
+                format!("sethostname in a new UTS namespace failed ({e}) with no seccomp filter on this process"),
+            )
+            .blocking(),
+        ),
+    }
+    if container::root_without_sys_admin() {
+        checks.push(refused("container-root", container::root_refusal()));
+    }
+    checks
 }
 
 /// The README's profile for Ubuntu's restriction, with this kern binary's real path.
