@@ -236,6 +236,15 @@ describe('kern doctor inside a container', () => {
     expect(check(report, 'userns').status).toBe('ok');
   });
 
+  test('as root of a container with its own user namespace: no idmapped mount needed, nothing refused', () => {
+    const { code, report } = doctor([...ROOT_USERNS, ...withProfile(), ...UNMASKED_PROC]);
+    expect(check(report, 'idmap')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^root in a user namespace of its own/) });
+    expect(check(report, 'container-root')).toBeUndefined();
+    expect(report.checks.filter((c) => c.blocking && c.status !== 'ok' && c.name !== 'caps').map((c) => c.name)).toEqual([]);
+    // Only the caps (cgroup v1 read-only here) keep it from "boxes run with enforced caps".
+    expect(code === 0).toBe(check(report, 'caps').status === 'ok');
+  });
+
   test("as the container's root without a user namespace: says to run as a non-root user", () => {
     const { report } = doctor([...withProfile(), ...UNMASKED]);
     expect(check(report, 'container-root')).toMatchObject({ status: 'missing', fix: expect.stringContaining('--user 1000') });

@@ -59,6 +59,13 @@ pub fn runtime() -> Option<&'static str> {
         .then_some("container")
 }
 
+/// Whether anything here can refuse a box the way container runtimes do: a seccomp filter on
+/// this process, paths covered under `/proc`, or root without CAP_SYS_ADMIN. Cheap (three
+/// reads); a marker file alone (`/.dockerenv` is left on some VM images) says nothing.
+pub fn confined() -> bool {
+    seccomp_mode() == Some(2) || !covered_proc().is_empty() || root_without_sys_admin()
+}
+
 /// This process's seccomp mode (`/proc/self/status`): 2 under a filter. kern installs its own
 /// filters only in the box, so in kern or the addon a 2 is the runtime's profile.
 pub fn seccomp_mode() -> Option<u8> {

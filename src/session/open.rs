@@ -153,13 +153,12 @@ async fn start(
 
 /// Inside a container (issue 22), a box the runtime's restrictions stop (its seccomp profile,
 /// masked `/proc`, root without a user namespace) is refused at open(), naming the restriction
-/// and the flag that lifts it, rather than at each call as a `startup_failed` fault: a box runs
-/// `true` at the first open() of the process, and again until one passes.
+/// and the flag that lifts it, rather than at each call as a `startup_failed` fault: where such
+/// a restriction is in force (`container::confined`), a box runs `true` at the first open() of
+/// the process, and again until one passes.
 async fn container_preflight(opened: &Arc<Opened>, kern: &Path) -> Result<()> {
     static PASSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if PASSED.load(std::sync::atomic::Ordering::Relaxed)
-        || crate::engine::container::runtime().is_none()
-    {
+    if PASSED.load(std::sync::atomic::Ordering::Relaxed) || !crate::engine::container::confined() {
         return Ok(());
     }
     let workspace = opened.workspace_path()?;

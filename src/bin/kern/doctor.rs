@@ -210,12 +210,14 @@ fn userns(root: bool) -> Check {
 }
 
 /// Inside a container (issue 22): each restriction of the runtime that stops a box, with the
-/// flag or `securityContext` line that lifts it; nothing on a host. Forks (the seccomp probe):
+/// flag or `securityContext` line that lifts it; nothing where no restriction of the kind is in
+/// force (a host). Forks (the seccomp probe):
 /// runs while kern is single-threaded.
 fn in_container() -> Vec<Check> {
-    let Some(runtime) = container::runtime() else {
+    if !container::confined() {
         return Vec::new();
-    };
+    }
+    let runtime = container::runtime().unwrap_or("no runtime named");
     let seccomp = container::seccomp_mode();
     let mut checks = vec![Check::new(
         "container",
@@ -529,6 +531,13 @@ fn idmapped(workspace: &Path, root: bool) -> Check {
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
+    if root && !idmap::in_initial_userns() {
+        return Check::new(
+            "idmap",
+            Status::Ok,
+            format!("root in a user namespace of its own (a container's): the box maps this root alone, as an unprivileged caller's; no idmapped mount needed ({ws} is {fs}, kernel {kernel})"),
+        );
+    }
     if !root {
         return Check::new(
             "idmap",
