@@ -36,7 +36,12 @@ function ensureDist() {
 /** The flags of each posture. */
 const NON_ROOT = ['--user', 'app'];
 // Root of a container with a user namespace of its own (podman --uidmap; Kubernetes hostUsers: false).
-const ROOT_USERNS = ['--uidmap', '0:200000:65536', '--gidmap', '0:200000:65536'];
+const USERNS = ['--uidmap', '0:200000:65536', '--gidmap', '0:200000:65536'];
+const ROOT_USERNS = USERNS;
+// What the README's run line and deploy/k8s/deployment.yaml add: no capability (root of a user
+// namespace keeps CAP_SETFCAP, which mapping uid 0 needs), no privilege gain, a read-only root.
+const HARDENED = ['--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--read-only'];
+const HARDENED_ROOT = ['--cap-drop', 'ALL', '--cap-add', 'SETFCAP', '--security-opt', 'no-new-privileges', '--read-only'];
 const withProfile = () => ['--security-opt', `seccomp=${profile}`];
 const UNMASKED = ['--security-opt', 'systempaths=unconfined'];
 const UNMASKED_PROC = ['--security-opt', 'unmask=/proc/*'];
@@ -105,8 +110,9 @@ describe('the shipped profile', () => {
 });
 
 describe.each([
-  ['the non-root user (--user app), systempaths=unconfined', () => [...NON_ROOT, ...withProfile(), ...UNMASKED], 0],
-  ['root in a user namespace of its own (--uidmap), unmask=/proc/*', () => [...ROOT_USERNS, ...withProfile(), ...UNMASKED_PROC], 0],
+  ['the non-root user (--user app), systempaths=unconfined', () => [...NON_ROOT, ...withProfile(), ...UNMASKED, ...HARDENED], 0],
+  ['root in a user namespace of its own (--uidmap), unmask=/proc/*', () => [...ROOT_USERNS, ...withProfile(), ...UNMASKED_PROC, ...HARDENED_ROOT], 0],
+  ['the non-root user in a user namespace (the Kubernetes manifest: hostUsers: false, runAsUser)', () => [...USERNS, ...NON_ROOT, ...withProfile(), ...UNMASKED_PROC, ...HARDENED], 0],
 ])('inside a container as %s, with the shipped profile', (_name, flags, boxUid) => {
   let out;
   beforeAll(() => {
@@ -145,8 +151,8 @@ describe.each([
 });
 
 describe.each([
-  ['the non-root user', () => [...NON_ROOT, ...withProfile(), ...UNMASKED]],
-  ['root in a user namespace of its own', () => [...ROOT_USERNS, ...withProfile(), ...UNMASKED_PROC]],
+  ['the non-root user', () => [...NON_ROOT, ...withProfile(), ...UNMASKED, ...HARDENED]],
+  ['root in a user namespace of its own', () => [...ROOT_USERNS, ...withProfile(), ...UNMASKED_PROC, ...HARDENED_ROOT]],
 ])("attack: the box against the container's processes and files, as %s", (_name, flags) => {
   let out;
   beforeAll(() => {
@@ -201,6 +207,15 @@ describe('without the flags, open() throws a SandboxError that names the refusal
     expect(out.error.code).toBe('ERR_HOST_UNSUPPORTED');
     expect(out.error.message).toMatch(/mount \/proc .*EPERM/);
     expect(out.error.message).toContain('--security-opt systempaths=unconfined');
+  });
+
+  test("root of a user namespace without CAP_SETFCAP (--cap-drop ALL): names SETFCAP and --user", () => {
+    const out = probe([...ROOT_USERNS, ...withProfile(), ...UNMASKED_PROC, ...HARDENED], 'open');
+    expect(out.opened).toBe(false);
+    expect(out.error.code).toBe('ERR_HOST_UNSUPPORTED');
+    expect(out.error.message).toMatch(/cannot write the box's uid\/gid maps: Operation not permitted/);
+    expect(out.error.message).toContain('--cap-add SETFCAP');
+    expect(out.error.message).toContain('--user 1000');
   });
 
   test("the container's root that is the host's root (no user namespace): names --user and hostUsers: false", () => {

@@ -13,7 +13,8 @@
 //!   join it;
 //! - container root that is host root without CAP_SYS_ADMIN (no user namespace of its own):
 //!   kern maps a box of root to a range of host ids and attaches the workspace idmapped, which
-//!   the kernel refuses it (EPERM);
+//!   the kernel refuses it (EPERM); root of a user namespace of its own maps itself, which
+//!   needs CAP_SETFCAP (`--cap-drop ALL` takes it: the uid map's write fails with EPERM);
 //! - no user namespaces (`user.max_user_namespaces = 0`) or an AppArmor profile refusing mounts.
 
 use std::fmt::Write as _;
@@ -24,7 +25,8 @@ pub const PROFILE_PATH: &str = "node_modules/kern-sandbox/seccomp.json";
 /// One refusal of the container's runtime, and what lifts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// `"seccomp"`, `"masked-proc"`, `"root-without-userns"`, `"userns"`, `"apparmor"`.
+    /// `"seccomp"`, `"masked-proc"`, `"root-without-userns"`, `"root-without-setfcap"`,
+    /// `"userns"`, `"apparmor"`.
     pub kind: &'static str,
     /// What the runtime refuses, with the facts read here.
     pub what: String,
@@ -60,10 +62,13 @@ pub fn runtime() -> Option<&'static str> {
 }
 
 /// Whether anything here can refuse a box the way container runtimes do: a seccomp filter on
-/// this process, paths covered under `/proc`, or root without CAP_SYS_ADMIN. Cheap (three
-/// reads); a marker file alone (`/.dockerenv` is left on some VM images) says nothing.
+/// this process, paths covered under `/proc`, or root without CAP_SYS_ADMIN (or, in a user
+/// namespace, CAP_SETFCAP). Cheap (a few reads); a marker file alone (`/.dockerenv` is left on some VM images) says nothing.
 pub fn confined() -> bool {
-    seccomp_mode() == Some(2) || !covered_proc().is_empty() || root_without_sys_admin()
+    seccomp_mode() == Some(2)
+        || !covered_proc().is_empty()
+        || root_without_sys_admin()
+        || root_without_setfcap()
 }
 
 /// This process's seccomp mode (`/proc/self/status`): 2 under a filter. kern installs its own
@@ -105,13 +110,28 @@ pub fn apparmor_label() -> Option<String> {
     (!label.is_empty() && label != "unconfined").then(|| label.to_string())
 }
 
+/// Whether this process's effective set holds capability `cap`.
+fn has_cap(cap: u32) -> bool {
+    status_field("CapEff:")
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .is_some_and(|e| e & (1u64 << cap) != 0)
+}
+
 /// Root that is host root (no user namespace of its own) but lacks CAP_SYS_ADMIN: a container's
 /// root under a runtime's default capability set.
 pub fn root_without_sys_admin() -> bool {
-    let root = nix::unistd::geteuid().is_root();
-    let eff = status_field("CapEff:").and_then(|v| u64::from_str_radix(&v, 16).ok());
-    root && super::idmap::in_initial_userns()
-        && eff.is_some_and(|e| e & (1u64 << super::caps::SYS_ADMIN) == 0)
+    nix::unistd::geteuid().is_root()
+        && super::idmap::in_initial_userns()
+        && !has_cap(super::caps::SYS_ADMIN)
+}
+
+/// Root of a user namespace of its own without CAP_SETFCAP: since Linux 5.12 mapping uid 0
+/// into a new namespace needs it (`--cap-drop ALL` takes it; measured: writing the uid map
+/// fails with EPERM).
+pub fn root_without_setfcap() -> bool {
+    nix::unistd::geteuid().is_root()
+        && !super::idmap::in_initial_userns()
+        && !has_cap(super::caps::SETFCAP)
 }
 
 /// Lifts the masked `/proc` paths.
@@ -156,6 +176,15 @@ pub fn root_refusal() -> Refusal {
     }
 }
 
+/// Lifts root-without-CAP_SETFCAP.
+pub fn setfcap_refusal() -> Refusal {
+    Refusal {
+        kind: "root-without-setfcap",
+        what: "kern runs as the root of the container's user namespace without CAP_SETFCAP, which Linux (5.12+) requires to map uid 0 into the box's user namespace (writing the uid map: EPERM)".into(),
+        fix: "keep CAP_SETFCAP (--cap-drop ALL --cap-add SETFCAP; Kubernetes: capabilities: {drop: [ALL], add: [SETFCAP]}), or run the container as a non-root user (--user 1000; Kubernetes: runAsUser: 1000), which needs no capability".into(),
+    }
+}
+
 /// Lifts a confining AppArmor profile.
 pub fn apparmor_refusal(label: &str) -> Refusal {
     Refusal {
@@ -197,6 +226,9 @@ pub fn explain(step: &str) -> Option<Refusal> {
     }
     if step.contains("idmapped mount") && root_without_sys_admin() {
         return Some(root_refusal());
+    }
+    if step.contains("uid/gid maps") && root_without_setfcap() {
+        return Some(setfcap_refusal());
     }
     let namespaced = [
         "sethostname",

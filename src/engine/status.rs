@@ -95,7 +95,8 @@ pub struct BoxReport {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resident_gone: Option<String>,
     /// The box could not start because the container it runs in refuses a step (issue 22):
-    /// `"seccomp"`, `"masked-proc"`, `"root-without-userns"`, `"userns"` or `"apparmor"`
+    /// `"seccomp"`, `"masked-proc"`, `"root-without-userns"`, `"root-without-setfcap"`,
+    /// `"userns"` or `"apparmor"`
     /// (`engine::container`). The fault's message names the refusal and its fix; `open()`
     /// throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

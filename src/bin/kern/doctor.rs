@@ -287,6 +287,9 @@ fn in_container() -> Vec<Check> {
     if container::root_without_sys_admin() {
         checks.push(refused("container-root", container::root_refusal()));
     }
+    if container::root_without_setfcap() {
+        checks.push(refused("container-root", container::setfcap_refusal()));
+    }
     checks
 }
 
