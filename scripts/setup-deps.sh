@@ -14,8 +14,9 @@
 # e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below); for
 # the container tests (__tests__/container.test.js, scripts/build-test-container.sh) podman with
 # the runc runtime, slirp4netns and fuse-overlayfs.
-# ruff (the Python check of scripts/test.sh, scripts/check-python.py) comes pinned from PyPI into
-# target/tools, not into the system's Python.
+# ruff (the Python check of scripts/test.sh, scripts/check-python.py) and kubernetes-validate (the
+# offline check of deploy/k8s/deployment.yaml) come pinned from PyPI into target/tools, not into
+# the system's Python.
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
 # only checks they are there and says what to do if not.
 set -euo pipefail
@@ -105,4 +106,23 @@ if [[ ! -x "$ruff_dir/bin/ruff" ]]; then
   rm -f "$log"
 fi
 [[ -x "$ruff_dir/bin/ruff" ]] && ln -sfn "ruff-$ruff_version/bin/ruff" target/tools/ruff
+
+# --- kubernetes-validate (PyPI, pinned) --------------------------------------------------------
+# Checks deploy/k8s/deployment.yaml offline against the Kubernetes schemas it bundles
+# (__tests__/deploy.test.js): no cluster here. Into target/tools/kubernetes-validate (with its
+# dependencies, PyYAML among them), not into the system's Python. Without it only that test fails.
+kv_version=1.37.0
+kv_dir="target/tools/kubernetes-validate-$kv_version"
+if [[ ! -f "$kv_dir/kubernetes_validate/__main__.py" ]]; then
+  echo "setup-deps: kubernetes-validate $kv_version (PyPI) -> $kv_dir"
+  rm -rf "$kv_dir" target/tools/kubernetes-validate
+  log="$(mktemp)"
+  if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --target "$kv_dir" "kubernetes-validate==$kv_version" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup-deps: WARNING: pip install kubernetes-validate==$kv_version failed: __tests__/deploy.test.js will fail" >&2
+  fi
+  rm -f "$log"
+fi
+[[ -f "$kv_dir/kubernetes_validate/__main__.py" ]] && ln -sfn "kubernetes-validate-$kv_version" target/tools/kubernetes-validate
 exit 0
