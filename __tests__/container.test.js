@@ -239,22 +239,22 @@ describe('kern doctor inside a container', () => {
     const { code, report } = doctor(NON_ROOT);
     expect(code).not.toBe(0);
     expect(check(report, 'container')).toMatchObject({ status: 'info', detail: expect.stringMatching(/^inside a container \(podman; this process's seccomp mode 2/) });
-    expect(check(report, 'proc-mask')).toMatchObject({ status: 'missing', fix: expect.stringContaining('--security-opt systempaths=unconfined') });
-    expect(check(report, 'seccomp-profile')).toMatchObject({ status: 'missing', detail: expect.stringContaining('sethostname in a new UTS namespace (EPERM'), fix: expect.stringContaining('--security-opt seccomp=node_modules/kern-sandbox/seccomp.json') });
-    expect(check(report, 'container-root')).toBeUndefined();
+    expect(check(report, 'ctr-proc')).toMatchObject({ status: 'missing', fix: expect.stringContaining('--security-opt systempaths=unconfined') });
+    expect(check(report, 'ctr-seccomp')).toMatchObject({ status: 'missing', detail: expect.stringContaining('sethostname in a new UTS namespace (EPERM'), fix: expect.stringContaining('--security-opt seccomp=node_modules/kern-sandbox/seccomp.json') });
+    expect(check(report, 'ctr-root')).toBeUndefined();
   });
 
   test('with the profile and the flags: those checks pass', () => {
     const { report } = doctor([...NON_ROOT, ...withProfile(), ...UNMASKED]);
-    expect(check(report, 'proc-mask').status).toBe('ok');
-    expect(check(report, 'seccomp-profile').status).toBe('ok');
+    expect(check(report, 'ctr-proc').status).toBe('ok');
+    expect(check(report, 'ctr-seccomp').status).toBe('ok');
     expect(check(report, 'userns').status).toBe('ok');
   });
 
   test('as root of a container with its own user namespace: no idmapped mount needed, nothing refused', () => {
     const { code, report } = doctor([...ROOT_USERNS, ...withProfile(), ...UNMASKED_PROC]);
     expect(check(report, 'idmap')).toMatchObject({ status: 'ok', detail: expect.stringMatching(/^root in a user namespace of its own/) });
-    expect(check(report, 'container-root')).toBeUndefined();
+    expect(check(report, 'ctr-root')).toBeUndefined();
     expect(report.checks.filter((c) => c.blocking && c.status !== 'ok' && c.name !== 'caps').map((c) => c.name)).toEqual([]);
     // Only the caps (cgroup v1 read-only here) keep it from "boxes run with enforced caps".
     expect(code === 0).toBe(check(report, 'caps').status === 'ok');
@@ -262,6 +262,6 @@ describe('kern doctor inside a container', () => {
 
   test("as the container's root without a user namespace: says to run as a non-root user", () => {
     const { report } = doctor([...withProfile(), ...UNMASKED]);
-    expect(check(report, 'container-root')).toMatchObject({ status: 'missing', fix: expect.stringContaining('--user 1000') });
+    expect(check(report, 'ctr-root')).toMatchObject({ status: 'missing', fix: expect.stringContaining('--user 1000') });
   });
 });

@@ -236,13 +236,13 @@ fn in_container() -> Vec<Check> {
     let covered = container::covered_proc();
     if covered.is_empty() {
         checks.push(Check::new(
-            "proc-mask",
+            "ctr-proc",
             Status::Ok,
             "nothing covers paths under /proc: a box can mount its own",
         ));
     } else {
         checks.push(refused(
-            "proc-mask",
+            "ctr-proc",
             container::masked_proc_refusal(&covered),
         ));
     }
@@ -267,17 +267,17 @@ fn in_container() -> Vec<Check> {
     };
     match named {
         Ok(()) => checks.push(Check::new(
-            "seccomp-profile",
+            "ctr-seccomp",
             Status::Ok,
             "the container's seccomp profile lets a box set up its namespaces (sethostname in its own UTS namespace)",
         )),
         Err(e) if seccomp == Some(2) => checks.push(refused(
-            "seccomp-profile",
+            "ctr-seccomp",
             container::seccomp_refusal(&format!("sethostname in a new UTS namespace ({e})")),
         )),
         Err(e) => checks.push(
             Check::new(
-                "seccomp-profile",
+                "ctr-seccomp",
                 Status::Missing,
                 format!("sethostname in a new UTS namespace failed ({e}) with no seccomp filter on this process"),
             )
@@ -285,10 +285,10 @@ fn in_container() -> Vec<Check> {
         ),
     }
     if container::root_without_sys_admin() {
-        checks.push(refused("container-root", container::root_refusal()));
+        checks.push(refused("ctr-root", container::root_refusal()));
     }
     if container::root_without_setfcap() {
-        checks.push(refused("container-root", container::setfcap_refusal()));
+        checks.push(refused("ctr-root", container::setfcap_refusal()));
     }
     checks
 }
