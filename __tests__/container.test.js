@@ -102,6 +102,12 @@ describe('the shipped profile', () => {
     expect(ours.syscalls.length).toBe(base.syscalls.length + 1);
   });
 
+  test('is what scripts/make-seccomp-profile.py makes from the installed default (regenerate it when containers-common changes)', () => {
+    const made = spawnSync('python3', [path.join(repo, 'scripts', 'make-seccomp-profile.py')], { encoding: 'utf8' });
+    expect(made.status).toBe(0);
+    expect(made.stdout).toBe(fs.readFileSync(path.join(repo, 'seccomp.json'), 'utf8'));
+  });
+
   test('the container itself still cannot set its hostname with it (the kernel wants CAP_SYS_ADMIN; only the filter is lifted)', () => {
     const r = podman([...NON_ROOT, ...withProfile(), ...UNMASKED], ['python3', '-c', 'import socket; socket.sethostname("x")']);
     expect(r.status).not.toBe(0);
