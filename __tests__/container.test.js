@@ -39,9 +39,11 @@ const NON_ROOT = ['--user', 'app'];
 const USERNS = ['--uidmap', '0:200000:65536', '--gidmap', '0:200000:65536'];
 const ROOT_USERNS = USERNS;
 // What the README's run line and deploy/k8s/deployment.yaml add: no capability (root of a user
-// namespace keeps CAP_SETFCAP, which mapping uid 0 needs), no privilege gain, a read-only root.
-const HARDENED = ['--cap-drop', 'ALL', '--security-opt', 'no-new-privileges', '--read-only'];
-const HARDENED_ROOT = ['--cap-drop', 'ALL', '--cap-add', 'SETFCAP', '--security-opt', 'no-new-privileges', '--read-only'];
+// namespace keeps CAP_SETFCAP, which mapping uid 0 needs), no privilege gain, a read-only root
+// (Podman mounts a tmpfs at /tmp; kern's state and image store go there: KERN_HOME).
+const READ_ONLY = ['--security-opt', 'no-new-privileges', '--read-only', '-e', 'KERN_HOME=/tmp/kern-sandbox'];
+const HARDENED = ['--cap-drop', 'ALL', ...READ_ONLY];
+const HARDENED_ROOT = ['--cap-drop', 'ALL', '--cap-add', 'SETFCAP', ...READ_ONLY];
 const withProfile = () => ['--security-opt', `seccomp=${profile}`];
 const UNMASKED = ['--security-opt', 'systempaths=unconfined'];
 const UNMASKED_PROC = ['--security-opt', 'unmask=/proc/*'];
@@ -130,6 +132,12 @@ describe.each([
     expect(out.fault).toBeNull();
     expect(out.exitCode).toBe(0);
     expect(out.stdout).toContain(`uid ${boxUid} answer 42`);
+  });
+
+  test('the long-lived boxes run too: a kernel keeps its state, a persist box answers a call', () => {
+    expect(out.kernel).toBe('42\n');
+    expect(out.persisted.fault).toBeNull();
+    expect(out.persisted.stdout).toMatch(/^resident \d+\n$/);
   });
 
   test('the box is isolated: own mount, PID and user namespaces, network none', () => {

@@ -41,7 +41,19 @@ async function run() {
       { language: 'python' }
     );
     const isolation = await sb.isolation();
+    // The long-lived boxes: a kernel's state across cells, and a resident (persist) box's call.
+    const k = await sb.kernel();
+    await k.runCode('x = 41');
+    const kernel = (await k.runCode('print(x + 1)')).stdout;
+    await k.close();
+    const name = `ctr${process.pid}`;
+    const resident = await new Sandbox({ image: IMAGE, persist: true, name, workspace: fs.mkdtempSync('/tmp/ws-') }).open();
+    const persisted = await resident.runCode('echo resident $$', { language: 'bash' });
+    await resident.destroy();
+    await resident.close();
     return {
+      kernel,
+      persisted: { stdout: persisted.stdout, fault: persisted.fault },
       stdout: r.stdout,
       exitCode: r.exitCode,
       fault: r.fault,
