@@ -239,7 +239,16 @@ pub fn explain(step: &str) -> Option<Refusal> {
         "mount",
     ];
     let syscall = namespaced.iter().find(|s| step.contains(*s));
-    if let (Some(s), Some(2)) = (syscall, seccomp_mode()) {
+    // A filter answers EPERM (or ENOSYS for what it does not know), never EACCES: that is an LSM.
+    let filtered = [
+        "EPERM",
+        "Operation not permitted",
+        "ENOSYS",
+        "Function not implemented",
+    ]
+    .iter()
+    .any(|e| step.contains(e));
+    if let (Some(s), Some(2), true) = (syscall, seccomp_mode(), filtered) {
         let name = match *s {
             "join the resident box's namespaces" => "setns",
             "cannot create the box's namespaces" => "clone with namespace flags",
@@ -274,6 +283,14 @@ mod tests {
     fn a_step_that_was_not_refused_is_not_explained() {
         assert_eq!(explain("sethostname: EINVAL: Invalid argument"), None);
         assert_eq!(explain("cannot read the image: No such file"), None);
+    }
+
+    #[test]
+    fn eacces_is_never_blamed_on_seccomp() {
+        // Under any filter or none: EACCES from a mount is an LSM's answer (AppArmor), not a
+        // filter's; without a confining profile here it stays unexplained.
+        let r = explain("pivot_root: EACCES: Permission denied");
+        assert!(r.is_none_or(|r| r.kind == "apparmor"));
     }
 
     #[test]
