@@ -256,6 +256,8 @@ describe('kern doctor inside a container', () => {
     expect(check(report, 'ctr-proc')).toMatchObject({ status: 'missing', fix: expect.stringContaining('--security-opt systempaths=unconfined') });
     expect(check(report, 'ctr-seccomp')).toMatchObject({ status: 'missing', detail: expect.stringContaining('sethostname in a new UTS namespace (EPERM'), fix: expect.stringContaining('--security-opt seccomp=node_modules/kern-sandbox/seccomp.json') });
     expect(check(report, 'ctr-root')).toBeUndefined();
+    // Podman's /sys/fs/cgroup is read-only here: the caps line says so, and what caps boxes then.
+    expect(check(report, 'caps')).toMatchObject({ status: 'degraded', detail: expect.stringMatching(/^the container's \/sys\/fs\/cgroup is read-only/), fix: expect.stringContaining('resources.limits') });
   });
 
   test('with the profile and the flags: those checks pass', () => {

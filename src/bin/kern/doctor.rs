@@ -367,6 +367,15 @@ fn cgroups(root: bool) -> Vec<Check> {
                 )
             }
         }
+        // Inside a container the runtime mounts /sys/fs/cgroup read-only (Podman here, v1).
+        Err(reason) if container::confined() && reason.contains("Read-only file system") => {
+            Check::new(
+                "caps",
+                Status::Degraded,
+                format!("the container's /sys/fs/cgroup is read-only ({reason}); {fallback}"),
+            )
+            .fix("the container's own limits cap all its boxes together (--memory, --pids-limit; Kubernetes: resources.limits); per-box caps need a runtime that delegates a writable cgroup v2 subtree to the container (not measured here)")
+        }
         Err(reason) => match (version, root, &parent) {
             (Some(Version::V2), false, None) => systemd_scope(&reason, fallback),
             (Some(Version::V1 { .. }), false, _) => Check::new(
