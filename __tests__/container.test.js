@@ -176,6 +176,7 @@ describe.each([
   test("the box sees none of the container's processes and cannot signal them: the canary lives", () => {
     expect(out.thrown).toBeUndefined();
     expect(out.exitCode).toBe(0);
+    expect(out.canaryReady).toBe(true);
     expect(out.stdout).toContain('seen []');
     expect(out.stdout).toMatch(/^kill (ProcessLookupError|PermissionError)$/m);
     expect(out.canaryAlive).toBe(true);

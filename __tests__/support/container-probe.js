@@ -85,7 +85,8 @@ async function attack() {
   const marker = `kerncanary${process.pid}`;
   const canary = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 300000)', marker], { stdio: 'ignore' });
   // Started (its cmdline is the marker's) before the box looks.
-  for (let i = 0; i < 100 && !cmdlineOf(canary.pid).includes(marker); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 500 && !cmdlineOf(canary.pid).includes(marker); i++) await new Promise((r) => setTimeout(r, 20));
+  const canaryReady = cmdlineOf(canary.pid).includes(marker);
   const secretPath = '/home/canary-secret.txt';
   let secretDir = '/home';
   try {
@@ -137,6 +138,7 @@ async function attack() {
       stderr: r.stderr,
       exitCode: r.exitCode,
       fault: r.fault,
+      canaryReady,
       canaryAlive: alive,
       secretIntact: fs.readFileSync(secret, 'utf8') === marker,
       planted: ['/home/planted', '/planted', '/etc/planted', `${secretDir}/planted`].filter((p) => fs.existsSync(p)),
