@@ -140,6 +140,11 @@ describe.each([
     expect(out.persisted.stdout).toMatch(/^resident \d+\n$/);
   });
 
+  test("close() deletes the workspace, even a directory the box closed to everyone (root without CAP_DAC_OVERRIDE too)", () => {
+    expect(out.closedExit).toBe(0);
+    expect(out.leftWorkspaces).toEqual([]);
+  });
+
   test('the box is isolated: own mount, PID and user namespaces, network none', () => {
     expect(out.isolation).toMatchObject({ filesystem: true, process: true, userns: true, network: 'none' });
   });

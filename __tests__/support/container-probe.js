@@ -4,7 +4,8 @@
 // line, prefixed `PROBE `, with what the box did and what the container saw — checked on the
 // container's side, outside the box.
 //
-//   node probe.js run        a python runCode, the box's network and isolation()
+//   node probe.js run        a python runCode, the box's network and isolation(), a kernel, a
+//                            persist box, and the workspaces left after close()
 //   node probe.js attack     the box against the container's processes and files
 //   node probe.js open       open() only: the error, when the container refuses boxes
 const fs = require('fs');
@@ -18,7 +19,20 @@ function errorOf(e) {
   return { name: e.name, code: e.code, message: e.message };
 }
 
+/** The temporary workspaces (kern-ws-*) in the container's temp directory. */
+function workspaces() {
+  return fs.readdirSync(require('os').tmpdir()).filter((n) => n.startsWith('kern-ws-'));
+}
+
+/** The boxes of `runBoxes`, and the temporary workspaces their Sandboxes left after close(). */
 async function run() {
+  const before = workspaces();
+  const out = await runBoxes();
+  out.leftWorkspaces = workspaces().filter((n) => !before.includes(n));
+  return out;
+}
+
+async function runBoxes() {
   // A server in the container, on its loopback: the box's own network namespace must not reach it.
   const server = net.createServer((s) => s.end('container-server\n'));
   await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -41,6 +55,8 @@ async function run() {
       { language: 'python' }
     );
     const isolation = await sb.isolation();
+    // What a box may leave: a directory it closed to everyone (close() must still delete it).
+    const closed = await sb.runCode('mkdir -p closed/inner && echo x > closed/inner/f && chmod 000 closed/inner closed', { language: 'bash' });
     // The long-lived boxes: a kernel's state across cells, and a resident (persist) box's call.
     const k = await sb.kernel();
     await k.runCode('x = 41');
@@ -53,6 +69,7 @@ async function run() {
     await resident.close();
     return {
       kernel,
+      closedExit: closed.exitCode,
       persisted: { stdout: persisted.stdout, fault: persisted.fault },
       stdout: r.stdout,
       exitCode: r.exitCode,
@@ -67,8 +84,8 @@ async function run() {
       }),
     };
   } finally {
-    await sb.close();
     server.close();
+    await sb.close();
   }
 }
 
@@ -161,7 +178,10 @@ async function open() {
   }
 }
 
+// One line, then out: a scenario that threw may leave a server or a canary behind, which must not
+// keep the container (and the test waiting on it) alive.
 const scenarios = { run, attack, open };
 scenarios[process.argv[2]]()
   .then((out) => console.log(`PROBE ${JSON.stringify(out)}`))
-  .catch((e) => console.log(`PROBE ${JSON.stringify({ thrown: errorOf(e) })}`));
+  .catch((e) => console.log(`PROBE ${JSON.stringify({ thrown: errorOf(e) })}`))
+  .finally(() => process.exit(0));
