@@ -77,7 +77,11 @@ node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.ex
 # it (or node_modules is missing), the installed tree may be stale.
 cd "$repo"
 [[ -f package-lock.json ]] || die "package-lock.json is missing in $repo (npm ci needs it)"
-if [[ ! -d node_modules || ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
+if [[ -L node_modules ]]; then
+  # A worktree sharing another checkout's tree: npm ci would empty that checkout's node_modules
+  # through the link (it did once) and leave a real directory here.
+  echo "setup-deps: node_modules is a link to $(readlink node_modules): npm ci skipped (run it in that checkout)" >&2
+elif [[ ! -d node_modules || ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
   echo "setup-deps: npm ci"
   log="$(mktemp)"
   if ! npm ci --no-audit --no-fund >"$log" 2>&1; then
