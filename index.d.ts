@@ -281,7 +281,11 @@ export class SandboxError extends Error {
  * - `ERR_ISOLATION_UNAVAILABLE`: a control the options insist on (`requireLimits`,
  *   `requireIsolation`) is not in force on this host; the message says why and what to do.
  * - `ERR_HOST_UNSUPPORTED`: this host can't do it at all (no native package for the platform,
- *   `securityProfile` off x86_64).
+ *   `securityProfile` off x86_64), or the container kern runs in refuses boxes (its seccomp
+ *   profile, masked `/proc` paths, root without a user namespace of its own or without
+ *   CAP_SETFCAP): thrown by `open()` (which tries one box where such a restriction is in force)
+ *   and by a call, naming the refusal and the exact flag or pod `securityContext` line that
+ *   lifts it (README, "Inside containers and pods").
  * - `ERR_RUNTIME`: the kern runtime is missing, failed or could not be talked to, or the host
  *   refused an operation (a file it could not read, a temp file it could not create).
  * - `ERR_INTERNAL`: a bug in kern-sandbox (an error without a code of its own); please report it. */

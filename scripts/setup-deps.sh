@@ -11,9 +11,12 @@
 # registry-network tests (__tests__/registries.test.js) tinyproxy-bin (a real forward proxy, the
 # binary without the Debian service) and openssl (a test CA made at test time); for the
 # cgroup-v2 guest (scripts/cgv2-vm.sh): patchelf (points the UML kernel at its own libc) and
-# e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below).
-# ruff (the Python check of scripts/test.sh, scripts/check-python.py) comes pinned from PyPI into
-# target/tools, not into the system's Python.
+# e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below); for
+# the container tests (__tests__/container.test.js, scripts/build-test-container.sh) podman with
+# the runc runtime, slirp4netns and fuse-overlayfs.
+# ruff (the Python check of scripts/test.sh, scripts/check-python.py) and kubernetes-validate (the
+# offline check of deploy/k8s/deployment.yaml) come pinned from PyPI into target/tools, not into
+# the system's Python.
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
 # only checks they are there and says what to do if not.
 set -euo pipefail
@@ -27,7 +30,7 @@ die() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs python3-pip)
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs python3-pip podman runc slirp4netns fuse-overlayfs)
 missing=()
 for p in "${packages[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"
@@ -74,7 +77,11 @@ node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.ex
 # it (or node_modules is missing), the installed tree may be stale.
 cd "$repo"
 [[ -f package-lock.json ]] || die "package-lock.json is missing in $repo (npm ci needs it)"
-if [[ ! -d node_modules || ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
+if [[ -L node_modules ]]; then
+  # A worktree sharing another checkout's tree: npm ci would empty that checkout's node_modules
+  # through the link (it did once) and leave a real directory here.
+  echo "setup-deps: node_modules is a link to $(readlink node_modules): npm ci skipped (run it in that checkout)" >&2
+elif [[ ! -d node_modules || ! -f node_modules/.package-lock.json || package-lock.json -nt node_modules/.package-lock.json ]]; then
   echo "setup-deps: npm ci"
   log="$(mktemp)"
   if ! npm ci --no-audit --no-fund >"$log" 2>&1; then
@@ -103,4 +110,23 @@ if [[ ! -x "$ruff_dir/bin/ruff" ]]; then
   rm -f "$log"
 fi
 [[ -x "$ruff_dir/bin/ruff" ]] && ln -sfn "ruff-$ruff_version/bin/ruff" target/tools/ruff
+
+# --- kubernetes-validate (PyPI, pinned) --------------------------------------------------------
+# Checks deploy/k8s/deployment.yaml offline against the Kubernetes schemas it bundles
+# (__tests__/deploy.test.js): no cluster here. Into target/tools/kubernetes-validate (with its
+# dependencies, PyYAML among them), not into the system's Python. Without it only that test fails.
+kv_version=1.37.0
+kv_dir="target/tools/kubernetes-validate-$kv_version"
+if [[ ! -f "$kv_dir/kubernetes_validate/__main__.py" ]]; then
+  echo "setup-deps: kubernetes-validate $kv_version (PyPI) -> $kv_dir"
+  rm -rf "$kv_dir" target/tools/kubernetes-validate
+  log="$(mktemp)"
+  if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --target "$kv_dir" "kubernetes-validate==$kv_version" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup-deps: WARNING: pip install kubernetes-validate==$kv_version failed: __tests__/deploy.test.js will fail" >&2
+  fi
+  rm -f "$log"
+fi
+[[ -f "$kv_dir/kubernetes_validate/__main__.py" ]] && ln -sfn "kubernetes-validate-$kv_version" target/tools/kubernetes-validate
 exit 0

@@ -6,6 +6,11 @@
 //! idmapped mounts through the box's user namespace, so what box root writes still lands owned
 //! by the workspace's owner. Where the workspace can't be idmapped the box is refused: there is
 //! no fallback to host root.
+//!
+//! Root in a user namespace of its own (a container started with `--userns=auto`/`--uidmap`,
+//! a Kubernetes pod with `hostUsers: false`) is not host root, and the host ids of a range are
+//! not mapped there (writing such a map fails with EPERM, measured under Podman): it maps
+//! itself alone, as an unprivileged caller does.
 
 use super::spec::BoxUser;
 use super::sys;
@@ -38,7 +43,7 @@ impl Mapping {
     pub fn for_this_process(user: Option<&BoxUser>) -> Mapping {
         let uid = nix::unistd::getuid().as_raw();
         let gid = nix::unistd::getgid().as_raw();
-        if uid != 0 {
+        if uid != 0 || !in_initial_userns() {
             return Mapping::Caller {
                 uid,
                 gid,
@@ -84,6 +89,14 @@ impl Mapping {
             }
         }
     }
+}
+
+/// Whether this process's user namespace is the host's: its uid map is the identity over every
+/// id. Unreadable, it is taken to be the host's (the range, and its refusals, apply).
+pub fn in_initial_userns() -> bool {
+    std::fs::read_to_string("/proc/self/uid_map").map_or(true, |m| {
+        m.split_whitespace().collect::<Vec<_>>() == ["0", "0", "4294967295"]
+    })
 }
 
 /// The first range of at least `RANGE` ids that /etc/sub[ug]id gives root.

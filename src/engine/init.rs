@@ -65,7 +65,15 @@ pub(super) fn child(
     } else {
         "0"
     };
-    if std::fs::write("/proc/sys/user/max_user_namespaces", limit).is_err() {
+    if let Err(e) = std::fs::write("/proc/sys/user/max_user_namespaces", limit) {
+        // A container's read-only /proc/sys refuses it (EROFS): say so, the monitor explains.
+        send(
+            &init_w,
+            &format!(
+                "{} limit nested user namespaces (write /proc/sys/user/max_user_namespaces): {e}",
+                msg::SETUP_FAILED
+            ),
+        );
         sys::exit_now(1);
     }
     // If kern dies, the box dies with it (and with PID 1 the whole PID namespace). Set only now:

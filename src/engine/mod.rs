@@ -10,6 +10,7 @@ pub mod apparmor;
 pub mod caps;
 pub mod cgroup;
 pub mod connector;
+pub mod container;
 pub mod faults;
 pub mod handoff;
 pub mod idmap;

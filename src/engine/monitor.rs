@@ -19,7 +19,7 @@ use super::sys::{self, Forked};
 use super::trees;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket;
-use nix::sys::wait::waitpid;
+use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
@@ -353,10 +353,26 @@ pub fn run_box(spec: &BoxSpec, prepared: Prepared, caller: Caller<'_>) {
     if prepared.refusal.is_none() {
         report.applied = Some(prepared.applied.clone());
     }
+    explain_in_container(&mut report);
     if let Some(r) = reporter.take() {
         r(&report);
     }
     prepared.release();
+}
+
+/// A startup failure a container's runtime explains (its seccomp profile, masked `/proc`...)
+/// says so, with the flag that lifts it: the session turns that into the error of `open()`.
+fn explain_in_container(report: &mut BoxReport) {
+    if let Some(f) = report
+        .fault
+        .as_mut()
+        .filter(|f| f.kind == FaultKind::StartupFailed)
+    {
+        if let Some(r) = super::container::explain(&f.message) {
+            f.message = format!("{}: {}", f.message, r.line());
+            report.container_refusal = Some(r.kind.to_string());
+        }
+    }
 }
 
 fn build_and_supervise(
@@ -670,14 +686,14 @@ fn supervise(
     }
     if handoff::send_go(&go_w, &trees).is_err() {
         kill_and_reap(pid);
-        return BoxReport::startup_failed("the box's init exited before it could start");
+        return init_gone(spec, &init_r);
     }
     drop(trees);
     // Wait for the box to arm its parent-death signal before anything can kill us.
     let mut ack = [0u8; 1];
     if !matches!(nix::unistd::read(&go_w, &mut ack), Ok(1)) {
         kill_and_reap(pid);
-        return BoxReport::startup_failed("the box's init exited before it could start");
+        return init_gone(spec, &init_r);
     }
     drop(go_w);
     if let Some(Resident::Start {
@@ -804,6 +820,29 @@ fn supervise(
     let mut report = faults::conclude(spec, &messages, ended_by, oom, init_status, "box's init");
     faults::fail_closed(&mut report, unswept);
     report
+}
+
+/// The box's init ended before "go" was acknowledged: what it said on its pipe (a setup step's
+/// failure, such as a refused `/proc` mount), or that it said nothing.
+fn init_gone(spec: &BoxSpec, init_r: &OwnedFd) -> BoxReport {
+    let mut messages = Vec::new();
+    // Every writer is gone (init was reaped): this ends.
+    sys::read_available(init_r, &mut messages);
+    let messages = String::from_utf8_lossy(&messages);
+    let said = messages
+        .lines()
+        .any(|l| l.starts_with(handoff::msg::SETUP_FAILED));
+    if said {
+        return faults::conclude(
+            spec,
+            &messages,
+            None,
+            None,
+            Ok(WaitStatus::StillAlive),
+            "box's init",
+        );
+    }
+    BoxReport::startup_failed("the box's init exited before it could start")
 }
 
 fn human_secs(ms: u64) -> String {

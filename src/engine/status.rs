@@ -94,6 +94,13 @@ pub struct BoxReport {
     /// throws it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resident_gone: Option<String>,
+    /// The box could not start because the container it runs in refuses a step (issue 22):
+    /// `"seccomp"`, `"masked-proc"`, `"root-without-userns"`, `"root-without-setfcap"`,
+    /// `"userns"` or `"apparmor"`
+    /// (`engine::container`). The fault's message names the refusal and its fix; `open()`
+    /// throws it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_refusal: Option<String>,
     /// How kern applied the box's caps, read back (ADDITION, for `isolation()`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<Applied>,

@@ -125,6 +125,7 @@ async fn start(
     sink: Option<UnboundedSender<Chunk>>,
     required: &[String],
 ) -> Result<()> {
+    container_preflight(opened, kern).await?;
     // `requireIsolation` (ADDITION): refused before `setup` or a resident box, on a probe
     // box's measurement.
     super::isolation::require(opened, kern, required).await?;
@@ -152,6 +153,24 @@ async fn start(
         let z = super::zygote::start(opened.clone(), kern).await?;
         let _ = opened.zygote.set(z);
     }
+    Ok(())
+}
+
+/// Inside a container (issue 22), a box the runtime's restrictions stop (its seccomp profile,
+/// masked `/proc`, root without a user namespace) is refused at open(), naming the restriction
+/// and the flag that lifts it, rather than at each call as a `startup_failed` fault: where such
+/// a restriction is in force (`container::confined`), a box runs `true` at the first open() of
+/// the process, and again until one passes.
+async fn container_preflight(opened: &Arc<Opened>, kern: &Path) -> Result<()> {
+    static PASSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if PASSED.load(std::sync::atomic::Ordering::Relaxed) || !crate::engine::container::confined() {
+        return Ok(());
+    }
+    let workspace = opened.workspace_path()?;
+    let spec = opened.bare_spec(vec!["true".into()], 30_000, &workspace);
+    let mut outcome = opened.run_own(kern, &spec).await?;
+    super::result::refusal(&mut outcome)?;
+    PASSED.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(())
 }
 

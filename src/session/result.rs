@@ -53,10 +53,18 @@ pub struct ExecResult {
 pub(super) const RESULTS_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The caller's mistakes a box reports instead of a result: caps `requireLimits` could not
-/// have, or a `cwd` the box could not enter.
+/// have, a container that refuses boxes, or a `cwd` the box could not enter.
 pub(super) fn refusal(outcome: &mut Outcome) -> crate::error::Result<()> {
     if let Some(why) = outcome.report.limits_refused.take() {
         return Err(crate::error::Error::IsolationUnavailable(why));
+    }
+    // The container kern runs in refuses a box (issue 22): the message names the refusal and
+    // the flag that lifts it.
+    if outcome.report.container_refusal.take().is_some() {
+        let why = outcome.report.fault.as_ref().map(|f| f.message.clone());
+        return Err(crate::error::Error::HostUnsupported(
+            why.unwrap_or_default(),
+        ));
     }
     match outcome.report.cwd_refused.take() {
         Some(why) => Err(crate::error::Error::Invalid(why)),

@@ -80,10 +80,12 @@ impl Workspace {
 }
 
 /// Gives the owner rwx on every directory under `root`, so that `remove_dir_all` can empty
-/// them. Only an unprivileged owner needs it (root deletes regardless of modes), and it goes
-/// through `walk`, which never follows a symlink a box may have planted.
+/// them. Only an owner bound by modes needs it (a root with CAP_DAC_OVERRIDE deletes regardless;
+/// a container's root under `--cap-drop ALL` has none: its close() failed with EACCES on a
+/// directory a box left mode 000), and it goes through `walk`, which never follows a symlink a
+/// box may have planted.
 pub(crate) fn make_deletable(root: &Path) {
-    if nix::unistd::geteuid().is_root() {
+    if overrides_modes() {
         return;
     }
     crate::fsx::walk::walk(root, usize::MAX, |e| {
@@ -92,4 +94,17 @@ pub(crate) fn make_deletable(root: &Path) {
         }
         true
     });
+}
+
+/// Whether this process passes permission checks on modes: CAP_DAC_OVERRIDE (capability 1) in
+/// its effective set, read from /proc/self/status. Unreadable, it is taken not to.
+fn overrides_modes() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("CapEff:").map(|v| v.trim().to_string()))
+        })
+        .and_then(|v| u64::from_str_radix(&v, 16).ok())
+        .is_some_and(|eff| eff & (1 << 1) != 0)
 }

@@ -4,7 +4,7 @@
 
 use kern_sandbox::engine::cgroup::{self, BoxCgroup, Version};
 use kern_sandbox::engine::spec::Limits;
-use kern_sandbox::engine::{apparmor, idmap, landlock, launch, sys};
+use kern_sandbox::engine::{apparmor, container, idmap, landlock, launch, sys};
 use kern_sandbox::image::net::{self as pullnet, redact};
 use kern_sandbox::image::store::Store;
 use serde::Serialize;
@@ -70,6 +70,7 @@ pub fn doctor(workspace: Option<PathBuf>, json: bool) -> ExitCode {
     let workspace = workspace.unwrap_or_else(std::env::temp_dir);
     // The namespace and idmap probes fork: they come first, while kern is single-threaded.
     let mut checks = vec![userns(root)];
+    checks.extend(in_container());
     checks.push(idmapped(&workspace, root));
     checks.extend(cgroups(root));
     checks.push(seccomp());
@@ -208,6 +209,90 @@ fn userns(root: bool) -> Check {
     }
 }
 
+/// Inside a container (issue 22): each restriction of the runtime that stops a box, with the
+/// flag or `securityContext` line that lifts it; nothing where no restriction of the kind is in
+/// force (a host). Forks (the seccomp probe):
+/// runs while kern is single-threaded.
+fn in_container() -> Vec<Check> {
+    if !container::confined() {
+        return Vec::new();
+    }
+    let runtime = container::runtime().unwrap_or("no runtime named");
+    let seccomp = container::seccomp_mode();
+    let mut checks = vec![Check::new(
+        "container",
+        Status::Info,
+        format!(
+            "inside a container ({runtime}; this process's seccomp mode {}; AppArmor {})",
+            seccomp.map_or("unknown".into(), |m| m.to_string()),
+            container::apparmor_label().unwrap_or_else(|| "unconfined or absent".into())
+        ),
+    )];
+    let refused = |name: &'static str, r: container::Refusal| {
+        Check::new(name, Status::Missing, r.what)
+            .fix(r.fix)
+            .blocking()
+    };
+    let covered = container::covered_proc();
+    if covered.is_empty() {
+        checks.push(Check::new(
+            "ctr-proc",
+            Status::Ok,
+            "nothing covers paths under /proc: a box can mount its own",
+        ));
+    } else {
+        checks.push(refused(
+            "ctr-proc",
+            container::masked_proc_refusal(&covered),
+        ));
+    }
+    // What a box does first in its new namespaces: name its UTS namespace. Only a filter
+    // refuses that there (the child holds every capability in its own user namespace).
+    let named = match sys::clone_fork(libc::CLONE_NEWUSER | libc::CLONE_NEWUTS) {
+        Ok(sys::Forked::Child) => match nix::unistd::sethostname("kern") {
+            Ok(()) => sys::exit_now(0),
+            Err(e) => sys::exit_now(e as i32),
+        },
+        Ok(sys::Forked::Parent(pid)) => {
+            match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(pid), None) {
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => Ok(()),
+                Ok(nix::sys::wait::WaitStatus::Exited(_, code)) => {
+                    Err(nix::errno::Errno::from_raw(code))
+                }
+                _ => Err(nix::errno::Errno::UnknownErrno),
+            }
+        }
+        // The userns check says why no namespace could be made.
+        Err(_) => Ok(()),
+    };
+    match named {
+        Ok(()) => checks.push(Check::new(
+            "ctr-seccomp",
+            Status::Ok,
+            "the container's seccomp profile lets a box set up its namespaces (sethostname in its own UTS namespace)",
+        )),
+        Err(e) if seccomp == Some(2) => checks.push(refused(
+            "ctr-seccomp",
+            container::seccomp_refusal(&format!("sethostname in a new UTS namespace ({e})")),
+        )),
+        Err(e) => checks.push(
+            Check::new(
+                "ctr-seccomp",
+                Status::Missing,
+                format!("sethostname in a new UTS namespace failed ({e}) with no seccomp filter on this process"),
+            )
+            .blocking(),
+        ),
+    }
+    if container::root_without_sys_admin() {
+        checks.push(refused("ctr-root", container::root_refusal()));
+    }
+    if container::root_without_setfcap() {
+        checks.push(refused("ctr-root", container::setfcap_refusal()));
+    }
+    checks
+}
+
 /// The README's profile for Ubuntu's restriction, with this kern binary's real path.
 fn apparmor_profile() -> String {
     let exe = std::env::current_exe()
@@ -281,6 +366,15 @@ fn cgroups(root: bool) -> Vec<Check> {
                     ),
                 )
             }
+        }
+        // Inside a container the runtime mounts /sys/fs/cgroup read-only (Podman here, v1).
+        Err(reason) if container::confined() && reason.contains("Read-only file system") => {
+            Check::new(
+                "caps",
+                Status::Degraded,
+                format!("the container's /sys/fs/cgroup is read-only ({reason}); {fallback}"),
+            )
+            .fix("the container's own limits cap all its boxes together (--memory, --pids-limit; Kubernetes: resources.limits); per-box caps need a runtime that delegates a writable cgroup v2 subtree to the container (not measured here)")
         }
         Err(reason) => match (version, root, &parent) {
             (Some(Version::V2), false, None) => systemd_scope(&reason, fallback),
@@ -449,6 +543,13 @@ fn idmapped(workspace: &Path, root: bool) -> Check {
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())
         .unwrap_or_default();
+    if root && !idmap::in_initial_userns() {
+        return Check::new(
+            "idmap",
+            Status::Ok,
+            format!("root in a user namespace of its own (a container's): the box maps this root alone, as an unprivileged caller's; no idmapped mount needed ({ws} is {fs}, kernel {kernel})"),
+        );
+    }
     if !root {
         return Check::new(
             "idmap",
