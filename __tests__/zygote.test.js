@@ -195,13 +195,17 @@ test('a zygote killed from outside: later calls run in fresh boxes, with the sam
     process.kill(mine[0], 'SIGKILL');
     const left = () => zygoteTree().filter((p) => !before.includes(p) && !beforeTree.includes(p));
     expect(await waitFor(() => left().length === 0, 10000)).toBe(true);
+    const told = [];
     for (let i = 0; i < 4; i++) {
       const r = await sb.runCode('print("fresh")\nhash("kern")');
+      told.push(...r.runtimeNotes.filter((n) => /the Sandbox's zygote has ended/.test(n)));
       expect(r.fault).toBeNull();
       expect(r.stdout).toBe('fresh\n');
       // A fresh box's interpreter draws its own hash secret.
       expect(r.results[0].text).not.toBe(first.results[0].text);
     }
+    // Said once, not silently.
+    expect(told).toHaveLength(1);
   } finally {
     await sb.close();
   }

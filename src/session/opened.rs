@@ -275,6 +275,7 @@ impl Opened {
             .map(|mut n| std::mem::take(&mut *n))
             .unwrap_or_default();
         notes.extend(self.network_notes());
+        notes.extend(self.zygote.get().and_then(super::zygote::Zygote::end_note));
         notes
     }
 

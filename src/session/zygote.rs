@@ -32,6 +32,8 @@ pub(super) struct Zygote {
     /// Kerns in their cgroups, each with a call's box the zygote forked and they set up, whose
     /// workload waits for a call; oldest first.
     spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
+    /// Whether a call was told the zygote has ended (once).
+    end_told: std::sync::atomic::AtomicBool,
 }
 
 /// How many boxes a zygote keeps set up ahead of calls (each a kern, and a fork of the zygote
@@ -50,6 +52,15 @@ impl Zygote {
         crate::engine::sys::send_with_fds(self.ctl.as_fd(), b"x", &[theirs.as_raw_fd()]).ok()?;
         drop(theirs);
         Kern::spawn_zygote(kern, limits, &self.inputs, ours).ok()
+    }
+
+    /// Once the zygote has ended (killed from outside, out of memory): a note for the next call,
+    /// once. Python cells run in fresh boxes from then on.
+    pub(super) fn end_note(&self) -> Option<String> {
+        if self.alive() || self.end_told.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
+        Some("note: zygote: the Sandbox's zygote has ended; python cells run in fresh boxes from now on (open a new Sandbox for a new zygote)".into())
     }
 
     /// Lets every spare go (close()): each kern ends its unused box and leaves.
@@ -143,6 +154,7 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         box_,
         inputs,
         spares: Default::default(),
+        end_told: Default::default(),
     };
     z.top_up(&opened, kern);
     Ok(z)
