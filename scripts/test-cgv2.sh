@@ -20,7 +20,7 @@
 # `exit= boot= wall=` line) and OUTDIR/cgv2-*.rc. Exits non-zero if either run failed.
 #
 # Environment:
-#   KERN_CGV2_SUITES="a b"   the suites to run (default: the six below); say which in the CI log
+#   KERN_CGV2_SUITES="a b"   the suites to run (default: the seven below); say which in the CI log
 #   KERN_TEST_ROOTFS=dir     the test rootfs to copy in (default: scripts/build-test-rootfs.sh's)
 #   CGV2_RIG_DIR=dir         the rig's cache (default /var/tmp/kern-cgv2-rig, see scripts/cgv2-vm.sh)
 set -uo pipefail
@@ -32,8 +32,9 @@ mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
 # The suites that run in the guest: what a cgroup, mount or systemd difference would break
 # (caps and their enforcement, isolation, a box's and a session's lifetime, the core API, and a
 # steered process: its kern may start through systemd-run, and its signals cross kern's socket;
-# and the isolation report, which must read every cap back as cgroup-enforced v2 there).
-default_suites="__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js __tests__/process.test.js __tests__/isolation-report.test.js"
+# and the isolation report, which must read every cap back as cgroup-enforced v2 there; and the
+# zygote, whose forks a kern moves into their cgroups from another scope's).
+default_suites="__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js __tests__/process.test.js __tests__/isolation-report.test.js __tests__/zygote.test.js"
 read -ra suites <<<"${KERN_CGV2_SUITES:-$default_suites}"
 rootfs="${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}"
 # Per guest run: boot (~5-15 s), copy (~20 s), the suites (several times slower than here).

@@ -8,7 +8,8 @@
 # test container -> Jest as root (with the container tests: kern-sandbox inside Podman) ->
 # Jest again as the unprivileged user `kerntest` for the files marked `// rootless: yes` (the
 # rootless path; scripts/rootless-tests.sh), and meanwhile the core, limits, isolation, lifecycle,
-# process and isolation-report suites in a cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh)
+# process, isolation-report and zygote suites in a cgroup-v2 + systemd guest, as root and rootless
+# (scripts/test-cgv2.sh)
 # -> summary. A build failure stops at once; every other failure is recorded and the remaining
 # steps still run, so one report shows everything. The very last line is always
 # `N passed, N failed`, summed over all four Jest runs.
@@ -35,7 +36,7 @@ skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 
 # The suites that run in the cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh).
-cgv2_tests=(__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js __tests__/process.test.js __tests__/isolation-report.test.js)
+cgv2_tests=(__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js __tests__/process.test.js __tests__/isolation-report.test.js __tests__/zygote.test.js)
 
 root_report="$repo/.jest-results.json"
 cgv2_out="$repo/.cgv2-results" # the guest runs' reports and logs (scripts/test-cgv2.sh)
