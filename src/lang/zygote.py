@@ -138,7 +138,9 @@ def _kern_zygote(channel):
             line(sock, "Z %d\n" % status)
             os._exit(0)
         # P: PID 1 of the call. Python's SIGINT handler would let the workload interrupt it (a
-        # PID namespace's init gets only the signals it handles); the default drops them.
+        # PID namespace's init gets only the signals it handles); the default drops them. W
+        # takes the driver's handler back (a cell's SIGINT is its KeyboardInterrupt).
+        sigint = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         creds(sock, b"p")
         try:
@@ -180,6 +182,7 @@ def _kern_zygote(channel):
         # W: the call's posture; then it waits for the call, whose channel kern sends when the
         # call comes; then nothing of the zygote's is left but the call's stdio and channel.
         try:
+            signal.signal(signal.SIGINT, sigint)
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
             os.dup2(out, 1)
@@ -204,8 +207,8 @@ def _kern_zygote(channel):
         os.closerange(keep + 1, 1 << 20)
         sock.detach()
         # The channel where a fresh box's driver keeps it: taken from fd 3 to the lowest fd
-        # free after it. Every signal is as the zygote's python started with it (C put SIGCHLD
-        # back).
+        # free after it. Every signal is as the zygote's python had it (C put SIGCHLD back, W
+        # SIGINT).
         if keep != 3:
             os.dup2(keep, 3)
             os.close(keep)

@@ -1,0 +1,280 @@
+'use strict';
+// rootless: yes
+// Attack suite, the zygote (issue 21, `zygote: true`): a hostile python cell in a box forked from
+// the Sandbox's zygote tries to reach past its own call: the zygote, the call's PID 1 (which holds
+// every capability of the call's user namespace), other calls running beside it or after it, the
+// host. Each probe runs the same code in a fresh box of the same options, and the zygote's box
+// must refuse what the fresh box refuses. Then the host is checked untouched, on the host.
+
+const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor } = require('../helpers');
+const { hostGuard, runJson, PY_PRELUDE } = require('./host');
+const { Sandbox } = require('../..');
+
+let guard;
+let z; // the Sandbox with a zygote
+let fresh; // the same options, fresh boxes
+
+beforeAll(async () => {
+  requireRootfs();
+  guard = await hostGuard();
+  z = await new Sandbox(opts({ zygote: true })).open();
+  fresh = await new Sandbox(opts()).open();
+});
+
+afterAll(async () => {
+  if (z) await z.close();
+  if (fresh) await fresh.close();
+  if (guard) {
+    await guard.assertNoLeaks();
+    guard.cleanup();
+  }
+});
+
+/** The host pids of this process's zygotes (their argv holds the zygote's source), forks aside. */
+function zygotePids() {
+  const tree = hostProcessesMatching('def _kern_zygote(').map((p) => p.pid);
+  const ppid = (pid) => {
+    try {
+      const s = require('fs').readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[1]);
+    } catch {
+      return -1;
+    }
+  };
+  return tree.filter((p) => !tree.includes(ppid(p))).sort();
+}
+
+test('out of the posture: nested user namespaces, unmounting the call\'s /proc or /tmp (the zygote\'s are under them), open_tree, setns, mount, sysctls: refused as in a fresh box', async () => {
+  const code =
+    PY_PRELUDE +
+    [
+      'o = {}',
+      'o["unshare_user"] = sc(272, 0x10000000)',
+      'o["unshare_mnt"] = sc(272, 0x00020000)',
+      // Under the call's /proc, /tmp, /dev/shm, /dev/pts lie the zygote box's (its /proc unmasked).
+      'for t in ("/proc", "/tmp", "/dev/shm", "/dev/pts", "/proc/sys", "/proc/kcore"):',
+      '    o["umount " + t] = sc(166, t.encode(), 2)',
+      'o["open_tree /proc"] = sc(428, -100, b"/proc", 1 | 0x8000)',
+      'o["mount tmpfs"] = sc(165, b"none", b"/mnt", b"tmpfs", 0, 0)',
+      'o["remount / rw"] = sc(165, b"none", b"/", 0, 0x20 | 0x1000, 0)',
+      'for n in ("mnt", "user", "pid", "net", "cgroup"):',
+      '    o["setns " + n] = try_(lambda n=n: sc(308, os.open("/proc/1/ns/" + n, os.O_RDONLY), 0))',
+      'o["sysctl"] = try_(lambda: open("/proc/sys/kernel/hostname", "w").write("x"))',
+      'o["max_userns"] = try_(lambda: open("/proc/sys/user/max_user_namespaces", "w").write("9"))',
+      'o["sysrq"] = try_(lambda: open("/proc/sysrq-trigger", "w").write("h"))',
+      'o["setuid"] = "ok" if sc(105, 1000) == "ok" else "refused"',
+      'print(json.dumps(o))',
+    ].join('\n');
+  const { j } = await runJson(z, code);
+  const { j: f } = await runJson(fresh, code);
+  expect(j).toEqual(f);
+  for (const [k, v] of Object.entries(j)) expect([k, v]).not.toEqual([k, expect.stringMatching(/^ok/)]);
+  guard.assertUntouched();
+});
+
+test('the call\'s PID 1 (it holds the call namespace\'s capabilities): not traced, its memory, fds, root and environ not read, its signals dropped', async () => {
+  const code =
+    PY_PRELUDE +
+    [
+      'import signal, time',
+      'o = {}',
+      'o["ptrace attach"] = sc(101, 16, 1, 0, 0)',
+      'o["ptrace seize"] = sc(101, 0x4206, 1, 0, 0)',
+      'buf = ctypes.create_string_buffer(64)',
+      'iov = struct.pack("PN", ctypes.addressof(buf), 64)',
+      'o["process_vm_readv"] = sc(310, 1, iov, 1, iov, 1, 0)',
+      'for f in ("mem", "environ", "root/", "cwd/", "fd/0", "fd/3", "maps", "auxv", "stack", "syscall"):',
+      '    o[f] = try_(lambda f=f: os.listdir("/proc/1/" + f) if f.endswith("/") else (os.readlink("/proc/1/" + f) if f.startswith("fd/") else open("/proc/1/" + f, "rb").read(1)))',
+      'for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGSTOP, signal.SIGSEGV):',
+      '    os.kill(1, s)',
+      'time.sleep(0.3)',
+      'o["pid1 state"] = [l.split()[1] for l in open("/proc/1/status") if l.startswith("State:")][0]',
+      'print(json.dumps(o))',
+    ].join('\n');
+  const { r, j } = await runJson(z, code);
+  const { j: f } = await runJson(fresh, code);
+  expect(r.fault).toBeNull();
+  // Refused in both, not always with the same errno: the call's PID 1's /proc files belong to
+  // the call's uid (PID 1 is a fork of the zygote, whose root is the call's), a fresh box's
+  // PID 1's to no uid of the box; EPERM then comes where a fresh box says EACCES.
+  const refused = (o) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, /^ok/.test(v) ? v : 'refused']));
+  expect(refused(j)).toEqual(refused(f));
+  expect(j['pid1 state']).toBe('S');
+  for (const k of ['ptrace attach', 'ptrace seize', 'process_vm_readv', 'mem', 'environ', 'root/', 'cwd/', 'fd/0', 'fd/3', 'maps', 'auxv', 'stack', 'syscall']) {
+    expect([k, j[k]]).not.toEqual([k, expect.stringMatching(/^ok/)]);
+  }
+  // The call still ends as its workload does, and the zygote still serves.
+  expect((await z.runCode('6 * 7')).results[0].text).toBe('42');
+  guard.assertUntouched();
+});
+
+test('no mapping shared writable with the zygote; memory a call writes is not in the next call at the same address', async () => {
+  const first = await runJson(
+    z,
+    PY_PRELUDE +
+      [
+        'shared = [l.split()[5] if len(l.split()) > 5 else "anon" for l in open("/proc/self/maps") if l.split()[1][1] == "w" and l.split()[1][3] == "s"]',
+        // A marker at a known address, and the middle of the heap (the fork's copy of the zygote's) overwritten.
+        'b = ctypes.create_string_buffer(b"K" * 64)',
+        'addr = ctypes.addressof(b)',
+        'ctypes.memmove(addr, b"kern-zygote-marker-" + str(os.getpid()).encode(), 20)',
+        'heap = [l.split()[0] for l in open("/proc/self/maps") if l.rstrip().endswith("[heap]")]',
+        'lo, hi = (int(x, 16) for x in heap[0].split("-"))',
+        'ctypes.memset(lo + (hi - lo) // 2, 0x5a, 4096)',
+        'print(json.dumps({"shared": shared, "addr": addr, "mid": lo + (hi - lo) // 2}))',
+      ].join('\n'),
+  );
+  expect(first.j.shared).toEqual([]);
+  const next = await runJson(
+    z,
+    PY_PRELUDE +
+      [
+        `addr, mid = ${first.j.addr}, ${first.j.mid}`,
+        'def peek(a, n):',
+        '    m = [l.split()[0] for l in open("/proc/self/maps")]',
+        '    if not any(int(x.split("-")[0], 16) <= a < int(x.split("-")[1], 16) for x in m): return "unmapped"',
+        '    return ctypes.string_at(a, n).hex()',
+        'print(json.dumps({"marker": peek(addr, 20), "mid": peek(mid, 4096)}))',
+      ].join('\n'),
+  );
+  expect(next.j.marker).not.toContain(Buffer.from('kern-zygote-marker').toString('hex'));
+  expect(next.j.mid).not.toBe('5a'.repeat(4096));
+});
+
+test('nothing of one call is in a call running beside it or after it: /tmp, /dev/shm, sysv IPC, POSIX mqueues, abstract sockets, the user keyring', async () => {
+  const token = uniqueName('zyg');
+  const plant = z.runCode(
+    PY_PRELUDE +
+      [
+        'import time, sysconfig',
+        `t = "${token}"`,
+        'open("/tmp/" + t, "w").write(t)',
+        'open("/dev/shm/" + t, "w").write(t)',
+        // sysv: a segment and a queue under a fixed key.
+        'libc.shmget.restype = ctypes.c_int',
+        'shm = libc.shmget(0x6b65726e, 4096, 0o1666)',
+        'mq = libc.msgget(0x6b65726e, 0o1666)',
+        // POSIX mqueue (IPC namespace), an abstract socket (network namespace).
+        'rt = ctypes.CDLL("librt.so.1", use_errno=True)',
+        'pmq = rt.mq_open(("/" + t).encode(), 0o100 | 2, 0o666, None)',
+        's = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)',
+        's.bind("\\0" + t)',
+        's.listen(8)',
+        // A key in the user keyring and in the session keyring.
+        'libc.syscall.restype = ctypes.c_long',
+        'uk = libc.syscall(248, b"user", t.encode(), t.encode(), len(t), ctypes.c_long(-4))',
+        'print(json.dumps({"shm": shm, "mq": mq, "pmq": pmq, "uk": uk}), flush=True)',
+        'time.sleep(4)',
+      ].join('\n'),
+  );
+  const look = PY_PRELUDE +
+    [
+      `t = "${token}"`,
+      'o = {}',
+      'o["tmp"] = os.path.exists("/tmp/" + t)',
+      'o["shm"] = os.path.exists("/dev/shm/" + t)',
+      'o["sysv shm"] = libc.shmget(0x6b65726e, 0, 0) >= 0',
+      'o["sysv msg"] = libc.msgget(0x6b65726e, 0) >= 0',
+      'rt = ctypes.CDLL("librt.so.1", use_errno=True)',
+      'o["posix mq"] = rt.mq_open(("/" + t).encode(), 2) >= 0',
+      'c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)',
+      'o["abstract"] = try_(lambda: c.connect("\\0" + t))',
+      'o["user key"] = libc.syscall(ctypes.c_long(249), b"user", t.encode(), None, ctypes.c_long(0)) >= 0',
+      'print(json.dumps(o))',
+    ].join('\n');
+  // Beside it: the planting call is asleep with everything in place (it printed its ids).
+  await new Promise((res) => setTimeout(res, 1500));
+  const beside = await runJson(z, look);
+  const planted = await plant;
+  const p = JSON.parse(planted.stdout.trim().split('\n')[0]);
+  // The planting worked in its own call, so its absence elsewhere means something.
+  expect(p.shm).toBeGreaterThanOrEqual(0);
+  expect(p.mq).toBeGreaterThanOrEqual(0);
+  expect(p.pmq).toBeGreaterThanOrEqual(0);
+  expect(p.uk).toBeGreaterThan(0);
+  const after = await runJson(z, look);
+  const none = { tmp: false, shm: false, 'sysv shm': false, 'sysv msg': false, 'posix mq': false, abstract: 'ECONNREFUSED', 'user key': false };
+  expect(beside.j).toEqual(none);
+  expect(after.j).toEqual(none);
+});
+
+test('a call that exits leaving a daemon behind: the daemon dies with the call, on the host', async () => {
+  const token = uniqueName('zygd');
+  const r = await z.runCode(
+    [
+      'import os, subprocess',
+      `subprocess.Popen(["sh", "-c", "sleep 300; : ${token}"], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)`,
+      'print("left")',
+    ].join('\n'),
+  );
+  expect(r.stdout).toBe('left\n');
+  expect(r.fault).toBeNull();
+  await waitFor(() => hostProcessesMatching(token).length === 0, 'the daemon to be gone');
+  guard.assertUntouched();
+});
+
+test('SIGINT in a cell is a KeyboardInterrupt the cell may catch, as in a fresh box (the call\'s PID 1 drops SIGINT, its workload must not)', async () => {
+  const code = [
+    'import os, signal, time',
+    'try:',
+    '    os.kill(os.getpid(), signal.SIGINT)',
+    '    time.sleep(2)',
+    '    print("not interrupted")',
+    'except KeyboardInterrupt:',
+    '    print("caught")',
+  ].join('\n');
+  const a = await z.runCode(code);
+  const b = await fresh.runCode(code);
+  expect(b.stdout).toBe('caught\n');
+  expect({ stdout: a.stdout, exitCode: a.exitCode, fault: a.fault }).toEqual({ stdout: b.stdout, exitCode: b.exitCode, fault: b.fault });
+});
+
+test('output caps and a flood on the channel: as a fresh box\'s, and the zygote still serves', async () => {
+  const code = 'import os, sys\nsys.stdout.write("x" * (1 << 20))\nsys.stdout.flush()\nos.write(3, b"\\xff" * 65536)\nprint("end")';
+  const zc = await new Sandbox(opts({ zygote: true, maxOutputBytes: 4096 })).open();
+  const fc = await new Sandbox(opts({ maxOutputBytes: 4096 })).open();
+  try {
+    const a = await zc.runCode(code);
+    const b = await fc.runCode(code);
+    const shape = (r) => ({ len: r.stdout.length, truncated: r.truncated, stdoutTruncated: r.stdoutTruncated, fault: r.fault && r.fault.type, exitCode: r.exitCode });
+    expect(shape(a)).toEqual(shape(b));
+    expect(a.truncated).toBe(true);
+    expect(a.stdout.length).toBeLessThanOrEqual(4096);
+    expect((await zc.runCode('1 + 1')).results[0].text).toBe('2');
+  } finally {
+    await zc.close();
+    await fc.close();
+  }
+});
+
+(capsEnforced ? test : test.skip)('a fork bomb meets its call\'s own pids cap: the zygote and the next call are unharmed', async () => {
+  const sb = await new Sandbox(opts({ zygote: true, pids: 32 })).open();
+  try {
+    const before = zygotePids();
+    const r = await sb.runCode(
+      [
+        'import os, time',
+        'n = 0',
+        'try:',
+        '    for _ in range(1000):',
+        '        if os.fork() == 0:',
+        '            time.sleep(30)',
+        '            os._exit(0)',
+        '        n += 1',
+        'except OSError as e:',
+        '    print("stopped", n, e.strerror, flush=True)',
+        'os._exit(0)',
+      ].join('\n'),
+      { timeoutS: 20 },
+    );
+    const m = /^stopped (\d+) /.exec(r.stdout);
+    expect(m).not.toBeNull();
+    expect(Number(m[1])).toBeLessThan(32);
+    expect(zygotePids()).toEqual(before);
+    const next = await sb.runCode('import os\nprint(len([os.fork() == 0 and os._exit(0) for _ in range(8)]))');
+    expect(next.stdout).toBe('8\n');
+  } finally {
+    await sb.close();
+  }
+  guard.assertUntouched();
+});
