@@ -723,6 +723,21 @@ fn exec_workload(
             fail("join a new session keyring", e);
         }
     }
+    // Not the pids fallback for a zygote: since Linux 5.14 RLIMIT_NPROC is counted per user
+    // namespace and checked again at each parent namespace against its creator's limit, so the
+    // zygote's would be one budget for every call it forks (one call holding its cap left the
+    // others, and the zygote's next fork, none). Each call's workload takes the cap in its own
+    // namespace (`zygote::plan`).
+    let zygote_fallback;
+    let fallback = if spec.serves_zygote {
+        zygote_fallback = Fallback {
+            nproc: None,
+            ..fallback.clone()
+        };
+        &zygote_fallback
+    } else {
+        fallback
+    };
     if let Err(e) = apply_rlimits(fallback) {
         fail("setrlimit", e);
     }

@@ -238,7 +238,14 @@ def _kern_zygote(channel):
             for fd in fds:
                 os.close(fd)
             continue
-        if os.fork() == 0:
+        try:
+            forked = os.fork()
+        except OSError:
+            # No fork now (a cap of the zygote's box): that spare's kern sees its socket close
+            # and says so; the zygote, and every call it forked, live on.
+            os.close(fds[0])
+            continue
+        if forked == 0:
             # The driver's at-fork hook closed its copy of the channel; ctl is the same fd.
             sock = socket.socket(fileno=fds[0])
             ctl.detach()
