@@ -179,8 +179,16 @@ describe('a Sandbox with a zygote', () => {
     const mine = zygotes().filter((p) => !before.includes(p));
     expect(mine).toHaveLength(1);
     expect((await sb.runCode('1')).exitCode).toBe(0);
+    // This zygote and its forks (its spares' too), found by their parents while they live.
+    const descends = (p) => {
+      for (let q = p, hops = 0; q > 1 && hops < 16; q = ppid(q), hops++) if (q === mine[0]) return true;
+      return false;
+    };
+    const its = zygoteTree().filter(descends);
+    expect(its.length).toBeGreaterThan(1);
     await sb.close();
-    expect(await waitFor(() => zygotes().filter((p) => !before.includes(p)).length === 0, 10000)).toBe(true);
+    expect(await waitFor(() => zygoteTree().filter((p) => its.includes(p)).length === 0, 10000)).toBe(true);
+    expect(zygotes()).toEqual(before);
   });
 });
 
