@@ -118,18 +118,31 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         .try_clone()
         .map_err(|e| Error::Runtime(format!("the zygote's channel: {e}")))?;
     let answered = tokio::task::spawn_blocking(move || {
-        let mut fds = [nix::poll::PollFd::new(
-            ready.as_fd(),
-            nix::poll::PollFlags::POLLIN,
-        )];
-        let ms = u16::try_from(START_TIMEOUT.as_millis()).unwrap_or(u16::MAX);
-        if nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms))? == 0 {
-            return Err(nix::errno::Errno::ETIMEDOUT);
-        }
-        let mut b = [0u8; 1];
-        match nix::unistd::read(&ready, &mut b)? {
-            1 => Ok(b[0]),
-            _ => Err(nix::errno::Errno::EPIPE),
+        // A signal to the addon's process (a child's SIGCHLD) interrupts the wait: it goes on,
+        // for what is left of it (an EINTR taken as the answer failed open() now and then).
+        let deadline = std::time::Instant::now() + START_TIMEOUT;
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return Err(nix::errno::Errno::ETIMEDOUT);
+            }
+            let mut fds = [nix::poll::PollFd::new(
+                ready.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+            match nix::poll::poll(&mut fds, nix::poll::PollTimeout::from(ms)) {
+                Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+            let mut b = [0u8; 1];
+            return match nix::unistd::read(&ready, &mut b) {
+                Ok(1) => Ok(b[0]),
+                Err(nix::errno::Errno::EINTR) => continue,
+                Ok(_) => Err(nix::errno::Errno::EPIPE),
+                Err(e) => Err(e),
+            };
         }
     })
     .await
