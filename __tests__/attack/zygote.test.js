@@ -328,3 +328,29 @@ test('a call that takes every process its pids cap allows starves no other call 
   }
   guard.assertUntouched();
 });
+
+test('modules planted in the workspace (the zygote\'s cwd, first on its sys.path) are never imported by the zygote, its forks or the call\'s PID 1', async () => {
+  const sb = await new Sandbox(opts({ zygote: true })).open();
+  try {
+    // Every stdlib module the zygote has not imported, as a file in the workspace that leaves a
+    // mark when imported (the zygote's box has the workspace read-write, as every call's).
+    const planted = await sb.runCode(
+      [
+        'import sys',
+        'names = [n for n in sys.stdlib_module_names if n not in sys.modules]',
+        'for n in names:',
+        '    open(n + ".py", "w").write("import os as _o\\nopen(\\"/workspace/kern-imported-%s-\\" + str(_o.getpid()), \\"w\\").close()\\n" % n)',
+        'print(len(names))',
+      ].join('\n'),
+    );
+    expect(Number(planted.stdout)).toBeGreaterThan(100);
+    const marks = 'import os\nprint(sorted(f.split("-")[2] for f in os.listdir("/workspace") if f.startswith("kern-imported-")))';
+    // Calls fork, spares are made (the zygote forks, its forks run their plans, PID 1 reaps).
+    for (let i = 0; i < 3; i++) expect((await sb.runCode(marks)).stdout).toBe('[]\n');
+    // The plant works: a cell that imports one runs it.
+    expect((await sb.runCode(`import ${'telnetlib'}\n` + marks)).stdout).toBe("['telnetlib']\n");
+  } finally {
+    await sb.close();
+  }
+  guard.assertUntouched();
+});
