@@ -809,10 +809,15 @@ export interface SandboxOptions {
    * an OOM and `maxOutputBytes` work the same), and no state of another call is visible in it.
    * Other cells (other languages, `run()`, the calls above) start a fresh box as before.
    *
-   * What calls of one zygote share: the interpreter's string hash secret, fixed when it started
-   * (`hash("x")` is the same in each call; a fresh box draws its own). `random` is reseeded at
-   * each fork, and `os.urandom`, `secrets` and `uuid.uuid4()` read the kernel's generator, so
-   * every other random value is the call's own.
+   * What calls of one zygote share, being forks of one process: the interpreter's string hash
+   * secret (`hash("x")` is the same in each call; a fresh box draws its own), and the memory
+   * layout (ASLR) and the stack canary (AT_RANDOM), the zygote's in every call. `random` is
+   * reseeded at each fork, and `os.urandom`, `secrets` and `uuid.uuid4()` read the kernel's
+   * generator, so every other random value is the call's own. A call's PID 1 is a fork of the
+   * zygote too: the call can list `/proc/1/fd` and write PID 1's `oom_score_adj` (a fresh box
+   * refuses both), which touches only that call. Every call runs inside the zygote's box: if that
+   * box ends (killed from outside, the host's OOM killer), the calls running then end with it,
+   * and later ones run in fresh boxes, with a note.
    *
    * Refused at `open()`, before any box, with `persist`, `securityProfile: "untrusted"`,
    * `apparmor`, a `capDrop` that keeps capabilities, `user` (or an image whose USER is not root),

@@ -57,7 +57,11 @@ impl Zygote {
     /// Once the zygote has ended (killed from outside, out of memory): a note for the next call,
     /// once. Python cells run in fresh boxes from then on.
     pub(super) fn end_note(&self) -> Option<String> {
-        if self.alive() || self.end_told.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if self.alive()
+            || self
+                .end_told
+                .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
             return None;
         }
         Some("note: zygote: the Sandbox's zygote has ended; python cells run in fresh boxes from now on (open a new Sandbox for a new zygote)".into())

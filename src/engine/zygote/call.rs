@@ -197,16 +197,27 @@ pub fn arrange(
             said
         });
     };
-    // The workload is ready (in its posture) or says why not.
-    loop {
+    // The workload is ready (in its posture), or says why not; no call goes to a box that did
+    // not say it was ready.
+    let ready = loop {
         match receive(&sock, deadline, None) {
-            Got::Message(m, _) if m == b"w\n" => break,
+            Got::Message(m, _) if m == b"w\n" => break true,
             Got::Message(m, _) => take(&m, &mut messages, &mut status),
-            _ => break,
+            _ => break false,
         }
         if !messages.is_empty() {
-            break;
+            break false;
         }
+    };
+    if !ready {
+        let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+        kill_call();
+        let said = String::from_utf8_lossy(&messages).trim().to_string();
+        return Err(if said.is_empty() {
+            "the call's box did not say it was ready".into()
+        } else {
+            said
+        });
     }
     Ok(Arranged {
         sock,

@@ -36,9 +36,18 @@
 //! descriptor of Z's is closed before the cell; Z never runs a cell, so no call's state is in it.
 //! Python reseeds `random` at fork (`os.register_at_fork` in the random module), `os.urandom`,
 //! `secrets` and `uuid.uuid4` read the kernel's generator at each call, and OpenSSL reseeds on a
-//! pid change. The one thing calls of one zygote share is the string hash secret
-//! (`PYTHONHASHSEED`'s), fixed at interpreter start: a call may learn it, and with it predict
-//! set iteration order in a later call of the same Sandbox, nothing more.
+//! pid change.
+//!
+//! What calls of one zygote share, being forks of one process without an exec: the string hash
+//! secret (`PYTHONHASHSEED`'s), fixed at interpreter start (a call may learn it, and with it
+//! predict set iteration order in a later call of the same Sandbox), and the memory layout and
+//! AT_RANDOM (the stack canary, the pointer guard): a call learns the zygote's and its PID 1's,
+//! which parse nothing a call sends. PID 1's memory belongs to the zygote box's user namespace,
+//! whose root is the call's uid: the call can list `/proc/1/fd` and write PID 1's
+//! `oom_score_adj`, which a fresh box refuses; that reaches only its own call. The zygote's box
+//! runs without a Landlock domain and keeps CAP_SETFCAP (in its own user namespace): no code of
+//! a call runs there (`attack/zygote.test.js` plants modules in the workspace, its cwd). Every
+//! call lives in the zygote box's PID namespace: if that box ends, the running calls end too.
 
 pub mod call;
 pub mod plan;
