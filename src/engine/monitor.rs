@@ -269,26 +269,18 @@ pub fn run_zygote_call(
             &format!("zygote: this call's box could not come from the Sandbox's zygote ({why}); it ran in a fresh box"),
         )
     };
-    let arranged = match arranged {
-        Ok(a) => a,
+    let passed = match arranged {
         Err(why) => {
             if usable {
                 fell_back(&why);
             }
-            return run_box(
-                &fresh,
-                prepared,
-                Caller {
-                    lifeline,
-                    fds: passed,
-                    on_report,
-                    on_started,
-                },
-            );
+            passed
         }
-    };
-    let passed = if usable {
-        match super::zygote::call::run(
+        Ok(arranged) if !usable => {
+            arranged.discard();
+            passed
+        }
+        Ok(arranged) => match super::zygote::call::run(
             spec,
             arranged,
             inputs,
@@ -306,10 +298,7 @@ pub fn run_zygote_call(
                 fell_back(&why);
                 passed
             }
-        }
-    } else {
-        arranged.discard();
-        passed
+        },
     };
     run_box(
         &fresh,

@@ -301,21 +301,12 @@ impl Opened {
 
     /// Takes the oldest live spare (or starts a kern), and tops the spares up beside the call.
     pub(super) fn kern(self: &Arc<Self>, path: &Path) -> Result<Kern> {
-        let taken = {
-            let mut spares = self
-                .spares
-                .lock()
-                .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
-            let mut taken = None;
-            while let Some(mut k) = spares.pop_front() {
-                // A spare killed from outside is skipped (`is_alive` reaped it).
-                if k.is_alive() {
-                    taken = Some(k);
-                    break;
-                }
-            }
-            taken
-        };
+        let mut spares = self
+            .spares
+            .lock()
+            .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
+        let taken = oldest_live(&mut spares);
+        drop(spares);
         let kern = match taken {
             Some(k) => k,
             None => self.spawn_kern(path)?,
@@ -341,4 +332,15 @@ impl Opened {
             }
         }
     }
+}
+
+/// Takes the oldest spare that still runs; one killed from outside is dropped (`is_alive`
+/// reaped it).
+pub(super) fn oldest_live(spares: &mut std::collections::VecDeque<Kern>) -> Option<Kern> {
+    while let Some(mut k) = spares.pop_front() {
+        if k.is_alive() {
+            return Some(k);
+        }
+    }
+    None
 }

@@ -198,17 +198,7 @@ impl Zygote {
 /// box). The spares are topped up beside the call.
 pub(super) fn take(opened: &Arc<Opened>, kern: &Path) -> Option<Kern> {
     let z = opened.zygote.get().filter(|z| z.alive())?;
-    let taken = {
-        let mut spares = z.spares.lock().ok()?;
-        let mut taken = None;
-        while let Some(mut k) = spares.pop_front() {
-            if k.is_alive() {
-                taken = Some(k);
-                break;
-            }
-        }
-        taken
-    };
+    let taken = super::opened::oldest_live(&mut *z.spares.lock().ok()?);
     let (me, path) = (opened.clone(), kern.to_path_buf());
     tokio::task::spawn_blocking(move || {
         if let Some(z) = me.zygote.get() {

@@ -1,8 +1,10 @@
 //! The steps a zygote's child takes to become a call's box, as data: each one syscall (or one
 //! file write), with its arguments, what it does, and which errors it may meet. kern builds them
-//! from the call's spec; the zygote's python runs them in order with `ctypes` and stops at the
-//! first that fails. So the posture has one definition, here, beside `mounts` and `init` (which a
-//! fresh box runs), and python only carries it out.
+//! from the Sandbox's settings; the zygote's python runs them in order with `ctypes` and stops at
+//! the first that fails. So the steps are written in Rust, here, beside `mounts` and `init` (the
+//! same posture as a fresh box takes it: the masked paths and the set-id filter are theirs,
+//! shared), and python only carries them out; `__tests__/zygote.test.js` compares the postures
+//! the two kinds of box end up with.
 //!
 //! Three plans, for the three processes of a call (see the module above): `call` (the zygote's
 //! fork: a user namespace of its own, then the rest), `pid1` (PID 1 of the new PID namespace: a
