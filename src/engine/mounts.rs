@@ -280,19 +280,11 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
     // A zygote's box keeps its /proc unmasked: the kernel mounts a call's own /proc only where
     // a /proc is fully visible (no overmount of a file or a non-empty directory). No cell runs
     // in the zygote's box; each call masks its own /proc (`zygote::plan`).
-    if spec.serves_zygote {
-        mkdir(&root.join("proc"), 0o555)?;
-        mount(
-            Some("proc"),
-            &root.join("proc"),
-            Some("proc"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-            None::<&str>,
-        )
-        .ctx(|| "mount the zygote's /proc".into())?;
-    } else {
-        build_proc(root, matches!(spec.resident, Some(Resident::Start { .. })))?;
-    }
+    build_proc(
+        root,
+        matches!(spec.resident, Some(Resident::Start { .. })),
+        !spec.serves_zygote,
+    )?;
 
     // The skeleton itself becomes read-only: the box can't add files next to /usr.
     sys::mount_setattr(STAGE, MOUNT_ATTR_RDONLY, false).ctx(|| "make the root read-only".into())?;
@@ -438,7 +430,8 @@ fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(),
         .ctx(|| "make /dev read-only".into())
 }
 
-fn build_proc(root: &Path, hide_others: bool) -> Result<(), SetupError> {
+/// The box's /proc; `masked`: with Docker's masked and read-only paths (every box but a zygote's).
+fn build_proc(root: &Path, hide_others: bool, masked: bool) -> Result<(), SetupError> {
     let proc_dir = root.join("proc");
     mkdir(&proc_dir, 0o555)?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
@@ -466,6 +459,9 @@ fn build_proc(root: &Path, hide_others: bool) -> Result<(), SetupError> {
     mounted.ctx(|| {
         "mount /proc (is the host's /proc partly covered, as in some containers?)".into()
     })?;
+    if !masked {
+        return Ok(());
+    }
     let null = root.join("dev/null");
     for name in PROC_MASKED {
         let p = proc_dir.join(name);

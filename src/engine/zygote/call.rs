@@ -20,43 +20,20 @@ use std::time::{Duration, Instant};
 /// How long C may take to say how P ended once P is gone (it only waits for P).
 const STATUS_GRACE: Duration = Duration::from_secs(5);
 
-/// One message from the call's socket: its bytes and the sender's host pid.
-enum Got {
-    Message(Vec<u8>, Option<libc::pid_t>),
-    /// Every end of the socket in the call is closed.
-    Eof,
-    Deadline,
-    /// The caller's lifeline closed or said something: the call must end.
-    Caller,
-}
-
-fn receive(sock: &OwnedFd, deadline: Instant, lifeline: Option<BorrowedFd<'_>>) -> Got {
+/// One message from the call's socket: its bytes and the sender's host pid; None once there is
+/// none to come (every end in the call closed) or by `deadline`.
+fn receive(sock: &OwnedFd, deadline: Instant) -> Option<(Vec<u8>, Option<libc::pid_t>)> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Got::Deadline;
+            return None;
         }
-        let mut fds = vec![PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
-        if let Some(l) = lifeline {
-            fds.push(PollFd::new(l, PollFlags::POLLIN));
-        }
+        let mut fds = [PollFd::new(sock.as_fd(), PollFlags::POLLIN)];
         let ms = left.as_millis().min(60_000) as u16;
         match poll(&mut fds, PollTimeout::from(ms.max(1))) {
-            Ok(0) => continue,
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
             Ok(_) => {}
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return Got::Caller,
-        }
-        let ready = |i: usize| {
-            fds.get(i)
-                .and_then(|f| f.revents())
-                .is_some_and(|r| !r.is_empty())
-        };
-        if ready(1) {
-            return Got::Caller;
-        }
-        if !ready(0) {
-            continue;
+            Err(_) => return None,
         }
         let mut buf = vec![0u8; 4096];
         let mut cmsg = nix::cmsg_space!(nix::sys::socket::UnixCredentials);
@@ -69,7 +46,7 @@ fn receive(sock: &OwnedFd, deadline: Instant, lifeline: Option<BorrowedFd<'_>>) 
         ) {
             Ok(m) => m,
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return Got::Eof,
+            Err(_) => return None,
         };
         let n = msg.bytes;
         let mut pid = None;
@@ -81,10 +58,10 @@ fn receive(sock: &OwnedFd, deadline: Instant, lifeline: Option<BorrowedFd<'_>>) 
             }
         }
         if n == 0 {
-            return Got::Eof;
+            return None;
         }
         buf.truncate(n);
-        return Got::Message(buf, pid);
+        return Some((buf, pid));
     }
 }
 
@@ -151,8 +128,8 @@ pub fn arrange(
     let deadline = Instant::now() + ARRANGE_TIMEOUT;
     setsockopt(&sock, sockopt::PassCred, &true)
         .map_err(|e| format!("the zygote's socket: SO_PASSCRED: {e}"))?;
-    let call_pid = match receive(&sock, deadline, None) {
-        Got::Message(m, Some(pid)) if m == b"c" => pid,
+    let call_pid = match receive(&sock, deadline) {
+        Some((m, Some(pid))) if m == b"c" => pid,
         _ => return Err("the Sandbox's zygote did not fork the call's box (has it ended?)".into()),
     };
     let kill_call = || {
@@ -182,10 +159,10 @@ pub fn arrange(
     let mut status: Option<i32> = None;
     // P, PID 1 of the call, says who it is; or C says why it could not make it.
     let pid1 = loop {
-        match receive(&sock, deadline, None) {
-            Got::Message(m, Some(pid)) if m == b"p" => break Some(pid),
-            Got::Message(m, _) => take(&m, &mut messages, &mut status),
-            _ => break None,
+        match receive(&sock, deadline) {
+            Some((m, Some(pid))) if m == b"p" => break Some(pid),
+            Some((m, _)) => take(&m, &mut messages, &mut status),
+            None => break None,
         }
     };
     let Some((pid1, pidfd)) = pid1.and_then(|p| sys::pidfd_open(p).ok().map(|fd| (p, fd))) else {
@@ -200,10 +177,10 @@ pub fn arrange(
     // The workload is ready (in its posture), or says why not; no call goes to a box that did
     // not say it was ready.
     let ready = loop {
-        match receive(&sock, deadline, None) {
-            Got::Message(m, _) if m == b"w\n" => break true,
-            Got::Message(m, _) => take(&m, &mut messages, &mut status),
-            _ => break false,
+        match receive(&sock, deadline) {
+            Some((m, _)) if m == b"w\n" => break true,
+            Some((m, _)) => take(&m, &mut messages, &mut status),
+            None => break false,
         }
         if !messages.is_empty() {
             break false;
@@ -290,9 +267,9 @@ pub fn run(
     // What is left to say (C's status) comes once P is gone.
     let grace = Instant::now() + STATUS_GRACE;
     while a.status.is_none() {
-        match receive(&a.sock, grace, None) {
-            Got::Message(m, _) => take(&m, &mut a.messages, &mut a.status),
-            _ => break,
+        match receive(&a.sock, grace) {
+            Some((m, _)) => take(&m, &mut a.messages, &mut a.status),
+            None => break,
         }
     }
     let init_status = match a.status {
@@ -363,7 +340,7 @@ fn watch(
             .collect();
         drop(fds);
         if ready[1] {
-            if let Got::Message(m, _) = receive(sock, deadline, None) {
+            if let Some((m, _)) = receive(sock, deadline) {
                 take(&m, messages, status);
             }
         }
