@@ -436,6 +436,58 @@ test('kernelspecs on JUPYTER_PATH in the workspace: interrupt_mode "message", an
   }
 });
 
+test('a kernel whose socket file is there before it listens (bound, listening 3 s later) is waited for, not given up on', async () => {
+  // A kernelspec whose wrapper binds the heartbeat's socket file at once but listens on it only
+  // 3 s later (the window between a kernel's bind() and listen(), widened), then relays it to
+  // the ipykernel it started on a heartbeat socket of its own.
+  const ws = makeTempDir();
+  try {
+    fs.mkdirSync(`${ws}/jk/kernels/late`, { recursive: true });
+    fs.writeFileSync(
+      `${ws}/jk/late.py`,
+      [
+        'import json, os, socket, subprocess, sys, threading, time',
+        'info = json.load(open(sys.argv[1]))',
+        'path = lambda port: "%s-%d" % (info["ip"], port)',
+        'inner = dict(info, hb_port=info["hb_port"] + 100)',
+        'json.dump(inner, open("/tmp/inner.json", "w"))',
+        'kernel = subprocess.Popen([sys.executable, "-m", "ipykernel_launcher", "-f", "/tmp/inner.json"])',
+        'threading.Thread(target=lambda: os._exit(kernel.wait()), daemon=True).start()',
+        'hb = socket.socket(socket.AF_UNIX)',
+        'hb.bind(path(info["hb_port"]))',
+        'open("/workspace/bound", "w").close()',
+        'time.sleep(3)',
+        'hb.listen()',
+        'open("/workspace/listening", "w").close()',
+        'def pipe(a, b):',
+        '    while (d := a.recv(65536)):',
+        '        b.sendall(d)',
+        '    b.shutdown(socket.SHUT_WR)',
+        'while True:',
+        '    ours, _ = hb.accept()',
+        '    theirs = socket.socket(socket.AF_UNIX)',
+        '    while theirs.connect_ex(path(inner["hb_port"])) != 0:',
+        '        time.sleep(0.01)',
+        '    for a, b in ((ours, theirs), (theirs, ours)):',
+        '        threading.Thread(target=pipe, args=(a, b), daemon=True).start()',
+      ].join('\n')
+    );
+    fs.writeFileSync(
+      `${ws}/jk/kernels/late/kernel.json`,
+      JSON.stringify({ argv: ['python3', '/workspace/jk/late.py', '{connection_file}'], language: 'python' })
+    );
+    await withKernel({ workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } }, { jupyter: 'late' }, async (k) => {
+      // The wrapper did hold the file unlistened (else this test would show nothing).
+      expect(fs.existsSync(`${ws}/bound`) && fs.existsSync(`${ws}/listening`)).toBe(true);
+      // Every cell is preceded by a heartbeat round trip through the late socket.
+      expectOk(await k.runCode('x = 6'));
+      expect((await k.runCode('x * 7')).results[0].text).toBe('42');
+    });
+  } finally {
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
+});
+
 test('setup: "pip install ipykernel" (from the real PyPI) gives a kernelspec the kernel finds in .deps', async () => {
   // pip's own scratch goes to the workspace: the box's /tmp is too small for the wheels.
   const setup = 'mkdir -p /workspace/.piptmp && TMPDIR=/workspace/.piptmp pip install --quiet ipykernel; rc=$?; rm -rf /workspace/.piptmp; exit $rc';

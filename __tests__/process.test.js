@@ -387,7 +387,9 @@ describe('terminal()', () => {
     await out.until('isatty True True');
     expect(out.seen).toMatch(/\/dev\/pts\/0\r\n30 100\r\n/);
     // The foreground program gets SIGWINCH and the new size.
-    await t.write('python3 -c "import os, signal, time; signal.signal(signal.SIGWINCH, lambda *a: print(\'winched\', *os.get_terminal_size(), flush=True)); print(\'waiting\', flush=True); time.sleep(100)"\n');
+    // The handler writes with os.write: a print() in it can land while the main thread's own
+    // print still holds stdout's buffer, and raise "reentrant call" instead of printing.
+    await t.write('python3 -c "import os, signal, time; signal.signal(signal.SIGWINCH, lambda *a: os.write(1, (\'winched %d %d\\\\n\' % tuple(os.get_terminal_size())).encode())); print(\'waiting\', flush=True); time.sleep(100)"\n');
     await out.until('waiting\r\n');
     t.resize(120, 40);
     await out.until('winched 120 40');

@@ -342,8 +342,7 @@ impl Relays {
         let task = tokio::spawn(async move {
             let kernel = format!("/proc/self/fd/{}", target.as_raw_fd());
             while let Ok((ours, _)) = listener.accept().await {
-                // A kernel socket that refuses now is tried again by ZeroMQ's reconnect.
-                if let Ok(theirs) = tokio::net::UnixStream::connect(&kernel).await {
+                if let Some(theirs) = reach(&kernel).await {
                     tokio::spawn(relay(ours, theirs, readers.clone()));
                 }
             }
@@ -358,6 +357,29 @@ impl Drop for Relays {
         self.accepting
             .iter()
             .for_each(tokio::task::AbortHandle::abort);
+    }
+}
+
+/// Connects to the kernel's socket. Its file is there from the kernel's `bind()`, but it refuses
+/// until the kernel's `listen()`; a connection of ours dropped in between would fail ZeroMQ's
+/// handshake, which the `zeromq` crate's `connect` does not retry, and the kernel's start with it.
+/// So a refusal (or a full backlog: `EAGAIN`) is tried again until the kernel takes it; the wait
+/// ends with the relays (dropped with the kernel's sockets, or when its start fails or times
+/// out). Any other error is final.
+async fn reach(kernel: &str) -> Option<tokio::net::UnixStream> {
+    loop {
+        match tokio::net::UnixStream::connect(kernel).await {
+            Ok(s) => return Some(s),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::WouldBlock
+                ) =>
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err(_) => return None,
+        }
     }
 }
 
