@@ -19,6 +19,7 @@ const {
   tempDirs,
   expectSandboxError,
   expectRefusedBeforeAnyBox,
+  uniqueName,
 } = require('./helpers');
 const { Sandbox, SandboxError } = require('..');
 
@@ -128,7 +129,7 @@ describe('isolation(): measured, and what an ordinary box of the Sandbox sees ag
   test('persist: measured on a fresh box of the resident box\'s posture, the same report as without persist', async () => {
     const plain = await new Sandbox(opts()).open();
     const ws = temp('kern-isolation-persist-');
-    const resident = new Sandbox(opts({ persist: true, name: `isoreport${process.pid}`, workspace: ws, requireIsolation: ['process'] }));
+    const resident = new Sandbox(opts({ persist: true, name: uniqueName('isoreport'), workspace: ws, requireIsolation: ['process'] }));
     try {
       await resident.open();
       expect(await resident.isolation()).toEqual(await plain.isolation());

@@ -242,13 +242,25 @@ describe('privileges', () => {
   test('box root is never host root: the workload runs as an unprivileged host uid', async () => {
     const marker = uniqueName('idmap');
     let hostUid = null;
-    const r = await sb.run(['sh', '-c', `id -u; echo ready; sleep 2; : ${marker}`], {
-      onStdout: (c) => {
-        if (hostUid !== null || !c.toString().includes('ready')) return;
-        const [p] = hostProcessesMatching(marker);
-        if (p) hostUid = fs.statSync(`/proc/${p.pid}`).uid;
-      },
-    });
+    // The box waits for the go file the callback writes once it has looked (however late the
+    // callback runs).
+    const ws = makeTempDir('kern-idmap-ws-');
+    const own = await new Sandbox(opts({ workspace: ws })).open();
+    let r;
+    try {
+      r = await own.run(['sh', '-c', `id -u; echo ready; while [ ! -e go ]; do sleep 0.1; done; : ${marker}`], {
+        timeoutS: 60,
+        onStdout: (c) => {
+          if (hostUid !== null || !c.toString().includes('ready')) return;
+          const [p] = hostProcessesMatching(marker);
+          if (p) hostUid = fs.statSync(`/proc/${p.pid}`).uid;
+          fs.writeFileSync(path.join(ws, 'go'), '');
+        },
+      });
+    } finally {
+      await own.close();
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
     expectOk(r);
     // Root in the box; on the host, what the host's /proc says the process is.
     expect(r.stdout.split('\n')[0]).toBe('0');

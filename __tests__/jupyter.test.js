@@ -268,7 +268,7 @@ describe('R (IRkernel)', () => {
 
   test('a cell timeout interrupts R with SIGINT (its kernelspec\'s interrupt mode) and keeps its state', async () => {
     await k.runCode('y <- 7');
-    const r = await k.runCode('y <- 1\nwhile (TRUE) {}', { timeoutS: 1 });
+    const r = await k.runCode('y <- 1\nwhile (TRUE) {}', { timeoutS: 3 });
     expect(r.fault).toMatchObject({ type: 'timeout' });
     expect(r.fault.message).toMatch(/interrupted it and the kernel kept its state/);
     expect((await k.runCode('y')).results[0].text).toBe('[1] 1');
@@ -278,7 +278,7 @@ describe('R (IRkernel)', () => {
 test('interrupt keeps state: x = 1, a cell that never ends, then x is still 1', async () => {
   await withKernel({}, { jupyter: 'python3' }, async (k) => {
     expectOk(await k.runCode('x = 1'));
-    const r = await k.runCode('while True: pass', { timeoutS: 1 });
+    const r = await k.runCode('while True: pass', { timeoutS: 3 });
     // One object, so a failure shows the whole result.
     expect({ ...summary(r), codeStderr: r.codeStderr }).toMatchObject({
       fault: { type: 'timeout', message: expect.stringMatching(/interrupted it and the kernel kept its state/) },
@@ -292,7 +292,7 @@ test('interrupt keeps state: x = 1, a cell that never ends, then x is still 1', 
 });
 
 test('a cell that ignores the interrupt is torn down with a timeout fault after the grace period', async () => {
-  await withKernel({}, { jupyter: 'python3', timeoutS: 1 }, async (k) => {
+  await withKernel({}, { jupyter: 'python3', timeoutS: 3 }, async (k) => {
     const r = await k.runCode('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass');
     expect(r.fault).toMatchObject({ type: 'timeout' });
     expect(r.fault.message).toMatch(/did not stop within \d+s of an interrupt; kern killed the kernel's box/);
@@ -301,20 +301,30 @@ test('a cell that ignores the interrupt is torn down with a timeout fault after 
   });
 });
 
+/** The host pids of ipykernel processes started since `before` (a list of such pids). */
+const kernelPidsSince = (before) => hostProcessesMatching('ipykernel_launcher').map((p) => p.pid).filter((p) => !before.includes(p));
+
 test('a kernel that died between cells is reported on the next call', async () => {
+  const before = hostProcessesMatching('ipykernel_launcher').map((p) => p.pid);
   await withKernel({}, { jupyter: 'python3' }, async (k) => {
+    const mine = kernelPidsSince(before);
+    expect(mine).toHaveLength(1);
     expectOk(await k.runCode('import os, threading\nthreading.Timer(0.3, os._exit, [3]).start()'));
-    // The kernel's process exits on its own after the cell; the next call says so.
-    await new Promise((r) => setTimeout(r, 1500));
+    // The kernel's process exits on its own after the cell (seen on the host); the next call
+    // says so.
+    expect(await waitFor(() => !helpers.isAlive(mine[0]), 30000)).toBe(true);
     await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/, /exited \(code 3\)/);
   });
 });
 
 test('a kernel that stops answering its heartbeat is noticed on the next call and torn down', async () => {
+  const before = hostProcessesMatching('ipykernel_launcher').map((p) => p.pid);
   await withKernel({}, { jupyter: 'python3' }, async (k) => {
+    const mine = kernelPidsSince(before);
+    expect(mine).toHaveLength(1);
     // SIGSTOP freezes the whole kernel (its heartbeat thread too) once the cell has finished.
     expectOk(await k.runCode('import os, signal, threading\nthreading.Timer(0.3, os.kill, [os.getpid(), signal.SIGSTOP]).start()'));
-    await new Promise((r) => setTimeout(r, 1000));
+    expect(await waitFor(() => (helpers.procStat(mine[0]) || {}).state === 'T', 30000)).toBe(true);
     await expectSandboxError(() => k.runCode('1'), SandboxError, /stopped answering its heartbeat/);
     await expectSandboxError(() => k.runCode('1'), SandboxError, /was torn down/);
   });
@@ -413,14 +423,14 @@ test('kernelspecs on JUPYTER_PATH in the workspace: interrupt_mode "message", an
       // Only an interrupt_request on the control socket can stop this cell (kern sends no
       // signal to a kernel whose kernelspec asks for messages); if none arrived, the kernel
       // would be torn down after the grace period instead.
-      const r = await k.runCode('while True: pass', { timeoutS: 1 });
+      const r = await k.runCode('while True: pass', { timeoutS: 3 });
       expect(r.fault).toMatchObject({ type: 'timeout' });
       expect(r.fault.message).toMatch(/interrupted it and the kernel kept its state/);
       expect((await k.runCode('x')).results[0].text).toBe('1');
     });
     await withKernel({ workspace: ws, env: { JUPYTER_PATH: '/workspace/jk' } }, { jupyter: 'wrapped' }, async (k) => {
       expectOk(await k.runCode('x = 1'));
-      const r = await k.runCode('while True: pass', { timeoutS: 1 });
+      const r = await k.runCode('while True: pass', { timeoutS: 3 });
       expect(summary(r)).toMatchObject({ fault: { type: 'timeout', message: expect.stringMatching(/interrupted it and the kernel kept its state/) } });
       expect((await k.runCode('x')).results[0].text).toBe('1');
     });

@@ -287,7 +287,9 @@ describe('deadlines and process lifetime', () => {
             `until pgrep -f "$a$b" >/dev/null; do sleep 0.1; done; echo started; sleep 100`,
         ],
         {
-          timeoutS: 3,
+          // Room for the slow guest to start it all and for onStdout to run; sleep 100 still
+          // outlasts it.
+          timeoutS: 15,
           onStdout: (c) => {
             if (seenDuring === null && c.toString().includes('started')) seenDuring = hostProcessesMatching(whole).length;
           },

@@ -3,7 +3,9 @@
 // The prewarm pool: boxes whose python driver booted before the call, each serving one cell.
 
 const { Sandbox } = require('..');
-const { notesOf, opts, hostProcessesMatching, sleep } = require('./helpers');
+const helpers = require('./helpers');
+
+const { notesOf, opts, hostProcessesMatching } = helpers;
 
 /** Idle or running prewarmed drivers: their argv holds the driver's name. */
 const driverPids = () => hostProcessesMatching('_kern_driver')
@@ -12,12 +14,9 @@ const driverPids = () => hostProcessesMatching('_kern_driver')
   .map((p) => p.pid)
   .sort((a, b) => a - b);
 
+/** Waits for `pred` (polled, bounded at 30 s for a loaded machine), or fails naming `what`. */
 async function waitFor(pred, what) {
-  for (let i = 0; i < 250; i++) {
-    if (pred()) return;
-    await sleep(20);
-  }
-  throw new Error(`timed out waiting for ${what}`);
+  if (!(await helpers.waitFor(pred, 30000, 20))) throw new Error(`timed out waiting for ${what}`);
 }
 
 const CELLS = [
@@ -89,8 +88,12 @@ test('the pool refills; streaming and other languages take the ordinary path; cl
 });
 
 test('a prewarmed call past its timeout is a timeout fault', async () => {
-  const sb = await new Sandbox(opts({ prewarm: 1, timeoutS: 1 })).open();
+  const before = driverPids();
+  const sb = await new Sandbox(opts({ prewarm: 1, timeoutS: 3 })).open();
   try {
+    // Prewarmed: its driver is up before the call (a slot still starting would put python's
+    // own start on the call's clock).
+    await waitFor(() => driverPids().some((p) => !before.includes(p)), 'an idle driver');
     const r = await sb.runCode('import time\nprint("start", flush=True)\ntime.sleep(30)');
     expect(r.fault).toMatchObject({ type: 'timeout' });
     expect(r.exitCode).toBe(137);

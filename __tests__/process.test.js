@@ -237,7 +237,7 @@ describe('spawn()', () => {
     const ac = new AbortController();
     const reason = new Error('enough');
     const p = await sb.spawn(['sh', '-c', `sleep 300 & sleep 300; : ${marker}`, marker], { signal: ac.signal });
-    await waitFor(() => hostProcessesMatching(marker).length >= 1, 10000);
+    expect(await waitFor(() => hostProcessesMatching(marker).length >= 1, 10000)).toBe(true);
     ac.abort(reason);
     await expect(p.wait()).rejects.toBe(reason);
     expect(hostProcessesMatching(marker)).toEqual([]);
@@ -346,7 +346,9 @@ describe('the owner goes, the boxes go', () => {
       })();`;
     const { child, ready, err } = await startNodeUntilReady(script);
     expect({ ready, err }).toEqual({ ready: true, err: '' });
-    expect(hostProcessesMatching(marker).length).toBeGreaterThanOrEqual(2);
+    // spawn() and terminal() resolve when the box is about to exec its program: its argv (and
+    // the marker) may come a moment after.
+    expect(await waitFor(() => hostProcessesMatching(marker).length >= 2, 10000)).toBe(true);
     child.kill('SIGKILL');
     await new Promise((r) => child.on('exit', r));
     // Polled with a generous bound, not timed: kern sees its lifeline close and ends the box.

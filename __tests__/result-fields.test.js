@@ -342,7 +342,9 @@ describe('lineBuffered', () => {
     for (const c of chunks.slice(0, -1)) expect(c.endsWith('\n')).toBe(true);
     expect(chunks[chunks.length - 1]).toBe(text.slice(text.lastIndexOf('\n') + 1));
   };
-  const code = 'import sys, time\nfor i in range(3):\n    sys.stdout.write("tick"); sys.stdout.flush(); time.sleep(0.05)\n    sys.stdout.write(" %d\\n" % i); sys.stdout.flush()\nsys.stdout.write("partial")';
+  // The pause between a line's two writes is what lets a reader see them apart without
+  // lineBuffered: long enough for a reader on a loaded machine.
+  const code = 'import sys, time\nfor i in range(3):\n    sys.stdout.write("tick"); sys.stdout.flush(); time.sleep(0.3)\n    sys.stdout.write(" %d\\n" % i); sys.stdout.flush()\nsys.stdout.write("partial")';
 
   test('onStdout gets whole lines, and the trailing part at the end', async () => {
     const chunks = [];

@@ -7,7 +7,7 @@
 
 const fs = require('fs');
 const { Sandbox, SandboxError } = require('..');
-const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir } = require('./helpers');
+const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir, uniqueName } = require('./helpers');
 
 /** The host pids of this process's zygotes and their forks (their argv holds the zygote). */
 const zygoteTree = () => hostProcessesMatching('def _kern_zygote(').map((p) => p.pid);
@@ -21,10 +21,14 @@ function ppid(pid) {
   }
 }
 
-/** Zygotes proper: members of the tree whose parent is not one. */
+/** Zygotes proper: members of the tree whose parent is not one (a fork that ended between the
+ * scan and the read of its parent is not one either). */
 const zygotes = () => {
   const tree = zygoteTree();
-  return tree.filter((p) => !tree.includes(ppid(p)));
+  return tree.filter((p) => {
+    const parent = ppid(p);
+    return parent !== -1 && !tree.includes(parent);
+  });
 };
 
 const CELLS = [
@@ -155,11 +159,19 @@ describe('a Sandbox with a zygote', () => {
   });
 
   test('a timeout ends the call and everything it started, not the zygote', async () => {
-    const r = await z.runCode('import subprocess, time\nsubprocess.Popen(["sleep", "300"])\nprint("started", flush=True)\ntime.sleep(30)', { timeoutS: 1 });
+    // A deadline the slow guest's python meets; the cell sleeps well past it.
+    const m = uniqueName('zygto');
+    let seen = 0;
+    const r = await z.runCode(`import subprocess, time\nsubprocess.Popen(["sh", "-c", "sleep 300; : ${m}"])\nprint("started", flush=True)\ntime.sleep(60)`, {
+      timeoutS: 5,
+      // Popen has returned (its child exec'd) once "started" is out.
+      onStdout: () => (seen = Math.max(seen, hostProcessesMatching(m).length)),
+    });
+    expect(seen).toBe(1);
     expect(r.fault).toMatchObject({ type: 'timeout' });
     expect(r.exitCode).toBe(137);
     expect(r.stdout).toBe('started\n');
-    expect(await waitFor(() => hostProcessesMatching('sleep 300').length === 0, 10000)).toBe(true);
+    expect(await waitFor(() => hostProcessesMatching(m).length === 0, 10000)).toBe(true);
     expect((await z.runCode('1 + 1')).results[0].text).toBe('2');
   });
 

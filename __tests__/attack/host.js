@@ -73,7 +73,12 @@ function descendants(root = process.pid) {
   return out;
 }
 
-/** This mount namespace's mounts as "mountpoint fstype source", sorted (other runs' netns binds left out). */
+/** The cgroup-v2 guest's rig (scripts/test-cgv2.sh runs beside the rootless Jest run; the first
+ * run on a machine builds the guest's image, whose debootstrap mounts /proc and /sys there). */
+const RIG = `${process.env.CGV2_RIG_DIR || '/var/tmp/cgv2-rig'}/`;
+
+/** This mount namespace's mounts as "mountpoint fstype source", sorted (other runs' netns binds
+ * and the guest rig's mounts left out). */
 function hostMounts() {
   return fs
     .readFileSync('/proc/self/mountinfo', 'utf8')
@@ -84,7 +89,7 @@ function hostMounts() {
       const sep = f.indexOf('-');
       return `${f[4]} ${f[sep + 1]} ${f[sep + 2]}`;
     })
-    .filter((m) => !/^\/(var\/)?run\/netns\//.test(m))
+    .filter((m) => !/^\/(var\/)?run\/netns\//.test(m) && !m.startsWith(RIG))
     .sort();
 }
 

@@ -6,23 +6,32 @@
 // host. Each probe runs the same code in a fresh box of the same options, and the zygote's box
 // must refuse what the fresh box refuses. Then the host is checked untouched, on the host.
 
-const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive } = require('../helpers');
+const fs = require('fs');
+const path = require('path');
+const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE } = require('./host');
 const { Sandbox } = require('../..');
 
 let guard;
 let z; // the Sandbox with a zygote
+let zws; // its workspace, where the host writes a call's go files
 let fresh; // the same options, fresh boxes
+
+/** Python that waits (bounded at 60 s) for the go file `name` the host writes in z's workspace. */
+const awaitGo = (name) => `for _ in range(1200):\n    if os.path.exists("/workspace/${name}"): break\n    time.sleep(0.05)`;
+const go = (name) => fs.writeFileSync(path.join(zws, name), '');
 
 beforeAll(async () => {
   requireRootfs();
   guard = await hostGuard();
-  z = await new Sandbox(opts({ zygote: true })).open();
+  zws = makeTempDir('kern-zyg-ws-');
+  z = await new Sandbox(opts({ zygote: true, workspace: zws })).open();
   fresh = await new Sandbox(opts()).open();
 });
 
 afterAll(async () => {
   if (z) await z.close();
+  if (zws) fs.rmSync(zws, { recursive: true, force: true });
   if (fresh) await fresh.close();
   if (guard) {
     await guard.assertNoLeaks();
@@ -41,7 +50,13 @@ function zygotePids() {
       return -1;
     }
   };
-  return tree.filter((p) => !tree.includes(ppid(p))).sort();
+  // A fork that ended between the scan and the read of its parent is not a zygote.
+  return tree
+    .filter((p) => {
+      const parent = ppid(p);
+      return parent !== -1 && !tree.includes(parent);
+    })
+    .sort();
 }
 
 test('out of the posture: nested user namespaces, unmounting the call\'s /proc or /tmp (the zygote\'s are under them), open_tree, setns, mount, sysctls: refused as in a fresh box', async () => {
@@ -143,10 +158,12 @@ test('no mapping shared writable with the zygote; memory a call writes is not in
 
 test('nothing of one call is in a call running beside it or after it: /tmp, /dev/shm, sysv IPC, POSIX mqueues, abstract sockets, the user keyring', async () => {
   const token = uniqueName('zyg');
+  let planting;
+  const inPlace = new Promise((res) => (planting = res));
   const plant = z.runCode(
     PY_PRELUDE +
       [
-        'import time, sysconfig',
+        'import os, time, sysconfig',
         `t = "${token}"`,
         'open("/tmp/" + t, "w").write(t)',
         'open("/dev/shm/" + t, "w").write(t)',
@@ -164,8 +181,9 @@ test('nothing of one call is in a call running beside it or after it: /tmp, /dev
         'libc.syscall.restype = ctypes.c_long',
         'uk = libc.syscall(248, b"user", t.encode(), t.encode(), len(t), ctypes.c_long(-4))',
         'print(json.dumps({"shm": shm, "mq": mq, "pmq": pmq, "uk": uk}), flush=True)',
-        'time.sleep(4)',
+        awaitGo(`${token}-go`),
       ].join('\n'),
+    { onStdout: () => planting() },
   );
   const look = PY_PRELUDE +
     [
@@ -182,9 +200,10 @@ test('nothing of one call is in a call running beside it or after it: /tmp, /dev
       'o["user key"] = libc.syscall(ctypes.c_long(249), b"user", t.encode(), None, ctypes.c_long(0)) >= 0',
       'print(json.dumps(o))',
     ].join('\n');
-  // Beside it: the planting call is asleep with everything in place (it printed its ids).
-  await new Promise((res) => setTimeout(res, 1500));
+  // Beside it: the planting call waits with everything in place (it printed its ids).
+  await inPlace;
   const beside = await runJson(z, look);
+  go(`${token}-go`);
   const planted = await plant;
   const p = JSON.parse(planted.stdout.trim().split('\n')[0]);
   // The planting worked in its own call, so its absence elsewhere means something.
@@ -207,10 +226,15 @@ test('a call that exits leaving a daemon behind: the daemon dies with the call, 
       `subprocess.Popen(["sh", "-c", "sleep 300; : ${token}"], start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)`,
       'time.sleep(0.2)',
       'print("left", flush=True)',
-      'time.sleep(0.5)',
+      awaitGo(`${token}-go`),
     ].join('\n'),
     // While the call runs, the host sees the daemon (so its absence after means something).
-    { onStdout: () => (seen = hostProcessesMatching(token).length) },
+    {
+      onStdout: () => {
+        seen = hostProcessesMatching(token).length;
+        go(`${token}-go`);
+      },
+    },
   );
   expect(r.stdout).toBe('left\n');
   expect(r.fault).toBeNull();
