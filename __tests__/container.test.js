@@ -25,7 +25,7 @@ let tmp, app, rootfs, profile;
 
 /** dist/ as `npm run pack:all -- --dev` left it, or packed now when missing or older than the build. */
 function ensureDist() {
-  const built = ['kern', `js/${pkg.napi.binaryName}.${key}.node`, 'js/index.js', 'js/options.js', 'seccomp.json', 'package.json']
+  const built = ['kern', `js/${pkg.napi.binaryName}.${key}.node`, 'package.json', ...pkg.files]
     .map((f) => path.join(repo, f))
     .filter((f) => fs.existsSync(f))
     .map((f) => fs.statSync(f).mtimeMs);
@@ -88,6 +88,12 @@ beforeAll(() => {
 
 afterAll(() => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+test('the installed package carries the README\'s deploy files (the Dockerfile, the Kubernetes Deployment), as in the repo', () => {
+  for (const f of ['deploy/Dockerfile', 'deploy/k8s/deployment.yaml']) {
+    expect(fs.readFileSync(path.join(app, 'node_modules', pkg.name, f), 'utf8')).toBe(fs.readFileSync(path.join(repo, f), 'utf8'));
+  }
 });
 
 describe('the shipped profile', () => {

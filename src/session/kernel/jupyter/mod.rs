@@ -41,6 +41,9 @@ pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 const INPUT_REINTERRUPT: Duration = Duration::from_secs(1);
 /// How long `close()` waits for the kernel to exit after `shutdown_request`.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(3);
+/// How long a kernel that failed its heartbeat has for its box to end by itself (a process that
+/// exited), before kern kills the box of one that hangs.
+const GONE_GRACE: Duration = Duration::from_secs(5);
 /// How much of the kernel process's own output (outside cells) is kept, for error messages.
 const LOG_TAIL: usize = 8 << 10;
 
@@ -93,11 +96,14 @@ impl Kind for Jupyter {
     }
 
     /// A kernel that does not answer its heartbeat is ended: a cell sent to it would wait to its
-    /// timeout.
+    /// timeout. One whose process ended by itself (its sockets close a moment before its box's
+    /// end is known) is told as that end, within `GONE_GRACE`.
     async fn unwell(&self, k: &Lifecycle<Jupyter>, live: &mut Live) -> Option<String> {
         let why = heartbeat(&mut live.socks.heartbeat).await.err()?;
-        k.stop.send_replace(true);
-        let _ = self.box_end(k, live).await;
+        let end = self.box_end_within(k, live, Some(GONE_GRACE)).await;
+        if !*k.stop.borrow() {
+            return Some(end.message);
+        }
         Some(format!(
             "it stopped answering its heartbeat ({why}), so kern killed its box"
         ))
