@@ -1261,7 +1261,8 @@ export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
  *   error; a kernel that asks for input anyway (IRkernel's `readline()`) has the cell
  *   interrupted at once, with a runtime note saying why. A cell never waits for an answer.
  * - Before each cell kern checks the kernel's heartbeat (5 s at most): a kernel whose process
- *   died or that stopped answering is reported by that call's SandboxError, and its box is ended.
+ *   died (told by how it ended: "exited (code 3)") or that stopped answering (its box is ended
+ *   5 s later if it has not ended by itself) is reported by that call's SandboxError.
  * - `close()` sends `shutdown_request` (so the kernel's exit handlers run) and ends the box if
  *   it has not exited within 3 s. */
 export class Kernel {

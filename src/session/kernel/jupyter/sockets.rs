@@ -363,10 +363,13 @@ impl Drop for Relays {
 /// Connects to the kernel's socket. Its file is there from the kernel's `bind()`, but it refuses
 /// until the kernel's `listen()`; a connection of ours dropped in between would fail ZeroMQ's
 /// handshake, which the `zeromq` crate's `connect` does not retry, and the kernel's start with it.
-/// So a refusal (or a full backlog: `EAGAIN`) is tried again until the kernel takes it; the wait
-/// ends with the relays (dropped with the kernel's sockets, or when its start fails or times
-/// out). Any other error is final.
+/// So a refusal (or a full backlog: `EAGAIN`) is tried again, at growing intervals, for as long
+/// as a kernel may take to start: a kernel that has ended refuses for ever, and ZeroMQ's own
+/// reconnects to it come here too. The wait also ends with the relays (dropped with the
+/// kernel's sockets). Any other error is final.
 async fn reach(kernel: &str) -> Option<tokio::net::UnixStream> {
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    let mut pause = Duration::from_millis(5);
     loop {
         match tokio::net::UnixStream::connect(kernel).await {
             Ok(s) => return Some(s),
@@ -374,9 +377,10 @@ async fn reach(kernel: &str) -> Option<tokio::net::UnixStream> {
                 if matches!(
                     e.kind(),
                     std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::WouldBlock
-                ) =>
+                ) && tokio::time::Instant::now() < deadline =>
             {
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
             }
             Err(_) => return None,
         }
