@@ -200,8 +200,9 @@ test('nothing of one call is in a call running beside it or after it: /tmp, /dev
       'o["user key"] = libc.syscall(ctypes.c_long(249), b"user", t.encode(), None, ctypes.c_long(0)) >= 0',
       'print(json.dumps(o))',
     ].join('\n');
-  // Beside it: the planting call waits with everything in place (it printed its ids).
-  await inPlace;
+  // Beside it: the planting call waits with everything in place (it printed its ids); a planting
+  // call that ended before that fails below instead of leaving the test waiting.
+  await Promise.race([inPlace, plant]);
   const beside = await runJson(z, look);
   go(`${token}-go`);
   const planted = await plant;
