@@ -91,6 +91,15 @@ function procStat(pid) {
   return { pid, comm: s.slice(open + 1, close), state: rest[0], ppid: Number(rest[1]) };
 }
 
+/** The members of `pids` whose parent is not one of them: the roots of a process tree (one that
+ * ended since `pids` was listed is none). */
+function treeRoots(pids) {
+  return pids.filter((p) => {
+    const st = procStat(p);
+    return !!st && !pids.includes(st.ppid);
+  });
+}
+
 /** Direct children of `ppid` (default: this process) whose comm is `comm`. */
 function childrenNamed(comm, ppid = process.pid) {
   const out = [];
@@ -481,6 +490,7 @@ module.exports = {
   walkTree,
   hostProcessesMatching,
   procStat,
+  treeRoots,
   childrenNamed,
   isAlive,
   sleep,

@@ -20,6 +20,9 @@ beforeAll(() => {
   }
 });
 
+/** The host pids of IPython kernels (every Sandbox's). */
+const kernelPids = () => hostProcessesMatching('ipykernel_launcher').map((p) => p.pid);
+
 /** The host's socket directories of Jupyter kernels (one per open kernel). */
 const socketDirs = () => fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('kern-jk-'));
 
@@ -301,13 +304,11 @@ test('a cell that ignores the interrupt is torn down with a timeout fault after 
   });
 });
 
-/** The host pids of ipykernel processes started since `before` (a list of such pids). */
-const kernelPidsSince = (before) => hostProcessesMatching('ipykernel_launcher').map((p) => p.pid).filter((p) => !before.includes(p));
 
 test('a kernel that died between cells is reported on the next call', async () => {
-  const before = hostProcessesMatching('ipykernel_launcher').map((p) => p.pid);
+  const before = kernelPids();
   await withKernel({}, { jupyter: 'python3' }, async (k) => {
-    const mine = kernelPidsSince(before);
+    const mine = kernelPids().filter((p) => !before.includes(p));
     expect(mine).toHaveLength(1);
     expectOk(await k.runCode('import os, threading\nthreading.Timer(0.3, os._exit, [3]).start()'));
     // The kernel's process exits on its own after the cell (seen on the host); the next call
@@ -318,9 +319,9 @@ test('a kernel that died between cells is reported on the next call', async () =
 });
 
 test('a kernel that stops answering its heartbeat is noticed on the next call and torn down', async () => {
-  const before = hostProcessesMatching('ipykernel_launcher').map((p) => p.pid);
+  const before = kernelPids();
   await withKernel({}, { jupyter: 'python3' }, async (k) => {
-    const mine = kernelPidsSince(before);
+    const mine = kernelPids().filter((p) => !before.includes(p));
     expect(mine).toHaveLength(1);
     // SIGSTOP freezes the whole kernel (its heartbeat thread too) once the cell has finished.
     expectOk(await k.runCode('import os, signal, threading\nthreading.Timer(0.3, os.kill, [os.getpid(), signal.SIGSTOP]).start()'));
@@ -341,7 +342,6 @@ test('a kernel that dies during a cell gives a fault, and later calls say it is 
 });
 
 test('close() shuts the kernel down cleanly (its exit handlers run), leaving no process or socket directory', async () => {
-  const kernelPids = () => hostProcessesMatching('ipykernel_launcher').map((p) => p.pid);
   const [dirsBefore, pidsBefore] = [socketDirs(), kernelPids()];
   const sb = await new Sandbox(opts({ image: SCI })).open();
   let ours;

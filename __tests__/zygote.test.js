@@ -5,31 +5,18 @@
 // and the workload posture, and nothing of another call. Through the public API, root and
 // rootless.
 
-const fs = require('fs');
 const { Sandbox, SandboxError } = require('..');
-const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir, uniqueName } = require('./helpers');
+const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir, uniqueName, procStat, treeRoots } = require('./helpers');
 
 /** The host pids of this process's zygotes and their forks (their argv holds the zygote). */
 const zygoteTree = () => hostProcessesMatching('def _kern_zygote(').map((p) => p.pid);
 
-function ppid(pid) {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    return -1;
-  }
-}
+/** A process's parent on the host, -1 once it has ended. */
+const ppid = (pid) => (procStat(pid) || { ppid: -1 }).ppid;
 
 /** Zygotes proper: members of the tree whose parent is not one (a fork that ended between the
  * scan and the read of its parent is not one either). */
-const zygotes = () => {
-  const tree = zygoteTree();
-  return tree.filter((p) => {
-    const parent = ppid(p);
-    return parent !== -1 && !tree.includes(parent);
-  });
-};
+const zygotes = () => treeRoots(zygoteTree());
 
 const CELLS = [
   'print("out")\n6 * 7',

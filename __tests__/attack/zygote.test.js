@@ -8,7 +8,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir } = require('../helpers');
+const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir, treeRoots } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE } = require('./host');
 const { Sandbox } = require('../..');
 
@@ -39,24 +39,10 @@ afterAll(async () => {
   }
 });
 
-/** The host pids of this process's zygotes (their argv holds the zygote's source), forks aside. */
+/** The host pids of this process's zygotes (their argv holds the zygote's source), forks aside
+ * (a fork that ended between the scan and the read of its parent is not a zygote). */
 function zygotePids() {
-  const tree = hostProcessesMatching('def _kern_zygote(').map((p) => p.pid);
-  const ppid = (pid) => {
-    try {
-      const s = require('fs').readFileSync(`/proc/${pid}/stat`, 'utf8');
-      return Number(s.slice(s.lastIndexOf(')') + 2).split(' ')[1]);
-    } catch {
-      return -1;
-    }
-  };
-  // A fork that ended between the scan and the read of its parent is not a zygote.
-  return tree
-    .filter((p) => {
-      const parent = ppid(p);
-      return parent !== -1 && !tree.includes(parent);
-    })
-    .sort();
+  return treeRoots(hostProcessesMatching('def _kern_zygote(').map((p) => p.pid)).sort();
 }
 
 test('out of the posture: nested user namespaces, unmounting the call\'s /proc or /tmp (the zygote\'s are under them), open_tree, setns, mount, sysctls: refused as in a fresh box', async () => {

@@ -301,12 +301,12 @@ impl Opened {
 
     /// Takes the oldest live spare (or starts a kern), and tops the spares up beside the call.
     pub(super) fn kern(self: &Arc<Self>, path: &Path) -> Result<Kern> {
-        let mut spares = self
-            .spares
-            .lock()
-            .map_err(|_| Error::Runtime("spare lock poisoned".into()))?;
-        let taken = oldest_live(&mut spares);
-        drop(spares);
+        let taken = oldest_live(
+            &mut *self
+                .spares
+                .lock()
+                .map_err(|_| Error::Runtime("spare lock poisoned".into()))?,
+        );
         let kern = match taken {
             Some(k) => k,
             None => self.spawn_kern(path)?,

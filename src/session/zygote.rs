@@ -155,11 +155,10 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         box_.stop.send_replace(true);
         let said = said
             .lock()
-            .map(|s| String::from_utf8_lossy(&s).trim().to_string())
-            .unwrap_or_default();
+            .map(|s| crate::engine::zygote::call::said_or(&s, "no output"))
+            .unwrap_or_else(|_| "no output".into());
         return crate::invalid!(
-            "option `zygote`: the image's python3 did not start the zygote ({}); leave `zygote` out for this image",
-            if said.is_empty() { "no output".to_string() } else { said }
+            "option `zygote`: the image's python3 did not start the zygote ({said}); leave `zygote` out for this image"
         );
     }
     let inputs = crate::engine::zygote::plan::Inputs {

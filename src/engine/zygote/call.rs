@@ -77,6 +77,17 @@ fn take(m: &[u8], messages: &mut Vec<u8>, status: &mut Option<i32>) {
     }
 }
 
+/// Why a box's (or the zygote's) setup failed: what its processes said, or `otherwise` if they
+/// said nothing.
+pub fn said_or(messages: &[u8], otherwise: &str) -> String {
+    let said = String::from_utf8_lossy(messages).trim().to_string();
+    if said.is_empty() {
+        otherwise.into()
+    } else {
+        said
+    }
+}
+
 /// Whether `/proc/<name>` is a directory on this kernel (`None`: there is none).
 fn proc_kind(name: &str) -> Option<bool> {
     std::fs::symlink_metadata(format!("/proc/{name}"))
@@ -167,12 +178,10 @@ pub fn arrange(
     };
     let Some((pid1, pidfd)) = pid1.and_then(|p| sys::pidfd_open(p).ok().map(|fd| (p, fd))) else {
         kill_call();
-        let said = String::from_utf8_lossy(&messages).trim().to_string();
-        return Err(if said.is_empty() {
-            "the zygote's fork ended before the call's PID 1 started".into()
-        } else {
-            said
-        });
+        return Err(said_or(
+            &messages,
+            "the zygote's fork ended before the call's PID 1 started",
+        ));
     };
     // The workload is ready (in its posture), or says why not; no call goes to a box that did
     // not say it was ready.
@@ -189,12 +198,10 @@ pub fn arrange(
     if !ready {
         let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
         kill_call();
-        let said = String::from_utf8_lossy(&messages).trim().to_string();
-        return Err(if said.is_empty() {
-            "the call's box did not say it was ready".into()
-        } else {
-            said
-        });
+        return Err(said_or(
+            &messages,
+            "the call's box did not say it was ready",
+        ));
     }
     Ok(Arranged {
         sock,
