@@ -1,6 +1,6 @@
 'use strict';
 // rootless: no — a schema check of files in the repository, no box: once is enough
-// The Kubernetes manifest the README shows (deploy/k8s/deployment.yaml), checked offline against
+// The Kubernetes manifest docs/containers.md points at (deploy/k8s/deployment.yaml), checked offline against
 // the Kubernetes API schemas that kubernetes-validate bundles (scripts/setup-deps.sh installs it
 // into target/tools; no cluster here), strictly (unknown fields refused); and its securityContext
 // holds exactly what the container tests (__tests__/container.test.js) measured a box needs.
@@ -69,10 +69,14 @@ test("the pod's securityContext is what the container tests measured: profile, u
   expect(pod.volumes).toContainEqual(expect.objectContaining({ name: 'tmp', emptyDir: expect.any(Object) }));
 });
 
-test('the README shows the manifest and the Dockerfile as they are in deploy/', () => {
+test('the container docs point at the manifest and the Dockerfile in deploy/ (not copies of them)', () => {
+  const doc = fs.readFileSync(path.join(repo, 'docs', 'containers.md'), 'utf8');
+  expect(doc).toContain('](../deploy/k8s/deployment.yaml)');
+  expect(doc).toContain('](../deploy/Dockerfile)');
+  // A copy would go stale: neither file's body is pasted into the docs or the README.
   const readme = fs.readFileSync(path.join(repo, 'README.md'), 'utf8');
-  const body = fs.readFileSync(manifest, 'utf8').split('\n').filter((l) => !l.startsWith('#')).join('\n').trim();
-  expect(readme).toContain(`\`\`\`yaml\n${body}\n\`\`\``);
-  const dockerfile = fs.readFileSync(path.join(repo, 'deploy', 'Dockerfile'), 'utf8').trim();
-  expect(readme).toContain(`\`\`\`dockerfile\n${dockerfile}\n\`\`\``);
+  for (const text of [doc, readme]) {
+    expect(text).not.toMatch(/```ya?ml\n[^`]*kind: Deployment/);
+    expect(text).not.toMatch(/```dockerfile/);
+  }
 });
