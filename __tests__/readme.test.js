@@ -23,15 +23,18 @@ const { spawn, execFileSync } = require('child_process');
 const ts = require('typescript');
 const reg = require('./support/registry');
 const docs = require('./support/docs-examples');
+const { uniqueName, hostProcessesMatching, waitFor } = require('./helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 const KERN = process.env.KERN_BIN || path.join(docs.REPO, 'kern');
 const RUNNABLE = new Set(['js', 'ts', 'bash']);
 const LAYOUT_VERSION = 'readme-oci-1';
+const JEST = require.resolve('jest/bin/jest');
 
 const all = docs.exampleFiles().flatMap((f) => docs.blocks(f));
 const examples = all.filter((b) => RUNNABLE.has(b.lang));
-const toRun = examples.filter((b) => !b.marker);
+const runs = (b) => !b.marker || b.marker.run === 'jest';
+const toRun = examples.filter(runs);
 const notRunnable = examples.filter((b) => b.marker && b.marker.norun);
 const skipped = examples.filter((b) => b.marker && b.marker.skip);
 const where = (b) => `${b.file}:${b.line} (${b.lang})`;
@@ -147,6 +150,10 @@ function runIn(cwd, argv, timeoutMs) {
 function materialise(block, n) {
   const dir = path.join(project, `example-${n}`);
   fs.mkdirSync(dir);
+  if (block.marker && block.marker.run === 'jest') {
+    fs.writeFileSync(path.join(dir, 'example.test.js'), block.code);
+    return { dir, argv: [process.execPath, JEST, '--rootDir', dir, '--ci', '--colors=false'] };
+  }
   if (block.lang === 'bash') {
     fs.writeFileSync(path.join(dir, 'example.sh'), block.code);
     return { dir, argv: ['bash', '-e', 'example.sh'] };
@@ -191,7 +198,7 @@ test('every JS and TS example type-checks against index.d.ts', () => {
   const dir = path.join(project, 'typecheck');
   fs.mkdirSync(dir);
   const files = examples
-    .filter((b) => b.lang !== 'bash' && !(b.marker && b.marker.norun && /\bJest\b/.test(b.marker.norun)))
+    .filter((b) => b.lang !== 'bash' && !(b.marker && b.marker.run === 'jest'))
     .map((b) => {
       const name = `${b.file.replace(/\W/g, '_')}_${b.line}.${b.lang}`;
       fs.writeFileSync(path.join(dir, name), `${b.code}\nexport {};\n`);
@@ -216,7 +223,7 @@ test('every example is run, or marked with the reason it is not', () => {
   const others = all.filter((b) => !RUNNABLE.has(b.lang));
   const langs = [...new Set(others.map((b) => b.lang || '(none)'))].sort();
   const lines = [
-    `documentation examples: ${examples.length} js/ts/bash blocks in ${docs.exampleFiles().length} files: ${toRun.length} run, ${notRunnable.length} not runnable, ${skipped.length} skipped`,
+    `documentation examples: ${examples.length} js/ts/bash blocks in ${docs.exampleFiles().length} files: ${toRun.length} run (${toRun.length - toRun.filter((b) => !b.marker).length} of them under Jest), ${notRunnable.length} not runnable, ${skipped.length} skipped`,
     ...notRunnable.map((b) => `  not runnable: ${where(b)}: ${b.marker.norun}`),
     ...skipped.map((b) => `  skipped: ${where(b)}: ${b.marker.skip}`),
     `  not examples: ${others.length} blocks of other kinds (${langs.join(', ')})`,
@@ -230,8 +237,39 @@ test('every example is run, or marked with the reason it is not', () => {
 test('every example that claims output claims it on a line the test can find', () => {
   // A claim in a block that does not run would be an unchecked promise: only runnable blocks
   // may claim output.
-  const unchecked = examples.filter((b) => b.marker && docs.claims(b).length > 0);
+  const unchecked = examples.filter((b) => !runs(b) && docs.claims(b).length > 0);
   expect(unchecked.map(where)).toEqual([]);
+});
+
+test("the README's warning holds: a spawn() left running keeps Jest from exiting; the box ends with Jest", async () => {
+  const marker = uniqueName('kernreadmejest');
+  const dir = path.join(project, 'jest-leak');
+  fs.mkdirSync(dir);
+  fs.writeFileSync(
+    path.join(dir, 'leak.test.js'),
+    `const { Sandbox } = require('kern-sandbox');\n` +
+      `test('forgets to close', async () => {\n` +
+      `  const sb = await new Sandbox({ image: 'host' }).open();\n` +
+      `  await sb.spawn(['sh', '-c', 'sleep 600; echo ${marker}']);\n` +
+      `});\n`
+  );
+  const jest = spawn(process.execPath, [JEST, '--rootDir', dir, '--ci', '--colors=false'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let said = '';
+  jest.stdout.on('data', (d) => (said += d));
+  jest.stderr.on('data', (d) => (said += d));
+  let exited = null;
+  jest.on('exit', (code, signal) => (exited = { code, signal }));
+  try {
+    // Jest's own words once its run is over and something still holds the process open.
+    await waitFor(() => said.includes('Jest did not exit one second after the test run has completed') || exited, 120000);
+    expect({ held: said.includes('did not exit one second'), exited, said: said.slice(-2000) }).toEqual(expect.objectContaining({ held: true, exited: null }));
+    expect(said).toMatch(/1 passed/);
+    expect(hostProcessesMatching(marker).length).toBeGreaterThan(0);
+  } finally {
+    if (!exited) jest.kill('SIGKILL');
+  }
+  // Killed, Jest's process takes the box with it (kern's lifeline).
+  expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 20000)).toBe(true);
 });
 
 test('every relative link and anchor in the documentation resolves', () => {

@@ -23,7 +23,9 @@ function linkedFiles() {
 }
 
 const MARKER = /^<!--\s*readme-test:\s*(.*?)\s*-->\s*$/;
-const KEYS = new Set(['norun', 'skip']);
+// norun=why: not meant to run (an install line, a call to a real service); skip=why: meant to run,
+// but not here; run=jest: a Jest test file, run under Jest rather than node.
+const KEYS = new Set(['norun', 'skip', 'run']);
 
 /** Parses a marker's body, `key=reason` pairs separated by ` ; `… in practice one key: the reason
  * runs to the end. Throws on an unknown key or an empty reason. */
@@ -33,6 +35,7 @@ function parseMarker(body, where) {
   const [, key, reason] = m;
   if (!KEYS.has(key)) throw new Error(`${where}: readme-test marker key "${key}" is not one of ${[...KEYS].join(', ')}`);
   if (!reason.trim()) throw new Error(`${where}: readme-test marker ${key}= needs a reason`);
+  if (key === 'run' && reason.trim() !== 'jest') throw new Error(`${where}: readme-test marker run= takes only "jest"`);
   return { [key]: reason.trim() };
 }
 
