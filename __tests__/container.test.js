@@ -90,10 +90,15 @@ afterAll(() => {
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
-test('the installed package carries the README\'s deploy files (the Dockerfile, the Kubernetes Deployment), as in the repo', () => {
-  for (const f of ['deploy/Dockerfile', 'deploy/k8s/deployment.yaml']) {
+test('the installed package carries the docs the README links to, the deploy files and the third-party notices, as in the repo', () => {
+  const docs = fs.readdirSync(path.join(repo, 'docs')).map((f) => `docs/${f}`);
+  expect(docs.length).toBeGreaterThan(0);
+  for (const f of ['deploy/Dockerfile', 'deploy/k8s/deployment.yaml', 'THIRD_PARTY_NOTICES', ...docs]) {
     expect(fs.readFileSync(path.join(app, 'node_modules', pkg.name, f), 'utf8')).toBe(fs.readFileSync(path.join(repo, f), 'utf8'));
   }
+  // The platform package ships compiled third-party code (the crates, acorn): its notices too.
+  expect(fs.readFileSync(path.join(app, 'node_modules', `${pkg.name}-${key}`, 'THIRD_PARTY_NOTICES'), 'utf8'))
+    .toBe(fs.readFileSync(path.join(repo, 'THIRD_PARTY_NOTICES'), 'utf8'));
 });
 
 describe('the shipped profile', () => {

@@ -80,7 +80,9 @@ function glibcFloor(file) {
 
 function copy(from, to, mode) {
   fs.mkdirSync(path.dirname(to), { recursive: true });
-  fs.copyFileSync(from, to);
+  // A folder in package.json `files` (docs/) is copied whole.
+  if (fs.statSync(from).isDirectory()) fs.cpSync(from, to, { recursive: true });
+  else fs.copyFileSync(from, to);
   if (mode) fs.chmodSync(to, mode);
 }
 
@@ -104,6 +106,7 @@ const platPkg = JSON.parse(fs.readFileSync(path.join(platSrc, 'package.json'), '
 if (platPkg.version !== pkg.version) fail(`npm/${key}/package.json is ${platPkg.version}, package.json ${pkg.version}: make them equal`);
 copy(path.join(platSrc, 'README.md'), path.join(platDir, 'README.md'));
 copy(path.join(root, 'LICENSE'), path.join(platDir, 'LICENSE'));
+copy(path.join(root, 'THIRD_PARTY_NOTICES'), path.join(platDir, 'THIRD_PARTY_NOTICES'));
 for (const [from, name] of [[got.addon, addonName], [got.kern, 'kern']]) {
   copy(from, path.join(platDir, name), 0o755);
   // The dev build's debug info is 3/4 of its size (110 MB unpacked): the install test would pack,

@@ -21,10 +21,11 @@ pub const ZYGOTE: &str = include_str!("zygote.py");
 /// does, after a setup frame (`node_setup_frame`).
 pub const NODE_DRIVER: &str = include_str!("driver.js");
 
-/// acorn (npm `acorn` 8.19.0, MIT, `dist/acorn.js` as published), the parser Node itself vendors:
-/// the node driver finds a cell's `import` declarations and last statement with it. It travels
-/// in the setup frame, since it is too large for an argv string (128 KiB).
-const ACORN: &str = include_str!("acorn/acorn.js");
+/// acorn (npm `acorn`, MIT, `dist/acorn.js` as published: `vendor/acorn`, with its version and
+/// checksums), the parser Node itself vendors: the node driver finds a cell's `import`
+/// declarations and last statement with it. It travels in the setup frame, since it is too large
+/// for an argv string (128 KiB).
+const ACORN: &str = include_str!("../../vendor/acorn/acorn.js");
 
 /// The node driver's first frame: its parser, and whether its cells are TypeScript.
 pub fn node_setup_frame(typescript: bool) -> Vec<u8> {
