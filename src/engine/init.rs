@@ -168,6 +168,11 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
             fail("a cgroup namespace for the call", &e);
         }
     }
+    // The call's terminals (`kern attach`, a pty it opens) out of reach of earlier calls'
+    // processes (see `mounts::private_devpts`).
+    if let Err(e) = mounts::private_devpts() {
+        fail("give the call its own /dev/pts", &e.0);
+    }
     if let Err(e) = take_setup_ids(j.mapping) {
         fail("take the box's ids", &e);
     }

@@ -60,6 +60,7 @@ use std::process::ExitCode;
 mod doctor;
 mod images;
 mod interactive;
+mod stdio;
 
 use interactive::{Mode, Relay};
 
@@ -524,7 +525,15 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     }
     let temp;
     let workspace = match a.workspace {
-        Some(w) => w,
+        // The Sandbox's own check: a real directory (created if missing), never a symlink,
+        // FIFO, device or file.
+        Some(w) => {
+            let w =
+                std::path::absolute(&w).map_err(|e| format!("--workspace {}: {e}", w.display()))?;
+            kern_sandbox::workspace::Workspace::existing(&w)
+                .map_err(|e| e.to_string())?
+                .path
+        }
         None => {
             temp = tempfile::Builder::new()
                 .prefix("kern-ws-")
@@ -630,7 +639,7 @@ fn default_timeout(mode: Mode) -> f64 {
 fn conclude(relay: &mut Relay, report: Option<&BoxReport>) -> ExitCode {
     let finished = relay.finish();
     if let Some(why) = finished.problem {
-        status::note("warning", &format!("the box's terminal: {why}"));
+        status::note("warning", &format!("the box's stdio: {why}"));
     }
     if let Some(r) = report {
         if let Some(why) = &r.resident_gone {
