@@ -437,7 +437,7 @@ describe('without -t the box gets pipes, never the host\'s terminal', () => {
   const { Sandbox } = require('..');
 
   // `how`: the kern command line, run by a host shell on a terminal, with W the workspace.
-  async function takeTerminal(ws, how) {
+  async function expectTerminalKept(ws, how) {
     fs.writeFileSync(path.join(ws, 'box.sh'), TAKE_TERMINAL);
     fs.chmodSync(ws, 0o777);
     const secret = uniqueName('typedline');
@@ -489,7 +489,7 @@ IFS= read -r line; echo "HOST-GOT:[$line]"
       `"$KERN" run -i --image host --workspace "$W" -- sh /workspace/box.sh < /dev/null`,
       `"$KERN" run --security-profile untrusted --image ${rootfs} --workspace "$W" -- sh /workspace/box.sh`,
     ]) {
-      await takeTerminal(temps.temp('kern-notty-'), how);
+      await expectTerminalKept(temps.temp('kern-notty-'), how);
     }
   }, 240000);
 
@@ -501,7 +501,7 @@ IFS= read -r line; echo "HOST-GOT:[$line]"
       await sb.open();
       for (const how of [`"$KERN" exec ${name} -- sh /workspace/box.sh`, `"$KERN" exec -i ${name} -- sh /workspace/box.sh < /dev/null`]) {
         for (const f of ['fds', 'ready', 'done', 'stolen-0', 'stolen-1', 'stolen-2', 'stolen-7']) fs.rmSync(path.join(ws, f), { force: true });
-        await takeTerminal(ws, how);
+        await expectTerminalKept(ws, how);
       }
     } finally {
       await sb.destroy().catch(() => {});
