@@ -31,7 +31,8 @@
 //! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
 //! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
 //! boxes, found through `engine::resident`'s state files), `kern attach` and the `-i`/`-t` of
-//! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs), `kern doctor`
+//! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs; in every mode the
+//! box's stdio is pipes or its own terminal, never kern's: stdio.rs), `kern doctor`
 //! (what this host offers kern-sandbox, with the fix for each thing missing; doctor.rs), and
 //! `kern pull`/`images`/`rmi`/`prune` (the image store the addon also pulls into, in its own
 //! process; images.rs).
