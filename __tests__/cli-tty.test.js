@@ -567,8 +567,9 @@ while time.time() < deadline and not os.path.exists(W + '/stop'):
                 log.write('READ %s %r\n' % (path, data))
         except OSError:
             pass
-    if os.path.exists(W + '/attached'):
-        scans += 1
+    # Counted from each session's start (the test removes 'attached' between them).
+    scans = scans + 1 if os.path.exists(W + '/attached') else 0
+    if scans:
         with open(W + '/spy.scans.tmp', 'w') as f:
             f.write(str(scans))
         os.rename(W + '/spy.scans.tmp', W + '/spy.scans')

@@ -191,7 +191,8 @@ test('a pty a later call opens is out of reach of what an earlier call left runn
     // The call had its terminal, and read back exactly what it typed; nothing else wrote to it.
     expect(r2.stdout).toMatch(new RegExp(`^/dev/pts/\\d+\nGOT ${secret}\nCLEAN\n$`));
     fs.writeFileSync(path.join(ws, 'stop'), '');
-    for (let i = 0; i < 100 && !/stopped/.test(log()); i++) await new Promise((r) => setTimeout(r, 50));
+    // Generous: a hang fails below, nothing is timed.
+    for (let i = 0; i < 1200 && !/stopped/.test(log()); i++) await new Promise((r) => setTimeout(r, 50));
     const found = log();
     // The spy was alive and looked the whole time...
     expect(found).toMatch(/^alive\n/);
