@@ -390,7 +390,9 @@ export interface SandboxOptions {
    * workspace is removed. */
   setup?: string;
   /** A host directory to use as the persistent workspace. When omitted, a temporary directory is
-   * created by `open()` and removed by `close()`. */
+   * created by `open()` and removed by `close()`. An absolute path; created if missing. A path
+   * that is a symlink (even to a directory), a file, a FIFO, a socket or a device is a
+   * `SandboxError` (`kern doctor --workspace` applies the same check). */
   workspace?: string;
   /** Upper bound, in bytes, on how large the workspace may grow across calls. Checked between calls
    * rather than enforced as a hard limit: the call that crosses it completes, and later calls

@@ -168,22 +168,49 @@ echo "KERN-EXIT=$?"
     expect(t.screen()).toMatch(/KERN-EXIT=0/);
   }, 240000);
 
-  test('SIGTERM to kern ends the box and restores the host terminal first', async () => {
-    const marker = uniqueName('kerntty');
-    const t = terminal(`
+  test('SIGTERM, SIGHUP or SIGINT to kern ends the box and restores the host terminal first', async () => {
+    for (const [sig, code] of [['SIGTERM', 143], ['SIGHUP', 129], ['SIGINT', 130]]) {
+      const marker = uniqueName('kerntty');
+      const t = terminal(`
 stty -g > before
 sh -c 'echo KERNPID=$$; exec "$KERN" run -it --image host -e MARK=${marker} ${BASH}'
 echo "KERN-EXIT=$?"
 stty -g > after
 `);
-    const pid = Number((await t.until(/KERNPID=(\d+)/))[1]);
+      const pid = Number((await t.until(/KERNPID=(\d+)/))[1]);
+      await t.until(new RegExp(PROMPT));
+      process.kill(pid, sig);
+      expect(await t.exited()).toBe(0);
+      expect(t.screen()).toMatch(new RegExp(`KERN-EXIT=${code}`));
+      expect(t.screen()).toMatch(new RegExp(`kern got ${sig}: it ended the box`));
+      expect(t.read('after')).toBe(t.read('before'));
+      // The box's PID 1 is a fork of kern (the marker is in its command line): gone with it.
+      expect(hostProcessesMatching(marker)).toEqual([]);
+    }
+  }, 240000);
+
+  test('a box that ends from outside (its PID 1 killed) leaves the host terminal as it was', async () => {
+    const marker = uniqueName('kerntty');
+    const t = terminal(`
+stty -g > before
+"$KERN" run -it --image host -e MARK=${marker} ${BASH}
+echo "KERN-EXIT=$?"
+stty -g > after
+`);
     await t.until(new RegExp(PROMPT));
-    process.kill(pid, 'SIGTERM');
+    const inBox = (pid) => /^NSpid:\s+\d+\s+1$/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    const pid1 = hostProcessesMatching(marker).find((p) => {
+      try {
+        return inBox(p.pid);
+      } catch {
+        return false;
+      }
+    });
+    expect(pid1).toBeDefined();
+    process.kill(pid1.pid, 'SIGKILL');
     expect(await t.exited()).toBe(0);
-    expect(t.screen()).toMatch(/KERN-EXIT=143/);
-    expect(t.screen()).toMatch(/kern got SIGTERM: it ended the box/);
+    expect(t.screen()).toMatch(/KERN-EXIT=\d+/);
     expect(t.read('after')).toBe(t.read('before'));
-    // The box's PID 1 is a fork of kern (the marker is in its command line): gone with it.
     expect(hostProcessesMatching(marker)).toEqual([]);
   }, 240000);
 
@@ -383,5 +410,228 @@ echo "KERN-EXIT=$?"
     const unknown = kern(['attach', `${name}-none`]);
     expect(unknown.code).toBe(125);
     expect(unknown.stderr).toMatch(/no live resident box named .*-none \(`kern ps` lists them\)/);
+  }, 240000);
+});
+
+// What a box without -t does to the terminal it was started from, through every descriptor
+// it could have been given: its modes and size (the reviewer's box left echo and canonical mode
+// off and a 3x9 size), and what the operator types (read from fd 1, which was the operator's
+// pty opened read-write). fd 7 is the host terminal too, opened by the host shell before kern.
+const TAKE_TERMINAL = String.raw`
+W=/workspace
+for fd in 0 1 2 7; do if [ -t $fd ]; then r=tty; else r=notty; fi; echo "fd$fd=$r" >> $W/fds; done
+for fd in 0 1 2 7; do { stty raw -echo -icanon rows 3 cols 9 <&$fd; } 2>/dev/null; done
+pids=
+for fd in 0 1 2 7; do
+  { cat <&$fd >> $W/stolen-$fd; } 2>/dev/null &
+  pids="$pids $!"
+done
+echo BOX-OUT-$((40+2)); echo BOX-ERR-$((40+3)) >&2
+touch $W/ready
+while [ ! -e $W/done ]; do sleep 0.05; done
+kill $pids 2>/dev/null
+echo BOX-END
+`;
+
+describe('without -t the box gets pipes, never the host\'s terminal', () => {
+  const { Sandbox } = require('..');
+
+  // `how`: the kern command line, run by a host shell on a terminal, with W the workspace.
+  async function expectTerminalKept(ws, how) {
+    fs.writeFileSync(path.join(ws, 'box.sh'), TAKE_TERMINAL);
+    fs.chmodSync(ws, 0o777);
+    const secret = uniqueName('typedline');
+    const t = terminal(`
+W='${ws}'
+exec 7<>/dev/tty
+stty rows 33 cols 101
+stty -g > before; stty size > before.size
+( while [ ! -e "$W/ready" ]; do sleep 0.05; done; stty -g < /dev/tty > during; stty size < /dev/tty > during.size; echo HOST-READY ) &
+${how}
+echo "KERN-EXIT=$?"
+stty -g > after; stty size > after.size
+IFS= read -r line; echo "HOST-GOT:[$line]"
+`);
+    await t.until(/HOST-READY/);
+    // The operator types a line while the box runs. A box that holds the terminal reads it
+    // (its readers block on it); give them the time to, then let the box end.
+    t.type(`${secret}\n`);
+    const stolen = () => [0, 1, 2, 7].some((fd) => {
+      const f = path.join(ws, `stolen-${fd}`);
+      return fs.existsSync(f) && fs.readFileSync(f, 'utf8').includes(secret);
+    });
+    await waitFor(stolen, 2000);
+    fs.writeFileSync(path.join(ws, 'done'), '');
+    await t.until(/KERN-EXIT=0/);
+    expect(await waitFor(() => fs.existsSync(t.file('after.size')), DEADLINE_MS)).toBe(true);
+    const screen = t.screen();
+    // Its output still came, through kern.
+    expect(screen).toMatch(/BOX-OUT-42/);
+    expect(screen).toMatch(/BOX-ERR-43/);
+    expect(screen).toMatch(/BOX-END/);
+    // No descriptor of the box was a terminal...
+    expect(fs.readFileSync(path.join(ws, 'fds'), 'utf8')).toBe('fd0=notty\nfd1=notty\nfd2=notty\nfd7=notty\n');
+    // ...the host's was the same while the box ran and after, at the size it was given...
+    expect(t.read('during')).toBe(t.read('before'));
+    expect(t.read('after')).toBe(t.read('before'));
+    expect(t.read('before.size')).toBe('33 101\n');
+    expect(t.read('during.size')).toBe('33 101\n');
+    expect(t.read('after.size')).toBe('33 101\n');
+    // ...and what the operator typed reached the host shell that read it, and nothing else.
+    expect(stolen()).toBe(false);
+    await t.until(new RegExp(`HOST-GOT:\\[${secret}\\]`));
+    expect(await t.exited()).toBe(0);
+  }
+
+  test('kern run, kern run -i with a file on stdin, kern run --security-profile untrusted', async () => {
+    for (const how of [
+      `"$KERN" run --image host --workspace "$W" -- sh /workspace/box.sh`,
+      `"$KERN" run -i --image host --workspace "$W" -- sh /workspace/box.sh < /dev/null`,
+      `"$KERN" run --security-profile untrusted --image ${rootfs} --workspace "$W" -- sh /workspace/box.sh`,
+    ]) {
+      await expectTerminalKept(temps.temp('kern-notty-'), how);
+    }
+  }, 240000);
+
+  test('kern exec NAME, with and without -i, in a resident box', async () => {
+    const name = uniqueName('notty');
+    const ws = temps.temp('kern-notty-res-');
+    const sb = new Sandbox({ image: rootfs, persist: true, name, workspace: ws });
+    try {
+      await sb.open();
+      for (const how of [`"$KERN" exec ${name} -- sh /workspace/box.sh`, `"$KERN" exec -i ${name} -- sh /workspace/box.sh < /dev/null`]) {
+        for (const f of ['fds', 'ready', 'done', 'stolen-0', 'stolen-1', 'stolen-2', 'stolen-7']) fs.rmSync(path.join(ws, f), { force: true });
+        await expectTerminalKept(ws, how);
+      }
+    } finally {
+      await sb.destroy().catch(() => {});
+      kern(['stop', name]);
+    }
+  }, 240000);
+});
+
+// Left running by an earlier call of a resident box: every way it has to a later call's
+// terminal (`kern attach`): the box's /dev/pts by listing and by number, /dev/ptmx's peers, the
+// terminals other processes hold (/proc/<pid>/fd), and their root's /dev/pts. Whatever it
+// opens, it writes SPY-WROTE to and reads from, until told to stop; it logs every success.
+const PTY_SPY = String.raw`
+import os, sys, time
+W = '/workspace'
+log = open(W + '/spy.log', 'a', buffering=1)
+log.write('alive\n')
+held = {}
+def grab(path):
+    if path in held:
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        return
+    if not os.isatty(fd):
+        os.close(fd)
+        return
+    held[path] = fd
+    log.write('OPENED %s\n' % path)
+    try:
+        os.write(fd, b'SPY-WROTE\r\n')
+        log.write('WROTE %s\n' % path)
+    except OSError:
+        pass
+scans = 0
+deadline = time.time() + 90
+while time.time() < deadline and not os.path.exists(W + '/stop'):
+    ways = ['/dev/pts/' + n for n in os.listdir('/dev/pts') if n != 'ptmx']
+    ways += ['/dev/pts/%d' % n for n in range(64)]
+    for p in os.listdir('/proc'):
+        if not p.isdigit() or int(p) == os.getpid():
+            continue
+        try:
+            ways += ['/proc/%s/root/dev/pts/%s' % (p, n) for n in os.listdir('/proc/%s/root/dev/pts' % p) if n != 'ptmx']
+        except OSError:
+            pass
+        try:
+            for fd in os.listdir('/proc/%s/fd' % p):
+                try:
+                    if os.readlink('/proc/%s/fd/%s' % (p, fd)).startswith('/dev/pts'):
+                        ways.append('/proc/%s/fd/%s' % (p, fd))
+                except OSError:
+                    pass
+        except OSError:
+            pass
+    for w in ways:
+        grab(w)
+    for path, fd in held.items():
+        try:
+            data = os.read(fd, 4096)
+            if data:
+                log.write('READ %s %r\n' % (path, data))
+        except OSError:
+            pass
+    # Counted from each session's start (the test removes 'attached' between them).
+    scans = scans + 1 if os.path.exists(W + '/attached') else 0
+    if scans:
+        with open(W + '/spy.scans.tmp', 'w') as f:
+            f.write(str(scans))
+        os.rename(W + '/spy.scans.tmp', W + '/spy.scans')
+    time.sleep(0.02)
+log.write('stopped\n')
+`;
+
+describe('a resident box\'s later terminal is out of reach of what earlier calls left running', () => {
+  const { Sandbox } = require('..');
+
+  test('kern attach: a leftover of an earlier call can neither open its terminal, nor read what is typed, nor write to the screen', async () => {
+    const name = uniqueName('ptyspy');
+    const ws = temps.temp('kern-ptyspy-');
+    fs.chmodSync(ws, 0o777);
+    fs.writeFileSync(path.join(ws, 'spy.py'), PTY_SPY);
+    const sb = new Sandbox({ image: rootfs, persist: true, name, workspace: ws });
+    const secret = uniqueName('operatorline');
+    const scans = () => {
+      try {
+        return Number(fs.readFileSync(path.join(ws, 'spy.scans'), 'utf8')) || 0;
+      } catch {
+        return 0;
+      }
+    };
+    const log = () => (fs.existsSync(path.join(ws, 'spy.log')) ? fs.readFileSync(path.join(ws, 'spy.log'), 'utf8') : '');
+    try {
+      await sb.open();
+      // Call 1 leaves the spy behind, in a session of its own, as the box's same account.
+      const r1 = await sb.run(['sh', '-c', 'setsid python3 /workspace/spy.py </dev/null >/dev/null 2>&1 & sleep 0.3; echo started']);
+      expect(r1.stdout).toBe('started\n');
+      expect(await waitFor(() => /alive/.test(log()), DEADLINE_MS)).toBe(true);
+      for (const how of [`"$KERN" attach -e "PS1=${PROMPT}" ${name} -- bash --norc --noprofile`, `"$KERN" exec -it -e "PS1=${PROMPT}" ${name} -- bash --norc --noprofile`]) {
+        for (const f of ['attached', 'spy.scans']) fs.rmSync(path.join(ws, f), { force: true });
+        const t = terminal(`
+${how}
+echo "KERN-EXIT=$?"
+`);
+        await t.until(new RegExp(PROMPT));
+        t.type('touch /workspace/attached; tty\r');
+        await t.until(/\/dev\/pts\/\d+\r\n/);
+        // The spy has looked everywhere, several times, with the terminal live...
+        expect(await waitFor(() => scans() >= 5, DEADLINE_MS)).toBe(true);
+        // ...then the operator types a line, and the spy looks on while it is read.
+        t.type(`: ${secret}\r`);
+        t.type('echo typed-$((2+2))\r');
+        await t.until(/\rtyped-4\r\n/);
+        const after = scans();
+        expect(await waitFor(() => scans() >= after + 5, DEADLINE_MS)).toBe(true);
+        t.type('exit 5\r');
+        await t.exited();
+        expect(t.screen()).toMatch(/KERN-EXIT=5/);
+        expect(t.screen()).not.toMatch(/SPY-WROTE/);
+      }
+      fs.writeFileSync(path.join(ws, 'stop'), '');
+      expect(await waitFor(() => /stopped/.test(log()), DEADLINE_MS)).toBe(true);
+      const found = log();
+      expect(found).not.toMatch(/OPENED|WROTE|READ/);
+      expect(found).not.toContain(secret);
+    } finally {
+      fs.writeFileSync(path.join(ws, 'stop'), '');
+      await sb.destroy().catch(() => {});
+      kern(['stop', name]);
+    }
   }, 240000);
 });

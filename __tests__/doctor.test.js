@@ -19,8 +19,8 @@ function doctor(args = [], env = {}) {
   return { code: r.status, stdout: r.stdout, stderr: r.stderr };
 }
 
-function doctorJson(env) {
-  const r = doctor(['--json'], env);
+function doctorJson(env, args = []) {
+  const r = doctor(['--json', ...args], env);
   const report = JSON.parse(r.stdout);
   const by = Object.fromEntries(report.checks.map((c) => [c.name, c]));
   return { code: r.code, report, by };
@@ -100,6 +100,57 @@ test('kern doctor --workspace checks idmapped mounts where the workspace would b
   expect(r.stdout).toMatch(/see: idmap$/m);
   expect(r.code).toBe(1);
 });
+
+test('a workspace that is not a real directory is refused by doctor, by open() and by kern run, alike', async () => {
+  const dir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'kern-doctor-ws-'));
+  try {
+    const real = path.join(dir, 'real');
+    fs.mkdirSync(real);
+    const fifo = path.join(dir, 'fifo');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const cases = {
+      'a FIFO': fifo,
+      'a symlink': path.join(dir, 'to-shadow'),
+      'a symlink ': path.join(dir, 'to-dir'),
+      'a file': path.join(dir, 'file'),
+      'a character device': '/dev/null',
+      'a socket': path.join(dir, 'sock'),
+    };
+    fs.symlinkSync('/etc/shadow', cases['a symlink']);
+    fs.symlinkSync(real, cases['a symlink ']);
+    fs.writeFileSync(cases['a file'], 'x');
+    const server = require('net').createServer().listen(cases['a socket']);
+    await new Promise((resolve) => server.on('listening', resolve));
+    const shadowBefore = fs.statSync('/etc/shadow');
+    try {
+      for (const [kind, p] of Object.entries(cases)) {
+        const what = new RegExp(`${p.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')} is ${kind.trim()}`);
+        const r = doctor(['--workspace', p, '--json']);
+        const idmap = JSON.parse(r.stdout).checks.find((c) => c.name === 'idmap');
+        expect({ kind, status: idmap.status, blocking: idmap.blocking }).toEqual({ kind, status: 'missing', blocking: true });
+        expect(idmap.detail).toMatch(/can't be a workspace/);
+        expect(idmap.detail).toMatch(what);
+        expect(r.code).toBe(1);
+        await expectSandboxError(() => new Sandbox(opts({ workspace: p })).open(), SandboxError, what);
+        const run = spawnSync(KERN, ['run', '--image', 'host', '--workspace', p, '--', 'true'], { encoding: 'utf8', timeout: 60000 });
+        expect({ kind, code: run.status }).toEqual({ kind, code: 125 });
+        expect(run.stderr).toMatch(what);
+      }
+    } finally {
+      server.close();
+    }
+    // Nothing was followed or touched.
+    expect(fs.statSync('/etc/shadow').mtimeMs).toBe(shadowBefore.mtimeMs);
+    expect(fs.readdirSync(real)).toEqual([]);
+    // The directory itself is fine, everywhere.
+    const ok = doctorJson({}, ['--workspace', real]);
+    expect(ok.by.idmap.detail).not.toMatch(/can't be a workspace/);
+    const sb = await new Sandbox(opts({ workspace: real })).open();
+    await sb.close();
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 120000);
 
 test('proxy credentials are not printed', () => {
   const { by } = doctorJson({ HTTPS_PROXY: 'http://alice:s3cret@proxy.example:3128', NO_PROXY: 'localhost' });

@@ -123,6 +123,8 @@ pub(super) struct Joining<'a> {
     pub(super) mapping: Mapping,
     pub(super) init_w: OwnedFd,
     pub(super) go_r: OwnedFd,
+    /// Where the call's own mount namespace goes (`hand_over_mounts`).
+    pub(super) keep: OwnedFd,
 }
 
 /// The call's init (a child of the `kern` running the call, `resident::call`): joins the box's
@@ -151,10 +153,13 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
         sys::exit_now(1);
     }
     drop(j.go_r);
-    let mut keep = vec![init_w.as_raw_fd()];
+    let mut keep = vec![init_w.as_raw_fd(), j.keep.as_raw_fd()];
     keep.extend(j.namespaces.iter().map(|(_, f)| f.as_raw_fd()));
     keep.extend(passed.raw());
     sys::close_others(&keep);
+    // The host's /proc of this process, to name its mount namespace once it has its own: the
+    // box's /proc can't (this process is outside the box's PID namespace).
+    let proc_self = std::fs::File::open("/proc/self").ok();
     for (flag, fd) in j.namespaces {
         if let Err(e) = nix::sched::setns(fd, *flag) {
             fail(
@@ -168,6 +173,12 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
             fail("a cgroup namespace for the call", &e);
         }
     }
+    // The call's terminals (`kern attach`, a pty it opens) out of reach of earlier calls'
+    // processes (see `mounts::private_devpts`).
+    if let Err(e) = mounts::private_devpts() {
+        fail("give the call its own /dev/pts", &e.0);
+    }
+    hand_over_mounts(proc_self, j.keep);
     if let Err(e) = take_setup_ids(j.mapping) {
         fail("take the box's ids", &e);
     }
@@ -209,6 +220,27 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
     };
     send_end(&init_w, spec, end);
     sys::exit_now(0)
+}
+
+/// Sends the call's mount namespace to the `kern` running the call, which keeps it (unread, in
+/// the socket) until it has reported: the namespace then ends there, not in the exit of the
+/// call's last process, where the teardown of its devpts (an RCU grace period, ~10 ms here)
+/// would delay the report. Best effort: without it, only the report comes later.
+fn hand_over_mounts(proc_self: Option<std::fs::File>, to: OwnedFd) {
+    // The host's own procfs (opened before joining the box), so a plain open: its magic link
+    // is the point.
+    let ns = proc_self.and_then(|dir| {
+        nix::fcntl::openat(
+            &dir,
+            "ns/mnt",
+            nix::fcntl::OFlag::O_RDONLY | nix::fcntl::OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .ok()
+    });
+    if let Some(ns) = ns {
+        let _ = sys::send_with_fds(to.as_fd(), b"m", &[ns.as_raw_fd()]);
+    }
 }
 
 /// Runs as the box's PID 1 after the monitor wrote the id maps. Never returns.

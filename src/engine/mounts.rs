@@ -378,6 +378,29 @@ fn mount_scratch(root: &Path, t: &TmpfsSpec) -> Result<(), SetupError> {
     )
 }
 
+/// A devpts of its own: `newinstance`, so no other instance's terminals are in it.
+const DEVPTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620";
+
+/// A call into a resident box, in its init (box root, in the box's namespaces): a mount
+/// namespace of the call's own, with a devpts instance of its own over the box's /dev/pts. The
+/// box's devpts is shared by every call, so a process an earlier call left running could open
+/// a later call's terminal there by its path (`kern attach`) and read what is typed into it;
+/// this call's terminals are now in an instance no other call's process can name (reaching it
+/// through /proc/<pid>/root takes ptrace rights, which each workload's Landlock domain denies).
+/// The rest of the tree is the box's: the same filesystems, so files are shared as before.
+pub(super) fn private_devpts() -> Result<(), SetupError> {
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
+        .ctx(|| "a mount namespace for the call".into())?;
+    mount(
+        Some("devpts"),
+        "/dev/pts",
+        Some("devpts"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
+        Some(DEVPTS_OPTIONS),
+    )
+    .ctx(|| "mount the call's own /dev/pts".into())
+}
+
 fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(), SetupError> {
     let dev = root.join("dev");
     new_tmpfs(
@@ -413,7 +436,7 @@ fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(),
         &pts,
         Some("devpts"),
         MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=0620"),
+        Some(DEVPTS_OPTIONS),
     )
     .ctx(|| "mount /dev/pts".into())?;
     let shm = dev.join("shm");

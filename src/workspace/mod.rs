@@ -40,20 +40,17 @@ impl Workspace {
                 path
             );
         }
-        // `is_dir` follows a symlink: a caller's symlink to a directory is their workspace.
-        if !path.is_dir() {
-            if std::fs::symlink_metadata(path).is_ok() {
-                return crate::invalid!(
-                    "workspace {} exists and is not a directory",
-                    path.display()
-                );
-            }
+        if let Found::Missing = look_at(path)? {
             std::fs::create_dir_all(path).map_err(|e| {
                 Error::Invalid(format!(
                     "workspace {} does not exist and cannot be created: {e}",
                     path.display()
                 ))
             })?;
+            // What is there now (a racing process may have put something else).
+            if let Found::Missing = look_at(path)? {
+                return crate::invalid!("workspace {} vanished as it was created", path.display());
+            }
         }
         Ok(Workspace {
             path: path.to_path_buf(),
@@ -77,6 +74,56 @@ impl Workspace {
         self.owned = false;
         Ok(())
     }
+}
+
+/// What `look_at` found at a workspace path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// A directory (not a symlink to one).
+    Dir,
+    /// Nothing: `open()` creates it.
+    Missing,
+}
+
+/// The one check of a workspace path (`open()`'s `workspace`, `kern run --workspace`, `kern
+/// doctor --workspace`): a real directory, looked at without following a symlink, or nothing
+/// yet. Anything else (a symlink, even to a directory, a file, a FIFO, a socket, a device) is a
+/// `SandboxError` saying what it is: the box's workspace is bound from this very path.
+pub fn look_at(path: &Path) -> Result<Found> {
+    use std::os::unix::fs::FileTypeExt;
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Missing),
+        Err(e) => return crate::invalid!("workspace {}: cannot look at it: {e}", path.display()),
+    };
+    let t = meta.file_type();
+    if t.is_dir() {
+        return Ok(Found::Dir);
+    }
+    if t.is_symlink() {
+        let to = std::fs::read_link(path)
+            .map(|p| format!(" (to {})", p.display()))
+            .unwrap_or_default();
+        return crate::invalid!(
+            "workspace {} is a symlink{to}, and a workspace must be a directory itself; pass the directory it names (no symlink is followed)",
+            path.display()
+        );
+    }
+    let what = if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else {
+        "a file"
+    };
+    crate::invalid!(
+        "workspace {} is {what}, not a directory; pass a directory (or a path that does not exist yet, which is created)",
+        path.display()
+    )
 }
 
 /// Gives the owner rwx on every directory under `root`, so that `remove_dir_all` can empty
@@ -107,4 +154,37 @@ fn overrides_modes() -> bool {
         })
         .and_then(|v| u64::from_str_radix(&v, 16).ok())
         .is_some_and(|eff| eff & (1 << 1) != 0)
+}
+
+#[cfg(test)]
+mod look_tests {
+    use super::{look_at, Found};
+
+    #[test]
+    fn only_a_real_directory_or_nothing_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = |n: &str| dir.path().join(n);
+        std::fs::create_dir(p("real")).unwrap();
+        std::fs::write(p("file"), "x").unwrap();
+        std::os::unix::fs::symlink(p("real"), p("to-dir")).unwrap();
+        std::os::unix::fs::symlink("/etc/shadow", p("to-shadow")).unwrap();
+        nix::unistd::mkfifo(&p("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(p("sock")).unwrap();
+        assert_eq!(look_at(&p("real")).unwrap(), Found::Dir);
+        assert_eq!(look_at(&p("none")).unwrap(), Found::Missing);
+        for (name, what) in [
+            ("file", "is a file"),
+            ("to-dir", "is a symlink"),
+            ("to-shadow", "is a symlink (to /etc/shadow)"),
+            ("fifo", "is a FIFO"),
+            ("sock", "is a socket"),
+        ] {
+            let e = look_at(&p(name)).unwrap_err().to_string();
+            assert!(e.contains(what), "{name}: {e}");
+        }
+        let e = look_at(std::path::Path::new("/dev/null"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is a character device"), "{e}");
+    }
 }

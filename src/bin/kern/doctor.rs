@@ -7,6 +7,7 @@ use kern_sandbox::engine::spec::Limits;
 use kern_sandbox::engine::{apparmor, container, idmap, landlock, launch, sys};
 use kern_sandbox::image::net::{self as pullnet, redact};
 use kern_sandbox::image::store::Store;
+use kern_sandbox::workspace::{self, Found};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -539,6 +540,27 @@ fn openat2() -> Check {
 /// the box maps the caller's own ids and needs none.
 fn idmapped(workspace: &Path, root: bool) -> Check {
     let ws = workspace.display();
+    // What a Sandbox's `open()` accepts as its workspace, by the same check.
+    let looked = std::path::absolute(workspace)
+        .map_err(|e| format!("{ws}: {e}"))
+        .and_then(|p| workspace::look_at(&p).map_err(|e| e.to_string()));
+    match looked {
+        Ok(Found::Dir) => {}
+        Ok(Found::Missing) => {
+            return Check::new(
+                "idmap",
+                Status::Missing,
+                format!("{ws} does not exist, so its filesystem can't be checked (a Sandbox creates a missing workspace)"),
+            )
+            .fix(format!("create it (mkdir -p {ws}) and check again"))
+            .blocking()
+        }
+        Err(why) => {
+            return Check::new("idmap", Status::Missing, format!("{ws} can't be a workspace: {why}"))
+                .fix("check a directory: --workspace DIR")
+                .blocking()
+        }
+    }
     let fs = fs_type(workspace).unwrap_or_else(|| "unknown".into());
     let kernel = nix::sys::utsname::uname()
         .map(|u| u.release().to_string_lossy().into_owned())

@@ -14,26 +14,28 @@
 //! has no faithful form on a terminal (a ^D typed before the program set its modes can be lost,
 //! and the box would wait for input forever).
 //!
-//! Nothing of the host's terminal reaches the box: before the box (or a call's init) is cloned,
-//! kern's own fds 0, 1 and 2 become /dev/null and a pipe, which is what the box's init inherits;
-//! the relay works on close-on-exec duplicates, which the init closes before any code of the
-//! box runs. What lands in the pipe (kern's and the init's own messages) goes to the host's
-//! stderr once the box has ended, after the terminal is restored.
+//! Nothing of the host's terminal reaches the box, in any mode (`stdio`): kern's fds 0, 1 and 2
+//! are set aside before the box is cloned. With `-t`, what kern and the init say meanwhile goes
+//! to the host's stderr once the box has ended, after the terminal is restored; without, the
+//! box's stdout and stderr are pipes a thread relays to the host's as they come.
 //!
 //! With `-i` alone the workload's stdin is a pipe (`spec.stdin`) a thread fills from the host's
-//! stdin, closed at its EOF; its stdout and stderr are kern's, as for a plain `kern run`.
+//! stdin, closed at its EOF; without `-i` it is /dev/null.
 //!
 //! The threads start only when the workload is about to exec (`Caller::on_started`): the
 //! monitor clones the box, and a call's kern its init, with a plain `clone` that is only sound
 //! while kern is single-threaded (`sys::clone_fork`), and neither clones anything after that.
 
+use super::stdio::{
+    dup_std, readable, relay_streams, write_all, HostStdio, Streams, DRAIN_MAX, HOST_STDERR,
+};
 use kern_sandbox::engine::handoff::BoxFds;
 use kern_sandbox::engine::pty;
 use kern_sandbox::engine::spec::TtySize;
 use kern_sandbox::engine::sys;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
@@ -44,9 +46,6 @@ pub struct Mode {
     pub interactive: bool,
     pub tty: bool,
 }
-
-/// The most of a box's terminal output relayed after the box (or the call) has ended.
-const DRAIN_MAX: usize = 4 << 20;
 
 /// The signals that end a box with a terminal (and put the host's terminal back first).
 const ENDING: [libc::c_int; 4] = [libc::SIGTERM, libc::SIGHUP, libc::SIGINT, libc::SIGQUIT];
@@ -106,15 +105,17 @@ pub struct Finished {
     pub problem: Option<String>,
 }
 
-/// The host's side of a box's stdin or terminal.
+/// The host's side of a box's stdio or terminal.
 pub struct Relay {
     mode: Mode,
     /// Where the master comes (`-t`).
     tty: Option<OwnedFd>,
     /// Our end of the lifeline (`-t`).
     lifeline: Option<OwnedFd>,
-    /// kern's own stdio while the box has a terminal.
+    /// kern's own stdio, set aside while the box runs (`stdio`).
     host: Option<HostStdio>,
+    /// Without -t: the pipes at the box's stdout and stderr, until their relay starts.
+    streams: Option<Streams>,
     /// `-i` alone: the host's stdin, and the pipe the workload reads it from.
     feed: Option<(OwnedFd, OwnedFd)>,
     /// Closed to tell the threads the box has ended.
@@ -129,9 +130,8 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Makes the box's ends for `mode`; with `-t`, also swaps kern's stdio away from the host's
-    /// (see the module's doc), so this comes after anything kern still says on its own before
-    /// the box.
+    /// Makes the box's ends for `mode`, and swaps kern's stdio away from the host's, in every
+    /// mode (`stdio`), so this comes after anything kern still says on its own before the box.
     pub fn new(mode: Mode) -> io::Result<(Relay, BoxSide)> {
         let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
         let mut side = BoxSide {
@@ -143,6 +143,7 @@ impl Relay {
             tty: None,
             lifeline: None,
             host: None,
+            streams: None,
             feed: None,
             stop_w: Some(stop_w),
             stop_r,
@@ -163,13 +164,18 @@ impl Relay {
             let (r, w) =
                 nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC | nix::fcntl::OFlag::O_NONBLOCK)?;
             relay.signals = Some((r, w));
-            relay.host = Some(HostStdio::take()?);
-            install_panic_hook();
-        } else if mode.interactive {
-            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-            relay.feed = Some((dup_std(0)?, w));
-            side.fds.stdin = Some(r);
+            relay.host = Some(HostStdio::take_for_terminal()?);
+        } else {
+            if mode.interactive {
+                let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
+                relay.feed = Some((dup_std(0)?, w));
+                side.fds.stdin = Some(r);
+            }
+            let (host, streams) = HostStdio::take_piped()?;
+            relay.host = Some(host);
+            relay.streams = Some(streams);
         }
+        install_panic_hook();
         Ok((relay, side))
     }
 
@@ -181,6 +187,16 @@ impl Relay {
                 .spawn(move || feed_pipe(from, into));
             if let Err(e) = spawned {
                 self.fail(format!("start the stdin relay: {e}"));
+            }
+        }
+        if self.streams.is_some() {
+            let relay = self.stream_relay();
+            let spawned =
+                relay.and_then(|run| std::thread::Builder::new().name("output".into()).spawn(run));
+            match spawned {
+                Ok(handle) => self.output = Some(handle),
+                // What the box writes is still relayed, once it has ended (`finish`).
+                Err(e) => self.fail(format!("start the output relay: {e}")),
             }
             return;
         }
@@ -202,6 +218,19 @@ impl Relay {
             }
             Err(e) => self.fail(format!("start the terminal relay: {e}")),
         }
+    }
+
+    /// Without -t: the relay of the box's stdout and stderr, on its own copies.
+    fn stream_relay(&mut self) -> io::Result<impl FnOnce() + Send + 'static> {
+        let (Some(host), Some(streams)) = (&self.host, self.streams.take()) else {
+            return Err(io::Error::other("kern's stdio was not set aside"));
+        };
+        let (out, err, stop) = (
+            host.output.try_clone()?,
+            host.errors.try_clone()?,
+            self.stop_r.try_clone()?,
+        );
+        Ok(move || relay_streams(streams, out, err, stop))
     }
 
     /// The terminal relay's state, its own copies.
@@ -240,6 +269,12 @@ impl Relay {
             if let Some(h) = self.output.take() {
                 let _ = h.join();
             }
+            // A box that ended before its workload started: what it said is in the pipes.
+            if self.streams.is_some() {
+                if let Ok(run) = self.stream_relay() {
+                    run();
+                }
+            }
             uncatch_signals();
             self.signals = None;
             restore_terminal();
@@ -262,70 +297,6 @@ impl Drop for Relay {
     fn drop(&mut self) {
         self.finish();
     }
-}
-
-/// kern's stdio while a box has a terminal: what fds 0, 1 and 2 were (close-on-exec
-/// duplicates), and the pipe now at 1 and 2.
-struct HostStdio {
-    input: OwnedFd,
-    output: OwnedFd,
-    errors: OwnedFd,
-    /// The read end of the pipe at 1 and 2.
-    notes: OwnedFd,
-}
-
-/// kern's stderr while it is swapped away, for the panic hook.
-static HOST_STDERR: AtomicI32 = AtomicI32::new(-1);
-
-impl HostStdio {
-    /// Keeps kern's stdio and puts /dev/null at 0 and a pipe at 1 and 2.
-    fn take() -> io::Result<HostStdio> {
-        let input = dup_std(0)?;
-        let output = dup_std(1)?;
-        let errors = dup_std(2)?;
-        let (notes, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)?;
-        // The read end only: it is read once, for what is there. Writers (kern, the box's
-        // init) keep a blocking end.
-        nix::fcntl::fcntl(
-            &notes,
-            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
-        )?;
-        sys::detach_fds(&[0])?;
-        sys::place_at(w.as_fd(), 1)?;
-        sys::place_at(w.as_fd(), 2)?;
-        HOST_STDERR.store(errors.as_raw_fd(), Ordering::SeqCst);
-        Ok(HostStdio {
-            input,
-            output,
-            errors,
-            notes,
-        })
-    }
-
-    /// Puts kern's stdio back, then writes what the pipe holds to stderr. Every writer of the
-    /// pipe is gone by now (the box, or the call's init, has ended; kern's ends were just
-    /// replaced), so what is in it is all there will be.
-    fn give_back(self) {
-        let _ = sys::place_at(self.input.as_fd(), 0);
-        let _ = sys::place_at(self.output.as_fd(), 1);
-        let _ = sys::place_at(self.errors.as_fd(), 2);
-        HOST_STDERR.store(-1, Ordering::SeqCst);
-        let mut said = Vec::new();
-        sys::read_available(&self.notes, &mut said);
-        let _ = write_all(io::stderr().as_fd(), &said);
-    }
-}
-
-/// A close-on-exec duplicate of the standard descriptor `fd`, above 2.
-fn dup_std(fd: RawFd) -> io::Result<OwnedFd> {
-    // SAFETY: fcntl(F_DUPFD_CLOEXEC) on an integer fd touches no memory; on success the new
-    // descriptor is owned by nobody else.
-    let new = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 3) };
-    if new < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: see above.
-    Ok(unsafe { OwnedFd::from_raw_fd(new) })
 }
 
 /// The host terminal's settings before raw mode, for every path that restores them: the
@@ -681,27 +652,4 @@ fn feed_pipe(from: OwnedFd, into: OwnedFd) {
             Err(_) => return,
         }
     }
-}
-
-/// Whether `fd` has something to read (or has hung up) right now.
-fn readable(fd: BorrowedFd<'_>) -> bool {
-    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
-    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
-}
-
-/// All of `data` to `fd`, waiting where it is non-blocking (a descriptor shared with the
-/// caller, who may have set O_NONBLOCK on it).
-fn write_all(fd: BorrowedFd<'_>, mut data: &[u8]) -> io::Result<()> {
-    while !data.is_empty() {
-        match nix::unistd::write(fd, data) {
-            Ok(n) => data = &data[n..],
-            Err(nix::errno::Errno::EINTR) => {}
-            Err(nix::errno::Errno::EAGAIN) => {
-                let mut fds = [PollFd::new(fd, PollFlags::POLLOUT)];
-                let _ = poll(&mut fds, PollTimeout::NONE);
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Ok(())
 }

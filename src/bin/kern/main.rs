@@ -31,7 +31,8 @@
 //! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
 //! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
 //! boxes, found through `engine::resident`'s state files), `kern attach` and the `-i`/`-t` of
-//! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs), `kern doctor`
+//! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs; in every mode the
+//! box's stdio is pipes or its own terminal, never kern's: stdio.rs), `kern doctor`
 //! (what this host offers kern-sandbox, with the fix for each thing missing; doctor.rs), and
 //! `kern pull`/`images`/`rmi`/`prune` (the image store the addon also pulls into, in its own
 //! process; images.rs).
@@ -60,6 +61,7 @@ use std::process::ExitCode;
 mod doctor;
 mod images;
 mod interactive;
+mod stdio;
 
 use interactive::{Mode, Relay};
 
@@ -524,7 +526,15 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     }
     let temp;
     let workspace = match a.workspace {
-        Some(w) => w,
+        // The Sandbox's own check: a real directory (created if missing), never a symlink,
+        // FIFO, device or file.
+        Some(w) => {
+            let w =
+                std::path::absolute(&w).map_err(|e| format!("--workspace {}: {e}", w.display()))?;
+            kern_sandbox::workspace::Workspace::existing(&w)
+                .map_err(|e| e.to_string())?
+                .path
+        }
         None => {
             temp = tempfile::Builder::new()
                 .prefix("kern-ws-")
@@ -630,7 +640,7 @@ fn default_timeout(mode: Mode) -> f64 {
 fn conclude(relay: &mut Relay, report: Option<&BoxReport>) -> ExitCode {
     let finished = relay.finish();
     if let Some(why) = finished.problem {
-        status::note("warning", &format!("the box's terminal: {why}"));
+        status::note("warning", &format!("the box's stdio: {why}"));
     }
     if let Some(r) = report {
         if let Some(why) = &r.resident_gone {

@@ -106,14 +106,23 @@ impl PreparedCall {
 
 /// Runs one call and reports it, like `monitor::run_box` for a fresh box.
 pub fn run_call(spec: &BoxSpec, prepared: PreparedCall, caller: Caller<'_>) {
+    // The call's init sends its mount namespace into this socket (`init::hand_over_mounts`),
+    // where it stays, unread, until the report is out.
+    let kept = std::os::unix::net::UnixStream::pair();
+    let (kept, for_init) = match kept {
+        Ok((a, b)) => (Some(a), Some(OwnedFd::from(b))),
+        Err(_) => (None, None),
+    };
     let report = call(
         spec,
         &prepared,
         caller.lifeline,
         caller.fds,
         caller.on_started,
+        for_init,
     );
     (caller.on_report)(&report);
+    drop(kept);
     prepared.release();
 }
 
@@ -151,6 +160,7 @@ fn call(
     lifeline: Option<BorrowedFd<'_>>,
     passed: BoxFds,
     mut on_started: Option<&mut dyn FnMut(i32)>,
+    for_init: Option<OwnedFd>,
 ) -> BoxReport {
     let start = Instant::now();
     let state = match &prepared.found {
@@ -211,6 +221,9 @@ fn call(
         Ok(p) => p,
         Err(e) => return BoxReport::startup_failed(format!("pipe: {e}")),
     };
+    let Some(keep) = for_init else {
+        return BoxReport::startup_failed("socketpair for the call's mounts failed");
+    };
     let forked = match prepared.cgroup.as_ref().and_then(CallCgroup::birth) {
         Some(call_cgroup) => sys::clone_fork_into(0, call_cgroup),
         None => sys::clone_fork(0),
@@ -225,6 +238,7 @@ fn call(
                 mapping,
                 init_w,
                 go_r,
+                keep,
             };
             init::call_init(spec, j, passed, fallback)
         }
@@ -246,6 +260,7 @@ fn call(
     drop(passed);
     drop(init_w);
     drop(go_r);
+    drop(keep);
     if let Some(adj) = &prepared.oom_adj {
         // The call's processes get the caller's score back (see `monitor::prepare`).
         let _ = std::fs::write(format!("/proc/{a}/oom_score_adj"), adj);
