@@ -728,6 +728,7 @@ fn exec_workload(
     // zygote's would be one budget for every call it forks (one call holding its cap left the
     // others, and the zygote's next fork, none). Each call's workload takes the cap in its own
     // namespace (`zygote::plan`).
+    // The same holds for RLIMIT_MSGQUEUE (`mq`).
     let zygote_fallback;
     let fallback = if spec.serves_zygote {
         zygote_fallback = Fallback {
@@ -738,7 +739,7 @@ fn exec_workload(
     } else {
         fallback
     };
-    if let Err(e) = apply_rlimits(fallback) {
+    if let Err(e) = apply_rlimits(fallback, !spec.serves_zygote) {
         fail("setrlimit", e);
     }
     if let Err(e) = sys::cloexec_from(3) {
@@ -892,9 +893,13 @@ fn enter_seccomp(p: &super::seccomp::Programs, tx: OwnedFd) -> std::io::Result<(
     Ok(())
 }
 
-fn apply_rlimits(fallback: &Fallback) -> std::io::Result<()> {
+fn apply_rlimits(fallback: &Fallback, mq: bool) -> std::io::Result<()> {
     use nix::sys::resource::{setrlimit, Resource};
     setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
+    if mq {
+        let bytes = super::mq::box_budget();
+        setrlimit(Resource::RLIMIT_MSGQUEUE, bytes, bytes)?;
+    }
     if let Some(bytes) = fallback.data_bytes {
         setrlimit(Resource::RLIMIT_DATA, bytes, bytes)?;
     }

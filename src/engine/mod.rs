@@ -19,6 +19,7 @@ pub mod landlock;
 pub mod launch;
 pub mod monitor;
 pub mod mounts;
+pub mod mq;
 pub mod proxy;
 pub mod pty;
 pub mod relay;
