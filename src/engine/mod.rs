@@ -20,6 +20,7 @@ pub mod launch;
 pub mod monitor;
 pub mod mounts;
 pub mod mq;
+mod pid1_signals;
 pub mod proxy;
 pub mod pty;
 pub mod relay;
