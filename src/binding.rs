@@ -1,7 +1,7 @@
 //! The napi exports: JS values in, engine types out, errors as stable codes. The public JS layer
 //! (`js/index.js`) wraps this private `NativeSandbox` and maps the codes to error classes.
 
-use crate::engine::launch::{Chunk, ChunkSender, Stream};
+use crate::engine::launch::{ChunkSender, Stream};
 use crate::error::Error;
 use crate::session::{CallInput, ExecRequest, Sandbox};
 use napi::bindgen_prelude::Buffer;
