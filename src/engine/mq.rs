@@ -7,8 +7,8 @@
 //! So kern lifts its own limit before it makes a box's namespaces, where it may (as root: the
 //! host level then never refuses, and a queue's bytes are charged to the box's memory cgroup),
 //! and each workload gets a budget of its own: the Linux default where the host level is lifted,
-//! a quarter of the user's budget where it can't be (rootless), so one box leaves the rest for
-//! the others.
+//! a quarter of the user's budget where it can't be (rootless, or root without
+//! CAP_SYS_RESOURCE, as in many containers), so one box leaves the rest for the others.
 
 use nix::sys::resource::{getrlimit, setrlimit, Resource, RLIM_INFINITY};
 
