@@ -780,10 +780,13 @@ export interface SandboxOptions {
    * false: `result.files` is always `[]` and no scan happens (unless `workspaceMaxBytes` needs it). */
   trackFiles?: boolean;
   /** Receives each stdout chunk as a Buffer while the code runs. Streaming does not replace capture:
-   * `result.stdout` still holds the (capped) full output. */
-  onStdout?: (chunk: Buffer) => void;
-  /** Receives each stderr chunk as a Buffer while the code runs; `result.stderr` is still filled. */
-  onStderr?: (chunk: Buffer) => void;
+   * `result.stdout` still holds the (capped) full output. A slow callback holds the box back (its
+   * writes wait, within its timeout) rather than queueing output in this process; a returned
+   * promise is awaited (up to 10 s) before the next chunk. */
+  onStdout?: (chunk: Buffer) => void | Promise<void>;
+  /** Receives each stderr chunk as a Buffer while the code runs; `result.stderr` is still filled.
+   * Paced like `onStdout`. */
+  onStderr?: (chunk: Buffer) => void | Promise<void>;
   /** Number of boxes to start ahead of time, each with an idle, booted interpreter, so that a Python
    * `runCode` can take one instead of paying for a box and interpreter start itself (see
    * BENCHMARKS.md).

@@ -180,6 +180,25 @@ describe('IPython (ipykernel)', () => {
     expect((await k.runCode('1')).runtimeNotes).toEqual([]);
   });
 
+  test('a message of millions of empty ZeroMQ frames (tiny on the wire, huge held) is dropped unparsed with a note; the host stays small', async () => {
+    // 3 Mi empty frames: 6 MiB on the wire, far under the 64 MiB cap; held as frames by the
+    // ZeroMQ reader, 32 bytes or more each. The kernel's own IOPub socket sends them.
+    const vmHwm = () => Number(/VmHWM:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
+    fs.writeFileSync('/proc/self/clear_refs', '5');
+    const before = vmHwm();
+    const r = await k.runCode(
+      ['get_ipython().kernel.iopub_socket.send_multipart([b""] * (3 << 20))', 'print("after")'].join('\n'),
+      { timeoutS: 120 }
+    );
+    const grew = vmHwm() - before;
+    expectOk(r);
+    expect(r.stdout).toBe('after\n');
+    expect(r.runtimeNotes.join('\n')).toMatch(/1 message\(s\) of the kernel had more than 1024 ZeroMQ frames and were dropped/);
+    // Held whole, the frames took this process up by well over 100 MiB.
+    expect(grew).toBeLessThan(48 << 20);
+    expect((await k.runCode('5 + 5')).results[0].text).toBe('10');
+  }, 180000);
+
   test('output streams to onStdout while the cell runs', async () => {
     // The cell waits for a file that only the onStdout callback writes: it finishes only if
     // its first line reached the callback while it was running.

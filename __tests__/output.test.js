@@ -154,6 +154,104 @@ describe('streaming callbacks', () => {
     }
   });
 
+  describe('a slow (async) onStdout holds the box, not host memory', () => {
+    const MIB = 1 << 20;
+    const vmRss = () => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'))[1]) * 1024;
+    // The box writes `mib` MiB in 64 KiB writes and keeps the count it has written in `written`.
+    const writer = (mib) =>
+      [
+        'import os',
+        'fd = os.open("written", os.O_WRONLY | os.O_CREAT, 0o644)',
+        'chunk = b"x" * 65536',
+        'total = 0',
+        `for i in range(${mib} * 16):`,
+        '    view = memoryview(chunk)',
+        '    while view:',
+        '        view = view[os.write(1, view):]',
+        '    total += 65536',
+        '    if i % 4 == 0:',
+        '        os.pwrite(fd, str(total).encode().ljust(20), 0)',
+      ].join('\n');
+
+    /** Runs the 96 MiB writer with `slow(chunk)` called for each of the first 8 MiB of chunks,
+     * and what was seen: the most chunks in a callback at once, the most the box had written
+     * past what was delivered, and the most this process grew past what was delivered. */
+    async function slowRun(slow) {
+      const ws = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-slow-'));
+      const s = await new Sandbox(opts({ workspace: ws, maxOutputBytes: 128 * MIB })).open();
+      try {
+        const written = () => Number(fs.readFileSync(path.join(ws, 'written'), 'utf8').trim() || 0);
+        const base = vmRss();
+        let delivered = 0;
+        let inFlight = 0;
+        const seen = { inFlight: 0, ahead: 0, grew: 0 };
+        const r = await s.runCode(writer(96), {
+          timeoutS: 120,
+          onStdout: (c) => {
+            inFlight++;
+            seen.inFlight = Math.max(seen.inFlight, inFlight);
+            delivered += c.length;
+            // The first 8 MiB slowly: the box would write its 96 MiB meanwhile if nothing held it.
+            if (delivered >= 8 * MIB) {
+              inFlight--;
+              return undefined;
+            }
+            if (fs.existsSync(path.join(ws, 'written'))) seen.ahead = Math.max(seen.ahead, written() - delivered);
+            seen.grew = Math.max(seen.grew, vmRss() - base - delivered);
+            const p = slow(c);
+            if (!p) {
+              inFlight--;
+              return undefined;
+            }
+            return p.then(() => {
+              inFlight--;
+            });
+          },
+        });
+        return { r, seen, delivered };
+      } finally {
+        await s.close();
+        fs.rmSync(ws, { recursive: true, force: true });
+      }
+    }
+
+    const expectHeld = ({ r, seen, delivered }) => {
+      expectOk(r);
+      // Held: a pipe and a few queued chunks ahead, not the whole output (unbounded: the box
+      // wrote all of it at once, and the host held it twice).
+      expect(seen.ahead).toBeLessThan(8 * MIB);
+      expect(seen.grew).toBeLessThan(64 * MIB);
+      expect(r.truncated).toBe(false);
+      expect(r.stdout.length).toBe(96 * MIB);
+      expect(delivered).toBe(96 * MIB);
+    };
+
+    test('a slow callback: what the box wrote stays near what was delivered, host RSS with it; every byte still arrives', async () => {
+      const nap = new Int32Array(new SharedArrayBuffer(4));
+      expectHeld(await slowRun(() => void Atomics.wait(nap, 0, 0, 20)));
+    }, 180000);
+
+    test('an async callback: its promise is waited for before the next chunk, and the box with it', async () => {
+      const got = await slowRun(() => sleep(20));
+      expect(got.seen.inFlight).toBe(1);
+      expectHeld(got);
+    }, 180000);
+
+    test('a box blocked on a full pipe behind a slow callback still meets its timeout', async () => {
+      let delivered = 0;
+      const r = await sb.runCode('import os\nb = b"y" * 65536\nwhile True:\n    os.write(1, b)', {
+        timeoutS: 3,
+        onStdout: async (c) => {
+          delivered += c.length;
+          await sleep(20);
+        },
+      });
+      expect(r.fault && r.fault.type).toBe('timeout');
+      expect(r.stdout.length).toBe(delivered);
+      expect(delivered).toBeGreaterThan(0);
+    }, 120000);
+  });
+
   test('a throwing onStdout neither breaks the call nor crashes the process', () => {
     const pkg = require.resolve('..');
     const script = `

@@ -141,9 +141,7 @@ class LineSplitter {
 function byLines(fn, lineBuffered) {
   if (!fn || !lineBuffered) return { fn, flush: () => {} };
   const lines = new LineSplitter();
-  const give = (b) => {
-    if (b) fn(b);
-  };
+  const give = (b) => (b ? fn(b) : undefined);
   return { fn: (chunk) => give(lines.push(chunk)), flush: () => give(lines.flush()) };
 }
 
@@ -288,13 +286,20 @@ function checkCallback(name, fn) {
 /** Wraps a user callback so a throw can't break the call; the first error becomes a note. */
 function guard(name, fn, errors) {
   if (typeof fn !== 'function') return undefined;
+  const failed = (e) => {
+    const later = name === 'onResult' ? 'results' : 'chunks';
+    if (errors.length === 0) errors.push(`note: ${name} threw ${e && e.message ? e.message : e}; later ${later} were still delivered`);
+  };
   return (chunk) => {
     try {
-      fn(chunk);
+      const r = fn(chunk);
+      // An async callback's promise goes back to the native side, which waits for it (and the
+      // box's writes with it) before the next chunk.
+      if (r && typeof r.then === 'function') return Promise.resolve(r).then(() => undefined, failed);
     } catch (e) {
-      const later = name === 'onResult' ? 'results' : 'chunks';
-      if (errors.length === 0) errors.push(`note: ${name} threw ${e && e.message ? e.message : e}; later ${later} were still delivered`);
+      failed(e);
     }
+    return undefined;
   };
 }
 

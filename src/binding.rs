@@ -1,7 +1,7 @@
 //! The napi exports: JS values in, engine types out, errors as stable codes. The public JS layer
 //! (`js/index.js`) wraps this private `NativeSandbox` and maps the codes to error classes.
 
-use crate::engine::launch::{Chunk, Stream};
+use crate::engine::launch::{ChunkSender, Stream};
 use crate::error::Error;
 use crate::session::{CallInput, ExecRequest, Sandbox};
 use napi::bindgen_prelude::Buffer;
@@ -10,8 +10,19 @@ use napi_derive::napi;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-/// A chunk callback: `(chunk: Buffer) => void`, errors handled by the JS wrapper.
-type ChunkFn = ThreadsafeFunction<Buffer, (), Buffer, napi::Status, false>;
+/// A chunk callback: `(chunk: Buffer) => void | Promise<void>`, errors handled by the JS
+/// wrapper, which hands back the promise of an async callback so it can be waited for.
+type ChunkFn = ThreadsafeFunction<
+    Buffer,
+    Option<napi::bindgen_prelude::Promise<()>>,
+    Buffer,
+    napi::Status,
+    false,
+>;
+/// How long the chunk forwarder waits for an async callback's promise; one that has not
+/// settled by then is not waited for again in this call (the box waits for the callback, not
+/// for ever).
+const PROMISE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 /// `onResult`: each rich result of a python cell, as it is kept.
 type ResultFn = ThreadsafeFunction<NativeBundle, (), NativeBundle, napi::Status, false>;
 
@@ -425,27 +436,31 @@ impl NativeProcess {
     }
 }
 
-/// One task delivers every chunk in arrival order and waits for each callback, so all of them
-/// have run before the call's promise resolves.
+/// One task delivers every chunk in arrival order and waits for each callback (and the promise
+/// of an async one, up to `PROMISE_WAIT`), so all of them have run before the call's promise
+/// resolves. The channel is bounded (`ChunkSender`): while a callback is slow, the box's
+/// writes wait for it rather than this process buffering what it wrote.
 fn forwarder(
     on_stdout: Option<ChunkFn>,
     on_stderr: Option<ChunkFn>,
-) -> (
-    Option<tokio::sync::mpsc::UnboundedSender<Chunk>>,
-    Option<tokio::task::JoinHandle<()>>,
-) {
+) -> (Option<ChunkSender>, Option<tokio::task::JoinHandle<()>>) {
     if on_stdout.is_none() && on_stderr.is_none() {
         return (None, None);
     }
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Chunk>();
+    let (tx, mut rx) = crate::engine::launch::chunk_channel();
     let task = tokio::spawn(async move {
+        let mut await_promises = true;
         while let Some(chunk) = rx.recv().await {
             let f = match chunk.stream {
                 Stream::Stdout => on_stdout.as_ref(),
                 Stream::Stderr => on_stderr.as_ref(),
             };
-            if let Some(f) = f {
-                let _ = f.call_async(Buffer::from(chunk.data)).await;
+            let Some(f) = f else { continue };
+            if let Ok(Some(promise)) = f.call_async(Buffer::from(chunk.data)).await {
+                if await_promises {
+                    // A rejection is the JS wrapper's to report; it resolves its own promise.
+                    await_promises = tokio::time::timeout(PROMISE_WAIT, promise).await.is_ok();
+                }
             }
         }
     });

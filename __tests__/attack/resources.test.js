@@ -1,14 +1,15 @@
 'use strict';
 // rootless: yes
 // Attack suite, resource exhaustion: a setsid fork bomb, a node memory bomb, filling /dev/shm and
-// a small /tmp, an inode flood, output floods (one endless line; endless stderr under a timeout),
+// a small /tmp, an inode flood, POSIX message queues, output floods (one endless line; endless stderr under a timeout),
 // daemons that try to outlive the call, zombies and a thread bomb. Each must end inside the box
 // (an errno, a fault, truncation) and leave the host as it was: no process left, host memory sane.
 // limits.test covers the plain fork bomb, the python memory bomb and the setsid double fork under
 // a timeout; output.test the basic stdout cap; workspace.test the workspace cap.
 
+const fs = require('fs');
 const { spawnSync } = require('child_process');
-const { requireRootfs, opts, isRoot, uniqueName, hostProcessesMatching, waitFor } = require('../helpers');
+const { requireRootfs, opts, isRoot, uniqueName, hostProcessesMatching, waitFor, makeTempDir } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE } = require('./host');
 const { Sandbox } = require('../..');
 
@@ -243,6 +244,59 @@ test('a thread bomb is stopped by the pids cap with an error in the box', async 
   if (isRoot) expect(j.n).toBeLessThan(64);
   guard.assertUntouched();
 });
+
+test('POSIX message queues: a box that opens them until refused leaves the budget of other boxes (this Sandbox\'s and another\'s) alone', async () => {
+  // RLIMIT_MSGQUEUE is charged to the host user of every box; unbounded per box, about nine
+  // default queues in one took the whole budget and every other box's mq_open failed.
+  const ws = makeTempDir();
+  fs.chmodSync(ws, 0o777);
+  const mq = [
+    'import ctypes, errno, os, sys, time',
+    'libc = ctypes.CDLL(None, use_errno=True)',
+    'def mq_open(name):',
+    '    fd = libc.mq_open(name.encode(), os.O_CREAT | os.O_RDWR, 0o600, None)',
+    '    return fd if fd >= 0 else -ctypes.get_errno()',
+  ];
+  const filler = mq.concat([
+    'n, err = 0, 0',
+    'for i in range(100):',
+    '    fd = mq_open(f"/fill{i}")',
+    '    if fd < 0:',
+    '        err = -fd; break',
+    '    n += 1',
+    'open("a-full.tmp", "w").write(f"{n} {errno.errorcode.get(err, err)}")',
+    'os.rename("a-full.tmp", "a-full")',
+    'for _ in range(600):',
+    '    if os.path.exists("a-done"): break',
+    '    time.sleep(0.1)',
+    'print("held", n, errno.errorcode.get(err, err))',
+  ]).join('\n');
+  const one = mq.concat(['fd = mq_open("/one")', 'print("ok" if fd >= 0 else errno.errorcode[-fd])']).join('\n');
+  const a = new Sandbox(opts({ workspace: ws }));
+  await a.open();
+  const other = new Sandbox(opts({}));
+  await other.open();
+  try {
+    const filling = a.runCode(filler, { timeoutS: 90 });
+    expect(await waitFor(() => fs.existsSync(`${ws}/a-full`), 60000)).toBe(true);
+    const [n, err] = fs.readFileSync(`${ws}/a-full`, 'utf8').split(' ');
+    // The box met its own budget, not a whole host user's: a few queues, then EMFILE.
+    expect(err).toBe('EMFILE');
+    expect(Number(n)).toBeGreaterThanOrEqual(1);
+    const same = await a.runCode(one);
+    const another = await other.runCode(one);
+    fs.writeFileSync(`${ws}/a-done`, '');
+    const held = await filling;
+    expect([same.stdout, another.stdout]).toEqual(['ok\n', 'ok\n']);
+    expect(held.stdout).toBe(`held ${n} EMFILE\n`);
+  } finally {
+    fs.writeFileSync(`${ws}/a-done`, '');
+    await a.close();
+    await other.close();
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
+  guard.assertUntouched();
+}, 180000);
 
 test('after every attack: no process, cgroup or mount left behind on the host', async () => {
   await sb.close();

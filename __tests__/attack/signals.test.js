@@ -129,6 +129,54 @@ test('SIGKILL, SIGTERM, SIGSTOP, SIGINT and SIGHUP to the box\'s PID 1 are ignor
   guard.assertUntouched();
 });
 
+describe.each([
+  ['the default profile', {}],
+  ['securityProfile "untrusted" (PID 1 also answers the seccomp listener)', { securityProfile: 'untrusted' }],
+])('a storm of every signal at PID 1 under %s', (_, extra) => {
+  test('PID 1 lives through it and reports the workload\'s own exit, with no fault', async () => {
+    // Every signal number (real-time ones too) as fast as the box can send them, while
+    // children exit in droves (SIGCHLD). PID 1 used to catch signals with handlers, which
+    // nested on a small alternate stack until it overflowed: PID 1 died of SIGSEGV.
+    const code = [
+      'import os, signal, time',
+      'sigs = [s for s in range(1, 65) if s not in (signal.SIGKILL, signal.SIGSTOP, 32, 33)]',
+      'n, kids, t0 = 0, 0, time.time()',
+      'while time.time() - t0 < 2:',
+      '    for s in sigs:',
+      '        try:',
+      '            os.kill(1, s); n += 1',
+      '        except OSError:',
+      '            pass',
+      '    for _ in range(4):',
+      '        if os.fork() == 0:',
+      '            os._exit(0)',
+      '        kids += 1',
+      '    while True:',
+      '        try:',
+      '            if os.waitpid(-1, os.WNOHANG)[0] == 0: break',
+      '        except ChildProcessError:',
+      '            break',
+      'print("sent", n, "forked", kids, flush=True)',
+      'raise SystemExit(7)',
+    ].join('\n');
+    const s = await new Sandbox(opts(extra)).open();
+    try {
+      for (let i = 0; i < 3; i++) {
+        const r = await s.runCode(code, { timeoutS: 60 });
+        expect({ exitCode: r.exitCode, fault: r.fault }).toEqual({ exitCode: 7, fault: null });
+        const m = /^sent (\d+) forked (\d+)\n$/.exec(r.stdout);
+        expect(m).not.toBeNull();
+        expect(Number(m[1])).toBeGreaterThan(1000);
+      }
+      // The Sandbox goes on as before.
+      expect((await s.runCode('print("alive")')).stdout).toBe('alive\n');
+    } finally {
+      await s.close();
+    }
+    guard.assertUntouched();
+  }, 180000);
+});
+
 test('kill(0, SIGKILL) (own process group) ends the workload only; the sandbox and host carry on', async () => {
   const r = await sb.run(['sh', '-c', 'kill -9 0; echo unreachable']);
   expect({ exitCode: r.exitCode, stdout: r.stdout }).toEqual({ exitCode: 137, stdout: '' });

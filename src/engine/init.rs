@@ -11,6 +11,7 @@
 use super::handoff::{self, msg, send, BoxFds, Fallback};
 use super::idmap::Mapping;
 use super::mounts::{self, Sources, Trees};
+use super::pid1_signals::Pid1Signals;
 use super::spec::{BoxSpec, CHANNEL_FD};
 use super::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -18,7 +19,6 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
 use std::ffi::CString;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::sync::atomic::{AtomicI32, Ordering};
 
 /// The clone child, before it becomes PID 1 proper: wait for the maps (and the idmapped trees
 /// when the box has a range), take uid/gid 0 of the box, then hand over.
@@ -207,16 +207,25 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
         tty,
         listener_tx,
     };
+    // No handler runs here either: the workload shares this init's namespace and could signal
+    // it as it could PID 1 (`pid1_signals`).
+    let signals = match Pid1Signals::take() {
+        Ok(s) => s,
+        Err(e) => fail("the call's init's signalfd", &e),
+    };
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_w, io, fallback, true),
+        Ok(Forked::Child) => {
+            drop(signals);
+            exec_workload(spec, init_w, io, fallback, true)
+        }
         Ok(Forked::Parent(pid)) => pid,
         Err(e) => fail("fork the workload", &e),
     };
     drop(io);
     send(&init_w, &format!("{} {workload}", msg::PID));
     let end = match listener_rx {
-        Some(rx) => supervise_until(workload, rx, &init_w),
-        None => reap_until(workload),
+        Some(rx) => supervise_until(workload, rx, &init_w, &signals),
+        None => reap_until(workload, &signals),
     };
     send_end(&init_w, spec, end);
     sys::exit_now(0)
@@ -319,14 +328,25 @@ fn pid1(
         tty,
         listener_tx,
     };
-    catch_signals();
+    let signals = match Pid1Signals::take() {
+        Ok(s) => s,
+        Err(e) => {
+            send(
+                &init_pipe,
+                &format!("{} PID 1's signalfd: {e}", msg::SETUP_FAILED),
+            );
+            sys::exit_now(1);
+        }
+    };
     let workload = match sys::clone_fork(0) {
-        Ok(Forked::Child) => exec_workload(spec, init_pipe, io, fallback, false),
+        Ok(Forked::Child) => {
+            drop(signals);
+            exec_workload(spec, init_pipe, io, fallback, false)
+        }
         Ok(Forked::Parent(pid)) => {
             // The workload's channel and stdin are the workload's alone: the caller's writer
             // sees EPIPE once the workload is gone.
             drop(io);
-            forward_to(pid);
             pid
         }
         Err(e) => {
@@ -338,8 +358,8 @@ fn pid1(
         }
     };
     let end = match listener_rx {
-        Some(rx) => supervise_until(workload, rx, &init_pipe),
-        None => reap_until(workload),
+        Some(rx) => supervise_until(workload, rx, &init_pipe, &signals),
+        None => reap_until(workload, &signals),
     };
     send_end(&init_pipe, spec, end);
     sys::exit_now(0)
@@ -372,10 +392,8 @@ fn supervise_until(
     workload: libc::pid_t,
     rx: std::os::unix::net::UnixStream,
     init_pipe: &OwnedFd,
+    signals: &Pid1Signals,
 ) -> End {
-    use nix::sys::signal::{SigSet, Signal};
-    use nix::sys::signalfd::{SfdFlags, SignalFd};
-    use nix::sys::wait::WaitPidFlag;
     let mut byte = [0u8; 1];
     // The workload sends it just before exec; None: it never got that far (it has exited).
     let mut listener = match sys::recv_with_fds(rx.as_raw_fd(), &mut byte) {
@@ -383,38 +401,14 @@ fn supervise_until(
         _ => None,
     };
     drop(rx);
-    // SIGCHLD as a readable fd, so one poll waits for both children and notifications. Blocked
-    // only now: the workload was forked with the default mask.
-    let mut mask = SigSet::empty();
-    mask.add(Signal::SIGCHLD);
-    let chld = match mask
-        .thread_block()
-        .and_then(|_| SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK))
-    {
-        Ok(fd) => fd,
-        // Without it, no notification can be waited for alongside the children: close the
-        // listener (the filter then answers ENOSYS, still refusing) and just reap.
-        Err(_) => {
-            drop(listener);
-            let _ = mask.thread_unblock();
-            return reap_until(workload);
-        }
-    };
     let mut named: Vec<String> = Vec::new();
     loop {
-        loop {
-            match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
-                Ok(WaitStatus::StillAlive) => break,
-                Ok(s) => {
-                    if let Some(end) = workload_end(&s, workload) {
-                        return end;
-                    }
-                }
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => return (255, None),
-            }
+        if let Some(end) = reap_ended(workload) {
+            return end;
         }
-        let mut fds = vec![PollFd::new(chld.as_fd(), PollFlags::POLLIN)];
+        // SIGCHLD and the caller's signals come on the signalfd, so one poll waits for both
+        // children and notifications.
+        let mut fds = vec![PollFd::new(signals.fd(), PollFlags::POLLIN)];
         if let Some(l) = &listener {
             fds.push(PollFd::new(l.as_fd(), PollFlags::POLLIN));
         }
@@ -426,7 +420,7 @@ fn supervise_until(
             .and_then(|f| f.revents())
             .unwrap_or(PollFlags::empty());
         drop(fds);
-        while let Ok(Some(_)) = chld.read_signal() {}
+        signals.take_queued(workload);
         let Some(l) = &listener else { continue };
         if ready.intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL) {
             // No process is left under the filter.
@@ -535,26 +529,23 @@ fn write_identity_maps() -> std::io::Result<()> {
 }
 
 /// A resident box's PID 1: reaps whatever ends, for as long as the box lives (the monitor
-/// ends it with SIGKILL). SIGCHLD is read from a signalfd, so no exit between a wait and the
-/// sleep is missed.
+/// ends it with SIGKILL). SIGCHLD is read from a signalfd (`pid1_signals`: no handler runs
+/// here), so no exit between a wait and the sleep is missed.
 fn idle_reaper() -> ! {
-    use nix::sys::signal::{SigSet, Signal};
-    use nix::sys::signalfd::{SfdFlags, SignalFd};
     use nix::sys::wait::WaitPidFlag;
-    let mut mask = SigSet::empty();
-    mask.add(Signal::SIGCHLD);
-    let chld = mask
-        .thread_block()
-        .and_then(|_| SignalFd::with_flags(&mask, SfdFlags::SFD_CLOEXEC));
+    let signals = Pid1Signals::take();
     loop {
         while let Ok(s) = waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
             if s == WaitStatus::StillAlive {
                 break;
             }
         }
-        match &chld {
-            Ok(fd) => {
-                let _ = fd.read_signal();
+        match &signals {
+            Ok(signals) => {
+                let mut fds = [PollFd::new(signals.fd(), PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::NONE);
+                // No workload of its own: nothing is passed on.
+                signals.take_queued(0);
             }
             // No signalfd: poll for orphans now and then instead.
             Err(_) => std::thread::sleep(std::time::Duration::from_millis(200)),
@@ -597,80 +588,34 @@ fn exited_line(spec: &BoxSpec, code: i32) -> String {
     line
 }
 
-/// Reaps every child until the workload itself has ended; returns how it ended.
-fn reap_until(workload: libc::pid_t) -> End {
+/// Reaps every child until the workload itself has ended, passing on the caller's signals
+/// meanwhile; returns how it ended.
+fn reap_until(workload: libc::pid_t, signals: &Pid1Signals) -> End {
     loop {
-        match waitpid(Pid::from_raw(-1), None) {
+        if let Some(end) = reap_ended(workload) {
+            return end;
+        }
+        let mut fds = [PollFd::new(signals.fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::NONE);
+        signals.take_queued(workload);
+    }
+}
+
+/// Reaps every child that has ended; the workload's end if it was among them (or if no child
+/// is left to wait for, which can't be before the workload is reaped: `(255, None)`).
+fn reap_ended(workload: libc::pid_t) -> Option<End> {
+    use nix::sys::wait::WaitPidFlag;
+    loop {
+        match waitpid(Pid::from_raw(-1), Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) => return None,
             Ok(s) => {
                 if let Some(end) = workload_end(&s, workload) {
-                    return end;
+                    return Some(end);
                 }
             }
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return (255, None),
+            Err(_) => return Some((255, None)),
         }
-    }
-}
-
-/// The workload's PID 1 forwards signals to (its process group), once forked.
-static WORKLOAD: AtomicI32 = AtomicI32::new(0);
-/// A signal that came before `WORKLOAD` was set, forwarded as soon as it is.
-static PENDING: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn caught(sig: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
-    // SAFETY: the kernel hands an SA_SIGINFO handler a valid siginfo for the signal.
-    let (code, pid) = unsafe { ((*info).si_code, (*info).si_pid()) };
-    // Only a signal sent from outside the box's PID namespace (the monitor's: its sender shows
-    // as pid 0 here) is the caller's to forward. One from inside the box, or one the kernel
-    // made (a terminal's), leaves PID 1 and the workload alone, as before PID 1 caught any.
-    if code == libc::SI_USER && pid == 0 {
-        forward(sig);
-    }
-}
-
-fn forward(sig: libc::c_int) {
-    let w = WORKLOAD.load(Ordering::SeqCst);
-    if w > 0 {
-        // SAFETY: kill(2) is async-signal-safe; the group is the workload's own (it is a
-        // session leader), inside this box's PID namespace.
-        unsafe { libc::kill(-w, sig) };
-    } else {
-        PENDING.store(sig, Ordering::SeqCst);
-    }
-}
-
-/// PID 1 passes the signals a caller sends the workload (`handoff::Command`, through the
-/// monitor) on to the workload's process group. From outside its PID namespace, a signal
-/// reaches PID 1 only if it handles it: this is where it turns into one for the workload.
-/// Signals from inside the box are still ignored (`caught`).
-/// Caught before the workload is forked (one that comes before `forward_to` waits in
-/// `PENDING`); the workload resets every disposition before its exec.
-fn catch_signals() {
-    for (_, sig) in handoff::SIGNALS {
-        if *sig == libc::SIGKILL {
-            continue;
-        }
-        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
-        let Ok(sig) = Signal::try_from(*sig) else {
-            continue;
-        };
-        let action = SigAction::new(
-            SigHandler::SigAction(caught),
-            SaFlags::SA_RESTART | SaFlags::SA_SIGINFO,
-            SigSet::empty(),
-        );
-        // SAFETY: `forward` only reads and writes atomics and calls kill(2), all
-        // async-signal-safe.
-        let _ = unsafe { sigaction(sig, &action) };
-    }
-}
-
-/// From now on, signals caught go to `workload`'s process group.
-fn forward_to(workload: libc::pid_t) {
-    WORKLOAD.store(workload, Ordering::SeqCst);
-    let early = PENDING.swap(0, Ordering::SeqCst);
-    if early > 0 {
-        forward(early);
     }
 }
 
@@ -760,6 +705,7 @@ fn exec_workload(
     // zygote's would be one budget for every call it forks (one call holding its cap left the
     // others, and the zygote's next fork, none). Each call's workload takes the cap in its own
     // namespace (`zygote::plan`).
+    // The same holds for RLIMIT_MSGQUEUE (`mq`).
     let zygote_fallback;
     let fallback = if spec.serves_zygote {
         zygote_fallback = Fallback {
@@ -770,7 +716,7 @@ fn exec_workload(
     } else {
         fallback
     };
-    if let Err(e) = apply_rlimits(fallback) {
+    if let Err(e) = apply_rlimits(fallback, !spec.serves_zygote) {
         fail("setrlimit", e);
     }
     if let Err(e) = sys::cloexec_from(3) {
@@ -924,9 +870,13 @@ fn enter_seccomp(p: &super::seccomp::Programs, tx: OwnedFd) -> std::io::Result<(
     Ok(())
 }
 
-fn apply_rlimits(fallback: &Fallback) -> std::io::Result<()> {
+fn apply_rlimits(fallback: &Fallback, mq: bool) -> std::io::Result<()> {
     use nix::sys::resource::{setrlimit, Resource};
     setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
+    if mq {
+        let bytes = super::mq::box_budget();
+        setrlimit(Resource::RLIMIT_MSGQUEUE, bytes, bytes)?;
+    }
     if let Some(bytes) = fallback.data_bytes {
         setrlimit(Resource::RLIMIT_DATA, bytes, bytes)?;
     }

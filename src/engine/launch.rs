@@ -1,6 +1,7 @@
 //! The caller's side of a box: spawn the `kern` runtime with a `BoxSpec`, drain the workload's
-//! stdout/stderr (capped, never blocking the workload), stream chunks as they arrive, and read
-//! kern's report. Runs on tokio in the addon's process; it never forks anything itself except
+//! stdout/stderr (capped; past the cap read and dropped, never blocking the workload), stream
+//! chunks as they arrive (a consumer slower than the box holds the box's writes, not our
+//! memory: `ChunkSender`), and read kern's report. Runs on tokio in the addon's process; it never forks anything itself except
 //! through `Command`, which execs `kern` straight away.
 
 use super::handoff::{BoxFds, CallTarget, Command, Started};
@@ -16,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc::UnboundedSender;
 
 /// Extra time past the box's own deadline before the caller gives up on `kern` itself.
 const BACKSTOP: Duration = Duration::from_secs(10);
@@ -44,6 +44,17 @@ pub enum Stream {
 pub struct Chunk {
     pub stream: Stream,
     pub data: Vec<u8>,
+}
+
+/// Where a box's output goes as it comes. Bounded: a consumer slower than the box (a slow
+/// `onStdout`) makes the stream's reader wait, so the pipe fills and the box's write() blocks;
+/// the host holds at most `CHUNKS_QUEUED` chunks (of at most 64 KiB from a pipe) per channel.
+pub type ChunkSender = tokio::sync::mpsc::Sender<Chunk>;
+pub type ChunkReceiver = tokio::sync::mpsc::Receiver<Chunk>;
+pub const CHUNKS_QUEUED: usize = 16;
+
+pub fn chunk_channel() -> (ChunkSender, ChunkReceiver) {
+    tokio::sync::mpsc::channel(CHUNKS_QUEUED)
 }
 
 #[derive(Debug)]
@@ -323,7 +334,7 @@ impl Kern {
         self,
         spec: &BoxSpec,
         max_output: usize,
-        sink: Option<UnboundedSender<Chunk>>,
+        sink: Option<ChunkSender>,
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<&OwnedFd>,
     ) -> Result<Option<Outcome>> {
@@ -340,7 +351,7 @@ impl Kern {
         self,
         spec: &BoxSpec,
         max_output: usize,
-        sink: UnboundedSender<Chunk>,
+        sink: ChunkSender,
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds,
         controls: Controls,
@@ -364,7 +375,7 @@ impl Kern {
     pub async fn run_forwarding(
         self,
         spec: &BoxSpec,
-        sink: UnboundedSender<Chunk>,
+        sink: ChunkSender,
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<&OwnedFd>,
         prepared: tokio::sync::oneshot::Sender<Vec<String>>,
@@ -378,7 +389,7 @@ impl Kern {
         mut self,
         spec: &BoxSpec,
         max_output: Option<usize>,
-        sink: Option<UnboundedSender<Chunk>>,
+        sink: Option<ChunkSender>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<F>,
         mut prepared: Option<tokio::sync::oneshot::Sender<Vec<String>>>,
@@ -531,7 +542,22 @@ impl Kern {
             let Some((mut task, into)) = h else {
                 return (Vec::new(), false);
             };
-            let ended = tokio::time::timeout(grace, &mut task).await.is_ok();
+            // The grace is the reader's own time; what it spent waiting for a slow consumer
+            // (`ChunkSender`) is added to it, so the output the box wrote before it ended is
+            // all delivered and kept, however slow the callback.
+            let mut wait = grace;
+            let mut granted = Duration::ZERO;
+            let ended = loop {
+                if tokio::time::timeout(wait, &mut task).await.is_ok() {
+                    break true;
+                }
+                let blocked = into.lock().unwrap_or_else(|p| p.into_inner()).blocked();
+                if blocked <= granted {
+                    break false;
+                }
+                wait = (blocked - granted).max(Duration::from_millis(100));
+                granted = blocked;
+            };
             task.abort();
             let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
             // Given up on: what was read is kept, and the rest counts as cut.
@@ -629,6 +655,15 @@ fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
 struct Drained {
     kept: Vec<u8>,
     truncated: bool,
+    /// Time the reader spent waiting for the sink to take a chunk, and since when it waits now.
+    waited: Duration,
+    waiting: Option<Instant>,
+}
+
+impl Drained {
+    fn blocked(&self) -> Duration {
+        self.waited + self.waiting.map_or(Duration::ZERO, |t| t.elapsed())
+    }
 }
 
 type SharedDrained = std::sync::Arc<std::sync::Mutex<Drained>>;
@@ -639,7 +674,7 @@ fn spawn_drain<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     r: R,
     stream: Stream,
     cap: Option<usize>,
-    sink: Option<UnboundedSender<Chunk>>,
+    sink: Option<ChunkSender>,
 ) -> (tokio::task::JoinHandle<()>, SharedDrained) {
     let into = SharedDrained::default();
     let task = tokio::spawn(drain(r, stream, cap, sink, into.clone()));
@@ -650,38 +685,52 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     stream: Stream,
     cap: Option<usize>,
-    sink: Option<UnboundedSender<Chunk>>,
+    sink: Option<ChunkSender>,
     into: SharedDrained,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
+    let mut sink = sink;
     loop {
         let n = match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let Some(cap) = cap else {
-            if let Some(s) = &sink {
-                let _ = s.send(Chunk {
-                    stream,
-                    data: buf[..n].to_vec(),
-                });
-            }
-            continue;
-        };
         let take = {
             let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
-            let take = n.min(cap.saturating_sub(d.kept.len()));
-            if take < n {
-                d.truncated = true;
+            match cap {
+                Some(cap) => {
+                    let take = n.min(cap.saturating_sub(d.kept.len()));
+                    if take < n {
+                        d.truncated = true;
+                    }
+                    d.kept.extend_from_slice(&buf[..take]);
+                    take
+                }
+                None => n,
             }
-            d.kept.extend_from_slice(&buf[..take]);
-            take
         };
-        if let (true, Some(s)) = (take > 0, &sink) {
-            let _ = s.send(Chunk {
+        let Some(s) = sink.as_ref().filter(|_| take > 0) else {
+            continue;
+        };
+        // Waits while the consumer is behind: this read stops, the pipe fills, and the box's
+        // next write blocks until the consumer catches up (past the cap, nothing is sent and
+        // the rest is read and dropped at once).
+        into.lock().unwrap_or_else(|p| p.into_inner()).waiting = Some(Instant::now());
+        let sent = s
+            .send(Chunk {
                 stream,
                 data: buf[..take].to_vec(),
-            });
+            })
+            .await;
+        {
+            let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(t) = d.waiting.take() {
+                d.waited += t.elapsed();
+            }
+        }
+        if sent.is_err() {
+            // Nobody listens any more: keep reading (and keeping) without forwarding.
+            sink = None;
         }
     }
 }

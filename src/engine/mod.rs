@@ -19,6 +19,8 @@ pub mod landlock;
 pub mod launch;
 pub mod monitor;
 pub mod mounts;
+pub mod mq;
+mod pid1_signals;
 pub mod proxy;
 pub mod pty;
 pub mod relay;

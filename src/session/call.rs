@@ -9,7 +9,7 @@ use super::pool;
 use super::pyc;
 use super::result::{self, over_quota, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
 use super::writers::Active;
-use crate::engine::launch::Chunk;
+use crate::engine::launch::ChunkSender;
 use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use crate::lang::driver;
@@ -17,7 +17,6 @@ use crate::lang::Language;
 use crate::workspace::track;
 use std::path::Path;
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// Runs one call in a fresh box (or the resident box of a `persist` session).
 pub(super) async fn exec(
@@ -25,7 +24,7 @@ pub(super) async fn exec(
     kern_path: &Path,
     req: ExecRequest,
     input: CallInput,
-    sink: Option<UnboundedSender<Chunk>>,
+    sink: Option<ChunkSender>,
 ) -> Result<ExecResult> {
     let cfg = &opened.config;
     let (argv, lang_env, cell, lang) = match (&req.argv, &req.code) {

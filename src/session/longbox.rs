@@ -12,13 +12,12 @@ use super::opened::Opened;
 use super::percall::PerCall;
 use super::result::ExecRequest;
 use super::writers::Active;
-use crate::engine::launch::{Chunk, Outcome};
+use crate::engine::launch::{ChunkSender, Outcome};
 use crate::engine::spec::RootSpec;
 use crate::error::{Error, Result};
 use crate::lang::Language;
 use std::path::Path;
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{oneshot, watch};
 
 /// How long a started driver box may wait and run: the kernel's lifetime, or an idle slot's.
@@ -43,7 +42,7 @@ pub struct DriverBox {
 pub fn start(
     opened: Arc<Opened>,
     kern_path: &std::path::Path,
-    sink: UnboundedSender<Chunk>,
+    sink: ChunkSender,
     lang: Language,
     place: &PerCall,
 ) -> Result<DriverBox> {
@@ -88,7 +87,7 @@ pub fn spawn(
     kern_path: &std::path::Path,
     spec: crate::engine::spec::BoxSpec,
     channel: Option<std::os::fd::OwnedFd>,
-    sink: UnboundedSender<Chunk>,
+    sink: ChunkSender,
 ) -> Result<LongBox> {
     let (stop, stop_rx) = watch::channel(false);
     // The session closing ends the box too.
@@ -243,7 +242,7 @@ pub(super) fn start_driver(
     place: &PerCall,
 ) -> Result<Lifecycle<Driver>> {
     let session_closing = opened.closing.subscribe();
-    let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
+    let (sink, chunks) = crate::engine::launch::chunk_channel();
     let started = start(opened, kern, sink, d.lang, place)?;
     let live = driver::Live::new(
         started.sock,
@@ -289,7 +288,7 @@ async fn start_jupyter(
     };
     let prepared = jupyter::start::prepare(&mut spec, root, workspace, &caller_env, name).await?;
     let session_closing = opened.closing.subscribe();
-    let (sink, chunks) = tokio::sync::mpsc::unbounded_channel();
+    let (sink, chunks) = crate::engine::launch::chunk_channel();
     let b = spawn(opened, kern, spec, None, sink)?;
     let started = jupyter::start::Started {
         stop: b.stop,

@@ -47,14 +47,13 @@ pub use process::{Process, ProcessRequest};
 pub use result::{ExecRequest, ExecResult};
 pub use stderr::Stderr;
 
-use crate::engine::launch::Chunk;
+use crate::engine::launch::ChunkSender;
 use crate::error::{Error, Result};
 use crate::workspace::archive;
 use crate::workspace::track::FileInfo;
 use opened::Opened;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
 
 enum State {
@@ -81,7 +80,7 @@ impl Sandbox {
 
     /// Validates the options, prepares the workspace and runs `setup` (its output to `sink`).
     /// A second call is a no-op.
-    pub async fn open(&self, sink: Option<UnboundedSender<Chunk>>) -> Result<()> {
+    pub async fn open(&self, sink: Option<ChunkSender>) -> Result<()> {
         let mut state = self.state.lock().await;
         match &*state {
             State::Open(_) => return Ok(()),
@@ -231,7 +230,7 @@ impl Sandbox {
         &self,
         req: ProcessRequest,
         terminal: bool,
-        sink: UnboundedSender<Chunk>,
+        sink: ChunkSender,
     ) -> Result<Process> {
         let opened = self.opened().await?;
         Process::start(opened, &self.kern, req, terminal, sink).await
@@ -254,7 +253,7 @@ impl Sandbox {
         &self,
         req: ExecRequest,
         input: CallInput,
-        sink: Option<UnboundedSender<Chunk>>,
+        sink: Option<ChunkSender>,
     ) -> Result<ExecResult> {
         let opened = self.opened().await?;
         call::exec(opened, &self.kern, req, input, sink).await

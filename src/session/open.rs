@@ -11,13 +11,12 @@ use super::pool;
 use super::pyc;
 use super::setup;
 use crate::config::{Config, Network};
-use crate::engine::launch::{Chunk, Kern};
+use crate::engine::launch::{ChunkSender, Kern};
 use crate::engine::spec::{Resident, RootSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use std::path::Path;
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// Brings a session up from its options: the image resolved, the workspace made, and what
 /// the options ask for at open() (`setup`, `requireLimits`, `persist`) done. Whatever fails
@@ -25,7 +24,7 @@ use tokio::sync::mpsc::UnboundedSender;
 pub(super) async fn open(
     config: Config,
     kern: &Path,
-    sink: Option<UnboundedSender<Chunk>>,
+    sink: Option<ChunkSender>,
     required: &[String],
 ) -> Result<Arc<Opened>> {
     if !kern.is_file() {
@@ -122,7 +121,7 @@ pub(super) async fn open(
 async fn start(
     opened: &Arc<Opened>,
     kern: &Path,
-    sink: Option<UnboundedSender<Chunk>>,
+    sink: Option<ChunkSender>,
     required: &[String],
 ) -> Result<()> {
     container_preflight(opened, kern).await?;
@@ -179,7 +178,7 @@ async fn container_preflight(opened: &Arc<Opened>, kern: &Path) -> Result<()> {
 async fn attach_or_start(
     opened: &Arc<Opened>,
     kern: &Path,
-    sink: Option<UnboundedSender<Chunk>>,
+    sink: Option<ChunkSender>,
 ) -> Result<persist::Attached> {
     let cfg = &opened.config;
     let Some(r) = cfg.resident.clone() else {

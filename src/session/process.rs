@@ -12,7 +12,7 @@ use super::writers::Active;
 use crate::engine::connector;
 use crate::engine::handoff::BoxFds;
 use crate::engine::handoff::{signal_number, SIGNALS};
-use crate::engine::launch::{Chunk, Controls, Outcome, Stream};
+use crate::engine::launch::{Chunk, ChunkSender, Controls, Outcome, Stream};
 use crate::engine::spec::{TtySize, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::status::FaultKind;
 use crate::error::{Error, Result};
@@ -22,7 +22,6 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{oneshot, watch};
 
 /// How long `kill()` without a signal waits after SIGTERM before it ends the box.
@@ -70,7 +69,7 @@ impl Process {
         kern_path: &Path,
         req: ProcessRequest,
         terminal: bool,
-        sink: UnboundedSender<Chunk>,
+        sink: ChunkSender,
     ) -> Result<Process> {
         let what = if terminal { "terminal()" } else { "spawn()" };
         let argv = match (req.argv, terminal) {
@@ -462,7 +461,7 @@ impl Process {
 /// and starts reading it; returns it and the writer for `write()`.
 async fn open_terminal(
     sock: OwnedFd,
-    sink: UnboundedSender<Chunk>,
+    sink: ChunkSender,
     max_output: usize,
     done: watch::Sender<Option<Kept>>,
 ) -> Result<Option<(Arc<OwnedFd>, tokio::net::unix::pipe::Sender)>> {
@@ -514,7 +513,7 @@ fn set_nonblocking(fd: &OwnedFd) -> Result<()> {
 /// process's stdout, up to `cap` bytes like a call's stdout.
 async fn read_terminal(
     mut fd: tokio::net::unix::pipe::Receiver,
-    sink: UnboundedSender<Chunk>,
+    sink: ChunkSender,
     cap: usize,
     done: watch::Sender<Option<Kept>>,
 ) {
@@ -529,10 +528,13 @@ async fn read_terminal(
         }
         if take > 0 {
             kept.bytes.extend_from_slice(&buf[..take]);
-            let _ = sink.send(Chunk {
-                stream: Stream::Stdout,
-                data: buf[..take].to_vec(),
-            });
+            // Bounded: a slow consumer holds the terminal's reader, and the box's writes.
+            let _ = sink
+                .send(Chunk {
+                    stream: Stream::Stdout,
+                    data: buf[..take].to_vec(),
+                })
+                .await;
         }
     }
     done.send_replace(Some(kept));

@@ -15,12 +15,11 @@ use super::deps::deps;
 use super::opened::Opened;
 use super::stderr::push_line;
 use crate::config::{Network, SetupNetwork};
-use crate::engine::launch::{Chunk, Kern};
+use crate::engine::launch::{ChunkSender, Kern};
 use crate::engine::proxy::{Policy, Proxy};
 use crate::engine::spec::{BoxSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use std::path::Path;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// The setup box's wall-clock limit when `KERN_SETUP_TIMEOUT_S` is unset: installs of large
 /// packages take minutes, and `timeoutS` is a per-call limit for code, not for installs.
@@ -127,7 +126,7 @@ pub(super) async fn run(
     opened: &Opened,
     kern_path: &Path,
     cmd: &str,
-    sink: Option<UnboundedSender<Chunk>>,
+    sink: Option<ChunkSender>,
 ) -> Result<()> {
     let workspace = opened.workspace_path()?;
     let spec = spec(opened, cmd, &workspace)?;

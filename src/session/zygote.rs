@@ -104,7 +104,7 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
     crate::config::check_exec_size(&spec.argv, &spec.env)?;
     let (ours, theirs) =
         seqpacket_pair().map_err(|e| Error::Runtime(format!("socketpair for the zygote: {e}")))?;
-    let (sink, mut output) = tokio::sync::mpsc::unbounded_channel();
+    let (sink, mut output) = crate::engine::launch::chunk_channel();
     let box_ = longbox::spawn(opened.clone(), kern, spec, Some(theirs), sink)?;
     // The zygote's own output (python's errors, if it fails to start) is kept for the error.
     let said = Arc::new(std::sync::Mutex::new(Vec::new()));

@@ -216,6 +216,8 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
+    // Before any box's namespaces exist: they keep the limit their maker had (`engine::mq`).
+    kern_sandbox::engine::mq::lift_host_budget();
     match Cli::parse().command {
         Command::Box => boxed(),
         Command::Run(args) => or_125(run(args)),

@@ -380,6 +380,11 @@ fn workload_plan(fallback: &Fallback) -> Vec<Op> {
         ));
     };
     rlimit("no core dumps", libc::RLIMIT_CORE, 0);
+    rlimit(
+        "the box's POSIX message queue budget",
+        libc::RLIMIT_MSGQUEUE,
+        crate::engine::mq::box_budget(),
+    );
     if let Some(b) = fallback.data_bytes {
         rlimit("the memory cap as RLIMIT_DATA", libc::RLIMIT_DATA, b);
     }

@@ -89,7 +89,7 @@ pub enum Dropped {
     BadSignature,
     /// No delimiter, too few frames, or JSON that does not parse.
     Malformed,
-    /// Over `MAX_MESSAGE_BYTES`, or a part over `driver::MAX_FRAME_VALUES` JSON values.
+    /// Over `MAX_MESSAGE_BYTES`, or its parts together over `driver::MAX_FRAME_VALUES` JSON values.
     TooLarge,
 }
 
@@ -115,13 +115,16 @@ pub fn decode(signer: &Signer, frames: &[Bytes]) -> Result<Message, Dropped> {
     if !signer.verify(&rest[0], &parts) {
         return Err(Dropped::BadSignature);
     }
-    // Parsed JSON costs many times its text (see `MAX_FRAME_VALUES`): bounded before parsing.
-    let parse = |b: &[u8]| {
-        if crate::lang::driver::json_values_bound(b) > crate::lang::driver::MAX_FRAME_VALUES {
-            return Err(Dropped::TooLarge);
-        }
-        serde_json::from_slice::<Value>(b).map_err(|_| Dropped::Malformed)
-    };
+    // Parsed JSON costs many times its text (see `MAX_FRAME_VALUES`): bounded before parsing,
+    // the three parts we parse together, so one message holds at most that many values.
+    let values: usize = [parts[0], parts[1], parts[3]]
+        .iter()
+        .map(|b| crate::lang::driver::json_values_bound(b))
+        .sum();
+    if values > crate::lang::driver::MAX_FRAME_VALUES {
+        return Err(Dropped::TooLarge);
+    }
+    let parse = |b: &[u8]| serde_json::from_slice::<Value>(b).map_err(|_| Dropped::Malformed);
     let header = parse(parts[0])?;
     if !header.is_object() {
         return Err(Dropped::Malformed);
@@ -217,6 +220,24 @@ mod tests {
         );
         let (_, fits) = session.request("display_data", &json!({ "data": vec![0; n / 2] }));
         assert!(decode(&session.signer, &fits).is_ok());
+        // Spread over the header, the parent header and the content, the values count together.
+        let third: Vec<u8> = vec![0; n / 3 + 10];
+        let header = json!({"msg_type": "display_data", "x": third});
+        let parts: [Vec<u8>; 4] = [
+            header.to_string().into_bytes(),
+            json!({ "x": third }).to_string().into_bytes(),
+            b"{}".to_vec(),
+            json!({ "data": third }).to_string().into_bytes(),
+        ];
+        let sig = session
+            .signer
+            .sign(&[&parts[0], &parts[1], &parts[2], &parts[3]]);
+        let mut spread = vec![Bytes::from_static(DELIMITER), Bytes::from(sig.into_bytes())];
+        spread.extend(parts.into_iter().map(Bytes::from));
+        assert_eq!(
+            decode(&session.signer, &spread).unwrap_err(),
+            Dropped::TooLarge
+        );
     }
 
     #[test]

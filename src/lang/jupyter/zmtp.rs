@@ -2,14 +2,20 @@
 //! message size (libzmq's `ZMQ_MAXMSGSIZE`): it reserves whatever length a frame header announces
 //! and keeps every frame of a multipart message. Bytes from a kernel pass through `Bound` first:
 //! it reads the ZMTP 3 framing (RFC 23: a 64-byte greeting, then frames of a flags byte and a
-//! 1- or 8-byte length) and passes on whole messages up to a size, dropping larger ones as they
-//! stream past without holding them.
+//! 1- or 8-byte length) and passes on whole messages up to a size and a count of frames, dropping
+//! larger ones as they stream past without holding them. The frame count matters as much as the
+//! bytes: the `zeromq` crate holds each frame as a `Bytes` (32 bytes, plus its queue's slack), so
+//! a message of empty frames (2 bytes each on the wire) would cost some 30 times its size.
 
 /// Bytes of the ZMTP 3 greeting.
 const GREETING: usize = 64;
 const MORE: u8 = 0x01;
 const LONG: u8 = 0x02;
 const COMMAND: u8 = 0x04;
+
+/// The most frames one message may have: a Jupyter message is its routing identities, the
+/// delimiter, the signature, four JSON parts and its raw buffers (a handful, for ipywidgets).
+pub const MAX_FRAMES: usize = 1024;
 
 /// Why a stream cannot go on.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,10 +41,16 @@ pub struct Bound {
     held: Vec<u8>,
     /// Bytes of the current message so far.
     size: usize,
-    /// The current message is over `max`: its frames are skipped.
+    /// Frames of the current message so far.
+    frames: usize,
+    /// The current message is over `max` bytes or `MAX_FRAMES` frames: its frames are skipped.
     dropping: bool,
+    /// Of the message being dropped: for its frames, not its bytes.
+    for_frames: bool,
     /// Messages dropped for their size.
     pub dropped: u64,
+    /// Messages dropped for their count of frames.
+    pub dropped_frames: u64,
 }
 
 impl Bound {
@@ -48,8 +60,11 @@ impl Bound {
             state: State::Greeting(GREETING),
             held: Vec::new(),
             size: 0,
+            frames: 0,
             dropping: false,
+            for_frames: false,
             dropped: 0,
+            dropped_frames: 0,
         }
     }
 
@@ -88,11 +103,13 @@ impl Bound {
                     self.keep(&header);
                     let len = usize::try_from(len).unwrap_or(usize::MAX);
                     self.size = self.size.saturating_add(len);
-                    if self.size > self.max && !self.dropping {
+                    self.frames += 1;
+                    if (self.size > self.max || self.frames > MAX_FRAMES) && !self.dropping {
                         if flags & COMMAND != 0 {
                             return Err(Broken::Command);
                         }
                         self.dropping = true;
+                        self.for_frames = self.size <= self.max;
                         self.held = Vec::new();
                     }
                     self.state = State::Body { flags, left: len };
@@ -128,14 +145,18 @@ impl Bound {
         if flags & COMMAND == 0 && flags & MORE != 0 {
             return;
         }
-        if self.dropping {
+        if self.dropping && self.for_frames {
+            self.dropped_frames += 1;
+        } else if self.dropping {
             self.dropped += 1;
         } else {
             out.append(&mut self.held);
         }
         self.held = Vec::new();
         self.size = 0;
+        self.frames = 0;
         self.dropping = false;
+        self.for_frames = false;
     }
 }
 
@@ -187,6 +208,37 @@ mod tests {
             assert_eq!(b.dropped, 1);
         }
         let (out, b) = run(&stream, 5, 10_000);
+        assert_eq!((out, b.dropped), (stream.clone(), 0));
+    }
+
+    #[test]
+    fn a_message_of_too_many_frames_is_dropped_whole_however_small() {
+        let greeting = [0xffu8; GREETING];
+        let small = [frame(MORE, b"<IDS|MSG>"), frame(0, b"{}")].concat();
+        let mut empties = Vec::new();
+        for _ in 0..MAX_FRAMES * 3 {
+            empties.extend(frame(MORE, b""));
+        }
+        empties.extend(frame(0, b""));
+        let stream = [&greeting[..], &small, &empties, &small].concat();
+        for step in [1, 3, 4096, 1 << 20] {
+            let mut b = Bound::new(1 << 20);
+            let mut out = Vec::new();
+            for piece in stream.chunks(step) {
+                b.feed(piece, &mut out).unwrap();
+                assert!(b.held.len() <= 2 * MAX_FRAMES + 64, "step {step}");
+            }
+            assert_eq!(out, [&greeting[..], &small, &small].concat(), "step {step}");
+            assert_eq!((b.dropped, b.dropped_frames), (0, 1));
+        }
+        // Exactly MAX_FRAMES frames still pass.
+        let mut fits = Vec::new();
+        for _ in 0..MAX_FRAMES - 1 {
+            fits.extend(frame(MORE, b""));
+        }
+        fits.extend(frame(0, b""));
+        let stream = [&greeting[..], &fits].concat();
+        let (out, b) = run(&stream, 100, 1 << 20);
         assert_eq!((out, b.dropped), (stream.clone(), 0));
     }
 

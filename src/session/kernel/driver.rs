@@ -9,7 +9,7 @@
 use super::lifecycle::{
     cell_signal, cell_stop, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
 };
-use crate::engine::launch::{Chunk, Stream};
+use crate::engine::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::status::Fault;
 use crate::error::{Error, Result};
 use crate::lang::driver;
@@ -19,7 +19,6 @@ use crate::session::stderr::Stderr;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// The driver kernel's live part.
 pub(crate) struct Live {
@@ -28,7 +27,7 @@ pub(crate) struct Live {
     /// frames fills the socket and waits, and the host holds nothing for it.
     rx: tokio::net::unix::OwnedReadHalf,
     reader: driver::FrameReader,
-    chunks: UnboundedReceiver<Chunk>,
+    chunks: ChunkReceiver,
     /// Resolves when the box has ended.
     ended: Ended,
     next_id: u64,
@@ -127,7 +126,7 @@ impl Live {
     /// The live part of a driver box just started: `sock` to its driver, its output on `chunks`.
     pub(crate) fn new(
         sock: tokio::net::UnixStream,
-        chunks: UnboundedReceiver<Chunk>,
+        chunks: ChunkReceiver,
         ended: Ended,
         prepared: tokio::sync::oneshot::Receiver<Vec<String>>,
         setup: Option<Vec<u8>>,
@@ -226,9 +225,13 @@ impl Kind for Driver {
             Ok(false) => ended = Some(self.box_end(k, live).await),
             Err(stop) => ended = Some(self.stop_box(k, live, stop, timeout).await),
         }
-        let show = |s: &Option<UnboundedSender<Chunk>>, stream, data: Vec<u8>| {
-            if let (Some(s), false) = (s, data.is_empty()) {
-                let _ = s.send(Chunk { stream, data });
+        // Waits for a slow consumer (`ChunkSender`): the box's output waits with it.
+        let show = |s: &Option<ChunkSender>, stream, data: Vec<u8>| {
+            let s = s.clone().filter(|_| !data.is_empty());
+            async move {
+                if let Some(s) = s {
+                    let _ = s.send(Chunk { stream, data }).await;
+                }
             }
         };
         while ended.is_none() && !(done.is_some() && out.done && err.done) {
@@ -252,11 +255,11 @@ impl Kind for Driver {
                 c = live.chunks.recv() => match c {
                     Some(Chunk { stream: Stream::Stdout, data }) => {
                         let s = out.feed(&data, marker, k.max_output);
-                        show(&sink, Stream::Stdout, s);
+                        show(&sink, Stream::Stdout, s).await;
                     }
                     Some(Chunk { stream: Stream::Stderr, data }) => {
                         let s = err.feed(&data, marker, k.max_output);
-                        show(&sink, Stream::Stderr, s);
+                        show(&sink, Stream::Stderr, s).await;
                     }
                     None => {
                         ended = Some(self.box_end(k, live).await);
@@ -273,7 +276,7 @@ impl Kind for Driver {
             if !split.done {
                 let rest = std::mem::take(&mut split.pending);
                 split.kept.extend_from_slice(&rest);
-                show(&sink, stream, rest);
+                show(&sink, stream, rest).await;
             }
         }
         live.carry = [std::mem::take(&mut out.rest), std::mem::take(&mut err.rest)];

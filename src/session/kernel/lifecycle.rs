@@ -6,7 +6,7 @@
 //! the kind's (`Kind`): the python driver's (`driver`) or an image's Jupyter kernel's
 //! (`jupyter`).
 
-use crate::engine::launch::{Chunk, Outcome};
+use crate::engine::launch::{ChunkSender, Outcome};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::session::percall;
@@ -15,7 +15,6 @@ use crate::session::writers::Active;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{watch, Mutex};
 
 /// Resolves when a kernel's box has ended.
@@ -110,7 +109,7 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
 
 /// Where a cell's output chunks and its results go as they come (the caller's callbacks).
 pub(crate) struct CellSinks {
-    pub(crate) output: Option<UnboundedSender<Chunk>>,
+    pub(crate) output: Option<ChunkSender>,
     pub(crate) results: Option<crate::lang::driver::ResultSink>,
 }
 
@@ -185,7 +184,7 @@ impl<K: Kind> Lifecycle<K> {
         &self,
         code: &str,
         timeout_ms: Option<u64>,
-        sink: Option<UnboundedSender<Chunk>>,
+        sink: Option<ChunkSender>,
         results: Option<crate::lang::driver::ResultSink>,
         mut abort: Abort,
     ) -> Result<ExecResult> {

@@ -9,12 +9,11 @@ pub(crate) mod jupyter;
 pub(crate) mod lifecycle;
 
 use super::result::ExecResult;
-use crate::engine::launch::Chunk;
+use crate::engine::launch::ChunkSender;
 use crate::error::Result;
 use driver::Driver;
 use jupyter::Jupyter;
 use lifecycle::Lifecycle;
-use tokio::sync::mpsc::UnboundedSender;
 
 /// A kernel a caller opened: our python driver's, or a Jupyter kernel of the image.
 pub struct OpenKernel(Open);
@@ -39,7 +38,7 @@ impl OpenKernel {
         &self,
         code: &str,
         timeout_ms: Option<u64>,
-        sink: Option<UnboundedSender<Chunk>>,
+        sink: Option<ChunkSender>,
         results: Option<crate::lang::driver::ResultSink>,
         abort: Option<tokio::sync::watch::Receiver<bool>>,
     ) -> Result<ExecResult> {

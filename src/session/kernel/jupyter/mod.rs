@@ -20,7 +20,7 @@ mod sockets;
 pub(crate) mod start;
 
 use super::lifecycle::{cell_signal, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle, Stop};
-use crate::engine::launch::Chunk;
+use crate::engine::launch::{Chunk, ChunkReceiver};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::jupyter::cell::{Cell, Shown};
@@ -33,7 +33,6 @@ use signal::signal_workload;
 use sockets::{heartbeat, send, Readers, Sockets};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::UnboundedReceiver;
 
 /// How long an interrupted cell has to stop before the kernel is torn down.
 pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
@@ -62,7 +61,7 @@ pub(crate) struct Live {
     session: Session,
     socks: Sockets,
     /// The kernel process's own stdout/stderr (not a cell's `stream` messages).
-    chunks: UnboundedReceiver<Chunk>,
+    chunks: ChunkReceiver,
     log: Vec<u8>,
     ended: Ended,
     monitor: Option<u32>,
@@ -153,10 +152,14 @@ impl Kind for Jupyter {
         let mut asked_input: Option<String> = None;
         let mut cell = Cell::new(id, k.max_output);
         cell.live(live_results);
+        // Waits for a slow consumer (`ChunkSender`): the kernel's output waits with it.
         let show = |shown: Shown| {
-            if let Some(s) = &sink {
-                for (stream, data) in shown {
-                    let _ = s.send(Chunk { stream, data });
+            let s = sink.clone();
+            async move {
+                if let Some(s) = s {
+                    for (stream, data) in shown {
+                        let _ = s.send(Chunk { stream, data }).await;
+                    }
                 }
             }
         };
@@ -193,11 +196,11 @@ impl Kind for Jupyter {
             let wake = input_reinterrupt.map_or(wake, |at| at.min(wake));
             tokio::select! {
                 m = live.socks.iopub.recv() => match m {
-                    Some(m) => show(cell.on_iopub(&m)),
+                    Some(m) => show(cell.on_iopub(&m)).await,
                     None => dead = true,
                 },
                 m = live.socks.replies.recv() => match m {
-                    Some(m) => show(cell.on_reply(&m)),
+                    Some(m) => show(cell.on_reply(&m)).await,
                     None => dead = true,
                 },
                 m = live.socks.stdin.recv() => match m {
@@ -217,7 +220,7 @@ impl Kind for Jupyter {
                 c = live.chunks.recv() => match c {
                     // Output the kernel process writes itself (an R `system()` call, a C
                     // library) during a cell is the cell's too.
-                    Some(c) => show(cell.on_output(c.stream, &c.data)),
+                    Some(c) => show(cell.on_output(c.stream, &c.data)).await,
                     None => dead = true,
                 },
                 // An abort starts the stop a deadline would, from now.

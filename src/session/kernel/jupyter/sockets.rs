@@ -54,6 +54,8 @@ pub(super) struct Readers {
     bad_signatures: Counted,
     /// Messages over `wire::MAX_MESSAGE_BYTES`, dropped.
     too_large: Counted,
+    /// Messages of more than `zmtp::MAX_FRAMES` frames, dropped.
+    too_many_frames: Counted,
     /// The request whose answers are wanted now (a cell's execute_request, the start's
     /// kernel_info_request); anything else is dropped by the readers.
     wanted: std::sync::Mutex<Option<String>>,
@@ -100,6 +102,13 @@ impl Readers {
             notes.push(format!(
                 "note: {n} output message(s) of the kernel ({}) came while no cell ran (from a thread or process an earlier cell left running) and were dropped",
                 show_bytes(bytes)
+            ));
+        }
+        let (n, _) = self.too_many_frames.fresh();
+        if n > 0 {
+            notes.push(format!(
+                "note: {n} message(s) of the kernel had more than {} ZeroMQ frames and were dropped (a Jupyter message has a handful)",
+                crate::lang::jupyter::zmtp::MAX_FRAMES
             ));
         }
         let (n, _) = self.too_large.fresh();
@@ -406,12 +415,13 @@ async fn relay(
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
-            let before = bound.dropped;
+            let before = (bound.dropped, bound.dropped_frames);
             // A command frame over the bound: not a kernel we can talk to; the connection goes.
             if bound.feed(&buf[..n], &mut out).is_err() {
                 return;
             }
-            readers.too_large.add(bound.dropped - before);
+            readers.too_large.add(bound.dropped - before.0);
+            readers.too_many_frames.add(bound.dropped_frames - before.1);
             if ours_tx.write_all(&out).await.is_err() {
                 return;
             }

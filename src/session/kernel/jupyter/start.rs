@@ -5,7 +5,7 @@
 
 use super::sockets::{connect, runtime, Readers, Sockets, START_TIMEOUT};
 use super::{keep_tail, Jupyter, Live};
-use crate::engine::launch::Chunk;
+use crate::engine::launch::ChunkReceiver;
 use crate::engine::spec::{BindSpec, BoxSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::lang::jupyter::kernelspec::{self, KernelSpec};
@@ -14,7 +14,6 @@ use crate::session::kernel::lifecycle::{Ended, Lifecycle};
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
-use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::watch;
 
 fn random_key() -> String {
@@ -42,7 +41,7 @@ pub(crate) struct Started {
     /// The host pid of the box's monitor, to signal the kernel's process group by.
     pub monitor: Option<u32>,
     /// The kernel process's own output.
-    pub chunks: UnboundedReceiver<Chunk>,
+    pub chunks: ChunkReceiver,
     /// The session's closing signal.
     pub session_closing: watch::Receiver<bool>,
 }
