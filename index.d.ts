@@ -492,7 +492,8 @@ export interface SandboxOptions {
    * address, and the way to it is the address itself, listed. It dials the address it checked.
    * A tunnel's first bytes are read: a TLS ClientHello (required on 443) must name the CONNECT
    * host in its SNI; a plaintext HTTP request (through a tunnel, or to a listed loopback
-   * address) must name it in `Host` and gets one request per connection. Every decision is logged with
+   * address) must name it in `Host` and gets one request per connection (first bytes that could
+   * begin a request line are held until that line ends, 30 s at most). Every decision is logged with
    * `tracing` and summarised in `runtimeNotes` (`note: egress denied: …`, `note: egress allowed:
    * …`). A box holds at most 256 connections through the proxy at once (more are closed), so it
    * can't exhaust your process's descriptors. A listed loopback address (`"127.0.0.1:8080"`, or

@@ -3,8 +3,9 @@
 //!
 //! Forms matched, each across chunk boundaries (a streaming matcher keeps the unfinished tail):
 //! - text, char by char, each char as itself, percent-encoded (`%2F`/`%2f`, `+` for a space),
-//!   JSON-escaped (`\/`, `\"`, `\uXXXX` incl. surrogate pairs) or an HTML character reference
-//!   (`&#47;`, `&#x2F;`, `&amp;`…), in any mix: the replacement is the placeholder as it is
+//!   JSON-escaped (`\/`, `\"`, `\uXXXX` incl. surrogate pairs; also twice, JSON in a JSON
+//!   string), percent-encoded twice (`%252F`), or an HTML character reference (`&#47;`,
+//!   `&#x2F;`, `&amp;`…), in any mix: the replacement is the placeholder as it is
 //!   (letters, digits and `-`, the same in every one of these forms);
 //! - hex, either case (replaced by the placeholder's hex);
 //! - base64 and base64url at each of the three byte alignments a value can have inside a longer
@@ -12,8 +13,8 @@
 //!   replaced by the placeholder's characters at the same alignment. The placeholder's length is
 //!   drawn equal to the value's modulo 3 (`secrets.rs`), so the text after it decodes as before.
 //!
-//! Not matched: other transformations (a hash, a reversal, a double encoding, MIME line breaks
-//! inside base64). A host that deliberately transforms and echoes credentials can still hand
+//! Not matched: other transformations (a hash, a reversal, deeper or other nested encodings,
+//! MIME line breaks inside base64). A host that deliberately transforms and echoes credentials can still hand
 //! them back; `secrets` documents that.
 
 /// One alternative spelling of one char of the value.
@@ -208,6 +209,18 @@ fn spellings(c: char) -> Vec<Alt> {
     if let Some(s) = short {
         alts.push(fold(s.into()));
     }
+    // Escaped twice: JSON inside a JSON string (a debug endpoint quoting a request body), a
+    // percent-encoded URL percent-encoded again.
+    let again: Vec<Alt> = alts
+        .iter()
+        .filter(|a| a.bytes.first() == Some(&b'\\'))
+        .map(|a| {
+            let text = String::from_utf8_lossy(&a.bytes);
+            fold(text.replace('\\', "\\\\").replace('"', "\\\""))
+        })
+        .collect();
+    alts.extend(again);
+    alts.push(fold(utf8.iter().map(|b| format!("%25{b:02X}")).collect()));
     alts.push(fold(format!("&#{};", u32::from(c))));
     alts.push(fold(format!("&#x{:X};", u32::from(c))));
     let named = match c {
@@ -412,6 +425,8 @@ mod tests {
             serde_json::to_string(v).unwrap(),
             v.chars().map(|c| format!("\\u{:04x}", c as u32)).collect(),
             v.replace('/', "\\/").replace('"', "\\\""),
+            serde_json::to_string(&serde_json::to_string(v).unwrap()).unwrap(),
+            v.bytes().map(|b| format!("%25{b:02X}")).collect(),
             v.replace('&', "&amp;")
                 .replace('<', "&lt;")
                 .replace('"', "&#34;"),
