@@ -54,7 +54,7 @@ describe('bad secrets are refused when the Sandbox is constructed, never quoting
     ['a value with CR LF', { egressAllow: ['a.test'], secrets: { KEY: { value: `${VALUE}\r\nX-Evil: 1`, hosts: ['a.test'] } } }, /CR, LF or NUL/],
     ['no hosts', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: [] } } }, /`hosts` is empty/],
     ['a domain instead of a host', { egressAllow: ['.a.test'], secrets: { KEY: { value: VALUE, hosts: ['.a.test'] } } }, /exactly, not domains/],
-    ['a value that is not a string', { egressAllow: ['a.test'], secrets: { KEY: { value: 42, hosts: ['a.test'] } } }, /\{ value: string, hosts: string\[\] \}/],
+    ['a value that is not a string', { egressAllow: ['a.test'], secrets: { KEY: { value: 42, hosts: ['a.test'] } } }, /\{ value: string, hosts: string\[\], headers\?: string\[\] \}/],
     ['an unknown field', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], header: 'x' } } }, /and nothing else/],
     ['headers naming a header servers reflect', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], headers: ['Authorization', 'Origin'] } } }, /`headers`: "Origin" is a header servers reflect/],
     ['headers naming no header', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], headers: ['X Token'] } } }, /`headers`: "X Token" is not a header name/],
@@ -187,10 +187,11 @@ describe('the value reaches the secret host, the box only ever sees the placehol
 });
 
 test('a header the secret names carries the value; the default credential headers then do not', async () => {
-  const sb = await new Sandbox(opts({
+  const sb = await new Sandbox({
+    image: 'host',
     egressAllow: hostsOf(),
     secrets: { KEY: { value: VALUE, hosts: hostsOf(), headers: ['X-Token'] } },
-  })).open();
+  }).open();
   try {
     const r = await sb.run(['sh', '-c', [
       `curl -sS -H "X-Token: $KEY" -w ' %{http_code}\\n' https://127.0.0.1:${api.port}/named-ok`,
@@ -213,7 +214,7 @@ test('a TLS failure to a secret\'s host is a runtime note naming the CA variable
   untrustTestCa();
   let sb;
   try {
-    sb = await new Sandbox(opts(secretOpts())).open();
+    sb = await new Sandbox(secretOpts({ image: 'host' })).open();
   } finally {
     trustTestCa(tls.caFile);
   }
