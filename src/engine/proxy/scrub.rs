@@ -91,16 +91,19 @@ impl Pattern {
                 value,
                 placeholder,
             } => {
-                let mut got = Vec::with_capacity(value.len());
                 for (i, &(want, mask)) in value.iter().enumerate() {
                     let Some(&c) = input.get(i) else {
                         return Found::Partial;
                     };
                     match sextet(alphabet, c) {
-                        Some(d) if d & mask == want & mask => got.push(d),
+                        Some(d) if d & mask == want & mask => {}
                         _ => return Found::None,
                     }
                 }
+                let got: Vec<u8> = input[..value.len()]
+                    .iter()
+                    .filter_map(|&c| sextet(alphabet, c))
+                    .collect();
                 // The first and last characters keep their bits that are not the value's (the
                 // neighbours'); the rest are the placeholder's.
                 let last = placeholder.len() - 1;
@@ -312,7 +315,9 @@ fn patterns(value: &[u8], placeholder: &[u8]) -> Vec<Pattern> {
 
 /// A streaming replacer of every form of some values by their placeholders.
 pub(super) struct Scrubber {
-    patterns: Vec<Pattern>,
+    /// Each pattern with the bytes a match of it can start with.
+    patterns: Vec<(Pattern, Box<[bool; 256]>)>,
+    /// The bytes any match can start with.
     starts: Box<[bool; 256]>,
     /// Input not yet judged: a match may start there and end in the next chunk.
     carry: Vec<u8>,
@@ -328,9 +333,15 @@ impl Scrubber {
             .flat_map(|(v, p)| patterns(v, p))
             .collect();
         let mut starts = Box::new([false; 256]);
-        for p in &patterns {
-            p.starts(&mut starts);
-        }
+        let patterns = patterns
+            .into_iter()
+            .map(|p| {
+                let mut table = Box::new([false; 256]);
+                p.starts(&mut table);
+                p.starts(&mut starts);
+                (p, table)
+            })
+            .collect();
         Scrubber {
             patterns,
             starts,
@@ -362,13 +373,17 @@ impl Scrubber {
         let mut out = Vec::with_capacity(buf.len());
         let mut i = 0;
         'bytes: while i < buf.len() {
-            if !self.starts[usize::from(buf[i])] {
+            let b = usize::from(buf[i]);
+            if !self.starts[b] {
                 out.push(buf[i]);
                 i += 1;
                 continue;
             }
             let mut partial = false;
-            for p in &self.patterns {
+            for (p, first) in &self.patterns {
+                if !first[b] {
+                    continue;
+                }
                 match p.find(&buf[i..]) {
                     Found::Full(n, with) => {
                         out.extend_from_slice(&with);
@@ -484,5 +499,21 @@ mod tests {
         assert_eq!(s.replaced, 0);
         let near = "sk-Va/l+ue\"&<x> 8 and sk-Va%2F";
         assert_eq!(s.once(near.as_bytes()), near.as_bytes());
+    }
+
+    #[test]
+    fn every_secret_of_many_is_scrubbed() {
+        let values: Vec<String> = (0..20).map(|i| format!("value-number-{i:02}")).collect();
+        let phs: Vec<String> = values.iter().map(|v| placeholder_for(v)).collect();
+        let mut s = Scrubber::new(
+            values
+                .iter()
+                .zip(&phs)
+                .map(|(v, p)| (v.as_bytes(), p.as_bytes())),
+        );
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let text = format!("{} {}", values[19], b64.encode(&values[18]));
+        let out = String::from_utf8(s.once(text.as_bytes())).unwrap();
+        assert_eq!(out, format!("{} {}", phs[19], b64.encode(&phs[18])));
     }
 }
