@@ -487,10 +487,15 @@ export interface SandboxOptions {
    * loopback, and `/etc/resolv.conf` names no resolver. The proxy admits `CONNECT host:port` and
    * absolute-form plain-HTTP requests (the `Host` header must match; one request per connection)
    * for listed hosts only; it resolves allowed names itself (a denied name is never resolved) and
-   * refuses the request if any address is loopback, private, link-local (169.254.169.254 too),
-   * CGNAT, multicast or an IPv4-mapped/NAT64/6to4 form of one, unless that literal address is
-   * listed; it dials the address it checked. For a CONNECT to port 443 it reads the TLS
-   * ClientHello and cuts a tunnel whose SNI names another host. Every decision is logged with
+   * refuses the request if any address is outside the public internet (every block of IANA's
+   * special-purpose registries that is not globally reachable: loopback, private, link-local
+   * with 169.254.169.254, CGNAT, benchmarking, multicast, reserved, and IPv4-mapped/NAT64/6to4
+   * forms of them; the documentation ranges count as public); a name never reaches such an
+   * address, and the way to it is the address itself, listed. It dials the address it checked.
+   * A tunnel's first bytes are read: a TLS ClientHello (required on 443) must name the CONNECT
+   * host in its SNI; a plaintext HTTP request (through a tunnel, or to a listed loopback
+   * address) must name it in `Host` and gets one request per connection (first bytes that could
+   * begin a request line are held until that line ends, 30 s at most). Every decision is logged with
    * `tracing` and summarised in `runtimeNotes` (`note: egress denied: …`, `note: egress allowed:
    * …`). A box holds at most 256 connections through the proxy at once (more are closed), so it
    * can't exhaust your process's descriptors. A listed loopback address (`"127.0.0.1:8080"`, or
@@ -499,15 +504,16 @@ export interface SandboxOptions {
    * (`NO_PROXY`), curl and raw sockets reach the listed service with the default environment, and
    * other loopback ports stay the box's own. Measured here: a CONNECT tunnel moves about 1 GB/s (995 MiB/s, 0.39× a direct loopback
    * connection; BENCHMARKS.md). Boxes trust the host's CA bundle, as with `network: true`. Residual risks: data can leave
-   * through an allowed host, and TLS to an allowed name can carry anything (domain fronting).
+   * through an allowed host, and TLS to an allowed name can carry anything: a `Host` inside it
+   * naming another site of the same server (domain fronting) is out of any SNI check's sight.
    */
   egressAllow?: string[];
   /** *(Addition to the published surface.)* Secrets the code may use but never read: `{ NAME: {
-   * value, hosts } }`. Each box's environment gets `NAME=kern-secret-<32 random hex digits>`, a
-   * placeholder drawn at `open()` for this Sandbox alone; the egress proxy (in your process)
-   * writes `value` in its place in the request line and headers of requests to one of `hosts`,
-   * and nowhere else. The value never enters a box: not its environment, `/proc`, files or memory,
-   * nor `runtimeNotes`, errors or logs.
+   * value, hosts, headers? } }`. Each box's environment gets `NAME=kern-secret-<32 to 34 random
+   * hex digits>`, a placeholder drawn at `open()` for this Sandbox alone; the egress proxy (in
+   * your process) writes `value` in its place in the request headers `headers` names, of
+   * requests to one of `hosts`, and nowhere else. The value never enters a box: not its
+   * environment, `/proc`, files or memory, nor `runtimeNotes`, errors or logs.
    *
    * - Needs `egressAllow`, and every host must be allowed by it (`"api.example.com"`, or
    *   `"host:port"` for one port; a host names one host exactly, not a domain). A `NAME` is a
@@ -515,30 +521,39 @@ export interface SandboxOptions {
    *   naming it is overridden by the placeholder. `value` is a non-empty string without CR, LF or
    *   NUL. Mistakes throw a `SandboxError` (`ERR_INVALID_OPTION`) from the constructor, naming
    *   the secret, never its value.
+   * - *(Addition.)* `headers`: the request headers the value may go into (any case). Default:
+   *   `Authorization`, `X-Api-Key`, `Api-Key`, `X-Goog-Api-Key`, `X-Auth-Token`, `Private-Token`
+   *   (`Authorization: Basic` credentials holding the placeholder are re-encoded with the value).
+   *   Headers servers reflect or route by (`Host`, `Origin`, `Referer`, `User-Agent`,
+   *   `Access-Control-Request-*`, `Forwarded`, `X-Forwarded-*`) and framing or hop-by-hop ones
+   *   are refused here. A request to one of `hosts` holding the placeholder anywhere else (the
+   *   URL, a header name, another header, the body) is refused by the proxy (403, or the body
+   *   cut before its end reaches the server) without the value, and a runtime note says why:
+   *   servers echo URLs (error pages, redirects) and some headers (CORS) into their answers.
+   * - What one of `hosts` answers is scrubbed: the value in the response's headers or body,
+   *   as it is, percent-encoded, JSON- or HTML-escaped, in hex, or in base64 / base64url at any
+   *   alignment, reaches the box as the placeholder. The proxy asks for an uncompressed answer
+   *   (`Accept-Encoding: identity`) and refuses (502) a compressed body it could not check; the
+   *   body is passed on chunked (to an HTTP/1.0 client: to the close). A host that deliberately
+   *   echoes credentials in another form (hashed, reversed, double-encoded, split) can still
+   *   hand the value to the box: list only hosts that don't.
    * - HTTPS: for a connection to one of `hosts` (a `CONNECT`, or a listed loopback address
    *   reached directly), the proxy checks the ClientHello's SNI as for any tunnel, terminates TLS
    *   with a certificate for that host from a CA made at `open()` for this Sandbox (ECDSA P-256;
    *   its private key stays in your process's memory, never written anywhere), and opens its own
    *   TLS connection to the real host, verified against the store image pulls use (the system's,
-   *   and `KERN_REGISTRY_CA`). Boxes trust that CA's certificate (appended to the bundle
-   *   `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`, `NODE_EXTRA_CA_CERTS`, `PIP_CERT`, `CURL_CA_BUNDLE` name);
-   *   a connection to any other host is tunnelled as before, so the CA vouches for nothing else.
-   *   The CA is also name-constrained to `hosts` (their names and subdomains, their addresses):
-   *   a certificate it signed for any other site fails verification.
-   *   Only HTTP/1.1 is spoken there (ALPN `http/1.1`), plain HTTP to a listed host is rewritten
-   *   the same way.
-   * - One request per connection to a secret's host: the first request head gets the value and
-   *   `Connection: close`; its body, and anything sent after it on that connection, pass
-   *   unchanged (the placeholder stays inert there). Clients open a new connection for their next
-   *   request, as the server tells them to.
-   * - That head must name the secret's host: origin-form target (`/path`) and one `Host` equal
-   *   to the host and port the connection reached (443 implied over TLS, 80 over plain HTTP);
-   *   any other is answered 400 without the value (a server doing virtual hosting, a CDN, would
-   *   route a request naming another site to that site).
+   *   and `KERN_REGISTRY_CA`; a failure there is a runtime note naming that variable). Boxes
+   *   trust that CA's certificate (appended to the bundle `SSL_CERT_FILE`, `REQUESTS_CA_BUNDLE`,
+   *   `NODE_EXTRA_CA_CERTS`, `PIP_CERT`, `CURL_CA_BUNDLE` name); a connection to any other host
+   *   is tunnelled as before, so the CA vouches for nothing else. The CA is also name-constrained
+   *   to `hosts`: a certificate it signed for any other site fails verification. Only HTTP/1.1
+   *   is spoken there (ALPN `http/1.1`); plain HTTP to a listed host is handled the same way.
+   * - One request per connection to a secret's host: its head must name that host (origin-form
+   *   target, one `Host` equal to the host and port reached, 443 implied over TLS, 80 over plain
+   *   HTTP; else 400), it goes out with `Connection: close`, its body by its own framing, and
+   *   nothing sent after it on that connection reaches the server.
    * - To every other host the placeholder is sent as it is: it is a random string, worthless
    *   outside this Sandbox's proxy. A host `setEgressAllow` removes is simply unreachable.
-   * - What a secret's host sends back is the box's to read: list only hosts that never reflect a
-   *   request's headers into a response (an echo or debug endpoint would hand the value over).
    * - Every box of the Sandbox gets the placeholders (calls, kernels, `spawn()`, `terminal()`,
    *   prewarmed boxes); the `setup` box does not (it installs, and trusts only the host's CAs).
    *
@@ -546,7 +561,7 @@ export interface SandboxOptions {
    * builds): a small HTTPS GET on a new connection took 3.4 ms (median) through the proxy to a
    * secret's host, 3.5 ms tunnelled and 2.3 ms direct (`network: true`); between runs the medians
    * moved by up to 1 ms, so termination's own cost is below what this machine can resolve. */
-  secrets?: Record<string, { value: string; hosts: string[] }>;
+  secrets?: Record<string, { value: string; hosts: string[]; headers?: string[] }>;
   /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`,
    * read-only unless `"rw"`; at most 16. LOOSENS ISOLATION by what you bind.
    *

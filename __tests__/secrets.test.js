@@ -54,8 +54,12 @@ describe('bad secrets are refused when the Sandbox is constructed, never quoting
     ['a value with CR LF', { egressAllow: ['a.test'], secrets: { KEY: { value: `${VALUE}\r\nX-Evil: 1`, hosts: ['a.test'] } } }, /CR, LF or NUL/],
     ['no hosts', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: [] } } }, /`hosts` is empty/],
     ['a domain instead of a host', { egressAllow: ['.a.test'], secrets: { KEY: { value: VALUE, hosts: ['.a.test'] } } }, /exactly, not domains/],
-    ['a value that is not a string', { egressAllow: ['a.test'], secrets: { KEY: { value: 42, hosts: ['a.test'] } } }, /\{ value: string, hosts: string\[\] \}/],
+    ['a value that is not a string', { egressAllow: ['a.test'], secrets: { KEY: { value: 42, hosts: ['a.test'] } } }, /\{ value: string, hosts: string\[\], headers\?: string\[\] \}/],
     ['an unknown field', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], header: 'x' } } }, /and nothing else/],
+    ['headers naming a header servers reflect', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], headers: ['Authorization', 'Origin'] } } }, /`headers`: "Origin" is a header servers reflect/],
+    ['headers naming no header', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], headers: ['X Token'] } } }, /`headers`: "X Token" is not a header name/],
+    ['empty headers', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], headers: [] } } }, /`headers` is empty/],
+    ['headers that are not strings', { egressAllow: ['a.test'], secrets: { KEY: { value: VALUE, hosts: ['a.test'], headers: [1] } } }, /headers\?: string\[\]/],
     ['not an object', { egressAllow: ['a.test'], secrets: ['KEY'] }, /option `secrets` must be an object/],
   ];
   test.each(cases)('%s', (_name, o, re) => {
@@ -82,12 +86,11 @@ describe('the value reaches the secret host, the box only ever sees the placehol
         'key = os.environ["KEY"]',
         'h = {"Authorization": f"Bearer {key}"}',
         'out = {"key": key}',
-        `r = requests.get("https://127.0.0.1:${api.port}/py-direct?k=" + key, headers=h, timeout=30)`,
+        `r = requests.get("https://127.0.0.1:${api.port}/py-direct", headers=h, timeout=30)`,
         'out["direct"] = [r.status_code, r.text]',
         `r = requests.get("https://127.0.0.1:${api.port}/py-connect", headers=h, timeout=30, proxies={"https": os.environ["HTTPS_PROXY"]})`,
         'out["connect"] = [r.status_code, r.text]',
-        // A body carries the placeholder unchanged.
-        `r = requests.post("https://127.0.0.1:${api.port}/py-body", headers=h, data="body " + key, timeout=30)`,
+        `r = requests.post("https://127.0.0.1:${api.port}/py-body", headers=h, data="a body", timeout=30)`,
         'out["body"] = [r.status_code, r.text]',
         `req = urllib.request.Request("http://127.0.0.1:${plain.port}/py-plain", headers=h)`,
         'out["plain"] = urllib.request.urlopen(req, timeout=30).status',
@@ -96,7 +99,7 @@ describe('the value reaches the secret host, the box only ever sees the placehol
       const r = await sb.runCode(code);
       expect(r.exitCode).toBe(0);
       const out = JSON.parse(r.stdout.trim().split('\n').pop());
-      expect(out.key).toMatch(/^kern-secret-[0-9a-f]{32}$/);
+      expect(out.key).toMatch(/^kern-secret-[0-9a-f]{32,34}$/);
       expect(out.direct).toEqual([200, 'hello /py-direct\n']);
       expect(out.connect[0]).toBe(200);
       expect(out.body[0]).toBe(200);
@@ -108,7 +111,7 @@ describe('the value reaches the secret host, the box only ever sees the placehol
         expect(got[0].headers.authorization).toBe(`Bearer ${VALUE}`);
         expect(got[0].headers.connection).toBe('close');
       }
-      expect(arrived(api, '/py-direct')[0].url).toBe(`/py-direct?k=${VALUE}`);
+      expect(arrived(api, '/py-body')[0].headers['content-length']).toBe('6');
       expect(arrived(plain, '/py-plain')[0].headers.authorization).toBe(`Bearer ${VALUE}`);
       // Nothing the call returns holds the value.
       expect(JSON.stringify({ o: r.stdout, e: r.stderr, n: r.runtimeNotes })).not.toContain(VALUE);
@@ -129,7 +132,7 @@ describe('the value reaches the secret host, the box only ever sees the placehol
       expect(r.exitCode).toBe(0);
       expect(r.stdout).toMatch(/hello \/curl-direct\n 200\n/);
       expect(r.stdout).toMatch(/hello \/curl-connect\n 200\n/);
-      expect(r.stdout).toMatch(/KEY=kern-secret-[0-9a-f]{32}\n/);
+      expect(r.stdout).toMatch(/KEY=kern-secret-[0-9a-f]{32,34}\n/);
       for (const prefix of ['/curl-direct', '/curl-connect']) {
         const got = arrived(api, prefix);
         expect(got).toHaveLength(1);
@@ -152,8 +155,8 @@ describe('the value reaches the secret host, the box only ever sees the placehol
         await sb.close();
       }
     }
-    expect(keys[0]).toMatch(/^kern-secret-[0-9a-f]{32}$/);
-    expect(keys[1]).toMatch(/^kern-secret-[0-9a-f]{32}$/);
+    expect(keys[0]).toMatch(/^kern-secret-[0-9a-f]{32,34}$/);
+    expect(keys[1]).toMatch(/^kern-secret-[0-9a-f]{32,34}$/);
     expect(keys[0]).not.toBe(keys[1]);
   });
 
@@ -181,6 +184,49 @@ describe('the value reaches the secret host, the box only ever sees the placehol
       await sb.close();
     }
   });
+});
+
+test('a header the secret names carries the value; the default credential headers then do not', async () => {
+  const sb = await new Sandbox({
+    image: 'host',
+    egressAllow: hostsOf(),
+    secrets: { KEY: { value: VALUE, hosts: hostsOf(), headers: ['X-Token'] } },
+  }).open();
+  try {
+    const r = await sb.run(['sh', '-c', [
+      `curl -sS -H "X-Token: $KEY" -w ' %{http_code}\\n' https://127.0.0.1:${api.port}/named-ok`,
+      `curl -sS -H "Authorization: Bearer $KEY" -w ' %{http_code}\\n' https://127.0.0.1:${api.port}/named-refused`,
+    ].join('; ')]);
+    expect(r.stdout).toMatch(/hello \/named-ok\n 200\n/);
+    expect(r.stdout).toMatch(/ 403\n/);
+    expect(arrived(api, '/named-ok')[0].headers['x-token']).toBe(VALUE);
+    expect(arrived(api, '/named-refused')).toEqual([]);
+    expect(r.runtimeNotes.join('\n')).toMatch(/in header "Authorization", which is not one its value may go into \(x-token\)/);
+    expect(JSON.stringify({ o: r.stdout, e: r.stderr, n: r.runtimeNotes })).not.toContain(VALUE);
+  } finally {
+    await sb.close();
+  }
+});
+
+test('a TLS failure to a secret\'s host is a runtime note naming the CA variable to set', async () => {
+  // Opened while the proxy does not trust the test CA (KERN_REGISTRY_CA unset): the box only
+  // sees a 502; the note says why, and what fixes it.
+  untrustTestCa();
+  let sb;
+  try {
+    sb = await new Sandbox(secretOpts({ image: 'host' })).open();
+  } finally {
+    trustTestCa(tls.caFile);
+  }
+  try {
+    const before = api.seen.length;
+    const r = await sb.run(['sh', '-c', `curl -sS -H "Authorization: Bearer $KEY" -w ' %{http_code}\\n' https://127.0.0.1:${api.port}/untrusted`]);
+    expect(r.stdout).toMatch(/ 502\n/);
+    expect(api.seen.length).toBe(before);
+    expect(r.runtimeNotes.join('\n')).toMatch(new RegExp(`egress to 127\\.0\\.0\\.1:${api.port} failed: TLS to 127\\.0\\.0\\.1:${api.port} failed: .*set KERN_REGISTRY_CA`));
+  } finally {
+    await sb.close();
+  }
 });
 
 test('the bundle the box trusts holds certificates only', async () => {

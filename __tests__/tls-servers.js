@@ -67,6 +67,76 @@ function startHttp() {
   });
 }
 
+/**
+ * What common servers reflect, on purpose or not: a JSON 404 quoting the request line, a
+ * trailing-slash redirect (`/dir` -> `/dir/`, query kept), CORS echoing `Origin`, a preflight
+ * echoing `Access-Control-Request-Headers`/`-Method`, and `/echo` (a debug endpoint) returning
+ * `Authorization` in a header and, in a body written a few bytes at a time (chunked), or with
+ * a Content-Length (`/echo-len`), as itself, base64, base64url, percent-encoded, JSON- and
+ * HTML-escaped and hex.
+ */
+function reflector(req, res, seen) {
+  let body = '';
+  req.on('data', (c) => {
+    body += c;
+  });
+  req.on('end', () => {
+    seen.push({ method: req.method, url: req.url, headers: req.headers, body });
+    if (req.headers.origin) res.setHeader('Access-Control-Allow-Origin', req.headers.origin);
+    if (req.method === 'OPTIONS') {
+      res.setHeader('Access-Control-Allow-Headers', req.headers['access-control-request-headers'] || '');
+      res.setHeader('Access-Control-Allow-Methods', req.headers['access-control-request-method'] || '');
+      res.statusCode = 204;
+      res.end();
+      return;
+    }
+    const u = new URL(req.url, 'http://reflector');
+    if (u.pathname === '/echo' || u.pathname === '/echo-len') {
+      const a = req.headers.authorization || '';
+      const forms = {
+        plain: a,
+        b64: Buffer.from(`x${a}yz`).toString('base64'),
+        b64url: Buffer.from(`${a}!`).toString('base64url'),
+        pct: encodeURIComponent(a),
+        json: JSON.stringify({ a }),
+        html: a.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;'),
+        hex: Buffer.from(a).toString('hex'),
+      };
+      const text = JSON.stringify(forms);
+      res.setHeader('Content-Type', 'application/json');
+      res.setHeader('X-Echo', a);
+      res.setHeader('X-Echo-B64', Buffer.from(a).toString('base64'));
+      if (u.pathname === '/echo-len') {
+        res.setHeader('Content-Length', Buffer.byteLength(text));
+        res.end(text);
+        return;
+      }
+      for (let i = 0; i < text.length; i += 5) res.write(text.slice(i, i + 5));
+      res.end();
+      return;
+    }
+    if (u.pathname.startsWith('/dir') && !u.pathname.endsWith('/')) {
+      res.statusCode = 301;
+      res.setHeader('Location', `${u.pathname}/${u.search}`);
+      res.end();
+      return;
+    }
+    res.statusCode = 404;
+    res.setHeader('Content-Type', 'application/json');
+    res.end(JSON.stringify({ error: 'Not Found', message: `Cannot ${req.method} ${req.url}` }));
+  });
+}
+
+/** `reflector` over HTTPS with `tls` (makeTestCa's), or plain HTTP without. */
+function startReflector(tls) {
+  return new Promise((resolve) => {
+    const seen = [];
+    const handler = (req, res) => reflector(req, res, seen);
+    const server = tls ? https.createServer({ key: tls.key, cert: tls.cert }, handler) : http.createServer(handler);
+    server.listen(0, '127.0.0.1', () => resolve({ server, port: server.address().port, seen }));
+  });
+}
+
 /** Closes servers, ending their kept-alive connections. */
 function stopAll(...servers) {
   for (const s of servers) {
@@ -76,4 +146,4 @@ function stopAll(...servers) {
   }
 }
 
-module.exports = { makeTestCa, trustTestCa, untrustTestCa, startHttps, startHttp, stopAll, realEnv };
+module.exports = { makeTestCa, trustTestCa, untrustTestCa, startHttps, startHttp, startReflector, stopAll, realEnv };

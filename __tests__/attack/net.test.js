@@ -34,6 +34,9 @@ let port;
 let uport;
 let abstractName;
 
+/** Names (KERN_EGRESS_HOSTS) that resolve into the less common non-public blocks. */
+const SPECIAL = ['bench.test', 'bench2.test', 'ietf.test', 'relay.test', 'nat64.test', 'bench6.test', 'discard.test'];
+
 const listen = (srv, ...a) => new Promise((res) => srv.listen(...a, res));
 
 beforeAll(async () => {
@@ -254,19 +257,51 @@ describe('egressAllow: the proxy is the only way out, and it never leads back to
         '169.254.169.254 meta.test',
         '::1 rebind6.test',
         '::ffff:127.0.0.1 mapped.test',
+        // IANA special-purpose blocks that are not public (benchmarking, IETF protocol
+        // assignments, the 6to4 relay, NAT64 of a private address, 2001::/23, discard-only).
+        '198.18.0.1 bench.test',
+        '198.19.255.254 bench2.test',
+        '192.0.0.8 ietf.test',
+        '192.88.99.1 relay.test',
+        '64:ff9b::a00:1 nat64.test',
+        '2001:2::1 bench6.test',
+        '100::1 discard.test',
         '',
       ].join('\n')
     );
     savedHosts = realEnv.KERN_EGRESS_HOSTS;
     realEnv.KERN_EGRESS_HOSTS = hosts;
     eg = await new Sandbox(
-      opts({ egressAllow: ['allowed.invalid', `rebind.test:${port}`, `zero.test:${port}`, `ext.test:${port}`, 'meta.test', `rebind6.test:${port}`, `mapped.test:${port}`] })
+      opts({
+        egressAllow: [
+          'allowed.invalid', `rebind.test:${port}`, `zero.test:${port}`, `ext.test:${port}`, 'meta.test', `rebind6.test:${port}`, `mapped.test:${port}`,
+          ...SPECIAL.map((n) => `${n}:${port}`),
+          // Listing the address a name resolves to does not let the name reach it.
+          `198.18.0.1:${port}`,
+        ],
+      })
     ).open();
   });
   afterAll(async () => {
     if (eg) await eg.close();
     if (savedHosts === undefined) delete realEnv.KERN_EGRESS_HOSTS;
     else realEnv.KERN_EGRESS_HOSTS = savedHosts;
+  });
+
+  test('names resolving into every other non-public IANA block are refused, with a hint that works', async () => {
+    const targets = SPECIAL.map((n) => `${n}:${port}`);
+    const { j, r } = await runJson(eg, connectPy(targets));
+    // 403, decided on the address: never dialled (a dialled one would be a 502 here).
+    for (const t of targets) expect({ [t]: j[t] }).toEqual({ [t]: expect.stringMatching(/^HTTP\/1\.1 403/) });
+    const notes = r.runtimeNotes.join('\n');
+    for (const range of ['198.18.0.0/15', '192.0.0.0/24', '192.88.99.0/24', 'NAT64', '2001::/23', '100::/64']) {
+      expect(notes).toContain(range);
+    }
+    // The hint says what works (the address itself, listed), not what does not.
+    expect(notes).toContain(`connect to 198.18.0.1:${port} itself instead of bench.test`);
+    expect(notes).not.toMatch(/list an address itself to allow it/);
+    expect(seen.tcp).toBe(0);
+    guard.assertUntouched();
   });
 
   /** Sends raw CONNECT requests to the proxy; returns each status line. */
@@ -363,6 +398,88 @@ describe('egressAllow: the proxy is the only way out, and it never leads back to
     );
     expect(j).toEqual({ abstract: 'ECONNREFUSED', raw: 'EPERM' });
     expect(seen.abstract).toBe(0);
+    guard.assertUntouched();
+  });
+});
+
+describe('Host-header fronting: a plaintext tunnel or the in-box loopback listener reaches only the listed host', () => {
+  // A server with virtual hosts on 127.0.0.1 (one of them not listed anywhere): the box reaches
+  // the listed address and names the other site in `Host`, first thing or on a kept-alive
+  // connection after an honest request. The server records the Host of every request it got.
+  let vhost;
+  let vport;
+  let vsb;
+  const hosts = [];
+  beforeAll(async () => {
+    vhost = require('http').createServer((req, res) => {
+      hosts.push(`${req.headers.host} ${req.url}`);
+      res.end(`site ${req.headers.host}\n`);
+    });
+    await listen(vhost, 0, '127.0.0.1');
+    vport = vhost.address().port;
+    vsb = await new Sandbox(opts({ egressAllow: [`127.0.0.1:${vport}`] })).open();
+  });
+  afterAll(async () => {
+    if (vsb) await vsb.close();
+    if (vhost) {
+      vhost.closeAllConnections();
+      vhost.close();
+    }
+  });
+
+  test('another Host, first or after an honest request, through CONNECT or straight to the listener, never arrives', async () => {
+    const { j, r } = await runJson(
+      vsb,
+      PY_PRELUDE +
+        [
+          'pport = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])',
+          `VP = ${vport}`,
+          'def conn(way):',
+          '    if way == "direct":',
+          '        return socket.create_connection(("127.0.0.1", VP), timeout=10)',
+          '    s = socket.create_connection(("127.0.0.1", pport), timeout=10)',
+          '    s.sendall(f"CONNECT 127.0.0.1:{VP} HTTP/1.1\\r\\nHost: 127.0.0.1:{VP}\\r\\n\\r\\n".encode())',
+          '    assert s.recv(4096).startswith(b"HTTP/1.1 200")',
+          '    return s',
+          'def answer(s):',
+          '    out = b""',
+          '    try:',
+          '        while True:',
+          '            c = s.recv(65536)',
+          '            if not c: break',
+          '            out += c',
+          '            if b"site " in out and out.endswith(b"\\n"): break',
+          '    except OSError as e:',
+          '        return ename(e.errno)',
+          '    return out.split(b"\\r\\n")[0].decode() if out else "closed"',
+          'def req(host, path):',
+          '    return f"GET {path} HTTP/1.1\\r\\nHost: {host}\\r\\n\\r\\n".encode()',
+          'honest = f"127.0.0.1:{VP}"',
+          'out = {}',
+          'for way in ("connect", "direct"):',
+          '    s = conn(way); s.sendall(req("other.example", f"/front-{way}")); out[f"{way}_first"] = answer(s); s.close()',
+          '    s = conn(way); s.sendall(b"\\r\\n" + req("other.example", f"/crlf-{way}")); out[f"{way}_crlf"] = answer(s); s.close()',
+          '    s = conn(way); s.sendall(req(honest, f"/ok-{way}")); out[f"{way}_honest"] = answer(s)',
+          '    try:',
+          '        s.sendall(req("other.example", f"/later-{way}")); out[f"{way}_later"] = answer(s)',
+          '    except OSError as e:',
+          '        out[f"{way}_later"] = ename(e.errno)',
+          '    s.close()',
+          '    s = conn(way); s.sendall(req(honest, f"/a-{way}") + req("other.example", f"/piped-{way}")); out[f"{way}_piped"] = answer(s); s.close()',
+          'print(json.dumps(out))',
+        ].join('\n')
+    );
+    for (const way of ['connect', 'direct']) {
+      expect(j[`${way}_first`]).toMatch(/^HTTP\/1\.1 400/);
+      expect(j[`${way}_crlf`]).toMatch(/^HTTP\/1\.1 400/);
+      expect(j[`${way}_honest`]).toBe('HTTP/1.1 200 OK');
+      expect(j[`${way}_later`]).not.toMatch(/^HTTP\/1\.1 200/);
+      expect(j[`${way}_piped`]).toBe('HTTP/1.1 200 OK');
+    }
+    // On the host: only the honest requests, each naming the listed address.
+    expect(hosts.filter((h) => !h.startsWith(`127.0.0.1:${vport} `))).toEqual([]);
+    expect(hosts.sort()).toEqual([`/a-connect`, `/a-direct`, `/ok-connect`, `/ok-direct`].map((p) => `127.0.0.1:${vport} ${p}`).sort());
+    expect(r.runtimeNotes.join('\n')).toMatch(/Host header "other\.example" does not match/);
     guard.assertUntouched();
   });
 });

@@ -10,7 +10,7 @@
 const crypto = require('crypto');
 const { opts, requireRootfs, tempDirs } = require('../helpers');
 const { hostGuard, runJson } = require('./host');
-const { makeTestCa, trustTestCa, untrustTestCa, startHttps, startHttp, stopAll } = require('../tls-servers');
+const { makeTestCa, trustTestCa, untrustTestCa, startHttps, startHttp, startReflector, stopAll } = require('../tls-servers');
 const { Sandbox } = require('../..');
 
 const suite = { guard: null, dirs: tempDirs() };
@@ -84,7 +84,7 @@ test('the placeholder sent to an allowed host that is not the secret\'s arrives 
   ].join('\n'));
   expect(j).toEqual({ other_tls: 'HTTP/1.1 200 OK', plain: 200, proxy: '200' });
   const ph = (await sb.run(['sh', '-c', 'printf %s "$KEY"'])).stdout;
-  expect(ph).toMatch(/^kern-secret-[0-9a-f]{32}$/);
+  expect(ph).toMatch(/^kern-secret-[0-9a-f]{32,34}$/);
   const tlsGot = other.seen.find((r) => r.url.startsWith('/exfil-tls'));
   expect(tlsGot.url).toBe(`/exfil-tls?k=${ph}`);
   expect(tlsGot.headers.authorization).toBe(`Bearer ${ph}`);
@@ -251,4 +251,115 @@ test('inside a tunnel to the secret\'s host, a request naming another site never
   expect(got[0].headers.authorization).toBe(`Bearer ${VALUE}`);
   expect(JSON.stringify(got[0].headers.host)).toBe(JSON.stringify(`127.0.0.1:${api.port}`));
   suite.guard.assertUntouched();
+});
+
+describe('servers that reflect the request never hand the value back to the box', () => {
+  // The secret's hosts reflect as common servers do (tls-servers.js `reflector`): a JSON 404
+  // quoting the URL, a trailing-slash redirect's Location, CORS echoing Origin, a preflight
+  // echoing Access-Control-Request-Headers, and a debug endpoint echoing Authorization in
+  // seven encodings. The box puts its placeholder where each would reflect it, over HTTPS
+  // (terminated), plain HTTP to the in-box loopback listener, and plain HTTP through the proxy
+  // (absolute-form). The value must reach the server in Authorization (where the secret allows
+  // it) and never come back: the proxy refuses the rest, and scrubs what the echo returns.
+  // A value with characters each encoding spells differently.
+  const RVALUE = `sk-${crypto.randomBytes(12).toString('hex')}/a+b=&"c"<d>`;
+  let rtls;
+  let rplain;
+  let rsb;
+  beforeAll(async () => {
+    rtls = await startReflector(tls);
+    rplain = await startReflector();
+    const hosts = [`127.0.0.1:${rtls.port}`, `127.0.0.1:${rplain.port}`];
+    rsb = await new Sandbox(opts({ egressAllow: hosts, secrets: { RKEY: { value: RVALUE, hosts } } })).open();
+  });
+  afterAll(async () => {
+    if (rsb) await rsb.close();
+    stopAll(rtls, rplain);
+  });
+
+  const RPY = [
+    'import base64, http.client, json, os, ssl, urllib.parse',
+    'KEY = os.environ["RKEY"]',
+    'ctx = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])',
+    'PROXY = int(os.environ["HTTP_PROXY"].rsplit(":", 1)[1])',
+    'def ask(way, method, path, headers, body=None):',
+    '    if way == "tls":',
+    '        c = http.client.HTTPSConnection("127.0.0.1", TPORT, context=ctx, timeout=20)',
+    '    elif way == "direct":',
+    '        c = http.client.HTTPConnection("127.0.0.1", PPORT, timeout=20)',
+    '    else:',
+    '        c = http.client.HTTPConnection("127.0.0.1", PROXY, timeout=20)',
+    '        path = f"http://127.0.0.1:{PPORT}{path}"',
+    '    try:',
+    '        c.request(method, path, body=body, headers=headers)',
+    '        r = c.getresponse()',
+    '        return {"status": r.status, "headers": r.getheaders(), "body": r.read().decode("latin-1")}',
+    '    except Exception as e:',
+    '        return {"error": type(e).__name__ + ": " + str(e)}',
+    'auth = {"Authorization": "Bearer " + KEY}',
+    'out = {"key": KEY}',
+    'for way in ("tls", "direct", "proxy"):',
+    '    o = out[way] = {}',
+    '    o["notfound"] = ask(way, "GET", "/missing-" + way + "?k=" + KEY, auth)',
+    '    o["redirect"] = ask(way, "GET", "/dir-" + way + "?k=" + urllib.parse.quote(KEY), auth)',
+    '    o["path"] = ask(way, "GET", "/p-" + way + "/" + KEY, auth)',
+    '    o["cors"] = ask(way, "GET", "/cors-" + way, dict(auth, Origin="https://" + KEY + ".example"))',
+    '    o["preflight"] = ask(way, "OPTIONS", "/pre-" + way, dict(auth, **{"Access-Control-Request-Headers": "x-" + KEY, "Access-Control-Request-Method": "GET"}))',
+    '    o["other_header"] = ask(way, "GET", "/oh-" + way, dict(auth, **{"X-Debug": KEY}))',
+    '    o["body"] = ask(way, "POST", "/body-" + way, auth, body="token=" + KEY)',
+    '    o["echo"] = ask(way, "GET", "/echo", auth)',
+    '    o["echo_len"] = ask(way, "GET", "/echo-len", auth)',
+    'print(json.dumps(out))',
+  ].join('\n');
+
+  test('placeholders where servers reflect are refused; what an echo returns is scrubbed', async () => {
+    const { r, j } = await runJson(rsb, RPY.replace(/TPORT/g, rtls.port).replace(/PPORT/g, rplain.port));
+    const ph = j.key;
+    expect(ph).toMatch(/^kern-secret-[0-9a-f]{32,34}$/);
+    // First: nothing the box got back, nor the result, holds the value in any form.
+    const leaves = (v) => (typeof v === 'string' ? [v] : v && typeof v === 'object' ? Object.values(v).flatMap(leaves) : []);
+    const everythingBack = [...leaves(j), r.stdout, r.stderr, ...r.runtimeNotes].join('\n');
+    for (const form of [RVALUE, encodeURIComponent(RVALUE), JSON.stringify(RVALUE).slice(1, -1), Buffer.from(RVALUE).toString('hex')]) {
+      expect(everythingBack).not.toContain(form);
+    }
+    const notes = r.runtimeNotes.join('\n');
+    for (const way of ['tls', 'direct', 'proxy']) {
+      const o = j[way];
+      for (const k of ['notfound', 'redirect', 'path', 'cors', 'preflight', 'other_header']) {
+        expect({ way, k, status: o[k].status }).toEqual({ way, k, status: 403 });
+      }
+      // The body is cut before its end reaches the server: a 403, or the connection closed.
+      expect([403, undefined]).toContain(o.body.status);
+      for (const k of ['echo', 'echo_len']) {
+        const echo = o[k];
+        expect({ way, k, status: echo.status }).toEqual({ way, k, status: 200 });
+        const forms = JSON.parse(echo.body);
+        const want = `Bearer ${ph}`;
+        expect(forms.plain).toBe(want);
+        expect(Buffer.from(forms.b64, 'base64').toString()).toBe(`x${want}yz`);
+        expect(Buffer.from(forms.b64url, 'base64url').toString()).toBe(`${want}!`);
+        expect(decodeURIComponent(forms.pct)).toBe(want);
+        expect(JSON.parse(forms.json).a).toBe(want);
+        expect(forms.html).toBe(want);
+        expect(Buffer.from(forms.hex, 'hex').toString()).toBe(want);
+        const headers = Object.fromEntries(echo.headers.map(([n, v]) => [n.toLowerCase(), v]));
+        expect(headers['x-echo']).toBe(want);
+        expect(Buffer.from(headers['x-echo-b64'], 'base64').toString()).toBe(want);
+      }
+    }
+    expect(notes).toMatch(/placeholder of secret RKEY is in the request line/);
+    expect(notes).toMatch(/placeholder of secret RKEY is in header "Origin"/);
+    expect(notes).toMatch(/placeholder of secret RKEY is in header "Access-Control-Request-Headers"/);
+    expect(notes).toMatch(/placeholder of secret RKEY is in the request body/);
+    // On the host: the value reached each server in Authorization only, for the echoes; no
+    // refused request arrived whole, and none carried the value anywhere else.
+    for (const srv of [rtls, rplain]) {
+      const echoes = srv.seen.filter((q) => q.url.startsWith('/echo'));
+      expect(echoes.length).toBeGreaterThanOrEqual(2);
+      for (const q of echoes) expect(q.headers.authorization).toBe(`Bearer ${RVALUE}`);
+      const others = srv.seen.filter((q) => !q.url.startsWith('/echo'));
+      expect(others).toEqual([]);
+    }
+    suite.guard.assertUntouched();
+  });
 });

@@ -251,7 +251,13 @@ pub fn notes(decisions: Vec<Decision>) -> Vec<String> {
     let mut notes: Vec<String> = Vec::new();
     let mut allowed: Vec<(String, usize)> = Vec::new();
     for d in decisions {
-        if d.allowed {
+        if let Some(problem) = d.problem.as_ref().filter(|_| d.allowed) {
+            // Allowed, and it did not work: the box saw only a 502; say why, and the fix.
+            let line = format!("note: egress to {}:{} failed: {problem}", d.host, d.port);
+            if !notes.contains(&line) {
+                notes.push(line);
+            }
+        } else if d.allowed {
             let dest = format!("{}:{}", d.host, d.port);
             match allowed.iter_mut().find(|(h, _)| *h == dest) {
                 Some((_, n)) => *n += 1,

@@ -65,9 +65,16 @@ pub(super) fn parse_ipv4(s: &str) -> Option<Ipv4Addr> {
     u32::try_from(n).ok().map(Ipv4Addr::from)
 }
 
-/// Why an address is not a public unicast destination, or `None` when it is. Documentation
-/// ranges (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32) count as public: this
-/// machine's real mirrors live there.
+/// Why an address is not a public unicast destination, or `None` when it is.
+///
+/// The tables follow IANA's special-purpose address registries (IPv4 and IPv6, as of 2025):
+/// every block there that is not "globally reachable" is refused, and so are blocks that are
+/// but are anycast services or translation prefixes no HTTP client means to reach (192.0.0.0/24
+/// whole, 2001::/23 whole). Addresses that embed an IPv4 address the network would reach
+/// (IPv4-mapped, NAT64's well-known prefix) are judged by that IPv4 address. One exception by
+/// choice: the documentation ranges (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32,
+/// 3fff::/20) count as public: nothing routes them, and test networks (this project's CI
+/// mirrors among them) give them to hosts that stand for public ones.
 pub(super) fn non_public(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => non_public_v4(v4),
@@ -75,24 +82,88 @@ pub(super) fn non_public(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// IPv4 blocks that are not public destinations: (network, prefix length, what it is).
+const V4_BLOCKS: &[([u8; 4], u8, &str)] = &[
+    ([0, 0, 0, 0], 8, "\"this network\" (0.0.0.0/8)"),
+    ([10, 0, 0, 0], 8, "private (10.0.0.0/8, RFC 1918)"),
+    (
+        [100, 64, 0, 0],
+        10,
+        "shared address space (100.64.0.0/10, CGNAT)",
+    ),
+    ([127, 0, 0, 0], 8, "loopback (127.0.0.0/8)"),
+    (
+        [169, 254, 0, 0],
+        16,
+        "link-local (169.254.0.0/16, cloud metadata)",
+    ),
+    ([172, 16, 0, 0], 12, "private (172.16.0.0/12, RFC 1918)"),
+    (
+        [192, 0, 0, 0],
+        24,
+        "IETF protocol assignments (192.0.0.0/24)",
+    ),
+    (
+        [192, 88, 99, 0],
+        24,
+        "6to4 relay anycast (192.88.99.0/24, deprecated)",
+    ),
+    ([192, 168, 0, 0], 16, "private (192.168.0.0/16, RFC 1918)"),
+    ([198, 18, 0, 0], 15, "benchmarking (198.18.0.0/15)"),
+    ([224, 0, 0, 0], 4, "multicast (224.0.0.0/4)"),
+    ([240, 0, 0, 0], 4, "reserved (240.0.0.0/4, and broadcast)"),
+];
+
 fn non_public_v4(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = ip.octets();
-    Some(match (a, b) {
-        (0, _) => "unspecified (0.0.0.0/8)",
-        (10, _) | (192, 168) => "private (RFC 1918)",
-        (172, 16..=31) => "private (RFC 1918)",
-        (100, 64..=127) => "shared address space (100.64.0.0/10, CGNAT)",
-        (127, _) => "loopback (127.0.0.0/8)",
-        (169, 254) => "link-local (169.254.0.0/16, cloud metadata)",
-        (224..=239, _) => "multicast (224.0.0.0/4)",
-        _ if ip.is_broadcast() => "broadcast (255.255.255.255)",
-        (240..=255, _) => "reserved (240.0.0.0/4)",
-        _ => return None,
+    let n = u32::from(ip);
+    V4_BLOCKS.iter().find_map(|&(net, len, what)| {
+        let mask = u32::MAX << (32 - u32::from(len));
+        (n & mask == u32::from_be_bytes(net)).then_some(what)
     })
 }
 
+/// IPv6 blocks that are not public destinations (besides `::`, `::1` and the embedded-IPv4
+/// forms `non_public_v6` judges by their IPv4 address).
+const V6_BLOCKS: &[([u16; 8], u8, &str)] = &[
+    ([0; 8], 96, "IPv4-compatible (::/96, deprecated)"),
+    (
+        [0, 0, 0, 0, 0xffff, 0, 0, 0],
+        96,
+        "IPv4-translated (::ffff:0:0:0/96)",
+    ),
+    (
+        [0x64, 0xff9b, 1, 0, 0, 0, 0, 0],
+        48,
+        "local-use NAT64 (64:ff9b:1::/48)",
+    ),
+    ([0x100, 0, 0, 0, 0, 0, 0, 0], 64, "discard-only (100::/64)"),
+    (
+        [0x100, 0, 0, 1, 0, 0, 0, 0],
+        64,
+        "dummy prefix (100:0:0:1::/64)",
+    ),
+    (
+        [0x2001, 0, 0, 0, 0, 0, 0, 0],
+        23,
+        "IETF protocol assignments (2001::/23: Teredo, benchmarking, ORCHID)",
+    ),
+    (
+        [0x2002, 0, 0, 0, 0, 0, 0, 0],
+        16,
+        "6to4 (2002::/16, deprecated; reaches the IPv4 address inside it)",
+    ),
+    ([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16, "SRv6 SIDs (5f00::/16)"),
+    ([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, "unique local (fc00::/7)"),
+    ([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, "link-local (fe80::/10)"),
+    (
+        [0xfec0, 0, 0, 0, 0, 0, 0, 0],
+        10,
+        "site-local (fec0::/10, deprecated)",
+    ),
+    ([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, "multicast (ff00::/8)"),
+];
+
 fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
-    let s = ip.segments();
     if ip.is_unspecified() {
         return Some("unspecified (::)");
     }
@@ -103,17 +174,16 @@ fn non_public_v6(ip: Ipv6Addr) -> Option<&'static str> {
         // The socket layer dials the embedded IPv4 address, so that is what we judge.
         return non_public_v4(v4).map(|_| "IPv4-mapped (::ffff:0:0/96) non-public IPv4");
     }
-    Some(match s {
-        [0, 0, 0, 0, 0, 0, _, _] => "IPv4-compatible (::/96, deprecated)",
-        [0, 0, 0, 0, 0xffff, 0, _, _] => "IPv4-translated (::ffff:0:0:0/96)",
-        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => "NAT64 (64:ff9b::/96)",
-        [0x64, 0xff9b, 1, ..] => "local-use NAT64 (64:ff9b:1::/48)",
-        [0x2002, ..] => "6to4 (2002::/16)",
-        [x, ..] if x & 0xfe00 == 0xfc00 => "unique local (fc00::/7)",
-        [x, ..] if x & 0xffc0 == 0xfe80 => "link-local (fe80::/10)",
-        [x, ..] if x & 0xffc0 == 0xfec0 => "site-local (fec0::/10, deprecated)",
-        [x, ..] if x & 0xff00 == 0xff00 => "multicast (ff00::/8)",
-        _ => return None,
+    let s = ip.segments();
+    if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+        // NAT64's well-known prefix reaches the IPv4 address in its last 32 bits.
+        let v4 = Ipv4Addr::from((u32::from(s[6]) << 16) | u32::from(s[7]));
+        return non_public_v4(v4).map(|_| "NAT64 (64:ff9b::/96) of a non-public IPv4 address");
+    }
+    let n = u128::from(ip);
+    V6_BLOCKS.iter().find_map(|&(net, len, what)| {
+        let mask = u128::MAX << (128 - u32::from(len));
+        (n & mask == u128::from(Ipv6Addr::from(net))).then_some(what)
     })
 }
 
@@ -236,8 +306,22 @@ mod tests {
             "::127.0.0.1",
             "::ffff:0:7f00:1",
             "64:ff9b::7f00:1",
-            "64:ff9b::808:808",
+            "64:ff9b::a00:1",
+            "64:ff9b::c612:1",
             "64:ff9b:1::1",
+            "192.0.0.1",
+            "192.0.0.9",
+            "192.0.0.170",
+            "192.88.99.1",
+            "198.18.0.1",
+            "198.19.255.255",
+            "100::1",
+            "100:0:0:1::1",
+            "2001::1",
+            "2001:2::1",
+            "2001:1ff::1",
+            "5f00::1",
+            "::ffff:198.18.0.1",
             "2002:7f00:1::1",
             "2002:c633:6401::1",
             "fc00::1",
@@ -278,6 +362,13 @@ mod tests {
             "2606:4700::1111",
             "fbff::1",
             "fe7f::1",
+            "64:ff9b::808:808",
+            "192.0.1.1",
+            "192.88.98.1",
+            "198.17.255.255",
+            "198.20.0.0",
+            "2001:200::1",
+            "3fff::1",
         ];
         for s in public {
             let ip: IpAddr = s.parse().unwrap();

@@ -10,38 +10,46 @@
 //!    else the request is denied (rebinding to loopback or metadata). An IP literal is allowed
 //!    only when listed exactly, and then it may be private.
 //! 3. The vetted address is dialled; nothing is resolved again.
-//! 4. A tunnel's TLS ClientHello (always on 443; on other ports when the client's first bytes are
-//!    a TLS handshake) must name the CONNECT host in its SNI before a byte of it is forwarded.
-//!    Plain HTTP needs a `Host` equal to the target, no `Transfer-Encoding`, and is forwarded in
-//!    origin-form with hop-by-hop headers removed and `Connection: close`.
+//! 4. A tunnel's first bytes are read (`tunnel.rs`): a TLS ClientHello (always on 443; on other
+//!    ports when the client opens with one) must name the CONNECT host in its SNI before a byte
+//!    of it is forwarded; an HTTP/1.x request line makes the tunnel one HTTP request
+//!    (`exchange.rs`), whose `Host` must name the target. Plain HTTP through the proxy
+//!    (absolute-form) needs a `Host` equal to the target and no `Transfer-Encoding`, and is
+//!    forwarded in origin-form with hop-by-hop headers removed and `Connection: close`.
 //!
 //! Choices: a CONNECT to an IP literal may carry no SNI (clients send none for addresses), but
 //! an SNI naming anything but that same address is a mismatch. With ECH the outer SNI is what
-//! is checked. `Transfer-Encoding` on plain HTTP is refused (411): only `Content-Length` bodies.
+//! is checked. `Transfer-Encoding` on absolute-form plain HTTP is refused (411): only
+//! `Content-Length` bodies.
 //!
 //! The policy is read once per connection ([`Proxy::set_policy`] swaps it for the connections
 //! that follow; those already admitted go on). With `secrets` (see `secrets.rs`), a tunnel to a
 //! secret's host is screened as above, then terminated: TLS with a certificate from a CA of this
-//! proxy alone, the first request head rewritten with the value, TLS again to the real host.
+//! proxy alone, the request's placeholders placed where the secret allows (else refused), TLS
+//! again to the real host, and the answer scrubbed of the values (`scrub.rs`).
 //!
-//! Every verdict on a destination is a [`Decision`], one per connection, logged with `tracing`
-//! and kept for [`Proxy::take_decisions`]. Malformed requests (400 before the destination is
-//! known, 431, a silent client) are only logged. Not covered (residual risks): data sent to an
-//! allowed host, domain fronting inside TLS or an ECH inner hello, STARTTLS after plaintext on
-//! ports other than 443, and the `Host` of plain HTTP inside a CONNECT tunnel.
+//! Every verdict on a destination is a [`Decision`], one per connection (and one more for a
+//! request refused inside an allowed connection), logged with `tracing` and kept for
+//! [`Proxy::take_decisions`]. Malformed requests (400 before the destination is known, 431, a
+//! silent client) are only logged. Not covered (residual risks): data sent to an allowed host,
+//! domain fronting inside TLS (a `Host` inside the encrypted request; no SNI check sees it) or
+//! an ECH inner hello, and STARTTLS after plaintext on ports other than 443.
 
 mod addr;
+mod exchange;
 mod head;
 mod policy;
 mod resolve;
+mod scrub;
 mod secrets;
 #[cfg(test)]
 mod tests;
 mod tls;
+mod tunnel;
 
 pub use policy::Policy;
 pub use resolve::Resolver;
-pub use secrets::{SecretSpec, Secrets, SecretsError};
+pub use secrets::{SecretSpec, Secrets, SecretsError, DEFAULT_HEADERS};
 
 use head::{parse_head, Head, HeadError, Target, MAX_HEAD};
 use policy::{canonical_host, split_authority, Host};
@@ -51,7 +59,6 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tls::{Hello, MAX_HELLO};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -99,6 +106,10 @@ pub struct Decision {
     pub reason: String,
     /// Addresses the name resolved to; empty = never resolved (denied first, or an IP literal).
     pub resolved: Vec<IpAddr>,
+    /// Allowed, but it did not work, and what to do about it (a TLS failure to a secret's host
+    /// names the CA variable to set). The caller's runtime notes show it on a line of its own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 impl fmt::Display for Decision {
@@ -325,13 +336,18 @@ impl Proxy {
                 reason: format!("egressAllow `{entry}`; {e}"),
             })?;
         for &ip in &resolved {
-            let why = match addr::non_public(ip) {
-                Some(range) => format!("{name} resolves to {ip}, a {range} address; names may only reach public addresses (list an address itself to allow it)"),
-                None if addr::is_local(ip) => {
-                    format!("{name} resolves to {ip}, an address of this host")
-                }
+            // Listing the address does not let a *name* reach it (names reach public addresses
+            // only); what does is asking for the address itself, listed.
+            let what = match addr::non_public(ip) {
+                Some(range) => format!("a {range} address"),
+                None if addr::is_local(ip) => "an address of this host".to_owned(),
                 None => continue,
             };
+            let literal = match ip {
+                IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+                IpAddr::V4(v4) => format!("{v4}:{port}"),
+            };
+            let why = format!("{name} resolves to {ip}, {what}, and names only ever reach public addresses (listing the address does not change that for the name); to reach that service, list `{literal}` in egressAllow and connect to {literal} itself instead of {name}");
             return Err(Refusal::Denied {
                 reason: why,
                 resolved,
@@ -362,6 +378,7 @@ impl Proxy {
             allowed,
             reason: reason.clone(),
             resolved,
+            problem: allowed.then(|| reason.clone()),
         });
         respond(client, status, &reason).await;
     }
@@ -381,6 +398,7 @@ impl Proxy {
             allowed: false,
             reason: reason.clone(),
             resolved: Vec::new(),
+            problem: None,
         });
         respond(client, status, &reason).await;
     }
@@ -405,11 +423,13 @@ impl Proxy {
             allowed: true,
             reason: format!("egressAllow `{}`", vetted.entry),
             resolved: vetted.resolved,
+            problem: None,
         };
         match dial(&vetted.dial, port).await {
             Ok(upstream) => Some((upstream, decision)),
             Err(e) => {
                 decision.reason = format!("{}; {e}", decision.reason);
+                decision.problem = Some(e.clone());
                 self.record(decision);
                 respond(client, Status::BadGateway, &e).await;
                 None
@@ -449,232 +469,6 @@ impl Proxy {
             .await;
     }
 
-    /// A tunnel to a secret's host is terminated (to substitute); any other is relayed.
-    async fn tunnel_or_terminate<C: AsyncRead + AsyncWrite + Unpin + Send>(
-        &self,
-        client: C,
-        upstream: TcpStream,
-        first: Vec<u8>,
-        host: &Host,
-        port: u16,
-        decision: Decision,
-    ) {
-        match &self.secrets {
-            Some(s) if s.applies(host, port) => {
-                self.terminate(s, client, upstream, first, host, port, decision)
-                    .await
-            }
-            _ => {
-                self.tunnel(client, upstream, first, host, port, decision)
-                    .await
-            }
-        }
-    }
-
-    /// A tunnel to a secret's host: its first bytes screened as any tunnel's (the SNI must name
-    /// the host); TLS is then terminated with a certificate from the secrets' CA and opened
-    /// again to the real host, verified; plain HTTP (not on 443) is read as it is. Either way
-    /// the first request head gets the secrets substituted and `Connection: close`.
-    #[allow(clippy::too_many_arguments)]
-    async fn terminate<C: AsyncRead + AsyncWrite + Unpin + Send>(
-        &self,
-        secrets: &Secrets,
-        client: C,
-        upstream: TcpStream,
-        first: Vec<u8>,
-        host: &Host,
-        port: u16,
-        mut decision: Decision,
-    ) {
-        let (mut cr, cw) = tokio::io::split(client);
-        let mut buf = first;
-        if let Err(why) = screen(&mut cr, &mut buf, host, port == 443, self.hello_timeout).await {
-            decision.allowed = false;
-            decision.reason = why;
-            self.record(decision);
-            return;
-        }
-        let tls = buf.first() == Some(&0x16);
-        let client = tokio::io::join(std::io::Cursor::new(buf).chain(cr), cw);
-        if !tls {
-            self.record(decision);
-            self.substitute(secrets, client, upstream, host, port, 80)
-                .await;
-            return;
-        }
-        let accepted = match secrets.server_config(host) {
-            Ok(cfg) => {
-                timeout(
-                    self.hello_timeout,
-                    tokio_rustls::TlsAcceptor::from(cfg).accept(client),
-                )
-                .await
-            }
-            Err(why) => {
-                decision.reason = format!("{}; {why}", decision.reason);
-                self.record(decision);
-                return;
-            }
-        };
-        let mut client = match accepted {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                decision.reason = format!(
-                    "{}; the client refused the secrets proxy's certificate ({e})",
-                    decision.reason
-                );
-                self.record(decision);
-                return;
-            }
-            Err(_) => {
-                decision.reason = format!("{}; no TLS handshake in time", decision.reason);
-                self.record(decision);
-                return;
-            }
-        };
-        let name = match secrets::server_name(host) {
-            Ok(n) => n,
-            Err(why) => {
-                decision.reason = format!("{}; {why}", decision.reason);
-                self.record(decision);
-                respond(&mut client, Status::BadGateway, &why).await;
-                return;
-            }
-        };
-        let upstream =
-            match timeout(CONNECT_TIMEOUT, secrets.connector().connect(name, upstream)).await {
-                Ok(Ok(u)) => u,
-                Ok(Err(e)) => {
-                    let why = format!("TLS to {host}:{port} failed: {e}");
-                    decision.reason = format!("{}; {why}", decision.reason);
-                    self.record(decision);
-                    respond(&mut client, Status::BadGateway, &why).await;
-                    return;
-                }
-                Err(_) => {
-                    let why = format!("TLS to {host}:{port} timed out");
-                    decision.reason = format!("{}; {why}", decision.reason);
-                    self.record(decision);
-                    respond(&mut client, Status::BadGateway, &why).await;
-                    return;
-                }
-            };
-        self.record(decision);
-        self.substitute(secrets, client, upstream, host, port, 443)
-            .await;
-    }
-
-    /// Reads the client's first request head, forwards it with the secrets of `host:port`
-    /// substituted and `Connection: close`, then relays both ways unchanged until either ends.
-    async fn substitute<C, U>(
-        &self,
-        secrets: &Secrets,
-        client: C,
-        upstream: U,
-        host: &Host,
-        port: u16,
-        default_port: u16,
-    ) where
-        C: AsyncRead + AsyncWrite + Unpin + Send,
-        U: AsyncRead + AsyncWrite + Unpin + Send,
-    {
-        let (mut cr, mut cw) = tokio::io::split(client);
-        let (mut ur, mut uw) = tokio::io::split(upstream);
-        let mut buf = Vec::new();
-        let head = timeout(
-            self.head_timeout,
-            read_origin_head(&mut cr, &mut buf, host, port, default_port),
-        )
-        .await;
-        let (head, len) = match head {
-            Ok(Ok(Some(h))) => h,
-            Ok(Err((status, why))) => {
-                tracing::warn!(%why, "egress proxy: refused request to a secret's host");
-                let mut client = tokio::io::join(cr, cw);
-                if matches!(status, Status::BadRequest) {
-                    self.record(Decision {
-                        host: host.text(),
-                        port,
-                        allowed: false,
-                        reason: why.clone(),
-                        resolved: Vec::new(),
-                    });
-                }
-                respond(&mut client, status, &why).await;
-                return;
-            }
-            _ => return,
-        };
-        let forwarded = secrets.substitute(host, port, &head);
-        let up = async {
-            uw.write_all(&forwarded).await?;
-            uw.write_all(&buf[len..]).await?;
-            relay(&mut cr, &mut uw).await?;
-            uw.shutdown().await
-        };
-        let down = async {
-            relay(&mut ur, &mut cw).await?;
-            cw.shutdown().await
-        };
-        // The response ends the exchange (the upstream was told to close).
-        tokio::pin!(up, down);
-        tokio::select! {
-            _ = &mut down => {}
-            r = &mut up => if r.is_ok() { let _ = down.await; },
-        }
-    }
-
-    /// Relays a CONNECT tunnel, screening the client's first bytes: a TLS ClientHello must name
-    /// the CONNECT host before any of it is forwarded (on 443 one is required). The server side
-    /// flows meanwhile, so protocols where the server speaks first still work on other ports.
-    /// The decision is recorded once the screening has a verdict.
-    async fn tunnel<C, U>(
-        &self,
-        client: C,
-        upstream: U,
-        first: Vec<u8>,
-        host: &Host,
-        port: u16,
-        decision: Decision,
-    ) where
-        C: AsyncRead + AsyncWrite + Unpin + Send,
-        U: AsyncRead + AsyncWrite + Unpin + Send,
-    {
-        let (mut cr, mut cw) = tokio::io::split(client);
-        let (mut ur, mut uw) = tokio::io::split(upstream);
-        let mut pending = Some(decision);
-        let up = async {
-            let mut buf = first;
-            let verdict = screen(&mut cr, &mut buf, host, port == 443, self.hello_timeout).await;
-            if let Some(mut d) = pending.take() {
-                if let Err(why) = &verdict {
-                    d.allowed = false;
-                    d.reason.clone_from(why);
-                }
-                self.record(d);
-            }
-            if verdict.is_err() {
-                // Dropping both halves closes both sides; the 200 is already out.
-                return Err(io::Error::other("refused after screening"));
-            }
-            uw.write_all(&buf).await?;
-            relay(&mut cr, &mut uw).await?;
-            uw.shutdown().await
-        };
-        let down = async {
-            relay(&mut ur, &mut cw).await?;
-            cw.shutdown().await
-        };
-        let _ = tokio::try_join!(up, down);
-        if let Some(mut d) = pending {
-            d.reason = format!(
-                "{}; the tunnel ended before the client sent anything",
-                d.reason
-            );
-            self.record(d);
-        }
-    }
-
     async fn http<S: AsyncRead + AsyncWrite + Unpin + Send>(
         &self,
         mut client: S,
@@ -707,10 +501,18 @@ impl Proxy {
             return;
         };
         self.record(decision);
-        let mut forwarded = forward_head(head, path);
-        if let Some(s) = &self.secrets {
-            forwarded = s.substitute(&host, port, &forwarded);
+        if let Some(s) = self.secrets.as_ref().filter(|s| s.applies(&host, port)) {
+            let req = exchange::Request {
+                method: head.method.clone(),
+                target: path.to_owned(),
+                minor: head.minor,
+                headers: head.headers.clone(),
+            };
+            self.exchange(Some(s), client, upstream, req, rest, &host, port)
+                .await;
+            return;
         }
+        let forwarded = forward_head(head, path);
         let (mut cr, mut cw) = tokio::io::split(client);
         let (mut ur, mut uw) = upstream.into_split();
         let up = async {
@@ -774,88 +576,6 @@ async fn read_head<S: AsyncRead + Unpin>(
                 return Err((Status::HeadTooLarge, "too many header lines".into()))
             }
             Err(HeadError::Bad(why)) => return Err((Status::BadRequest, why)),
-        }
-        let room = (MAX_HEAD - buf.len()).min(chunk.len());
-        match client.read(&mut chunk[..room]).await {
-            Ok(0) | Err(_) => return Ok(None),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-}
-
-/// Reads the first request head a client sends to the server it thinks it reaches (origin
-/// form, inside a terminated tunnel) and returns it rebuilt: same request line and headers,
-/// hop-by-hop ones dropped, `Connection: close` added. Also the head's length in `buf`.
-/// The head must name the tunnel's `host:port` (`default_port` when its `Host` gives none):
-/// a server doing virtual hosting (a CDN) routes by `Host`, or by an absolute-form target, so
-/// a head naming another site would carry the value to that site.
-async fn read_origin_head<S: AsyncRead + Unpin>(
-    client: &mut S,
-    buf: &mut Vec<u8>,
-    host: &Host,
-    port: u16,
-    default_port: u16,
-) -> Result<Option<(Vec<u8>, usize)>, (Status, String)> {
-    let mut chunk = [0u8; 4096];
-    loop {
-        let mut slots = [httparse::EMPTY_HEADER; 100];
-        let mut req = httparse::Request::new(&mut slots);
-        match req.parse(buf) {
-            Ok(httparse::Status::Complete(len)) => {
-                let (Some(method), Some(path), Some(minor)) = (req.method, req.path, req.version)
-                else {
-                    return Err((Status::BadRequest, "malformed request line".into()));
-                };
-                let origin_form = path.starts_with('/') || (method == "OPTIONS" && path == "*");
-                if !origin_form {
-                    return Err((
-                        Status::BadRequest,
-                        format!(
-                            "request target {} is not origin-form (`/path`); a request to a secret's host names no other site",
-                            quote(path.as_bytes())
-                        ),
-                    ));
-                }
-                let named: Vec<&[u8]> = req
-                    .headers
-                    .iter()
-                    .filter(|h| h.name.eq_ignore_ascii_case("host"))
-                    .map(|h| h.value)
-                    .collect();
-                host_names_target(&named, host, port, default_port)
-                    .map_err(|why| (Status::BadRequest, why))?;
-                let mut out = format!("{method} {path} HTTP/1.{minor}\r\n").into_bytes();
-                for h in req.headers.iter() {
-                    let lower = h.name.to_ascii_lowercase();
-                    if [
-                        "connection",
-                        "proxy-connection",
-                        "keep-alive",
-                        "proxy-authorization",
-                    ]
-                    .contains(&lower.as_str())
-                    {
-                        continue;
-                    }
-                    out.extend_from_slice(h.name.as_bytes());
-                    out.extend_from_slice(b": ");
-                    out.extend_from_slice(h.value);
-                    out.extend_from_slice(b"\r\n");
-                }
-                out.extend_from_slice(b"Connection: close\r\n\r\n");
-                return Ok(Some((out, len)));
-            }
-            Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
-                return Err((
-                    Status::HeadTooLarge,
-                    "request head larger than 16 KiB".into(),
-                ))
-            }
-            Ok(httparse::Status::Partial) => {}
-            Err(httparse::Error::TooManyHeaders) => {
-                return Err((Status::HeadTooLarge, "too many header lines".into()))
-            }
-            Err(e) => return Err((Status::BadRequest, format!("malformed request head ({e})"))),
         }
         let room = (MAX_HEAD - buf.len()).min(chunk.len());
         match client.read(&mut chunk[..room]).await {
@@ -1026,80 +746,4 @@ fn forward_head(head: &Head, path: &str) -> Vec<u8> {
     }
     out.extend_from_slice(b"Connection: close\r\n\r\n");
     out
-}
-
-/// What the first bytes of a tunnel turned out to be.
-enum Screened {
-    /// The client closed without sending anything.
-    Quiet,
-    /// Not TLS (allowed on ports other than 443).
-    Plain,
-    /// A whole ClientHello, with its SNI.
-    Tls(Option<String>),
-}
-
-/// Reads the client's first bytes into `buf` until they can be judged, and judges them.
-async fn screen<R: AsyncRead + Unpin>(
-    cr: &mut R,
-    buf: &mut Vec<u8>,
-    host: &Host,
-    require_tls: bool,
-    hello_timeout: Duration,
-) -> Result<(), String> {
-    if !require_tls {
-        // No deadline here: in server-first protocols the client waits for the greeting.
-        if buf.is_empty() && read_some(cr, buf).await? == 0 {
-            return Ok(());
-        }
-        if buf.first() != Some(&0x16) {
-            return Ok(());
-        }
-    }
-    let screened = timeout(hello_timeout, read_hello(cr, buf, require_tls))
-        .await
-        .map_err(|_| format!("no complete TLS ClientHello within {hello_timeout:?}"))??;
-    match screened {
-        Screened::Quiet | Screened::Plain => Ok(()),
-        Screened::Tls(sni) => tls::check_sni(host, sni.as_deref()),
-    }
-}
-
-async fn read_hello<R: AsyncRead + Unpin>(
-    cr: &mut R,
-    buf: &mut Vec<u8>,
-    require_tls: bool,
-) -> Result<Screened, String> {
-    loop {
-        match tls::parse_client_hello(buf) {
-            Hello::Parsed { sni } => return Ok(Screened::Tls(sni)),
-            Hello::NotTls if require_tls => {
-                return Err("port 443 carries only TLS, and this is not a TLS handshake".into())
-            }
-            Hello::NotTls => return Ok(Screened::Plain),
-            Hello::Invalid(why) => return Err(format!("malformed TLS ClientHello: {why}")),
-            Hello::NeedMore if buf.len() >= MAX_HELLO => {
-                return Err("TLS ClientHello larger than 16 KiB".into())
-            }
-            Hello::NeedMore => {}
-        }
-        if read_some(cr, buf).await? == 0 {
-            return if buf.is_empty() {
-                Ok(Screened::Quiet)
-            } else {
-                Err("the client closed the tunnel inside its TLS ClientHello".into())
-            };
-        }
-    }
-}
-
-/// One read appended to `buf`, never past `MAX_HELLO` in total.
-async fn read_some<R: AsyncRead + Unpin>(cr: &mut R, buf: &mut Vec<u8>) -> Result<usize, String> {
-    let mut chunk = [0u8; 4096];
-    let room = MAX_HELLO.saturating_sub(buf.len()).clamp(1, chunk.len());
-    let n = cr
-        .read(&mut chunk[..room])
-        .await
-        .map_err(|e| format!("reading the tunnel's first bytes failed: {e}"))?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n)
 }

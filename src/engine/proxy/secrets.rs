@@ -1,6 +1,12 @@
 //! `secrets`: values the box may use but never holds. The box's environment carries a random
-//! placeholder per secret; the proxy writes the value in its place in the request line and
-//! headers of a request to one of that secret's hosts, and nowhere else.
+//! placeholder per secret; the proxy writes the value in its place in the request headers a
+//! secret names (`headers`, by default the credential headers of `DEFAULT_HEADERS`), in requests
+//! to one of that secret's hosts, and nowhere else. A placeholder of a secret of that host
+//! anywhere else in the request (its request line, a header name, another header, the body) is
+//! refused (403) before the value is written anywhere: servers echo URLs (404 pages, redirects)
+//! and some headers (CORS `Origin`, preflight headers), so the box would read the value back.
+//! What the host answers is scrubbed (`scrub.rs`): the value in any form there matched becomes
+//! the placeholder again before the box reads it.
 //!
 //! Over HTTPS the proxy must read the request to do so: for a tunnel to a secret's host it
 //! terminates TLS with a certificate for that host signed by a CA made for this proxy alone
@@ -8,10 +14,9 @@
 //! and opens its own TLS connection to the real host, verified against the roots it was given
 //! (the system store, as pulls use it). Only HTTP/1.1 is spoken there (ALPN `http/1.1`).
 //!
-//! One request per terminated connection: the first request head is rewritten with
-//! `Connection: close`, and whatever follows (its body, anything pipelined after it) is relayed
-//! unchanged, so the placeholder is inert in a body and in any later request on that
-//! connection; clients open a new connection for their next request when told to close.
+//! One request per terminated connection (`exchange.rs`): its head is rewritten with
+//! `Connection: close`, its body (by `Content-Length` or chunked) is forwarded, and nothing
+//! after it; clients open a new connection for their next request when told to close.
 //! That head must name the connection's host (origin-form, one `Host` equal to it): a server
 //! doing virtual hosting would route a head naming another site, value and all, to that site.
 
@@ -28,8 +33,52 @@ use tokio_rustls::rustls::{
     ClientConfig, RootCertStore, ServerConfig,
 };
 
-/// What a placeholder starts with; 32 random hex digits follow (122 random bits).
+/// What a placeholder starts with; 32 to 34 random hex digits follow (at least 122 random
+/// bits), as many as make its length equal to the value's modulo 3, so that a value found in
+/// base64 in a response is replaced in place (`scrub.rs`).
 pub const PLACEHOLDER_PREFIX: &str = "kern-secret-";
+
+/// The headers a secret's value goes into when it names none: the credential headers common
+/// APIs read (`Authorization`; `X-Api-Key`: Anthropic, many; `Api-Key`: Azure OpenAI;
+/// `X-Goog-Api-Key`: Google; `X-Auth-Token`: OpenStack and others; `Private-Token`: GitLab).
+/// Servers do not echo these back as they echo URLs and CORS headers. `Proxy-Authorization`
+/// is the proxy's own and never forwarded.
+pub const DEFAULT_HEADERS: &[&str] = &[
+    "authorization",
+    "x-api-key",
+    "api-key",
+    "x-goog-api-key",
+    "x-auth-token",
+    "private-token",
+];
+
+/// Headers a value may never go into, even when named: servers reflect them (the request's
+/// routing and origin, CORS preflight lists, the agent string in debug pages) or they frame the
+/// request, which the proxy checks itself.
+const NEVER_HEADERS: &[&str] = &[
+    "host",
+    "origin",
+    "referer",
+    "access-control-request-headers",
+    "access-control-request-method",
+    "user-agent",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "upgrade",
+    "expect",
+    "via",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+];
 /// The only protocol spoken on a terminated connection.
 const ALPN_HTTP11: &[u8] = b"http/1.1";
 
@@ -41,6 +90,8 @@ pub struct SecretSpec {
     pub value: String,
     /// `host` or `host:port` (any port the policy allows when none is given).
     pub hosts: Vec<String>,
+    /// The request headers the value may go into; empty: `DEFAULT_HEADERS`.
+    pub headers: Vec<String>,
 }
 
 // The value must never reach a log or an error message through a `{:?}`.
@@ -49,14 +100,18 @@ impl std::fmt::Debug for SecretSpec {
         f.debug_struct("SecretSpec")
             .field("name", &self.name)
             .field("hosts", &self.hosts)
+            .field("headers", &self.headers)
             .finish_non_exhaustive()
     }
 }
 
 struct Secret {
+    name: String,
     placeholder: Vec<u8>,
     value: Vec<u8>,
     hosts: Vec<(Host, Option<u16>)>,
+    /// Lowercase header names the value may go into.
+    headers: Vec<String>,
 }
 
 /// The secrets of one Sandbox, its CA, and the TLS settings of both sides.
@@ -96,12 +151,20 @@ impl Secrets {
         let mut env = Vec::new();
         for s in specs {
             let hosts = check_shape(s)?;
-            let placeholder = format!("{PLACEHOLDER_PREFIX}{}", uuid::Uuid::new_v4().simple());
+            let headers = check_headers(s)?;
+            let mut placeholder = format!("{PLACEHOLDER_PREFIX}{}", uuid::Uuid::new_v4().simple());
+            let extra = uuid::Uuid::new_v4().simple().to_string();
+            let mut extra = extra.chars();
+            while placeholder.len() % 3 != s.value.len() % 3 {
+                placeholder.extend(extra.next());
+            }
             env.push((s.name.clone(), placeholder.clone()));
             list.push(Secret {
+                name: s.name.clone(),
                 placeholder: placeholder.into_bytes(),
                 value: s.value.clone().into_bytes(),
                 hosts,
+                headers,
             });
         }
         let hosts: Vec<&Host> = list
@@ -132,6 +195,7 @@ impl Secrets {
     /// host (a host it refuses could never be sent the value).
     pub fn check(specs: &[SecretSpec], policy: &Policy) -> Result<(), SecretsError> {
         for s in specs {
+            check_headers(s)?;
             for (h, (host, port)) in s.hosts.iter().zip(check_shape(s)?) {
                 let ports = port.map_or(vec![443, 80], |p| vec![p]);
                 if !ports.iter().any(|p| policy.check(&host, *p).is_ok()) {
@@ -161,13 +225,77 @@ impl Secrets {
         self.list.iter().any(|s| s.listed(host, port))
     }
 
-    /// `head` with the placeholder of every secret listing `host:port` replaced by its value.
-    pub(super) fn substitute(&self, host: &Host, port: u16, head: &[u8]) -> Vec<u8> {
-        let mut out = head.to_vec();
-        for s in self.list.iter().filter(|s| s.listed(host, port)) {
-            out = replace_all(&out, &s.placeholder, &s.value);
+    /// Writes the values of the secrets of `host:port` into a request head (`line`: its request
+    /// line; `headers`: names and values, changed in place): into the headers each secret names,
+    /// and only there. A placeholder of such a secret anywhere else is refused, with why, and
+    /// then nothing was written (the caller drops the head). Placeholders of other secrets stay
+    /// as they are: they are worthless outside this proxy.
+    pub(super) fn place(
+        &self,
+        host: &Host,
+        port: u16,
+        line: &[u8],
+        headers: &mut [(String, Vec<u8>)],
+    ) -> Result<(), String> {
+        let mine: Vec<&Secret> = self.list.iter().filter(|s| s.listed(host, port)).collect();
+        for s in &mine {
+            let ph = &s.placeholder;
+            if contains(line, ph) {
+                return Err(format!("the placeholder of secret {} is in the request line; servers echo URLs (error pages, redirects), so a secret's value goes only into the headers it names ({}), never the URL", s.name, s.header_list()));
+            }
+            for (name, value) in headers.iter() {
+                if contains(name.as_bytes(), ph) {
+                    return Err(format!(
+                        "the placeholder of secret {} is in a header name; its value goes only into the values of {}",
+                        s.name,
+                        s.header_list()
+                    ));
+                }
+                let lower = name.to_ascii_lowercase();
+                let found = contains(value, ph) || basic_auth(value, ph, ph).is_some();
+                if found && !s.headers.contains(&lower) {
+                    let fix = if NEVER_HEADERS.contains(&lower.as_str()) {
+                        "servers reflect or route by that header, so a value never goes there"
+                            .to_owned()
+                    } else {
+                        format!("add {name:?} to `secrets.{}.headers` if the server needs the value there", s.name)
+                    };
+                    return Err(format!(
+                        "the placeholder of secret {} is in header {name:?}, which is not one its value may go into ({}); {fix}",
+                        s.name,
+                        s.header_list()
+                    ));
+                }
+            }
         }
-        out
+        for (name, value) in headers.iter_mut() {
+            let lower = name.to_ascii_lowercase();
+            for s in mine.iter().filter(|s| s.headers.contains(&lower)) {
+                *value = replace_all(value, &s.placeholder, &s.value);
+                if let Some(v) = basic_auth(value, &s.placeholder, &s.value) {
+                    *value = v;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The placeholders of the secrets of `host:port`, with their names: none may be in a body.
+    pub(super) fn placeholders(&self, host: &Host, port: u16) -> Vec<(String, Vec<u8>)> {
+        self.list
+            .iter()
+            .filter(|s| s.listed(host, port))
+            .map(|s| (s.name.clone(), s.placeholder.clone()))
+            .collect()
+    }
+
+    /// A scrubber turning every secret's value back into its placeholder.
+    pub(super) fn scrubber(&self) -> super::scrub::Scrubber {
+        super::scrub::Scrubber::new(
+            self.list
+                .iter()
+                .map(|s| (s.value.as_slice(), s.placeholder.as_slice())),
+        )
     }
 
     /// The server side of a terminated tunnel to `host`: a certificate for it, made once.
@@ -214,6 +342,10 @@ impl Secrets {
 }
 
 impl Secret {
+    fn header_list(&self) -> String {
+        self.headers.join(", ")
+    }
+
     fn listed(&self, host: &Host, port: u16) -> bool {
         self.hosts
             .iter()
@@ -244,6 +376,60 @@ fn check_shape(s: &SecretSpec) -> Result<Vec<(Host, Option<u16>)>, SecretsError>
         .iter()
         .map(|h| parse_host(h).map_err(|why| host_err(s, h, why)))
         .collect()
+}
+
+/// A secret's `headers`, checked, lowercase; `DEFAULT_HEADERS` when it names none.
+fn check_headers(s: &SecretSpec) -> Result<Vec<String>, SecretsError> {
+    if s.headers.is_empty() {
+        return Ok(DEFAULT_HEADERS.iter().map(|h| (*h).to_owned()).collect());
+    }
+    let mut out = Vec::new();
+    for h in &s.headers {
+        let lower = h.to_ascii_lowercase();
+        let token = !h.is_empty()
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        let why = if !token {
+            Some("is not a header name (letters, digits and `-`)".to_owned())
+        } else if NEVER_HEADERS.contains(&lower.as_str()) {
+            Some("is a header servers reflect or route by, or that frames the request; name a credential header such as Authorization or X-Api-Key".to_owned())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(SecretsError::Shape {
+                name: s.name.clone(),
+                why: format!("`headers`: {h:?} {why}"),
+            });
+        }
+        if !out.contains(&lower) {
+            out.push(lower);
+        }
+    }
+    Ok(out)
+}
+
+/// For an `Authorization: Basic <base64>` value whose credentials hold `ph`: the value with
+/// `ph` replaced by `with` inside them, encoded again (clients build it from a user and a
+/// password, so the placeholder is never there as it is).
+fn basic_auth(value: &[u8], ph: &[u8], with: &[u8]) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let (scheme, token) = value.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"basic ") {
+        return None;
+    }
+    let decoded = b64.decode(token.trim_ascii()).ok()?;
+    if !contains(&decoded, ph) {
+        return None;
+    }
+    let mut out = scheme.to_vec();
+    out.extend(b64.encode(replace_all(&decoded, ph, with)).into_bytes());
+    Some(out)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 fn host_err(s: &SecretSpec, h: &str, why: String) -> SecretsError {
@@ -336,135 +522,5 @@ fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec(hosts: &[&str]) -> SecretSpec {
-        SecretSpec {
-            name: "KEY".into(),
-            value: "s3cr3t-value".into(),
-            hosts: hosts.iter().map(|h| h.to_string()).collect(),
-        }
-    }
-
-    #[test]
-    fn substitutes_for_listed_hosts_only() {
-        let s = Secrets::new(&[spec(&["API.example.com", "127.0.0.1:8443"])], &[]).unwrap();
-        let (name, ph) = &s.env()[0];
-        assert_eq!(name, "KEY");
-        assert!(ph.starts_with(PLACEHOLDER_PREFIX) && ph.len() == PLACEHOLDER_PREFIX.len() + 32);
-        let head = format!("GET /?k={ph} HTTP/1.1\r\nAuthorization: Bearer {ph}\r\n\r\n");
-        let api = Host::Name("api.example.com".into());
-        let out = s.substitute(&api, 443, head.as_bytes());
-        assert_eq!(
-            out,
-            b"GET /?k=s3cr3t-value HTTP/1.1\r\nAuthorization: Bearer s3cr3t-value\r\n\r\n"
-        );
-        let other = Host::Name("other.example.com".into());
-        assert!(!s.applies(&other, 443));
-        assert_eq!(s.substitute(&other, 443, head.as_bytes()), head.as_bytes());
-        let lo = Host::Ip("127.0.0.1".parse().unwrap());
-        assert!(s.applies(&lo, 8443));
-        assert!(!s.applies(&lo, 443));
-        assert!(s.server_config(&api).is_ok());
-        assert!(s.server_config(&lo).is_ok());
-    }
-
-    #[test]
-    fn refusals_never_quote_the_value() {
-        for (bad, says) in [
-            (
-                SecretSpec {
-                    value: "a\r\nb".into(),
-                    ..spec(&["a.test"])
-                },
-                "CR",
-            ),
-            (
-                SecretSpec {
-                    value: String::new(),
-                    ..spec(&["a.test"])
-                },
-                "empty",
-            ),
-            (spec(&[]), "hosts"),
-            (spec(&[".a.test"]), "exactly"),
-            (spec(&["a.test:0"]), "port"),
-        ] {
-            let e = Secrets::new(std::slice::from_ref(&bad), &[])
-                .err()
-                .unwrap()
-                .to_string();
-            assert!(e.contains(says), "{e}");
-            assert!(!e.contains(&bad.value) || bad.value.is_empty(), "{e}");
-        }
-        let policy = Policy::parse(&["a.test".into()]).unwrap();
-        let e = Secrets::check(&[spec(&["b.test"])], &policy).unwrap_err();
-        assert!(e.to_string().contains("egressAllow"), "{e}");
-        assert!(Secrets::check(&[spec(&["a.test:443"])], &policy).is_ok());
-        assert!(Secrets::check(&[spec(&["a.test"])], &policy).is_ok());
-        assert!(Secrets::check(&[spec(&["a.test:8443"])], &policy).is_err());
-    }
-
-    /// A leaf for `name` signed by `s`'s CA, checked as a box's TLS client would check it.
-    fn verify_leaf(s: &Secrets, name: &str) -> Result<(), rustls::Error> {
-        use rustls::client::danger::ServerCertVerifier;
-        let params = CertificateParams::new(vec![name.to_owned()]).unwrap();
-        let leaf = params
-            .signed_by(&KeyPair::generate().unwrap(), &s.ca)
-            .unwrap();
-        let mut roots = RootCertStore::empty();
-        roots.add(s.ca_der()).unwrap();
-        let verifier =
-            rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider())
-                .build()
-                .unwrap();
-        verifier
-            .verify_server_cert(
-                leaf.der(),
-                &[],
-                &ServerName::try_from(name.to_owned()).unwrap(),
-                &[],
-                rustls::pki_types::UnixTime::now(),
-            )
-            .map(|_| ())
-    }
-
-    #[test]
-    fn the_ca_vouches_for_the_secrets_hosts_only() {
-        // Even a leaf the CA's own key signs (the key never leaves this process) is refused for
-        // any other name or address: the CA is name-constrained.
-        let s = Secrets::new(&[spec(&["api.example.com", "127.0.0.1:8443"])], &[]).unwrap();
-        assert!(verify_leaf(&s, "api.example.com").is_ok());
-        assert!(verify_leaf(&s, "127.0.0.1").is_ok());
-        for other in ["example.com", "other.example.com", "127.0.0.2", "::1"] {
-            let e = verify_leaf(&s, other).unwrap_err();
-            assert!(
-                format!("{e:?}").contains("NameConstraint"),
-                "{other}: {e:?}"
-            );
-        }
-        // Names only: no address at all; addresses only: no name at all.
-        let names = Secrets::new(&[spec(&["api.example.com"])], &[]).unwrap();
-        assert!(verify_leaf(&names, "api.example.com").is_ok());
-        assert!(verify_leaf(&names, "10.0.0.1").is_err());
-        let ips = Secrets::new(&[spec(&["127.0.0.1"])], &[]).unwrap();
-        assert!(verify_leaf(&ips, "127.0.0.1").is_ok());
-        assert!(verify_leaf(&ips, "api.example.com").is_err());
-        // The proxy's own leaves pass.
-        for s in [&s, &names, &ips] {
-            for h in &s.list[0].hosts {
-                assert!(s.server_config(&h.0).is_ok());
-            }
-        }
-    }
-
-    #[test]
-    fn placeholders_differ() {
-        let a = Secrets::new(&[spec(&["a.test"])], &[]).unwrap();
-        let b = Secrets::new(&[spec(&["a.test"])], &[]).unwrap();
-        assert_ne!(a.env()[0].1, b.env()[0].1);
-        assert_ne!(a.ca_pem(), b.ca_pem());
-        assert!(a.ca_pem().starts_with("-----BEGIN CERTIFICATE-----"));
-    }
-}
+#[path = "secrets_tests.rs"]
+mod tests;

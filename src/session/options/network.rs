@@ -38,7 +38,7 @@ pub(super) fn secrets(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
         return Ok(());
     };
     const SHAPE: &str =
-        "an object such as { API_KEY: { value: \"sk-…\", hosts: [\"api.example.com\"] } }";
+        "an object such as { API_KEY: { value: \"sk-…\", hosts: [\"api.example.com\"], headers: [\"Authorization\"] } }";
     let obj = v
         .as_object()
         .ok_or_else(|| Error::Invalid(format!("option `secrets` must be {SHAPE}")))?;
@@ -64,16 +64,31 @@ pub(super) fn secrets(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
                 .map(|h| h.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>()
         });
-        let extra = s
-            .as_object()
-            .and_then(|o| o.keys().find(|k| *k != "value" && *k != "hosts"));
-        let (Some(value), Some(hosts), None) = (value, hosts, extra) else {
-            return crate::invalid!("option `secrets`: {name:?} must be {{ value: string, hosts: string[] }} and nothing else");
+        let headers = match s.get("headers").filter(|v| !v.is_null()) {
+            None => Some(Vec::new()),
+            Some(v) => v.as_array().and_then(|a| {
+                a.iter()
+                    .map(|h| h.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+            }),
         };
+        let extra = s.as_object().and_then(|o| {
+            o.keys()
+                .find(|k| !["value", "hosts", "headers"].contains(&k.as_str()))
+        });
+        let (Some(value), Some(hosts), Some(headers), None) = (value, hosts, headers, extra) else {
+            return crate::invalid!("option `secrets`: {name:?} must be {{ value: string, hosts: string[], headers?: string[] }} and nothing else");
+        };
+        if s.get("headers")
+            .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
+        {
+            return crate::invalid!("option `secrets`: {name:?}: `headers` is empty; name the request headers the value may go into (leave it out for the default: {})", crate::engine::proxy::DEFAULT_HEADERS.join(", "));
+        }
         specs.push(crate::engine::proxy::SecretSpec {
             name: name.clone(),
             value: value.to_owned(),
             hosts,
+            headers,
         });
     }
     crate::engine::proxy::Secrets::check(&specs, policy)
