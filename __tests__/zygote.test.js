@@ -5,6 +5,8 @@
 // and the workload posture, and nothing of another call. Through the public API, root and
 // rootless.
 
+const fs = require('fs');
+const path = require('path');
 const { Sandbox, SandboxError } = require('..');
 const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir, uniqueName, procStat, treeRoots } = require('./helpers');
 
@@ -190,6 +192,37 @@ describe('a Sandbox with a zygote', () => {
     expect(await waitFor(() => zygoteTree().filter((p) => its.includes(p)).length === 0, 10000)).toBe(true);
     expect(zygotes()).toEqual(before);
   });
+});
+
+test('a call\'s interpreter is set up as a fresh box\'s: cwd, sys.path (PYTHONPATH, user site), environment, flags', async () => {
+  const ws = makeTempDir('kern-zyg-fresh-');
+  fs.mkdirSync(path.join(ws, 'abs'));
+  const env = { PYTHONPATH: 'rel::/workspace/abs', HOME: '/workspace', PYTHONDONTWRITEBYTECODE: '1', PYTHONPYCACHEPREFIX: '/tmp/pfx', PYTHONHASHSEED: '7' };
+  const zs = await new Sandbox(opts({ zygote: true, workspace: ws, env })).open();
+  const fs2 = await new Sandbox(opts({ workspace: ws, env })).open();
+  try {
+    const code = [
+      'import json, os, site, sys',
+      'env = dict(os.environ)',
+      // The compiled-stdlib cache's hook leads PYTHONPATH once the cache is built (the zygote may have started before).
+      'env["PYTHONPATH"] = env.get("PYTHONPATH", "").replace("/.kern-pyc/hook:", "")',
+      'print(json.dumps({"cwd": os.getcwd(), "path": sys.path, "env": env, "flags": list(sys.flags), "user": [site.ENABLE_USER_SITE, site.getuserbase(), site.getusersitepackages()],',
+      '    "prefix": sys.pycache_prefix, "bytecode": sys.dont_write_bytecode, "exe": sys.executable, "hash": hash("kern")}))',
+    ].join('\n');
+    // Without a user site, then with one (HOME is the workspace).
+    for (const mk of [false, true]) {
+      if (mk) await fs2.runCode('import os, site\nos.makedirs(site.getusersitepackages())');
+      const a = await zs.runCode(code);
+      const b = await fs2.runCode(code);
+      expect(a.stderr).toBe('');
+      expect(JSON.parse(a.stdout)).toEqual(JSON.parse(b.stdout));
+      expect(JSON.parse(a.stdout).path.some((p) => p.startsWith('/workspace/.local/'))).toBe(mk);
+    }
+  } finally {
+    await zs.close();
+    await fs2.close();
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
 });
 
 test('a zygote killed from outside: later calls run in fresh boxes, with the same answers', async () => {
