@@ -8,9 +8,9 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir, treeRoots } = require('../helpers');
+const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir, treeRoots, expectRefusedBeforeAnyBox } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE } = require('./host');
-const { Sandbox } = require('../..');
+const { Sandbox, SandboxError } = require('../..');
 
 let guard;
 let z; // the Sandbox with a zygote
@@ -544,15 +544,22 @@ describe('planted before open()', () => {
     guard.assertUntouched();
   });
 
-  test('env the zygote could only take from a place at its start (LD_PRELOAD, PYTHONHOME...) is refused at open(), before any box', async () => {
+  test('env the zygote could only take from a place at its start (LD_PRELOAD, PYTHONHOME...), and writable mounts: refused at open(), before any box', async () => {
     const ws = makeTempDir('kern-zyg-ld-');
+    const data = makeTempDir('kern-zyg-rw-');
     try {
       fs.writeFileSync(path.join(ws, 'x.so'), '');
-      for (const env of [{ LD_PRELOAD: '/workspace/x.so' }, { LD_LIBRARY_PATH: '/workspace' }, { PYTHONHOME: '/workspace' }, { GCONV_PATH: '/workspace' }]) {
-        await expect(new Sandbox(opts({ zygote: true, workspace: ws, env })).open()).rejects.toThrow(new RegExp(`zygote.*${Object.keys(env)[0]}`));
+      for (const env of [{ LD_PRELOAD: '/workspace/x.so' }, { LD_LIBRARY_PATH: '/workspace' }, { LD_AUDIT: '/workspace/x.so' }, { PYTHONHOME: '/workspace' }, { GCONV_PATH: '/workspace' }]) {
+        await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ zygote: true, workspace: ws, env }), new RegExp(`zygote.*${Object.keys(env)[0]}`));
       }
+      // A box writes into a writable mount; the zygote's python reads the image's own paths at start.
+      await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ zygote: true, workspace: ws, mounts: { [data]: ['/mnt', 'rw'] } }), /zygote.*writable mount/);
+      // Read-only, it is the image's as much as the rest.
+      const sb = await new Sandbox(opts({ zygote: true, workspace: ws, mounts: { [data]: ['/mnt', 'ro'] } })).open();
+      await sb.close();
     } finally {
       fs.rmSync(ws, { recursive: true, force: true });
+      fs.rmSync(data, { recursive: true, force: true });
     }
   });
 });

@@ -118,7 +118,7 @@ const KEPT: &[&str] = &[
 /// Variables a fresh box's python or loader takes only at its start, from a place: the zygote
 /// can neither take them (a box may have written there) nor give them to a call afterwards.
 /// Allowed as the image's config sets them (the image is read-only in the box).
-fn refused(name: &str) -> bool {
+pub(crate) fn refused(name: &str) -> bool {
     name.starts_with("LD_")
         || [
             "PYTHONHOME",
