@@ -506,8 +506,7 @@ describe('planted before open()', () => {
       const early = await new Sandbox(opts({ workspace: ws })).open();
       try {
         const r = await early.runCode(planter(v.plant));
-        expect(r.stderr).toBe('');
-        expect(r.stdout).toBe('planted\n');
+        expect({ stdout: r.stdout, exitCode: r.exitCode, error: r.error }).toEqual({ stdout: 'planted\n', exitCode: 0, error: null });
       } finally {
         await early.close();
       }

@@ -1,8 +1,10 @@
 //! ADDITION (issue 21): a Sandbox's zygote (`zygote: true`), the session's side. One box runs
 //! the python driver with the zygote in front of it (`lang/zygote.py`), started at open(); each
 //! python cell that may take it is forked from it by the call's own `kern` (`engine::zygote`).
-//! Which calls may: the same as a prewarmed box's (no `env`, `cwd` or stdin of their own: the
-//! interpreter started under the Sandbox's); the others run in fresh boxes as before.
+//! Which calls may: python `runCode` cells with no `env`, `cwd` or stdin of their own (the
+//! interpreter started under the Sandbox's), streaming ones and ones with a `signal` included;
+//! the others run in fresh boxes as before. The zygote's environment holds no place a box writes
+//! (`start_env`); each call's workload takes them back in its own box.
 
 use super::longbox;
 use super::opened::Opened;
