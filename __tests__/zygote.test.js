@@ -49,8 +49,9 @@ const POSTURE = [
   'print(open("/proc/sys/user/max_user_namespaces").read().strip())',
   'print(sorted(p for p in os.listdir("/proc") if p.isdigit()), sorted(os.listdir("/proc/self/fd")))',
   // The compiled-stdlib cache (pycCache) is bound into boxes once built; the zygote's box may
-  // have started before it was.
-  'print(sorted(set(l.split()[4] for l in open("/proc/self/mountinfo")) - {"/.kern-pyc"}))',
+  // have started before it was. The zygote's box keeps an unmasked /proc out of everyone's
+  // reach, which the kernel needs to mount each call's own (attack/zygote.test.js).
+  'print(sorted(set(l.split()[4] for l in open("/proc/self/mountinfo")) - {"/.kern-pyc", "/.kern-proc/p"}))',
   'print(os.path.getsize("/proc/kcore"), os.stat("/proc/kcore").st_rdev == os.stat("/dev/null").st_rdev)',
   'import resource\nprint(resource.getrlimit(resource.RLIMIT_CORE), resource.getrlimit(resource.RLIMIT_NOFILE))',
   // PID 1 is not the workload's to read or trace, in either kind of box.

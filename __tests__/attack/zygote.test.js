@@ -73,6 +73,39 @@ test('out of the posture: nested user namespaces, unmounting the call\'s /proc o
   guard.assertUntouched();
 });
 
+test('the zygote\'s own box: its /proc masked as a call\'s; the unmasked one the kernel needs is out of every call\'s reach', async () => {
+  // On the host: the zygote's mounts (as it sees them) mask what a call's /proc masks.
+  const others = zygotePids();
+  const sb = await new Sandbox(opts({ zygote: true })).open();
+  try {
+    const mine = zygotePids().filter((p) => !others.includes(p));
+    expect(mine).toHaveLength(1);
+    const mounts = fs.readFileSync(`/proc/${mine[0]}/mountinfo`, 'utf8').split('\n').filter(Boolean).map((l) => l.split(' ')[4]);
+    const inCall = JSON.parse((await sb.runCode('import json\nprint(json.dumps([l.split()[4] for l in open("/proc/self/mountinfo") if l.split()[4].startswith("/proc/")]))')).stdout);
+    expect(inCall).toEqual(expect.arrayContaining(['/proc/sys', '/proc/keys']));
+    expect(mounts).toEqual(expect.arrayContaining(inCall));
+  } finally {
+    await sb.close();
+  }
+  // In a call: the unmasked /proc's directory can't be entered, listed or opened up again.
+  const { j } = await runJson(
+    z,
+    PY_PRELUDE +
+      [
+        'o = {}',
+        'o["list"] = try_(lambda: os.listdir("/.kern-proc"))',
+        'o["enter"] = try_(lambda: os.listdir("/.kern-proc/p/1"))',
+        'o["kcore"] = try_(lambda: open("/.kern-proc/p/kcore", "rb").read(1))',
+        'o["chmod"] = try_(lambda: os.chmod("/.kern-proc", 0o755))',
+        'o["umount"] = sc(166, b"/.kern-proc/p", 2)',
+        'o["open_tree"] = sc(428, -100, b"/.kern-proc/p", 1 | 0x8000)',
+        'print(json.dumps(o))',
+      ].join('\n'),
+  );
+  for (const [k, v] of Object.entries(j)) expect([k, v]).not.toEqual([k, expect.stringMatching(/^ok/)]);
+  guard.assertUntouched();
+});
+
 test('the call\'s PID 1 (it holds the call namespace\'s capabilities): not traced, its memory, fds, root and environ not read, its signals dropped', async () => {
   const code =
     PY_PRELUDE +

@@ -53,8 +53,10 @@
 //! takes in its own box, after its posture. So its box may be weaker than a call's where no call
 //! reaches it: it has no Landlock domain (a domain refuses the mounts its forks make), keeps
 //! CAP_SETFCAP and admits `MAX_CALLS` user namespaces (each fork makes one, whose workload admits
-//! none: P sets the limit to 0 in it), and its `/proc` is unmasked (the kernel mounts a call's own
-//! `/proc` only where one is fully visible). None of it is a call's to use: a call's processes are
+//! none: P sets the limit to 0 in it). Its `/proc` is masked as a call's; the kernel mounts a
+//! call's own `/proc` only where one is fully visible, so it keeps one more, unmasked, under a
+//! directory of mode 000 on its read-only root (`mounts::unmasked_proc_out_of_reach`), which
+//! neither it nor a call's workload can enter. None of it is a call's to use: a call's processes are
 //! in their own user, PID and mount namespaces, under a `/proc` of their own and on top of the
 //! zygote's mounts, which are locked under them; the zygote and a call's C and P run only our
 //! code and the plans (`attack/zygote.test.js` plants modules, bytecode, .pth files and a
