@@ -445,7 +445,7 @@ fn unmasked_proc_out_of_reach(root: &Path) -> Result<(), SetupError> {
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
     mount(Some("proc"), &at, Some("proc"), flags, None::<&str>)
         .ctx(|| "mount the zygote's unmasked /proc".into())?;
-    fs::set_permissions(&anchor, fs::Permissions::from_mode(0))
+    fs::set_permissions(&anchor, fs::Permissions::from_mode(0o000))
         .map_err(|e| SetupError(format!("chmod {}: {e}", anchor.display())))
 }
 
