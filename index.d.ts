@@ -819,8 +819,10 @@ export interface SandboxOptions {
   prewarm?: number;
   /** ADDITION (issue 21): fork each python `runCode` cell's box from a zygote. At `open()` the
    * Sandbox starts one python interpreter with the results driver imported, in a box of its own;
-   * it never runs a cell. Each python cell that may take it (no `env`, `cwd` or `stdin` of its own,
-   * like a prewarmed box's: the interpreter started under the Sandbox's) is a fork of it, which
+   * it never runs a cell, nor anything a box could have written (it starts outside the workspace,
+   * without the Sandbox's `PYTHONPATH`, `HOME`, `PATH` or other `PYTHON*` paths, which each call
+   * gets back in its own box). Each python `runCode` cell that may take it (no `env`, `cwd` or
+   * `stdin` of its own; streaming and `signal` calls included) is a fork of it, which
    * then makes its own user, mount, PID, network, IPC, UTS and cgroup namespaces, gets a fresh
    * masked `/proc`, `/tmp`, `/dev/shm` and `/dev/pts`, is placed in a cgroup of its own with the
    * Sandbox's caps, and takes the posture a fresh box's workload takes (no capabilities,
@@ -841,7 +843,9 @@ export interface SandboxOptions {
    *
    * Refused at `open()`, before any box, with `persist`, `securityProfile: "untrusted"`,
    * `apparmor`, a `capDrop` that keeps capabilities, `user` (or an image whose USER is not root),
-   * `network: true` and `egressAllow`: the forks would not get them. An image whose `python3`
+   * `network: true` and `egressAllow`: the forks would not get them; with a writable mount, or an
+   * `env` naming `LD_*`, `PYTHONHOME`, `PYTHONPLATLIBDIR` or glibc's path variables (read only at
+   * start, from a place a box could write). An image whose `python3`
    * can't start the zygote is refused at `open()` too, with python's own words. Default false. */
   zygote?: boolean;
 }

@@ -5,6 +5,8 @@
 // and the workload posture, and nothing of another call. Through the public API, root and
 // rootless.
 
+const fs = require('fs');
+const path = require('path');
 const { Sandbox, SandboxError } = require('..');
 const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir, uniqueName, procStat, treeRoots } = require('./helpers');
 
@@ -47,8 +49,9 @@ const POSTURE = [
   'print(open("/proc/sys/user/max_user_namespaces").read().strip())',
   'print(sorted(p for p in os.listdir("/proc") if p.isdigit()), sorted(os.listdir("/proc/self/fd")))',
   // The compiled-stdlib cache (pycCache) is bound into boxes once built; the zygote's box may
-  // have started before it was.
-  'print(sorted(set(l.split()[4] for l in open("/proc/self/mountinfo")) - {"/.kern-pyc"}))',
+  // have started before it was. The zygote's box keeps an unmasked /proc out of everyone's
+  // reach, which the kernel needs to mount each call's own (attack/zygote.test.js).
+  'print(sorted(set(l.split()[4] for l in open("/proc/self/mountinfo")) - {"/.kern-pyc", "/.kern-proc/p"}))',
   'print(os.path.getsize("/proc/kcore"), os.stat("/proc/kcore").st_rdev == os.stat("/dev/null").st_rdev)',
   'import resource\nprint(resource.getrlimit(resource.RLIMIT_CORE), resource.getrlimit(resource.RLIMIT_NOFILE))',
   // PID 1 is not the workload's to read or trace, in either kind of box.
@@ -103,6 +106,17 @@ describe('a Sandbox with a zygote', () => {
     for (let col = 1; col < 5; col++) {
       expect(new Set(lines.map((l) => l[col])).size).toBe(lines.length);
     }
+  });
+
+  test('streaming calls and calls with a signal are forked from the zygote too; run() is not', async () => {
+    // The zygote's hash secret is in every call it forks; a fresh box draws its own.
+    const plain = (await z.runCode('hash("kern")')).results[0].text;
+    const chunks = [];
+    const streamed = await z.runCode('print(hash("kern"))', { onStdout: (b) => chunks.push(String(b)) });
+    const signalled = await z.runCode('print(hash("kern"))', { signal: new AbortController().signal });
+    expect([chunks.join(''), streamed.stdout, signalled.stdout]).toEqual([`${plain}\n`, `${plain}\n`, `${plain}\n`]);
+    const ran = await z.run(['python3', '-c', 'print(hash("kern"))']);
+    expect(ran.stdout).not.toBe(`${plain}\n`);
   });
 
   test('nothing of a call reaches the next: variables, modules the zygote imported, /tmp, /dev/shm', async () => {
@@ -190,6 +204,37 @@ describe('a Sandbox with a zygote', () => {
     expect(await waitFor(() => zygoteTree().filter((p) => its.includes(p)).length === 0, 10000)).toBe(true);
     expect(zygotes()).toEqual(before);
   });
+});
+
+test('a call\'s interpreter is set up as a fresh box\'s: cwd, sys.path (PYTHONPATH, user site), environment, flags', async () => {
+  const ws = makeTempDir('kern-zyg-fresh-');
+  fs.mkdirSync(path.join(ws, 'abs'));
+  const env = { PYTHONPATH: 'rel::/workspace/abs', HOME: '/workspace', PYTHONDONTWRITEBYTECODE: '1', PYTHONPYCACHEPREFIX: '/tmp/pfx', PYTHONHASHSEED: '7' };
+  const zs = await new Sandbox(opts({ zygote: true, workspace: ws, env })).open();
+  const fs2 = await new Sandbox(opts({ workspace: ws, env })).open();
+  try {
+    const code = [
+      'import json, os, site, sys',
+      'env = dict(os.environ)',
+      // The compiled-stdlib cache's hook leads PYTHONPATH once the cache is built (the zygote may have started before).
+      'env["PYTHONPATH"] = env.get("PYTHONPATH", "").replace("/.kern-pyc/hook:", "")',
+      'print(json.dumps({"cwd": os.getcwd(), "path": sys.path, "env": env, "flags": list(sys.flags), "user": [site.ENABLE_USER_SITE, site.getuserbase(), site.getusersitepackages()],',
+      '    "prefix": sys.pycache_prefix, "bytecode": sys.dont_write_bytecode, "exe": sys.executable, "hash": hash("kern")}))',
+    ].join('\n');
+    // Without a user site, then with one (HOME is the workspace).
+    for (const mk of [false, true]) {
+      if (mk) await fs2.runCode('import os, site\nos.makedirs(site.getusersitepackages())');
+      const a = await zs.runCode(code);
+      const b = await fs2.runCode(code);
+      expect(a.exitCode).toBe(0);
+      expect(JSON.parse(a.stdout)).toEqual(JSON.parse(b.stdout));
+      expect(JSON.parse(a.stdout).path.some((p) => p.startsWith('/workspace/.local/'))).toBe(mk);
+    }
+  } finally {
+    await zs.close();
+    await fs2.close();
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
 });
 
 test('a zygote killed from outside: later calls run in fresh boxes, with the same answers', async () => {

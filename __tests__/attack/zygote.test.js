@@ -8,9 +8,9 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir, treeRoots } = require('../helpers');
+const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir, treeRoots, expectRefusedBeforeAnyBox } = require('../helpers');
 const { hostGuard, runJson, PY_PRELUDE } = require('./host');
-const { Sandbox } = require('../..');
+const { Sandbox, SandboxError } = require('../..');
 
 let guard;
 let z; // the Sandbox with a zygote
@@ -69,6 +69,39 @@ test('out of the posture: nested user namespaces, unmounting the call\'s /proc o
   const { j } = await runJson(z, code);
   const { j: f } = await runJson(fresh, code);
   expect(j).toEqual(f);
+  for (const [k, v] of Object.entries(j)) expect([k, v]).not.toEqual([k, expect.stringMatching(/^ok/)]);
+  guard.assertUntouched();
+});
+
+test('the zygote\'s own box: its /proc masked as a call\'s; the unmasked one the kernel needs is out of every call\'s reach', async () => {
+  // On the host: the zygote's mounts (as it sees them) mask what a call's /proc masks.
+  const others = zygotePids();
+  const sb = await new Sandbox(opts({ zygote: true })).open();
+  try {
+    const mine = zygotePids().filter((p) => !others.includes(p));
+    expect(mine).toHaveLength(1);
+    const mounts = fs.readFileSync(`/proc/${mine[0]}/mountinfo`, 'utf8').split('\n').filter(Boolean).map((l) => l.split(' ')[4]);
+    const inCall = JSON.parse((await sb.runCode('import json\nprint(json.dumps([l.split()[4] for l in open("/proc/self/mountinfo") if l.split()[4].startswith("/proc/")]))')).stdout);
+    expect(inCall).toEqual(expect.arrayContaining(['/proc/sys', '/proc/keys']));
+    expect(mounts).toEqual(expect.arrayContaining(inCall));
+  } finally {
+    await sb.close();
+  }
+  // In a call: the unmasked /proc's directory can't be entered, listed or opened up again.
+  const { j } = await runJson(
+    z,
+    PY_PRELUDE +
+      [
+        'o = {}',
+        'o["list"] = try_(lambda: os.listdir("/.kern-proc"))',
+        'o["enter"] = try_(lambda: os.listdir("/.kern-proc/p/1"))',
+        'o["kcore"] = try_(lambda: open("/.kern-proc/p/kcore", "rb").read(1))',
+        'o["chmod"] = try_(lambda: os.chmod("/.kern-proc", 0o755))',
+        'o["umount"] = sc(166, b"/.kern-proc/p", 2)',
+        'o["open_tree"] = sc(428, -100, b"/.kern-proc/p", 1 | 0x8000)',
+        'print(json.dumps(o))',
+      ].join('\n'),
+  );
   for (const [k, v] of Object.entries(j)) expect([k, v]).not.toEqual([k, expect.stringMatching(/^ok/)]);
   guard.assertUntouched();
 });
@@ -364,4 +397,201 @@ test('modules planted in the workspace (the zygote\'s cwd, first on its sys.path
     await sb.close();
   }
   guard.assertUntouched();
+});
+
+// Planted BEFORE open(): a reused workspace (`workspace:`, as a named or resident box's is) an
+// earlier box filled, and the Sandbox's `env` pointing python at it. Nothing of it may run in the
+// zygote's box (the template every later call is forked from): not at its start, not when it
+// forks. What a fresh box's python would run in each call (a user site's .pth, the sitecustomize
+// first on PYTHONPATH) runs in each call, in the call's own box, as there. Each planted piece
+// writes a marker named after itself in the workspace, holding the user namespace's uid map it
+// ran under: a call's is `0 0 1` (its own namespace, made by the zygote's fork), anything else
+// is the zygote's box (or, for a shell, says "sh").
+describe('planted before open()', () => {
+  const PAYLOAD = (id) =>
+    [
+      'import os as _o',
+      '_m = "?"',
+      'try:',
+      '    _m = " ".join(open("/proc/self/uid_map").read().split())',
+      'except Exception:',
+      '    pass',
+      `open("/workspace/kern-ran-${id}-%d-%s" % (_o.getpid(), _o.urandom(4).hex()), "w").write(_m)`,
+      '',
+    ].join('\n');
+
+  /** The markers in `ws`, each {id, where}; `where` is "call" or what else it ran under. */
+  const markers = (ws) =>
+    fs
+      .readdirSync(ws)
+      .filter((f) => f.startsWith('kern-ran-'))
+      .map((f) => {
+        const parts = f.slice('kern-ran-'.length).split('-');
+        const text = fs.readFileSync(path.join(ws, f), 'utf8');
+        return { id: parts.slice(0, -2).join('-'), where: text === '0 0 1' ? 'call' : text || '?', file: f };
+      });
+  const clear = (ws) => markers(ws).forEach((m) => fs.rmSync(path.join(ws, m.file), { force: true }));
+
+  // Which modules the zygote loads (a call's sys.modules holds them: it is a fork) and every
+  // name python's stdlib has: asked of python, not listed here.
+  let names;
+  beforeAll(async () => {
+    const r = await z.runCode('import sys, json\nprint(json.dumps(sorted({n.split(".")[0] for n in sys.modules} | set(sys.stdlib_module_names))))');
+    names = JSON.parse(r.stdout);
+    const loaded = JSON.parse((await z.runCode('import sys, json\nprint(json.dumps([n for n, m in sys.modules.items() if getattr(m, "__file__", None)]))')).stdout);
+    // The derivation works: the zygote's own imports are among them (it forks with ctypes).
+    expect(loaded).toContain('ctypes');
+    expect(names.length).toBeGreaterThan(200);
+  });
+
+  /** Python for the planting box: `plant(path, id)` writes the payload as a module file, `pyc`
+   * as bytecode (stamped with `source`'s mtime and size, as python checks it). */
+  const planter = (body) =>
+    [
+      'import importlib.util, json, marshal, os, sys',
+      `NAMES = json.loads(${JSON.stringify(JSON.stringify(names))})`,
+      'def payload(i):',
+      `    return ${JSON.stringify(PAYLOAD('@ID@'))}.replace("@ID@", i)`,
+      'def plant(path, i):',
+      '    os.makedirs(os.path.dirname(path), exist_ok=True)',
+      '    open(path, "w").write(payload(i))',
+      'def pyc(path, i, source=None):',
+      '    st = os.stat(source) if source else None',
+      '    head = importlib.util.MAGIC_NUMBER + bytes(4) + ((int(st.st_mtime) if st else 0).to_bytes(4, "little")) + (((st.st_size if st else 0) & 0xFFFFFFFF).to_bytes(4, "little"))',
+      '    os.makedirs(os.path.dirname(path), exist_ok=True)',
+      '    open(path, "wb").write(head + marshal.dumps(compile(payload(i), source or path, "exec")))',
+      'SITE = "lib/python%d.%d/site-packages" % sys.version_info[:2]',
+      body,
+      'print("planted")',
+    ].join('\n');
+
+  const VARIANTS = [
+    {
+      what: 'the workspace root: a module under every name the zygote loads or the stdlib has, sitecustomize, usercustomize',
+      env: {},
+      plant: 'for n in NAMES + ["sitecustomize", "usercustomize"]:\n    plant("/workspace/%s.py" % n, "root:" + n)',
+      inCall: [],
+    },
+    {
+      what: 'the workspace root: sourceless bytecode under every name',
+      env: {},
+      plant: 'for n in NAMES + ["sitecustomize", "usercustomize"]:\n    pyc("/workspace/%s.pyc" % n, "rootpyc:" + n)',
+      inCall: [],
+    },
+    {
+      what: 'HOME in the workspace: a user site with a .pth, usercustomize and sitecustomize',
+      env: { HOME: '/workspace' },
+      plant: [
+        'd = "/workspace/.local/" + SITE',
+        'os.makedirs(d, exist_ok=True)',
+        'open(d + "/kern.pth", "w").write("import os; exec(%r)\\n" % payload("home:pth"))',
+        'plant(d + "/usercustomize.py", "home:usercustomize")',
+        'plant(d + "/sitecustomize.py", "home:sitecustomize")',
+      ].join('\n'),
+      // As a fresh box: the image's sitecustomize comes first on sys.path, the user site's other two run.
+      inCall: ['home:pth', 'home:usercustomize'],
+    },
+    {
+      what: 'env PYTHONPATH, PYTHONUSERBASE, PYTHONSTARTUP into the workspace',
+      env: { PYTHONPATH: '/workspace/lib', PYTHONUSERBASE: '/workspace/ub', PYTHONSTARTUP: '/workspace/startup.py' },
+      plant: [
+        'for n in NAMES + ["sitecustomize", "usercustomize"]:',
+        '    plant("/workspace/lib/%s.py" % n, "lib:" + n)',
+        'd = "/workspace/ub/" + SITE',
+        'os.makedirs(d, exist_ok=True)',
+        'open(d + "/kern.pth", "w").write("import os; exec(%r)\\n" % payload("ub:pth"))',
+        'plant("/workspace/startup.py", "startup")',
+      ].join('\n'),
+      // As a fresh box: PYTHONPATH's sitecustomize and usercustomize come first, the user site's .pth runs.
+      inCall: ['lib:sitecustomize', 'lib:usercustomize', 'ub:pth'],
+    },
+    {
+      what: 'env PYTHONPYCACHEPREFIX into the workspace, with bytecode for every module the zygote loads from source',
+      env: { PYTHONPYCACHEPREFIX: '/workspace/pyc' },
+      plant: [
+        'for n in NAMES:',
+        '    try:',
+        '        spec = importlib.util.find_spec(n)',
+        '    except Exception:',
+        '        continue',
+        '    if spec is None or not (spec.origin or "").endswith(".py"):',
+        '        continue',
+        // Only for the name: the planting box's own imports must not read what it plants.
+        '    sys.pycache_prefix = "/workspace/pyc"',
+        '    dest = importlib.util.cache_from_source(spec.origin)',
+        '    sys.pycache_prefix = None',
+        '    pyc(dest, "pyc:" + n, spec.origin)',
+      ].join('\n'),
+      inCall: [],
+    },
+    {
+      what: 'env PATH into the workspace, with a python3 there',
+      env: { PATH: '/workspace/bin:/usr/local/bin:/usr/bin:/bin' },
+      plant: 'os.makedirs("/workspace/bin", exist_ok=True)\nopen("/workspace/bin/python3", "w").write("#!/bin/sh\\necho sh > /workspace/kern-ran-bin:python3-$$-sh\\nexec /usr/bin/python3 \\"$@\\"\\n")\nos.chmod("/workspace/bin/python3", 0o755)',
+      inCall: [],
+    },
+  ];
+
+  test.each(VARIANTS.map((v) => [v.what, v]))('%s: never run by the zygote, root or rootless; later calls unaffected', async (_, v) => {
+    const ws = makeTempDir('kern-zyg-plant-');
+    try {
+      // An earlier box of a Sandbox on the same workspace plants (a box's files are the workspace's).
+      const early = await new Sandbox(opts({ workspace: ws })).open();
+      try {
+        const r = await early.runCode(planter(v.plant));
+        expect({ stdout: r.stdout, exitCode: r.exitCode, error: r.error }).toEqual({ stdout: 'planted\n', exitCode: 0, error: null });
+      } finally {
+        await early.close();
+      }
+      expect(markers(ws)).toEqual([]);
+      let sb;
+      let refused;
+      try {
+        sb = await new Sandbox(opts({ zygote: true, workspace: ws, env: v.env })).open();
+      } catch (e) {
+        refused = e;
+      }
+      try {
+        // Right after open(): the zygote has started and forked its spares.
+        expect(markers(ws)).toEqual([]);
+        expect(refused).toBeUndefined();
+        for (let i = 0; i < 3; i++) {
+          const chunks = [];
+          const r = await sb.runCode('6 * 7', i === 1 ? { onStdout: (b) => chunks.push(b) } : {});
+          expect({ result: r.results[0] && r.results[0].text, fault: r.fault, notes: r.runtimeNotes.filter((n) => /zygote/.test(n)) }).toEqual({ result: '42', fault: null, notes: [] });
+          const m = markers(ws);
+          // Nothing ran anywhere but in the call's own box...
+          expect(m.filter((x) => x.where !== 'call')).toEqual([]);
+          // ...and there, what a fresh box's python runs at its start, once.
+          expect(m.map((x) => x.id).sort()).toEqual([...v.inCall].sort());
+          clear(ws);
+        }
+      } finally {
+        if (sb) await sb.close();
+      }
+      expect(markers(ws).filter((x) => x.where !== 'call')).toEqual([]);
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+    guard.assertUntouched();
+  });
+
+  test('env the zygote could only take from a place at its start (LD_PRELOAD, PYTHONHOME...), and writable mounts: refused at open(), before any box', async () => {
+    const ws = makeTempDir('kern-zyg-ld-');
+    const data = makeTempDir('kern-zyg-rw-');
+    try {
+      fs.writeFileSync(path.join(ws, 'x.so'), '');
+      for (const env of [{ LD_PRELOAD: '/workspace/x.so' }, { LD_LIBRARY_PATH: '/workspace' }, { LD_AUDIT: '/workspace/x.so' }, { PYTHONHOME: '/workspace' }, { GCONV_PATH: '/workspace' }]) {
+        await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ zygote: true, workspace: ws, env }), new RegExp(`zygote.*${Object.keys(env)[0]}`));
+      }
+      // A box writes into a writable mount; the zygote's python reads the image's own paths at start.
+      await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ zygote: true, workspace: ws, mounts: { [data]: ['/mnt', 'rw'] } }), /zygote.*writable mount/);
+      // Read-only, it is the image's as much as the rest.
+      const sb = await new Sandbox(opts({ zygote: true, workspace: ws, mounts: { [data]: ['/mnt', 'ro'] } })).open();
+      await sb.close();
+    } finally {
+      fs.rmSync(ws, { recursive: true, force: true });
+      fs.rmSync(data, { recursive: true, force: true });
+    }
+  });
 });

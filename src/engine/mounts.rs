@@ -277,14 +277,10 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
 
     // A resident box's calls share its PID namespace: each sees only the processes it may
     // trace, which, each call being in its own Landlock domain, are its own.
-    // A zygote's box keeps its /proc unmasked: the kernel mounts a call's own /proc only where
-    // a /proc is fully visible (no overmount of a file or a non-empty directory). No cell runs
-    // in the zygote's box; each call masks its own /proc (`zygote::plan`).
-    build_proc(
-        root,
-        matches!(spec.resident, Some(Resident::Start { .. })),
-        !spec.serves_zygote,
-    )?;
+    build_proc(root, matches!(spec.resident, Some(Resident::Start { .. })))?;
+    if spec.serves_zygote {
+        unmasked_proc_out_of_reach(root)?;
+    }
 
     // The skeleton itself becomes read-only: the box can't add files next to /usr.
     sys::mount_setattr(STAGE, MOUNT_ATTR_RDONLY, false).ctx(|| "make the root read-only".into())?;
@@ -454,7 +450,29 @@ fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(),
 }
 
 /// The box's /proc; `masked`: with Docker's masked and read-only paths (every box but a zygote's).
-fn build_proc(root: &Path, hide_others: bool, masked: bool) -> Result<(), SetupError> {
+/// Where a zygote's box keeps a /proc nobody in it can enter (see `unmasked_proc_out_of_reach`).
+pub const ZYGOTE_PROC_ANCHOR: &str = ".kern-proc";
+
+/// A zygote's box: its /proc is masked as any box's, but the kernel mounts a call's own /proc
+/// (its PID namespace's) only where a /proc of the mount namespace is fully visible, with
+/// nothing locked over a file or a non-empty directory of it. So one more /proc, unmasked, is
+/// mounted under a directory of mode 000 on the read-only root: the zygote and a call's
+/// workload (no capabilities; the root can't be made writable again to chmod it) can't enter
+/// it; only a call's C and P, which run our plans only, hold the capability that could.
+fn unmasked_proc_out_of_reach(root: &Path) -> Result<(), SetupError> {
+    use std::os::unix::fs::PermissionsExt;
+    let anchor = root.join(ZYGOTE_PROC_ANCHOR);
+    mkdir(&anchor, 0o700)?;
+    let at = anchor.join("p");
+    mkdir(&at, 0o555)?;
+    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
+    mount(Some("proc"), &at, Some("proc"), flags, None::<&str>)
+        .ctx(|| "mount the zygote's unmasked /proc".into())?;
+    fs::set_permissions(&anchor, fs::Permissions::from_mode(0o000))
+        .map_err(|e| SetupError(format!("chmod {}: {e}", anchor.display())))
+}
+
+fn build_proc(root: &Path, hide_others: bool) -> Result<(), SetupError> {
     let proc_dir = root.join("proc");
     mkdir(&proc_dir, 0o555)?;
     let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
@@ -482,9 +500,6 @@ fn build_proc(root: &Path, hide_others: bool, masked: bool) -> Result<(), SetupE
     mounted.ctx(|| {
         "mount /proc (is the host's /proc partly covered, as in some containers?)".into()
     })?;
-    if !masked {
-        return Ok(());
-    }
     let null = root.join("dev/null");
     for name in PROC_MASKED {
         let p = proc_dir.join(name);

@@ -18,10 +18,59 @@
 #   "S <what>: <error>\n"    a step failed (the call's box never started)
 #   "K <sig>\n", "X <code> <tmpfs use>...\n"   from P: W's end, as a fresh box's PID 1 says it
 #   "Z <wait status>\n"      from C: how P ended
+#
+# Nothing a box could have written runs here (a template every later call is forked from). kern
+# starts this python with no path of the caller's or of a box in its environment (PYTHONPATH,
+# PYTHONUSERBASE, HOME, PATH and any other PYTHON* that names a place are kept aside in
+# KERN_ZYGOTE_ENV; src/session/zygote.rs); before any import, the guard below leaves the workspace
+# (cwd and '' on sys.path) and every sys.path entry on a writable mount, and refuses to serve if
+# a module python loaded at start came from one. Only W, in the call's own box, puts back what a
+# fresh box's python has (`as_fresh`): its cwd, sys.path, user site, sitecustomize, environment.
+
+
+def _kern_zygote_guard():
+    # Both loaded at start (frozen, or by site): found in sys.modules, not on a path.
+    import os, sys
+
+    def writable(path):
+        """Whether `path`, or the nearest of its parents that exists, is on a writable mount."""
+        while True:
+            try:
+                return not os.statvfs(path).f_flag & os.ST_RDONLY
+            except (FileNotFoundError, NotADirectoryError):
+                parent = os.path.dirname(path)
+                if parent == path:
+                    return True
+                path = parent
+            except OSError:
+                return True
+
+    def refuse(what):
+        os.write(2, ("kern zygote: %s; the zygote runs only what the image holds read-only\n" % what).encode("utf-8", "replace"))
+        os._exit(78)
+
+    def check_loaded():
+        for name, m in list(sys.modules.items()):
+            d = getattr(m, "__dict__", None) or {}
+            for f in (d.get("__file__"), d.get("__cached__")):
+                if isinstance(f, str) and writable(f):
+                    refuse("module %s was loaded from %s, a writable place" % (name, f))
+
+    info = os.environ.pop("KERN_ZYGOTE_ENV", None)
+    if info is None:
+        refuse("started without KERN_ZYGOTE_ENV")
+    os.chdir("/")
+    sys.path[:] = [p for p in sys.path if p and os.path.isabs(p) and not writable(p)]
+    sys.path_importer_cache.clear()
+    check_loaded()
+    return info, check_loaded
+
+
+_kern_zygote_info, _kern_zygote_check = _kern_zygote_guard()
 
 
 def _kern_zygote(channel):
-    import base64, ctypes, json, os, signal, socket, struct
+    import base64, ctypes, json, os, signal, socket, struct, sys
 
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
@@ -214,7 +263,64 @@ def _kern_zygote(channel):
             os.close(keep)
         keep = os.dup(3)
         os.close(3)
+        try:
+            as_fresh()
+        except Exception as e:
+            os.write(2, ("kern zygote: the call's interpreter: %s: %s\n" % (type(e).__name__, e)).encode("utf-8", "replace"))
+            os._exit(70)
         return keep
+
+    def as_fresh():
+        """W, in the call's box, with nothing of the zygote's left but its memory: what a fresh
+        box's python has at this point and the zygote's did not take (see the top): the
+        environment, the workspace as cwd, PYTHONPATH, the user site and what it runs, the
+        sitecustomize found first, '' first on sys.path."""
+        import site
+
+        env = info["env"]
+        os.environ.update(env)
+        os.chdir(info["cwd"])
+        hook = info.get("hook")
+        value = env.get("PYTHONPATH")
+        given = [os.path.abspath(p) for p in value.split(":")] if value else []
+        seen, path = set(), []
+        for p in given + sys.path:
+            if p != hook and p not in seen:
+                seen.add(p)
+                path.append(p)
+        sys.path[:] = path
+        prefix = env.get("PYTHONPYCACHEPREFIX")
+        if prefix:
+            sys.pycache_prefix = prefix
+        if site.ENABLE_USER_SITE:
+            site.USER_BASE = site.USER_SITE = None
+            user = site.getusersitepackages()
+            if os.path.isdir(user):
+                system = set(site.getsitepackages())
+                at = next((i for i, p in enumerate(sys.path) if p in system), len(sys.path))
+                tail = sys.path[at:]
+                del sys.path[at:]
+                site.addsitedir(user)
+                sys.path.extend(p for p in tail if p not in sys.path)
+        external = sys.modules["_frozen_importlib_external"]
+        bootstrap = sys.modules["_frozen_importlib"]
+        for name, wanted in (("sitecustomize", True), ("usercustomize", site.ENABLE_USER_SITE)):
+            spec = external.PathFinder.find_spec(name, sys.path) if wanted else None
+            ran = getattr(sys.modules.get(name), "__spec__", None)
+            if spec is None or (ran is not None and ran.origin == spec.origin):
+                continue
+            try:
+                module = bootstrap.module_from_spec(spec)
+                sys.modules[name] = module
+                spec.loader.exec_module(module)
+            except Exception as err:
+                sys.modules.pop(name, None)
+                if sys.flags.verbose:
+                    sys.excepthook(*sys.exc_info())
+                else:
+                    sys.stderr.write("Error in %s; set PYTHONVERBOSE for traceback:\n%s: %s\n" % (name, type(err).__name__, err))
+        if not sys.flags.safe_path:
+            sys.path.insert(0, "")
 
     # Non-dumpable, as a fresh box's PID 1: the zygote, and C and P after it (they hold
     # capabilities, in the zygote's box and in the call's namespaces), can't be traced or have
@@ -223,6 +329,9 @@ def _kern_zygote(channel):
     PR_SET_DUMPABLE = 4
     if libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
+    info = json.loads(_kern_zygote_info)
+    # Everything the zygote and the driver imported came from read-only places too.
+    _kern_zygote_check()
     ctl = socket.socket(fileno=channel)
     # Forks are reaped by the kernel: a call's C reports to kern, not to us.
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)

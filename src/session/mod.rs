@@ -37,7 +37,7 @@ mod result;
 pub mod setup;
 pub mod stderr;
 mod writers;
-mod zygote;
+pub(crate) mod zygote;
 
 pub use host_files::{ReadStream, WriteStream, MAX_CHUNK};
 pub use kernel::OpenKernel;

@@ -1,8 +1,10 @@
 //! ADDITION (issue 21): a Sandbox's zygote (`zygote: true`), the session's side. One box runs
 //! the python driver with the zygote in front of it (`lang/zygote.py`), started at open(); each
 //! python cell that may take it is forked from it by the call's own `kern` (`engine::zygote`).
-//! Which calls may: the same as a prewarmed box's (no `env`, `cwd` or stdin of their own: the
-//! interpreter started under the Sandbox's); the others run in fresh boxes as before.
+//! Which calls may: python `runCode` cells with no `env`, `cwd` or stdin of their own (the
+//! interpreter started under the Sandbox's), streaming ones and ones with a `signal` included;
+//! the others run in fresh boxes as before. The zygote's environment holds no place a box writes
+//! (`start_env`); each call's workload takes them back in its own box.
 
 use super::longbox;
 use super::opened::Opened;
@@ -84,6 +86,111 @@ fn check(opened: &Opened) -> Result<()> {
     Ok(())
 }
 
+/// Variables the zygote's python takes at its start as a fresh box's python does: each sets how
+/// the interpreter behaves, none names a place code or bytecode is loaded from.
+const KEPT: &[&str] = &[
+    "PYTHONUNBUFFERED",
+    "PYTHONHASHSEED",
+    "PYTHONIOENCODING",
+    "PYTHONUTF8",
+    "PYTHONOPTIMIZE",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONWARNINGS",
+    "PYTHONFAULTHANDLER",
+    "PYTHONTRACEMALLOC",
+    "PYTHONDEVMODE",
+    "PYTHONMALLOC",
+    "PYTHONMALLOCSTATS",
+    "PYTHONINTMAXSTRDIGITS",
+    "PYTHONNODEBUGRANGES",
+    "PYTHONWARNDEFAULTENCODING",
+    "PYTHONCOERCECLOCALE",
+    "PYTHONVERBOSE",
+    "PYTHONDEBUG",
+    "PYTHONPROFILEIMPORTTIME",
+    "PYTHONINSPECT",
+    "PYTHONSAFEPATH",
+    "PYTHONNOUSERSITE",
+    "PYTHON_CPU_COUNT",
+    "PYTHON_GIL",
+    "PYTHON_JIT",
+    "PYTHON_FROZEN_MODULES",
+];
+
+/// Variables a fresh box's python or loader takes only at its start, from a place: the zygote
+/// can neither take them (a box may have written there) nor give them to a call afterwards.
+/// Allowed as the image's config sets them (the image is read-only in the box).
+pub(crate) fn refused(name: &str) -> bool {
+    name.starts_with("LD_")
+        || [
+            "PYTHONHOME",
+            "PYTHONPLATLIBDIR",
+            "PYTHON_PRESITE",
+            "GCONV_PATH",
+            "GETCONF_DIR",
+            "GLIBC_TUNABLES",
+            "LOCPATH",
+            "NLSPATH",
+        ]
+        .contains(&name)
+}
+
+/// Where the zygote's HOME points: nowhere, so no user site is read at its start.
+const NO_HOME: &str = "/nonexistent";
+
+/// The pyc hook's directory when the Sandbox's boxes get the compiled-stdlib cache: kern's own
+/// read-only files, which the zygote takes too.
+fn pyc_bind_hook(cache: &super::pyc::Cache) -> Option<&'static str> {
+    cache.bind().map(|_| super::pyc::HOOK_DIR)
+}
+
+/// The zygote's environment, from the one a fresh box of the Sandbox gets (`env`): nothing in it
+/// names a place a box could have written (see `lang/zygote.py`). Every variable that could
+/// (PYTHONPATH, PYTHONUSERBASE, PYTHONSTARTUP, any PYTHON* not in `KEPT`, HOME, PATH) goes
+/// aside into `KERN_ZYGOTE_ENV`, with the workspace, for each call's workload to put back in its
+/// own box; HOME points nowhere, PATH is the image's, PYTHONPATH is only the pyc hook. A
+/// variable in `refused` the image did not set is refused: no call could get it.
+fn start_env(
+    env: &[(String, String)],
+    image_env: &[(String, String)],
+    workspace_target: &str,
+    hook: Option<&str>,
+) -> Result<Vec<(String, String)>> {
+    let mut kept = Vec::new();
+    let mut aside = serde_json::Map::new();
+    for (k, v) in env {
+        if refused(k) && !image_env.iter().any(|(ik, iv)| ik == k && iv == v) {
+            return crate::invalid!(
+                "option `zygote` can't be combined with the environment variable {k} (from `env`): python or its loader reads it only at start, from a place a box could write, and the zygote's python starts before any call and runs nothing a box could have written; leave `zygote` out, or {k} out of `env`"
+            );
+        }
+        if k == "HOME" || k == "PATH" || (k.starts_with("PYTHON") && !KEPT.contains(&k.as_str())) {
+            aside.insert(k.clone(), serde_json::Value::String(v.clone()));
+        } else {
+            kept.push((k.clone(), v.clone()));
+        }
+    }
+    let image_path = image_env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map_or(crate::engine::spec::DEFAULT_PATH, |(_, v)| v.as_str());
+    kept.push(("HOME".into(), NO_HOME.into()));
+    kept.push(("PATH".into(), image_path.into()));
+    let hook = hook.filter(|h| {
+        aside
+            .get("PYTHONPATH")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|p| p.split(':').next() == Some(*h))
+    });
+    if let Some(h) = hook {
+        kept.push(("PYTHONPATH".into(), h.into()));
+    }
+    let info = serde_json::json!({ "env": aside, "cwd": workspace_target, "hook": hook });
+    kept.push(("KERN_ZYGOTE_ENV".into(), info.to_string()));
+    Ok(kept)
+}
+
 /// Starts the zygote's box and waits until it serves.
 pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
     check(&opened)?;
@@ -97,6 +204,12 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         &workspace,
     );
     spec.serves_zygote = true;
+    spec.env = start_env(
+        &spec.env,
+        &opened.base_env,
+        &spec.workspace_target,
+        opened.pyc.as_ref().and_then(pyc_bind_hook),
+    )?;
     // The one capability the zygote keeps, in its box's user namespace only: a fork may map
     // its own uid 0 into the user namespace it makes only if its creator held CAP_SETFCAP
     // (since Linux 5.12). The fork's workload holds none: it lives in its own namespace.
@@ -217,4 +330,66 @@ fn seqpacket_pair() -> nix::Result<(OwnedFd, OwnedFd)> {
         None,
         nix::sys::socket::SockFlag::SOCK_CLOEXEC,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn no_place_a_box_writes_reaches_the_zygote_s_start() {
+        let image = kv(&[("PATH", "/usr/bin:/bin"), ("PYTHON_VERSION", "3.12.1")]);
+        let env = kv(&[
+            ("PATH", "/workspace/.deps/python/bin:/usr/bin:/bin"),
+            ("HOME", "/workspace"),
+            ("PYTHON_VERSION", "3.12.1"),
+            ("PYTHONPATH", "/.kern-pyc/hook:/workspace/lib"),
+            ("PYTHONUSERBASE", "/workspace/.deps/pyuser"),
+            ("PYTHONSTARTUP", "/workspace/s.py"),
+            ("PYTHONHASHSEED", "0"),
+            ("LANG", "C.UTF-8"),
+        ]);
+        let out = start_env(&env, &image, "/workspace", Some("/.kern-pyc/hook")).expect("env");
+        let get = |k: &str| out.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("HOME"), Some(NO_HOME));
+        assert_eq!(get("PATH"), Some("/usr/bin:/bin"));
+        assert_eq!(get("PYTHONPATH"), Some("/.kern-pyc/hook"));
+        assert_eq!(get("PYTHONHASHSEED"), Some("0"));
+        assert_eq!(get("LANG"), Some("C.UTF-8"));
+        for k in ["PYTHONUSERBASE", "PYTHONSTARTUP", "PYTHON_VERSION"] {
+            assert_eq!(get(k), None, "{k}");
+        }
+        let info: serde_json::Value =
+            serde_json::from_str(get("KERN_ZYGOTE_ENV").expect("info")).expect("json");
+        assert_eq!(info["env"]["PYTHONPATH"], "/.kern-pyc/hook:/workspace/lib");
+        assert_eq!(info["env"]["HOME"], "/workspace");
+        assert_eq!(info["cwd"], "/workspace");
+        // No hook unless the PYTHONPATH a fresh box gets starts with it.
+        let out = start_env(&kv(&[("PYTHONPATH", "/w")]), &image, "/w", Some("/h")).expect("env");
+        assert!(!out.iter().any(|(k, _)| k == "PYTHONPATH"));
+    }
+
+    #[test]
+    fn loader_and_stdlib_places_are_refused_unless_the_image_set_them() {
+        let image = kv(&[("LD_LIBRARY_PATH", "/usr/local/cuda/lib64")]);
+        for (k, v) in [
+            ("LD_PRELOAD", "/workspace/x.so"),
+            ("LD_LIBRARY_PATH", "/workspace"),
+            ("PYTHONHOME", "/workspace/py"),
+            ("GCONV_PATH", "/tmp"),
+        ] {
+            let e = start_env(&kv(&[(k, v)]), &image, "/workspace", None)
+                .expect_err(k)
+                .to_string();
+            assert!(e.contains(k) && e.contains("zygote"), "{e}");
+        }
+        assert!(start_env(&image, &image, "/workspace", None).is_ok());
+    }
 }

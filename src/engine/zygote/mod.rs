@@ -44,10 +44,24 @@
 //! AT_RANDOM (the stack canary, the pointer guard): a call learns the zygote's and its PID 1's,
 //! which parse nothing a call sends. PID 1's memory belongs to the zygote box's user namespace,
 //! whose root is the call's uid: the call can list `/proc/1/fd` and write PID 1's
-//! `oom_score_adj`, which a fresh box refuses; that reaches only its own call. The zygote's box
-//! runs without a Landlock domain and keeps CAP_SETFCAP (in its own user namespace): no code of
-//! a call runs there (`attack/zygote.test.js` plants modules in the workspace, its cwd). Every
-//! call lives in the zygote box's PID namespace: if that box ends, the running calls end too.
+//! `oom_score_adj`, which a fresh box refuses; that reaches only its own call.
+//!
+//! The zygote never runs anything a box could have written (`lang/zygote.py`, `session::zygote`):
+//! its python starts outside the workspace, with no path of the caller's or of a box in its
+//! environment, only read-only directories on `sys.path`, and refuses to serve if a module it
+//! loaded came from a writable mount; what a fresh box's python takes from those places each call
+//! takes in its own box, after its posture. So its box may be weaker than a call's where no call
+//! reaches it: it has no Landlock domain (a domain refuses the mounts its forks make), keeps
+//! CAP_SETFCAP and admits `MAX_CALLS` user namespaces (each fork makes one, whose workload admits
+//! none: P sets the limit to 0 in it). Its `/proc` is masked as a call's; the kernel mounts a
+//! call's own `/proc` only where one is fully visible, so it keeps one more, unmasked, under a
+//! directory of mode 000 on its read-only root (`mounts::unmasked_proc_out_of_reach`), which
+//! neither it nor a call's workload can enter. None of it is a call's to use: a call's processes are
+//! in their own user, PID and mount namespaces, under a `/proc` of their own and on top of the
+//! zygote's mounts, which are locked under them; the zygote and a call's C and P run only our
+//! code and the plans (`attack/zygote.test.js` plants modules, bytecode, .pth files and a
+//! `python3` in a workspace before `open()`, and points `env` at them). Every call lives in the
+//! zygote box's PID namespace: if that box ends, the running calls end too.
 
 pub mod call;
 pub mod plan;

@@ -166,9 +166,25 @@ pub(super) fn zygote_limits(cfg: &Config) -> Result<()> {
     } else if !matches!(cfg.network, Network::None) {
         "`network: true` or `egressAllow`"
     } else {
-        return Ok(());
+        return zygote_places(cfg);
     };
     crate::invalid!("option `zygote` can't be combined with {with} yet: the zygote's forks would not get it; leave `zygote` out")
+}
+
+/// What would make the zygote's python, which starts before any call and must run nothing a box
+/// could have written, read a place a box writes at its start: refused.
+fn zygote_places(cfg: &Config) -> Result<()> {
+    if let Some((k, _)) = cfg
+        .env
+        .iter()
+        .find(|(k, _)| crate::session::zygote::refused(k))
+    {
+        return crate::invalid!("option `zygote` can't be combined with the environment variable {k} in `env`: python or its loader reads it only at start, from a place a box could write, and the zygote's python starts before any call and runs nothing a box could have written; leave `zygote` out, or {k} out of `env`");
+    }
+    if let Some(m) = cfg.mounts.iter().find(|m| m.writable) {
+        return crate::invalid!("option `zygote` can't be combined with a writable mount (`mounts`: {} as \"rw\"): a box could write there, and the zygote's python reads the image's own paths at its start; leave `zygote` out, or mount it read-only", m.target);
+    }
+    Ok(())
 }
 
 /// What a resident box can't combine with: refused, never accepted and ignored.
