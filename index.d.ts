@@ -881,7 +881,7 @@ export type Language = "python" | "bash" | "sh" | "node" | "typescript";
  *   the python driver kernel's.
  * - "typescript": the cell's types are stripped by the box's Node (`module.stripTypeScriptTypes`,
  *   Node >= 22.13 / 23.2) and it then runs as a node cell. Where the box's Node cannot strip
- *   types, the cell does not run: exit code 1 and stderr saying which Node it needs and which it
+ *   types, `kernel()` rejects at once (as a node kernel does where the box has no node); a `runCode` cell does not run: exit code 1 and stderr saying which Node it needs and which it
  *   found (the check is the box's: the host does not know the image's Node version). Tested
  *   here both ways: the test image's Node 18 refuses; Node 24 bound into the box strips (enums
  *   included, `transform` mode) with no warning on the cell's stderr. Newer Node reserves more

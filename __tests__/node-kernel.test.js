@@ -10,12 +10,57 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { Sandbox, SandboxError } = require('..');
-const { opts, sharedSandbox, withKernel, expectSandboxError, waitFor, uniqueName } = require('./helpers');
+const { opts, sharedSandbox, withKernel, expectSandboxError, waitFor, uniqueName, hostProcessesMatching, procStat } = require('./helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 const hasIpykernel = () => fs.existsSync(path.join(SCI, 'usr/share/jupyter/kernels/python3/kernel.json'))
   || fs.existsSync(path.join(SCI, 'usr/local/share/jupyter/kernels/python3/kernel.json'));
 
+// Whether host process `pid` descends from this Jest worker (other workers' boxes are theirs).
+const ours = (pid) => {
+  for (let p = pid, n = 0; p > 1 && n < 64; n++) {
+    if (p === process.pid) return true;
+    const st = procStat(p);
+    if (!st) return false;
+    p = st.ppid;
+  }
+  return false;
+};
+// The node drivers of ours on the host: a node kernel's box seen from outside.
+const ourDrivers = () =>
+  hostProcessesMatching('kern-sandbox Node driver').filter((p) => ours(p.pid)).map((p) => p.cmdline.slice(0, 40));
+// Box cgroups (kern-sandbox/box-<monitor pid>-<n>, in any hierarchy) of our kern monitors that
+// hold a process besides the monitor: a box (a waiting spare's cgroup holds only its kern).
+const ourBoxCgroupsInUse = () => {
+  const out = [];
+  for (const line of fs.readFileSync('/proc/self/cgroup', 'utf8').trim().split('\n')) {
+    const [, ctrls, rel] = line.split(':');
+    const mount = ctrls === '' ? '/sys/fs/cgroup' : path.join('/sys/fs/cgroup', ctrls.split(',')[0]);
+    const parent = path.join(mount, rel, 'kern-sandbox');
+    let boxes = [];
+    try {
+      boxes = fs.readdirSync(parent);
+    } catch {
+      continue;
+    }
+    for (const b of boxes) {
+      const m = b.match(/^box-(\d+)-/);
+      if (!m || !ours(Number(m[1]))) continue;
+      let procs = [];
+      try {
+        procs = fs.readFileSync(path.join(parent, b, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
+      } catch {
+        continue;
+      }
+      const others = procs.filter((p) => p !== m[1]);
+      if (others.length) out.push(`${parent}/${b}: ${others.join(',')}`);
+    }
+  }
+  return out;
+};
+
+// Where this file's cgroup check is known to see boxes (run as root on cgroup v1, as here).
+const rootOnV1 = process.getuid() === 0 && fs.existsSync('/sys/fs/cgroup/pids/tasks');
 // A 1x1 PNG.
 const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==';
 
@@ -119,7 +164,7 @@ describe('node runCode', () => {
     const r = await sb.runCode(`require("fs").writeFileSync("${marker}", "x"); const n: number = 1; n`, { language: 'typescript' });
     expect(r.exitCode).toBe(1);
     expect(r.results).toEqual([]);
-    expect(r.codeStderr).toMatch(/^TypeScript cells need Node\.js >= 22\.13 or >= 23\.2 \(module\.stripTypeScriptTypes\); this box's node is v18\.[0-9.]+\. Use language "node"/);
+    expect(r.codeStderr).toMatch(/^TypeScript cells need Node\.js >= 22\.13 or >= 23\.2 \(module\.stripTypeScriptTypes\); this box's node is v18\.[0-9.]+\. Use language "node", or bring a newer Node\.js into the box: an `image` with one, or a Node build bound in with `mounts` and put first on the box's PATH with `env`\.$/m);
     await expect(sb.readFile(marker)).rejects.toThrow();
   });
 });
@@ -200,16 +245,58 @@ describe('node kernel', () => {
     fs.rmSync(ws, { recursive: true, force: true });
   });
 
-  test('a typescript kernel refuses each cell where the box\'s Node cannot strip types, and lives on', async () => {
-    await withKernel({}, { language: 'typescript' }, async (k) => {
-      const r = await k.runCode('const n: number = 1; n');
-      expect(r.exitCode).toBe(1);
-      expect(r.codeStderr).toMatch(/TypeScript cells need Node\.js >= 22\.13/);
-      expect(r.results).toEqual([]);
-      const again = await k.runCode('2');
-      expect(again.exitCode).toBe(1);
-      expect(again.executionCount).toBe(2);
-    });
+  // Refused at kernel() itself, before it resolves: the driver's Node says its version when
+  // the box starts; a Node that cannot strip types (the test image's 18) ends the box then.
+  test('kernel({ language: "typescript" }) on an image whose Node is too old rejects at once; nothing is left on the host', async () => {
+    const sb = await new Sandbox(opts()).open();
+    try {
+      const e = await expectSandboxError(() => sb.kernel({ language: 'typescript' }), SandboxError,
+        /needs Node\.js >= 22\.13/, /this box's node is v18\.[0-9]+\.[0-9]+/, /`image`/, /`mounts`/, /PATH/);
+      expect(e.code).toBe('ERR_INVALID_OPTION');
+      // Checked on the host at the moment of the rejection: no driver of ours, no box cgroup.
+      expect(ourDrivers()).toEqual([]);
+      expect(ourBoxCgroupsInUse()).toEqual([]);
+      // The Sandbox is still good, and so is a node kernel on the same image.
+      expect((await sb.runCode('1 + 1', { language: 'node' })).results[0].text).toBe('2');
+      const k = await sb.kernel({ language: 'node' });
+      try {
+        expect((await k.runCode('40 + 2')).results[0].text).toBe('42');
+        // The checks above see a kernel that runs (its box's cgroup, where the host has them).
+        expect(ourDrivers()).toHaveLength(1);
+        if (rootOnV1) expect(ourBoxCgroupsInUse().length).toBeGreaterThan(0);
+      } finally {
+        await k.close();
+      }
+    } finally {
+      await sb.close();
+    }
+  });
+
+  test('a node or typescript kernel where the box has no node at all rejects at kernel(), saying how to bring one in', async () => {
+    const sb = await new Sandbox(opts({ env: { PATH: '/nonexistent/bin' } })).open();
+    try {
+      for (const language of ['node', 'typescript']) {
+        const e = await expectSandboxError(() => sb.kernel({ language }), SandboxError,
+          new RegExp(`kernel\\(\\{ language: "${language}" \\}\\)`), /no `node`/, /`mounts`/, /PATH/);
+        expect(e.code).toBe('ERR_INVALID_OPTION');
+        expect(e.message).toMatch(language === 'node' ? /an `image` with node,/ : /an `image` whose node is >= 22\.13/);
+        expect(ourDrivers()).toEqual([]);
+        expect(ourBoxCgroupsInUse()).toEqual([]);
+      }
+    } finally {
+      await sb.close();
+    }
+    // A node that exits at its start: kernel() rejects with what it said.
+    const bad = await new Sandbox(opts({ env: { NODE_OPTIONS: '--no-such-flag-kern' } })).open();
+    try {
+      const e = await expectSandboxError(() => bad.kernel({ language: 'node' }), SandboxError,
+        /could not start: the kernel's node process exited \(code \d+\)/, /its stderr: .*--no-such-flag-kern/);
+      expect(e.code).toBe('ERR_RUNTIME');
+      expect(ourDrivers()).toEqual([]);
+      expect(ourBoxCgroupsInUse()).toEqual([]);
+    } finally {
+      await bad.close();
+    }
   });
 });
 
@@ -309,14 +396,22 @@ describe('kernel({ cwd, env }) and executionCount', () => {
 
   // Whether the directory exists only the box can say (as for a call's cwd): the first cell's
   // fault says it, and the kernel is torn down with that reason.
-  test('a kernel whose cwd does not exist says so in its first cell, then in every call', async () => {
-    for (const language of ['python', 'node']) {
-      await withKernel({}, { language, cwd: 'missing-dir' }, async (k) => {
-        const r = await k.runCode('1');
-        expect(r.fault).toMatchObject({ type: 'startup_failed', message: expect.stringMatching(/option `cwd`: "missing-dir" does not exist/) });
-        expect(r.results).toEqual([]);
-        await expectSandboxError(() => k.runCode('1'), SandboxError, /torn down \(option `cwd`: "missing-dir" does not exist/);
-      });
+  // A node kernel's box says so sooner: kernel() waits for its Node to answer (its version).
+  test('a kernel whose cwd does not exist says so in its first cell, then in every call; a node kernel at kernel()', async () => {
+    await withKernel({}, { cwd: 'missing-dir' }, async (k) => {
+      const r = await k.runCode('1');
+      expect(r.fault).toMatchObject({ type: 'startup_failed', message: expect.stringMatching(/option `cwd`: "missing-dir" does not exist/) });
+      expect(r.results).toEqual([]);
+      await expectSandboxError(() => k.runCode('1'), SandboxError, /torn down \(option `cwd`: "missing-dir" does not exist/);
+    });
+    const sb = await new Sandbox(opts()).open();
+    try {
+      const e = await expectSandboxError(() => sb.kernel({ language: 'node', cwd: 'missing-dir' }), SandboxError,
+        /^kernel\(\{ language: "node" \}\) could not start: option `cwd`: "missing-dir" does not exist/);
+      expect(e.code).toBe('ERR_INVALID_OPTION');
+      expect(ourDrivers()).toEqual([]);
+    } finally {
+      await sb.close();
     }
   });
 

@@ -3,7 +3,8 @@
 // Started in the box as `node -e <this file>` with a UNIX stream socket on fd 3, its only channel
 // to the host (stdout and stderr belong to the user's code). It speaks the python driver's frames
 // (see driver.py): a 4-byte big-endian length, then that many bytes of UTF-8 JSON.
-//   host -> driver  {"type": "setup", "acorn": "<acorn.js source>", "typescript": bool}   first
+//   host -> driver  {"type": "setup", "acorn": "<acorn.js source>", "typescript": bool, "ack"?: true}   first
+//   driver -> host  {"type": "ready", "node": "v24.1.0", "strips": bool}   only if the setup asked (ack)
 //                   {"type": "cell", "id": N, "code": "...", "once": bool, "marker"?: "..."}
 //   driver -> host  {"type": "display", "data": {mime: value}}     display(), while the cell runs
 //                   {"type": "result", "data": {...}}              the last expression's value
@@ -227,7 +228,8 @@
     if (typeof strip === 'function') return null;
     return new Refusal(
       `TypeScript cells need Node.js >= 22.13 or >= 23.2 (module.stripTypeScriptTypes); this box's node is ${process.version}. ` +
-        'Use language "node", or an image with a newer Node.js.',
+        'Use language "node", or bring a newer Node.js into the box: an `image` with one, or a Node build bound in ' +
+        "with `mounts` and put first on the box's PATH with `env`.",
     );
   };
   const stripTypes = (code) => {
@@ -317,6 +319,11 @@
       load(m, m.exports);
       acorn = m.exports;
       typescript = obj.typescript === true;
+      // A kernel's host waits for this before kernel() resolves: it refuses there a Node that
+      // cannot run the kernel's cells (typescript on a Node without stripTypeScriptTypes).
+      if (obj.ack === true) {
+        send({ type: 'ready', node: process.version, strips: typeof nodeModule.stripTypeScriptTypes === 'function' });
+      }
       return;
     }
     if (obj.type !== 'cell' || typeof obj.id !== 'number' || typeof obj.code !== 'string') {

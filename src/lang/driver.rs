@@ -32,6 +32,15 @@ pub fn node_setup_frame(typescript: bool) -> Vec<u8> {
     frame(&serde_json::json!({"type": "setup", "acorn": ACORN, "typescript": typescript}))
 }
 
+/// A kernel's setup frame: the driver answers it with a `ready` frame naming its Node
+/// (`process.version`) and whether that Node strips types, so `kernel()` can refuse a Node that
+/// cannot run its cells before it resolves.
+pub fn node_greeting_frame(typescript: bool) -> Vec<u8> {
+    frame(
+        &serde_json::json!({"type": "setup", "acorn": ACORN, "typescript": typescript, "ack": true}),
+    )
+}
+
 /// The driver refuses frames above this; so do we.
 pub const MAX_FRAME: usize = 256 << 20;
 

@@ -225,6 +225,8 @@ pub(super) async fn open_kernel(
                 lang: plan.lang,
             };
             let mut k = start_driver(opened, kern, timeout_ms, max_output, d, &plan.place)?;
+            // A node kernel's Node is checked before kernel() resolves.
+            k.greet().await?;
             k.attach(active, quota);
             OpenKernel::driver(k)
         }

@@ -10,7 +10,7 @@ use super::lifecycle::{
     cell_signal, cell_stop, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
 };
 use crate::engine::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
-use crate::engine::status::Fault;
+use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use crate::lang::Language;
@@ -329,6 +329,150 @@ impl Kind for Driver {
             execution_count: (!self.single).then(|| u32::try_from(id).unwrap_or(u32::MAX)),
         };
         (result, dead)
+    }
+}
+
+impl Lifecycle<Driver> {
+    /// A node or typescript kernel's greeting, before kernel() resolves: the driver gets its
+    /// setup frame now and answers with its Node's version, so a Node that cannot run the
+    /// kernel's cells (too old to strip types, or none at all) is refused here, with what to do,
+    /// rather than at the first cell. On a refusal the box is ended and waited for. A python
+    /// kernel has no greeting.
+    pub(crate) async fn greet(&self) -> Result<()> {
+        let lang = self.kind.lang;
+        if !matches!(lang, Language::Node | Language::TypeScript) {
+            return Ok(());
+        }
+        // Node's start, not a cell: a short per-cell timeout must not refuse a slow start.
+        let wait = Duration::from_millis(self.timeout_ms).max(GREET_WITHIN);
+        let said = match self.live().await {
+            Some(mut live) => live.greet(lang, wait).await,
+            None => Err(Error::Closed(
+                "the kernel's box ended before it started".into(),
+            )),
+        };
+        if said.is_err() {
+            let _ = self.close().await;
+        }
+        said
+    }
+}
+
+impl Live {
+    /// Sends the greeting setup frame and reads the driver's `ready` answer, within `wait`.
+    async fn greet(&mut self, lang: Language, wait: Duration) -> Result<()> {
+        let typescript = lang == Language::TypeScript;
+        // Sent now, so not again before the first cell.
+        self.setup = None;
+        let hello = driver::node_greeting_frame(typescript);
+        let read = async {
+            if self.tx.write_all(&hello).await.is_err() {
+                return None;
+            }
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                match self.rx.read(&mut buf).await {
+                    Ok(n) if n > 0 => {
+                        let frames = self.reader.feed(&buf[..n], || 1 << 20);
+                        if let Some(f) = frames
+                            .into_iter()
+                            .find(|f| f.get("type").and_then(Value::as_str) == Some("ready"))
+                        {
+                            return Some(f);
+                        }
+                    }
+                    _ => return None,
+                }
+            }
+        };
+        let ready = match tokio::time::timeout(wait, read).await {
+            Ok(Some(f)) => f,
+            // The driver's end closed: the box ended, and says why (no node on its PATH, a
+            // `cwd` it could not enter).
+            Ok(None) => {
+                let fault = end_fault((&mut self.ended).await, "node process", "");
+                return Err(not_started(lang, &fault, &self.stderr_tail()));
+            }
+            Err(_) => {
+                return Err(Error::Runtime(format!(
+                    "kernel({{ language: \"{}\" }}): the box's node did not start within {:.0}s; the box was ended",
+                    lang_name(lang),
+                    wait.as_secs_f64()
+                )))
+            }
+        };
+        let version = ready
+            .get("node")
+            .and_then(Value::as_str)
+            .unwrap_or("(unknown)");
+        let strips = ready.get("strips").and_then(Value::as_bool) == Some(true);
+        if typescript && !strips {
+            return Err(Error::Invalid(format!(
+                "kernel({{ language: \"typescript\" }}) needs Node.js >= 22.13 (or >= 23.2) in the box, whose `module.stripTypeScriptTypes` strips the cells' types; this box's node is {version}. {}, or use language \"node\"",
+                bring_node(lang)
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Live {
+    /// The last lines the box wrote on stderr so far (a Node that died at its start says why
+    /// there), for an error.
+    fn stderr_tail(&mut self) -> String {
+        let mut err = Vec::new();
+        while let Ok(c) = self.chunks.try_recv() {
+            if c.stream == Stream::Stderr {
+                err.extend_from_slice(&c.data);
+            }
+        }
+        let text = String::from_utf8_lossy(&err);
+        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+        let tail = lines[lines.len().saturating_sub(3)..].join(" / ");
+        tail.chars().take(600).collect()
+    }
+}
+
+/// How long a node kernel's driver may take to answer its greeting, unless the kernel's
+/// per-cell timeout is longer.
+const GREET_WITHIN: Duration = Duration::from_secs(60);
+
+/// How to bring a Node fit for `lang` into a box, for the refusals that need one.
+fn bring_node(lang: Language) -> String {
+    let which = match lang {
+        Language::TypeScript => "whose node is >= 22.13",
+        _ => "with node",
+    };
+    format!("Bring a Node.js into the box: an `image` {which}, or a Node build on the host bound in with `mounts` (e.g. mounts: {{ \"/opt/node-v24/bin\": \"/opt/node/bin\" }}) and put first on the box's PATH with `env` (env: {{ PATH: \"/opt/node/bin:/usr/local/bin:/usr/bin:/bin\" }})")
+}
+
+fn lang_name(lang: Language) -> &'static str {
+    match lang {
+        Language::TypeScript => "typescript",
+        _ => "node",
+    }
+}
+
+/// The error of a node kernel whose box ended before its driver answered.
+fn not_started(lang: Language, fault: &Fault, stderr: &str) -> Error {
+    let said = if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(" (its stderr: {stderr})")
+    };
+    let head = format!(
+        "kernel({{ language: \"{}\" }}) could not start: {}{said}",
+        lang_name(lang),
+        fault.message
+    );
+    match fault.kind {
+        FaultKind::ExecFailed => Error::Invalid(format!(
+            "{head}. The box has no `node` to run the kernel's cells. {}",
+            bring_node(lang)
+        )),
+        // A `cwd` that does not exist, and the like: the caller's options.
+        FaultKind::StartupFailed => Error::Invalid(head),
+        _ => Error::Runtime(head),
     }
 }
 

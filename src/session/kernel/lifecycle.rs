@@ -121,7 +121,7 @@ pub(crate) struct Lifecycle<K: Kind> {
     /// Turning true ends the box (kern's lifeline closes).
     pub(crate) stop: watch::Sender<bool>,
     /// The per-cell timeout when a call names none.
-    timeout_ms: u64,
+    pub(crate) timeout_ms: u64,
     /// What a cell keeps of each stream.
     pub(crate) max_output: usize,
     /// A caller's kernel (not a pool slot) counts as a box writing to the workspace until it
@@ -164,6 +164,16 @@ impl<K: Kind> Lifecycle<K> {
     pub(crate) fn attach(&mut self, active: Active, quota: Option<(PathBuf, u64)>) {
         self.active = std::sync::Mutex::new(Some(active));
         self.quota = quota;
+    }
+
+    /// The live part, while no cell runs: for a kind's own step before the kernel is handed
+    /// out (a node kernel's greeting). None once the kernel is dead.
+    pub(crate) async fn live(&self) -> Option<tokio::sync::MappedMutexGuard<'_, K::Live>> {
+        tokio::sync::MutexGuard::try_map(self.state.lock().await, |s| match s {
+            State::Live(l) => Some(&mut **l),
+            State::Dead(_) => None,
+        })
+        .ok()
     }
 
     /// Whether the box still runs and no cell is running (for a pool choosing a slot).
