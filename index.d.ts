@@ -330,7 +330,18 @@ export interface IsolationReport {
   userns: boolean;
   /** The cgroup hierarchy that holds the box's caps, or null when no cgroup does. */
   cgroup: "v1" | "v2" | null;
+  /** ADDITION to the published surface: the same report for each route a call of this Sandbox
+   * can take, each measured in the box that route really gives: `fresh` (a `run()`), `zygote` (a
+   * python cell forked from the zygote, with `zygote`, while it lives), `prewarm` (a slot of the
+   * pool, with `prewarm`), `kernel` (a `kernel()`), `resident` (a call into the `persist` box,
+   * which replaces `fresh`, `zygote`, `prewarm` and `kernel`), `spawn` and `terminal`. The
+   * top-level fields stay the measurement of a fresh box of this posture. Absent inside a
+   * route's own report. */
+  routes?: Partial<Record<IsolationRoute, Omit<IsolationReport, "routes">>>;
 }
+
+/** ADDITION to the published surface: a way a call reaches a box (`IsolationReport.routes`). */
+export type IsolationRoute = "fresh" | "zygote" | "prewarm" | "kernel" | "resident" | "spawn" | "terminal";
 /** Thrown when a requested host mount is unsafe: a sensitive host source, or a target path that is
  * relative or escapes. */
 export class MountRefused extends SandboxError {}
@@ -959,7 +970,9 @@ export class Sandbox {
    * (a `run(["true"])` there: 19-20 ms); later calls 0.4 ms. With `requireIsolation` the
    * measurement is made at `open()` and costs the same there. Needs `/bin/sh` and `readlink` in the image
    * (else a SandboxError, `ERR_ISOLATION_UNAVAILABLE`). A `persist` Sandbox is measured on a
-   * fresh box of its posture. Those tools are the image's, so an image can make them print
+   * fresh box of its posture. (Added:) `routes` has the report of every route a call can take,
+   * each measured once in its own box (a spare, a zygote fork, a pool slot, a kernel, the
+   * resident box, a spawned process, a terminal) by the first `isolation()`. Those tools are the image's, so an image can make them print
    * anything: the report never claims more than kern was asked to apply (`network: true` is
    * `"host"`, and `seccomp` is `"untrusted"` only with `securityProfile: "untrusted"`, whatever
    * the probe prints); the probe can only lower it. kern gives every box its own user, mount

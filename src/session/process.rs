@@ -54,12 +54,14 @@ pub struct Process {
     signals: tokio::sync::mpsc::UnboundedSender<i32>,
     stop: watch::Sender<bool>,
     /// The connector's line into its box (a background process only).
-    connect: Option<Arc<Mutex<OwnedFd>>>,
+    connect: Option<Arc<Mutex<connector::Line>>>,
     /// Set by `kill()` before it ends the box, so the result says who did.
     killed: Arc<std::sync::atomic::AtomicBool>,
     /// Turns true when it has ended and `result` is set.
     ended: watch::Receiver<bool>,
     result: Arc<Mutex<Option<Result<ExecResult>>>>,
+    /// How kern applied its box's caps, once it has ended (`isolation()`).
+    applied: Arc<Mutex<Option<crate::engine::status::Applied>>>,
 }
 
 impl Process {
@@ -189,6 +191,8 @@ impl Process {
         let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let task_killed = killed.clone();
         let task_slot = result_slot.clone();
+        let applied: Arc<Mutex<Option<crate::engine::status::Applied>>> = Arc::default();
+        let task_applied = applied.clone();
         let max_output = cfg.max_output;
         let active = Active::enter(&opened.writers).await;
         let terminal_sink = sink.clone();
@@ -235,6 +239,9 @@ impl Process {
             };
             let result = match r {
                 Ok(mut o) => {
+                    if let Ok(mut a) = task_applied.lock() {
+                        a.clone_from(&o.report.applied);
+                    }
                     // The box is gone, so is the terminal's last holder: its reader ends now.
                     let read = tokio::time::timeout(Duration::from_secs(2), async {
                         term_rx
@@ -307,10 +314,11 @@ impl Process {
             master,
             signals,
             stop,
-            connect: connect_ours.map(|c| Arc::new(Mutex::new(c))),
+            connect: connect_ours.map(|c| Arc::new(Mutex::new(connector::Line::new(c)))),
             killed,
             ended,
             result: result_slot,
+            applied,
         })
     }
 
@@ -429,10 +437,10 @@ impl Process {
         }
         let line = line.clone();
         tokio::task::spawn_blocking(move || {
-            let line = line
+            let mut line = line
                 .lock()
                 .map_err(|_| Error::Runtime("connect lock poisoned".into()))?;
-            connector::dial(&line, port).map_err(|e| match e {
+            line.dial(port).map_err(|e| match e {
                 connector::DialError::Io(e) => Error::Runtime(format!("connect(): {e}")),
                 e => Error::Invalid(format!("connect(): {e}")),
             })
@@ -450,6 +458,11 @@ impl Process {
             .ok()
             .and_then(|mut r| r.take())
             .unwrap_or_else(|| crate::invalid!("wait(): the result was already taken"))
+    }
+
+    /// How kern applied its box's caps, once it has ended.
+    pub(super) fn applied(&self) -> Option<crate::engine::status::Applied> {
+        self.applied.lock().ok().and_then(|a| a.clone())
     }
 
     /// Whether it still runs.
