@@ -401,7 +401,9 @@ export interface SandboxOptions {
    * workspace is removed. */
   setup?: string;
   /** A host directory to use as the persistent workspace. When omitted, a temporary directory is
-   * created by `open()` and removed by `close()`. */
+   * created by `open()` and removed by `close()`; one whose process died before its `close()`
+   * (SIGKILL, a Ctrl-C) is removed by the next `open()` of the same user (its owner file, locked
+   * for the owner's life, says it is dead). A `workspace` you give is never removed. */
   workspace?: string;
   /** Upper bound, in bytes, on how large the workspace may grow across calls. Checked between calls
    * rather than enforced as a hard limit: the call that crosses it completes, and later calls
@@ -1227,7 +1229,9 @@ export class SandboxProcess extends SteeredProcess {
    * server's preview, say). Nothing listens on a host port and the box's network policy is
    * unchanged: the box's own connector dials its loopback and hands the socket over. A port
    * outside 1 to 65535 is a `SandboxError`; a port nobody accepts on rejects with a
-   * `SandboxError` naming it, as does a process that has ended. Measured here: 1.5 ms to the
+   * `SandboxError` naming it, as does a process that has ended. Each request is matched to its
+   * own answer: a connector that something in the box stopped or stalls rejects after 10 s
+   * saying so, and its late answer is discarded, never handed to a later `connect()`. Measured here: 1.5 ms to the
    * socket (a `net.connect` to a host port: 0.6 ms); an HTTP GET to `python3 -m http.server`
    * through it 2.8 ms, against 2.1 ms on the host. */
   connect(port: number): Promise<import("net").Socket>;

@@ -294,7 +294,7 @@ mod tests {
         let (l, s) = connected();
         let port = port_of(&l);
         let mut line = with_connector(move |c, id, _| send(c, &answer(id, 0), &[s.as_raw_fd()]));
-        let got = TcpStream::from(line.dial( port).expect("a good answer"));
+        let got = TcpStream::from(line.dial(port).expect("a good answer"));
         assert_eq!(
             got.peer_addr().expect("peer"),
             SocketAddr::from((Ipv4Addr::LOCALHOST, port))
@@ -304,7 +304,7 @@ mod tests {
     #[test]
     fn control_the_errno_comes_back_as_refused() {
         let mut line = with_connector(|c, id, _| send(c, &answer(id, libc::ECONNREFUSED), &[]));
-        match line.dial( 4242) {
+        match line.dial(4242) {
             Err(DialError::Refused { port: 4242, why }) => {
                 assert_eq!(why.raw_os_error(), Some(libc::ECONNREFUSED))
             }
@@ -316,7 +316,7 @@ mod tests {
     fn a_pipe_is_refused() {
         let (r, _w) = nix::unistd::pipe().expect("pipe");
         let mut line = with_connector(move |c, id, _| send(c, &answer(id, 0), &[r.as_raw_fd()]));
-        assert_bad(line.dial( 4242), 4242, "a pipe");
+        assert_bad(line.dial(4242), 4242, "a pipe");
     }
 
     #[test]
@@ -326,7 +326,7 @@ mod tests {
         let u = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
         u.connect((Ipv4Addr::LOCALHOST, port)).expect("connect");
         let mut line = with_connector(move |c, id, _| send(c, &answer(id, 0), &[u.as_raw_fd()]));
-        assert_bad(line.dial( port), port, "a UDP socket");
+        assert_bad(line.dial(port), port, "a UDP socket");
     }
 
     #[test]
@@ -334,7 +334,7 @@ mod tests {
         let (other, s) = connected();
         let asked = port_of(&other).wrapping_add(1).max(1);
         let mut line = with_connector(move |c, id, _| send(c, &answer(id, 0), &[s.as_raw_fd()]));
-        assert_bad(line.dial( asked), asked, "TCP to another port");
+        assert_bad(line.dial(asked), asked, "TCP to another port");
     }
 
     #[test]
@@ -342,43 +342,44 @@ mod tests {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
         let port = port_of(&l);
         let mut line = with_connector(move |c, id, _| send(c, &answer(id, 0), &[l.as_raw_fd()]));
-        assert_bad(line.dial( port), port, "a listener, connected to nothing");
+        assert_bad(line.dial(port), port, "a listener, connected to nothing");
     }
 
     #[test]
     fn a_unix_stream_socket_is_refused() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().expect("pair");
         let mut line = with_connector(move |c, id, _| send(c, &answer(id, 0), &[a.as_raw_fd()]));
-        assert_bad(line.dial( 4242), 4242, "a unix stream socket");
+        assert_bad(line.dial(4242), 4242, "a unix stream socket");
     }
 
     #[test]
     fn an_ok_without_a_socket_is_refused() {
         let mut line = with_connector(|c, id, _| send(c, &answer(id, 0), &[]));
-        assert_bad(line.dial( 4242), 4242, "'o' and no fd");
+        assert_bad(line.dial(4242), 4242, "'o' and no fd");
     }
 
     #[test]
     fn garbage_is_refused_with_or_without_a_socket() {
         let mut line = with_connector(|c, _, _| send(c, b"\xffgarbage", &[]));
-        assert_bad(line.dial( 4242), 4242, "garbage bytes");
+        assert_bad(line.dial(4242), 4242, "garbage bytes");
         let (l, s) = connected();
         let port = port_of(&l);
         let mut line = with_connector(move |c, _, _| send(c, b"zzzzz", &[s.as_raw_fd()]));
-        assert_bad(line.dial( port), port, "garbage with a good socket");
+        assert_bad(line.dial(port), port, "garbage with a good socket");
         let (l, s) = connected();
         let port = port_of(&l);
         let mut line = with_connector(move |c, _, _| send(c, b"o", &[s.as_raw_fd()]));
-        assert_bad(line.dial( port), port, "a short 'o' with a good socket");
+        assert_bad(line.dial(port), port, "a short 'o' with a good socket");
     }
 
     #[test]
     fn an_error_answer_carrying_a_socket_is_refused() {
         let (l, s) = connected();
         let port = port_of(&l);
-        let mut line =
-            with_connector(move |c, id, _| send(c, &answer(id, libc::ECONNREFUSED), &[s.as_raw_fd()]));
-        assert_bad(line.dial( port), port, "'e' with an fd");
+        let mut line = with_connector(move |c, id, _| {
+            send(c, &answer(id, libc::ECONNREFUSED), &[s.as_raw_fd()])
+        });
+        assert_bad(line.dial(port), port, "'e' with an fd");
     }
 
     /// A connected pair on the host's loopback, for an answer to carry: the listener (kept, so
@@ -401,7 +402,10 @@ mod tests {
         });
         line.next = 7;
         let got = TcpStream::from(line.dial(port).expect("this request's answer"));
-        assert_eq!(got.peer_addr().expect("peer"), l.local_addr().expect("addr"));
+        assert_eq!(
+            got.peer_addr().expect("peer"),
+            l.local_addr().expect("addr")
+        );
         assert_ne!(got.local_addr().expect("local"), stale_local);
     }
 
@@ -435,7 +439,8 @@ mod tests {
     #[test]
     fn an_answer_to_a_request_not_made_is_refused() {
         let (_l, s, port) = good_socket();
-        let mut line = with_connector(move |c, id, _| send(c, &answer(id + 1, 0), &[s.as_raw_fd()]));
+        let mut line =
+            with_connector(move |c, id, _| send(c, &answer(id + 1, 0), &[s.as_raw_fd()]));
         assert_bad(line.dial(port), port, "an id from the future");
     }
 

@@ -126,13 +126,17 @@ async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
     let outcome = opened.run_own(kern, &spec).await?;
     let report = outcome.report;
     if report.exit_code != 0 || report.fault.is_some() {
-        let why = report.fault.as_ref().map(|f| f.message.clone()).unwrap_or_else(|| {
-            format!(
-                "the probe exited with code {}: {}",
-                report.exit_code,
-                String::from_utf8_lossy(&outcome.stderr).trim()
-            )
-        });
+        let why = report
+            .fault
+            .as_ref()
+            .map(|f| f.message.clone())
+            .unwrap_or_else(|| {
+                format!(
+                    "the probe exited with code {}: {}",
+                    report.exit_code,
+                    String::from_utf8_lossy(&outcome.stderr).trim()
+                )
+            });
         return Err(unmeasured(why));
     }
     read(

@@ -129,8 +129,12 @@ fn held(
         dir(controller).and_then(|d| std::fs::read_to_string(d.join(file)).ok())
     };
     let capped = |v: Option<String>| {
-        v.map(|s| s.trim().to_string())
-            .is_some_and(|s| s != "max" && s != "-1" && !s.starts_with("max ") && s.parse::<u64>().map_or(true, |n| n < 1 << 62))
+        v.map(|s| s.trim().to_string()).is_some_and(|s| {
+            s != "max"
+                && s != "-1"
+                && !s.starts_with("max ")
+                && s.parse::<u64>().map_or(true, |n| n < 1 << 62)
+        })
     };
     let rlimited = |name: &str| {
         said.lines()
@@ -267,7 +271,12 @@ async fn process(opened: &Arc<Opened>, kern: &Path, terminal: bool) -> Result<Is
     let p = Process::start(opened.clone(), kern, req, terminal, sink).await?;
     let r = p.wait().await?;
     if r.exit_code != 0 || r.fault.is_some() {
-        return Err(failed(route, r.exit_code, r.fault.as_ref(), &r.stderr.code().to_string()));
+        return Err(failed(
+            route,
+            r.exit_code,
+            r.fault.as_ref(),
+            &r.stderr.code().to_string(),
+        ));
     }
     isolation::read(opened, &r.stdout, p.applied(), Vec::new())
 }

@@ -47,7 +47,9 @@ pub(crate) fn create(tmp: &Path) -> io::Result<(PathBuf, Owner)> {
             .map_err(|(_, e)| io::Error::from(e))?;
         let Some(id) = id_of(&path) else {
             let _ = std::fs::remove_file(&path);
-            return Err(io::Error::other("tempfile made an unexpected owner file name"));
+            return Err(io::Error::other(
+                "tempfile made an unexpected owner file name",
+            ));
         };
         let dir = tmp.join(format!("{DIR_PREFIX}{id}"));
         match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
