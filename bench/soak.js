@@ -40,6 +40,13 @@ const WORKERS = positiveInt(process.env.SOAK_WORKERS, 100, 'SOAK_WORKERS', die);
 const SECONDS = positiveInt(process.env.SOAK_SECONDS, 600, 'SOAK_SECONDS', die);
 const RSS_MB = positiveInt(process.env.SOAK_RSS_MB, 256, 'SOAK_RSS_MB', die);
 const SECRET = `soak-secret-${process.pid}-${Date.now()}`;
+/** The image with Debian's ipykernel, for the Jupyter cells (skipped without it). */
+const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+const HAS_SCI = fs.existsSync(path.join(SCI, '.kern-test-rootfs'));
+// A private temp dir for this run: what is left in it at the end is ours (temporary workspaces,
+// their owner files), whatever else runs on the host.
+const TMP = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-soak-tmp-'));
+process.env.TMPDIR = TMP;
 const START = '<!-- bench-soak:start -->';
 const END = '<!-- bench-soak:end -->';
 
@@ -75,14 +82,28 @@ function boxCgroups() {
 }
 
 function snapshotHost() {
+  // Collected first: what only a JS object's finaliser would close is not counted as held.
+  if (global.gc) global.gc();
   return {
     processes: descendants(),
-    fds: fs.readdirSync('/proc/self/fd').length,
+    fds: fdLinks().length,
     mounts: fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter(Boolean).length,
     cgroups: boxCgroups(),
-    tempDirs: fs.readdirSync(os.tmpdir()).filter((n) => n.startsWith('kern-ws-') || n.startsWith('.kern-ws-')).length,
+    tmpEntries: fs.readdirSync(TMP).filter((n) => !n.startsWith('kern-soak-')).length,
     rssMb: Math.round(rss() / 2 ** 20),
   };
+}
+
+function fdLinks() {
+  const out = [];
+  for (const f of fs.readdirSync('/proc/self/fd')) {
+    try {
+      out.push(fs.readlinkSync(`/proc/self/fd/${f}`).replace(/\[\d+\]$/, ''));
+    } catch {
+      // the listing's own descriptor, closed by now
+    }
+  }
+  return out.sort();
 }
 
 function rss() {
@@ -101,6 +122,7 @@ async function main() {
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-soak-'));
   await new Promise((r) => setTimeout(r, 500));
   const before = snapshotHost();
+  const fdsAtStart = fdLinks();
   const t0 = Date.now();
   const deadline = t0 + SECONDS * 1000;
   const times = { open: [], runCode: [], run: [], files: [], kernel: [], jupyter: [], spawn: [], terminal: [], snapshot: [], egress: [], close: [] };
@@ -151,13 +173,18 @@ async function main() {
             await k.close();
           }
         });
-        if (!persist && i % 4 === 0) await timed('jupyter', async () => {
-          const k = await sb.kernel({ jupyter: 'python3' });
+        if (HAS_SCI && !persist && i % 4 === 0) await timed('jupyter', async () => {
+          const js = await new Sandbox({ image: SCI }).open();
           try {
-            const c = await k.runCode('6 * 7');
-            check('jupyter', c.results.length === 1 && c.results[0].text === '42', c);
+            const k = await js.kernel({ jupyter: 'python3' });
+            try {
+              const c = await k.runCode('6 * 7');
+              check('jupyter', c.results.length === 1 && c.results[0].text === '42', c);
+            } finally {
+              await k.close();
+            }
           } finally {
-            await k.close();
+            await js.close();
           }
         });
         await timed('spawn', async () => {
@@ -216,6 +243,15 @@ async function main() {
   fs.rmSync(scratch, { recursive: true, force: true });
   await new Promise((r) => setTimeout(r, 2000));
   const after = snapshotHost();
+  const fdsBefore = [...fdsAtStart];
+  const fdsLeft = fdLinks().filter((l) => {
+    const i = fdsBefore.indexOf(l);
+    if (i < 0) return true;
+    fdsBefore.splice(i, 1);
+    return false;
+  });
+  const tmpLeft = fs.readdirSync(TMP).filter((n) => !n.startsWith('kern-soak-'));
+  fs.rmSync(TMP, { recursive: true, force: true });
   const leaks = Object.keys(before).filter((k) => (k === 'rssMb' ? after[k] - before[k] > RSS_MB : after[k] > before[k]));
   const row = (k) => {
     const t = times[k].sort((a, b) => a - b);
@@ -241,6 +277,8 @@ async function main() {
     ...Object.keys(before).map((k) => `| ${k} | ${before[k]} | ${after[k]} |`),
     '',
     leaks.length ? `Leaked: ${leaks.join(', ')}.` : 'Nothing leaked: every count is back where it started.',
+    ...(fdsLeft.length ? ['', `Descriptors left: ${fdsLeft.join(', ')}`] : []),
+    ...(tmpLeft.length ? ['', `Left in the temp dir: ${tmpLeft.slice(0, 10).join(', ')}`] : []),
     ...(failures.length ? ['', 'First failures:', '', ...failures.slice(0, 5).map((f) => `- ${f}`)] : []),
     '',
     END,
