@@ -275,7 +275,7 @@ async fn process(opened: &Arc<Opened>, kern: &Path, terminal: bool) -> Result<Is
             route,
             r.exit_code,
             r.fault.as_ref(),
-            &r.stderr.code().to_string(),
+            r.stderr.code(),
         ));
     }
     isolation::read(opened, &r.stdout, p.applied(), Vec::new())
