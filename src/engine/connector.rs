@@ -426,7 +426,13 @@ mod tests {
             let (id2, _) = request(&theirs);
             assert_eq!(id2, id + 1);
             send(&theirs, &answer(id2, 0), &[second.as_raw_fd()]);
-            let _ = request(&theirs);
+            // Held until the caller is done (its end closing is EOF here).
+            let mut rest = [0u8; REQUEST_LEN];
+            let _ = nix::sys::socket::recv(
+                theirs.as_raw_fd(),
+                &mut rest,
+                nix::sys::socket::MsgFlags::empty(),
+            );
         });
         let a = TcpStream::from(line.dial(port1).expect("the first"));
         assert_eq!(a.local_addr().expect("local"), first_local);
