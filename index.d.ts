@@ -330,7 +330,18 @@ export interface IsolationReport {
   userns: boolean;
   /** The cgroup hierarchy that holds the box's caps, or null when no cgroup does. */
   cgroup: "v1" | "v2" | null;
+  /** ADDITION to the published surface: the same report for each route a call of this Sandbox
+   * can take, each measured in the box that route really gives: `fresh` (a `run()`), `zygote` (a
+   * python cell forked from the zygote, with `zygote`, while it lives), `prewarm` (a slot of the
+   * pool, with `prewarm`), `kernel` (a `kernel()`), `resident` (a call into the `persist` box,
+   * which replaces `fresh`, `zygote`, `prewarm` and `kernel`), `spawn` and `terminal`. The
+   * top-level fields stay the measurement of a fresh box of this posture. Absent inside a
+   * route's own report. */
+  routes?: Partial<Record<IsolationRoute, Omit<IsolationReport, "routes">>>;
 }
+
+/** ADDITION to the published surface: a way a call reaches a box (`IsolationReport.routes`). */
+export type IsolationRoute = "fresh" | "zygote" | "prewarm" | "kernel" | "resident" | "spawn" | "terminal";
 /** Thrown when a requested host mount is unsafe: a sensitive host source, or a target path that is
  * relative or escapes. */
 export class MountRefused extends SandboxError {}
@@ -390,9 +401,11 @@ export interface SandboxOptions {
    * workspace is removed. */
   setup?: string;
   /** A host directory to use as the persistent workspace. When omitted, a temporary directory is
-   * created by `open()` and removed by `close()`. An absolute path; created if missing. A path
-   * that is a symlink (even to a directory), a file, a FIFO, a socket or a device is a
-   * `SandboxError` (`kern doctor --workspace` applies the same check). */
+   * created by `open()` and removed by `close()`; one whose process died before its `close()`
+   * (SIGKILL, a Ctrl-C) is removed by the next `open()` of the same user (its owner file, locked
+   * for the owner's life, says it is dead). A `workspace` you give is never removed. An absolute
+   * path; created if missing. A path that is a symlink (even to a directory), a file, a FIFO, a
+   * socket or a device is a `SandboxError` (`kern doctor --workspace` applies the same check). */
   workspace?: string;
   /** Upper bound, in bytes, on how large the workspace may grow across calls. Checked between calls
    * rather than enforced as a hard limit: the call that crosses it completes, and later calls
@@ -983,7 +996,9 @@ export class Sandbox {
    * (a `run(["true"])` there: 19-20 ms); later calls 0.4 ms. With `requireIsolation` the
    * measurement is made at `open()` and costs the same there. Needs `/bin/sh` and `readlink` in the image
    * (else a SandboxError, `ERR_ISOLATION_UNAVAILABLE`). A `persist` Sandbox is measured on a
-   * fresh box of its posture. Those tools are the image's, so an image can make them print
+   * fresh box of its posture. (Added:) `routes` has the report of every route a call can take,
+   * each measured once in its own box (a spare, a zygote fork, a pool slot, a kernel, the
+   * resident box, a spawned process, a terminal) by the first `isolation()`. Those tools are the image's, so an image can make them print
    * anything: the report never claims more than kern was asked to apply (`network: true` is
    * `"host"`, and `seccomp` is `"untrusted"` only with `securityProfile: "untrusted"`, whatever
    * the probe prints); the probe can only lower it. kern gives every box its own user, mount
@@ -1238,7 +1253,9 @@ export class SandboxProcess extends SteeredProcess {
    * server's preview, say). Nothing listens on a host port and the box's network policy is
    * unchanged: the box's own connector dials its loopback and hands the socket over. A port
    * outside 1 to 65535 is a `SandboxError`; a port nobody accepts on rejects with a
-   * `SandboxError` naming it, as does a process that has ended. Measured here: 1.5 ms to the
+   * `SandboxError` naming it, as does a process that has ended. Each request is matched to its
+   * own answer: a connector that something in the box stopped or stalls rejects after 10 s
+   * saying so, and its late answer is discarded, never handed to a later `connect()`. Measured here: 1.5 ms to the
    * socket (a `net.connect` to a host port: 0.6 ms); an HTTP GET to `python3 -m http.server`
    * through it 2.8 ms, against 2.1 ms on the host. */
   connect(port: number): Promise<import("net").Socket>;

@@ -63,7 +63,7 @@ describe('isolation(): measured, and what an ordinary box of the Sandbox sees ag
   test('the default posture: own namespaces, no host network, kern\'s standard filter, caps as this host allows', async () => {
     const sb = await new Sandbox(opts({ memoryMb: MEMORY_MB })).open();
     try {
-      const report = await sb.isolation();
+      const { routes, ...report } = await sb.isolation();
       const inside = await lookInside(sb);
       const caps = expectedCaps(inside);
       expect(inside.ownNs).toEqual({ mnt: true, pid: true, net: true, user: true });
@@ -80,7 +80,7 @@ describe('isolation(): measured, and what an ordinary box of the Sandbox sees ag
       // The rlimit fallback is the one the box runs under; a cgroup cap leaves RLIMIT_DATA alone.
       expect(inside.dataRlimit).toBe(caps.memory === 'rlimit' ? MEMORY_MB * 1024 * 1024 : null);
       // Measured once: the second call is the same answer.
-      expect(await sb.isolation()).toEqual(report);
+      expect(await sb.isolation()).toEqual({ ...report, routes });
     } finally {
       await sb.close();
     }
@@ -132,11 +132,50 @@ describe('isolation(): measured, and what an ordinary box of the Sandbox sees ag
     const resident = new Sandbox(opts({ persist: true, name: uniqueName('isoreport'), workspace: ws, requireIsolation: ['process'] }));
     try {
       await resident.open();
-      expect(await resident.isolation()).toEqual(await plain.isolation());
+      const { routes: residentRoutes, ...top } = await resident.isolation();
+      const { routes: plainRoutes, ...plainTop } = await plain.isolation();
+      expect(top).toEqual(plainTop);
+      // Its calls take the resident box; its processes fresh boxes: each measured there, and
+      // under the same caps as a fresh box (the resident box's, read back from the host).
+      expect(Object.keys(residentRoutes).sort()).toEqual(['resident', 'spawn', 'terminal']);
+      for (const r of ['resident', 'spawn', 'terminal']) expect({ r, report: residentRoutes[r] }).toEqual({ r, report: plainRoutes.fresh });
+      expect(plainRoutes.fresh).toEqual(plainTop);
     } finally {
       await resident.destroy();
       await resident.close();
       await plain.close();
+    }
+  });
+
+  test('routes: each route a call can take is measured in its own box (zygote fork, prewarm slot, kernel, spawn, terminal)', async () => {
+    const sb = await new Sandbox(opts({ memoryMb: MEMORY_MB, zygote: true, prewarm: 1 })).open();
+    try {
+      const { routes, ...top } = await sb.isolation();
+      expect(Object.keys(routes).sort()).toEqual(['fresh', 'kernel', 'prewarm', 'spawn', 'terminal', 'zygote']);
+      const inside = await lookInside(sb);
+      const caps = expectedCaps(inside);
+      const expected = {
+        filesystem: true,
+        network: 'none',
+        process: true,
+        limits: { memory: caps.memory, pids: caps.pids, cpu: 'none' },
+        seccomp: 'standard',
+        userns: true,
+        cgroup: caps.cgroup,
+      };
+      for (const [route, report] of Object.entries(routes)) expect({ route, report }).toEqual({ route, report: expected });
+      expect(top).toEqual(expected);
+      // A python cell (a prewarmed slot or a zygote fork) sees the same of itself.
+      const cell = await sb.runCode([
+        'import os',
+        'print(" ".join(str(os.readlink("/proc/self/ns/" + n) != h) for n, h in zip(("mnt", "pid", "net", "user"), HOST)))',
+        'print([l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp_filters")][0])',
+      ].join('\n').replace('HOST', JSON.stringify(['mnt', 'pid', 'net', 'user'].map((n) => fs.readlinkSync(`/proc/self/ns/${n}`)))));
+      expect(cell.stdout).toBe('True True True True\n1\n');
+      // The pool was topped up after the probe took a slot, and the zygote still serves.
+      expect(cell.exitCode).toBe(0);
+    } finally {
+      await sb.close();
     }
   });
 

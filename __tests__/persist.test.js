@@ -156,6 +156,53 @@ test('state in /tmp survives across calls; the first call says what a resident b
   await sb.destroy();
 });
 
+/** The processes on the host holding the pipe or socket `link` (`pipe:[N]`, `socket:[N]`). */
+function holdersOf(link) {
+  const out = [];
+  for (const p of fs.readdirSync('/proc').filter((n) => /^\d+$/.test(n))) {
+    let fds = [];
+    try {
+      fds = fs.readdirSync(`/proc/${p}/fd`);
+    } catch {
+      continue; // gone, or not ours to read
+    }
+    for (const f of fds) {
+      try {
+        if (fs.readlinkSync(`/proc/${p}/fd/${f}`) === link) {
+          out.push(Number(p));
+          break;
+        }
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return out.sort((a, b) => a - b);
+}
+
+// open() of a new resident box waits for its kern's output to end; a PID 1 that kept any of that
+// kern's pipes (or any other channel of its opener) made it wait out the drain grace every time.
+(isRoot ? test : test.skip)('the resident box\'s PID 1 holds no pipe or socket of its opener: only its own with its monitor', async () => {
+  const name = boxName();
+  const sb = await open(persistOpts(name, makeTempDir(), { setup: 'echo set up; echo warned >&2' }));
+  try {
+    const state = readState(name);
+    const pid1 = state.pid1.pid;
+    const monitor = state.monitor.pid;
+    const links = fs.readdirSync(`/proc/${pid1}/fd`).map((f) => fs.readlinkSync(`/proc/${pid1}/fd/${f}`));
+    const channels = links.filter((l) => /^(pipe|socket):/.test(l));
+    // Each it holds is shared with nobody but its monitor (never with this process, a kern that
+    // has exited, or anything else).
+    for (const l of channels) expect({ l, holders: holdersOf(l).filter((p) => p !== pid1 && p !== monitor) }).toEqual({ l, holders: [] });
+    // Its standard streams are /dev/null, not a pipe of the kern that started it.
+    for (const fd of [0, 1, 2]) expect(fs.readlinkSync(`/proc/${pid1}/fd/${fd}`)).toMatch(/^\/(dev\/)?null$/);
+    // And a call still gets its own output.
+    expect((await sb.run(['echo', 'hi'])).stdout).toBe('hi\n');
+  } finally {
+    await sb.destroy();
+  }
+});
+
 test('two Sandbox objects and a second Node process meet the same box', async () => {
   const name = boxName();
   const ws = makeTempDir();

@@ -332,6 +332,59 @@ describe('spawn()', () => {
   });
 });
 
+describe('an ended process lets go of what it held', () => {
+  /** This process's open descriptors, as what they are (`pipe:`, `socket:`, `/dev/ptmx`...). */
+  const fdLinks = () => require('fs').readdirSync('/proc/self/fd').map((f) => {
+    try {
+      return require('fs').readlinkSync(`/proc/self/fd/${f}`).replace(/\[\d+\]$/, '');
+    } catch {
+      return 'gone';
+    }
+  }).filter((l) => l !== 'gone').sort();
+
+  test('its stdin pipe, connector line and terminal master are closed once wait() has its result, while the objects are still held', async () => {
+    const own = await new Sandbox(opts()).open();
+    try {
+      await own.run(['true']); // the session's own descriptors (spares, runtime) made first
+      const before = fdLinks();
+      const held = [];
+      for (let i = 0; i < 3; i += 1) {
+        const p = await own.spawn(['true']);
+        const t = await own.terminal({ argv: ['true'] });
+        expect((await p.wait()).exitCode).toBe(0);
+        expect((await t.wait()).exitCode).toBe(0);
+        held.push(p, t); // not collected: only their end may close what they held
+      }
+      const ptmx = (l) => l.filter((x) => x.endsWith('ptmx')).length;
+      await waitFor(() => fdLinks().length <= before.length && ptmx(fdLinks()) <= ptmx(before), 5000);
+      expect({ ptmx: ptmx(fdLinks()), n: fdLinks().length <= before.length }).toEqual({ ptmx: ptmx(before), n: true });
+      // What it still answers after its end.
+      const [p, t] = held;
+      await expect(p.connect(80)).rejects.toThrow(/connector is gone/);
+      await expect(p.write('x')).rejects.toThrow(SandboxError);
+      await expect(t.write('x')).rejects.toThrow(/the terminal has ended/);
+      await t.resize(100, 30);
+    } finally {
+      await own.close();
+    }
+  });
+
+  test('snapshot() right after wait() finds no process still writing', async () => {
+    const own = await new Sandbox(opts()).open();
+    const dir = makeTempDir('kern-snap-');
+    try {
+      for (let i = 0; i < 20; i += 1) {
+        const p = await own.spawn(['sh', '-c', `echo ${i} > f${i}`]);
+        expect((await p.wait()).exitCode).toBe(0);
+        own.snapshot(`${dir}/s.tgz`);
+      }
+    } finally {
+      await own.close();
+      require('fs').rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('the owner goes, the boxes go', () => {
   test('a host process killed with its background process and terminal running takes their boxes with it', async () => {
     const marker = uniqueName('ownerdies');

@@ -200,3 +200,82 @@ describe('pycCache', () => {
     }
   });
 });
+
+describe('temporary workspaces of a process that died', () => {
+  const REPO = path.resolve(__dirname, '..');
+  // A Node process with a Sandbox on a temporary workspace holding `token`; it says `ready` and
+  // lives until its stdin ends (then closes the Sandbox and exits).
+  const owner = (token) => `
+    const { Sandbox } = require(${JSON.stringify(REPO)});
+    (async () => {
+      const sb = await new Sandbox(${JSON.stringify(opts())}).open();
+      await sb.writeFile(${JSON.stringify(token)}, 'the user\\'s data');
+      const r = await sb.run(['cat', ${JSON.stringify(token)}]);
+      if (r.stdout !== 'the user\\'s data') throw new Error('the box did not see the file: ' + JSON.stringify(r));
+      console.log('ready');
+      process.stdin.on('data', () => {});
+      process.stdin.on('end', async () => { await sb.close(); process.exit(0); });
+    })().catch((e) => { console.error(e && e.stack || e); process.exit(1); });
+  `;
+
+  function start(script, env) {
+    const child = require('child_process').spawn(process.execPath, ['-e', script], { stdio: ['pipe', 'pipe', 'pipe'], env });
+    let out = '';
+    let err = '';
+    child.stderr.on('data', (d) => (err += d));
+    const ready = new Promise((resolve, reject) => {
+      child.stdout.on('data', (d) => {
+        out += d;
+        if (out.includes('ready')) resolve();
+      });
+      child.on('exit', (code) => reject(new Error(`the child exited (${code}) before it was ready: ${err}`)));
+    });
+    const exited = new Promise((resolve) => child.on('exit', (code, sig) => resolve({ code, sig })));
+    return { child, ready, exited, err: () => err };
+  }
+
+  /** The temporary workspaces in `dir` and the one holding `token`. */
+  const workspaces = (dir) => fs.readdirSync(dir).filter((n) => n.startsWith('kern-ws-')).sort();
+  const holding = (dir, token) => workspaces(dir).find((n) => fs.existsSync(path.join(dir, n, token)));
+
+  test('a SIGKILLed owner\'s workspace (with the user\'s file) is removed at the next open() elsewhere; a live owner\'s is left alone', async () => {
+    // A private temp dir (TMPDIR): what other runs on this host make is out of sight.
+    const tmp = temp('kern-tmpdir-');
+    const env = { ...realEnv, TMPDIR: tmp };
+    const dead = start(owner('dead-token'), env);
+    const live = start(owner('live-token'), env);
+    try {
+      await dead.ready;
+      await live.ready;
+      const deadWs = holding(tmp, 'dead-token');
+      const liveWs = holding(tmp, 'live-token');
+      expect(deadWs).toBeTruthy();
+      expect(liveWs).toBeTruthy();
+      expect(workspaces(tmp)).toEqual([deadWs, liveWs].sort());
+      dead.child.kill('SIGKILL');
+      expect(await dead.exited).toEqual({ code: null, sig: 'SIGKILL' });
+      // Killed: nothing of it ran, so its workspace and the user's file are still there.
+      expect(fs.readFileSync(path.join(tmp, deadWs, 'dead-token'), 'utf8')).toBe('the user\'s data');
+      // A directory named like one, with no owner record, and one that is a user's symlink.
+      fs.mkdirSync(path.join(tmp, 'kern-ws-notours'));
+      fs.symlinkSync(path.join(tmp, liveWs), path.join(tmp, 'kern-ws-linkto'));
+
+      // Another process opens a Sandbox: the dead owner's workspace goes, nothing else.
+      const next = start(owner('next-token'), env);
+      await next.ready;
+      const nextWs = holding(tmp, 'next-token');
+      expect(fs.existsSync(path.join(tmp, deadWs))).toBe(false);
+      expect(fs.readdirSync(tmp).filter((n) => n.includes(deadWs.slice('kern-ws-'.length)))).toEqual([]);
+      expect(fs.readFileSync(path.join(tmp, liveWs, 'live-token'), 'utf8')).toBe('the user\'s data');
+      expect(workspaces(tmp)).toEqual([liveWs, nextWs, 'kern-ws-linkto', 'kern-ws-notours'].sort());
+      next.child.stdin.end();
+      expect(await next.exited).toEqual({ code: 0, sig: null });
+      live.child.stdin.end();
+      expect(await live.exited).toEqual({ code: 0, sig: null });
+      // Their close() removed their own (and their owner records).
+      expect(fs.readdirSync(tmp).sort()).toEqual(['kern-ws-linkto', 'kern-ws-notours']);
+    } finally {
+      for (const c of [dead, live]) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+    }
+  }, 120000);
+});

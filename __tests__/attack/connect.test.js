@@ -290,3 +290,148 @@ describe('a spawned server and connect()', () => {
     assertHostUntouched('after the process');
   });
 });
+
+// The box's process stalls its own connector (SIGSTOP: the same account in the box may signal
+// it) while the host waits for an answer, then lets it go on. Its late answer must never be taken
+// for a later request's: each connect() gets the socket it asked for, shown by the data the box's
+// two servers (one per port, each with a token only it knows) send through it.
+const STALLER = PY_PRELUDE + String.raw`
+import select, signal, threading, time, uuid
+ports = [int(sys.argv[1]), int(sys.argv[2])]
+def say(**kw): print(json.dumps(kw), flush=True)
+conn = [p for p in (int(x) for x in os.listdir("/proc") if x.isdigit())
+        if p not in (1, os.getpid()) and open(f"/proc/{p}/comm").read().strip() == "kern"]
+servers = {}
+for p in ports:
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", p)); s.listen(16)
+    servers[s] = {"port": p, "token": uuid.uuid4().hex, "n": 0}
+def serve(a, info, n):
+    a.settimeout(10)
+    try:
+        a.sendall((json.dumps({"port": info["port"], "token": info["token"], "n": n}) + "\n").encode())
+        got = a.makefile("rb").readline().decode().strip()
+        a.sendall((json.dumps({"echo": got}) + "\n").encode())
+    except OSError:
+        pass
+    a.close()
+say(step="ready", connector=conn, tokens={str(i["port"]): i["token"] for i in servers.values()})
+while True:
+    r, _, _ = select.select(list(servers) + [0], [], [])
+    if 0 in r:
+        line = os.read(0, 100).decode()
+        for cmd in line.split():
+            if cmd == "quit": sys.exit(0)
+            if cmd == "stop": say(step="stop", r=[try_(lambda: os.kill(p, signal.SIGSTOP)) for p in conn])
+            if cmd == "cont": say(step="cont", r=[try_(lambda: os.kill(p, signal.SIGCONT)) for p in conn])
+            if cmd == "cont-later":
+                threading.Timer(1.0, lambda: [os.kill(p, signal.SIGCONT) for p in conn]).start()
+                say(step="cont-later")
+        if not line: sys.exit(0)
+        continue
+    for s in r:
+        a, _ = s.accept(); info = servers[s]; info["n"] += 1
+        threading.Thread(target=serve, args=(a, info, info["n"]), daemon=True).start()
+        say(step="accepted", port=info["port"], n=info["n"])
+`;
+
+describe('a box that stalls its connector', () => {
+  let ssb;
+  let sp;
+  let out = '';
+  const said = [];
+  const portA = 41001;
+  const portB = 41002;
+  let tokens;
+
+  const saidStep = async (name, from = 0) => {
+    const m = await waitFor(() => said.slice(from).find((x) => x.step === name), 30000);
+    if (!m) throw new Error(`the box never said ${name}: ${out.slice(-2000)}`);
+    return m;
+  };
+
+  /** connect(port), then the server's greeting and its echo of our line: what came through. */
+  async function talk(p, payload) {
+    const s = await sp.connect(p);
+    const lines = await new Promise((resolve, reject) => {
+      let buf = '';
+      s.on('data', (d) => {
+        buf += d;
+        if (buf.split('\n').length === 2) s.write(`${payload}\n`);
+        if (buf.split('\n').length >= 3) resolve(buf.trim().split('\n').map((l) => JSON.parse(l)));
+      });
+      s.on('error', reject);
+      s.on('end', () => resolve(buf.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l))));
+    });
+    s.destroy();
+    return lines;
+  }
+
+  beforeAll(async () => {
+    ssb = await new Sandbox(opts()).open();
+    sp = await ssb.spawn(['python3', '-c', STALLER, String(portA), String(portB)], {
+      onStdout: (c) => {
+        out += c.toString();
+        said.length = 0;
+        for (const l of out.split('\n').slice(0, -1)) said.push(JSON.parse(l));
+      },
+    });
+    ({ tokens } = await saidStep('ready'));
+  }, 60000);
+
+  afterAll(async () => {
+    if (ssb) await ssb.close();
+  });
+
+  test('control: each connect() gets its own server\'s greeting and echo', async () => {
+    const r = await saidStep('ready');
+    expect(r.connector).toHaveLength(1);
+    expect(await talk(portA, 'a0')).toEqual([{ port: portA, token: tokens[portA], n: 1 }, { echo: 'a0' }]);
+    expect(await talk(portB, 'b0')).toEqual([{ port: portB, token: tokens[portB], n: 1 }, { echo: 'b0' }]);
+    suite.guard.assertUntouched();
+  });
+
+  test('a stalled connector: connect() times out saying so; the late answer is never taken for a later request', async () => {
+    const mark = said.length;
+    await sp.write('stop\n');
+    expect((await saidStep('stop', mark)).r).toEqual(['ok']);
+    const stalled = await sp.connect(portA).then(() => null, (e) => e);
+    expect(stalled).toBeInstanceOf(SandboxError);
+    await sp.write('cont\n');
+    await saidStep('cont', mark);
+    // The connector now answers the request given up on (server A accepts it). The next
+    // requests get their own answers: B's server for B, A's for A, whatever order they come in.
+    expect(await talk(portB, 'b1')).toEqual([{ port: portB, token: tokens[portB], n: 2 }, { echo: 'b1' }]);
+    const a = await talk(portA, 'a1');
+    expect(a[0]).toMatchObject({ port: portA, token: tokens[portA] });
+    expect(a[1]).toEqual({ echo: 'a1' });
+    // Server A saw the late dial (n 2) before this one (n 3): the host took the newer socket.
+    expect(a[0].n).toBe(3);
+    for (let i = 0; i < 3; i += 1) {
+      expect(await talk(portB, `b-again-${i}`)).toEqual([{ port: portB, token: tokens[portB], n: 3 + i }, { echo: `b-again-${i}` }]);
+    }
+    // The timeout said what happened, and for which request.
+    expect(stalled.message).toMatch(
+      new RegExp(`did not answer the request for 127\\.0\\.0\\.1:${portA} within \\d+ s: something in the box stopped or stalled it`),
+    );
+    suite.guard.assertUntouched();
+  }, 60000);
+
+  test('a connector delayed within the deadline: the waiting connect() gets its own answer', async () => {
+    const mark = said.length;
+    await sp.write('stop\n');
+    await saidStep('stop', mark);
+    const pending = talk(portA, 'late');
+    await sp.write('cont-later\n');
+    await saidStep('cont-later', mark);
+    const r = await pending;
+    expect(r[0]).toMatchObject({ port: portA, token: tokens[portA], n: 4 });
+    expect(r[1]).toEqual({ echo: 'late' });
+    expect(await talk(portB, 'b-after')).toEqual([{ port: portB, token: tokens[portB], n: 6 }, { echo: 'b-after' }]);
+    expect(sp.running).toBe(true);
+    await sp.write('quit\n');
+    const res = await sp.wait();
+    expect({ exitCode: res.exitCode, fault: res.fault }).toEqual({ exitCode: 0, fault: null });
+    suite.guard.assertUntouched();
+  }, 60000);
+});

@@ -60,6 +60,11 @@ test('an image whose /bin/sh lies cannot make the report claim an own network or
     const report = await sb.isolation();
     expect(report.network).toBe('host');
     expect(report.seccomp).toBe('standard');
+    // Nor the report of any route a call can take (each probed in its own box).
+    expect(Object.keys(report.routes)).toEqual(expect.arrayContaining(['fresh', 'spawn', 'terminal']));
+    for (const [route, r] of Object.entries(report.routes)) {
+      expect({ route, network: r.network, seccomp: r.seccomp }).toEqual({ route, network: 'host', seccomp: 'standard' });
+    }
   } finally {
     await sb.close();
   }

@@ -252,7 +252,7 @@ pub(super) async fn exec(
 /// Writes the cell to the driver and reads its frames as they come, until EOF: the results are
 /// taken (within their bounds) as they arrive, so nothing beyond what they keep is held; says
 /// whether the stream stopped inside a frame.
-fn driver_io_on(
+pub(super) fn driver_io_on(
     sock: tokio::net::UnixStream,
     setup: Option<Vec<u8>>,
     code: &str,

@@ -22,10 +22,11 @@ use std::path::Path;
 pub const CONTROLS: &[&str] = &["filesystem", "network", "process", "limits", "seccomp"];
 
 /// What the probe box prints: only `sh` builtins and `readlink`, from `/proc/self`.
-const PROBE: &str =
+pub(super) const PROBE: &str =
     "for n in user mnt pid net; do echo \"ns $n $(readlink /proc/self/ns/$n)\"; done; \
 while read -r k v; do case $k in Seccomp:) echo \"seccomp $v\";; Seccomp_filters:) echo \"filters $v\";; esac; done < /proc/self/status; \
-while read -r a b c; do echo \"uidmap $a $b $c\"; done < /proc/self/uid_map";
+while read -r a b c; do echo \"uidmap $a $b $c\"; done < /proc/self/uid_map; \
+while read -r a b c d e; do case \"$a $b $c\" in 'Max data size') echo \"rlimit data $d\";; 'Max processes '*) echo \"rlimit nproc $c\";; esac; done < /proc/self/limits";
 
 /// The measured posture (`sb.isolation()`).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -48,6 +49,10 @@ pub struct Isolation {
     /// kern's notes of the probe (why a cap fell back), for `requireIsolation`'s message.
     #[serde(skip)]
     notes: Vec<String>,
+    /// ADDITION: the same, measured in the box each route a call of this session can take
+    /// really runs in (`isolation_routes`), by route name; none inside a route's own report.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routes: Option<std::collections::BTreeMap<&'static str, Isolation>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -119,27 +124,44 @@ async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
         super::network::host(&mut spec, opened.ca.as_deref());
     }
     let outcome = opened.run_own(kern, &spec).await?;
-    let out = String::from_utf8_lossy(&outcome.stdout);
-    let unmeasured = |why: String| {
-        Error::IsolationUnavailable(format!(
-            "cannot measure the isolation of this Sandbox's boxes: {why}. The probe box runs /bin/sh and readlink from the image; an image without them can't be measured"
-        ))
-    };
-    if outcome.report.exit_code != 0 || outcome.report.fault.is_some() {
-        let why = outcome
-            .report
+    let report = outcome.report;
+    if report.exit_code != 0 || report.fault.is_some() {
+        let why = report
             .fault
             .as_ref()
             .map(|f| f.message.clone())
             .unwrap_or_else(|| {
                 format!(
                     "the probe exited with code {}: {}",
-                    outcome.report.exit_code,
+                    report.exit_code,
                     String::from_utf8_lossy(&outcome.stderr).trim()
                 )
             });
         return Err(unmeasured(why));
     }
+    read(
+        opened,
+        &String::from_utf8_lossy(&outcome.stdout),
+        report.applied,
+        report.notes,
+    )
+}
+
+/// Why a box's posture could not be measured.
+pub(super) fn unmeasured(why: String) -> Error {
+    Error::IsolationUnavailable(format!(
+        "cannot measure the isolation of this Sandbox's boxes: {why}. The probe box runs /bin/sh and readlink from the image; an image without them can't be measured"
+    ))
+}
+
+/// The report from what a probe printed in its box (`PROBE`'s lines, or `PROBE_PY`'s) and
+/// how kern applied that box's caps (`None`: its report did not say, read as not in force).
+pub(super) fn read(
+    opened: &Opened,
+    out: &str,
+    applied: Option<crate::engine::status::Applied>,
+    notes: Vec<String>,
+) -> Result<Isolation> {
     let mut ns = HashMap::new();
     let mut seccomp = None;
     let mut filters = None;
@@ -166,7 +188,7 @@ async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
             .map_err(|e| unmeasured(format!("read /proc/self/ns/{name} on the host: {e}")))?;
         Ok(host.to_string_lossy() != inside.as_str())
     };
-    let applied = outcome.report.applied.clone().unwrap_or_default();
+    let applied = applied.unwrap_or_default();
     let full_map = uid_map.iter().any(|m| m == "0 0 4294967295");
     Ok(Isolation {
         filesystem: own("mnt")?,
@@ -194,7 +216,8 @@ async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
         },
         userns: own("user")? && !full_map,
         cgroup: applied.cgroup,
-        notes: outcome.report.notes,
+        notes,
+        routes: None,
     })
 }
 

@@ -21,6 +21,7 @@ mod deps;
 pub mod host_binds;
 mod host_files;
 pub mod isolation;
+mod isolation_routes;
 pub mod kernel;
 mod longbox;
 pub mod network;
@@ -167,9 +168,16 @@ impl Sandbox {
 
     /// ADDITION: `isolation()`: the posture a box of this session gets, measured once by a
     /// probe box (at open() with `requireIsolation`, else at the first call here).
+    /// With `routes`: each route a call can take, measured in its own box (once too).
     pub async fn isolation(&self) -> Result<isolation::Isolation> {
         let opened = self.opened().await?;
-        isolation::measure(&opened, &self.kern).await
+        let mut m = isolation::measure(&opened, &self.kern).await?;
+        let routes = opened
+            .isolation_routes
+            .get_or_try_init(|| isolation_routes::measure(&opened, &self.kern))
+            .await?;
+        m.routes = Some(routes.clone());
+        Ok(m)
     }
 
     /// ADDITION: `readFile` of a range, under the same path rules.

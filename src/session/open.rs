@@ -106,6 +106,7 @@ pub(super) async fn open(
         secrets,
         resident: std::sync::OnceLock::new(),
         isolation: tokio::sync::OnceCell::new(),
+        isolation_routes: tokio::sync::OnceCell::new(),
         zygote: std::sync::OnceLock::new(),
     });
     match start(&opened, kern, sink, required).await {

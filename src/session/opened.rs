@@ -55,6 +55,10 @@ pub(super) struct Opened {
     pub(super) resident: std::sync::OnceLock<persist::Attached>,
     /// ADDITION: the measured posture (`isolation()`), once measured.
     pub(super) isolation: tokio::sync::OnceCell<super::isolation::Isolation>,
+    /// ADDITION: the same per route a call can take (`isolation_routes`), once measured.
+    pub(super) isolation_routes: tokio::sync::OnceCell<
+        std::collections::BTreeMap<&'static str, super::isolation::Isolation>,
+    >,
     /// ADDITION (issue 21): the zygote that forks python cells (`zygote`), once started.
     pub(super) zygote: std::sync::OnceLock<super::zygote::Zygote>,
 }

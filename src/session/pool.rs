@@ -43,7 +43,7 @@ pub(super) fn fill(opened: &Arc<Opened>, kern: &Path) {
 
 /// Starts a slot: a driver kernel that will run one cell under the session's timeout and
 /// output cap.
-fn start(opened: Arc<Opened>, kern: &Path) -> Result<Slot> {
+pub(super) fn start(opened: Arc<Opened>, kern: &Path) -> Result<Slot> {
     let (timeout_ms, max_output) = (opened.config.timeout_ms, opened.config.max_output);
     let d = super::kernel::driver::Driver {
         single: true,

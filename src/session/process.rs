@@ -47,18 +47,24 @@ pub struct Process {
     /// Its pid in its box.
     pub pid: i32,
     /// Where `write()` goes: the stdin pipe, or the terminal's master. None once `end()`ed.
-    input: tokio::sync::Mutex<Option<tokio::net::unix::pipe::Sender>>,
+    /// (This, the master and the connector's line are let go as soon as it has ended, not when
+    /// the caller's object is collected.)
+    input: Arc<tokio::sync::Mutex<Option<tokio::net::unix::pipe::Sender>>>,
     /// The terminal's master (for `resize`), with a terminal.
-    master: Option<Arc<OwnedFd>>,
+    master: Arc<Mutex<Option<Arc<OwnedFd>>>>,
+    /// A terminal (not a background process on pipes).
+    terminal: bool,
     signals: tokio::sync::mpsc::UnboundedSender<i32>,
     stop: watch::Sender<bool>,
     /// The connector's line into its box (a background process only).
-    connect: Option<Arc<Mutex<OwnedFd>>>,
+    connect: Option<Arc<Mutex<Option<connector::Line>>>>,
     /// Set by `kill()` before it ends the box, so the result says who did.
     killed: Arc<std::sync::atomic::AtomicBool>,
     /// Turns true when it has ended and `result` is set.
     ended: watch::Receiver<bool>,
     result: Arc<Mutex<Option<Result<ExecResult>>>>,
+    /// How kern applied its box's caps, once it has ended (`isolation()`).
+    applied: Arc<Mutex<Option<crate::engine::status::Applied>>>,
 }
 
 impl Process {
@@ -188,6 +194,8 @@ impl Process {
         let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let task_killed = killed.clone();
         let task_slot = result_slot.clone();
+        let applied: Arc<Mutex<Option<crate::engine::status::Applied>>> = Arc::default();
+        let task_applied = applied.clone();
         let max_output = cfg.max_output;
         let active = Active::enter(&opened.writers).await;
         let terminal_sink = sink.clone();
@@ -198,7 +206,7 @@ impl Process {
             let opened = task_opened;
             // Held for the process's life: close() waits for it, and ends it first.
             let _running = opened.running.read().await;
-            let _active = active;
+            let writing = active;
             let (cancel, _joined) =
                 percall::cancel_either(opened.closing.subscribe(), Some(stop_rx));
             // Owned: closed once sent, so the box holds the only copies (`run_steered`).
@@ -234,6 +242,9 @@ impl Process {
             };
             let result = match r {
                 Ok(mut o) => {
+                    if let Ok(mut a) = task_applied.lock() {
+                        a.clone_from(&o.report.applied);
+                    }
                     // The box is gone, so is the terminal's last holder: its reader ends now.
                     let read = tokio::time::timeout(Duration::from_secs(2), async {
                         term_rx
@@ -264,6 +275,9 @@ impl Process {
             if let Ok(mut slot) = task_slot.lock() {
                 *slot = Some(result);
             }
+            // No longer a writer of the workspace once wait() can resolve: a snapshot() right
+            // after it must not find this process still counted.
+            drop(writing);
             ended_tx.send_replace(true);
         });
 
@@ -300,16 +314,37 @@ impl Process {
                 return Err(e);
             }
         };
+        let input = Arc::new(tokio::sync::Mutex::new(input));
+        let master = Arc::new(Mutex::new(master));
+        let connect = connect_ours.map(|c| Arc::new(Mutex::new(Some(connector::Line::new(c)))));
+        let (i, m, c, mut e) = (
+            input.clone(),
+            master.clone(),
+            connect.clone(),
+            ended.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = e.wait_for(|e| *e).await;
+            i.lock().await.take();
+            if let Ok(mut m) = m.lock() {
+                m.take();
+            }
+            if let Some(Ok(mut c)) = c.as_ref().map(|c| c.lock()) {
+                c.take();
+            }
+        });
         Ok(Process {
             pid,
-            input: tokio::sync::Mutex::new(input),
+            input,
             master,
+            terminal,
             signals,
             stop,
-            connect: connect_ours.map(|c| Arc::new(Mutex::new(c))),
+            connect,
             killed,
             ended,
             result: result_slot,
+            applied,
         })
     }
 
@@ -322,9 +357,8 @@ impl Process {
             )
         };
         match input.as_mut() {
-            None if self.master.is_some() => {
-                Err(Error::Closed("write(): the terminal has ended".into()))
-            }
+            None if self.terminal => Err(Error::Closed("write(): the terminal has ended".into())),
+            None if *self.ended.borrow() => Err(gone()),
             None => Err(Error::Closed(
                 "write() after end(): the process's stdin is closed; start a new process to send more input".into(),
             )),
@@ -335,7 +369,7 @@ impl Process {
     /// Closes its stdin (the process reads EOF). A terminal gets its end-of-file character
     /// instead (`^D`), as typed; the terminal stays open.
     pub async fn end(&self) -> Result<()> {
-        if self.master.is_some() {
+        if self.terminal {
             return self.write(b"\x04").await;
         }
         // Dropping the write end is the EOF.
@@ -390,9 +424,9 @@ impl Process {
 
     /// Resizes its terminal; the program gets SIGWINCH.
     pub fn resize(&self, cols: &serde_json::Value, rows: &serde_json::Value) -> Result<()> {
-        let Some(master) = &self.master else {
+        if !self.terminal {
             return crate::invalid!("resize(): only a terminal has a size");
-        };
+        }
         if cols.is_null() || rows.is_null() {
             return crate::invalid!("resize(cols, rows) needs both, e.g. resize(120, 40)");
         }
@@ -400,9 +434,10 @@ impl Process {
             cols: cells("cols", Some(cols), 80)?,
             rows: cells("rows", Some(rows), 24)?,
         };
-        if *self.ended.borrow() {
+        let master = self.master.lock().ok().and_then(|m| m.clone());
+        let Some(master) = master.filter(|_| !*self.ended.borrow()) else {
             return Ok(());
-        }
+        };
         crate::engine::pty::set_size(master.as_fd(), size)
             .map_err(|e| Error::Runtime(format!("resize the terminal: {e}")))
     }
@@ -428,10 +463,17 @@ impl Process {
         }
         let line = line.clone();
         tokio::task::spawn_blocking(move || {
-            let line = line
+            let mut line = line
                 .lock()
                 .map_err(|_| Error::Runtime("connect lock poisoned".into()))?;
-            connector::dial(&line, port).map_err(|e| match e {
+            // Let go of once the process ended.
+            let Some(line) = line.as_mut() else {
+                return Err(Error::Invalid(format!(
+                    "connect(): {}",
+                    connector::DialError::Gone
+                )));
+            };
+            line.dial(port).map_err(|e| match e {
                 connector::DialError::Io(e) => Error::Runtime(format!("connect(): {e}")),
                 e => Error::Invalid(format!("connect(): {e}")),
             })
@@ -449,6 +491,11 @@ impl Process {
             .ok()
             .and_then(|mut r| r.take())
             .unwrap_or_else(|| crate::invalid!("wait(): the result was already taken"))
+    }
+
+    /// How kern applied its box's caps, once it has ended.
+    pub(super) fn applied(&self) -> Option<crate::engine::status::Applied> {
+        self.applied.lock().ok().and_then(|a| a.clone())
     }
 
     /// Whether it still runs.

@@ -2,6 +2,7 @@
 
 pub mod archive;
 pub mod files;
+mod owner;
 pub mod setid;
 pub mod track;
 
@@ -14,21 +15,23 @@ pub struct Workspace {
     pub path: PathBuf,
     /// We created it, so `close()` deletes it.
     owned: bool,
+    /// A temporary one's owner lock (`owner`): held until it is deleted.
+    owner: Option<owner::Owner>,
 }
 
 impl Workspace {
-    /// A fresh private (0700) directory under the system temp dir, deleted at close.
+    /// A fresh private (0700) directory under the system temp dir, deleted at close. First,
+    /// the temporary workspaces of this user's processes that died before their close() are
+    /// removed (`owner`).
     pub fn temporary() -> Result<Workspace> {
-        use std::os::unix::fs::PermissionsExt;
-        // tempfile's mkdir mode is 0777 less the umask: ask for 0700 explicitly.
-        let dir = tempfile::Builder::new()
-            .prefix("kern-ws-")
-            .permissions(std::fs::Permissions::from_mode(0o700))
-            .tempdir()
+        let tmp = std::env::temp_dir();
+        owner::sweep(&tmp);
+        let (path, owner) = owner::create(&tmp)
             .map_err(|e| Error::Runtime(format!("cannot create a temporary workspace: {e}")))?;
         Ok(Workspace {
-            path: dir.keep(),
+            path,
             owned: true,
+            owner: Some(owner),
         })
     }
 
@@ -55,6 +58,7 @@ impl Workspace {
         Ok(Workspace {
             path: path.to_path_buf(),
             owned: false,
+            owner: None,
         })
     }
 
@@ -72,6 +76,9 @@ impl Workspace {
             })?;
         }
         self.owned = false;
+        if let Some(o) = self.owner.take() {
+            o.release();
+        }
         Ok(())
     }
 }

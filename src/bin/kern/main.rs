@@ -54,6 +54,7 @@ use kern_sandbox::engine::spec::{
 use kern_sandbox::engine::status::{self, BoxReport};
 use kern_sandbox::engine::sys;
 use kern_sandbox::image;
+use kern_sandbox::workspace::Workspace;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -481,6 +482,15 @@ fn read_spec(control: &mut Control) -> Option<(BoxSpec, BoxFds)> {
     Some((spec, fds))
 }
 
+/// A temporary workspace, deleted when `run` returns.
+struct TempWorkspace(Workspace);
+
+impl Drop for TempWorkspace {
+    fn drop(&mut self) {
+        let _ = self.0.dispose();
+    }
+}
+
 fn run(a: RunArgs) -> Result<ExitCode, String> {
     let mode = Mode {
         interactive: a.interactive,
@@ -526,6 +536,8 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         env.retain(|(k, _)| k != "TERM");
         env.push(("TERM".into(), interactive::term()));
     }
+    // A temporary one is a Sandbox's kind: removed at the end, or, if this process is killed
+    // first, by a later open() or `kern run` (`workspace::owner`).
     let temp;
     let workspace = match a.workspace {
         // The Sandbox's own check: a real directory (created if missing), never a symlink,
@@ -538,11 +550,8 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
                 .path
         }
         None => {
-            temp = tempfile::Builder::new()
-                .prefix("kern-ws-")
-                .tempdir()
-                .map_err(|e| e.to_string())?;
-            temp.path().to_path_buf()
+            temp = TempWorkspace(Workspace::temporary().map_err(|e| e.to_string())?);
+            temp.0.path.clone()
         }
     };
     check_timeout(timeout)?;

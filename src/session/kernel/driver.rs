@@ -512,6 +512,20 @@ impl Slot {
         self.0.is_alive()
     }
 
+    /// Runs `code` as its one cell, then ends the box and waits for it: the cell's result
+    /// and kern's outcome of the box (`isolation()`).
+    pub(crate) async fn run_measured(
+        self,
+        code: &str,
+        timeout_ms: u64,
+    ) -> (Result<ExecResult>, Option<crate::engine::launch::Outcome>) {
+        let r = self
+            .0
+            .run_code(code, Some(timeout_ms), None, None, None)
+            .await;
+        (r, self.0.close_outcome().await)
+    }
+
     /// Runs `code` as this slot's one cell, within `timeout_ms`, then ends the box.
     pub(crate) async fn run(
         self,

@@ -259,6 +259,14 @@ impl<K: Kind> Lifecycle<K> {
 
     /// Ends the box (after the kind's goodbye) and waits for it. Idempotent.
     pub(crate) async fn close(&self) -> Result<()> {
+        self.close_outcome().await;
+        Ok(())
+    }
+
+    /// close(), with kern's outcome of the box when this call saw it end (`isolation()` reads
+    /// how the box's caps were applied from it).
+    pub(crate) async fn close_outcome(&self) -> Option<Outcome> {
+        let mut outcome = None;
         if K::STOP_BEFORE_CLOSE {
             self.stop.send_replace(true);
         }
@@ -268,9 +276,12 @@ impl<K: Kind> Lifecycle<K> {
                 self.kind.goodbye(live).await;
             }
             self.stop.send_replace(true);
+            // Not awaited when finished: a kind may have taken its output already.
             let ended = K::ended(live);
             if !ended.is_finished() {
-                let _ = ended.await;
+                if let Ok(Ok(Some(o))) = ended.await {
+                    outcome = Some(o);
+                }
             }
         }
         self.stop.send_replace(true);
@@ -279,7 +290,7 @@ impl<K: Kind> Lifecycle<K> {
         if let Ok(mut a) = self.active.lock() {
             a.take();
         }
-        Ok(())
+        outcome
     }
 }
 
