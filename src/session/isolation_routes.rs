@@ -266,7 +266,7 @@ async fn process(opened: &Arc<Opened>, kern: &Path, terminal: bool) -> Result<Is
         ..Default::default()
     };
     // Its output is kept in its result; nothing streams.
-    let (sink, mut chunks) = tokio::sync::mpsc::unbounded_channel();
+    let (sink, mut chunks) = crate::engine::launch::chunk_channel();
     tokio::spawn(async move { while chunks.recv().await.is_some() {} });
     let p = Process::start(opened.clone(), kern, req, terminal, sink).await?;
     let r = p.wait().await?;
