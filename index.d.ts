@@ -65,15 +65,15 @@ export class Result {
    * admitted; any other name is dropped with a runtime note. */
   data: Record<string, string>;
   /** The `text/plain` entry, if present. */
-  readonly text?: string;
+  readonly text?: string | undefined;
   /** The `text/html` entry, if present. */
-  readonly html?: string;
+  readonly html?: string | undefined;
   /** The `text/markdown` entry, if present. */
-  readonly markdown?: string;
+  readonly markdown?: string | undefined;
   /** The `image/svg+xml` entry, if present. */
-  readonly svg?: string;
+  readonly svg?: string | undefined;
   /** The `application/json` entry (as JSON text), if present. */
-  readonly json?: string;
+  readonly json?: string | undefined;
   /** The `image/png` entry, base64-decoded, or null when absent. */
   readonly png: Buffer | null;
   /** The `image/jpeg` entry, base64-decoded, or null when absent. */
@@ -81,9 +81,9 @@ export class Result {
   /** Every MIME type present in `data`. */
   formats(): string[];
   /** ADDITION to the published surface: the `text/latex` entry, if present. */
-  readonly latex?: string;
+  readonly latex?: string | undefined;
   /** ADDITION to the published surface: the `application/javascript` entry, if present. */
-  readonly javascript?: string;
+  readonly javascript?: string | undefined;
   /** ADDITION to the published surface: the `application/pdf` entry, base64-decoded, or null
    * when absent. */
   readonly pdf: Buffer | null;
@@ -120,7 +120,7 @@ export interface ChartBase {
    * difference we could measure to a call that renders the figure (1.3 to 4.6 s either way on
    * the shared test machine, render-bound). A chart over 4 MiB of JSON is dropped (`chart:
    * null`) with a runtime note. */
-  truncated?: true;
+  truncated?: true | undefined;
 }
 
 /** `plt.plot()` lines (`type: "line"`) or `plt.scatter()` points (`type: "scatter"`): one
@@ -175,7 +175,7 @@ export interface SuperChart {
   type: "superchart";
   title: string;
   elements: (PointChart | BarChart | PieChart | BoxAndWhiskerChart | UnknownChart)[];
-  truncated?: true;
+  truncated?: true | undefined;
 }
 
 /** ADDITION to the published surface: a figure's chart data (`Result.chart`). A figure with one
@@ -337,7 +337,7 @@ export interface IsolationReport {
    * which replaces `fresh`, `zygote`, `prewarm` and `kernel`), `spawn` and `terminal`. The
    * top-level fields stay the measurement of a fresh box of this posture. Absent inside a
    * route's own report. */
-  routes?: Partial<Record<IsolationRoute, Omit<IsolationReport, "routes">>>;
+  routes?: Partial<Record<IsolationRoute, Omit<IsolationReport, "routes">>> | undefined;
 }
 
 /** ADDITION to the published surface: a way a call reaches a box (`IsolationReport.routes`). */
@@ -376,7 +376,7 @@ export interface SandboxOptions {
    * `WorkingDir` gives way to the workspace. An unreachable registry, an unknown tag, missing
    * credentials or a corrupt blob throws SandboxError from `open()`, naming the image and the
    * registry. */
-  image?: string;
+  image?: string | undefined;
   /** A shell command run once during `open()`, in a box that has network access, to install
    * dependencies (for example "pip install pandas" or "npm install -g left-pad").
    *
@@ -399,14 +399,14 @@ export interface SandboxOptions {
    * with `exitCode` and `stderrTail` (the last 20 lines the command wrote to stderr; CHANGED in
    * 0.1: kern's own `note:`/`warning:` lines are left out) as properties; the temporary
    * workspace is removed. */
-  setup?: string;
+  setup?: string | undefined;
   /** A host directory to use as the persistent workspace. When omitted, a temporary directory is
    * created by `open()` and removed by `close()`; one whose process died before its `close()`
    * (SIGKILL, a Ctrl-C) is removed by the next `open()` of the same user (its owner file, locked
    * for the owner's life, says it is dead). A `workspace` you give is never removed. An absolute
    * path; created if missing. A path that is a symlink (even to a directory), a file, a FIFO, a
    * socket or a device is a `SandboxError` (`kern doctor --workspace` applies the same check). */
-  workspace?: string;
+  workspace?: string | undefined;
   /** Upper bound, in bytes, on how large the workspace may grow across calls. Checked between calls
    * rather than enforced as a hard limit: the call that crosses it completes, and later calls
    * (`runCode`, `run` and kernel cells) are not run and return a `workspace_full` fault that says
@@ -416,11 +416,11 @@ export interface SandboxOptions {
    * however many there are (it stops once past the cap), and a directory kern cannot read fails
    * the check closed with a `workspace_full` that names it. Host `writeFile`/`restore` are not
    * refused, but count for the next call. Default null (unbounded). */
-  workspaceMaxBytes?: number | null;
+  workspaceMaxBytes?: number | null | undefined;
   /** Stable identifier for a `persist` sandbox, so separate processes using the same name share one
    * resident box. 1-64 letters, digits, `_`, `.` or `-`, starting with a letter or digit. Only with
    * `persist: true` (else SandboxError). */
-  name?: string | null;
+  name?: string | null | undefined;
   /** Keep a single resident box alive and run each call inside it (`kern exec`) instead of starting a
    * fresh box. The interpreter is still started anew for every call, so the saving over a fresh box is
    * small: it saves building the box, not the interpreter start (see BENCHMARKS.md, "Resident box vs
@@ -446,12 +446,12 @@ export interface SandboxOptions {
    * Not combinable with `egressAllow` (its proxy lives in the opening process) or `prewarm`; `kernel()`
    * is refused, and so is a `capDrop` that keeps SYS_ADMIN (whose locked mounts resident calls would not
    * join); `pycCache` is off (`pycCache: true` is refused). Default false. */
-  persist?: boolean;
+  persist?: boolean | undefined;
   /** Lifetime of the resident `persist` box, in seconds, from its start: kern's own deadline on the
    * box, enforced by the box's monitor, so it goes away even if every process that used it died. The
    * opener that creates the box sets it. Default 3600, at most 31,536,000 (a year). Only with
    * `persist: true`. */
-  persistTtlS?: number;
+  persistTtlS?: number | undefined;
   /** Memory limit in MiB (kern `--memory`), counting the box's `/tmp` scratch and any `vdisk:`
    * profile. Default 512, and that default is an explicit value: it wins over a `vcpu:` profile's
    * `memory`. `null` means no limit of its own: a `vcpu:` profile's `memory` applies when there is
@@ -460,27 +460,27 @@ export interface SandboxOptions {
    * imports takes 12 MiB, node 20 MiB, before any code of yours runs), at most 16,777,216 (16 TiB); fractions are allowed. The same
    * bounds hold for a `vcpu:` profile's `memory` (a bare integer there is bytes) and `kern run
    * --memory`. */
-  memoryMb?: number | null;
+  memoryMb?: number | null | undefined;
   /** CPU limit in cores (kern `--cpus`). Default null: no limit of its own, so a `vcpu:` profile's
    * `cpus` applies when there is one, else no CPU limit. A number wins over the profile. From 0.01
    * (the kernel's smallest quota, 1 ms per 100 ms) to 8192 (more cores than Linux schedules on),
    * here and in a `vcpu:` profile. */
-  cpus?: number | null;
+  cpus?: number | null | undefined;
   /** Maximum number of tasks in the box, which stops fork bombs (kern `--pids-limit`). Default 256.
    * An integer from 8 (a box needs its init, the interpreter and its threads) to 4,194,304 (the
    * kernel's PID_MAX_LIMIT); null for no cap. */
-  pids?: number | null;
+  pids?: number | null | undefined;
   /** Wall-clock limit per call, in seconds; always applied. The kern runtime enforces it from outside
    * the box by killing the box's PID 1, which ends every process in it (double-forked and `setsid`
    * ones too); the call then has a `timeout` fault. Default 30. From 0.01 to 604,800 (7 days), here,
    * per call and per kernel cell. */
-  timeoutS?: number;
+  timeoutS?: number | undefined;
   /** LOOSENS ISOLATION when true: every `runCode`/`run` box, kernel and prewarmed box shares the
    * host's network namespace (rootless too): it can reach anything the host can, its loopback
    * included. Each result carries a `warning:` runtime note saying so. The box gets the host's
    * resolver configuration and trusts the host's CA bundle (as the `setup` box does;
    * `KERN_HOST_CA=0` turns the CA off). Default false: a network namespace with only `lo`. */
-  network?: boolean;
+  network?: boolean | undefined;
   /**
    * Allow outbound traffic only to the listed domains (for example ["pypi.org",
    * "files.pythonhosted.org"]) rather than choosing between all or no network. Boxes get a private
@@ -520,7 +520,7 @@ export interface SandboxOptions {
    * through an allowed host, and TLS to an allowed name can carry anything: a `Host` inside it
    * naming another site of the same server (domain fronting) is out of any SNI check's sight.
    */
-  egressAllow?: string[];
+  egressAllow?: readonly string[] | undefined;
   /** *(Addition to the published surface.)* Secrets the code may use but never read: `{ NAME: {
    * value, hosts, headers? } }`. Each box's environment gets `NAME=kern-secret-<32 to 34 random
    * hex digits>`, a placeholder drawn at `open()` for this Sandbox alone; the egress proxy (in
@@ -574,7 +574,7 @@ export interface SandboxOptions {
    * builds): a small HTTPS GET on a new connection took 3.4 ms (median) through the proxy to a
    * secret's host, 3.5 ms tunnelled and 2.3 ms direct (`network: true`); between runs the medians
    * moved by up to 1 ms, so termination's own cost is below what this machine can resolve. */
-  secrets?: Record<string, { value: string; hosts: string[]; headers?: string[] }>;
+  secrets?: Record<string, { value: string; hosts: readonly string[]; headers?: readonly string[] | undefined }> | undefined;
   /** Additional host-to-box bind mounts: `{ hostSrc: boxTarget }` or `{ hostSrc: [boxTarget, "ro" | "rw"] }`,
    * read-only unless `"rw"`; at most 16. LOOSENS ISOLATION by what you bind.
    *
@@ -588,7 +588,7 @@ export interface SandboxOptions {
    * image (never reached through its symlinks). A mount at `/tmp` replaces the default scratch.
    * Running as root, the mount is idmapped like the workspace (its owner appears as the box's
    * account); a writable mount then needs a filesystem that supports idmapped mounts. */
-  mounts?: Record<string, MountSpec>;
+  mounts?: Record<string, MountSpec> | undefined;
   /**
    * In-box scratch filesystems (kern `--tmpfs`), given as `{ "/path": "64m" }` or `["/path"]`.
    *
@@ -610,7 +610,7 @@ export interface SandboxOptions {
    *
    * A size is at least 4096 bytes (one page) and at most 16 TiB, here and for a `vdisk:` profile.
    */
-  tmpfs?: Record<string, string | null> | string[];
+  tmpfs?: Record<string, string | null> | readonly string[] | undefined;
   /**
    * kern resource profiles to attach, such as ["vcpu:heavy", "vgpio:leds", "vdisk:scratch"], each
    * referring to a `[[vcpu]]`, `[[vgpio]]` or `[[vdisk]]` section of `~/.config/kern/kern.toml`: a
@@ -658,7 +658,7 @@ export interface SandboxOptions {
    * where there is one: an unknown entry or kind, a missing file, malformed TOML, an unknown key, a
    * duplicate name, a missing or non-character device, a bad size or path, two `vcpu` entries.
    */
-  profiles?: string[];
+  profiles?: readonly string[] | undefined;
   /** Extra environment variables for the code, on top of PATH, HOME, LANG and HOSTNAME (yours win).
    * They travel to the runtime over its private control socket: never on a command line, never in a
    * file. The host's own environment never reaches the box.
@@ -669,17 +669,17 @@ export interface SandboxOptions {
    * kept for the image's environment, kern's own variables and the call's arguments. A call whose
    * whole argv and environment (`run()`'s arguments, `runCode`'s code for bash, sh and node) would
    * not exec is a SandboxError before its box starts. Large data belongs in a workspace file. */
-  env?: Record<string, string>;
+  env?: Record<string, string> | undefined;
   /** Capture limit for stdout and for stderr, each, in bytes; output beyond it is dropped and
    * `truncated` is set. Default 64 MiB. A positive integer, at most 268,435,456 (256 MiB). */
-  maxOutputBytes?: number;
+  maxOutputBytes?: number | undefined;
   /** true (default): `memoryMb`, `pids` and `cpus` are enforced by a cgroup of the box's own (cgroup
    * v1 or v2; unprivileged on v2 through a systemd-delegated subtree). Where no cgroup can be
    * written (an unprivileged user on cgroup v1), the caps fall back to rlimits and a `warning:` line
    * in `runtimeNotes` says so. false: rlimits only (memory as RLIMIT_DATA, which does not count
    * `/tmp`; pids as RLIMIT_NPROC; no CPU cap), with a note. The cgroup costs nothing per call: see
    * BENCHMARKS.md. */
-  enforceLimits?: boolean;
+  enforceLimits?: boolean | undefined;
   /** When true, refuse to start a box unless its memory and pids limits are verifiably in force (checked
    * against the cgroup), instead of falling back to running without them (kern `--require-limits`).
    * Default false.
@@ -690,7 +690,7 @@ export interface SandboxOptions {
    * cgroup v2 subtree). Every later box is checked the same way before it starts. Unprivileged
    * on cgroup v1 (as on this project's machines) it always refuses. Contradicts
    * `enforceLimits: false` (SandboxError). */
-  requireLimits?: boolean;
+  requireLimits?: boolean | undefined;
   /** ADDITION to the published surface: controls `open()` must find in force, or it throws a
    * SandboxError (code `ERR_ISOLATION_UNAVAILABLE`) naming each one this host cannot supply,
    * with why and what to do, instead of quietly giving less. Measured as `isolation()` measures
@@ -700,7 +700,7 @@ export interface SandboxOptions {
    * unprivileged caller on cgroup v1 can't have that; `enforceLimits: false` never has it);
    * `"seccomp"` the untrusted profile (`securityProfile: "untrusted"`). An unknown name, or
    * `"network"` with `network: true`, is a SandboxError from the constructor. */
-  requireIsolation?: IsolationControl[];
+  requireIsolation?: readonly IsolationControl[] | undefined;
   /** `"untrusted"` opts into an extra hardening bundle: a seccomp allowlist, dropping all capabilities
    * and a read-only root; paths bound through `mounts` remain writable. Default null: kern's standard
    * posture, which has one small seccomp filter of its own in every box: a set-id mode bit can't be
@@ -725,7 +725,7 @@ export interface SandboxOptions {
    * x86_64 only in 0.1 (elsewhere: SandboxError). Cost, measured here: a few ms per box start
    * (BENCHMARKS.md, the `untrusted` rows; loading the 1,700-instruction allowlist into the kernel is
    * 1.2 ms of it) and about 40 ns per syscall afterwards. */
-  securityProfile?: string | null;
+  securityProfile?: string | null | undefined;
   /** Name of an AppArmor profile, already loaded on the host, to apply when the box starts its
    * process; kern refuses to start the box if the profile is not loaded. Default null (no AppArmor
    * profile).
@@ -735,7 +735,7 @@ export interface SandboxOptions {
    * says so and the code never runs (the `setup` box too). The workload enters the profile at
    * exec (`/proc/self/attr/apparmor/exec`). Only the refusal is tested on this project's
    * machines, which have no AppArmor. */
-  apparmor?: string | null;
+  apparmor?: string | null | undefined;
   /** Linux capabilities removed in every box (kern `--cap-drop`). Default ["ALL"]. This can affect
    * workloads: for example, listening on a port below 1024 inside the box needs NET_BIND_SERVICE.
    * `[]` removes none.
@@ -745,7 +745,7 @@ export interface SandboxOptions {
    * effective set (and, for an image `USER` other than root, the ambient set). Kept capabilities
    * count only inside the box's own user namespace: box root is never host root, and nested user
    * namespaces stay refused. */
-  capDrop?: string[];
+  capDrop?: readonly string[] | undefined;
   /** The account every box runs as, `"<user>[:<group>]"`, each part a name or a numeric id (e.g.
    * "node", "1000", "1000:1000"). Default null: the image's own `USER`, resolved in the image's
    * /etc/passwd. The workspace appears owned by that account (an idmapped mount; nothing on disk
@@ -759,13 +759,13 @@ export interface SandboxOptions {
    * or subordinate id range is needed, rootless or as root. The account must lie within the box's
    * 65,536 ids (uid and gid 0 to 65535), rootless too (changed: rootless took any id before).
    * Rootless, supplementary groups are not set (the kernel allows one mapped id). */
-  user?: string | null;
+  user?: string | null | undefined;
   /** Mount what `setup` installed (`/workspace/.deps`) read-only in every `runCode`/`run` box and
    * kernel, so one call cannot tamper with dependencies that later calls load. Default true.
    * `open()` makes `.deps` in every workspace before any box runs, so it always applies. With
    * `false`, boxes may write there (and later boxes run what they wrote); the setup box still runs
    * nothing from it. */
-  depsReadonly?: boolean;
+  depsReadonly?: boolean | undefined;
   /** *(Addition to the published surface.)* How the `setup` box reaches the network.
    * `"public"` (default): every public host on ports 80 and 443 through kern's egress proxy (the
    * box has no route of its own; `HTTP(S)_PROXY` point at the proxy, which resolves names
@@ -774,7 +774,7 @@ export interface SandboxOptions {
    * (`"10.0.0.5:3141"`) is reachable too. `"host"`: the host's network namespace as it is, for a
    * private package index by name or a proxy of your own. A failed setup's error lists the
    * destinations the proxy refused. */
-  setupNetwork?: "public" | "host";
+  setupNetwork?: "public" | "host" | undefined;
   /** Byte-compile the image's Python library path once per image (into `$KERN_HOME/pyc`) and mount
    * the result read-only in every box, where python reads the image's own modules' bytecode from
    * it. Default true.
@@ -800,21 +800,21 @@ export interface SandboxOptions {
    * as without the cache: `py_compile`, `compileall` and `zipfile.PyZipFile` work, and modules
    * in the workspace get their `__pycache__` there. A stdlib module's `__cached__` names its file
    * in the cache. `python3 -I`/`-E`/`-S` run without the cache. */
-  pycCache?: boolean;
+  pycCache?: boolean | undefined;
   /** true (default): `result.files` lists the workspace files each call created or modified, found by
    * scanning the workspace before and after the call (never following a symlink), so its cost grows
    * with the number of files: about 52 ms per call at 10,000 files here (BENCHMARKS.md). The scan
    * stops at 100,000 entries, with a note. `.deps` is not reported. Kernel cells report `[]`.
    * false: `result.files` is always `[]` and no scan happens (unless `workspaceMaxBytes` needs it). */
-  trackFiles?: boolean;
+  trackFiles?: boolean | undefined;
   /** Receives each stdout chunk as a Buffer while the code runs. Streaming does not replace capture:
    * `result.stdout` still holds the (capped) full output. A slow callback holds the box back (its
    * writes wait, within its timeout) rather than queueing output in this process; a returned
    * promise is awaited (up to 10 s) before the next chunk. */
-  onStdout?: (chunk: Buffer) => void | Promise<void>;
+  onStdout?: ((chunk: Buffer) => void | Promise<void>) | undefined;
   /** Receives each stderr chunk as a Buffer while the code runs; `result.stderr` is still filled.
    * Paced like `onStdout`. */
-  onStderr?: (chunk: Buffer) => void | Promise<void>;
+  onStderr?: ((chunk: Buffer) => void | Promise<void>) | undefined;
   /** Number of boxes to start ahead of time, each with an idle, booted interpreter, so that a Python
    * `runCode` can take one instead of paying for a box and interpreter start itself (see
    * BENCHMARKS.md).
@@ -829,7 +829,7 @@ export interface SandboxOptions {
    * burst allowance: up to N calls in quick succession are served warm and later ones start normally.
    * An integer from 0 to 64. A call's `timeoutS` is enforced the same way on a prewarmed box. Closing the Sandbox
    * ends the pool; no process is left behind. */
-  prewarm?: number;
+  prewarm?: number | undefined;
   /** ADDITION (issue 21): fork each python `runCode` cell's box from a zygote. At `open()` the
    * Sandbox starts one python interpreter with the results driver imported, in a box of its own;
    * it never runs a cell, nor anything a box could have written (it starts outside the workspace,
@@ -860,7 +860,7 @@ export interface SandboxOptions {
    * `env` naming `LD_*`, `PYTHONHOME`, `PYTHONPLATLIBDIR` or glibc's path variables (read only at
    * start, from a place a box could write). An image whose `python3`
    * can't start the zygote is refused at `open()` too, with python's own words. Default false. */
-  zygote?: boolean;
+  zygote?: boolean | undefined;
 }
 
 /** The interpreter a snippet runs under. `bash` and `sh` are distinct shells (bash vs. the POSIX
@@ -914,11 +914,11 @@ export type Language = "python" | "bash" | "sh" | "node" | "typescript";
  * off for this call. */
 export interface PerCallOptions {
   /** Wall-clock limit in seconds for this call; omitted means the sandbox's `timeoutS`. */
-  timeoutS?: number;
+  timeoutS?: number | undefined;
   /** stdout chunk callback for this call, or null for none; omitted means the sandbox's `onStdout`. */
-  onStdout?: ((chunk: Buffer) => void) | null;
+  onStdout?: ((chunk: Buffer) => void) | null | undefined;
   /** stderr chunk callback for this call, or null for none; omitted means the sandbox's `onStderr`. */
-  onStderr?: ((chunk: Buffer) => void) | null;
+  onStderr?: ((chunk: Buffer) => void) | null | undefined;
   /** ADDITION to the published surface: called with each `Result` of the call as the cell
    * produces it (a `display()` while the cell still runs), in `results`' order, and always
    * before the promise resolves. Not ordered against `onStdout`/`onStderr` chunks (another
@@ -928,20 +928,20 @@ export interface PerCallOptions {
    * break the call; the first throw becomes a runtime note and later results are still
    * delivered. Never called for `run()` and languages other than python (they have no
    * results). */
-  onResult?: ((result: Result) => void) | null;
+  onResult?: ((result: Result) => void) | null | undefined;
   /** ADDITION to the published surface: `onStdout`/`onStderr` receive whole lines: each chunk
    * ends with `\n` (it may hold several lines), and what is left after the last newline is
    * delivered when the call ends, before the promise resolves (a call that rejects, e.g. on
    * abort, delivers it too). Default false: chunks as the box's pipes give them (a `print` can
    * arrive in several pieces). Not a boolean: a SandboxError. */
-  lineBuffered?: boolean;
+  lineBuffered?: boolean | undefined;
   /** ADDITION to the published surface: environment variables for this call only, over the
    * Sandbox's `env` (a name in both takes this call's value) and under the same rules: string
    * values, no empty name, no `=` in a name, no NUL byte, within what Linux can exec (a
    * SandboxError says which rule an entry breaks). Like the Sandbox's, they reach the workload's
    * environment only: never its argv, never a file. A Python `runCode` with `env` does not
    * take a `prewarm`ed box (that interpreter started under the Sandbox's environment). */
-  env?: Record<string, string>;
+  env?: Record<string, string> | undefined;
   /** ADDITION to the published surface: the workload's working directory for this call,
    * relative to the workspace (`"src"`, `"a/b"`, `"."`); an absolute path must name the
    * workspace (`/workspace`) or a directory under it. Omitted: the workspace itself. `..` is
@@ -951,14 +951,14 @@ export interface PerCallOptions {
    * or one whose symlinks lead out of the workspace (the box checks, and runs nothing). A
    * Python `runCode` with `cwd` runs its code there (and imports from there) and does not take
    * a `prewarm`ed box. */
-  cwd?: string;
+  cwd?: string | undefined;
   /** ADDITION to the published surface: what the workload reads on its stdin (fd 0), a string
    * (as UTF-8) or a Buffer, delivered through a pipe and then closed, so the workload reads
    * it and then end-of-file. Omitted: stdin is `/dev/null`, as before. At most 16 MiB (a
    * SandboxError over it: put larger input in a workspace file). A workload that exits without
    * reading it all just leaves the rest unread. A Python `runCode` with `stdin` does not take
    * a `prewarm`ed box. */
-  stdin?: string | Buffer;
+  stdin?: string | Buffer | undefined;
   /** ADDITION to the published surface: aborts the call. Aborting ends the call's box and
    * every process in it (the path `close()` takes, for this call's box alone; in a `persist`
    * sandbox, the call's processes as its timeout does), and only once they are gone does the
@@ -969,7 +969,7 @@ export interface PerCallOptions {
    * SandboxError. Measured here (BENCHMARKS.md, "Steered processes"): the promise rejects
    * 2.9 ms after `abort()`, and nothing of the box is left in the host's `/proc` 6.8 ms after
    * it (a host child spawned with a signal: 0.35 and 1.9 ms). */
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
 }
 
 /** A configured sandbox session. Files persist between calls in an on-disk workspace, while every
@@ -1039,7 +1039,7 @@ export class Sandbox {
   /** Run a command given as an argv array (never parsed by a shell) in a new box. `timeoutS`,
    * `onStdout` and `onStderr` override the session's values for this call only (and, as
    * additions, `env`, `cwd`, `stdin` and `signal`: see `PerCallOptions`). */
-  run(command: string[], opts?: PerCallOptions): Promise<ExecutionResult>;
+  run(command: readonly string[], opts?: PerCallOptions): Promise<ExecutionResult>;
   /** Write `data` to a workspace-relative path directly from the host. Missing parent directories
    * are created; the file is replaced atomically (written under a temporary name, then renamed).
    * Every path component is resolved without following symlinks (`openat2` with
@@ -1061,14 +1061,14 @@ export class Sandbox {
    * link (one may reach a file outside the workspace).
    */
   readFile(path: string, opts?: {
-    maxBytes?: number;
+    maxBytes?: number | undefined;
     /** ADDITION to the published surface: read from this byte (default 0). With `offset` or
      * `length`, readFile returns a RANGE (what exists of it: a range past the end returns fewer
      * bytes, or none), and `maxBytes` (default 1 GiB) caps the range, not the file. Each a
      * non-negative integer (else SandboxError, `ERR_INVALID_OPTION`). */
-    offset?: number;
+    offset?: number | undefined;
     /** ADDITION to the published surface: read at most this many bytes (default: to the end). */
-    length?: number;
+    length?: number | undefined;
   }): Promise<Buffer>;
   /** Save the entire workspace as a gzip-compressed tar at `dest`: a filesystem checkpoint only, with
    * no process memory. Regular files and directories are archived (`.deps` is not: `setup`
@@ -1142,18 +1142,18 @@ export class Sandbox {
    * on IRkernel, against 0.33 ms (IPython's and IRkernel's per-cell work plus four signed
    * messages); a matplotlib figure cell 91 ms against 71 ms. */
   kernel(opts?: {
-    timeoutS?: number;
-    jupyter?: string;
+    timeoutS?: number | undefined;
+    jupyter?: string | undefined;
     /** ADDITION to the published surface: the driver kernel's language, "python" (the
      * default), "node" or "typescript" (see NODE CELLS at `Language`). Not with `jupyter`. */
-    language?: "python" | "node" | "typescript";
+    language?: "python" | "node" | "typescript" | undefined;
     /** ADDITION to the published surface: the kernel's working directory, workspace-relative,
      * with a call's `cwd` rules (see `PerCallOptions.cwd`), for every kind of kernel. */
-    cwd?: string;
+    cwd?: string | undefined;
     /** ADDITION to the published surface: environment variables of the kernel's process, over
      * the Sandbox's `env`, with a call's `env` rules (see `PerCallOptions.env`), for every kind
      * of kernel. */
-    env?: Record<string, string>;
+    env?: Record<string, string> | undefined;
   }): Promise<Kernel>;
 
   /** *(Addition to the published surface.)* Starts `argv` in the background, in a fresh box of
@@ -1174,18 +1174,18 @@ export class Sandbox {
    * `spawn(["echo", "hi"])` to its first byte 9.9 ms, against 3.9 ms for Node's own
    * `child_process.spawn` of the same program. */
   spawn(
-    argv: string[],
+    argv: readonly string[],
     opts?: {
-      env?: Record<string, string>;
-      cwd?: string;
-      signal?: AbortSignal;
-      onStdout?: ((chunk: Buffer) => void) | null;
-      onStderr?: ((chunk: Buffer) => void) | null;
-      timeoutS?: number;
+      env?: Record<string, string> | undefined;
+      cwd?: string | undefined;
+      signal?: AbortSignal | undefined;
+      onStdout?: ((chunk: Buffer) => void) | null | undefined;
+      onStderr?: ((chunk: Buffer) => void) | null | undefined;
+      timeoutS?: number | undefined;
       /** ADDITION: `onStdout`/`onStderr` and the `stdout`/`stderr` iterators get whole lines
        * (as `PerCallOptions.lineBuffered`); the rest after the last newline comes when the
        * process ends. (`terminal()` has no such option: a prompt does not end in a newline.) */
-      lineBuffered?: boolean;
+      lineBuffered?: boolean | undefined;
     },
   ): Promise<SandboxProcess>;
 
@@ -1201,7 +1201,7 @@ export class Sandbox {
    * non-empty `egressAllow` (its boxes have no proxy to steer). A loopback address added later is reached through the
    * proxy (`HTTP_PROXY`) by boxes already running; only boxes started after the change also get
    * its listener in the box. A `secrets` host removed here is unreachable, not sent the value. */
-  setEgressAllow(list: string[]): Promise<void>;
+  setEgressAllow(list: readonly string[]): Promise<void>;
 
   /** *(Addition to the published surface.)* Runs `argv` (default: the image's `bash`, else
    * `sh`) on a new terminal of a fresh box of this Sandbox, `cols` x `rows` (default 80 x 24,
@@ -1212,11 +1212,11 @@ export class Sandbox {
    * as stdout under `maxOutputBytes`, like `spawn()`'s. Measured here: a keystroke's echo from
    * bash comes back 0.81 ms after `write()` (bash on a host pty: 0.18 ms). */
   terminal(opts?: {
-    argv?: string[];
-    cols?: number;
-    rows?: number;
-    env?: Record<string, string>;
-    cwd?: string;
+    argv?: readonly string[] | undefined;
+    cols?: number | undefined;
+    rows?: number | undefined;
+    env?: Record<string, string> | undefined;
+    cwd?: string | undefined;
   }): Promise<Terminal>;
 }
 
@@ -1312,7 +1312,7 @@ export class Kernel {
    * kernel's deadline for this cell; going over it ends the kernel and yields a `timeout` fault
    * (a Jupyter kernel is interrupted first; see above). */
   runCode(code: string, opts?: {
-    timeoutS?: number;
+    timeoutS?: number | undefined;
     /** ADDITION to the published surface: aborts the cell. An aborted cell is stopped the way
      * its timeout would stop it: the driver kernel's box is ended (the kernel is torn down,
      * and later calls say the cell was aborted); a Jupyter kernel is interrupted and keeps its
@@ -1322,13 +1322,13 @@ export class Kernel {
      * and the cell never runs; so does one aborted while the cell waits for earlier cells. A
      * cell that finished before the abort resolves as usual. Not an `AbortSignal`: a
      * SandboxError. */
-    signal?: AbortSignal;
+    signal?: AbortSignal | undefined;
     /** ADDITION to the published surface: this cell's results, one by one (as
      * `PerCallOptions.onResult`). */
-    onResult?: ((result: Result) => void) | null;
+    onResult?: ((result: Result) => void) | null | undefined;
     /** ADDITION to the published surface: the Sandbox's `onStdout`/`onStderr` get this cell's
      * output as whole lines (as `PerCallOptions.lineBuffered`). */
-    lineBuffered?: boolean;
+    lineBuffered?: boolean | undefined;
   }): Promise<ExecutionResult>;
   /** Shut the kernel down: close its input, kill its process group and clean up (a Jupyter
    * kernel gets a `shutdown_request` first). */

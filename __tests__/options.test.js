@@ -434,3 +434,27 @@ describe('env, argv and code: what Linux can exec', () => {
     });
   });
 });
+
+// TypeScript with exactOptionalPropertyTypes (tsc --init's default) lets a caller pass an option
+// on as `undefined` (`{ signal: opts.signal }`): index.d.ts types every optional member
+// `| undefined`, so the runtime must take `undefined` as "not given", everywhere.
+test('every option given as undefined is taken as not given (Sandbox, runCode, run, spawn, kernel)', async () => {
+  const names = ['setup', 'workspace', 'workspaceMaxBytes', 'name', 'persist', 'persistTtlS', 'memoryMb', 'cpus', 'pids',
+    'timeoutS', 'network', 'egressAllow', 'secrets', 'mounts', 'tmpfs', 'profiles', 'env', 'maxOutputBytes',
+    'requireIsolation', 'capDrop', 'securityProfile', 'onStdout', 'onStderr', 'trackFiles', 'zygote', 'prewarm'];
+  const opts = { image: ROOTFS };
+  for (const n of names) opts[n] = undefined;
+  const sb = await new Sandbox(opts).open();
+  try {
+    const r = await sb.runCode('print(6 * 7)', { timeoutS: undefined, signal: undefined, env: undefined, cwd: undefined,
+      onStdout: undefined, onStderr: undefined, onResult: undefined });
+    expect([r.exitCode, r.stdout]).toEqual([0, '42\n']);
+    expect((await sb.run(['echo', 'x'], { timeoutS: undefined, env: undefined })).stdout).toBe('x\n');
+    const p = await sb.spawn(['true'], { cwd: undefined, env: undefined, signal: undefined, timeoutS: undefined, lineBuffered: undefined });
+    expect((await p.wait()).exitCode).toBe(0);
+    const k = await sb.kernel({ timeoutS: undefined, language: undefined, cwd: undefined, env: undefined });
+    expect((await k.runCode('print(2 + 2)')).stdout).toBe('4\n');
+  } finally {
+    await sb.close();
+  }
+});

@@ -13,10 +13,14 @@ const ROOT = path.resolve(__dirname, '..');
 const TSC = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const DTS = path.join(ROOT, 'index.d.ts');
 
-test('consumer.ts type-checks against index.d.ts under --strict', () => {
+test.each([
+  ['--strict', []],
+  // `tsc --init`'s defaults: an optional member passed as `undefined` must still type-check.
+  ['--strict --exactOptionalPropertyTypes', ['--exactOptionalPropertyTypes']],
+])('consumer.ts type-checks against index.d.ts under %s', (_name, extra) => {
   const args = [
     TSC,
-    '--noEmit', '--strict',
+    '--noEmit', '--strict', ...extra,
     '--types', 'node',
     '--moduleResolution', 'node',
     '--module', 'commonjs',

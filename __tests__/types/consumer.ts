@@ -331,7 +331,34 @@ async function issue20(): Promise<void> {
   void [net, mem, cg, part, rs, ws, controls, badControl, badCode];
 }
 
+// TypeScript's current defaults (`tsc --init` turns on exactOptionalPropertyTypes): an option
+// passed on as `undefined` and readonly arrays are accepted (types.test.js checks under both).
+async function currentDefaults(passed: { signal?: AbortSignal | undefined; timeoutS?: number | undefined }) {
+  const hosts = ['api.example.com'] as const;
+  const argv: readonly string[] = ['python3', '-c', 'pass'];
+  const opts: SandboxOptions = {
+    image: undefined,
+    egressAllow: hosts,
+    capDrop: ['ALL'] as const,
+    profiles: [] as readonly string[],
+    requireIsolation: ['network'] as const,
+    tmpfs: ['/scratch'] as const,
+    secrets: { K: { value: 'v', hosts, headers: ['Authorization'] as const } },
+    onStdout: undefined,
+  };
+  await using sb = await new Sandbox(opts).open();
+  await sb.runCode('1', { signal: passed.signal, timeoutS: passed.timeoutS });
+  await sb.run(argv, { signal: passed.signal });
+  await sb.setEgressAllow(hosts);
+  const p = await sb.spawn(argv, { signal: passed.signal, cwd: undefined });
+  await p.wait();
+  const t = await sb.terminal({ argv, cols: undefined });
+  void t;
+  await sb.kernel({ timeoutS: passed.timeoutS, language: undefined });
+}
+
 export {
+  currentDefaults,
   v, tmpMb, faultTypes, languages, fullOpts, nullOpts, emptyOpts, classify, madeErr, madeMount,
   sandboxApi, helpers, wrongUsages, badUnknown, badImage, issue20,
 };
