@@ -286,6 +286,8 @@ export class SandboxError extends Error {
  *   CAP_SETFCAP): thrown by `open()` (which tries one box where such a restriction is in force)
  *   and by a call, naming the refusal and the exact flag or pod `securityContext` line that
  *   lifts it (README, "Inside containers and pods").
+ * - `ERR_CONNECTION_REFUSED`: `SandboxProcess.connect()` found nothing accepting on the port
+ *   (within its `waitS`, if given): the server is not listening (yet).
  * - `ERR_RUNTIME`: the kern runtime is missing, failed or could not be talked to, or the host
  *   refused an operation (a file it could not read, a temp file it could not create).
  * - `ERR_INTERNAL`: a bug in kern-sandbox (an error without a code of its own); please report it. */
@@ -299,6 +301,7 @@ export type SandboxErrorCode =
   | "ERR_SETUP_FAILED"
   | "ERR_ISOLATION_UNAVAILABLE"
   | "ERR_HOST_UNSUPPORTED"
+  | "ERR_CONNECTION_REFUSED"
   | "ERR_RUNTIME"
   | "ERR_INTERNAL";
 
@@ -1253,12 +1256,15 @@ export class SandboxProcess extends SteeredProcess {
    * server's preview, say). Nothing listens on a host port and the box's network policy is
    * unchanged: the box's own connector dials its loopback and hands the socket over. A port
    * outside 1 to 65535 is a `SandboxError`; a port nobody accepts on rejects with a
-   * `SandboxError` naming it, as does a process that has ended. Each request is matched to its
+   * `SandboxError` of code `ERR_CONNECTION_REFUSED` naming it, as a process that has ended
+   * rejects. `waitS` (default 0, at most 3600): how long a refused connection is tried again, for
+   * a server that is still starting (`connect(8000, { waitS: 10 })`); the process's end stops the
+   * wait at once. Each request is matched to its
    * own answer: a connector that something in the box stopped or stalls rejects after 10 s
    * saying so, and its late answer is discarded, never handed to a later `connect()`. Measured here: 1.5 ms to the
    * socket (a `net.connect` to a host port: 0.6 ms); an HTTP GET to `python3 -m http.server`
    * through it 2.8 ms, against 2.1 ms on the host. */
-  connect(port: number): Promise<import("net").Socket>;
+  connect(port: number, opts?: { waitS?: number | undefined }): Promise<import("net").Socket>;
 }
 
 /** *(Addition to the published surface.)* A program on a terminal, from `Sandbox.terminal()`. */

@@ -162,6 +162,55 @@ describe('spawn()', () => {
     await expect(p.connect(9)).rejects.toThrow(/has ended/);
   });
 
+  test('connect(port, { waitS }): waits for a server that listens late; ERR_CONNECTION_REFUSED when none does; the end stops the wait', async () => {
+    const go = `go-${uniqueName('c')}`;
+    const server = await sb.spawn(['python3', '-u', '-c', [
+      'import os, socket, time',
+      `while not os.path.exists(${JSON.stringify(go)}): time.sleep(0.02)`,
+      's = socket.socket()',
+      's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)',
+      "s.bind(('127.0.0.1', 8123)); s.listen()",
+      'c, _ = s.accept(); c.sendall(b"late hello"); c.close()',
+    ].join('\n')]);
+    try {
+      // Nothing listens yet: refused at once without waitS, with its own code and a hint.
+      const refused = await server.connect(8123).catch((e) => e);
+      expect(refused).toBeInstanceOf(SandboxError);
+      expect(refused.code).toBe('ERR_CONNECTION_REFUSED');
+      expect(refused.message).toMatch(/nothing in the box accepts connections on 127\.0\.0\.1:8123.*waitS/);
+      let settled = false;
+      const waiting = server.connect(8123, { waitS: 120 }).finally(() => { settled = true; });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(settled).toBe(false); // still trying: nothing listens until the go file
+      await sb.writeFile(go, '');
+      const socket = await waiting;
+      let got = '';
+      for await (const chunk of socket) got += chunk;
+      expect(got).toBe('late hello');
+    } finally {
+      await server.kill('SIGKILL');
+    }
+    // A wait that nothing ends but the process's end.
+    const p = await sb.spawn(['sleep', '60']);
+    const waiting = p.connect(9, { waitS: 3600 }).catch((e) => e);
+    await p.kill('SIGKILL');
+    const err = await waiting;
+    expect(err).toBeInstanceOf(SandboxError);
+    expect(err.message).toMatch(/ended while connect\(\) waited for 127\.0\.0\.1:9|has ended|connector is gone/);
+    // A bad waitS is refused before anything is asked of the box.
+    const q = await sb.spawn(['sleep', '30']);
+    try {
+      for (const bad of [-1, 3601, NaN, Infinity, '5', {}]) {
+        const e = await q.connect(80, { waitS: bad }).catch((x) => x);
+        expect(e).toBeInstanceOf(SandboxError);
+        expect(e.code).toBe('ERR_INVALID_OPTION');
+        expect(e.message).toMatch(/waitS must be a number/);
+      }
+    } finally {
+      await q.kill('SIGKILL');
+    }
+  });
+
   test('kill(): SIGTERM by default; a named signal reaches the process\'s handler; SIGKILL ends the box; unknown names are refused', async () => {
     const p = await sb.spawn(['python3', '-u', '-c', [
       'import signal, sys, time',

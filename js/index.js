@@ -26,7 +26,7 @@ const ASYNC_DISPOSE = Symbol.asyncDispose ?? Symbol.for('nodejs.asyncDispose');
 // unless `options.code` says otherwise.
 const CODES = ['ERR_INVALID_OPTION', 'ERR_MOUNT_REFUSED', 'ERR_NOT_OPEN', 'ERR_CLOSED', 'ERR_FILE',
   'ERR_IMAGE', 'ERR_SETUP_FAILED', 'ERR_ISOLATION_UNAVAILABLE', 'ERR_HOST_UNSUPPORTED',
-  'ERR_RUNTIME', 'ERR_INTERNAL'];
+  'ERR_CONNECTION_REFUSED', 'ERR_RUNTIME', 'ERR_INTERNAL'];
 
 class SandboxError extends Error {
   constructor(message, options) {
@@ -871,11 +871,15 @@ class SandboxProcess extends Steered {
     await callNative(() => this.native.end());
   }
 
-  async connect(port) {
+  async connect(port, opts) {
     if (!Number.isInteger(port) || port < 1 || port > 65535) {
       throw new SandboxError(`connect(port): the port must be a whole number from 1 to 65535, got ${String(port)}`);
     }
-    const fd = await callNative(() => this.native.connect(JSON.stringify(port)));
+    const waitS = opts?.waitS ?? null;
+    if (waitS !== null && (typeof waitS !== 'number' || !Number.isFinite(waitS))) {
+      throw new SandboxError(`connect(port, { waitS }): waitS must be a number of seconds, got ${String(waitS)}`);
+    }
+    const fd = await callNative(() => this.native.connect(JSON.stringify({ port, waitS })));
     return new net.Socket({ fd, readable: true, writable: true });
   }
 }

@@ -419,11 +419,15 @@ impl NativeProcess {
 
     /// A connected socket's descriptor, now the caller's (`net.Socket({ fd })` takes it).
     #[napi]
-    pub async fn connect(&self, port_json: String) -> napi::Result<i32> {
+    pub async fn connect(&self, args_json: String) -> napi::Result<i32> {
         use std::os::fd::IntoRawFd;
-        let v: serde_json::Value = serde_json::from_str(&port_json)
+        let v: serde_json::Value = serde_json::from_str(&args_json)
             .map_err(|e| to_napi(Error::Invalid(format!("connect(): {e}"))))?;
-        let fd = self.inner.connect(&v).await.map_err(to_napi)?;
+        let fd = self
+            .inner
+            .connect(&v["port"], &v["waitS"])
+            .await
+            .map_err(to_napi)?;
         Ok(fd.into_raw_fd())
     }
 

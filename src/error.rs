@@ -30,6 +30,9 @@ pub enum Error {
     /// This host (its architecture, kernel or platform) cannot do what was asked at all.
     #[error("{0}")]
     HostUnsupported(String),
+    /// A connection the caller asked for was refused: nothing accepts on that port (yet).
+    #[error("{0}")]
+    ConnectionRefused(String),
     /// The runtime could not be started or talked to.
     #[error("{0}")]
     Runtime(String),
@@ -55,6 +58,7 @@ impl Error {
             Error::Image(_) => "ERR_IMAGE",
             Error::IsolationUnavailable(_) => "ERR_ISOLATION_UNAVAILABLE",
             Error::HostUnsupported(_) => "ERR_HOST_UNSUPPORTED",
+            Error::ConnectionRefused(_) => "ERR_CONNECTION_REFUSED",
             Error::Runtime(_) => "ERR_RUNTIME",
             Error::SetupFailed { .. } => "ERR_SETUP_FAILED",
         }

@@ -28,6 +28,9 @@ use tokio::sync::{oneshot, watch};
 pub const KILL_GRACE: Duration = Duration::from_secs(2);
 /// Without `timeoutS`, a process lives as long as its session (and at most this).
 const LIFETIME_MS: u64 = super::longbox::LIFETIME_MS;
+/// The longest `connect(port, { waitS })` waits for a server to listen: an hour (a number past
+/// it is more likely a unit mistake, milliseconds for seconds, than a wish).
+const MAX_CONNECT_WAIT_S: f64 = 3600.0;
 
 /// What `spawn()` and `terminal()` ask for (`argv` is the image's shell for a terminal).
 #[derive(Debug, Default, serde::Deserialize)]
@@ -443,7 +446,13 @@ impl Process {
     }
 
     /// A TCP connection to `127.0.0.1:port` inside its box (`engine::connector`); the socket.
-    pub async fn connect(&self, port: &serde_json::Value) -> Result<OwnedFd> {
+    /// `wait_s` (null: 0): how long a refused connection is tried again, for a server that is
+    /// still starting; the process's end stops the wait at once.
+    pub async fn connect(
+        &self,
+        port: &serde_json::Value,
+        wait_s: &serde_json::Value,
+    ) -> Result<OwnedFd> {
         let port = match port.as_u64() {
             Some(p) if (1..=65535).contains(&p) => p as u16,
             _ => {
@@ -453,10 +462,57 @@ impl Process {
                 )
             }
         };
-        let Some(line) = &self.connect else {
+        let wait = match wait_s {
+            serde_json::Value::Null => Duration::ZERO,
+            v => match v.as_f64() {
+                Some(s) if (0.0..=MAX_CONNECT_WAIT_S).contains(&s) => Duration::from_secs_f64(s),
+                _ => {
+                    return crate::invalid!(
+                        "connect(): waitS must be a number of seconds from 0 to {MAX_CONNECT_WAIT_S}, got {}",
+                        crate::config::describe(v)
+                    )
+                }
+            },
+        };
+        if self.connect.is_none() {
             return crate::invalid!(
                 "connect(): a terminal has no connect(); spawn() the server and connect to it"
             );
+        }
+        let deadline = tokio::time::Instant::now() + wait;
+        let mut pause = Duration::from_millis(10);
+        let mut ended = self.ended.clone();
+        loop {
+            match self.dial(port).await {
+                Err(Error::ConnectionRefused(why)) if tokio::time::Instant::now() < deadline => {
+                    let nap = pause.min(deadline - tokio::time::Instant::now());
+                    pause = (pause * 2).min(Duration::from_millis(250));
+                    tokio::select! {
+                        _ = tokio::time::sleep(nap) => {}
+                        _ = ended.wait_for(|e| *e) => {
+                            return Err(Error::Invalid(format!(
+                                "connect(): the process ended while connect() waited for 127.0.0.1:{port} ({why})"
+                            )));
+                        }
+                    }
+                }
+                Err(Error::ConnectionRefused(why)) => {
+                    let hint = if wait.is_zero() {
+                        "; if the server is still starting, pass { waitS } to wait until it listens".to_string()
+                    } else {
+                        format!(" (tried for {} s)", wait.as_secs_f64())
+                    };
+                    return Err(Error::ConnectionRefused(format!("connect(): {why}{hint}")));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// One request to the box's connector.
+    async fn dial(&self, port: u16) -> Result<OwnedFd> {
+        let Some(line) = &self.connect else {
+            return crate::invalid!("connect(): a terminal has no connect()");
         };
         if *self.ended.borrow() {
             return Err(Error::Invalid(connector::DialError::Gone.to_string()));
@@ -475,6 +531,8 @@ impl Process {
             };
             line.dial(port).map_err(|e| match e {
                 connector::DialError::Io(e) => Error::Runtime(format!("connect(): {e}")),
+                // Said whole by connect(), which may try it again.
+                e @ connector::DialError::Refused { .. } => Error::ConnectionRefused(e.to_string()),
                 e => Error::Invalid(format!("connect(): {e}")),
             })
         })
