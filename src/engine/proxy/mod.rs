@@ -31,6 +31,8 @@
 //! ports other than 443, and the `Host` of plain HTTP inside a CONNECT tunnel.
 
 mod addr;
+#[doc(hidden)]
+pub mod fuzzing;
 mod head;
 mod policy;
 mod resolve;
