@@ -123,11 +123,13 @@ run_one() {
   local t=$1 log=$2 dict=() rc=0
   mkdir -p "$fuzz/corpus-run/$t" "$fuzz/artifacts/$t"
   [[ -f "$fuzz/dict/$t.dict" ]] && dict=("-dict=$fuzz/dict/$t.dict")
+  # The CPU seconds the run used (user + system), for the record: time's report goes to $log.cpu.
+  local TIMEFORMAT='%U %S'
   # shellcheck disable=SC2086
-  sandboxed "$bin_dir/$t" "$fuzz/corpus-run/$t" "$fuzz/corpus/$t" \
+  { time sandboxed "$bin_dir/$t" "$fuzz/corpus-run/$t" "$fuzz/corpus/$t" \
     -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -artifact_prefix="$fuzz/artifacts/$t/" -print_final_stats=1 "${dict[@]}" ${FUZZ_FLAGS:-} \
-    >"$log" 2>&1 || rc=$?
+    >"$log" 2>&1 || rc=$?; } 2>"$log.cpu"
   echo "$rc" >"$log.rc"
 }
 
@@ -150,9 +152,10 @@ wait
 for t in "${targets[@]}"; do
   rc="$(cat "$logs/$t.log.rc" 2>/dev/null || echo "no exit status")"
   # libFuzzer's last status line: "#N DONE cov: C ft: F corp: ..." and the final stats.
-  line="$(grep -E '^#[0-9]+ +(DONE|INITED)' "$logs/$t.log" | tail -1 || true)"
+  line="$(grep -E '^#[0-9]+[[:space:]]+(DONE|INITED|NEW|REDUCE|pulse)' "$logs/$t.log" | tail -1 | tr -s '[:space:]' ' ' || true)"
   execs="$(sed -n 's/^stat::number_of_executed_units: *//p' "$logs/$t.log" | tail -1)"
-  printf 'fuzz: %-18s rc=%s execs=%s %s\n' "$t" "$rc" "${execs:-?}" "${line:-(no status line)}"
+  cpu="$(awk '{printf "%.0f", $1 + $2}' "$logs/$t.log.cpu" 2>/dev/null || true)"
+  printf 'fuzz: %-17s rc=%s cpu=%ss execs=%s %s\n' "$t" "$rc" "${cpu:-?}" "${execs:-?}" "${line:-(no status line)}"
   if [[ "$rc" != 0 ]]; then
     failed+=("$t")
     echo "---- $t: the end of its log ($logs/$t.log) ----" >&2
