@@ -104,7 +104,7 @@ if [[ "${1:-}" == "--repro" ]]; then
   [[ $# == 2 ]] || die "usage: scripts/fuzz.sh --repro fuzz/artifacts/<target>/<file>"
   input="$(realpath "$2")"
   target="$(basename "$(dirname "$input")")"
-  [[ -x "$bin_dir/$target" ]] || build
+  build >&2 || die "building the fuzz targets failed"
   exec_rc=0
   sandboxed "$bin_dir/$target" "$input" || exec_rc=$?
   exit "$exec_rc"
@@ -141,6 +141,7 @@ running=0
 for t in "${targets[@]}"; do
   echo "fuzz: $t (${seconds} s)"
   rm -f "$logs/$t.log.rc"
+  touch "$logs/$t.log.start"
   run_one "$t" "$logs/$t.log" &
   running=$((running + 1))
   if ((running >= jobs)); then
@@ -160,8 +161,9 @@ for t in "${targets[@]}"; do
     failed+=("$t")
     echo "---- $t: the end of its log ($logs/$t.log) ----" >&2
     tail -40 "$logs/$t.log" >&2
-    for a in "$fuzz/artifacts/$t"/*; do
-      [[ -f "$a" ]] && echo "fuzz: $t: reproducer: $a (bash scripts/fuzz.sh --repro $a)" >&2
+    # This run's reproducers (earlier runs' stay in the directory until removed).
+    find "$fuzz/artifacts/$t" -type f -newer "$logs/$t.log.start" | while read -r a; do
+      echo "fuzz: $t: reproducer: $a (bash scripts/fuzz.sh --repro $a)" >&2
     done
   fi
 done

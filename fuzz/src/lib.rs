@@ -39,7 +39,8 @@ pub fn chunks(data: &[u8]) -> Vec<&[u8]> {
 /// then its data rounded up to 512 bytes). Sizes in base-256 and octal are both understood.
 pub fn fix_tar_checksums(tar: &mut [u8]) {
     let mut pos = 0usize;
-    while pos + 512 <= tar.len() {
+    // `pos` may point far past the end (a huge size field): never `pos + 512`.
+    while tar.len().saturating_sub(pos) >= 512 {
         let block = &mut tar[pos..pos + 512];
         if block.iter().all(|b| *b == 0) {
             pos += 512;
