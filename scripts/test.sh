@@ -205,6 +205,9 @@ RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --target "$host_triple" -
 step "unit: cargo test --no-default-features"
 cargo test --target "$host_triple" --no-default-features || fail "cargo test --no-default-features"
 
+step "fuzz: scripts/fuzz.sh (libFuzzer, every host-side parser for FUZZ_SECONDS each; docs/fuzzing.md)"
+bash scripts/fuzz.sh || fail "scripts/fuzz.sh (a reproducer's path is printed above)"
+
 step "image: test rootfs (scripts/build-test-rootfs.sh)"
 bash scripts/build-test-rootfs.sh || abort "scripts/build-test-rootfs.sh"
 

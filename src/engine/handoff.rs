@@ -59,10 +59,8 @@ pub struct Command {
 /// What the caller said on its lifeline since the last look: the commands of every complete
 /// line in it (`pending` keeps a partial one). None: it hung up (EOF or an error), which is
 /// "kill the box". A line that is not a `Command` is ignored: the addon sends only those.
-pub(super) fn read_commands(
-    lifeline: BorrowedFd<'_>,
-    pending: &mut Vec<u8>,
-) -> Option<Vec<Command>> {
+#[doc(hidden)]
+pub fn read_commands(lifeline: BorrowedFd<'_>, pending: &mut Vec<u8>) -> Option<Vec<Command>> {
     let mut buf = [0u8; 1024];
     match nix::unistd::read(lifeline, &mut buf) {
         Ok(0) | Err(_) => return None,
@@ -77,7 +75,8 @@ pub(super) fn read_commands(
 }
 
 /// The workload's pid in the box, once init's messages (`msg::WORKLOAD`) say it.
-pub(super) fn started_pid(messages: &[u8]) -> Option<i32> {
+#[doc(hidden)]
+pub fn started_pid(messages: &[u8]) -> Option<i32> {
     String::from_utf8_lossy(messages).lines().find_map(|l| {
         l.strip_prefix(msg::WORKLOAD)
             .and_then(|p| p.trim().parse().ok())

@@ -615,7 +615,8 @@ async fn recv_command(rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<i32>>
 }
 
 /// The workload's pid, from a `handoff::Started` line among kern's.
-fn started_pid(status: &[u8]) -> Option<i32> {
+#[doc(hidden)]
+pub fn started_pid(status: &[u8]) -> Option<i32> {
     status
         .split(|&b| b == b'\n')
         .find_map(|l| serde_json::from_slice::<Started>(l).ok())
@@ -736,14 +737,17 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
 }
 
 /// The notes of kern's first line on the control socket (`status::Prepared`), if it sent one.
-fn prepared_notes(status: &[u8]) -> Vec<String> {
+#[doc(hidden)]
+pub fn prepared_notes(status: &[u8]) -> Vec<String> {
     let first = status.split(|&b| b == b'\n').next().unwrap_or_default();
     serde_json::from_slice::<super::status::Prepared>(first)
         .map(|p| p.prepared_notes)
         .unwrap_or_default()
 }
 
-fn parse_report(status: &[u8]) -> Option<BoxReport> {
+/// The box's report: kern's last non-empty line.
+#[doc(hidden)]
+pub fn parse_report(status: &[u8]) -> Option<BoxReport> {
     let text = std::str::from_utf8(status).ok()?;
     let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
     serde_json::from_str(line).ok()

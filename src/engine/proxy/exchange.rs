@@ -141,7 +141,7 @@ pub(super) async fn read_origin_head<S: AsyncRead + Unpin>(
 /// The body framing of an origin-form request: chunked (the last coding, alone), a
 /// `Content-Length`, or none. Two framings, or other codings, are refused (how requests are
 /// smuggled).
-fn body_of(req: &Request) -> Result<Body, Refused> {
+pub(super) fn body_of(req: &Request) -> Result<Body, Refused> {
     let te: Vec<&[u8]> = req.values("transfer-encoding").collect();
     let cl: Vec<&[u8]> = req.values("content-length").collect();
     match (te.as_slice(), cl.as_slice()) {
@@ -311,7 +311,7 @@ impl Chunks {
 /// The head forwarded: same method, target and version; hop-by-hop headers (and those
 /// `Connection` names) dropped, the framing as checked, `Connection: close`; with secrets, no
 /// compressed answer asked for (it could not be scrubbed).
-fn forward_head(req: &Request, body: &Body, scrubbing: bool) -> Vec<u8> {
+pub(super) fn forward_head(req: &Request, body: &Body, scrubbing: bool) -> Vec<u8> {
     let mut named = Vec::new();
     for value in req.values("connection") {
         for token in String::from_utf8_lossy(value).split(',') {

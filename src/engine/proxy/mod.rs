@@ -37,6 +37,8 @@
 
 mod addr;
 mod exchange;
+#[doc(hidden)]
+pub mod fuzzing;
 mod head;
 mod policy;
 mod resolve;

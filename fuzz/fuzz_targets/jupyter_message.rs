@@ -1,0 +1,60 @@
+//! Messages from a Jupyter kernel, as a kernel session takes them: the wire decode (delimiter,
+//! HMAC signature, four JSON frames) and, for those that pass, the cell's handling of IOPub
+//! and shell messages (streams, rich results with their image checks, errors, the reply),
+//! then the cell's parts. Input: messages separated by `KERN-FUZZ-NEXT-MESSAGE`; each is a
+//! flags byte then frames separated by `KERN-FUZZ-FRAME`. Flags bit 0: the frames are signed
+//! here as header, parent header, metadata, content (+ buffers), so the decode reaches the
+//! JSON; else they go to `decode` as they are. Bit 1: a shell message (else IOPub).
+#![no_main]
+
+use bytes::Bytes;
+use kern_sandbox::lang::jupyter::cell::Cell;
+use kern_sandbox::lang::jupyter::wire::{decode, Signer, DELIMITER};
+use kern_sandbox_fuzz::split;
+use libfuzzer_sys::fuzz_target;
+
+const KEY: &[u8] = b"kern-fuzz-key";
+
+fuzz_target!(|data: &[u8]| {
+    let signer = Signer::new(KEY);
+    let mut cell = Cell::new("req-1".into(), 1 << 16);
+    for message in split(data, b"KERN-FUZZ-NEXT-MESSAGE") {
+        let Some((&flags, message)) = message.split_first() else {
+            continue;
+        };
+        let parts = split(message, b"KERN-FUZZ-FRAME");
+        let frames: Vec<Bytes> = if flags & 1 == 1 {
+            let p = |i: usize| parts.get(i).copied().unwrap_or(&b"{}"[..]);
+            let signed = [p(0), p(1), p(2), p(3)];
+            let mut f = vec![
+                Bytes::from_static(b"kernel-identity"),
+                Bytes::from_static(DELIMITER),
+                Bytes::from(signer.sign(&signed)),
+            ];
+            f.extend(signed.iter().map(|s| Bytes::copy_from_slice(s)));
+            f.extend(parts.iter().skip(4).map(|s| Bytes::copy_from_slice(s)));
+            f
+        } else {
+            parts.iter().map(|s| Bytes::copy_from_slice(s)).collect()
+        };
+        let Ok(m) = decode(&signer, &frames) else {
+            continue;
+        };
+        if flags & 2 == 2 {
+            cell.on_reply(&m);
+        } else {
+            cell.on_iopub(&m);
+        }
+        let _ = (cell.done(), cell.executing(), cell.failed());
+    }
+    let parts = cell.into_parts();
+    // Kept output is capped in bytes; shown as text, a byte is at most one character.
+    assert!(
+        parts.stdout.chars().count() <= 1 << 16,
+        "stdout over its cap"
+    );
+    assert!(
+        parts.stderr.chars().count() <= 1 << 16,
+        "stderr over its cap"
+    );
+});
