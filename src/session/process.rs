@@ -498,7 +498,8 @@ impl Process {
                 }
                 Err(Error::ConnectionRefused(why)) => {
                     let hint = if wait.is_zero() {
-                        "; if the server is still starting, pass { waitS } to wait until it listens".to_string()
+                        "; if the server is still starting, pass { waitS } to wait until it listens"
+                            .to_string()
                     } else {
                         format!(" (tried for {} s)", wait.as_secs_f64())
                     };

@@ -4,9 +4,9 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use super::exchange::{body_of, read_origin_head};
 use super::head::Target;
 use super::policy::{canonical_host, Host};
-use super::exchange::{body_of, read_origin_head};
 use super::tunnel::screen;
 use super::{check_host_header, content_length, exchange, forward_head, read_head, tls};
 
