@@ -146,6 +146,33 @@ test('close() ends the box and leaves no process; it is idempotent', async () =>
   }
 });
 
+// The box's output queue is bounded (a slow onStdout holds the box, not host memory): nothing
+// may wait on it with nobody reading. Each of these hung for ever when close() or a dead cell
+// waited for the box's end without reading what the box still wrote.
+test('close(), and a cell whose kernel dies, end although the box still floods its output', async () => {
+  const flood = ['import sys, threading', 'def spam():', '    while True:',
+    '        sys.stdout.write("x" * 65536); sys.stdout.flush()'];
+  const before = new Set(driverPids());
+  const sb = await new Sandbox(opts()).open();
+  try {
+    // A thread that floods stdout after its cell returned: no cell reads the box meanwhile.
+    const k1 = await sb.kernel();
+    await k1.runCode([...flood, 'threading.Thread(target=spam, daemon=True).start()', 'print("started")'].join('\n'));
+    await k1.close();
+    // A cell that floods and then ends its own process: its end must be told.
+    const k2 = await sb.kernel();
+    const settled = await k2.runCode(['import os, sys', 'for _ in range(300):', '    sys.stdout.write("y" * 65536)',
+      'sys.stdout.flush()', 'os._exit(3)'].join('\n')).then((r) => r, (e) => e);
+    expect(settled).not.toBeInstanceOf(Error);
+    expect(settled.fault).toEqual({ type: 'killed', message: expect.stringMatching(/exited \(code 3\)/) });
+    await k2.close();
+  } finally {
+    await sb.close();
+  }
+  // Nothing of either kernel is left on the host.
+  expect(driverPids().filter((p) => !before.has(p))).toEqual([]);
+}, 120000);
+
 test("closing the Sandbox ends its kernels", async () => {
   const before = driverPids();
   const sb = await new Sandbox(opts()).open();

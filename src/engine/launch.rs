@@ -29,6 +29,9 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// ends before it, so EOF is certain and only the reader's turn on a busy host is waited for
 /// (a fixed 2 s lost output under load); this bound is for a kern that broke its word.
 const DRAIN_BOUND: Duration = Duration::from_secs(60);
+/// The most a box's end waits, beyond its grace, for an output consumer that is slow to take
+/// the last chunks (a slow `onStdout`): past it, what is still unread counts as cut.
+const SLOW_CONSUMER_GRACE: Duration = Duration::from_secs(30);
 /// How long to wait for a `kern` that closed its end to be reaped, where its exit status is
 /// only read for what it says (systemd-run's refusal, a crash).
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -545,6 +548,9 @@ impl Kern {
             // The grace is the reader's own time; what it spent waiting for a slow consumer
             // (`ChunkSender`) is added to it, so the output the box wrote before it ended is
             // all delivered and kept, however slow the callback.
+            // Bounded: at most SLOW_CONSUMER_GRACE in all (a consumer that never reads must not
+            // hold the call for ever), and none for a resident box's call, whose pipes a
+            // process the call left may keep writing to.
             let mut wait = grace;
             let mut granted = Duration::ZERO;
             let ended = loop {
@@ -552,10 +558,12 @@ impl Kern {
                     break true;
                 }
                 let blocked = into.lock().unwrap_or_else(|p| p.into_inner()).blocked();
-                if blocked <= granted {
+                if spec.resident.is_some() || blocked <= granted || granted >= SLOW_CONSUMER_GRACE {
                     break false;
                 }
-                wait = (blocked - granted).max(Duration::from_millis(100));
+                wait = (blocked - granted)
+                    .max(Duration::from_millis(100))
+                    .min(SLOW_CONSUMER_GRACE - granted);
                 granted = blocked;
             };
             task.abort();

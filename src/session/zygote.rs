@@ -146,7 +146,7 @@ fn pyc_bind_hook(cache: &super::pyc::Cache) -> Option<&'static str> {
 
 /// The zygote's environment, from the one a fresh box of the Sandbox gets (`env`): nothing in it
 /// names a place a box could have written (see `lang/zygote.py`). Every variable that could
-/// (PYTHONPATH, PYTHONUSERBASE, PYTHONSTARTUP, any PYTHON* not in `KEPT`, HOME, PATH) goes
+/// (PYTHONPATH, PYTHONUSERBASE, PYTHONSTARTUP, any PYTHON* not in `KEPT`, OPENSSL_*, HOME, PATH) goes
 /// aside into `KERN_ZYGOTE_ENV`, with the workspace, for each call's workload to put back in its
 /// own box; HOME points nowhere, PATH is the image's, PYTHONPATH is only the pyc hook. A
 /// variable in `refused` the image did not set is refused: no call could get it.
@@ -164,7 +164,13 @@ fn start_env(
                 "option `zygote` can't be combined with the environment variable {k} (from `env`): python or its loader reads it only at start, from a place a box could write, and the zygote's python starts before any call and runs nothing a box could have written; leave `zygote` out, or {k} out of `env`"
             );
         }
-        if k == "HOME" || k == "PATH" || (k.starts_with("PYTHON") && !KEPT.contains(&k.as_str())) {
+        // OPENSSL_*: libcrypto reads its config and modules from there once loaded; the zygote
+        // loads none today, and a call's workload gets them back before it could.
+        if k == "HOME"
+            || k == "PATH"
+            || k.starts_with("OPENSSL_")
+            || (k.starts_with("PYTHON") && !KEPT.contains(&k.as_str()))
+        {
             aside.insert(k.clone(), serde_json::Value::String(v.clone()));
         } else {
             kept.push((k.clone(), v.clone()));
@@ -354,6 +360,7 @@ mod tests {
             ("PYTHONUSERBASE", "/workspace/.deps/pyuser"),
             ("PYTHONSTARTUP", "/workspace/s.py"),
             ("PYTHONHASHSEED", "0"),
+            ("OPENSSL_CONF", "/workspace/openssl.cnf"),
             ("LANG", "C.UTF-8"),
         ]);
         let out = start_env(&env, &image, "/workspace", Some("/.kern-pyc/hook")).expect("env");
@@ -363,7 +370,12 @@ mod tests {
         assert_eq!(get("PYTHONPATH"), Some("/.kern-pyc/hook"));
         assert_eq!(get("PYTHONHASHSEED"), Some("0"));
         assert_eq!(get("LANG"), Some("C.UTF-8"));
-        for k in ["PYTHONUSERBASE", "PYTHONSTARTUP", "PYTHON_VERSION"] {
+        for k in [
+            "PYTHONUSERBASE",
+            "PYTHONSTARTUP",
+            "PYTHON_VERSION",
+            "OPENSSL_CONF",
+        ] {
             assert_eq!(get(k), None, "{k}");
         }
         let info: serde_json::Value =

@@ -507,7 +507,9 @@ where
                     let code = res.code.unwrap_or(0);
                     let mut te = None;
                     let mut cl = None;
-                    let mut ce = None;
+                    // Every Content-Encoding the answer names: one that is not identity (a
+                    // second header after a first "gzip" included) can't be scrubbed.
+                    let mut ce: Vec<Vec<u8>> = Vec::new();
                     let mut out =
                         format!("HTTP/1.{} {code} {}\r\n", minor, res.reason.unwrap_or(""))
                             .into_bytes();
@@ -516,7 +518,7 @@ where
                         match lower.as_str() {
                             "transfer-encoding" => te = Some(h.value.to_vec()),
                             "content-length" => cl = Some(h.value.to_vec()),
-                            "content-encoding" => ce = Some(h.value.to_vec()),
+                            "content-encoding" => ce.push(h.value.to_vec()),
                             _ => {}
                         }
                         if [
@@ -543,19 +545,22 @@ where
                             out.extend_from_slice(cl);
                             out.extend_from_slice(b"\r\n");
                         }
-                    } else if ce
-                        .as_deref()
-                        .is_some_and(|v| !v.trim_ascii().eq_ignore_ascii_case(b"identity"))
-                    {
-                        return Err(bad(format!(
-                            "it came compressed (Content-Encoding: {}) although the proxy asked for none, and a compressed body can't be checked for a secret's value",
-                            String::from_utf8_lossy(ce.as_deref().unwrap_or_default())
-                        )));
+                    } else if ce.iter().flat_map(|v| v.split(|&b| b == b',')).any(|v| {
+                        !v.trim_ascii().is_empty()
+                            && !v.trim_ascii().eq_ignore_ascii_case(b"identity")
+                    }) {
+                        // The server's value is not quoted: a host that echoes request headers
+                        // could put the secret there, and this text reaches the box unscrubbed.
+                        return Err(bad(
+                            "it came compressed (a Content-Encoding other than identity) although the proxy asked for none, and a compressed body can't be checked for a secret's value".into(),
+                        ));
                     }
                     let framing = if bodiless {
                         None
                     } else if let Some(te) = te {
-                        if !te.trim_ascii().to_ascii_lowercase().ends_with(b"chunked") {
+                        // Exactly chunked: "gzip, chunked" would pass a compressed body, de-chunked,
+                        // to the box unscrubbed.
+                        if !te.trim_ascii().eq_ignore_ascii_case(b"chunked") {
                             return Err(bad("a Transfer-Encoding other than chunked".into()));
                         }
                         Some(Body::Chunked)

@@ -672,8 +672,14 @@ fn host_names_target(
         .ok()
         .and_then(|v| split_authority(v).ok())
         .and_then(|(h, p)| Some((canonical_host(h).ok()?, p.unwrap_or(default_port))));
+    // `localhost` names the loopback itself: a box's client for a listed 127.0.0.1:P (or ::1)
+    // says `Host: localhost:P`, and means that address.
+    let loopback_name = |h: &Host| {
+        matches!(h, Host::Name(n) if n == "localhost")
+            && matches!(host, Host::Ip(ip) if ip.is_loopback())
+    };
     match named {
-        Some((h, p)) if &h == host && p == port => Ok(()),
+        Some((h, p)) if (&h == host || loopback_name(&h)) && p == port => Ok(()),
         _ => Err(format!(
             "Host header {} does not match the request target {host}:{port}",
             quote(value)

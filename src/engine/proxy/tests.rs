@@ -769,3 +769,23 @@ async fn a_new_policy_holds_for_the_next_connection() {
 }
 
 mod secrets;
+
+#[test]
+fn host_localhost_names_a_loopback_target_and_nothing_else() {
+    use super::{host_names_target, Host};
+    let v4 = Host::Ip("127.0.0.1".parse().unwrap());
+    let v6 = Host::Ip("::1".parse().unwrap());
+    let public = Host::Ip("93.184.216.34".parse().unwrap());
+    let name = Host::Name("example.com".into());
+    assert_eq!(
+        host_names_target(&[b"localhost:8000"], &v4, 8000, 80),
+        Ok(())
+    );
+    assert_eq!(
+        host_names_target(&[b"LOCALHOST:8000"], &v6, 8000, 80),
+        Ok(())
+    );
+    assert!(host_names_target(&[b"localhost:8001"], &v4, 8000, 80).is_err());
+    assert!(host_names_target(&[b"localhost:8000"], &public, 8000, 80).is_err());
+    assert!(host_names_target(&[b"localhost"], &name, 80, 80).is_err());
+}

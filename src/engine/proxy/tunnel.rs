@@ -330,7 +330,12 @@ async fn http_or_not<R: AsyncRead + Unpin>(cr: &mut R, buf: &mut Vec<u8>) -> Res
                 if let Some(end) = rest.iter().position(|&b| b == b'\n') {
                     let line = String::from_utf8_lossy(&rest[..end]);
                     let last = line.split_ascii_whitespace().last().unwrap_or_default();
-                    return Ok(last.len() >= 5 && last[..5].eq_ignore_ascii_case("http/"));
+                    // Bytes, not a str slice: the line may hold multi-byte characters (a box's
+                    // `\xff` became U+FFFD) and a char boundary need not fall at 5.
+                    return Ok(last
+                        .as_bytes()
+                        .get(..5)
+                        .is_some_and(|p| p.eq_ignore_ascii_case(b"http/")));
                 }
             }
             Some(_) => return Ok(false),
@@ -424,4 +429,23 @@ async fn read_some<R: AsyncRead + Unpin>(cr: &mut R, buf: &mut Vec<u8>) -> Resul
         .map_err(|e| format!("reading the tunnel's first bytes failed: {e}"))?;
     buf.extend_from_slice(&chunk[..n]);
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::http_or_not;
+
+    #[tokio::test]
+    async fn a_first_line_with_multibyte_characters_is_judged_not_panicked_on() {
+        // `\xff` becomes U+FFFD (3 bytes) in the lossy line, so byte 5 falls inside it.
+        for line in [
+            &b"GET / abcd\xff\n"[..],
+            b"GET / \xc3\xa9\xc3\xa9\xc3\xa9\n",
+            b"GET / HTTP/1.1\n",
+        ] {
+            let mut buf = Vec::new();
+            let got = http_or_not(&mut &line[..], &mut buf).await;
+            assert_eq!(got, Ok(line.ends_with(b"HTTP/1.1\n")), "{line:?}");
+        }
+    }
 }

@@ -7,7 +7,7 @@
 //! `Slot` is this kernel used for one cell.
 
 use super::lifecycle::{
-    cell_signal, cell_stop, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
+    cell_signal, cell_stop, end_fault, end_reading, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
 };
 use crate::engine::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::status::{Fault, FaultKind};
@@ -154,6 +154,10 @@ impl Kind for Driver {
         &mut live.ended
     }
 
+    fn chunks(live: &mut Live) -> &mut ChunkReceiver {
+        &mut live.chunks
+    }
+
     fn check_cell(&self, code: &str) -> Result<()> {
         self.lang.check_cell(code)
     }
@@ -165,7 +169,8 @@ impl Kind for Driver {
     }
 
     async fn box_end(&self, _: &Lifecycle<Driver>, live: &mut Live) -> Fault {
-        end_fault((&mut live.ended).await, self.lang.process_name(), "")
+        let ended = end_reading(&mut live.ended, &mut live.chunks, drop).await;
+        end_fault(ended, self.lang.process_name(), "")
     }
 
     async fn unwell(&self, _: &Lifecycle<Driver>, _: &mut Live) -> Option<String> {

@@ -20,6 +20,25 @@ use tokio::sync::{watch, Mutex};
 /// Resolves when a kernel's box has ended.
 pub(crate) type Ended = tokio::task::JoinHandle<Result<Option<Outcome>>>;
 
+/// Waits for the box's end while reading the output it still writes (each chunk to `keep`):
+/// the output queue is bounded (`launch::ChunkSender`), so a box whose queue nobody reads would
+/// hold its reader, and its end, for ever.
+pub(crate) async fn end_reading(
+    ended: &mut Ended,
+    chunks: &mut crate::engine::launch::ChunkReceiver,
+    mut keep: impl FnMut(crate::engine::launch::Chunk),
+) -> std::result::Result<Result<Option<Outcome>>, tokio::task::JoinError> {
+    loop {
+        tokio::select! {
+            o = &mut *ended => return o,
+            c = chunks.recv() => match c {
+                Some(c) => keep(c),
+                None => return (&mut *ended).await,
+            },
+        }
+    }
+}
+
 /// A cell's abort (its caller's `signal`): turning true stops the cell as its timeout does.
 pub(crate) type Abort = Option<watch::Receiver<bool>>;
 
@@ -73,6 +92,8 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
 
     /// The box's end, in the live part.
     fn ended(live: &mut Self::Live) -> &mut Ended;
+    /// The box's output, in the live part (read while waiting for its end: `end_reading`).
+    fn chunks(live: &mut Self::Live) -> &mut crate::engine::launch::ChunkReceiver;
     /// The cell's own check, before it waits for the kernel.
     fn check_cell(&self, code: &str) -> Result<()>;
     /// The error of a call to a kernel that was torn down for `why`.
@@ -276,10 +297,12 @@ impl<K: Kind> Lifecycle<K> {
                 self.kind.goodbye(live).await;
             }
             self.stop.send_replace(true);
-            // Not awaited when finished: a kind may have taken its output already.
-            let ended = K::ended(live);
-            if !ended.is_finished() {
-                if let Ok(Ok(Some(o))) = ended.await {
+            // Not awaited when finished: a kind may have taken its output already. What the box
+            // still writes meanwhile is read and dropped (no cell is there to take it).
+            if !K::ended(live).is_finished() {
+                let mut chunks =
+                    std::mem::replace(K::chunks(live), crate::engine::launch::chunk_channel().1);
+                if let Ok(Ok(Some(o))) = end_reading(K::ended(live), &mut chunks, drop).await {
                     outcome = Some(o);
                 }
             }

@@ -334,6 +334,29 @@ async fn a_compressed_answer_from_a_secret_host_is_not_passed() {
 }
 
 #[tokio::test]
+async fn a_compressed_answer_in_another_spelling_is_not_passed_either() {
+    // A transfer coding before chunked (the body, de-chunked, would still be gzip), and a second
+    // Content-Encoding after an identity one: both 502, and the 502 quotes nothing of the
+    // server's (a header it echoed could hold the value).
+    for answer_bytes in [
+        &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n2\r\nxx\r\n0\r\n\r\n"[..],
+        &b"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Encoding: v4lue-gzip\r\nContent-Length: 2\r\n\r\nxx"[..],
+        &b"HTTP/1.1 200 OK\r\nContent-Encoding: identity, br\r\nContent-Length: 2\r\n\r\nxx"[..],
+    ] {
+        let (answer, _, _) = through_terminated(
+            "api.test",
+            "api.test",
+            |ph| format!("GET / HTTP/1.1\r\nHost: api.test\r\nAuthorization: {ph}\r\n\r\n"),
+            answer_bytes,
+        )
+        .await;
+        let answer = answer.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 502"), "{answer}");
+        assert!(!answer.contains("v4lue"), "{answer}");
+    }
+}
+
+#[tokio::test]
 async fn a_terminated_tunnel_naming_another_host_is_cut() {
     let (answer, _, decision) = through_terminated(
         "api.test",

@@ -19,7 +19,9 @@ mod signal;
 mod sockets;
 pub(crate) mod start;
 
-use super::lifecycle::{cell_signal, end_fault, Abort, CellSinks, Ended, Kind, Lifecycle, Stop};
+use super::lifecycle::{
+    cell_signal, end_fault, end_reading, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
+};
 use crate::engine::launch::{Chunk, ChunkReceiver};
 use crate::engine::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -73,6 +75,10 @@ impl Kind for Jupyter {
 
     fn ended(live: &mut Live) -> &mut Ended {
         &mut live.ended
+    }
+
+    fn chunks(live: &mut Live) -> &mut ChunkReceiver {
+        &mut live.chunks
     }
 
     fn check_cell(&self, code: &str) -> Result<()> {
@@ -347,15 +353,22 @@ impl Jupyter {
         live: &mut Live,
         wait: Option<Duration>,
     ) -> Fault {
+        // Its output is read meanwhile, into the log its fault quotes.
+        let Live {
+            ended, chunks, log, ..
+        } = live;
+        let mut keep = |c: Chunk| keep_tail(log, &c.data);
         let outcome = match wait {
-            None => (&mut live.ended).await,
-            Some(wait) => match tokio::time::timeout(wait, &mut live.ended).await {
-                Ok(o) => o,
-                Err(_) => {
-                    k.stop.send_replace(true);
-                    (&mut live.ended).await
+            None => end_reading(ended, chunks, &mut keep).await,
+            Some(wait) => {
+                match tokio::time::timeout(wait, end_reading(ended, chunks, &mut keep)).await {
+                    Ok(o) => o,
+                    Err(_) => {
+                        k.stop.send_replace(true);
+                        end_reading(ended, chunks, &mut keep).await
+                    }
                 }
-            },
+            }
         };
         let log = String::from_utf8_lossy(&live.log).trim().to_string();
         let tail = if log.is_empty() {
