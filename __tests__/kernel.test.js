@@ -170,7 +170,7 @@ test('close(), and a cell whose kernel dies, end although the box still floods i
     await sb.close();
   }
   // Nothing of either kernel is left on the host.
-  expect(driverPids().filter((p) => !before.has(p))).toEqual([]);
+  expect(await gone(driverPids().filter((p) => !before.has(p)))).toEqual([]);
 }, 120000);
 
 test("closing the Sandbox ends its kernels", async () => {

@@ -171,6 +171,7 @@ describe('spawn()', () => {
       's.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)',
       "s.bind(('127.0.0.1', 8123)); s.listen()",
       'c, _ = s.accept(); c.sendall(b"late hello"); c.close()',
+      'time.sleep(300)', // the box outlives the connector's answer, which it would race
     ].join('\n')]);
     try {
       // Nothing listens yet: refused at once without waitS, with its own code and a hint.
