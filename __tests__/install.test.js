@@ -104,7 +104,7 @@ test('npm install kern-sandbox by name from the registry, with no cargo or rustc
   expect(require(path.join(main, 'package.json')).optionalDependencies).toMatchObject({ [platformName]: pkg.version });
   // The platform package carries both, executable.
   const plat = path.join(project, 'node_modules', platformName);
-  expect(walk(plat).sort()).toEqual([`${pkg.napi.binaryName}.${key}.node`, 'LICENSE', 'README.md', 'kern', 'package.json'].sort());
+  expect(walk(plat).sort()).toEqual([`${pkg.napi.binaryName}.${key}.node`, 'LICENSE', 'README.md', 'THIRD_PARTY_NOTICES', 'kern', 'package.json'].sort());
   fs.accessSync(path.join(plat, 'kern'), fs.constants.X_OK);
   expect(fs.realpathSync(path.join(project, 'node_modules', '.bin', 'kern'))).toBe(path.join(main, 'bin', 'kern.js'));
 });
