@@ -478,14 +478,7 @@ async fn run_tunnel(
     let (mut c, proxy_side) = tokio::io::duplex(1 << 16);
     let (upstream_here, mut upstream_far) = tokio::io::duplex(1 << 16);
     let host = canonical_host(host).unwrap();
-    let d = Decision {
-        host: host.text(),
-        port,
-        allowed: true,
-        reason: "test".into(),
-        resolved: Vec::new(),
-        problem: None,
-    };
+    let d = test_decision(&host, port);
     let p2 = p.clone();
     let task = tokio::spawn(async move {
         p2.tunnel(proxy_side, upstream_here, Vec::new(), &host, port, d)
@@ -550,14 +543,7 @@ async fn a_silent_tls_client_is_cut_at_the_deadline() {
     let (c, proxy_side) = tokio::io::duplex(1 << 16);
     let (upstream_here, _upstream_far) = tokio::io::duplex(1 << 16);
     let host = Host::Name("mirror.test".into());
-    let d = Decision {
-        host: host.text(),
-        port: 443,
-        allowed: true,
-        reason: "test".into(),
-        resolved: Vec::new(),
-        problem: None,
-    };
+    let d = test_decision(&host, 443);
     timeout(
         WAIT,
         p.tunnel(proxy_side, upstream_here, Vec::new(), &host, 443, d),
@@ -766,6 +752,18 @@ async fn a_new_policy_holds_for_the_next_connection() {
     upstream.await.unwrap();
     p.set_policy(entries(&[]));
     assert!(ask(&p, &req).await.starts_with("HTTP/1.1 403"));
+}
+
+/// The decision a test hands to an exchange it drives: `host:port`, allowed.
+fn test_decision(host: &Host, port: u16) -> Decision {
+    Decision {
+        host: host.text(),
+        port,
+        allowed: true,
+        reason: "test".into(),
+        resolved: Vec::new(),
+        problem: None,
+    }
 }
 
 mod secrets;

@@ -93,14 +93,7 @@ async fn plaintext_http_in_a_tunnel_names_only_its_host_and_is_one_request() {
         async move {
             let (mut c, proxy_side) = tokio::io::duplex(1 << 16);
             let upstream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-            let d = Decision {
-                host: host.text(),
-                port,
-                allowed: true,
-                reason: "test".into(),
-                resolved: Vec::new(),
-                problem: None,
-            };
+            let d = test_decision(&host, port);
             let task = tokio::spawn(async move {
                 p.tunnel(proxy_side, upstream, Vec::new(), &host, port, d)
                     .await
@@ -219,14 +212,7 @@ async fn through_terminated(
     let p = Proxy::new(entries(&[name]), Resolver::default());
     let host = Host::Name(name.to_owned());
     let upstream = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    let decision = Decision {
-        host: name.to_owned(),
-        port: 443,
-        allowed: true,
-        reason: "test".into(),
-        resolved: Vec::new(),
-        problem: None,
-    };
+    let decision = test_decision(&host, 443);
     let (ours, theirs) = tokio::io::duplex(1 << 16);
     let req = request(&placeholder);
     let sni = ServerName::try_from(sni.to_owned()).unwrap();
