@@ -186,7 +186,13 @@ impl Line {
     fn recv(&self) -> Result<(Vec<u8>, Vec<OwnedFd>), DialError> {
         // Larger than an answer, so a longer message is seen for what it is.
         let mut buf = [0u8; 64];
-        let (n, fds) = sys::recv_with_fds(self.fd.as_raw_fd(), &mut buf)?;
+        // A box that ends while a request is out resets the line rather than closing it.
+        let (n, fds) = match sys::recv_with_fds(self.fd.as_raw_fd(), &mut buf) {
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNRESET | libc::EPIPE)) => {
+                return Err(DialError::Gone)
+            }
+            r => r?,
+        };
         if n == 0 {
             return Err(DialError::Gone);
         }
@@ -310,6 +316,27 @@ mod tests {
             }
             other => panic!("expected Refused, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_box_that_ends_with_a_request_unread_is_gone() {
+        // The box's end closes with the request still queued: the caller's recv sees a reset,
+        // not an EOF, and that too is the box ending (a CI run once said "os error 104").
+        let (ours, theirs) = pair().expect("pair");
+        let mut line = Line::new(ours);
+        let closer = std::thread::spawn(move || {
+            let mut fds = [nix::poll::PollFd::new(
+                theirs.as_fd(),
+                nix::poll::PollFlags::POLLIN,
+            )];
+            nix::poll::poll(&mut fds, nix::poll::PollTimeout::NONE).expect("poll");
+            drop(theirs);
+        });
+        match line.dial(4242) {
+            Err(DialError::Gone) => {}
+            other => panic!("expected Gone, got {other:?}"),
+        }
+        closer.join().expect("closer");
     }
 
     #[test]
