@@ -4,11 +4,12 @@
 #   bash scripts/test.sh
 #
 # Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> lints (oxlint,
-# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust) -> test rootfs, images, Node 24, the Podman
-# test container -> Jest as root (with the container tests: kern-sandbox inside Podman) ->
-# Jest again as the unprivileged user `kerntest` for the files marked `// rootless: yes` (the
-# rootless path; scripts/rootless-tests.sh), and meanwhile the core, limits, isolation, lifecycle,
-# process, isolation-report and zygote suites in a cgroup-v2 + systemd guest, as root and rootless
+# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust) -> fuzz, while the test rootfs,
+# images, Node 24 and the Podman test container are made in the background -> Jest as root (with
+# the container tests: kern-sandbox inside Podman) -> Jest again as the unprivileged user
+# `kerntest` for the files marked `// rootless: yes` (the rootless path;
+# scripts/rootless-tests.sh), and meanwhile the core, limits, isolation, lifecycle, process,
+# isolation-report and zygote suites in a cgroup-v2 + systemd guest, as root and rootless
 # (scripts/test-cgv2.sh)
 # -> summary. A build failure stops at once; every other failure is recorded and the remaining
 # steps still run, so one report shows everything. The very last line is always
@@ -47,6 +48,8 @@ rootless_copy=""       # temp copy of the repo, when kerntest cannot read it in 
 rootless_outdir=""
 cgv2_pid=""            # the guest runs, while they run in the background
 cgv2_log=""            # their output, shown once they are done
+images_pid=""          # the background image builds, and their output
+images_log=""
 root_rc=""             # Jest exit statuses, for the summary
 rootless_rc=""
 failures=()
@@ -68,6 +71,8 @@ fail() {
 }
 
 cleanup() {
+  [[ -n "$images_pid" ]] && kill -- "-$images_pid" 2>/dev/null
+  [[ -n "$images_log" ]] && rm -f "$images_log"
   [[ -n "$cgv2_pid" ]] && kill -- "-$cgv2_pid" 2>/dev/null
   [[ -n "$cgv2_log" ]] && rm -f "$cgv2_log" "$cgv2_log.rc"
   [[ -n "$rootless_copy" ]] && rm -rf "$rootless_copy"
@@ -162,6 +167,22 @@ rm -rf "$cgv2_out"
 step "setup: Debian packages, toolchain check, npm ci (scripts/setup-deps.sh)"
 bash scripts/setup-deps.sh || abort "setup-deps.sh"
 
+# The test images need nothing this repo builds, and mostly wait on the package mirrors and the
+# disk, so they are made in the background while the build, lints and unit tests use the CPU;
+# their output is shown, and their failure stops the run, before the first Jest run.
+images_log="$(mktemp /tmp/kern-images-step.XXXXXX)"
+# shellcheck disable=SC2016
+setsid bash -c '
+  run() { local t0=$(date +%s); echo "==> image: $1"; shift; "$@" || { echo "!!! FAILED: $*"; return 1; }; echo "    (took $(($(date +%s) - t0)) s)"; }
+  run "test rootfs" bash scripts/build-test-rootfs.sh &&
+    run "test rootfs (sci)" bash scripts/build-test-rootfs-sci.sh &&
+    run "test images" bash scripts/build-test-images.sh &&
+    run "a Node that strips TypeScript types (Node 24 from PyPI)" bash scripts/fetch-test-node.sh || exit 1
+  # Only the container tests need this one: its failure fails only them.
+  run "the Podman test container" bash scripts/build-test-container.sh || exit 2' \
+  >"$images_log" 2>&1 </dev/null &
+images_pid=$!
+
 # The dev profile (Cargo.toml: dependencies optimised, our crate incremental); the release
 # profile's LTO is for packaging (`npm run build`) and took 21 of a first run's 27 minutes.
 step "build: npm run build:debug (napi addon + kern binary, dev profile)"
@@ -208,23 +229,16 @@ cargo test --target "$host_triple" --no-default-features || fail "cargo test --n
 step "fuzz: scripts/fuzz.sh (libFuzzer, every host-side parser for FUZZ_SECONDS each; docs/fuzzing.md)"
 bash scripts/fuzz.sh || fail "scripts/fuzz.sh (a reproducer's path is printed above)"
 
-step "image: test rootfs (scripts/build-test-rootfs.sh)"
-bash scripts/build-test-rootfs.sh || abort "scripts/build-test-rootfs.sh"
-
-step "image: test rootfs (sci) (scripts/build-test-rootfs-sci.sh)"
-bash scripts/build-test-rootfs-sci.sh || abort "scripts/build-test-rootfs-sci.sh"
-
-step "image: test images (scripts/build-test-images.sh)"
-bash scripts/build-test-images.sh || abort "scripts/build-test-images.sh"
-
-step "image: a Node that strips TypeScript types (scripts/fetch-test-node.sh: Node 24 from PyPI)"
-bash scripts/fetch-test-node.sh || abort "scripts/fetch-test-node.sh"
-
-# The container tests (__tests__/container.test.js, issue 22) run in the root Jest run and count
-# in its report; this makes their Podman image (cached: ~30 s on a fresh machine). A failure
-# here fails only those tests.
-step "image: the Podman test container (scripts/build-test-container.sh)"
-bash scripts/build-test-container.sh || fail "scripts/build-test-container.sh"
+step "image: the test rootfs, images, Node 24 and the Podman test container (started in the background after setup; scripts/build-test-*.sh, scripts/fetch-test-node.sh)"
+wait "$images_pid"
+images_rc=$?
+images_pid=""
+cat "$images_log"
+case "$images_rc" in
+  0) ;;
+  2) fail "scripts/build-test-container.sh" ;;
+  *) abort "the test images (see the lines above)" ;;
+esac
 
 step "jest (root): npx jest${filter:+ $filter}"
 jest_args=(--json "--outputFile=$root_report")
