@@ -1,6 +1,6 @@
 'use strict';
 // The option names the JS layer takes, one list per place. js/index.js checks calls against
-// them; __tests__/option-names.test.js holds index.d.ts and `kern run --help` to them. (The
+// them; __tests__/sandbox/option-names.test.js holds index.d.ts and `kern run --help` to them. (The
 // Sandbox's own options are checked on the native side: KNOWN in src/session/options/mod.rs.)
 
 const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal', 'onResult', 'lineBuffered'];

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Podman image the container tests run kern-sandbox in (__tests__/container.test.js,
+# Builds the Podman image the container tests run kern-sandbox in (__tests__/packaging/container.test.js,
 # issue 22): the test rootfs (Debian bookworm + python3, scripts/build-test-rootfs.sh) with the
 # Node 24 of scripts/fetch-test-node.sh as /usr/local/bin/node (kern-sandbox needs Node >= 20.17;
 # Debian 12's is 18) and a non-root user `app` (uid 1000), imported with `podman import` (no

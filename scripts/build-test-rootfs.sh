@@ -31,14 +31,14 @@ debootstrap --variant=minbase --include="$packages" bookworm "$tmp" "$mirror" >"
 # Trim what a box never needs: the apt caches and man pages.
 rm -rf "$tmp/var/cache/apt/archives/"*.deb "$tmp/var/lib/apt/lists/"* "$tmp/usr/share/man" "$tmp/usr/share/doc"
 # debootstrap writes no /etc/hosts; images from the store get one at unpack, and a box of a
-# rootfs without one gets one at run time (tested on a copy without it, __tests__/rootfs.test.js).
+# rootfs without one gets one at run time (tested on a copy without it, __tests__/images/rootfs.test.js).
 # Written here so the suite and the benchmarks measure the common case.
 printf '127.0.0.1\tlocalhost kern\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$tmp/etc/hosts"
 echo "$stamp_want" >"$tmp/.kern-test-rootfs"
 rm -rf "$dest" "$tmp.log" "$dest-nohosts"
 mv "$tmp" "$dest"
 # The same tree without /etc/hosts, hard-linked (no extra space), for the test of an image
-# without one (__tests__/rootfs.test.js); made here, as root, so the rootless run has it too.
+# without one (__tests__/images/rootfs.test.js); made here, as root, so the rootless run has it too.
 cp -al "$dest" "$dest-nohosts.tmp.$$"
 rm "$dest-nohosts.tmp.$$/etc/hosts"
 mv "$dest-nohosts.tmp.$$" "$dest-nohosts"

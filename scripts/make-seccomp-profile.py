@@ -4,7 +4,7 @@ and pods"): Podman's default profile (containers-common's /usr/share/containers/
 which scripts/setup-deps.sh installs with podman) plus exactly what a box needs that it refuses,
 measured under Podman + runc: `sethostname` (a box names its own UTS namespace), which the
 default allows only with CAP_SYS_ADMIN. The name moves out of the two CAP_SYS_ADMIN rules into a
-rule of its own; nothing else changes. __tests__/container.test.js checks the result.
+rule of its own; nothing else changes. __tests__/packaging/container.test.js checks the result.
 
     python3 scripts/make-seccomp-profile.py [BASE] > seccomp.json
 """

@@ -8,11 +8,11 @@
 # ACLs), uidmap (newuidmap/newgidmap for rootless id ranges), hyperfine, procps, util-linux, and
 # for the image tests a real registry and its tools: docker-registry, skopeo (pushes the test
 # images), apache2-utils (htpasswd for the basic-auth registry), zstd (a zstd test layer); for the
-# registry-network tests (__tests__/registries.test.js) tinyproxy-bin (a real forward proxy, the
+# registry-network tests (__tests__/images/registries.test.js) tinyproxy-bin (a real forward proxy, the
 # binary without the Debian service) and openssl (a test CA made at test time); for the
 # cgroup-v2 guest (scripts/cgv2-vm.sh): patchelf (points the UML kernel at its own libc) and
 # e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below); for
-# the container tests (__tests__/container.test.js, scripts/build-test-container.sh) podman with
+# the container tests (__tests__/packaging/container.test.js, scripts/build-test-container.sh) podman with
 # the runc runtime, slirp4netns and fuse-overlayfs.
 # ruff (the Python check of scripts/test.sh, scripts/check-python.py) and kubernetes-validate (the
 # offline check of deploy/k8s/deployment.yaml) come pinned from PyPI into target/tools, not into
@@ -113,7 +113,7 @@ fi
 
 # --- kubernetes-validate (PyPI, pinned) --------------------------------------------------------
 # Checks deploy/k8s/deployment.yaml offline against the Kubernetes schemas it bundles
-# (__tests__/deploy.test.js): no cluster here. Into target/tools/kubernetes-validate (with its
+# (__tests__/packaging/deploy.test.js): no cluster here. Into target/tools/kubernetes-validate (with its
 # dependencies, PyYAML among them), not into the system's Python. Without it only that test fails.
 kv_version=1.37.0
 kv_dir="target/tools/kubernetes-validate-$kv_version"
@@ -124,7 +124,7 @@ if [[ ! -f "$kv_dir/kubernetes_validate/__main__.py" ]]; then
   if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     --target "$kv_dir" "kubernetes-validate==$kv_version" >"$log" 2>&1; then
     cat "$log" >&2
-    echo "setup-deps: WARNING: pip install kubernetes-validate==$kv_version failed: __tests__/deploy.test.js will fail" >&2
+    echo "setup-deps: WARNING: pip install kubernetes-validate==$kv_version failed: __tests__/packaging/deploy.test.js will fail" >&2
   fi
   rm -f "$log"
 fi

@@ -34,7 +34,7 @@ mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
 # steered process: its kern may start through systemd-run, and its signals cross kern's socket;
 # and the isolation report, which must read every cap back as cgroup-enforced v2 there; and the
 # zygote, whose forks a kern moves into their cgroups from another scope's).
-default_suites="__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js __tests__/process.test.js __tests__/isolation-report.test.js __tests__/zygote.test.js"
+default_suites="__tests__/sandbox/core.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js"
 read -ra suites <<<"${KERN_CGV2_SUITES:-$default_suites}"
 rootfs="${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}"
 # Per guest run: boot (~5-15 s), copy (~20 s), the suites (several times slower than here).

@@ -37,7 +37,7 @@ skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 
 # The suites that run in the cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh).
-cgv2_tests=(__tests__/core.test.js __tests__/limits.test.js __tests__/isolation.test.js __tests__/lifecycle.test.js __tests__/process.test.js __tests__/isolation-report.test.js __tests__/zygote.test.js)
+cgv2_tests=(__tests__/sandbox/core.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js)
 
 root_report="$repo/.jest-results.json"
 cgv2_out="$repo/.cgv2-results" # the guest runs' reports and logs (scripts/test-cgv2.sh)
@@ -189,7 +189,7 @@ step "build: npm run build:debug (napi addon + kern binary, dev profile)"
 npm run build:debug || abort "npm run build:debug"
 [[ -x "$repo/kern" ]] || abort "npm run build:debug did not produce ./kern"
 
-# The npm tarballs of that same build (no release build: --dev), for __tests__/install.test.js,
+# The npm tarballs of that same build (no release build: --dev), for __tests__/packaging/install.test.js,
 # which publishes them to a local registry and installs kern-sandbox by name.
 step "pack: npm run pack:all -- --dev (dist/*.tgz)"
 npm run pack:all -- --dev || fail "npm run pack:all -- --dev"

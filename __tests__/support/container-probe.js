@@ -1,5 +1,5 @@
 'use strict';
-// Runs INSIDE a Podman container (__tests__/container.test.js), with kern-sandbox installed from
+// Runs INSIDE a Podman container (__tests__/packaging/container.test.js), with kern-sandbox installed from
 // the packed npm package in /app/node_modules. One scenario per run (argv[2]); prints one JSON
 // line, prefixed `PROBE `, with what the box did and what the container saw — checked on the
 // container's side, outside the box.

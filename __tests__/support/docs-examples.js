@@ -1,5 +1,5 @@
 'use strict';
-// Reads the documentation's markdown for __tests__/readme.test.js: its fenced code blocks (with the
+// Reads the documentation's markdown for __tests__/packaging/readme.test.js: its fenced code blocks (with the
 // `<!-- readme-test: ... -->` marker before each), the output each example claims, and its links
 // and headings (GitHub's anchors). Plain string work on the files as they are: no copies of them.
 

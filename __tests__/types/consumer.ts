@@ -1,5 +1,5 @@
 // Type-level test of the published surface in ../../index.d.ts. Compiled (never run) by
-// __tests__/types.test.js with `tsc --noEmit --strict`. Every export, option and overload is used with
+// __tests__/packaging/types.test.js with `tsc --noEmit --strict`. Every export, option and overload is used with
 // correct types; the `@ts-expect-error` lines must stay errors.
 import {
   Chart,
