@@ -4,13 +4,13 @@
 #   bash scripts/test.sh
 #
 # Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> lints (oxlint,
-# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust) -> fuzz, while the test rootfs,
-# images, Node 24 and the Podman test container are made in the background -> Jest as root (with
+# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust), while the test rootfs, images,
+# Node 24 and the Podman test container are made in the background -> Jest as root (with
 # the container tests: kern-sandbox inside Podman) -> Jest again as the unprivileged user
 # `kerntest` for the files marked `// rootless: yes` (the rootless path;
 # scripts/rootless-tests.sh), and meanwhile the core, limits, isolation, lifecycle, process,
 # isolation-report and zygote suites in a cgroup-v2 + systemd guest, as root and rootless
-# (scripts/test-cgv2.sh)
+# (scripts/test-cgv2.sh); the fuzz run (scripts/fuzz.sh) goes on at nice 19 beside the Jest runs
 # -> summary. A build failure stops at once; every other failure is recorded and the remaining
 # steps still run, so one report shows everything. The very last line is always
 # `N passed, N failed`, summed over all four Jest runs.
@@ -50,6 +50,8 @@ cgv2_pid=""            # the guest runs, while they run in the background
 cgv2_log=""            # their output, shown once they are done
 images_pid=""          # the background image builds, and their output
 images_log=""
+fuzz_pid=""            # the background fuzz run, and its output
+fuzz_log=""
 root_rc=""             # Jest exit statuses, for the summary
 rootless_rc=""
 failures=()
@@ -73,6 +75,8 @@ fail() {
 cleanup() {
   [[ -n "$images_pid" ]] && kill -- "-$images_pid" 2>/dev/null
   [[ -n "$images_log" ]] && rm -f "$images_log"
+  [[ -n "$fuzz_pid" ]] && kill -- "-$fuzz_pid" 2>/dev/null
+  [[ -n "$fuzz_log" ]] && rm -f "$fuzz_log"
   [[ -n "$cgv2_pid" ]] && kill -- "-$cgv2_pid" 2>/dev/null
   [[ -n "$cgv2_log" ]] && rm -f "$cgv2_log" "$cgv2_log.rc"
   [[ -n "$rootless_copy" ]] && rm -rf "$rootless_copy"
@@ -226,8 +230,14 @@ RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --target "$host_triple" -
 step "unit: cargo test --no-default-features"
 cargo test --target "$host_triple" --no-default-features || fail "cargo test --no-default-features"
 
-step "fuzz: scripts/fuzz.sh (libFuzzer, every host-side parser for FUZZ_SECONDS each; docs/fuzzing.md)"
-bash scripts/fuzz.sh || fail "scripts/fuzz.sh (a reproducer's path is printed above)"
+# The fuzz build (every dependency compiled again with coverage counters) and runs take many
+# minutes of CPU and need nothing after them: they go in the background at the lowest priority,
+# so they take the CPU the Jest runs leave idle (boxes mostly wait), and their output is shown
+# before the summary. Each target still runs for FUZZ_SECONDS of wall time.
+step "fuzz: scripts/fuzz.sh (libFuzzer, every host-side parser for FUZZ_SECONDS each; docs/fuzzing.md), started in the background at nice 19; its output comes before the summary"
+fuzz_log="$(mktemp /tmp/kern-fuzz-step.XXXXXX)"
+setsid nice -n 19 bash scripts/fuzz.sh >"$fuzz_log" 2>&1 </dev/null &
+fuzz_pid=$!
 
 step "image: the test rootfs, images, Node 24 and the Podman test container (started in the background after setup; scripts/build-test-*.sh, scripts/fetch-test-node.sh)"
 wait "$images_pid"
@@ -332,6 +342,15 @@ if [[ -n "$cgv2_pid" ]]; then
   cat "$cgv2_log"
   [[ "$(cat "$cgv2_log.rc" 2>/dev/null)" == 0 ]] ||
     fail "jest (cgroup v2 guest): see $cgv2_out/cgv2-*.log"
+fi
+
+if [[ -n "$fuzz_pid" ]]; then
+  step "fuzz: waiting for the background run, then its output"
+  wait "$fuzz_pid"
+  fuzz_rc=$?
+  fuzz_pid=""
+  cat "$fuzz_log"
+  ((fuzz_rc == 0)) || fail "scripts/fuzz.sh (a reproducer's path is printed above)"
 fi
 
 summary
