@@ -186,8 +186,8 @@ export class ExecutionResult {
    * then 128 + its number), or null when it exited by itself; a box kern ended (timeout, abort,
    * `close()`, memory cap) says `"SIGKILL"`. */
   signal: string | null;
-  /** Rich MIME-typed values of a python, node or typescript `runCode` or kernel cell (see
-   * `Result`), in order; `[]` for shells and `run()`. */
+  /** Rich MIME-typed values of a python `runCode` or kernel cell (see `Result`), in order; `[]`
+   * for shells and `run()`. Addition: node and typescript cells have them too. */
   results: Result[];
   /** Addition: the exception a python, node or typescript cell raised (its traceback is on
    * `stderr` too), else null: a clean run, shells, `run()`, a call with a `fault`, and a python
