@@ -3,7 +3,7 @@
 //
 // One paragraph per member. The detail behind each (every bound, refusal and edge case) is in
 // docs/reference.md, under the member's name; the figures are in BENCHMARKS.md; how to use it
-// all is docs/guide.md. Members beyond the published spec start with "Addition:".
+// all is docs/guide.md. Members beyond the published spec start with "ADDITION:".
 //
 // `Buffer` appears in this surface (chunk callbacks, `readFile`, decoded images), so TypeScript
 // needs `@types/node` (`npm i -D @types/node`). There is deliberately no
@@ -61,30 +61,30 @@ export class Result {
   readonly jpeg: Buffer | null;
   /** Every MIME type present in `data`. */
   formats(): string[];
-  /** Addition: the `text/latex` entry, if present. */
+  /** ADDITION: the `text/latex` entry, if present. */
   readonly latex?: string | undefined;
-  /** Addition: the `application/javascript` entry, if present. */
+  /** ADDITION: the `application/javascript` entry, if present. */
   readonly javascript?: string | undefined;
-  /** Addition: the `application/pdf` entry, base64-decoded, or null when absent. */
+  /** ADDITION: the `application/pdf` entry, base64-decoded, or null when absent. */
   readonly pdf: Buffer | null;
-  /** Addition: true for the value of the cell's last expression (at most one per cell), false
+  /** ADDITION: true for the value of the cell's last expression (at most one per cell), false
    * for `display()` output and figures; `results` keeps production order, so the main result is
    * not always last. */
   isMainResult: boolean;
-  /** Addition: what a matplotlib figure plots, as plain numbers and strings, read in the box
+  /** ADDITION: what a matplotlib figure plots, as plain numbers and strings, read in the box
    * from the figure as it is shown; null for other results, figures without data, and Jupyter
    * kernels. See `Chart`. */
   chart: Chart | null;
 }
 
-/** Addition: the kinds of `Chart`, as E2B's chart extractor names them. */
+/** ADDITION: the kinds of `Chart`, as E2B's chart extractor names them. */
 export type ChartType = "line" | "scatter" | "bar" | "pie" | "box_and_whisker" | "superchart" | "unknown";
 
 /** A number of a chart (null for NaN and infinities, which JSON can't carry), or a string (a
  * categorical value, an ISO date for a `datetime`). */
 export type ChartValue = number | string | boolean | null;
 
-/** Addition: what one Axes of a figure shows; texts as matplotlib has them (`""` when unset),
+/** ADDITION: what one Axes of a figure shows; texts as matplotlib has them (`""` when unset),
  * each cut at 1000 characters. */
 export interface ChartBase {
   title: string;
@@ -147,11 +147,11 @@ export interface SuperChart {
   truncated?: true | undefined;
 }
 
-/** Addition: a figure's chart data (`Result.chart`). A figure with one Axes is that Axes' chart
+/** ADDITION: a figure's chart data (`Result.chart`). A figure with one Axes is that Axes' chart
  * (its title falls back to the figure's `suptitle`). */
 export type Chart = PointChart | BarChart | PieChart | BoxAndWhiskerChart | UnknownChart | SuperChart;
 
-/** Addition: the exception a cell raised (`ExecutionResult.error`): its class name, its message
+/** ADDITION: the exception a cell raised (`ExecutionResult.error`): its class name, its message
  * and the traceback Python prints (the cell's frames only, ANSI colours removed); each field cut
  * at 1 MiB. */
 export interface ExecutionError {
@@ -178,22 +178,22 @@ export class ExecutionResult {
   /** stdout or stderr reached `maxOutputBytes` and the excess was dropped
    * (`stdoutTruncated || stderrTruncated`). */
   truncated: boolean;
-  /** Addition: stdout reached `maxOutputBytes` and the excess was dropped. */
+  /** ADDITION: stdout reached `maxOutputBytes` and the excess was dropped. */
   stdoutTruncated: boolean;
-  /** Addition: stderr reached `maxOutputBytes` and the excess was dropped. */
+  /** ADDITION: stderr reached `maxOutputBytes` and the excess was dropped. */
   stderrTruncated: boolean;
-  /** Addition: the name of the signal that ended the process (`"SIGKILL"`, ...; `exitCode` is
+  /** ADDITION: the name of the signal that ended the process (`"SIGKILL"`, ...; `exitCode` is
    * then 128 + its number), or null when it exited by itself; a box kern ended (timeout, abort,
    * `close()`, memory cap) says `"SIGKILL"`. */
   signal: string | null;
   /** Rich MIME-typed values of a python `runCode` or kernel cell (see `Result`), in order; `[]`
-   * for shells and `run()`. Addition: node and typescript cells have them too. */
+   * for shells and `run()`. ADDITION: node and typescript cells have them too. */
   results: Result[];
-  /** Addition: the exception a python, node or typescript cell raised (its traceback is on
+  /** ADDITION: the exception a python, node or typescript cell raised (its traceback is on
    * `stderr` too), else null: a clean run, shells, `run()`, a call with a `fault`, and a python
    * `SystemExit` (an exit, carried by `exitCode`). */
   error: ExecutionError | null;
-  /** Addition: a kernel cell's number, counted from 1 (a Jupyter kernel's own
+  /** ADDITION: a kernel cell's number, counted from 1 (a Jupyter kernel's own
    * `execution_count`); null for a one-shot `runCode`/`run`. */
   executionCount: number | null;
   /** `exitCode === 0` and `fault === null`. */
@@ -214,12 +214,12 @@ export class ExecutionResult {
  * runtime, an unsupported combination of options. What happens to running code is never
  * thrown: it is `ExecutionResult.fault`. */
 export class SandboxError extends Error {
-  /** Addition: what kind of mistake, as a stable code (`SandboxErrorCode`), on every
+  /** ADDITION: what kind of mistake, as a stable code (`SandboxErrorCode`), on every
    * SandboxError the package throws; the message stays the human explanation. */
   readonly code: SandboxErrorCode;
 }
 
-/** Addition: `SandboxError.code`. A code is never renamed and never changes meaning; new ones
+/** ADDITION: `SandboxError.code`. A code is never renamed and never changes meaning; new ones
  * may be added. `ERR_INVALID_OPTION` a bad option, argument or call state; `ERR_MOUNT_REFUSED`
  * an unsafe mount; `ERR_NOT_OPEN`/`ERR_CLOSED` a call before `open()` or after the end;
  * `ERR_FILE` a workspace path refused or missing; `ERR_IMAGE` an image not resolved or pulled;
@@ -249,10 +249,10 @@ export class MountRefused extends SandboxError {}
 // Isolation, as measured
 // ---------------------------------------------------------------------------------------------
 
-/** Addition: a control `requireIsolation` can insist on. */
+/** ADDITION: a control `requireIsolation` can insist on. */
 export type IsolationControl = "filesystem" | "network" | "process" | "limits" | "seccomp";
 
-/** Addition: what `Sandbox.isolation()` measured in a box of this Sandbox (not what the options
+/** ADDITION: what `Sandbox.isolation()` measured in a box of this Sandbox (not what the options
  * asked for). */
 export interface IsolationReport {
   /** The box has its own mount namespace (its root is the image, not the host's). */
@@ -276,13 +276,13 @@ export interface IsolationReport {
   userns: boolean;
   /** The cgroup hierarchy that holds the box's caps, or null when no cgroup does. */
   cgroup: "v1" | "v2" | null;
-  /** Addition: the same report for each route a call of this Sandbox can take, each measured in
+  /** ADDITION: the same report for each route a call of this Sandbox can take, each measured in
    * the box that route really gives; the top-level fields stay a fresh box's. Absent inside a
    * route's own report. */
   routes?: Partial<Record<IsolationRoute, Omit<IsolationReport, "routes">>> | undefined;
 }
 
-/** Addition: a way a call reaches a box (`IsolationReport.routes`). */
+/** ADDITION: a way a call reaches a box (`IsolationReport.routes`). */
 export type IsolationRoute = "fresh" | "zygote" | "prewarm" | "kernel" | "resident" | "spawn" | "terminal";
 
 // ---------------------------------------------------------------------------------------------
@@ -346,7 +346,7 @@ export interface SandboxOptions {
    * unchanged; calls that stream, use another language or another posture start normally. An
    * integer 0 to 64, default 0 (each slot holds an interpreter for the session's life). */
   prewarm?: number | undefined;
-  /** Addition: fork each eligible python `runCode` cell's box from a zygote, an interpreter
+  /** ADDITION: fork each eligible python `runCode` cell's box from a zygote, an interpreter
    * started at `open()` in a box of its own that never runs a cell; each fork makes its own
    * namespaces and takes a fresh box's posture before the cell runs. Forks share the hash
    * secret, ASLR layout and stack canary. Refused with `persist`, `untrusted`, `apparmor`, a
@@ -413,13 +413,13 @@ export interface SandboxOptions {
    * are refused unless listed literally. `[]` means no network; not with `network: true`. See
    * docs/network.md. */
   egressAllow?: readonly string[] | undefined;
-  /** Addition: secrets the code may use but never read, `{ NAME: { value, hosts, headers? } }`.
+  /** ADDITION: secrets the code may use but never read, `{ NAME: { value, hosts, headers? } }`.
    * Boxes see `NAME` as a random placeholder; the egress proxy writes `value` in its place only
    * in the allowed request headers (`headers`, default the usual auth headers) of requests to
    * `hosts`, and scrubs it from their answers. Needs `egressAllow` covering every host. See
    * docs/network.md. */
   secrets?: Record<string, { value: string; hosts: readonly string[]; headers?: readonly string[] | undefined }> | undefined;
-  /** Addition: how the `setup` box reaches the network. `"public"` (default): every public host
+  /** ADDITION: how the `setup` box reaches the network. `"public"` (default): every public host
    * on ports 80 and 443 through kern's proxy, never the host's private or loopback addresses
    * (literal addresses in `egressAllow` too); `"host"`: the host's network as it is. */
   setupNetwork?: "public" | "host" | undefined;
@@ -443,7 +443,7 @@ export interface SandboxOptions {
    * `"1000:1000"`). Default null: the image's `USER`. The workspace appears owned by it (an
    * idmapped mount; nothing on disk changes); ids 0 to 65535. */
   user?: string | null | undefined;
-  /** Addition: controls `open()` must find in force, measured as `isolation()` measures, or it
+  /** ADDITION: controls `open()` must find in force, measured as `isolation()` measures, or it
    * throws `ERR_ISOLATION_UNAVAILABLE` naming each one this host can't supply and what to do,
    * instead of quietly giving less. Read by src/session/isolation.rs. */
   requireIsolation?: readonly IsolationControl[] | undefined;
@@ -468,7 +468,7 @@ export interface SandboxOptions {
 }
 
 /** The interpreter a snippet runs under. `bash` and `sh` are distinct shells and the image must
- * have the one asked for (else an `exec_failed` fault naming it). `"node"` and (an addition)
+ * have the one asked for (else an `exec_failed` fault naming it). `"node"` and (an ADDITION)
  * `"typescript"` run through kern's node driver, with results like python's; typescript needs a
  * Node that strips types (>= 22.13). See docs/guide.md, "JavaScript and TypeScript cells". */
 export type Language = "python" | "bash" | "sh" | "node" | "typescript";
@@ -482,23 +482,23 @@ export interface PerCallOptions {
   onStdout?: ((chunk: Buffer) => void) | null | undefined;
   /** stderr chunk callback for this call, or null for none; omitted means the sandbox's `onStderr`. */
   onStderr?: ((chunk: Buffer) => void) | null | undefined;
-  /** Addition: called with each `Result` as the cell produces it (a `display()` while the cell
+  /** ADDITION: called with each `Result` as the cell produces it (a `display()` while the cell
    * runs), in `results`' order, always before the promise resolves; a throw becomes a runtime
    * note and later results still come. */
   onResult?: ((result: Result) => void) | null | undefined;
-  /** Addition: `onStdout`/`onStderr` receive whole lines (each chunk ends with `\n`); the rest
+  /** ADDITION: `onStdout`/`onStderr` receive whole lines (each chunk ends with `\n`); the rest
    * after the last newline comes when the call ends. Default false. */
   lineBuffered?: boolean | undefined;
-  /** Addition: environment variables for this call only, over the Sandbox's `env` and under the
+  /** ADDITION: environment variables for this call only, over the Sandbox's `env` and under the
    * same rules. */
   env?: Record<string, string> | undefined;
-  /** Addition: the workload's working directory for this call, relative to the workspace (or an
+  /** ADDITION: the workload's working directory for this call, relative to the workspace (or an
    * absolute path under `/workspace`); it may not lead out of the workspace. */
   cwd?: string | undefined;
-  /** Addition: what the workload reads on stdin, a string (UTF-8) or a Buffer, then end-of-file;
+  /** ADDITION: what the workload reads on stdin, a string (UTF-8) or a Buffer, then end-of-file;
    * at most 16 MiB. Omitted: `/dev/null`. */
   stdin?: string | Buffer | undefined;
-  /** Addition: aborts the call: its box and every process in it end, and only then does the
+  /** ADDITION: aborts the call: its box and every process in it end, and only then does the
    * promise reject with `signal.reason`, as Node's own APIs do; an already aborted signal starts
    * nothing. */
   signal?: AbortSignal | undefined;
@@ -519,19 +519,19 @@ export class Sandbox {
   /** End the session (its kernels, processes and streams with it), removing the workspace only
    * if `open()` created it. Safe to call more than once. */
   close(): Promise<void>;
-  /** Addition: `close()`, so `await using sb = await new Sandbox(opts).open()` closes it at the
+  /** ADDITION: `close()`, so `await using sb = await new Sandbox(opts).open()` closes it at the
    * block's end (on Node 20 it sits at `Symbol.for("nodejs.asyncDispose")`). */
   [Symbol.asyncDispose](): Promise<void>;
-  /** Addition: the isolation a box of this Sandbox really gets, measured once by a probe box of
+  /** ADDITION: the isolation a box of this Sandbox really gets, measured once by a probe box of
    * its posture and the cgroup read-back (`routes`: each route measured in its own box). The
    * report never claims more than kern was asked to apply. Needs `/bin/sh` and `readlink` in the
    * image. */
   isolation(): Promise<IsolationReport>;
-  /** Addition: a workspace file as a Node `Readable`, under `readFile`'s rules, read one
+  /** ADDITION: a workspace file as a Node `Readable`, under `readFile`'s rules, read one
    * `highWaterMark` at a time so memory stays bounded; `offset`/`length` pick a range.
    * `close()` destroys the streams still open. */
   createReadStream(path: string, opts?: { offset?: number; length?: number }): import("stream").Readable;
-  /** Addition: a Node `Writable` whose bytes land at `path` atomically when `end()` finishes
+  /** ADDITION: a Node `Writable` whose bytes land at `path` atomically when `end()` finishes
    * (until then nothing sees them; `destroy()`, an error or `close()` leaves `path` as it was),
    * under `writeFile`'s rules. */
   createWriteStream(path: string): import("stream").Writable;
@@ -551,13 +551,13 @@ export class Sandbox {
   writeFile(path: string, data: Buffer | string): Promise<void>;
   /** Read a workspace-relative file from the host, following no symlink in any component.
    * `maxBytes` REJECTS a larger file, it never returns a prefix (files over 1 GiB are refused
-   * without it); `offset`/`length` (an addition) read a range instead. */
+   * without it); `offset`/`length` (an ADDITION) read a range instead. */
   readFile(path: string, opts?: {
     maxBytes?: number | undefined;
-    /** Addition: read from this byte (default 0); with `offset` or `length` the result is a
+    /** ADDITION: read from this byte (default 0); with `offset` or `length` the result is a
      * range, and `maxBytes` caps the range, not the file. */
     offset?: number | undefined;
-    /** Addition: read at most this many bytes (default: to the end). */
+    /** ADDITION: read at most this many bytes (default: to the end). */
     length?: number | undefined;
   }): Promise<Buffer>;
   /** Save the entire workspace as a gzip tar at `dest`: files only, no process memory, `.deps`
@@ -573,22 +573,22 @@ export class Sandbox {
   listFiles(subdir?: string): Promise<FileInfo[]>;
   /** Start a long-lived interpreter in one box and return it, open: cells share its state, so
    * they are fast but NOT isolated from one another (the box is still network-off and capped).
-   * `timeoutS` is the per-cell default; a cell past it ends the kernel. `jupyter` (an addition)
+   * `timeoutS` is the per-cell default; a cell past it ends the kernel. `jupyter` (an ADDITION)
    * starts the image's Jupyter kernelspec of that name instead (R, Julia, IPython's magics). */
   kernel(opts?: {
     timeoutS?: number | undefined;
     jupyter?: string | undefined;
-    /** Addition: the driver kernel's language, "python" (default), "node" or "typescript"; not
+    /** ADDITION: the driver kernel's language, "python" (default), "node" or "typescript"; not
      * with `jupyter`. */
     language?: "python" | "node" | "typescript" | undefined;
-    /** Addition: the kernel's working directory, with a call's `cwd` rules. */
+    /** ADDITION: the kernel's working directory, with a call's `cwd` rules. */
     cwd?: string | undefined;
-    /** Addition: the kernel process's environment, over the Sandbox's `env`, with a call's `env`
+    /** ADDITION: the kernel process's environment, over the Sandbox's `env`, with a call's `env`
      * rules. */
     env?: Record<string, string> | undefined;
   }): Promise<Kernel>;
 
-  /** Addition: starts `argv` in the background in a fresh box of this Sandbox's posture on the
+  /** ADDITION: starts `argv` in the background in a fresh box of this Sandbox's posture on the
    * same workspace, resolving once it is about to exec. It runs until it exits, `kill()`, its
    * `timeoutS` (default none) or `close()`; its output streams to the callbacks and to
    * `stdout`/`stderr`, capped like a call's. */
@@ -601,22 +601,22 @@ export class Sandbox {
       onStdout?: ((chunk: Buffer) => void) | null | undefined;
       onStderr?: ((chunk: Buffer) => void) | null | undefined;
       timeoutS?: number | undefined;
-      /** Addition: the callbacks and the `stdout`/`stderr` iterators get whole lines, as
+      /** ADDITION: the callbacks and the `stdout`/`stderr` iterators get whole lines, as
        * `PerCallOptions.lineBuffered`. */
       lineBuffered?: boolean | undefined;
     },
   ): Promise<SandboxProcess>;
 
-  /** Addition: the processes `spawn()` started that still run. */
+  /** ADDITION: the processes `spawn()` started that still run. */
   processes(): SandboxProcess[];
 
-  /** Addition: replaces the `egressAllow` list for every later call and for the next connection
+  /** ADDITION: replaces the `egressAllow` list for every later call and for the next connection
    * of every box already running (a connection already open keeps its admission). A refused
    * list throws and leaves the current one; needs a Sandbox opened with a non-empty
    * `egressAllow`. */
   setEgressAllow(list: readonly string[]): Promise<void>;
 
-  /** Addition: runs `argv` (default: the image's `bash`, else `sh`) on a new pseudo-terminal of a
+  /** ADDITION: runs `argv` (default: the image's `bash`, else `sh`) on a new pseudo-terminal of a
    * fresh box, `cols` x `rows` (default 80 x 24, each 1 to 1000); it is the program's
    * controlling terminal and stdio. Lives as long as the program, `kill()` or `close()`. */
   terminal(opts?: {
@@ -632,7 +632,7 @@ export class Sandbox {
 // Processes and terminals (additions)
 // ---------------------------------------------------------------------------------------------
 
-/** Addition: what `SandboxProcess` and `Terminal` share. */
+/** ADDITION: what `SandboxProcess` and `Terminal` share. */
 declare class SteeredProcess {
   /** Its pid in its box (its box's PID 1 is kern's init). */
   readonly pid: number;
@@ -648,7 +648,7 @@ declare class SteeredProcess {
   write(data: string | Buffer): Promise<void>;
 }
 
-/** Addition: a background process from `Sandbox.spawn()`. */
+/** ADDITION: a background process from `Sandbox.spawn()`. */
 export class SandboxProcess extends SteeredProcess {
   private constructor();
   /** Its stdout as it comes, in order; ends when the process has ended. */
@@ -663,7 +663,7 @@ export class SandboxProcess extends SteeredProcess {
   connect(port: number, opts?: { waitS?: number | undefined }): Promise<import("net").Socket>;
 }
 
-/** Addition: a program on a terminal, from `Sandbox.terminal()`. */
+/** ADDITION: a program on a terminal, from `Sandbox.terminal()`. */
 export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
   private constructor();
   /** Calls `cb` with its output as it comes; returns a function that stops it. The first
@@ -690,19 +690,19 @@ export class Kernel {
    * over it ends the driver kernel with a `timeout` fault. */
   runCode(code: string, opts?: {
     timeoutS?: number | undefined;
-    /** Addition: aborts the cell, stopping it as its timeout would; the promise rejects with
+    /** ADDITION: aborts the cell, stopping it as its timeout would; the promise rejects with
      * `signal.reason` once the cell has stopped. A cell still waiting for earlier ones never
      * runs. */
     signal?: AbortSignal | undefined;
-    /** Addition: this cell's results, one by one (as `PerCallOptions.onResult`). */
+    /** ADDITION: this cell's results, one by one (as `PerCallOptions.onResult`). */
     onResult?: ((result: Result) => void) | null | undefined;
-    /** Addition: the Sandbox's `onStdout`/`onStderr` get this cell's output as whole lines. */
+    /** ADDITION: the Sandbox's `onStdout`/`onStderr` get this cell's output as whole lines. */
     lineBuffered?: boolean | undefined;
   }): Promise<ExecutionResult>;
   /** Shut the kernel down: close its input, kill its process group and clean up (a Jupyter
    * kernel gets a `shutdown_request` first). */
   close(): Promise<void>;
-  /** Addition: `close()`, for `await using k = await sb.kernel()`. */
+  /** ADDITION: `close()`, for `await using k = await sb.kernel()`. */
   [Symbol.asyncDispose](): Promise<void>;
 }
 
