@@ -1,7 +1,8 @@
 'use strict';
-// The option names the JS layer takes, one list per place. js/index.js checks calls against
-// them; __tests__/sandbox/option-names.test.js holds index.d.ts and `kern run --help` to them. (The
-// Sandbox's own options are checked on the native side: KNOWN in src/session/options/mod.rs.)
+// The option names the JS layer takes, one list per place. js/sandbox.js and js/kernel.js check
+// calls against them; __tests__/sandbox/option-names.test.js holds index.d.ts and `kern run
+// --help` to them. (The Sandbox's own options are checked on the native side: KNOWN in
+// src/session/options/mod.rs.)
 
 const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal', 'onResult', 'lineBuffered'];
 

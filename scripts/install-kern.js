@@ -1,4 +1,4 @@
-// Builds the `kern` runtime binary and puts it next to the addon, where js/index.js looks for
+// Builds the `kern` runtime binary and puts it next to the addon, where js/platform.js looks for
 // it. It is built without the crate's `napi-binding` feature (a plain executable can't link
 // Node's symbols), for the same target triple `napi build` used, so the two builds share every
 // compiled dependency.

@@ -47,7 +47,7 @@ pub enum Error {
 
 impl Error {
     /// The stable code JS sees as `SandboxError.code` (the union `SandboxErrorCode` in
-    /// index.d.ts; js/index.js adds the JS-side ones).
+    /// index.d.ts; js/errors.js adds the JS-side ones).
     pub fn code(&self) -> &'static str {
         match self {
             Error::Invalid(_) => "ERR_INVALID_OPTION",

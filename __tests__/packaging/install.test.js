@@ -19,13 +19,15 @@ const key = platformKey();
 const platformName = `${pkg.name}-${key}`;
 const dist = path.join(repo, 'dist');
 const tarballs = [`${platformName}-${pkg.version}.tgz`, `${pkg.name}-${pkg.version}.tgz`].map((f) => path.join(dist, f));
+/** The JS layer's modules (native.js, generated, aside): each must ship in the main package. */
+const JS_MODULES = fs.readdirSync(path.join(repo, 'js')).filter((f) => f.endsWith('.js') && f !== 'native.js').map((f) => `js/${f}`);
 const CHECKS = ['userns', 'idmap', 'cgroup', 'caps', 'seccomp', 'landlock', 'openat2', 'store', 'proxy', 'ca'];
 
 let tmp, registry, env, project, rootfs;
 
 /** dist/ as `npm run pack:all` left it, or packed now (dev profile) if missing or stale. */
 function ensureDist() {
-  const built = ['kern', `js/${pkg.napi.binaryName}.${key}.node`, 'js/index.js', 'js/platform.js', 'js/options.js', 'bin/kern.js', 'package.json']
+  const built = ['kern', `js/${pkg.napi.binaryName}.${key}.node`, ...JS_MODULES, 'bin/kern.js', 'package.json']
     .map((f) => path.join(repo, f))
     .filter((f) => fs.existsSync(f))
     .map((f) => fs.statSync(f).mtimeMs);
@@ -99,7 +101,7 @@ test('npm install kern-sandbox by name from the registry, with no cargo or rustc
   // The main package is platform-neutral: JS, types, the launcher; no addon, no kern.
   const main = path.join(project, 'node_modules', pkg.name);
   const mainFiles = walk(main);
-  expect(mainFiles).toEqual(expect.arrayContaining(['js/index.js', 'js/platform.js', 'js/options.js', 'js/native.js', 'bin/kern.js', 'index.d.ts', 'LICENSE']));
+  expect(mainFiles).toEqual(expect.arrayContaining([...JS_MODULES, 'js/native.js', 'bin/kern.js', 'index.d.ts', 'LICENSE']));
   expect(mainFiles.filter((f) => f.endsWith('.node') || path.basename(f) === 'kern')).toEqual([]);
   expect(require(path.join(main, 'package.json')).optionalDependencies).toMatchObject({ [platformName]: pkg.version });
   // The platform package carries both, executable.

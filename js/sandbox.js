@@ -1,0 +1,311 @@
+'use strict';
+// The Sandbox, and the helpers over it (withSandbox, runCode).
+
+const path = require('path');
+const platform = require('./platform.js');
+const OPTIONS = require('./options.js');
+const native = require('./addon.js');
+const { SandboxError, fromNative, callNative } = require('./errors.js');
+const { ExecutionResult, liveResults } = require('./results.js');
+const { byLines, Chunks, WorkspaceReadStream, WorkspaceWriteStream } = require('./streams.js');
+const {
+  ASYNC_DISPOSE, toWire, checkOptions, underSignal, checkCallback, guard, checkLineBuffered,
+  toBuffer, stdinBuffer, callRequest, checkRelPath, byteCount,
+} = require('./calls.js');
+const { KERNEL_TOKEN, KERNEL_LANGUAGES, Kernel } = require('./kernel.js');
+const { PROCESS_TOKEN, SandboxProcess, Terminal } = require('./processes.js');
+
+// 'typescript' is an addition (run by the node driver where the box's Node strips types).
+const LANGUAGES = ['python', 'bash', 'sh', 'node', 'typescript'];
+
+// Sandboxes opened and not yet closed. A process that exits without close() still removes the
+// temporary workspaces they made (their boxes die with it: kern's lifeline closes).
+const unclosed = new Set();
+let exitHook = false;
+function removeOnExit(native) {
+  unclosed.add(native);
+  if (exitHook) return;
+  exitHook = true;
+  process.once('exit', () => {
+    for (const n of unclosed) {
+      try {
+        n.abandon();
+      } catch {
+        // Best effort at exit: nothing is left to report to.
+      }
+    }
+  });
+}
+
+class Sandbox {
+  #native;
+  #onStdout;
+  #onStderr;
+  #processes = new Set();
+  #streams = new Set();
+
+  constructor(opts) {
+    if (opts === undefined || opts === null) opts = {};
+    if (typeof opts !== 'object' || Array.isArray(opts)) {
+      throw new SandboxError('Sandbox options must be an object, e.g. new Sandbox({ image: "host" })');
+    }
+    const { onStdout, onStderr, ...rest } = opts;
+    checkCallback('onStdout', onStdout);
+    checkCallback('onStderr', onStderr);
+    this.#onStdout = onStdout;
+    this.#onStderr = onStderr;
+    try {
+      this.#native = new native.NativeSandbox(toWire(rest, 'option'), platform.kernPath());
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+
+  async open() {
+    // `setup`'s output streams to the session's callbacks.
+    const errors = [];
+    const out = guard('onStdout', this.#onStdout, errors);
+    const err = guard('onStderr', this.#onStderr, errors);
+    await callNative(() => this.#native.open(out, err));
+    removeOnExit(this.#native);
+    return this;
+  }
+
+  async close() {
+    unclosed.delete(this.#native);
+    // Workspace streams still open end with the Sandbox: their fds are closed now, not at GC,
+    // and a write stream not yet ended leaves the path as it was. Destroyed without an error:
+    // an 'error' nobody listens for would throw in the caller's process; pipeline() and
+    // finished() still report a premature close.
+    for (const s of this.#streams) s.destroy();
+    await callNative(() => this.#native.close());
+  }
+
+  /** Addition: `await using sb = await new Sandbox(o).open()` closes it at the block's end. */
+  [ASYNC_DISPOSE]() {
+    return this.close();
+  }
+
+  async destroy() {
+    // Stops the resident box of this Sandbox's `name` (a no-op without `persist`), wherever
+    // it was started; resolves once its state and cgroup are gone.
+    await callNative(() => this.#native.destroy());
+  }
+
+  /** Addition: a background process in a fresh box of this Sandbox (see index.d.ts). */
+  async spawn(argv, opts) {
+    if (!Array.isArray(argv) || argv.some((a) => typeof a !== 'string')) {
+      throw new SandboxError('spawn() takes an argv array of strings, e.g. spawn(["python3", "-m", "http.server", "8000"])');
+    }
+    const o = this.#perCall(opts, OPTIONS.spawn);
+    const wire = toWire({ argv, env: o.env, cwd: o.cwd, timeoutS: o.timeoutS }, 'spawn');
+    if (o.signal && o.signal.aborted) throw o.signal.reason;
+    // As for a call: the Sandbox's callbacks unless the process names its own (null: none).
+    const pick = (k, session) => (o[k] === undefined ? session : o[k]);
+    const p = await this.#start(wire, false, pick('onStdout', this.#onStdout), pick('onStderr', this.#onStderr), o.lineBuffered);
+    const sp = new SandboxProcess(PROCESS_TOKEN, p.native, p.out, p.err, p.errors, o.signal);
+    this.#processes.add(sp);
+    sp.wait().then(() => this.#processes.delete(sp), () => this.#processes.delete(sp));
+    return sp;
+  }
+
+  /** Addition: the egress allowlist for every later connection of this Sandbox's boxes. */
+  async setEgressAllow(list) {
+    if (!Array.isArray(list) || list.some((e) => typeof e !== 'string')) {
+      throw new SandboxError('setEgressAllow(list) takes an array of strings, as option `egressAllow` does, e.g. ["pypi.org", ".example.com"] ([] denies everything)');
+    }
+    await callNative(() => this.#native.setEgressAllow(JSON.stringify(list)));
+  }
+
+  /** Addition: the background processes started by spawn() that still run. */
+  processes() {
+    return [...this.#processes].filter((p) => p.running);
+  }
+
+  /** Addition: a program on a terminal of a fresh box of this Sandbox (see index.d.ts). */
+  async terminal(opts) {
+    const o = checkOptions(opts, OPTIONS.terminal, 'terminal(opts): opts must be an object such as { cols: 80, rows: 24 }',
+      (k) => `unknown terminal() option \`${k}\`; it takes ${OPTIONS.terminal.join(', ')}`);
+    if (o.argv !== undefined && (!Array.isArray(o.argv) || o.argv.some((a) => typeof a !== 'string'))) {
+      throw new SandboxError('terminal() option `argv` must be an array of strings, e.g. ["bash"]');
+    }
+    const wire = toWire({ argv: o.argv, env: o.env, cwd: o.cwd, cols: o.cols, rows: o.rows }, 'terminal');
+    const p = await this.#start(wire, true);
+    return new Terminal(PROCESS_TOKEN, p.native, p.out, p.errors);
+  }
+
+  async #start(wire, terminal, onStdout, onStderr, lineBuffered = false) {
+    const errors = [];
+    const out = new Chunks(guard('onStdout', onStdout, errors), lineBuffered);
+    const err = new Chunks(guard('onStderr', onStderr, errors), lineBuffered);
+    const n = await callNative(() => this.#native.startProcess(wire, terminal, (c) => out.push(c), (c) => err.push(c)));
+    return { native: n, out, err, errors };
+  }
+
+  async runCode(code, opts) {
+    if (typeof code !== 'string') throw new SandboxError('runCode(code) takes the code as a string');
+    const { language, ...perCall } = this.#perCall(opts, OPTIONS.runCode);
+    if (language !== undefined && !LANGUAGES.includes(language)) {
+      throw new SandboxError(`language ${JSON.stringify(language)} is not supported; use one of ${LANGUAGES.map((l) => `"${l}"`).join(', ')}`);
+    }
+    return this.#exec({ code, language: language || 'python', ...callRequest(perCall) }, perCall);
+  }
+
+  async run(command, opts) {
+    if (!Array.isArray(command) || command.some((a) => typeof a !== 'string')) {
+      throw new SandboxError('run() takes an argv array of strings, e.g. run(["ls", "-la"]); it never runs a shell string');
+    }
+    const perCall = this.#perCall(opts, OPTIONS.run);
+    return this.#exec({ argv: command, ...callRequest(perCall) }, perCall);
+  }
+
+  #perCall(opts, known) {
+    opts = checkOptions(opts, known, 'per-call options must be an object',
+      (k) => `unknown per-call option \`${k}\`; a call takes ${known.join(', ')}`);
+    checkCallback('onStdout', opts.onStdout);
+    checkCallback('onStderr', opts.onStderr);
+    checkCallback('onResult', opts.onResult);
+    checkLineBuffered(opts.lineBuffered);
+    return opts;
+  }
+
+  async #exec(request, perCall) {
+    const errors = [];
+    const pick = (k, session) => (perCall[k] === undefined ? session : perCall[k]);
+    const out = byLines(guard('onStdout', pick('onStdout', this.#onStdout), errors), perCall.lineBuffered);
+    const err = byLines(guard('onStderr', pick('onStderr', this.#onStderr), errors), perCall.lineBuffered);
+    const stdin = stdinBuffer(perCall.stdin);
+    const wire = toWire(request, 'call');
+    // An abort ends the box and everything in it; the native call settles once it is gone.
+    const live = liveResults(guard('onResult', perCall.onResult, errors));
+    let r;
+    try {
+      r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out.fn, err.fn, stdin, id, live));
+    } finally {
+      out.flush();
+      err.flush();
+    }
+    return new ExecutionResult(r, errors);
+  }
+
+  async writeFile(filePath, data) {
+    checkRelPath('writeFile', filePath);
+    const buf = toBuffer(data, 'writeFile(path, data): data must be a Buffer or a string');
+    await callNative(() => this.#native.writeFile(filePath, buf));
+  }
+
+  async readFile(filePath, opts) {
+    checkRelPath('readFile', filePath);
+    opts = checkOptions(opts, OPTIONS.readFile, 'readFile(path, opts): opts must be an object such as { maxBytes: 1048576 }',
+      (k) => `unknown readFile() option \`${k}\`; it takes ${OPTIONS.readFile.join(', ')}`);
+    const max = byteCount('readFile', 'maxBytes', opts.maxBytes);
+    // Addition: a range.
+    const offset = byteCount('readFile', 'offset', opts.offset);
+    const length = byteCount('readFile', 'length', opts.length);
+    if (offset !== null || length !== null) {
+      return callNative(() => this.#native.readRange(filePath, offset ?? 0, length, max));
+    }
+    return callNative(() => this.#native.readFile(filePath, max));
+  }
+
+  /** Addition: the measured isolation of this Sandbox's boxes (see index.d.ts). */
+  async isolation() {
+    return JSON.parse(await callNative(() => this.#native.isolation()));
+  }
+
+  /** Addition: a workspace file as a Node Readable, read in chunks (see index.d.ts). */
+  createReadStream(filePath, opts) {
+    checkRelPath('createReadStream', filePath);
+    opts = checkOptions(opts, OPTIONS.readStream, 'createReadStream(path, opts): opts must be an object such as { offset: 0, length: 1024 }',
+      (k) => `unknown createReadStream() option \`${k}\`; it takes ${OPTIONS.readStream.join(', ')}`);
+    const offset = byteCount('createReadStream', 'offset', opts.offset) ?? 0;
+    const length = byteCount('createReadStream', 'length', opts.length);
+    return this.#track(new WorkspaceReadStream(this.#native, filePath, offset, length === null ? Infinity : length));
+  }
+
+  /** Addition: a Node Writable whose bytes land at `path` atomically at end() (see index.d.ts). */
+  createWriteStream(filePath) {
+    checkRelPath('createWriteStream', filePath);
+    return this.#track(new WorkspaceWriteStream(this.#native, filePath));
+  }
+
+  /** Workspace streams open now, so close() can end them. */
+  #track(s) {
+    this.#streams.add(s);
+    s.once('close', () => this.#streams.delete(s));
+    return s;
+  }
+
+  async listFiles(subdir) {
+    if (subdir !== undefined && subdir !== null) checkRelPath('listFiles', subdir);
+    const json = await callNative(() => this.#native.listFiles(subdir === undefined ? null : subdir));
+    return JSON.parse(json);
+  }
+
+  snapshot(dest) {
+    if (typeof dest !== 'string' || dest === '') throw new SandboxError('snapshot(dest) takes the archive\'s path as a string');
+    let skipped;
+    try {
+      skipped = this.#native.snapshot(path.resolve(dest));
+    } catch (e) {
+      throw fromNative(e);
+    }
+    // snapshot() returns nothing, so what it could not archive is said as a process warning.
+    if (skipped.length) {
+      const shown = skipped.slice(0, 10).join(', ') + (skipped.length > 10 ? `, and ${skipped.length - 10} more` : '');
+      process.emitWarning(`snapshot() left out ${skipped.length} entr${skipped.length === 1 ? 'y' : 'ies'} that restore() would refuse (symlinks, special files, names that are not UTF-8): ${shown}`, { code: 'KERN_SNAPSHOT_SKIPPED' });
+    }
+  }
+
+  restore(src) {
+    if (typeof src !== 'string' || src === '') throw new SandboxError('restore(src) takes the archive\'s path as a string');
+    try {
+      this.#native.restore(path.resolve(src));
+    } catch (e) {
+      throw fromNative(e);
+    }
+  }
+  async kernel(opts) {
+    opts = checkOptions(opts, OPTIONS.kernel, 'kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })',
+      (k) => `unknown kernel() option \`${k}\`; it takes ${OPTIONS.kernel.join(', ')}`);
+    const jupyter = opts.jupyter;
+    if (jupyter !== undefined && typeof jupyter !== 'string') {
+      throw new SandboxError('kernel({ jupyter }) takes the name of a kernelspec in the image as a string, e.g. kernel({ jupyter: "python3" })');
+    }
+    // Additions: language, cwd, env (checked on the native side as a call's cwd and env are).
+    const language = opts.language;
+    if (language !== undefined && !KERNEL_LANGUAGES.includes(language)) {
+      throw new SandboxError(`kernel({ language }) takes one of ${KERNEL_LANGUAGES.map((l) => `"${l}"`).join(', ')}, got ${JSON.stringify(language)}`);
+    }
+    const wire = { timeoutS: opts.timeoutS, jupyter, language, cwd: opts.cwd, env: opts.env };
+    const nk = await callNative(() => this.#native.kernel(toWire(wire, 'kernel option')));
+    return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
+  }
+}
+
+async function withSandbox(optsOrFn, maybeFn) {
+  const [opts, fn] = typeof optsOrFn === 'function' ? [{}, optsOrFn] : [optsOrFn, maybeFn];
+  if (typeof fn !== 'function') throw new SandboxError('withSandbox(opts, fn) needs an async function (sandbox) => ...');
+  const sb = new Sandbox(opts);
+  let result;
+  try {
+    await sb.open();
+    result = await fn(sb);
+  } catch (e) {
+    // The caller's error is the one to see; a failing close() rides along instead of masking it.
+    await sb.close().catch((closeError) => {
+      if (e && typeof e === 'object') e.closeError = closeError;
+    });
+    throw e;
+  }
+  await sb.close();
+  return result;
+}
+
+async function runCode(code, opts) {
+  const { language, ...rest } = opts || {};
+  return withSandbox(rest, (sb) => sb.runCode(code, language === undefined ? undefined : { language }));
+}
+
+
+module.exports = { Sandbox, withSandbox, runCode };

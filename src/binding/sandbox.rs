@@ -1,0 +1,275 @@
+//! `NativeSandbox`: the session behind the JS `Sandbox` (js/sandbox.js).
+
+use super::aborts::Aborts;
+use super::callbacks::{forwarder, ChunkFn, LiveResults, ResultFn};
+use super::errors::to_napi;
+use super::kernel::NativeKernel;
+use super::process::NativeProcess;
+use super::result::{finish, NativeResult};
+use super::streams::{NativeReadStream, NativeWriteStream};
+use crate::error::Error;
+use crate::session::{CallInput, ExecRequest, Sandbox};
+use napi::bindgen_prelude::Buffer;
+use napi_derive::napi;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+#[napi]
+pub struct NativeSandbox {
+    inner: Arc<Sandbox>,
+    aborts: Aborts,
+}
+
+#[napi]
+impl NativeSandbox {
+    /// `options_json`: the Sandbox options without callbacks; `kern_path`: the runtime binary.
+    #[napi(constructor)]
+    pub fn new(options_json: String, kern_path: String) -> napi::Result<Self> {
+        let options: serde_json::Value = serde_json::from_str(&options_json).map_err(|e| {
+            to_napi(Error::Invalid(format!(
+                "the options are not plain JSON data: {e}"
+            )))
+        })?;
+        crate::session::options::check_early(&options).map_err(to_napi)?;
+        Ok(NativeSandbox {
+            inner: Arc::new(Sandbox::new(options, PathBuf::from(kern_path))),
+            aborts: Aborts::default(),
+        })
+    }
+
+    /// Opens the session; `setup`'s output goes to the chunk callbacks.
+    #[napi]
+    pub async fn open(
+        &self,
+        on_stdout: Option<ChunkFn>,
+        on_stderr: Option<ChunkFn>,
+    ) -> napi::Result<()> {
+        let (tx, forwarder) = forwarder(on_stdout, on_stderr);
+        let result = self.inner.open(tx).await;
+        if let Some(task) = forwarder {
+            let _ = task.await;
+        }
+        result.map_err(to_napi)
+    }
+
+    #[napi]
+    pub async fn read_file(&self, path: String, max_bytes: Option<f64>) -> napi::Result<Buffer> {
+        let max = match max_bytes {
+            None => None,
+            Some(n) if n.is_finite() && n >= 0.0 && n.fract() == 0.0 => Some(n as u64),
+            Some(n) => {
+                return Err(to_napi(Error::Invalid(format!(
+                    "readFile maxBytes must be a non-negative integer, got {n}"
+                ))))
+            }
+        };
+        let data = self.inner.read_file(path, max).await.map_err(to_napi)?;
+        Ok(Buffer::from(data))
+    }
+
+    #[napi]
+    pub async fn write_file(&self, path: String, data: Buffer) -> napi::Result<()> {
+        self.inner
+            .write_file(path, data.to_vec())
+            .await
+            .map_err(to_napi)
+    }
+
+    /// Resolves to the FileInfo list as JSON.
+    #[napi]
+    pub async fn list_files(&self, subdir: Option<String>) -> napi::Result<String> {
+        let files = self.inner.list_files(subdir).await.map_err(to_napi)?;
+        serde_json::to_string(&files)
+            .map_err(|e| to_napi(Error::Runtime(format!("serialise the listing: {e}"))))
+    }
+
+    /// Synchronous, as the spec has it. Returns the paths it left out (symlinks, special files).
+    #[napi]
+    pub fn snapshot(&self, dest: String) -> napi::Result<Vec<String>> {
+        let report = self
+            .inner
+            .snapshot(std::path::Path::new(&dest))
+            .map_err(to_napi)?;
+        Ok(report.skipped)
+    }
+
+    #[napi]
+    pub fn restore(&self, src: String) -> napi::Result<()> {
+        self.inner
+            .restore(std::path::Path::new(&src))
+            .map(drop)
+            .map_err(to_napi)
+    }
+
+    #[napi]
+    pub async fn close(&self) -> napi::Result<()> {
+        self.inner.close().await.map_err(to_napi)
+    }
+
+    /// `setEgressAllow` (an addition): `list_json`, the new allowlist as JSON.
+    #[napi]
+    pub async fn set_egress_allow(&self, list_json: String) -> napi::Result<()> {
+        let list: serde_json::Value = serde_json::from_str(&list_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("setEgressAllow(list): {e}"))))?;
+        self.inner.set_egress_allow(&list).await.map_err(to_napi)
+    }
+
+    /// Stops the resident box of a `persist` sandbox; a no-op otherwise.
+    #[napi]
+    pub async fn destroy(&self) -> napi::Result<()> {
+        self.inner.destroy().await.map_err(to_napi)
+    }
+
+    /// At process exit, for a Sandbox never closed: removes the temporary workspace it made.
+    #[napi]
+    pub fn abandon(&self) {
+        self.inner.abandon();
+    }
+
+    /// Registers the abort of a call about to start (`exec`'s `call_id`), synchronously.
+    #[napi]
+    pub fn begin_call(&self) -> napi::Result<u32> {
+        self.aborts.begin()
+    }
+
+    /// Aborts the call `beginCall` gave `id` (its box is ended); a call already over is left
+    /// alone.
+    #[napi]
+    pub fn abort_call(&self, id: u32) -> napi::Result<()> {
+        self.aborts.abort(id)
+    }
+
+    /// Runs one call; resolves to the result once every chunk was delivered. `stdin`: the
+    /// bytes the workload reads on fd 0 (else /dev/null); `call_id`: its abort (`beginCall`).
+    #[napi]
+    pub async fn exec(
+        &self,
+        request_json: String,
+        on_stdout: Option<ChunkFn>,
+        on_stderr: Option<ChunkFn>,
+        stdin: Option<Buffer>,
+        call_id: Option<u32>,
+        on_result: Option<ResultFn>,
+    ) -> napi::Result<NativeResult> {
+        let (_registered, abort) = self.aborts.of(call_id)?;
+        let req: ExecRequest = serde_json::from_str(&request_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
+        let input = CallInput {
+            stdin: match stdin {
+                Some(b) => {
+                    crate::session::check_stdin(b.len()).map_err(to_napi)?;
+                    Some(b.to_vec())
+                }
+                None => None,
+            },
+            abort,
+            results: None,
+        };
+        let (live, results) = LiveResults::new(on_result);
+        let input = CallInput {
+            results: live,
+            ..input
+        };
+        let (tx, forwarder) = forwarder(on_stdout, on_stderr);
+        let result = self.inner.exec(req, input, tx).await;
+        results.done().await;
+        finish(result, forwarder).await
+    }
+
+    /// Starts a background process (`spawn`), or with `terminal` a program on a terminal of its
+    /// box; `request_json` is `session::ProcessRequest`. Resolves once its workload starts.
+    #[napi]
+    pub async fn start_process(
+        &self,
+        request_json: String,
+        terminal: bool,
+        on_stdout: ChunkFn,
+        on_stderr: ChunkFn,
+    ) -> napi::Result<NativeProcess> {
+        let req: crate::session::ProcessRequest = serde_json::from_str(&request_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("bad process request: {e}"))))?;
+        let (tx, forwarder) = forwarder(Some(on_stdout), Some(on_stderr));
+        let tx = tx.ok_or_else(|| to_napi(Error::Runtime("no output forwarder".into())))?;
+        let process = self
+            .inner
+            .start_process(req, terminal, tx)
+            .await
+            .map_err(to_napi)?;
+        Ok(NativeProcess {
+            inner: Arc::new(process),
+            forwarder: tokio::sync::Mutex::new(forwarder),
+        })
+    }
+
+    /// Opens a kernel; `options_json` is `{ timeoutS?, jupyter?, language?, cwd?, env? }`.
+    #[napi]
+    pub async fn kernel(&self, options_json: String) -> napi::Result<NativeKernel> {
+        let opts: crate::session::KernelRequest = serde_json::from_str(&options_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("kernel() options: {e}"))))?;
+        let k = self.inner.kernel(opts).await.map_err(to_napi)?;
+        Ok(NativeKernel {
+            inner: Arc::new(k),
+            aborts: Aborts::default(),
+        })
+    }
+}
+
+/// ADDITION: `readFile` ranges, `createReadStream`, `createWriteStream` (js/streams.js makes
+/// the Node streams) and `isolation()`.
+#[napi]
+impl NativeSandbox {
+    /// `readFile(path, { offset?, length?, maxBytes? })` with a range (the JS layer has checked
+    /// the numbers: non-negative safe integers).
+    #[napi]
+    pub async fn read_range(
+        &self,
+        path: String,
+        offset: f64,
+        length: Option<f64>,
+        max_bytes: Option<f64>,
+    ) -> napi::Result<Buffer> {
+        let n = |name: &str, v: f64| -> napi::Result<u64> {
+            if v.is_finite() && v >= 0.0 && v.fract() == 0.0 {
+                Ok(v as u64)
+            } else {
+                Err(to_napi(Error::Invalid(format!(
+                    "readFile {name} must be a non-negative integer, got {v}"
+                ))))
+            }
+        };
+        let offset = n("offset", offset)?;
+        let length = length.map(|v| n("length", v)).transpose()?;
+        let max = max_bytes.map(|v| n("maxBytes", v)).transpose()?;
+        let data = self
+            .inner
+            .read_range(path, offset, length, max)
+            .await
+            .map_err(to_napi)?;
+        Ok(Buffer::from(data))
+    }
+
+    /// The measured posture of this Sandbox's boxes, as JSON (`isolation()`).
+    #[napi]
+    pub async fn isolation(&self) -> napi::Result<String> {
+        let m = self.inner.isolation().await.map_err(to_napi)?;
+        serde_json::to_string(&m).map_err(|e| {
+            to_napi(Error::Runtime(format!(
+                "serialise the isolation report: {e}"
+            )))
+        })
+    }
+
+    /// A workspace file open for chunked reads (`createReadStream`).
+    #[napi]
+    pub async fn open_read(&self, path: String) -> napi::Result<NativeReadStream> {
+        let s = self.inner.open_read(path).await.map_err(to_napi)?;
+        Ok(NativeReadStream { inner: s })
+    }
+
+    /// A write that lands at `commit()` (`createWriteStream`).
+    #[napi]
+    pub async fn begin_write(&self, path: String) -> napi::Result<NativeWriteStream> {
+        let s = self.inner.begin_write(path).await.map_err(to_napi)?;
+        Ok(NativeWriteStream { inner: s })
+    }
+}
