@@ -203,3 +203,94 @@ fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault 
     }
     Fault::new(FaultKind::Oom, message)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::unistd::Pid;
+
+    fn spec(tmpfs: &[&str]) -> BoxSpec {
+        let tmpfs: Vec<_> = tmpfs
+            .iter()
+            .map(|t| serde_json::json!({"target": t, "size_bytes": 64 << 20}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "root": {"kind": "host"}, "workspace": "/w", "workspace_target": "/workspace",
+            "tmpfs": tmpfs,
+            "limits": {"memory_bytes": 64 << 20, "pids": null, "cpus": null, "enforce": true},
+            "timeout_ms": 1, "argv": [], "env": [], "hostname": "kern"
+        }))
+        .unwrap()
+    }
+
+    fn conclude_lines(spec: &BoxSpec, messages: &[Pid1Msg], oom: Option<u64>) -> BoxReport {
+        let text: String = messages.iter().map(Pid1Msg::encode).collect();
+        let exited = Ok(WaitStatus::Exited(Pid::from_raw(1), 0));
+        conclude(spec, &text, None, oom, exited, "box's init")
+    }
+
+    #[test]
+    fn the_workloads_end_is_its_signal_and_code() {
+        let r = conclude_lines(
+            &spec(&[]),
+            &[
+                Pid1Msg::Workload(2),
+                Pid1Msg::Signaled(libc::SIGTERM),
+                Pid1Msg::Exited {
+                    code: 128 + libc::SIGTERM,
+                    tmpfs_used: vec![],
+                },
+            ],
+            None,
+        );
+        assert_eq!(r.exit_code, 128 + libc::SIGTERM);
+        assert_eq!(r.signal.as_deref(), Some("SIGTERM"));
+        assert!(r.fault.is_none(), "{:?}", r.fault);
+    }
+
+    #[test]
+    fn an_oom_names_the_scratch_by_the_specs_order_even_with_a_space_in_it() {
+        let s = spec(&["/tmp", "/scratch dir"]);
+        let r = conclude_lines(
+            &s,
+            &[Pid1Msg::Exited {
+                code: 137,
+                tmpfs_used: vec![0, 48 << 20],
+            }],
+            Some(48 << 20),
+        );
+        let f = r.fault.unwrap();
+        assert_eq!(f.kind, FaultKind::Oom);
+        assert!(
+            f.message.contains("/scratch dir held 48 MiB"),
+            "{}",
+            f.message
+        );
+        assert!(!f.message.contains("/tmp held"), "{}", f.message);
+    }
+
+    #[test]
+    fn a_failed_exec_or_setup_is_the_fault_and_a_garbled_line_changes_nothing() {
+        let exec = Pid1Msg::ExecFailed {
+            errno: libc::ENOENT,
+            program: "nope".into(),
+        };
+        let r = conclude_lines(&spec(&[]), &[exec], None);
+        assert_eq!(r.exit_code, 127);
+        let f = r.fault.unwrap();
+        assert_eq!(f.kind, FaultKind::ExecFailed);
+        assert!(
+            f.message.starts_with("cannot run \"nope\""),
+            "{}",
+            f.message
+        );
+
+        let exited = Ok(WaitStatus::Exited(Pid::from_raw(1), 0));
+        let text = "S mount /proc: EPERM\nQ what\nX 0\n";
+        let r = conclude(&spec(&[]), text, None, None, exited, "box's init");
+        assert_eq!(r.exit_code, 125);
+        let f = r.fault.unwrap();
+        assert_eq!(f.kind, FaultKind::StartupFailed);
+        assert_eq!(f.message, "the box could not be built: mount /proc: EPERM");
+    }
+}
