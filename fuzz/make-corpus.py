@@ -415,15 +415,20 @@ SPEC = {
 
 def kern_seeds():
     t = "kern_protocol"
-    put(t, "limits-spec", b"\x00" + json.dumps(LIMITS).encode() + b"\n" + json.dumps(SPEC).encode())
-    put(t, "call-spec", b"\x00" + json.dumps({"call": {"name": "r1", "pid1": {"pid": 42, "start": 123}}}).encode()
+    target = {"name": "r1", "pid1": {"pid": 42, "start": 123}}
+    put(t, "limits-spec", b"\x00" + json.dumps({"ask": "box", "limits": LIMITS}).encode() + b"\n" + json.dumps(SPEC).encode())
+    put(t, "call-spec", b"\x00" + json.dumps({"ask": "call", "target": target}).encode()
         + b"\n" + json.dumps(dict(SPEC, resident={"mode": "exec", "name": "r1", "pid1": {"pid": 42, "start": 123}})).encode())
-    put(t, "commands", b'\x01{"signal":15}\n{"signal":2}\n{"bad":1}\n{"signal":')
+    put(t, "zygote-spec", b"\x00" + json.dumps({"ask": "zygote", "limits": LIMITS, "inputs": {
+        "tmpfs": [{"target": "/tmp", "size_bytes": 67108864}], "hostname": "box"}}).encode() + b"\n" + json.dumps(SPEC).encode())
+    put(t, "commands", b'\x01{"command":"signal","signal":15}\n{"command":"signal","signal":2}\n{"signal":1}\n{"command":')
     report = {"exit_code": 137, "fault": {"type": "timeout", "message": "30 s"}, "signal": "SIGKILL",
               "started": {"pid": 1, "start": 5}, "notes": ["note: x"]}
-    put(t, "status", b"\x02" + json.dumps({"prepared_notes": ["note: a"]}).encode() + b"\n"
-        + json.dumps({"started": {"pid": 7}}).encode() + b"\n" + json.dumps(report).encode() + b"\n")
-    put(t, "init-messages", b"\x02R\nW 7\nX 0\n")
+    put(t, "status", b"\x02\x07" + json.dumps({"said": "prepared", "notes": ["note: a"]}).encode() + b"\n"
+        + json.dumps({"said": "started", "pid": 7}).encode() + b"\n"
+        + json.dumps({"said": "report", "report": report}).encode() + b"\n")
+    put(t, "init-messages", b"\x03R\nW 7\nP 4242\nB ptrace\nS mount /proc: EPERM\nC no such dir\n"
+        b"E 2 python3\nK 9\nX 137 1048576 0\nZ 256\nw\n")
 
 
 # --- kern.toml ---------------------------------------------------------------------------

@@ -1,9 +1,9 @@
 //! How a box (or one call into a resident box) ended, told from what its init said on the init
-//! pipe (`handoff::msg`) and what kern saw: the report's exit code and fault (timeout, OOM with
+//! pipe (`protocol::pid1::Pid1Msg`) and what kern saw: the report's exit code and fault (timeout, OOM with
 //! the scratch that held the bytes, escape blocked, exec failed...), and the set-id sweep that
 //! fails a call closed when it can't finish.
 
-use super::handoff::msg;
+use super::protocol::pid1::Pid1Msg;
 use super::spec::BoxSpec;
 use super::status::{note, signal_name, BoxReport, Fault, FaultKind};
 use nix::sys::wait::WaitStatus;
@@ -52,31 +52,23 @@ pub(super) fn conclude(
     };
     let mut exited = false;
     let mut tmpfs_used: Vec<(u64, String)> = Vec::new();
-    let mut blocked: Vec<&str> = Vec::new();
-    for line in messages.lines() {
-        let (kind, rest) = line.split_at(
-            line.char_indices()
-                .nth(1)
-                .map(|(i, _)| i)
-                .unwrap_or(line.len()),
-        );
-        let rest = rest.trim_start();
-        match kind.chars().next() {
-            Some(msg::SETUP_FAILED) if report.fault.is_none() => {
+    let mut blocked: Vec<String> = Vec::new();
+    for message in Pid1Msg::decode_all(messages.as_bytes()) {
+        match message {
+            Ok(Pid1Msg::SetupFailed(why)) if report.fault.is_none() => {
                 report.exit_code = 125;
                 report.fault = Some(Fault::new(
                     FaultKind::StartupFailed,
-                    format!("the box could not be built: {rest}"),
+                    format!("the box could not be built: {}", why.trim_start()),
                 ));
             }
-            Some(msg::CWD_REFUSED) if report.fault.is_none() => {
+            Ok(Pid1Msg::CwdRefused(why)) if report.fault.is_none() => {
+                let why = why.trim_start();
                 report.exit_code = 125;
-                report.cwd_refused = Some(rest.to_string());
-                report.fault = Some(Fault::new(FaultKind::StartupFailed, rest));
+                report.cwd_refused = Some(why.to_string());
+                report.fault = Some(Fault::new(FaultKind::StartupFailed, why));
             }
-            Some(msg::EXEC_FAILED) if report.fault.is_none() => {
-                let (errno, program) = rest.split_once(' ').unwrap_or((rest, ""));
-                let errno: i32 = errno.parse().unwrap_or(libc::ENOENT);
+            Ok(Pid1Msg::ExecFailed { errno, program }) if report.fault.is_none() => {
                 let why = std::io::Error::from_raw_os_error(errno);
                 let hint = if errno == libc::ENOENT {
                     if program.contains('/') {
@@ -93,20 +85,24 @@ pub(super) fn conclude(
                     format!("cannot run \"{program}\": {why}{hint}"),
                 ));
             }
-            Some(msg::BLOCKED) => blocked.push(rest),
-            Some(msg::SIGNALED) => report.signal = rest.parse().ok().map(signal_name),
-            Some(msg::EXITED) => {
-                let mut parts = rest.split(' ');
-                let code = parts.next().and_then(|c| c.parse().ok()).unwrap_or(255);
+            Ok(Pid1Msg::Blocked(name)) => blocked.push(name),
+            Ok(Pid1Msg::Signaled(sig)) => report.signal = Some(signal_name(sig)),
+            Ok(Pid1Msg::Exited {
+                code,
+                tmpfs_used: used,
+            }) => {
                 if report.fault.is_none() {
                     report.exit_code = code;
                 }
                 exited = true;
-                while let (Some(used), Some(target)) = (parts.next(), parts.next()) {
-                    tmpfs_used.push((used.parse().unwrap_or(0), target.to_string()));
-                }
+                // In the spec's order: init and the zygote measure `spec.tmpfs` as listed.
+                tmpfs_used.extend(
+                    used.into_iter()
+                        .zip(spec.tmpfs.iter().map(|t| t.target.clone())),
+                );
             }
-            _ => {}
+            Ok(_) => {}
+            Err(e) => note("warning", &format!("{e}; ignored")),
         }
     }
     // kern (or the OOM killer) ends a box with SIGKILL.
@@ -149,7 +145,7 @@ pub(super) fn conclude(
 /// What the `untrusted` profile stopped, when it stopped something: the syscalls its supervisor
 /// refused, or a process killed for a foreign architecture's syscall (SIGSYS from the filter's
 /// architecture check; the supervisor never kills).
-fn escape_fault(blocked: &[&str], exit_code: i32) -> Option<Fault> {
+fn escape_fault(blocked: &[String], exit_code: i32) -> Option<Fault> {
     if !blocked.is_empty() {
         return Some(Fault::new(
             FaultKind::EscapeBlocked,
@@ -206,4 +202,95 @@ fn oom_fault(spec: &BoxSpec, tmpfs_used: &[(u64, String)], shmem: u64) -> Fault 
         ));
     }
     Fault::new(FaultKind::Oom, message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::unistd::Pid;
+
+    fn spec(tmpfs: &[&str]) -> BoxSpec {
+        let tmpfs: Vec<_> = tmpfs
+            .iter()
+            .map(|t| serde_json::json!({"target": t, "size_bytes": 64 << 20}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "root": {"kind": "host"}, "workspace": "/w", "workspace_target": "/workspace",
+            "tmpfs": tmpfs,
+            "limits": {"memory_bytes": 64 << 20, "pids": null, "cpus": null, "enforce": true},
+            "timeout_ms": 1, "argv": [], "env": [], "hostname": "kern"
+        }))
+        .unwrap()
+    }
+
+    fn conclude_lines(spec: &BoxSpec, messages: &[Pid1Msg], oom: Option<u64>) -> BoxReport {
+        let text: String = messages.iter().map(Pid1Msg::encode).collect();
+        let exited = Ok(WaitStatus::Exited(Pid::from_raw(1), 0));
+        conclude(spec, &text, None, oom, exited, "box's init")
+    }
+
+    #[test]
+    fn the_workloads_end_is_its_signal_and_code() {
+        let r = conclude_lines(
+            &spec(&[]),
+            &[
+                Pid1Msg::Workload(2),
+                Pid1Msg::Signaled(libc::SIGTERM),
+                Pid1Msg::Exited {
+                    code: 128 + libc::SIGTERM,
+                    tmpfs_used: vec![],
+                },
+            ],
+            None,
+        );
+        assert_eq!(r.exit_code, 128 + libc::SIGTERM);
+        assert_eq!(r.signal.as_deref(), Some("SIGTERM"));
+        assert!(r.fault.is_none(), "{:?}", r.fault);
+    }
+
+    #[test]
+    fn an_oom_names_the_scratch_by_the_specs_order_even_with_a_space_in_it() {
+        let s = spec(&["/tmp", "/scratch dir"]);
+        let r = conclude_lines(
+            &s,
+            &[Pid1Msg::Exited {
+                code: 137,
+                tmpfs_used: vec![0, 48 << 20],
+            }],
+            Some(48 << 20),
+        );
+        let f = r.fault.unwrap();
+        assert_eq!(f.kind, FaultKind::Oom);
+        assert!(
+            f.message.contains("/scratch dir held 48 MiB"),
+            "{}",
+            f.message
+        );
+        assert!(!f.message.contains("/tmp held"), "{}", f.message);
+    }
+
+    #[test]
+    fn a_failed_exec_or_setup_is_the_fault_and_a_garbled_line_changes_nothing() {
+        let exec = Pid1Msg::ExecFailed {
+            errno: libc::ENOENT,
+            program: "nope".into(),
+        };
+        let r = conclude_lines(&spec(&[]), &[exec], None);
+        assert_eq!(r.exit_code, 127);
+        let f = r.fault.unwrap();
+        assert_eq!(f.kind, FaultKind::ExecFailed);
+        assert!(
+            f.message.starts_with("cannot run \"nope\""),
+            "{}",
+            f.message
+        );
+
+        let exited = Ok(WaitStatus::Exited(Pid::from_raw(1), 0));
+        let text = "S mount /proc: EPERM\nQ what\nX 0\n";
+        let r = conclude(&spec(&[]), text, None, None, exited, "box's init");
+        assert_eq!(r.exit_code, 125);
+        let f = r.fault.unwrap();
+        assert_eq!(f.kind, FaultKind::StartupFailed);
+        assert_eq!(f.message, "the box could not be built: mount /proc: EPERM");
+    }
 }

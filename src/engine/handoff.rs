@@ -1,64 +1,24 @@
 //! What crosses from one side of a box to the other, in one place: from the caller to `kern`
 //! (`Caller`: the lifeline, the descriptors a spec announces as `BoxFds`, where the report goes;
 //! `CallTarget`, the resident box a call is for), and across the clone between the monitor and the
-//! box's init (the "go" message with the idmapped trees, the rlimit `Fallback`, and the `msg` lines
-//! init sends back on the init pipe). Both sides of each boundary read their format from here, so
+//! box's init (the "go" message with the idmapped trees, the rlimit `Fallback`, and where init's
+//! messages go: `send`, with their format in `protocol::pid1`). Both sides of each boundary read their format from here, so
 //! they can't drift apart.
 
 use super::mounts::Trees;
+use super::protocol::pid1::Pid1Msg;
+use super::protocol::Command;
 use super::spec::BoxSpec;
 use super::status::BoxReport;
 use super::sys::{self, ProcId};
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-
-/// Messages PID 1 and the workload send to the monitor on the init pipe. One line each, short
-/// enough to be written atomically.
-pub mod msg {
-    /// Setup failed before the workload existed: `S <reason>`.
-    pub const SETUP_FAILED: char = 'S';
-    /// The workload could not be exec'd: `E <errno> <program>`.
-    pub const EXEC_FAILED: char = 'E';
-    /// A call's `cwd` is missing in the box, or leads out of the workspace: `C <reason>`.
-    pub const CWD_REFUSED: char = 'C';
-    /// The workload was ended by a signal: `K <signal number>`, just before its `X`.
-    pub const SIGNALED: char = 'K';
-    /// The workload ended: `X <code-or-128+signal> <tmpfs-used-bytes> <tmpfs-target>...`.
-    pub const EXITED: char = 'X';
-    /// The seccomp supervisor refused an escape syscall: `B <name>`, once per name.
-    pub const BLOCKED: char = 'B';
-    /// A resident box's PID 1 finished its setup and idles as the reaper: `R`.
-    pub const READY: char = 'R';
-    /// A call into a resident box forked its workload: `P <host pid>` (its process group, the
-    /// per-call kill where there is no cgroup).
-    pub const PID: char = 'P';
-    /// The workload is set up and about to exec: `W <its pid in the box>` (`Started`).
-    pub const WORKLOAD: char = 'W';
-}
-
-/// kern -> addon on the control socket, between the prepared notes and the report: the
-/// workload is about to exec, as this pid of the box (`SandboxProcess.pid`).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Started {
-    pub started: Workload,
-}
-
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Workload {
-    pub pid: i32,
-}
-
-/// addon -> kern on the control socket, after the spec, one JSON line each, while the box
-/// runs: a signal for the workload's process group (`SandboxProcess.kill`). The box's PID 1
-/// forwards it (`init::forward_signals`). EOF stays the lifeline's "kill the box".
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Command {
-    pub signal: i32,
-}
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// What the caller said on its lifeline since the last look: the commands of every complete
 /// line in it (`pending` keeps a partial one). None: it hung up (EOF or an error), which is
-/// "kill the box". A line that is not a `Command` is ignored: the addon sends only those.
+/// "kill the box". A line that is no `Command` is skipped, and the first such said as a warning:
+/// the addon sends only commands.
 #[doc(hidden)]
 pub fn read_commands(lifeline: BorrowedFd<'_>, pending: &mut Vec<u8>) -> Option<Vec<Command>> {
     let mut buf = [0u8; 1024];
@@ -69,18 +29,30 @@ pub fn read_commands(lifeline: BorrowedFd<'_>, pending: &mut Vec<u8>) -> Option<
     let mut out = Vec::new();
     while let Some(i) = pending.iter().position(|b| *b == b'\n') {
         let line: Vec<u8> = pending.drain(..=i).collect();
-        out.extend(serde_json::from_slice::<Command>(&line[..i]).ok());
+        match Command::decode(&line[..i]) {
+            Ok(c) => out.push(c),
+            Err(e) if !GARBLED_SAID.swap(true, Ordering::Relaxed) => {
+                super::status::note("warning", &format!("{e}; ignored"))
+            }
+            Err(_) => {}
+        }
     }
     Some(out)
 }
 
-/// The workload's pid in the box, once init's messages (`msg::WORKLOAD`) say it.
+/// Whether a line that is no command was said already (once per kern is enough, and the notes
+/// are kept for the report).
+static GARBLED_SAID: AtomicBool = AtomicBool::new(false);
+
+/// The workload's pid in the box, once init's messages (`Pid1Msg::Workload`) say it.
 #[doc(hidden)]
 pub fn started_pid(messages: &[u8]) -> Option<i32> {
-    String::from_utf8_lossy(messages).lines().find_map(|l| {
-        l.strip_prefix(msg::WORKLOAD)
-            .and_then(|p| p.trim().parse().ok())
-    })
+    Pid1Msg::decode_all(messages)
+        .into_iter()
+        .find_map(|m| match m {
+            Ok(Pid1Msg::Workload(pid)) => Some(pid),
+            _ => None,
+        })
 }
 
 /// The signals a caller may send a workload by name, and their numbers. SIGKILL ends the whole
@@ -111,17 +83,9 @@ pub fn signal_number(name: &str) -> Option<i32> {
     SIGNALS.iter().find(|(n, _)| *n == full).map(|(_, v)| *v)
 }
 
-/// Writes one `msg` line on the init pipe (newlines in it become spaces).
-pub(super) fn send(pipe: &OwnedFd, line: &str) {
-    let mut line = line.replace('\n', " ");
-    // Short enough to be one atomic pipe write, cut on a character boundary.
-    let mut end = line.len().min(3800);
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    line.truncate(end);
-    line.push('\n');
-    let _ = nix::unistd::write(pipe, line.as_bytes());
+/// Writes one message on the init pipe (one line, short enough to be an atomic write).
+pub(super) fn send(pipe: &OwnedFd, message: &Pid1Msg) {
+    let _ = nix::unistd::write(pipe, message.encode().as_bytes());
 }
 
 /// rlimits the workload gets when a cap is not enforced by a cgroup. A resident box's state
@@ -211,7 +175,7 @@ impl BoxFds {
     }
 }
 
-/// Who a call is for (line 1 of a call's protocol, `{"call": CallTarget}`): the resident box's
+/// Who a call is for (line 1 of a call's protocol, `protocol::Ask::Call`): the resident box's
 /// name and its PID 1 as the caller last saw it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct CallTarget {
@@ -232,7 +196,7 @@ pub struct Caller<'a> {
     pub fds: BoxFds,
     /// Gets the outcome as soon as the box has ended, before the slower cgroup teardown.
     pub on_report: &'a mut dyn FnMut(&BoxReport),
-    /// Told the workload's pid in the box once it is about to exec (`msg::WORKLOAD`).
+    /// Told the workload's pid in the box once it is about to exec (`Pid1Msg::Workload`).
     pub on_started: Option<&'a mut dyn FnMut(i32)>,
 }
 
@@ -308,13 +272,18 @@ mod tests {
         use std::io::Write;
         let (mut caller, kern) = std::os::unix::net::UnixStream::pair().unwrap();
         let mut pending = Vec::new();
-        caller.write_all(b"{\"signal\":15}\n{\"sig").unwrap();
+        let first = Command::Signal { signal: 15 }.encode().unwrap();
+        let second = Command::Signal { signal: 2 }.encode().unwrap();
+        let (head, tail) = second.split_at(5);
+        caller.write_all(&[&first[..], head].concat()).unwrap();
         let got = read_commands(kern.as_fd(), &mut pending).unwrap();
-        assert_eq!(got, vec![Command { signal: 15 }]);
+        assert_eq!(got, vec![Command::Signal { signal: 15 }]);
         // The half line waits for its end; a line that is no command is skipped.
-        caller.write_all(b"nal\":2}\nnonsense\n").unwrap();
+        caller
+            .write_all(&[tail, b"{\"signal\":9}\n"].concat())
+            .unwrap();
         let got = read_commands(kern.as_fd(), &mut pending).unwrap();
-        assert_eq!(got, vec![Command { signal: 2 }]);
+        assert_eq!(got, vec![Command::Signal { signal: 2 }]);
         assert!(pending.is_empty());
         drop(caller);
         assert!(read_commands(kern.as_fd(), &mut pending).is_none());

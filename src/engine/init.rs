@@ -8,10 +8,11 @@
 //! It is non-dumpable, and its memory map still belongs to the host's user namespace (it was
 //! forked from there), so the workload can open neither `/proc/1/exe` nor `/proc/1/mem`.
 
-use super::handoff::{self, msg, send, BoxFds, Fallback};
+use super::handoff::{self, send, BoxFds, Fallback};
 use super::idmap::Mapping;
 use super::mounts::{self, Sources, Trees};
 use super::pid1_signals::Pid1Signals;
+use super::protocol::pid1::Pid1Msg;
 use super::spec::{BoxSpec, CHANNEL_FD};
 use super::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
@@ -69,10 +70,9 @@ pub(super) fn child(
         // A container's read-only /proc/sys refuses it (EROFS): say so, the monitor explains.
         send(
             &init_w,
-            &format!(
-                "{} limit nested user namespaces (write /proc/sys/user/max_user_namespaces): {e}",
-                msg::SETUP_FAILED
-            ),
+            &Pid1Msg::SetupFailed(format!(
+                "limit nested user namespaces (write /proc/sys/user/max_user_namespaces): {e}"
+            )),
         );
         sys::exit_now(1);
     }
@@ -140,7 +140,7 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
     }));
     let init_w = j.init_w;
     let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
-        send(&init_w, &format!("{} {what}: {e}", msg::SETUP_FAILED));
+        send(&init_w, &Pid1Msg::SetupFailed(format!("{what}: {e}")));
         sys::exit_now(1)
     };
     // Holds what the host's process has: nothing of it may reach the box.
@@ -222,7 +222,7 @@ pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback
         Err(e) => fail("fork the workload", &e),
     };
     drop(io);
-    send(&init_w, &format!("{} {workload}", msg::PID));
+    send(&init_w, &Pid1Msg::Pid(workload));
     let end = match listener_rx {
         Some(rx) => supervise_until(workload, rx, &init_w, &signals),
         None => reap_until(workload, &signals),
@@ -262,7 +262,7 @@ fn pid1(
     fallback: &Fallback,
 ) -> ! {
     if let Err(e) = setup(spec, src, trees) {
-        send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, e.0));
+        send(&init_pipe, &Pid1Msg::SetupFailed(e.0.to_string()));
         sys::exit_now(1);
     }
     // The caller's session keyring is inherited through fork and would stay readable by the
@@ -270,7 +270,7 @@ fn pid1(
     if let Err(e) = sys::new_session_keyring() {
         send(
             &init_pipe,
-            &format!("{} join a new session keyring: {e}", msg::SETUP_FAILED),
+            &Pid1Msg::SetupFailed(format!("join a new session keyring: {e}")),
         );
         sys::exit_now(1);
     }
@@ -283,13 +283,13 @@ fn pid1(
     } = passed;
     if let (Some(e), Some(line)) = (&spec.egress, egress) {
         if let Err(err) = super::relay::start(e.port, &e.direct, line) {
-            send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
+            send(&init_pipe, &Pid1Msg::SetupFailed(err.0.to_string()));
             sys::exit_now(1);
         }
     }
     if let Some(line) = connect {
         if let Err(err) = super::connector::start(line) {
-            send(&init_pipe, &format!("{} {}", msg::SETUP_FAILED, err.0));
+            send(&init_pipe, &Pid1Msg::SetupFailed(err.0.to_string()));
             sys::exit_now(1);
         }
     }
@@ -299,7 +299,7 @@ fn pid1(
         drop(channel);
         drop(stdin);
         drop(tty);
-        send(&init_pipe, &msg::READY.to_string());
+        send(&init_pipe, &Pid1Msg::Ready);
         // It lives on past its first kern, which must not wait for these pipes' EOF (its
         // caller did, `launch::DRAIN_GRACE`, on every open). It has nothing to say on them.
         let _ = sys::detach_fds(&[1, 2]);
@@ -312,10 +312,7 @@ fn pid1(
             Err(e) => {
                 send(
                     &init_pipe,
-                    &format!(
-                        "{} socketpair for the seccomp listener: {e}",
-                        msg::SETUP_FAILED
-                    ),
+                    &Pid1Msg::SetupFailed(format!("socketpair for the seccomp listener: {e}")),
                 );
                 sys::exit_now(1);
             }
@@ -333,7 +330,7 @@ fn pid1(
         Err(e) => {
             send(
                 &init_pipe,
-                &format!("{} PID 1's signalfd: {e}", msg::SETUP_FAILED),
+                &Pid1Msg::SetupFailed(format!("PID 1's signalfd: {e}")),
             );
             sys::exit_now(1);
         }
@@ -352,7 +349,7 @@ fn pid1(
         Err(e) => {
             send(
                 &init_pipe,
-                &format!("{} fork the workload: {e}", msg::SETUP_FAILED),
+                &Pid1Msg::SetupFailed(format!("fork the workload: {e}")),
             );
             sys::exit_now(1);
         }
@@ -436,7 +433,7 @@ fn supervise_until(
                 if named.len() < 32 && !named.contains(&name) {
                     // Before the answer: the line is in the pipe before the workload can go on,
                     // and so before its exit is reported.
-                    send(init_pipe, &format!("{} {name}", msg::BLOCKED));
+                    send(init_pipe, &Pid1Msg::Blocked(name.to_string()));
                     named.push(name);
                 }
                 // ENOENT: the caller died meanwhile; nothing to answer.
@@ -567,25 +564,27 @@ fn workload_end(status: &WaitStatus, workload: libc::pid_t) -> Option<End> {
     }
 }
 
-/// Reports the workload's end: the signal that ended it (`K`), then `X`.
+/// Reports the workload's end: the signal that ended it (`Signaled`), then `Exited`.
 fn send_end(pipe: &OwnedFd, spec: &BoxSpec, (code, signal): End) {
     if let Some(sig) = signal {
-        send(pipe, &format!("{} {sig}", msg::SIGNALED));
+        send(pipe, &Pid1Msg::Signaled(sig));
     }
-    send(pipe, &exited_line(spec, code));
+    send(pipe, &exited(spec, code));
 }
 
-/// The `X` message: the workload's exit, and how full each scratch tmpfs was, so an OOM can name
-/// the scratch that held the bytes.
-fn exited_line(spec: &BoxSpec, code: i32) -> String {
-    let mut line = format!("{} {code}", msg::EXITED);
-    for t in &spec.tmpfs {
-        let used = nix::sys::statvfs::statvfs(t.target.as_str())
-            .map(|s| (s.blocks() - s.blocks_free()) * s.fragment_size())
-            .unwrap_or(0);
-        line.push_str(&format!(" {used} {}", t.target));
-    }
-    line
+/// The workload's exit, and how full each scratch tmpfs was, so an OOM can name the scratch
+/// that held the bytes.
+fn exited(spec: &BoxSpec, code: i32) -> Pid1Msg {
+    let tmpfs_used = spec
+        .tmpfs
+        .iter()
+        .map(|t| {
+            nix::sys::statvfs::statvfs(t.target.as_str())
+                .map(|s| (s.blocks() - s.blocks_free()) * s.fragment_size())
+                .unwrap_or(0)
+        })
+        .collect();
+    Pid1Msg::Exited { code, tmpfs_used }
 }
 
 /// Reaps every child until the workload itself has ended, passing on the caller's signals
@@ -660,13 +659,13 @@ fn exec_workload(
     let listener_tx = listener_tx.map(above_channel);
     let init_pipe = &init_pipe;
     let fail = |what: &str, e: std::io::Error| -> ! {
-        send(init_pipe, &format!("{} {what}: {e}", msg::SETUP_FAILED));
+        send(init_pipe, &Pid1Msg::SetupFailed(format!("{what}: {e}")));
         sys::exit_now(127)
     };
     if let Some(cwd) = &spec.cwd {
         if in_workspace(cwd, &spec.workspace_target) {
             if let Err(why) = enter_call_cwd(cwd, &spec.workspace_target) {
-                send(init_pipe, &format!("{} {why}", msg::CWD_REFUSED));
+                send(init_pipe, &Pid1Msg::CwdRefused(why.to_string()));
                 sys::exit_now(127)
             }
         } else if let Err(e) = std::env::set_current_dir(cwd) {
@@ -804,10 +803,7 @@ fn exec_workload(
             .collect()
     };
     // The caller may signal the workload from here on (`SandboxProcess.pid`).
-    send(
-        init_pipe,
-        &format!("{} {}", msg::WORKLOAD, std::process::id()),
-    );
+    send(init_pipe, &Pid1Msg::Workload(std::process::id() as i32));
     let mut last = libc::ENOENT;
     for c in candidates {
         let Ok(path) = sys::cstr(&c) else { continue };
@@ -821,7 +817,13 @@ fn exec_workload(
             }
         }
     }
-    send(init_pipe, &format!("{} {last} {program}", msg::EXEC_FAILED));
+    send(
+        init_pipe,
+        &Pid1Msg::ExecFailed {
+            errno: last,
+            program: program.to_string(),
+        },
+    );
     sys::exit_now(127)
 }
 

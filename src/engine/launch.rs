@@ -4,7 +4,8 @@
 //! memory: `ChunkSender`), and read kern's report. Runs on tokio in the addon's process; it never forks anything itself except
 //! through `Command`, which execs `kern` straight away.
 
-use super::handoff::{BoxFds, CallTarget, Command, Started};
+use super::handoff::{BoxFds, CallTarget};
+use super::protocol::{self, Ask, Command, ProtocolError, Transcript};
 use super::spec::{BoxSpec, Limits};
 use super::status::{BoxReport, Fault, FaultKind};
 use super::sys;
@@ -69,7 +70,7 @@ pub struct Outcome {
     pub stderr_truncated: bool,
     pub report: BoxReport,
     pub duration: Duration,
-    /// kern's notes from before the box started, which open `stderr` (`status::Prepared`);
+    /// kern's notes from before the box started, which open `stderr` (`Said::Prepared`);
     /// the rest of `report.notes` came after the box ended, at the end of `stderr`.
     pub prepared_notes: Vec<String>,
 }
@@ -189,19 +190,16 @@ pub async fn check_version(kern: &Path) -> Result<()> {
 impl Kern {
     /// Starts `kern box` and hands it the caps. `Err` only when `kern` can't be started.
     pub fn spawn(kern: &Path, limits: &Limits) -> Result<Kern> {
-        let line = serde_json::to_vec(limits)
-            .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
-        Kern::start(kern, line, use_systemd_scope(limits), None)
+        let ask = Ask::Box {
+            limits: limits.clone(),
+        };
+        Kern::start(kern, &ask, use_systemd_scope(limits), None)
     }
 
-    /// Starts `kern box` and sends it `line` (line 1 of the protocol).
-    fn start(
-        kern: &Path,
-        mut line: Vec<u8>,
-        scoped: Option<&Path>,
-        with: Option<OwnedFd>,
-    ) -> Result<Kern> {
+    /// Starts `kern box` and sends it `ask` (line 1 of the protocol).
+    fn start(kern: &Path, ask: &Ask, scoped: Option<&Path>, with: Option<OwnedFd>) -> Result<Kern> {
         let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
+        let line = ask.encode().map_err(protocol_error)?;
         let (ours, theirs) =
             std::os::unix::net::UnixStream::pair().map_err(|e| io("socketpair", e))?;
         // The box's PID 1 is a fork of this process, and `/proc/1/cmdline` shows its argv: the
@@ -251,7 +249,6 @@ impl Kern {
                     kern.display()
                 ))
             })?;
-        line.push(b'\n');
         // A few hundred bytes into an empty socket buffer: never blocks.
         match &with {
             Some(fd) => {
@@ -282,9 +279,11 @@ impl Kern {
         inputs: &crate::engine::zygote::plan::Inputs,
         zygote: OwnedFd,
     ) -> Result<Kern> {
-        let line = serde_json::to_vec(&serde_json::json!({ "limits": limits, "zygote": inputs }))
-            .map_err(|e| Error::Runtime(format!("serialise the caps: {e}")))?;
-        Kern::start(kern, line, use_systemd_scope(limits), Some(zygote))
+        let ask = Ask::Zygote {
+            limits: limits.clone(),
+            inputs: inputs.clone(),
+        };
+        Kern::start(kern, &ask, use_systemd_scope(limits), Some(zygote))
     }
 
     /// Starts `kern box` for one call into the resident box `target`: it finds the box and
@@ -292,9 +291,10 @@ impl Kern {
     /// `limits` are the box's: where the box's kern started in a delegated scope, so does the
     /// call's, since only from there may it move into the box's cgroup.
     pub fn spawn_call(kern: &Path, target: &CallTarget, limits: &Limits) -> Result<Kern> {
-        let line = serde_json::to_vec(&serde_json::json!({ "call": target }))
-            .map_err(|e| Error::Runtime(format!("serialise the call target: {e}")))?;
-        Kern::start(kern, line, use_systemd_scope(limits), None)
+        let ask = Ask::Call {
+            target: target.clone(),
+        };
+        Kern::start(kern, &ask, use_systemd_scope(limits), None)
     }
 
     /// The host pid of this `kern` (the box's monitor), while it runs.
@@ -347,7 +347,7 @@ impl Kern {
 
     /// As `run`, for a process the caller steers while it runs (`sb.spawn`, `sb.terminal`):
     /// `controls` gets the workload's pid in the box when it starts, and carries signals for
-    /// it to kern (`handoff::Command`). `fds` are closed here once sent, so the box holds the
+    /// it to kern (`protocol::Command`). `fds` are closed here once sent, so the box holds the
     /// only copies: a stdin the workload closed is EPIPE to its writer, a connector that is
     /// gone is EOF to its caller, at once rather than at the box's end.
     pub async fn run_steered(
@@ -403,9 +403,7 @@ impl Kern {
             None => (None, None),
         };
         let start = Instant::now();
-        let mut json = serde_json::to_vec(spec)
-            .map_err(|e| Error::Runtime(format!("serialise the box spec: {e}")))?;
-        json.push(b'\n');
+        let mut json = protocol::encode_spec(spec).map_err(protocol_error)?;
         let control = self.control;
         let raw = fds.raw();
         if !raw.is_empty() {
@@ -471,25 +469,27 @@ impl Kern {
         // The report arrives on the control socket, which then closes; until then our end is
         // kern's lifeline.
         let mut status = tokio::spawn(async move {
-            let mut buf = Vec::new();
+            let mut heard = Transcript::default();
             let mut chunk = [0u8; 4096];
             loop {
                 match report_rx.read(&mut chunk).await {
                     Ok(0) | Err(_) => break,
-                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    Ok(n) => heard.hear(&chunk[..n]),
                 }
-                if prepared.is_some() && buf.contains(&b'\n') {
+                // kern's first line is its prepared notes.
+                if heard.heard_a_line() {
                     if let Some(tx) = prepared.take() {
-                        let _ = tx.send(prepared_notes(&buf));
+                        let _ = tx.send(heard.prepared.clone().unwrap_or_default());
                     }
                 }
-                if let Some(pid) = started.as_ref().and_then(|_| started_pid(&buf)) {
+                if let Some(pid) = heard.started {
                     if let Some(tx) = started.take() {
                         let _ = tx.send(pid);
                     }
                 }
             }
-            buf
+            heard.finish();
+            heard
         });
 
         // kern closes the control socket and its stdio as soon as the box has ended; its cgroup
@@ -510,11 +510,10 @@ impl Kern {
                     signal = recv_command(&mut commands), if lifeline.is_some() => {
                         match (signal, lifeline.as_mut()) {
                             (Some(signal), Some(l)) => {
-                                let mut line = serde_json::to_vec(&Command { signal })
-                                    .unwrap_or_default();
-                                line.push(b'\n');
                                 // A few bytes; kern reads them at once while the box runs.
-                                let _ = l.write_all(&line).await;
+                                if let Ok(line) = (Command::Signal { signal }).encode() {
+                                    let _ = l.write_all(&line).await;
+                                }
                             }
                             // The steering side is gone: nothing more will come.
                             _ => commands = None,
@@ -573,9 +572,9 @@ impl Kern {
         };
         let ((stdout, t1), (stderr, t2)) = tokio::join!(collect(out), collect(err));
 
-        let prepared_notes = prepared_notes(&status);
+        let prepared_notes = status.prepared.unwrap_or_default();
         let mut child = self.child;
-        let mut report = match parse_report(&status) {
+        let mut report = match status.report {
             Some(r) => {
                 // Reap kern once it finished its teardown, off the caller's path.
                 tokio::spawn(async move {
@@ -588,6 +587,7 @@ impl Kern {
                     .await
                     .ok()
                     .and_then(|r| r.ok()),
+                status.garbled.first(),
             ),
         };
         if let Some(f) = backstop_fault {
@@ -622,17 +622,17 @@ async fn recv_command(rx: &mut Option<tokio::sync::mpsc::UnboundedReceiver<i32>>
     }
 }
 
-/// The workload's pid, from a `handoff::Started` line among kern's.
-#[doc(hidden)]
-pub fn started_pid(status: &[u8]) -> Option<i32> {
-    status
-        .split(|&b| b == b'\n')
-        .find_map(|l| serde_json::from_slice::<Started>(l).ok())
-        .map(|s| s.started.pid)
+/// A message for kern that could not be written.
+fn protocol_error(e: ProtocolError) -> Error {
+    Error::Runtime(e.to_string())
 }
 
-/// What to report when kern ended without saying how the box ended.
-fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
+/// What to report when kern ended without saying how the box ended (`garbled`: the first line
+/// of kern's the addon could not read, if any).
+fn crash_report(
+    exit: Option<std::process::ExitStatus>,
+    garbled: Option<&ProtocolError>,
+) -> BoxReport {
     use std::os::unix::process::ExitStatusExt;
     let (kind, how) = match exit {
         Some(s) => match s.signal() {
@@ -648,7 +648,12 @@ fn crash_report(exit: Option<std::process::ExitStatus>) -> BoxReport {
         exit_code: 125,
         fault: Some(Fault::new(
             kind,
-            format!("the kern runtime {how} without reporting how the box ended"),
+            match garbled {
+                Some(e) => format!(
+                    "the kern runtime {how} without reporting how the box ended; it said {e}"
+                ),
+                None => format!("the kern runtime {how} without reporting how the box ended"),
+            },
         )),
         ..Default::default()
     }
@@ -742,23 +747,6 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
             sink = None;
         }
     }
-}
-
-/// The notes of kern's first line on the control socket (`status::Prepared`), if it sent one.
-#[doc(hidden)]
-pub fn prepared_notes(status: &[u8]) -> Vec<String> {
-    let first = status.split(|&b| b == b'\n').next().unwrap_or_default();
-    serde_json::from_slice::<super::status::Prepared>(first)
-        .map(|p| p.prepared_notes)
-        .unwrap_or_default()
-}
-
-/// The box's report: kern's last non-empty line.
-#[doc(hidden)]
-pub fn parse_report(status: &[u8]) -> Option<BoxReport> {
-    let text = std::str::from_utf8(status).ok()?;
-    let line = text.lines().rev().find(|l| !l.trim().is_empty())?;
-    serde_json::from_str(line).ok()
 }
 
 #[cfg(test)]

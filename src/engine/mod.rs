@@ -3,8 +3,9 @@
 //! `launch` runs in the caller's process (the Node addon) and only spawns the `kern` binary;
 //! everything else runs inside `kern`, which is single-threaded where it clones. By side of the
 //! clone: `monitor` is the parent (with `trees` and `faults`), `init` the child, and `handoff`
-//! what crosses between them (and from the caller to kern). `resident` holds the boxes that
-//! outlive their call: their state files, their monitor's keep-alive and the calls into them.
+//! what crosses between them (and from the caller to kern); `protocol` is every message's
+//! format, for both sides. `resident` holds the boxes that outlive their call: their state
+//! files, their monitor's keep-alive and the calls into them.
 
 pub mod apparmor;
 pub mod caps;
@@ -21,6 +22,7 @@ pub mod monitor;
 pub mod mounts;
 pub mod mq;
 mod pid1_signals;
+pub mod protocol;
 pub mod proxy;
 pub mod pty;
 pub mod relay;

@@ -11,6 +11,7 @@ use super::handoff::{self, BoxFds, Caller, Fallback, Reporter};
 use super::idmap::Mapping;
 use super::init;
 use super::mounts::{self, Sources, Trees};
+use super::protocol::{pid1::Pid1Msg, Command};
 use super::resident::keep::{keep_resident, ResidentStart};
 use super::rootfs::{top_component, RootPlan};
 use super::spec::{BoxSpec, Limits, Resident};
@@ -534,7 +535,7 @@ fn build_and_supervise(
 }
 
 /// The caller as `supervise` watches it while the box runs: its lifeline (EOF kills the box,
-/// a line is a `handoff::Command`) and who to tell when the workload starts.
+/// a line is a `protocol::Command`) and who to tell when the workload starts.
 struct Watched<'l, 's> {
     lifeline: Option<BorrowedFd<'l>>,
     on_started: Option<&'s mut dyn FnMut(i32)>,
@@ -705,7 +706,7 @@ fn supervise(
 
     let deadline = start + Duration::from_millis(spec.timeout_ms);
     let mut ended_by: Option<Fault> = None;
-    // init's messages are read as they come, for the workload's start (`msg::WORKLOAD`).
+    // init's messages are read as they come, for the workload's start (`Pid1Msg::Workload`).
     let _ = nix::fcntl::fcntl(
         &init_r,
         nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
@@ -764,11 +765,11 @@ fn supervise(
                     match handoff::read_commands(l, &mut said) {
                         Some(commands) => {
                             // PID 1 forwards them to the workload's process group.
-                            for c in commands {
-                                if handoff::SIGNALS.iter().any(|(_, n)| *n == c.signal)
-                                    && c.signal != libc::SIGKILL
+                            for Command::Signal { signal } in commands {
+                                if handoff::SIGNALS.iter().any(|(_, n)| *n == signal)
+                                    && signal != libc::SIGKILL
                                 {
-                                    let _ = sys::pidfd_kill(pidfd.as_fd(), c.signal);
+                                    let _ = sys::pidfd_kill(pidfd.as_fd(), signal);
                                 }
                             }
                         }
@@ -818,9 +819,9 @@ fn init_gone(spec: &BoxSpec, init_r: &OwnedFd) -> BoxReport {
     // Every writer is gone (init was reaped): this ends.
     sys::read_available(init_r, &mut messages);
     let messages = String::from_utf8_lossy(&messages);
-    let said = messages
-        .lines()
-        .any(|l| l.starts_with(handoff::msg::SETUP_FAILED));
+    let said = Pid1Msg::decode_all(messages.as_bytes())
+        .iter()
+        .any(|m| matches!(m, Ok(Pid1Msg::SetupFailed(_))));
     if said {
         return faults::conclude(
             spec,

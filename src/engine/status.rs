@@ -146,15 +146,6 @@ impl BoxReport {
     }
 }
 
-/// The line `kern box` sends on the control socket once it is prepared, before it reads the
-/// spec: the notes it wrote so far, which stand at the very start of the box's stderr (nothing
-/// of the box exists yet). A long-lived box's caller needs them long before the report.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Prepared {
-    pub prepared_notes: Vec<String>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::signal_name;

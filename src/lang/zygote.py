@@ -18,6 +18,7 @@
 #   "S <what>: <error>\n"    a step failed (the call's box never started)
 #   "K <sig>\n", "X <code> <tmpfs use>...\n"   from P: W's end, as a fresh box's PID 1 says it
 #   "Z <wait status>\n"      from C: how P ended
+# Those text lines are kern's `Pid1Msg`s (src/engine/protocol/pid1.rs): `_kern_pid1_msg` writes them.
 #
 # Nothing a box could have written runs here (a template every later call is forked from). kern
 # starts this python with no path of the caller's or of a box in its environment (PYTHONPATH,
@@ -27,6 +28,13 @@
 # a module python loaded at start came from one. Only W, in the call's own box, puts back what a
 # fresh box's python has (`as_fresh`): its cwd, sys.path, user site, sitecustomize, environment.
 
+
+
+def _kern_pid1_msg(tag, *fields):
+    """One message for kern as a box's PID 1 writes it (`Pid1Msg::encode`, tested against this):
+    the tag letter and its fields, space-separated, on one line of at most 3800 bytes."""
+    text = " ".join([tag] + [str(f) for f in fields]).replace("\n", " ")
+    return text.encode("utf-8", "replace")[:3800].decode("utf-8", "ignore").encode() + b"\n"
 
 def _kern_zygote_guard():
     # Both loaded at start (frozen, or by site): found in sys.modules, not on a path.
@@ -140,9 +148,9 @@ def _kern_zygote(channel):
         cred = struct.pack("iII", os.getpid(), os.getuid(), os.getgid())
         sock.sendmsg([tag], [(socket.SOL_SOCKET, socket.SCM_CREDENTIALS, cred)])
 
-    def line(sock, text):
+    def say(sock, tag, *fields):
         try:
-            sock.sendall(text.encode("utf-8", "replace"))
+            sock.sendall(_kern_pid1_msg(tag, *fields))
         except OSError:
             pass
 
@@ -154,7 +162,7 @@ def _kern_zygote(channel):
         except SystemExit:
             raise
         except BaseException as e:
-            line(sock, "S the zygote's fork (pid %d): %s: %s\n" % (os.getpid(), type(e).__name__, e))
+            say(sock, "S", "the zygote's fork (pid %d): %s: %s" % (os.getpid(), type(e).__name__, e))
             os._exit(1)
 
     def become(sock):
@@ -168,7 +176,7 @@ def _kern_zygote(channel):
         try:
             run(plans["call"])
         except Failed as e:
-            line(sock, "S %s\n" % e)
+            say(sock, "S", e)
             os._exit(1)
         p = os.fork()
         if p:
@@ -184,7 +192,7 @@ def _kern_zygote(channel):
                     break
                 except InterruptedError:
                     continue
-            line(sock, "Z %d\n" % status)
+            say(sock, "Z", status)
             os._exit(0)
         # P: PID 1 of the call. Python's SIGINT handler would let the workload interrupt it (a
         # PID namespace's init gets only the signals it handles); the default drops them. W
@@ -195,7 +203,7 @@ def _kern_zygote(channel):
         try:
             run(plans["pid1"])
         except Failed as e:
-            line(sock, "S %s\n" % e)
+            say(sock, "S", e)
             os._exit(1)
         w = os.fork()
         if w:
@@ -215,7 +223,7 @@ def _kern_zygote(channel):
                     # ends every process left in the call's PID namespace.
                     if os.WIFSIGNALED(status):
                         sig = os.WTERMSIG(status)
-                        line(sock, "K %d\n" % sig)
+                        say(sock, "K", sig)
                         code = 128 + sig
                     else:
                         code = os.WEXITSTATUS(status)
@@ -223,10 +231,10 @@ def _kern_zygote(channel):
                     for target in plans.get("tmpfs", ()):
                         try:
                             v = os.statvfs(target)
-                            used.append("%d %s" % ((v.f_blocks - v.f_bfree) * v.f_frsize, target))
+                            used.append((v.f_blocks - v.f_bfree) * v.f_frsize)
                         except OSError:
-                            used.append("0 %s" % target)
-                    line(sock, " ".join(["X %d" % code] + used) + "\n")
+                            used.append(0)
+                    say(sock, "X", code, *used)
                     os._exit(0)
         # W: the call's posture; then it waits for the call, whose channel kern sends when the
         # call comes; then nothing of the zygote's is left but the call's stdio and channel.
@@ -239,9 +247,9 @@ def _kern_zygote(channel):
             run(plans["workload"])
             if libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE)")
-            line(sock, "w\n")
+            say(sock, "w")
         except (Failed, OSError) as e:
-            line(sock, "S %s\n" % e)
+            say(sock, "S", e)
             os._exit(127)
         msg, fds, _, _ = socket.recv_fds(sock, 16, 1)
         if not msg or len(fds) != 1:

@@ -3,12 +3,12 @@
 //!
 //! `kern box` is the addon's (`engine::launch::Kern`): it is started with a socketpair on its
 //! stdin, the control socket, and its stdout and stderr carry the box's output, which the addon
-//! drains. On the control socket, one JSON line each:
+//! drains. On the control socket, one JSON line each (`engine::protocol`):
 //!
-//! 1. addon -> kern, the caps (`Limits`): kern makes the box's cgroup and moves into it at once, or
-//!    says which caps fall back to rlimits (`monitor::prepare`); or `{"call": CallTarget}`: kern
-//!    finds that resident box and enters a per-call cgroup under it (`resident::call::prepare`).
-//!    Then it waits. A session keeps such spares started, so the cgroup move (an RCU grace period)
+//! 1. addon -> kern, an `Ask`: a fresh box's caps (kern makes the box's cgroup and moves into it
+//!    at once, or says which caps fall back to rlimits, `monitor::prepare`), a zygote spare's, or
+//!    a call into a resident box (kern finds it and enters a per-call cgroup under it,
+//!    `resident::call::prepare`); kern answers `Said::Prepared`. Then it waits. A session keeps such spares started, so the cgroup move (an RCU grace period)
 //!    is off a call's path; EOF instead of line 2 means "not needed": it leaves the cgroup and
 //!    exits.
 //! 2. addon -> kern, the `BoxSpec`, with the descriptors it announces on the line's first byte
@@ -17,16 +17,16 @@
 //!    (`spec.egress`), the workload's stdin (`spec.stdin`), where its terminal's master goes
 //!    (`spec.tty`) and the connector's line (`spec.connector`). kern runs the box
 //!    (`monitor::run_box`) or the call (`resident::call::run_call`).
-//! 3. kern -> addon, once the workload is about to exec, `{"started":{"pid":N}}` (its pid in the
-//!    box, `handoff::Started`); addon -> kern meanwhile, `{"signal":N}` lines for the workload's
-//!    process group (`handoff::Command`, forwarded by the box's PID 1).
-//! 4. kern -> addon, the report (`BoxReport`); then kern closes the socket and its stdio, so
+//! 3. kern -> addon, once the workload is about to exec, `Said::Started` (its pid in the box);
+//!    addon -> kern meanwhile, `Command::Signal` lines for the workload's process group
+//!    (forwarded by the box's PID 1).
+//! 4. kern -> addon, `Said::Report`; then kern closes the socket and its stdio, so
 //!    the caller is done, and tears the cgroup down on its own time.
 //!
 //! Until the report, the addon's end of the socket is the box's lifeline: when it closes (the
 //! caller went away, or the Sandbox is closing), kern kills the box. A `persist` box's spec
 //! (`Resident::Start`) reports once the box is up; kern then detaches and keeps the box to its
-//! TTL, and later calls reach it through line 1's `call`.
+//! TTL, and later calls reach it through line 1's `Ask::Call`.
 //!
 //! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
 //! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
@@ -47,6 +47,7 @@ use kern_sandbox::config::{
 };
 use kern_sandbox::engine::handoff::{BoxFds, CallTarget, Caller};
 use kern_sandbox::engine::monitor::{self, run_box};
+use kern_sandbox::engine::protocol::{self, Ask, Said};
 use kern_sandbox::engine::resident::{self, call};
 use kern_sandbox::engine::spec::{
     BoxSpec, Limits, Resident, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
@@ -333,53 +334,18 @@ fn boxed() -> ExitCode {
         buf: Vec::new(),
         fds: Vec::new(),
     };
-    let Some(caps) = control.line() else {
+    let Some(first) = control.line() else {
         return ExitCode::SUCCESS;
     };
-    // A call into a resident box: its caps are the box's, already in force.
-    if let Ok(c) = serde_json::from_slice::<CallCaps>(&caps) {
-        let prepared = call::prepare(&c.call);
-        send_prepared();
-        let Some((spec, passed)) = read_spec(&mut control) else {
-            prepared.release();
-            return ExitCode::SUCCESS;
-        };
-        call::run_call(
-            &spec,
-            prepared,
-            from_addon(passed, &mut send_report, &mut send_started),
-        );
-        return ExitCode::SUCCESS;
-    }
-    // A spare for the Sandbox's zygote (`Kern::spawn_zygote`): the socket to the zygote's fork
-    // came with the line. The call's box is arranged now, before the call.
-    if let Ok(z) = serde_json::from_slice::<ZygoteCaps>(&caps) {
-        let prepared = monitor::prepare(&z.limits);
-        send_prepared();
-        let arranged = match control.fds.pop() {
-            Some(sock) => monitor::arrange_zygote(&prepared, &z.zygote, sock),
-            None => Err("internal error: a zygote spare came without its socket".into()),
-        };
-        let Some((spec, passed)) = read_spec(&mut control) else {
-            if let Ok(a) = arranged {
-                a.discard();
-            }
-            prepared.release();
-            return ExitCode::SUCCESS;
-        };
-        monitor::run_zygote_call(
-            &spec,
-            prepared,
-            arranged,
-            &z.zygote,
-            from_addon(passed, &mut send_report, &mut send_started),
-        );
-        return ExitCode::SUCCESS;
-    }
-    let limits: Limits = match serde_json::from_slice(&caps) {
-        Ok(l) => l,
+    let limits = match Ask::decode(&first) {
+        Ok(Ask::Box { limits }) => limits,
+        // A call into a resident box: its caps are the box's, already in force.
+        Ok(Ask::Call { target }) => return resident_call(&target, &mut control),
+        // A spare for the Sandbox's zygote (`Kern::spawn_zygote`): the socket to the zygote's
+        // fork came with the line.
+        Ok(Ask::Zygote { limits, inputs }) => return zygote_call(&limits, &inputs, &mut control),
         Err(e) => {
-            eprintln!("kern box: bad caps line: {e}");
+            eprintln!("kern box: {e}");
             return ExitCode::from(125);
         }
     };
@@ -392,6 +358,51 @@ fn boxed() -> ExitCode {
     run_box(
         &spec,
         prepared,
+        from_addon(passed, &mut send_report, &mut send_started),
+    );
+    ExitCode::SUCCESS
+}
+
+/// `Ask::Call`: one call into the resident box `target`.
+fn resident_call(target: &CallTarget, control: &mut Control) -> ExitCode {
+    let prepared = call::prepare(target);
+    send_prepared();
+    let Some((spec, passed)) = read_spec(control) else {
+        prepared.release();
+        return ExitCode::SUCCESS;
+    };
+    call::run_call(
+        &spec,
+        prepared,
+        from_addon(passed, &mut send_report, &mut send_started),
+    );
+    ExitCode::SUCCESS
+}
+
+/// `Ask::Zygote`: the call's box is arranged now, before the call.
+fn zygote_call(
+    limits: &Limits,
+    inputs: &kern_sandbox::engine::zygote::plan::Inputs,
+    control: &mut Control,
+) -> ExitCode {
+    let prepared = monitor::prepare(limits);
+    send_prepared();
+    let arranged = match control.fds.pop() {
+        Some(sock) => monitor::arrange_zygote(&prepared, inputs, sock),
+        None => Err("internal error: a zygote spare came without its socket".into()),
+    };
+    let Some((spec, passed)) = read_spec(control) else {
+        if let Ok(a) = arranged {
+            a.discard();
+        }
+        prepared.release();
+        return ExitCode::SUCCESS;
+    };
+    monitor::run_zygote_call(
+        &spec,
+        prepared,
+        arranged,
+        inputs,
         from_addon(passed, &mut send_report, &mut send_started),
     );
     ExitCode::SUCCESS
@@ -411,45 +422,33 @@ fn from_addon<'a>(
     }
 }
 
-/// The caps line of a zygote spare (`Kern::spawn_zygote`).
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ZygoteCaps {
-    limits: Limits,
-    zygote: kern_sandbox::engine::zygote::plan::Inputs,
-}
-
-/// The caps line of a call into a resident box (`Kern::spawn_call`).
-#[derive(serde::Deserialize)]
-struct CallCaps {
-    call: CallTarget,
-}
-
 fn control_fd() -> BorrowedFd<'static> {
     // SAFETY: fd 0 is the control socket for the whole life of this process; `detach_stdio`
     // only ever replaces it with /dev/null, so the number stays a valid descriptor.
     unsafe { BorrowedFd::borrow_raw(0) }
 }
 
-/// The notes written while preparing, which open the box's stderr (`status::Prepared`).
+/// One line to the addon; one that can't be written is said on stderr (the addon then reports
+/// kern's silence).
+fn say(said: &Said) -> Vec<u8> {
+    said.encode().unwrap_or_else(|e| {
+        status::note("warning", &e.to_string());
+        Vec::new()
+    })
+}
+
+/// The notes written while preparing, which open the box's stderr.
 fn send_prepared() {
-    let line = status::Prepared {
-        prepared_notes: status::notes(),
-    };
-    let mut out = serde_json::to_vec(&line).unwrap_or_default();
-    out.push(b'\n');
+    let out = say(&Said::Prepared {
+        notes: status::notes(),
+    });
     // A few hundred bytes into a socket the caller has not read yet: never blocks for long.
     let _ = nix::unistd::write(control_fd(), &out);
 }
 
-/// The workload is about to exec (`handoff::Started`): its pid in the box.
+/// The workload is about to exec: its pid in the box.
 fn send_started(pid: i32) {
-    let line = kern_sandbox::engine::handoff::Started {
-        started: kern_sandbox::engine::handoff::Workload { pid },
-    };
-    let mut out = serde_json::to_vec(&line).unwrap_or_default();
-    out.push(b'\n');
-    let _ = nix::unistd::write(control_fd(), &out);
+    let _ = nix::unistd::write(control_fd(), &say(&Said::Started { pid }));
 }
 
 fn send_report(report: &BoxReport) {
@@ -457,8 +456,9 @@ fn send_report(report: &BoxReport) {
         notes: status::notes(),
         ..report.clone()
     };
-    let mut out = serde_json::to_vec(&report).unwrap_or_default();
-    out.push(b'\n');
+    let out = say(&Said::Report {
+        report: Box::new(report),
+    });
     // The box is dead: its output is all in the pipes, and closing our ends of them first
     // means the caller, once it has the report, meets their EOF at once instead of waiting
     // for this process to be scheduled again (on a loaded host that took seconds).
@@ -471,10 +471,10 @@ fn send_report(report: &BoxReport) {
 /// Line 2: the spec, with the descriptors it announces. None: EOF ("not needed") or a bad
 /// spec (said on stderr).
 fn read_spec(control: &mut Control) -> Option<(BoxSpec, BoxFds)> {
-    let spec: BoxSpec = match serde_json::from_slice(&control.line()?) {
+    let spec: BoxSpec = match protocol::decode_spec(&control.line()?) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("kern box: bad spec: {e}");
+            eprintln!("kern box: {e}");
             return None;
         }
     };

@@ -20,9 +20,10 @@
 use super::state::{self, State};
 use crate::engine::cgroup::{self, CallCgroup};
 use crate::engine::faults;
-use crate::engine::handoff::{self, msg, BoxFds, CallTarget, Caller, Fallback};
+use crate::engine::handoff::{self, BoxFds, CallTarget, Caller, Fallback};
 use crate::engine::idmap::Mapping;
 use crate::engine::init::{self, Joining};
+use crate::engine::protocol::pid1::Pid1Msg;
 use crate::engine::spec::{BoxSpec, Resident};
 use crate::engine::status::{self, BoxReport, Fault, FaultKind};
 use crate::engine::sys::{self, Forked};
@@ -67,7 +68,7 @@ pub fn prepare(target: &CallTarget) -> PreparedCall {
     let mut oom_adj = None;
     if found.is_ok() {
         // Said here, before the spec comes, so the note stands among those kern sends when
-        // prepared (`status::Prepared`): ahead of anything the call writes.
+        // prepared (`Said::Prepared`): ahead of anything the call writes.
         if !crate::engine::landlock::available() {
             status::note(
                 "warning",
@@ -347,11 +348,12 @@ fn call(
         match &prepared.cgroup {
             Some(cg) => cg.kill_others(),
             None => {
-                let text = String::from_utf8_lossy(&messages);
-                let workload = text
-                    .lines()
-                    .find_map(|l| l.strip_prefix(msg::PID))
-                    .and_then(|p| p.trim().parse::<i32>().ok());
+                let workload = Pid1Msg::decode_all(&messages)
+                    .into_iter()
+                    .find_map(|m| match m {
+                        Ok(Pid1Msg::Pid(pid)) => Some(pid),
+                        _ => None,
+                    });
                 if let Some(w) = workload {
                     // Its process group (it is a session leader), then itself.
                     let _ = nix::sys::signal::kill(

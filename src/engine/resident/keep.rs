@@ -4,7 +4,8 @@
 
 use super::state::{self as res, State};
 use crate::engine::faults;
-use crate::engine::handoff::{msg, Fallback, Reporter};
+use crate::engine::handoff::{Fallback, Reporter};
+use crate::engine::protocol::pid1::Pid1Msg;
 use crate::engine::spec::BoxSpec;
 use crate::engine::status::BoxReport;
 use crate::engine::sys::{self, ProcId};
@@ -69,12 +70,12 @@ pub(in crate::engine) fn keep_resident(
         }
     }
     let line = String::from_utf8_lossy(&line).into_owned();
-    if !line.starts_with(msg::READY) {
-        let why = line
-            .strip_prefix(msg::SETUP_FAILED)
-            .map(|w| format!("the box could not be built: {}", w.trim()))
-            .unwrap_or_else(|| "the resident box's init ended during its setup".into());
-        return kill(why);
+    match Pid1Msg::decode(&line) {
+        Ok(Pid1Msg::Ready) => {}
+        Ok(Pid1Msg::SetupFailed(w)) => {
+            return kill(format!("the box could not be built: {}", w.trim()))
+        }
+        _ => return kill("the resident box's init ended during its setup".into()),
     }
     let me = std::process::id() as i32;
     let ids = ProcId::of(r.pid).and_then(|p| ProcId::of(me).map(|m| (p, m)));

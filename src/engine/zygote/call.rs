@@ -7,6 +7,7 @@ use super::plan;
 use crate::engine::cgroup::BoxCgroup;
 use crate::engine::faults;
 use crate::engine::handoff::{self, BoxFds, Fallback};
+use crate::engine::protocol::pid1::Pid1Msg;
 use crate::engine::spec::BoxSpec;
 use crate::engine::status::{BoxReport, Fault, FaultKind};
 use crate::engine::sys;
@@ -65,15 +66,12 @@ fn receive(sock: &OwnedFd, deadline: Instant) -> Option<(Vec<u8>, Option<libc::p
     }
 }
 
-/// Keeps a message of the call: C's `Z <wait status>` (how P ended) apart, the rest as init
+/// Keeps a message of the call: C's `Pid1Msg::Reaped` (how P ended) apart, the rest as init
 /// lines for `faults::conclude`.
 fn take(m: &[u8], messages: &mut Vec<u8>, status: &mut Option<i32>) {
-    if let Some(rest) = m.strip_prefix(b"Z ") {
-        *status = std::str::from_utf8(rest)
-            .ok()
-            .and_then(|s| s.trim().parse().ok());
-    } else {
-        messages.extend_from_slice(m);
+    match Pid1Msg::decode_all(m).as_slice() {
+        [Ok(Pid1Msg::Reaped(s))] => *status = Some(*s),
+        _ => messages.extend_from_slice(m),
     }
 }
 
@@ -187,7 +185,7 @@ pub fn arrange(
     // not say it was ready.
     let ready = loop {
         match receive(&sock, deadline) {
-            Some((m, _)) if m == b"w\n" => break true,
+            Some((m, _)) if Pid1Msg::decode_all(&m) == [Ok(Pid1Msg::Waiting)] => break true,
             Some((m, _)) => take(&m, &mut messages, &mut status),
             None => break false,
         }

@@ -19,7 +19,7 @@
 //!    credentials (kern opens a pidfd on it: its end is the box's end, and a SIGKILL to it ends
 //!    every process of the call), runs the `pid1` plan (a fresh `/proc`, masked as a fresh box's,
 //!    fresh scratch mounts, hostname, loopback), forks W, and from then on only reaps, and
-//!    reports W's end in `handoff::msg` lines as a fresh box's PID 1 does. C waits for P and
+//!    reports W's end in `Pid1Msg` lines as a fresh box's PID 1 does. C waits for P and
 //!    sends P's status.
 //! 4. W runs the `workload` plan (the fresh box's `init::exec_workload` posture: session,
 //!    keyring, rlimits, capabilities, no_new_privs, Landlock, the set-id filter), says it is

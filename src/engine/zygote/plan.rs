@@ -71,7 +71,7 @@ pub struct Plans {
     pub pid1: Vec<Op>,
     pub workload: Vec<Op>,
     /// The scratch tmpfs targets: P reports how full each was when the workload ended, as a
-    /// fresh box's PID 1 does (`X` lines), so an OOM can name the one that held the bytes.
+    /// fresh box's PID 1 does (`Pid1Msg::Exited`, in this order), so an OOM can name the one that held the bytes.
     pub tmpfs: Vec<String>,
 }
 
