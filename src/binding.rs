@@ -1,7 +1,7 @@
 //! The napi exports: JS values in, engine types out, errors as stable codes. The public JS layer
 //! (`js/index.js`) wraps this private `NativeSandbox` and maps the codes to error classes.
 
-use crate::engine::launch::{ChunkSender, Stream};
+use crate::engine::addon::launch::{ChunkSender, Stream};
 use crate::error::Error;
 use crate::session::{CallInput, ExecRequest, Sandbox};
 use napi::bindgen_prelude::Buffer;
@@ -451,7 +451,7 @@ fn forwarder(
     if on_stdout.is_none() && on_stderr.is_none() {
         return (None, None);
     }
-    let (tx, mut rx) = crate::engine::launch::chunk_channel();
+    let (tx, mut rx) = crate::engine::addon::launch::chunk_channel();
     let task = tokio::spawn(async move {
         let mut await_promises = true;
         while let Some(chunk) = rx.recv().await {

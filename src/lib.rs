@@ -10,6 +10,7 @@ pub mod error;
 pub mod fsx;
 pub mod image;
 pub mod lang;
+pub mod proxy;
 pub mod session;
 pub mod workspace;
 

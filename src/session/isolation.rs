@@ -159,7 +159,7 @@ pub(super) fn unmeasured(why: String) -> Error {
 pub(super) fn read(
     opened: &Opened,
     out: &str,
-    applied: Option<crate::engine::status::Applied>,
+    applied: Option<crate::engine::shared::status::Applied>,
     notes: Vec<String>,
 ) -> Result<Isolation> {
     let mut ns = HashMap::new();

@@ -1,7 +1,7 @@
 //! `kern`: the runtime executable, one process per box or per call into a resident box. It
 //! stays on the host as the box's monitor (`engine::monitor`).
 //!
-//! `kern box` is the addon's (`engine::launch::Kern`): it is started with a socketpair on its
+//! `kern box` is the addon's (`engine::addon::launch::Kern`): it is started with a socketpair on its
 //! stdin, the control socket, and its stdout and stderr carry the box's output, which the addon
 //! drains. On the control socket, one JSON line each:
 //!
@@ -30,7 +30,7 @@
 //!
 //! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
 //! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
-//! boxes, found through `engine::resident`'s state files), `kern attach` and the `-i`/`-t` of
+//! boxes, found through `engine::monitor::resident`'s state files), `kern attach` and the `-i`/`-t` of
 //! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs; in every mode the
 //! box's stdio is pipes or its own terminal, never kern's: stdio.rs), `kern doctor`
 //! (what this host offers kern-sandbox, with the fix for each thing missing; doctor.rs), and
@@ -45,14 +45,14 @@ use clap::{Parser, Subcommand};
 use kern_sandbox::config::{
     self, base_env, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
-use kern_sandbox::engine::handoff::{BoxFds, CallTarget, Caller};
-use kern_sandbox::engine::monitor::{self, run_box};
-use kern_sandbox::engine::resident::{self, call};
-use kern_sandbox::engine::spec::{
+use kern_sandbox::engine::monitor::parent::{self as monitor, run_box};
+use kern_sandbox::engine::monitor::resident::{self, call};
+use kern_sandbox::engine::shared::handoff::{BoxFds, CallTarget, Caller};
+use kern_sandbox::engine::shared::spec::{
     BoxSpec, Limits, Resident, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
 };
-use kern_sandbox::engine::status::{self, BoxReport};
-use kern_sandbox::engine::sys;
+use kern_sandbox::engine::shared::status::{self, BoxReport};
+use kern_sandbox::engine::shared::sys;
 use kern_sandbox::image;
 use kern_sandbox::workspace::Workspace;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -217,8 +217,8 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
-    // Before any box's namespaces exist: they keep the limit their maker had (`engine::mq`).
-    kern_sandbox::engine::mq::lift_host_budget();
+    // Before any box's namespaces exist: they keep the limit their maker had (`engine::shared::mq`).
+    kern_sandbox::engine::shared::mq::lift_host_budget();
     match Cli::parse().command {
         Command::Box => boxed(),
         Command::Run(args) => or_125(run(args)),
@@ -416,7 +416,7 @@ fn from_addon<'a>(
 #[serde(deny_unknown_fields)]
 struct ZygoteCaps {
     limits: Limits,
-    zygote: kern_sandbox::engine::zygote::plan::Inputs,
+    zygote: kern_sandbox::engine::monitor::zygote::plan::Inputs,
 }
 
 /// The caps line of a call into a resident box (`Kern::spawn_call`).
@@ -444,8 +444,8 @@ fn send_prepared() {
 
 /// The workload is about to exec (`handoff::Started`): its pid in the box.
 fn send_started(pid: i32) {
-    let line = kern_sandbox::engine::handoff::Started {
-        started: kern_sandbox::engine::handoff::Workload { pid },
+    let line = kern_sandbox::engine::shared::handoff::Started {
+        started: kern_sandbox::engine::shared::handoff::Workload { pid },
     };
     let mut out = serde_json::to_vec(&line).unwrap_or_default();
     out.push(b'\n');
@@ -602,7 +602,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         keep_caps: Vec::new(),
         seccomp: match a.security_profile {
             Some(_) => Some(
-                kern_sandbox::engine::seccomp::untrusted()
+                kern_sandbox::engine::boxside::seccomp::untrusted()
                     .map_err(|e| e.to_string())?
                     .clone(),
             ),
@@ -704,7 +704,7 @@ fn resident_exec(
         spec.env.push((k.to_string(), v.to_string()));
     }
     let argv = match argv.is_empty() {
-        true => vec![kern_sandbox::engine::pty::shell_of(&spec.root).to_string()],
+        true => vec![kern_sandbox::engine::boxside::pty::shell_of(&spec.root).to_string()],
         false => argv,
     };
     config::check_exec_size(&argv, &spec.env).map_err(|e| e.to_string())?;

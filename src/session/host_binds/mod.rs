@@ -81,7 +81,7 @@ const RUNTIME_SOCKETS: &[&str] = &["bus", "docker.sock", "podman/podman.sock"];
 const BOX_RESERVED: &[&str] = &["/proc", "/sys", "/dev"];
 
 /// One checked host bind: the engine's bind, with the source's device and inode as checked.
-pub use crate::engine::spec::BindSpec as Mount;
+pub use crate::engine::shared::spec::BindSpec as Mount;
 
 /// What the policy needs to know about the host and the box.
 #[derive(Debug, Clone)]

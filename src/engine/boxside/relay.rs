@@ -12,7 +12,7 @@
 //! `d<ip> <port>` (a tunnel to that listed address).
 
 use super::mounts::SetupError;
-use super::sys::{self, Forked};
+use crate::engine::shared::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::net::{IpAddr, TcpListener};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};

@@ -108,7 +108,7 @@ pub struct BoxSpec {
     /// `securityProfile: "untrusted"`: the seccomp programs the workload runs under; escapes it
     /// stops come back as `escape_blocked`.
     #[serde(default)]
-    pub seccomp: Option<super::seccomp::Programs>,
+    pub seccomp: Option<crate::engine::boxside::seccomp::Programs>,
     /// Host character devices bound into the box's `/dev` (the `vgpio:` profiles), read-write.
     #[serde(default)]
     pub devices: Vec<DeviceSpec>,
@@ -121,15 +121,15 @@ pub struct BoxSpec {
     pub cwd: Option<String>,
     /// The workload's stdin, stdout and stderr are a new terminal of the box's own devpts
     /// (`sb.terminal`, `kern run -it`), its controlling terminal, of this size. The caller sent
-    /// a socket for it (`BoxFds::tty`); the terminal's master goes back on it (`engine::pty`).
+    /// a socket for it (`BoxFds::tty`); the terminal's master goes back on it (`engine::boxside::pty`).
     #[serde(default)]
     pub tty: Option<TtySize>,
     /// The caller sent a socket (`BoxFds::connect`): PID 1 forks the connector, which dials
     /// `127.0.0.1:<port>` inside the box when asked and hands the connected socket back
-    /// (`SandboxProcess.connect`, `engine::connector`).
+    /// (`SandboxProcess.connect`, `engine::boxside::connector`).
     #[serde(default)]
     pub connector: bool,
-    /// ADDITION (issue 21): this box is a Sandbox's zygote (`engine::zygote`): its workload may
+    /// ADDITION (issue 21): this box is a Sandbox's zygote (`engine::monitor::zygote`): its workload may
     /// make the user namespaces of the calls it forks, and its `/proc` is left unmasked so a
     /// call's own `/proc` can be mounted (each call masks its own).
     #[serde(default)]

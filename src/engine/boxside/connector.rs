@@ -9,7 +9,7 @@
 //! also non-dumpable, so a workload of the same account can't trace it.
 
 use super::mounts::SetupError;
-use super::sys::{self, Forked};
+use crate::engine::shared::sys::{self, Forked};
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -54,7 +54,7 @@ pub fn pair() -> io::Result<(OwnedFd, OwnedFd)> {
 }
 
 /// In PID 1: forks the connector with `line`; PID 1 keeps nothing of it.
-pub(super) fn start(line: OwnedFd) -> Result<(), SetupError> {
+pub(in crate::engine) fn start(line: OwnedFd) -> Result<(), SetupError> {
     match sys::clone_fork(0) {
         Ok(Forked::Child) => serve(line),
         Ok(Forked::Parent(_)) => Ok(()),

@@ -11,7 +11,7 @@
 //! fresh `/proc`, masked as a fresh box's, fresh scratch mounts, hostname, loopback) and
 //! `workload` (the process that runs the cell: the fresh box's `init::exec_workload` posture).
 
-use crate::engine::handoff::Fallback;
+use crate::engine::shared::handoff::Fallback;
 use base64::Engine as _;
 use serde::Serialize;
 
@@ -60,7 +60,7 @@ pub enum Arg {
 /// kern starts, before the call (`launch::Kern::spawn_zygote`).
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
 pub struct Inputs {
-    pub tmpfs: Vec<crate::engine::spec::TmpfsSpec>,
+    pub tmpfs: Vec<crate::engine::shared::spec::TmpfsSpec>,
     pub hostname: String,
 }
 
@@ -261,7 +261,7 @@ fn pid1_plan(spec: &Inputs, proc_kind: impl Fn(&str) -> Option<bool>) -> Vec<Op>
         "/proc/sys/user/max_user_namespaces",
         "0",
     ));
-    for name in super::super::mounts::PROC_MASKED {
+    for name in crate::engine::boxside::mounts::PROC_MASKED {
         let target = format!("/proc/{name}");
         match proc_kind(name) {
             Some(true) => p.push(mount(
@@ -281,7 +281,7 @@ fn pid1_plan(spec: &Inputs, proc_kind: impl Fn(&str) -> Option<bool>) -> Vec<Op>
             None => {}
         }
     }
-    for name in super::super::mounts::PROC_READONLY {
+    for name in crate::engine::boxside::mounts::PROC_READONLY {
         let target = format!("/proc/{name}");
         if proc_kind(name).is_some() {
             p.extend(bind_ro(
@@ -383,7 +383,7 @@ fn workload_plan(fallback: &Fallback) -> Vec<Op> {
     rlimit(
         "the box's POSIX message queue budget",
         libc::RLIMIT_MSGQUEUE,
-        crate::engine::mq::box_budget(),
+        crate::engine::shared::mq::box_budget(),
     );
     if let Some(b) = fallback.data_bytes {
         rlimit("the memory cap as RLIMIT_DATA", libc::RLIMIT_DATA, b);
@@ -461,8 +461,8 @@ fn workload_plan(fallback: &Fallback) -> Vec<Op> {
         libc::SYS_close,
         vec![Arg::Var("landlock".into())],
     ));
-    let setid = super::super::setid::program().0;
-    let packed: Vec<u8> = super::super::seccomp::unpack(&setid)
+    let setid = crate::engine::boxside::setid::program().0;
+    let packed: Vec<u8> = crate::engine::boxside::seccomp::unpack(&setid)
         .iter()
         .flat_map(|f| {
             let mut b = Vec::with_capacity(8);
@@ -491,7 +491,7 @@ mod tests {
 
     fn spec() -> Inputs {
         Inputs {
-            tmpfs: vec![crate::engine::spec::TmpfsSpec {
+            tmpfs: vec![crate::engine::shared::spec::TmpfsSpec {
                 target: "/tmp".into(),
                 size_bytes: 64 << 20,
             }],

@@ -3,7 +3,7 @@
 //! with a delegated subtree for an unprivileged user) both end in one leaf per box that `kern`
 //! creates before the box starts and removes after it ended.
 
-use super::spec::Limits;
+use crate::engine::shared::spec::Limits;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -494,7 +494,8 @@ pub fn leaf_outside_self() -> bool {
 pub fn birth_possible() -> bool {
     let off =
         std::env::var_os("KERN_NO_CLONE_INTO_CGROUP").is_some_and(|v| !v.is_empty() && v != "0");
-    !off && version() == Some(Version::V2) && super::sys::clone_into_cgroup_supported()
+    !off && version() == Some(Version::V2)
+        && crate::engine::shared::sys::clone_into_cgroup_supported()
 }
 
 /// Enables memory, pids and cpu (those the parent offers) for `dir`'s children. Fails with EBUSY

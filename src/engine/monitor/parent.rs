@@ -7,16 +7,16 @@
 
 use super::cgroup::{self, BoxCgroup};
 use super::faults;
-use super::handoff::{self, BoxFds, Caller, Fallback, Reporter};
 use super::idmap::Mapping;
-use super::init;
-use super::mounts::{self, Sources, Trees};
 use super::resident::keep::{keep_resident, ResidentStart};
-use super::rootfs::{top_component, RootPlan};
-use super::spec::{BoxSpec, Limits, Resident};
-use super::status::{note, Applied, BoxReport, Fault, FaultKind};
-use super::sys::{self, Forked};
 use super::trees;
+use crate::engine::boxside::init;
+use crate::engine::boxside::mounts::{self, Sources, Trees};
+use crate::engine::boxside::rootfs::{top_component, RootPlan};
+use crate::engine::shared::handoff::{self, BoxFds, Caller, Fallback, Reporter};
+use crate::engine::shared::spec::{BoxSpec, Limits, Resident};
+use crate::engine::shared::status::{note, Applied, BoxReport, Fault, FaultKind};
+use crate::engine::shared::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket;
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -35,7 +35,7 @@ pub struct Prepared {
     cgroup: Option<BoxCgroup>,
     /// The v2 leaf, open, when PID 1 is to be born in it (the monitor never entered it).
     birth: Option<OwnedFd>,
-    pub(super) fallback: Fallback,
+    pub(in crate::engine) fallback: Fallback,
     /// Our oom_score_adj before we protected ourselves: the box gets it back (see `supervise`).
     oom_adj: Option<String>,
     /// `requireLimits` and a cap not verifiably in force: why no box may start.
@@ -357,7 +357,7 @@ fn explain_in_container(report: &mut BoxReport) {
         .as_mut()
         .filter(|f| f.kind == FaultKind::StartupFailed)
     {
-        if let Some(r) = super::container::explain(&f.message) {
+        if let Some(r) = crate::engine::shared::container::explain(&f.message) {
             f.message = format!("{}: {}", f.message, r.line());
             report.container_refusal = Some(r.kind.to_string());
         }
@@ -388,7 +388,7 @@ fn build_and_supervise(
         return report;
     }
     if let Some(profile) = &spec.apparmor {
-        if let Err(why) = super::apparmor::check_loaded(profile) {
+        if let Err(why) = crate::engine::boxside::apparmor::check_loaded(profile) {
             return BoxReport::startup_failed(why);
         }
     }
@@ -483,10 +483,10 @@ fn build_and_supervise(
                  box's cgroup first instead"
             ));
         }
-        Err(e) if super::apparmor::userns_restriction_hint().is_some() => {
+        Err(e) if crate::engine::boxside::apparmor::userns_restriction_hint().is_some() => {
             return BoxReport::startup_failed(format!(
                 "cannot create the box's namespaces: {e}: {}",
-                super::apparmor::userns_restriction_hint().unwrap_or_default()
+                crate::engine::boxside::apparmor::userns_restriction_hint().unwrap_or_default()
             ));
         }
         Err(e) => {

@@ -12,8 +12,8 @@
 //! not mapped there (writing such a map fails with EPERM, measured under Podman): it maps
 //! itself alone, as an unprivileged caller does.
 
-use super::spec::BoxUser;
-use super::sys;
+use crate::engine::shared::spec::BoxUser;
+use crate::engine::shared::sys;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 

@@ -3,14 +3,14 @@
 //! the scratch that held the bytes, escape blocked, exec failed...), and the set-id sweep that
 //! fails a call closed when it can't finish.
 
-use super::handoff::msg;
-use super::spec::BoxSpec;
-use super::status::{note, signal_name, BoxReport, Fault, FaultKind};
+use crate::engine::shared::handoff::msg;
+use crate::engine::shared::spec::BoxSpec;
+use crate::engine::shared::status::{note, signal_name, BoxReport, Fault, FaultKind};
 use nix::sys::wait::WaitStatus;
 
 /// Clears set-id bits in everything the box could write (the workspace, `"rw"` binds): the
 /// second wall behind the seccomp filter. A sweep that cannot finish is a fault, never a pass.
-pub(super) fn sweep_setid(spec: &BoxSpec) -> Option<Fault> {
+pub(in crate::engine) fn sweep_setid(spec: &BoxSpec) -> Option<Fault> {
     let writable = spec.binds.iter().filter(|b| b.writable).map(|b| &b.source);
     for root in std::iter::once(&spec.workspace).chain(writable) {
         if let Err(why) = crate::workspace::setid::strip_setid(root) {
@@ -26,7 +26,7 @@ pub(super) fn sweep_setid(spec: &BoxSpec) -> Option<Fault> {
 }
 
 /// Puts a failed sweep's fault on the report, unless the sandbox already acted.
-pub(super) fn fail_closed(report: &mut BoxReport, unswept: Option<Fault>) {
+pub(in crate::engine) fn fail_closed(report: &mut BoxReport, unswept: Option<Fault>) {
     if let Some(f) = unswept {
         if report.fault.is_none() {
             report.fault = Some(f);
@@ -37,7 +37,7 @@ pub(super) fn fail_closed(report: &mut BoxReport, unswept: Option<Fault>) {
 /// How a box (or one call into a resident box) ended, from its init's messages on the init
 /// pipe: `ended_by` is kern's own reason (timeout, caller gone), `oom` the cgroup's shmem bytes
 /// when the OOM killer acted, `init_status` how the init (`who`) ended.
-pub(super) fn conclude(
+pub(in crate::engine) fn conclude(
     spec: &BoxSpec,
     messages: &str,
     ended_by: Option<Fault>,

@@ -4,10 +4,10 @@
 //! memory: `ChunkSender`), and read kern's report. Runs on tokio in the addon's process; it never forks anything itself except
 //! through `Command`, which execs `kern` straight away.
 
-use super::handoff::{BoxFds, CallTarget, Command, Started};
-use super::spec::{BoxSpec, Limits};
-use super::status::{BoxReport, Fault, FaultKind};
-use super::sys;
+use crate::engine::shared::handoff::{BoxFds, CallTarget, Command, Started};
+use crate::engine::shared::spec::{BoxSpec, Limits};
+use crate::engine::shared::status::{BoxReport, Fault, FaultKind};
+use crate::engine::shared::sys;
 use crate::error::{Error, Result};
 use std::io::Write as _;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -255,9 +255,12 @@ impl Kern {
         // A few hundred bytes into an empty socket buffer: never blocks.
         match &with {
             Some(fd) => {
-                let sent =
-                    crate::engine::sys::send_with_fds(ours.as_fd(), &line, &[fd.as_raw_fd()])
-                        .map_err(|e| io("write to kern", e))?;
+                let sent = crate::engine::shared::sys::send_with_fds(
+                    ours.as_fd(),
+                    &line,
+                    &[fd.as_raw_fd()],
+                )
+                .map_err(|e| io("write to kern", e))?;
                 if sent != line.len() {
                     return Err(Error::Runtime("write to kern: a short write".into()));
                 }
@@ -279,7 +282,7 @@ impl Kern {
     pub fn spawn_zygote(
         kern: &Path,
         limits: &Limits,
-        inputs: &crate::engine::zygote::plan::Inputs,
+        inputs: &crate::engine::monitor::zygote::plan::Inputs,
         zygote: OwnedFd,
     ) -> Result<Kern> {
         let line = serde_json::to_vec(&serde_json::json!({ "limits": limits, "zygote": inputs }))
@@ -748,7 +751,7 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
 #[doc(hidden)]
 pub fn prepared_notes(status: &[u8]) -> Vec<String> {
     let first = status.split(|&b| b == b'\n').next().unwrap_or_default();
-    serde_json::from_slice::<super::status::Prepared>(first)
+    serde_json::from_slice::<crate::engine::shared::status::Prepared>(first)
         .map(|p| p.prepared_notes)
         .unwrap_or_default()
 }

@@ -109,7 +109,7 @@ const COMPAT: Option<(u32, Table)> = Some((AUDIT_ARCH_I386, &[
 #[cfg(target_arch = "aarch64")]
 const COMPAT: Option<(u32, Table)> = None;
 
-/// The program, packed as `engine::seccomp::Programs` packs them (plain data in the spec).
+/// The program, packed as `engine::boxside::seccomp::Programs` packs them (plain data in the spec).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Program(pub Vec<u64>);
 
@@ -255,7 +255,7 @@ mod tests {
 
     /// Runs the program on one syscall as the kernel would (the few opcodes it uses).
     fn run(p: &Program, arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let prog = crate::engine::seccomp::unpack(&p.0);
+        let prog = crate::engine::boxside::seccomp::unpack(&p.0);
         let mut data = [0u8; 64];
         data[0..4].copy_from_slice(&nr.to_le_bytes());
         data[4..8].copy_from_slice(&arch.to_le_bytes());

@@ -4,12 +4,12 @@
 //! as for a fresh box.
 
 use super::plan;
-use crate::engine::cgroup::BoxCgroup;
-use crate::engine::faults;
-use crate::engine::handoff::{self, BoxFds, Fallback};
-use crate::engine::spec::BoxSpec;
-use crate::engine::status::{BoxReport, Fault, FaultKind};
-use crate::engine::sys;
+use crate::engine::monitor::cgroup::BoxCgroup;
+use crate::engine::monitor::faults;
+use crate::engine::shared::handoff::{self, BoxFds, Fallback};
+use crate::engine::shared::spec::BoxSpec;
+use crate::engine::shared::status::{BoxReport, Fault, FaultKind};
+use crate::engine::shared::sys;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::socket::{recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags};
 use nix::sys::wait::WaitStatus;

@@ -7,8 +7,10 @@
 //! binds so nothing is ever mounted beneath a directory the box can write.
 
 use super::rootfs::{Entry, RootPlan};
-use super::spec::{BindSpec, BoxSpec, DeviceSpec, Resident, TmpfsSpec};
-use super::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
+use crate::engine::shared::spec::{BindSpec, BoxSpec, DeviceSpec, Resident, TmpfsSpec};
+use crate::engine::shared::sys::{
+    self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
+};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use std::fs;
 use std::io;
@@ -384,7 +386,7 @@ const DEVPTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620";
 /// this call's terminals are now in an instance no other call's process can name (reaching it
 /// through /proc/<pid>/root takes ptrace rights, which each workload's Landlock domain denies).
 /// The rest of the tree is the box's: the same filesystems, so files are shared as before.
-pub(super) fn private_devpts() -> Result<(), SetupError> {
+pub(in crate::engine) fn private_devpts() -> Result<(), SetupError> {
     nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
         .ctx(|| "a mount namespace for the call".into())?;
     mount(

@@ -8,12 +8,12 @@
 //! It is non-dumpable, and its memory map still belongs to the host's user namespace (it was
 //! forked from there), so the workload can open neither `/proc/1/exe` nor `/proc/1/mem`.
 
-use super::handoff::{self, msg, send, BoxFds, Fallback};
-use super::idmap::Mapping;
 use super::mounts::{self, Sources, Trees};
 use super::pid1_signals::Pid1Signals;
-use super::spec::{BoxSpec, CHANNEL_FD};
-use super::sys::{self, Forked};
+use crate::engine::monitor::idmap::Mapping;
+use crate::engine::shared::handoff::{self, msg, send, BoxFds, Fallback};
+use crate::engine::shared::spec::{BoxSpec, CHANNEL_FD};
+use crate::engine::shared::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::Pid;
@@ -23,7 +23,7 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 /// The clone child, before it becomes PID 1 proper: wait for the maps (and the idmapped trees
 /// when the box has a range), take uid/gid 0 of the box, then hand over.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn child(
+pub(in crate::engine) fn child(
     spec: &BoxSpec,
     src: &Sources,
     init_w: OwnedFd,
@@ -59,7 +59,7 @@ pub(super) fn child(
     // A zygote's box makes one for each call it forks, and each call's PID 1 sets its own
     // namespace's limit to 0 in turn (`zygote::plan`).
     let limit = if spec.serves_zygote {
-        super::zygote::MAX_CALLS
+        crate::engine::monitor::zygote::MAX_CALLS
     } else if spec.locks_mounts() {
         "1"
     } else {
@@ -104,7 +104,7 @@ pub(super) fn child(
 /// one (its capabilities in the box's namespace are the creator's, whatever the uid). With a
 /// range the clone still holds the host's ids (unmapped in the box); the supplementary groups
 /// of host root go too.
-pub(super) fn take_setup_ids(mapping: Mapping) -> nix::Result<()> {
+pub(in crate::engine) fn take_setup_ids(mapping: Mapping) -> nix::Result<()> {
     use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
     let (u, g) = mapping.setup_ids();
     let (root_u, root_g) = (Uid::from_raw(u), Gid::from_raw(g));
@@ -116,21 +116,26 @@ pub(super) fn take_setup_ids(mapping: Mapping) -> nix::Result<()> {
 }
 
 /// What the call's init needs to join the box.
-pub(super) struct Joining<'a> {
-    pub(super) namespaces: &'a [(nix::sched::CloneFlags, OwnedFd)],
+pub(in crate::engine) struct Joining<'a> {
+    pub(in crate::engine) namespaces: &'a [(nix::sched::CloneFlags, OwnedFd)],
     /// The call gets a cgroup namespace rooted at its own cgroup.
-    pub(super) cgroup_ns: bool,
-    pub(super) mapping: Mapping,
-    pub(super) init_w: OwnedFd,
-    pub(super) go_r: OwnedFd,
+    pub(in crate::engine) cgroup_ns: bool,
+    pub(in crate::engine) mapping: Mapping,
+    pub(in crate::engine) init_w: OwnedFd,
+    pub(in crate::engine) go_r: OwnedFd,
     /// Where the call's own mount namespace goes (`hand_over_mounts`).
-    pub(super) keep: OwnedFd,
+    pub(in crate::engine) keep: OwnedFd,
 }
 
 /// The call's init (a child of the `kern` running the call, `resident::call`): joins the box's
 /// namespaces, takes the box's ids, forks the workload and reports its end like PID 1 does.
 /// Never returns.
-pub(super) fn call_init(spec: &BoxSpec, j: Joining<'_>, passed: BoxFds, fallback: &Fallback) -> ! {
+pub(in crate::engine) fn call_init(
+    spec: &BoxSpec,
+    j: Joining<'_>,
+    passed: BoxFds,
+    fallback: &Fallback,
+) -> ! {
     std::panic::set_hook(Box::new(|info| {
         let _ = std::io::Write::write_all(
             &mut std::io::stderr(),
@@ -874,7 +879,7 @@ fn apply_rlimits(fallback: &Fallback, mq: bool) -> std::io::Result<()> {
     use nix::sys::resource::{setrlimit, Resource};
     setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
     if mq {
-        let bytes = super::mq::box_budget();
+        let bytes = crate::engine::shared::mq::box_budget();
         setrlimit(Resource::RLIMIT_MSGQUEUE, bytes, bytes)?;
     }
     if let Some(bytes) = fallback.data_bytes {
@@ -890,7 +895,7 @@ fn apply_rlimits(fallback: &Fallback, mq: bool) -> std::io::Result<()> {
 /// exec can ever give a capability back.
 /// Switches to the image's USER. With a range the box starts as its root and has every id;
 /// with a single mapped id it already is that account, and setgroups is denied there.
-fn become_user(u: &crate::engine::spec::BoxUser) -> std::io::Result<()> {
+fn become_user(u: &crate::engine::shared::spec::BoxUser) -> std::io::Result<()> {
     use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
     if nix::unistd::getuid().as_raw() != u.uid {
         let groups: Vec<Gid> = u.groups.iter().map(|g| Gid::from_raw(*g)).collect();
@@ -906,7 +911,7 @@ fn become_user(u: &crate::engine::spec::BoxUser) -> std::io::Result<()> {
 /// then the image's USER, then no_new_privs and whatever capabilities remain.
 /// `keep` (from `capDrop`) are the capabilities the workload keeps, in its own user namespace.
 fn drop_privileges(
-    user: Option<&crate::engine::spec::BoxUser>,
+    user: Option<&crate::engine::shared::spec::BoxUser>,
     keep: &[u32],
 ) -> std::io::Result<()> {
     sys::capbset_keep(keep)?;

@@ -3,15 +3,15 @@
 //! extra mount, handed to the box's init with the "go" message (`handoff::send_go`).
 
 use super::idmap;
-use super::mounts::Trees;
-use super::spec::{BindSpec, BoxSpec, RootSpec};
-use super::sys;
+use crate::engine::boxside::mounts::Trees;
+use crate::engine::shared::spec::{BindSpec, BoxSpec, RootSpec};
+use crate::engine::shared::sys;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 
 /// Detached, idmapped copies of the workspace and the image directory, made here because only
 /// the host's root may idmap them, and because box root (an unprivileged host id) may not even
 /// be able to traverse their paths.
-pub(super) fn idmapped_trees(
+pub(in crate::engine) fn idmapped_trees(
     spec: &BoxSpec,
     pid: libc::pid_t,
     uid_base: u32,

@@ -10,12 +10,12 @@
 //! PID 1 died of SIGSEGV. Now nothing runs asynchronously in PID 1, and SIGSEGV and SIGBUS are
 //! back to their default, which the kernel drops when the box sends them to its init.
 
-use super::handoff;
+use crate::engine::shared::handoff;
 use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 
 /// SIGCHLD and the signals a caller may send the workload, read from `fd`.
-pub(super) struct Pid1Signals {
+pub(in crate::engine) struct Pid1Signals {
     fd: SignalFd,
 }
 
@@ -23,7 +23,7 @@ impl Pid1Signals {
     /// Blocks the signals PID 1 reads and opens the signalfd; before the workload's fork, so a
     /// signal sent meanwhile waits in the queue (the workload unblocks everything before its
     /// exec, `sys::default_signals`). Also drops Rust's SIGSEGV and SIGBUS handlers.
-    pub(super) fn take() -> nix::Result<Pid1Signals> {
+    pub(in crate::engine) fn take() -> nix::Result<Pid1Signals> {
         let default = SigAction::new(SigHandler::SigDfl, SaFlags::empty(), SigSet::empty());
         for sig in [Signal::SIGSEGV, Signal::SIGBUS] {
             // SAFETY: as above; the default action is not a function of ours.
@@ -43,14 +43,14 @@ impl Pid1Signals {
         Ok(Pid1Signals { fd })
     }
 
-    pub(super) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+    pub(in crate::engine) fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
         use std::os::fd::AsFd;
         self.fd.as_fd()
     }
 
     /// Takes every signal queued: one a caller sent the workload goes on to its process group;
     /// the rest (SIGCHLD, and any the box sent its init) only wake PID 1 to reap.
-    pub(super) fn take_queued(&self, workload: libc::pid_t) {
+    pub(in crate::engine) fn take_queued(&self, workload: libc::pid_t) {
         while let Ok(Some(info)) = self.fd.read_signal() {
             // Only a signal from outside the box's PID namespace (the monitor's: its sender
             // shows as pid 0 here) is the caller's. One from inside the box, or one the kernel

@@ -8,7 +8,7 @@
 //! - `call`: one call into a live box, from the `kern` that runs it.
 
 pub mod call;
-pub(super) mod keep;
+pub(in crate::engine) mod keep;
 mod state;
 
 pub use state::{

@@ -1,8 +1,8 @@
 //! The state file's tests: names, round trip, stale files, postures.
 
 use super::*;
-use crate::engine::handoff::Fallback;
-use crate::engine::sys::ProcId;
+use crate::engine::shared::handoff::Fallback;
+use crate::engine::shared::sys::ProcId;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;

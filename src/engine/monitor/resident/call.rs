@@ -18,14 +18,14 @@
 //! escapes that and lives on in the box until the box ends (its PID 1 reaps it).
 
 use super::state::{self, State};
-use crate::engine::cgroup::{self, CallCgroup};
-use crate::engine::faults;
-use crate::engine::handoff::{self, msg, BoxFds, CallTarget, Caller, Fallback};
-use crate::engine::idmap::Mapping;
-use crate::engine::init::{self, Joining};
-use crate::engine::spec::{BoxSpec, Resident};
-use crate::engine::status::{self, BoxReport, Fault, FaultKind};
-use crate::engine::sys::{self, Forked};
+use crate::engine::boxside::init::{self, Joining};
+use crate::engine::monitor::cgroup::{self, CallCgroup};
+use crate::engine::monitor::faults;
+use crate::engine::monitor::idmap::Mapping;
+use crate::engine::shared::handoff::{self, msg, BoxFds, CallTarget, Caller, Fallback};
+use crate::engine::shared::spec::{BoxSpec, Resident};
+use crate::engine::shared::status::{self, BoxReport, Fault, FaultKind};
+use crate::engine::shared::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
@@ -68,7 +68,7 @@ pub fn prepare(target: &CallTarget) -> PreparedCall {
     if found.is_ok() {
         // Said here, before the spec comes, so the note stands among those kern sends when
         // prepared (`status::Prepared`): ahead of anything the call writes.
-        if !crate::engine::landlock::available() {
+        if !crate::engine::boxside::landlock::available() {
             status::note(
                 "warning",
                 "this kernel has no Landlock, so processes left running in the resident box by earlier calls can read this call's memory and environment; enable Landlock (the lsm= boot parameter) to isolate calls",

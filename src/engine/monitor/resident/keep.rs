@@ -3,11 +3,11 @@
 //! end of its PID 1, then removes the state. The build before it is `monitor`'s, as for any box.
 
 use super::state::{self as res, State};
-use crate::engine::faults;
-use crate::engine::handoff::{msg, Fallback, Reporter};
-use crate::engine::spec::BoxSpec;
-use crate::engine::status::BoxReport;
-use crate::engine::sys::{self, ProcId};
+use crate::engine::monitor::faults;
+use crate::engine::shared::handoff::{msg, Fallback, Reporter};
+use crate::engine::shared::spec::BoxSpec;
+use crate::engine::shared::status::BoxReport;
+use crate::engine::shared::sys::{self, ProcId};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;

@@ -5,10 +5,10 @@
 //! init sends back on the init pipe). Both sides of each boundary read their format from here, so
 //! they can't drift apart.
 
-use super::mounts::Trees;
 use super::spec::BoxSpec;
 use super::status::BoxReport;
 use super::sys::{self, ProcId};
+use crate::engine::boxside::mounts::Trees;
 use serde::{Deserialize, Serialize};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
@@ -112,7 +112,7 @@ pub fn signal_number(name: &str) -> Option<i32> {
 }
 
 /// Writes one `msg` line on the init pipe (newlines in it become spaces).
-pub(super) fn send(pipe: &OwnedFd, line: &str) {
+pub(in crate::engine) fn send(pipe: &OwnedFd, line: &str) {
     let mut line = line.replace('\n', " ");
     // Short enough to be one atomic pipe write, cut on a character boundary.
     let mut end = line.len().min(3800);
@@ -220,7 +220,7 @@ pub struct CallTarget {
 }
 
 /// How a box's report reaches its caller (taken by whoever sends it).
-pub(super) type Reporter<'a> = Option<&'a mut dyn FnMut(&BoxReport)>;
+pub(in crate::engine) type Reporter<'a> = Option<&'a mut dyn FnMut(&BoxReport)>;
 
 /// What the caller hands kern with one box (`monitor::run_box`) or one call into a resident box
 /// (`resident::call::run_call`).
@@ -242,7 +242,7 @@ const GO_IMAGE: u8 = 2;
 
 /// The monitor's "go" to the box's init, once the id maps are written: `g`, which trees follow,
 /// how many binds, and the trees themselves (SCM_RIGHTS).
-pub(super) fn send_go(go: &OwnedFd, trees: &Trees) -> std::io::Result<()> {
+pub(in crate::engine) fn send_go(go: &OwnedFd, trees: &Trees) -> std::io::Result<()> {
     let mut flags = 0u8;
     let mut fds = Vec::new();
     if let Some(w) = &trees.workspace {
@@ -259,7 +259,7 @@ pub(super) fn send_go(go: &OwnedFd, trees: &Trees) -> std::io::Result<()> {
 
 /// The box's init reads `send_go`'s message. None: the monitor is gone, or the message is not
 /// what it sent.
-pub(super) fn receive_go(go: &OwnedFd) -> Option<Trees> {
+pub(in crate::engine) fn receive_go(go: &OwnedFd) -> Option<Trees> {
     let mut buf = [0u8; 3];
     let (n, fds) = sys::recv_with_fds(go.as_raw_fd(), &mut buf).ok()?;
     if n != 3 {

@@ -6,9 +6,9 @@
 //! the process's start time against the file, so a recycled pid reads as "box gone", never as the
 //! box. A file whose box is gone is removed under the lock by whoever finds it.
 
-use crate::engine::handoff::Fallback;
-use crate::engine::spec::BoxSpec;
-use crate::engine::sys::{self, ProcId};
+use crate::engine::shared::handoff::Fallback;
+use crate::engine::shared::spec::BoxSpec;
+use crate::engine::shared::sys::{self, ProcId};
 use crate::error::{Error, Result};
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};

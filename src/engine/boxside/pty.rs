@@ -4,8 +4,8 @@
 //! and sends the master to the caller (SCM_RIGHTS on `BoxFds::tty`), then closes its own copy:
 //! the caller holds the only master. Both sides are here.
 
-use super::spec::{RootSpec, TtySize};
-use super::sys;
+use crate::engine::shared::spec::{RootSpec, TtySize};
+use crate::engine::shared::sys;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
@@ -14,7 +14,7 @@ const TAG: &[u8] = b"t";
 
 /// In the workload, still box root: opens a terminal of the box's devpts at `size`, sends its
 /// master on `to_caller`, and returns the slave.
-pub(super) fn open_in_box(size: TtySize, to_caller: &OwnedFd) -> io::Result<OwnedFd> {
+pub(in crate::engine) fn open_in_box(size: TtySize, to_caller: &OwnedFd) -> io::Result<OwnedFd> {
     use nix::fcntl::OFlag;
     let master = nix::pty::posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC)?;
     nix::pty::unlockpt(&master)?;
@@ -40,7 +40,7 @@ pub(super) fn open_in_box(size: TtySize, to_caller: &OwnedFd) -> io::Result<Owne
 
 /// In the workload, after `setsid`: the terminal becomes its controlling terminal and its fds
 /// 0, 1 and 2.
-pub(super) fn take_as_stdio(slave: &OwnedFd) -> io::Result<()> {
+pub(in crate::engine) fn take_as_stdio(slave: &OwnedFd) -> io::Result<()> {
     // SAFETY: TIOCSCTTY takes an int by value (0: don't steal a terminal from another session).
     if unsafe { libc::ioctl(slave.as_raw_fd(), libc::TIOCSCTTY, 0) } < 0 {
         return Err(io::Error::last_os_error());

@@ -3,7 +3,7 @@
 //! (`/workspace`, `/tmp`) never has to be created inside the caller's image directory, and the
 //! image's own symlinks are recreated as symlinks, never followed to a host path.
 
-use super::spec::{EtcOverride, RootSpec};
+use crate::engine::shared::spec::{EtcOverride, RootSpec};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};

@@ -121,7 +121,7 @@ fn has_cap(cap: u32) -> bool {
 /// root under a runtime's default capability set.
 pub fn root_without_sys_admin() -> bool {
     nix::unistd::geteuid().is_root()
-        && super::idmap::in_initial_userns()
+        && crate::engine::monitor::idmap::in_initial_userns()
         && !has_cap(super::caps::SYS_ADMIN)
 }
 
@@ -130,7 +130,7 @@ pub fn root_without_sys_admin() -> bool {
 /// fails with EPERM).
 pub fn root_without_setfcap() -> bool {
     nix::unistd::geteuid().is_root()
-        && !super::idmap::in_initial_userns()
+        && !crate::engine::monitor::idmap::in_initial_userns()
         && !has_cap(super::caps::SETFCAP)
 }
 
