@@ -12,10 +12,15 @@
 //! de-chunked and sent on chunked (HTTP/1.1) or to the close (HTTP/1.0); a compressed body,
 //! which could hide the value, is not passed (502).
 
+use super::head::{
+    self, check_host_header, content_length, drain, host_names_target, quote, respond, Head,
+    Status, HOP_BY_HOP, MAX_HEAD,
+};
+use super::policy::{canonical_host, Host};
 use super::scrub::Scrubber;
 use super::secrets::Secrets;
-use super::{head::MAX_HEAD, policy::Host};
-use super::{host_names_target, quote, relay, respond, Decision, Proxy, Status, HOP_BY_HOP};
+use super::tunnel::relay;
+use super::{Decision, Proxy};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -426,23 +431,13 @@ impl Proxy {
                     }
                 }
             };
-            tokio::pin!(up, down);
-            let mut body_done = false;
-            loop {
-                tokio::select! {
-                    r = &mut up, if !body_done => match r {
-                        Ok(()) => body_done = true,
-                        Err(e) => break Err(e),
-                    },
-                    r = &mut down => break Ok(r),
-                }
-            }
+            until_answered(up, down).await
         };
         match outcome {
             Ok(Ok(())) => {
                 let _ = cw.shutdown().await;
                 // What followed the request is dropped, but read, so the close is no reset.
-                super::drain(&mut cr).await;
+                drain(&mut cr).await;
             }
             Ok(Err(e)) => {
                 tracing::warn!(%e, "egress proxy: the answer from {host}:{port} was cut");
@@ -479,6 +474,97 @@ impl Proxy {
             resolved: Vec::new(),
             problem: None,
         });
+    }
+
+    pub(super) async fn http<S: AsyncRead + AsyncWrite + Unpin + Send>(
+        &self,
+        mut client: S,
+        head: &Head,
+        raw_host: &str,
+        port: u16,
+        path: &str,
+        rest: Vec<u8>,
+    ) {
+        let host = match canonical_host(raw_host) {
+            Ok(h) => h,
+            Err(why) => {
+                tracing::warn!(%why, "egress proxy: bad request host");
+                respond(&mut client, Status::BadRequest, &why).await;
+                return;
+            }
+        };
+        let shape = check_host_header(head, &host, port)
+            .map_err(|why| (Status::BadRequest, why))
+            .and_then(|()| content_length(head));
+        let length = match shape {
+            Ok(n) => n,
+            Err((status, why)) => {
+                self.refuse_request(&mut client, &host, port, status, why)
+                    .await;
+                return;
+            }
+        };
+        let Some((upstream, decision)) = self.open(&mut client, &host, port).await else {
+            return;
+        };
+        self.record(decision);
+        if let Some(s) = self.secrets.as_ref().filter(|s| s.applies(&host, port)) {
+            let req = Request {
+                method: head.method.clone(),
+                target: path.to_owned(),
+                minor: head.minor,
+                headers: head.headers.clone(),
+            };
+            self.exchange(Some(s), client, upstream, req, rest, &host, port)
+                .await;
+            return;
+        }
+        let forwarded = head::forward_head(head, path);
+        let (mut cr, mut cw) = tokio::io::split(client);
+        let (mut ur, mut uw) = upstream.into_split();
+        let up = async {
+            uw.write_all(&forwarded).await?;
+            // Exactly Content-Length body bytes; whatever the client sends after is dropped.
+            let early = usize::try_from(length)
+                .unwrap_or(usize::MAX)
+                .min(rest.len());
+            uw.write_all(&rest[..early]).await?;
+            let remaining = length - early as u64;
+            let sent = tokio::io::copy(&mut (&mut cr).take(remaining), &mut uw).await?;
+            if sent < remaining {
+                return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
+            }
+            uw.flush().await
+        };
+        let down = async {
+            relay(&mut ur, &mut cw).await?;
+            cw.shutdown().await
+        };
+        if let Ok(Ok(())) = until_answered(up, down).await {
+            // Whatever followed the request is dropped, but read, so the close is not a reset.
+            drain(&mut cr).await;
+        }
+    }
+}
+
+/// Runs a request's two directions at once: `up` (the request and its body) and `down` (the
+/// answer). Done when the answer has been relayed, `Ok` with how `down` ended; a request side
+/// that fails ends it early, `Err`. A client that stalls mid-body does not hold a finished
+/// answer open.
+async fn until_answered<E, T>(
+    up: impl std::future::Future<Output = Result<(), E>>,
+    down: impl std::future::Future<Output = T>,
+) -> Result<T, E> {
+    tokio::pin!(up, down);
+    let mut body_done = false;
+    loop {
+        tokio::select! {
+            r = &mut up, if !body_done => match r {
+                Ok(()) => body_done = true,
+                Err(e) => break Err(e),
+            },
+            r = &mut down => break Ok(r),
+        }
     }
 }
 

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use super::exchange::{body_of, read_origin_head};
 use super::head::Target;
+use super::head::{check_host_header, content_length, forward_head, read_head};
 use super::policy::{canonical_host, Host};
 use super::tunnel::screen;
-use super::{check_host_header, content_length, exchange, forward_head, read_head, tls};
+use super::{exchange, tls};
 
 /// One runtime for every input: the readers below never wait, so each future finishes at once.
 fn runtime() -> &'static tokio::runtime::Runtime {

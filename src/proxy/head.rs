@@ -2,8 +2,15 @@
 //!
 //! Only the two forms a proxy client sends are accepted: `CONNECT host:port` and absolute-form
 //! `METHOD http://host[:port]/path`. Everything else is a 400 (or 431 for an oversized head).
+//!
+//! Also what is read off a head before the destination is dialled (the `Host` it names, the
+//! body's `Content-Length`), the head forwarded for a plain-HTTP request, and the proxy's own
+//! short answers (`respond`, with the `Status` lines it may give).
 
-use super::policy::split_authority;
+use super::policy::{canonical_host, split_authority, Host};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::timeout;
 
 /// The largest request head read; a longer one is answered 431.
 pub(super) const MAX_HEAD: usize = 16 * 1024;
@@ -137,6 +144,217 @@ fn parse_absolute(target: &str) -> Result<Target, String> {
         port: port.unwrap_or(80),
         path,
     })
+}
+
+/// After answering, the client's leftover bytes are read and dropped for at most this long…
+const DRAIN_TIME: Duration = Duration::from_secs(1);
+/// …and at most this many.
+const DRAIN_MAX: usize = 1024 * 1024;
+/// How much of a client-supplied value a reason quotes.
+const QUOTE_MAX: usize = 80;
+
+/// The answers the proxy gives itself, before or instead of the destination's.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Status {
+    BadRequest,
+    Forbidden,
+    LengthRequired,
+    HeadTooLarge,
+    BadGateway,
+}
+
+impl Status {
+    fn line(self) -> &'static str {
+        match self {
+            Status::BadRequest => "400 Bad Request",
+            Status::Forbidden => "403 Forbidden",
+            Status::LengthRequired => "411 Length Required",
+            Status::HeadTooLarge => "431 Request Header Fields Too Large",
+            Status::BadGateway => "502 Bad Gateway",
+        }
+    }
+}
+
+/// Reads until a whole request head is buffered. `Ok(None)` when the client left first;
+/// `Err` is an answer to send.
+pub(super) async fn read_head<S: AsyncRead + Unpin>(
+    client: &mut S,
+    buf: &mut Vec<u8>,
+) -> Result<Option<Head>, (Status, String)> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match parse_head(buf) {
+            Ok(head) => return Ok(Some(head)),
+            Err(HeadError::Incomplete) if buf.len() >= MAX_HEAD => {
+                return Err((
+                    Status::HeadTooLarge,
+                    "request head larger than 16 KiB".into(),
+                ))
+            }
+            Err(HeadError::Incomplete) => {}
+            Err(HeadError::TooLarge) => {
+                return Err((Status::HeadTooLarge, "too many header lines".into()))
+            }
+            Err(HeadError::Bad(why)) => return Err((Status::BadRequest, why)),
+        }
+        let room = (MAX_HEAD - buf.len()).min(chunk.len());
+        match client.read(&mut chunk[..room]).await {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+/// Answers the client with a short text body, closes its side, and drains what it still sends.
+pub(super) async fn respond<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut S,
+    status: Status,
+    reason: &str,
+) {
+    let body = match status {
+        Status::Forbidden => format!("blocked by kern-sandbox egress policy: {reason}\n"),
+        _ => format!("kern-sandbox egress proxy: {reason}\n"),
+    };
+    let msg = format!(
+        "HTTP/1.1 {}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        status.line(),
+        body.len()
+    );
+    let _ = client.write_all(msg.as_bytes()).await;
+    let _ = client.shutdown().await;
+    drain(client).await;
+}
+
+/// Reads and discards what the client still sends (an unread body, a pipelined hello), for a
+/// moment: a TCP socket closed with unread data is reset, and the reset can destroy the answer
+/// before the client reads it.
+pub(super) async fn drain<S: AsyncRead + Unpin>(client: &mut S) {
+    let mut chunk = [0u8; 4096];
+    let mut left = DRAIN_MAX;
+    let _ = timeout(DRAIN_TIME, async {
+        while left > 0 {
+            match client.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
+}
+
+/// A client-supplied value quoted safely and briefly for a reason.
+pub(super) fn quote(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let cut: String = text.chars().take(QUOTE_MAX).collect();
+    format!("{cut:?}")
+}
+
+/// The one `Host` header must name the request target (same canonical host, same port with 80
+/// as default): a different `Host` would let an allowed address serve another site.
+pub(super) fn check_host_header(head: &Head, host: &Host, port: u16) -> Result<(), String> {
+    let values: Vec<&[u8]> = head.values("host").collect();
+    host_names_target(&values, host, port, 80)
+}
+
+/// The `Host` values of a request name `host:port` (one value; `default_port` when it names
+/// no port).
+pub(super) fn host_names_target(
+    values: &[&[u8]],
+    host: &Host,
+    port: u16,
+    default_port: u16,
+) -> Result<(), String> {
+    let value = match values {
+        [] => return Err("no Host header".into()),
+        [one] => *one,
+        _ => return Err("more than one Host header".into()),
+    };
+    let named = std::str::from_utf8(value)
+        .ok()
+        .and_then(|v| split_authority(v).ok())
+        .and_then(|(h, p)| Some((canonical_host(h).ok()?, p.unwrap_or(default_port))));
+    // `localhost` names the loopback itself: a box's client for a listed 127.0.0.1:P (or ::1)
+    // says `Host: localhost:P`, and means that address.
+    let loopback_name = |h: &Host| {
+        matches!(h, Host::Name(n) if n == "localhost")
+            && matches!(host, Host::Ip(ip) if ip.is_loopback())
+    };
+    match named {
+        Some((h, p)) if (&h == host || loopback_name(&h)) && p == port => Ok(()),
+        _ => Err(format!(
+            "Host header {} does not match the request target {host}:{port}",
+            quote(value)
+        )),
+    }
+}
+
+/// The body length: `Content-Length` or none. `Transfer-Encoding` is refused outright (411):
+/// relaying chunked bodies would mean re-framing them, and two framings are how requests are
+/// smuggled.
+pub(super) fn content_length(head: &Head) -> Result<u64, (Status, String)> {
+    if head.values("transfer-encoding").next().is_some() {
+        return Err((
+            Status::LengthRequired,
+            "Transfer-Encoding is not supported; send the body with Content-Length".into(),
+        ));
+    }
+    let values: Vec<&[u8]> = head.values("content-length").collect();
+    match values.as_slice() {
+        [] => Ok(0),
+        [v] if !v.is_empty() && v.len() <= 18 && v.iter().all(u8::is_ascii_digit) => {
+            std::str::from_utf8(v)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| (Status::BadRequest, "bad Content-Length".into()))
+        }
+        [v] => Err((
+            Status::BadRequest,
+            format!("bad Content-Length {}", quote(v)),
+        )),
+        _ => Err((
+            Status::BadRequest,
+            "more than one Content-Length header".into(),
+        )),
+    }
+}
+
+/// Hop-by-hop headers (RFC 9110 §7.6.1) plus the proxy's own; never forwarded.
+pub(super) const HOP_BY_HOP: [&str; 9] = [
+    "connection",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "transfer-encoding",
+];
+
+/// The request as forwarded: origin-form, same method and version, hop-by-hop headers (and
+/// those `Connection` names) removed, `Connection: close` added. `Host` and `Content-Length`
+/// stay even when `Connection` names them, so the upstream frames the request as we checked it.
+pub(super) fn forward_head(head: &Head, path: &str) -> Vec<u8> {
+    let mut named = Vec::new();
+    for value in head.values("connection") {
+        for token in String::from_utf8_lossy(value).split(',') {
+            named.push(token.trim().to_ascii_lowercase());
+        }
+    }
+    let mut out = format!("{} {path} HTTP/1.{}\r\n", head.method, head.minor).into_bytes();
+    for (name, value) in &head.headers {
+        let lower = name.to_ascii_lowercase();
+        let kept = lower == "host" || lower == "content-length";
+        if !kept && (HOP_BY_HOP.contains(&lower.as_str()) || named.contains(&lower)) {
+            continue;
+        }
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    out
 }
 
 #[cfg(test)]

@@ -1,12 +1,21 @@
 //! Name resolution for the proxy: an optional hosts-format file first, then the system resolver.
 //! Only names that passed the policy get here, and every lookup is counted.
+//!
+//! Then the proxy's own use of it (`Proxy::open`): the policy first, the name resolved once,
+//! every address checked (public, not this host's), the vetted addresses dialled; a refusal is
+//! recorded as a `Decision` and answered (403, or 502 when an allowed name fails).
 
+use super::head::{respond, Status};
 use super::policy::{canonical_host, Host};
+use super::{addr, Decision, Proxy, CONNECT_TIMEOUT};
 use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::time::timeout;
 
 /// Env var naming a hosts-format file consulted before the system resolver.
 const HOSTS_ENV: &str = "KERN_EGRESS_HOSTS";
@@ -118,6 +127,180 @@ fn parse_hosts(text: &str) -> Result<HashMap<String, Vec<IpAddr>>, String> {
         }
     }
     Ok(hosts)
+}
+
+/// Why a destination was not dialled.
+pub(super) enum Refusal {
+    /// The policy says no: 403, `allowed: false`.
+    Denied {
+        reason: String,
+        resolved: Vec<IpAddr>,
+    },
+    /// The policy said yes but the name did not resolve: 502, `allowed: true`.
+    Failed { reason: String },
+}
+
+/// A destination that passed the policy, with the addresses to dial.
+pub(super) struct Vetted {
+    /// The entry that allowed it, as written.
+    pub(super) entry: String,
+    /// What the name resolved to (empty for an IP literal).
+    pub(super) resolved: Vec<IpAddr>,
+    /// Vetted addresses, in resolver order.
+    pub(super) dial: Vec<IpAddr>,
+}
+
+impl Proxy {
+    /// Policy, then resolution and address checks. Never resolves a name the policy refused.
+    pub(super) async fn vet(&self, host: &Host, port: u16) -> Result<Vetted, Refusal> {
+        let entry = self
+            .policy()
+            .check(host, port)
+            .map_err(|reason| Refusal::Denied {
+                reason,
+                resolved: Vec::new(),
+            })?
+            .to_owned();
+        let name = match host {
+            // Listed exactly, so it may be private: that is what an address entry is for.
+            Host::Ip(ip) => {
+                return Ok(Vetted {
+                    entry,
+                    resolved: Vec::new(),
+                    dial: vec![*ip],
+                })
+            }
+            Host::Name(n) => n,
+        };
+        let resolved = self
+            .resolver
+            .resolve(name)
+            .await
+            .map_err(|e| Refusal::Failed {
+                reason: format!("egressAllow `{entry}`; {e}"),
+            })?;
+        for &ip in &resolved {
+            // Listing the address does not let a *name* reach it (names reach public addresses
+            // only); what does is asking for the address itself, listed.
+            let what = match addr::non_public(ip) {
+                Some(range) => format!("a {range} address"),
+                None if addr::is_local(ip) => "an address of this host".to_owned(),
+                None => continue,
+            };
+            let literal = match ip {
+                IpAddr::V6(v6) => format!("[{v6}]:{port}"),
+                IpAddr::V4(v4) => format!("{v4}:{port}"),
+            };
+            let why = format!("{name} resolves to {ip}, {what}, and names only ever reach public addresses (listing the address does not change that for the name); to reach that service, list `{literal}` in egressAllow and connect to {literal} itself instead of {name}");
+            return Err(Refusal::Denied {
+                reason: why,
+                resolved,
+            });
+        }
+        Ok(Vetted {
+            entry,
+            dial: resolved.clone(),
+            resolved,
+        })
+    }
+
+    /// Records a refusal and answers it (403 denied, 502 failed).
+    async fn refuse<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut S,
+        host: &Host,
+        port: u16,
+        refusal: Refusal,
+    ) {
+        let (status, allowed, reason, resolved) = match refusal {
+            Refusal::Denied { reason, resolved } => (Status::Forbidden, false, reason, resolved),
+            Refusal::Failed { reason } => (Status::BadGateway, true, reason, Vec::new()),
+        };
+        self.record(Decision {
+            host: host.text(),
+            port,
+            allowed,
+            reason: reason.clone(),
+            resolved,
+            problem: allowed.then(|| reason.clone()),
+        });
+        respond(client, status, &reason).await;
+    }
+
+    /// Records a request refused for its shape once its destination is known, and answers it.
+    pub(super) async fn refuse_request<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut S,
+        host: &Host,
+        port: u16,
+        status: Status,
+        reason: String,
+    ) {
+        self.record(Decision {
+            host: host.text(),
+            port,
+            allowed: false,
+            reason: reason.clone(),
+            resolved: Vec::new(),
+            problem: None,
+        });
+        respond(client, status, &reason).await;
+    }
+
+    /// Vets and dials; on failure records the decision and answers the client.
+    pub(super) async fn open<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut S,
+        host: &Host,
+        port: u16,
+    ) -> Option<(TcpStream, Decision)> {
+        let vetted = match self.vet(host, port).await {
+            Ok(v) => v,
+            Err(refusal) => {
+                self.refuse(client, host, port, refusal).await;
+                return None;
+            }
+        };
+        let mut decision = Decision {
+            host: host.text(),
+            port,
+            allowed: true,
+            reason: format!("egressAllow `{}`", vetted.entry),
+            resolved: vetted.resolved,
+            problem: None,
+        };
+        match dial(&vetted.dial, port).await {
+            Ok(upstream) => Some((upstream, decision)),
+            Err(e) => {
+                decision.reason = format!("{}; {e}", decision.reason);
+                decision.problem = Some(e.clone());
+                self.record(decision);
+                respond(client, Status::BadGateway, &e).await;
+                None
+            }
+        }
+    }
+}
+
+/// Tries the vetted addresses in order; the first that connects wins.
+async fn dial(addrs: &[IpAddr], port: u16) -> Result<TcpStream, String> {
+    let mut errors = Vec::new();
+    for &ip in addrs {
+        match timeout(
+            CONNECT_TIMEOUT,
+            TcpStream::connect(SocketAddr::new(ip, port)),
+        )
+        .await
+        {
+            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Err(e)) => errors.push(format!("{ip}: {e}")),
+            Err(_) => errors.push(format!("{ip}: timed out")),
+        }
+    }
+    Err(format!(
+        "could not connect to port {port} ({})",
+        errors.join("; ")
+    ))
 }
 
 #[cfg(test)]

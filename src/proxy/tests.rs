@@ -2,10 +2,15 @@
 //! through IP-literal entries), and hosts files for names. No test dials anything but loopback;
 //! names mapped to public test addresses are vetted but never dialled.
 
+use super::head::MAX_HEAD;
+use super::policy::Host;
+use super::resolve::Refusal;
 use super::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::DuplexStream;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+use tokio::net::TcpStream;
 
 const ESTABLISHED: &[u8] = b"HTTP/1.1 200 Connection established\r\n\r\n";
 /// Generous: tests run on two shared cores.
@@ -770,7 +775,7 @@ mod secrets;
 
 #[test]
 fn host_localhost_names_a_loopback_target_and_nothing_else() {
-    use super::{host_names_target, Host};
+    use super::head::host_names_target;
     let v4 = Host::Ip("127.0.0.1".parse().unwrap());
     let v6 = Host::Ip("::1".parse().unwrap());
     let public = Host::Ip("93.184.216.34".parse().unwrap());
