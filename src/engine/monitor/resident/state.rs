@@ -72,7 +72,9 @@ pub fn check_name(name: &str) -> Result<()> {
 pub fn state_dir() -> Result<PathBuf> {
     let dir = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         Some(d) if d.is_absolute() => d.join("kern-sandbox"),
-        _ => crate::image::store::Store::default_root()?.join("resident"),
+        _ => crate::home::root()
+            .map_err(|e| Error::Invalid(e.to_string()))?
+            .join("resident"),
     };
     fs::DirBuilder::new()
         .recursive(true)
