@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// What the seccomp filter every box runs under (set-id modes refused, src/engine/setid.rs) costs
+// What the seccomp filter every box runs under (set-id modes refused, src/engine/boxside/setid.rs) costs
 // per syscall, seen from inside a box: 1,000,000 `getppid()` (a syscall the filter lets through
 // after its dispatch) and 200,000 `chmod()` (one whose mode it reads), timed in python, medians
 // of 7 fresh boxes. Compare two builds by running it in each checkout:

@@ -45,7 +45,7 @@ run)
   [[ "$pid1" == systemd ]] || die "PID 1 is $pid1, not systemd"
   manager=none
   if [[ "$(id -u)" != 0 ]]; then
-    # What the library looks for to start kern in a delegated scope (engine::launch).
+    # What the library looks for to start kern in a delegated scope (engine::addon::launch).
     [[ -S "${XDG_RUNTIME_DIR:-/nonexistent}/systemd/private" ]] ||
       die "no systemd user manager for $(id -un) (XDG_RUNTIME_DIR=${XDG_RUNTIME_DIR:-unset})"
     manager="user@$(id -u).service, delegates: $(cat "/sys/fs/cgroup/user.slice/user-$(id -u).slice/user@$(id -u).service/cgroup.subtree_control")"

@@ -12,9 +12,9 @@ const { requireRootfs, tempDirs, uniqueName, isAlive, waitFor, expectSandboxErro
 const temps = tempDirs();
 const makeTempDir = () => temps.temp('kern-persist-ws-');
 
-// Where kern keeps the state files (the rule of engine/resident/state.rs `state_dir`). Jest's
-// process.env is not the environment the addon sees, so it is read, never changed, here; the boxes'
-// names are unique.
+// Where kern keeps the state files (the rule of `state_dir` in
+// src/engine/monitor/resident/state.rs). Jest's process.env is not the environment the addon
+// sees, so it is read, never changed, here; the boxes' names are unique.
 function stateDir() {
   const e = process.env;
   if (e.XDG_RUNTIME_DIR && path.isAbsolute(e.XDG_RUNTIME_DIR)) return path.join(e.XDG_RUNTIME_DIR, 'kern-sandbox');

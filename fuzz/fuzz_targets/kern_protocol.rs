@@ -1,4 +1,4 @@
-//! The addon <-> kern protocol (`engine::protocol`), each side's decoder: the first line kern
+//! The addon <-> kern protocol (`engine::shared::protocol`), each side's decoder: the first line kern
 //! reads (`Ask`), the box spec line (and the descriptors it announces), the lifeline's command
 //! lines; what the addon reads back from kern (`Said`, through a `Transcript`); and init's
 //! messages to the monitor (`Pid1Msg`). Input: a selector byte, then the bytes. Whatever decodes
@@ -8,9 +8,9 @@
 
 use std::io::Write;
 
-use kern_sandbox::engine::handoff::{self, BoxFds};
-use kern_sandbox::engine::protocol::pid1::{Pid1Msg, MAX_LINE};
-use kern_sandbox::engine::protocol::{self, Ask, Command, Said, Transcript};
+use kern_sandbox::engine::shared::handoff::{self, BoxFds};
+use kern_sandbox::engine::shared::protocol::pid1::{Pid1Msg, MAX_LINE};
+use kern_sandbox::engine::shared::protocol::{self, Ask, Command, Said, Transcript};
 use kern_sandbox_fuzz::chunks;
 use libfuzzer_sys::fuzz_target;
 

@@ -2,7 +2,7 @@
 //! (`onResult`), each delivered in order by one task that waits for the callback.
 
 use super::result::{native_bundle, NativeBundle};
-use crate::engine::launch::{ChunkSender, Stream};
+use crate::engine::addon::launch::{ChunkSender, Stream};
 use napi::bindgen_prelude::Buffer;
 use napi::threadsafe_function::ThreadsafeFunction;
 
@@ -33,7 +33,7 @@ pub(super) fn forwarder(
     if on_stdout.is_none() && on_stderr.is_none() {
         return (None, None);
     }
-    let (tx, mut rx) = crate::engine::launch::chunk_channel();
+    let (tx, mut rx) = crate::engine::addon::launch::chunk_channel();
     let task = tokio::spawn(async move {
         let mut await_promises = true;
         while let Some(chunk) = rx.recv().await {

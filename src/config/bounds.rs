@@ -3,7 +3,7 @@
 //! naming the option and the bound, before any box starts (never a box that dies, or a cap the
 //! kernel ignores).
 
-use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
+use crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use serde_json::Value;
 

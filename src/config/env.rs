@@ -1,8 +1,8 @@
 //! The environment every box of a session (or `kern run`) starts from, before per-call
 //! additions: the image's `Env` with kern's defaults where the image is silent. Here, not in
-//! `image`, because it joins the image's config with the box's own defaults (`engine::spec`).
+//! `image`, because it joins the image's config with the box's own defaults (`engine::shared::spec`).
 
-use crate::engine::spec::{DEFAULT_HOSTNAME, DEFAULT_PATH};
+use crate::engine::shared::spec::{DEFAULT_HOSTNAME, DEFAULT_PATH};
 use crate::image::manifest::RunConfig;
 
 /// The environment every call starts from: the image's `Env` (PATH and all), then ours where

@@ -12,7 +12,7 @@ pub use bounds::*;
 pub use env::base_env;
 pub use exec::*;
 
-use crate::engine::spec::{Limits, TmpfsSpec};
+use crate::engine::shared::spec::{Limits, TmpfsSpec};
 use crate::image::Source;
 use std::path::PathBuf;
 
@@ -45,7 +45,7 @@ pub struct Config {
     /// ADDITION (issue 21): python cells forked by a zygote (`zygote`).
     pub zygote: bool,
     /// Extra host binds, checked (`mounts`).
-    pub mounts: Vec<crate::engine::spec::BindSpec>,
+    pub mounts: Vec<crate::engine::shared::spec::BindSpec>,
     /// The `setup` command, run once at open() in a networked box.
     pub setup: Option<String>,
     /// Cooperative cap on the workspace's disk usage (`workspaceMaxBytes`).
@@ -59,7 +59,7 @@ pub struct Config {
     /// The boxes' way out (`network`, `egressAllow`).
     pub network: Network,
     /// `secrets`: placeholders in the boxes' environment, values substituted by the proxy.
-    pub secrets: Vec<crate::engine::proxy::SecretSpec>,
+    pub secrets: Vec<crate::proxy::SecretSpec>,
     /// The AppArmor profile every box's workload enters (`apparmor`).
     pub apparmor: Option<String>,
     /// Capabilities boxes keep: all but those `capDrop` names (none by default).
@@ -68,9 +68,9 @@ pub struct Config {
     /// image's USER.
     pub user: Option<String>,
     /// `securityProfile: "untrusted"`: the seccomp programs every box runs under.
-    pub seccomp: Option<crate::engine::seccomp::Programs>,
+    pub seccomp: Option<crate::engine::boxside::seccomp::Programs>,
     /// Host character devices every box gets (`vgpio:` profiles).
-    pub devices: Vec<crate::engine::spec::DeviceSpec>,
+    pub devices: Vec<crate::engine::shared::spec::DeviceSpec>,
     /// Runtime notes about the options, given with the session's first call.
     pub notes: Vec<String>,
     /// `persist`: every call runs in one resident box of this name.
@@ -105,7 +105,7 @@ pub enum Network {
     /// The host's network namespace (`network: true`).
     Host,
     /// The allowlist proxy, with the policy the `egressAllow` entries make.
-    Egress(crate::engine::proxy::Policy),
+    Egress(crate::proxy::Policy),
 }
 
 impl Config {

@@ -1,37 +1,20 @@
 //! The box: spec, namespaces, mounts, cgroups, init and faults. Knows nothing of napi.
 //!
-//! `launch` runs in the caller's process (the Node addon) and only spawns the `kern` binary;
-//! everything else runs inside `kern`, which is single-threaded where it clones. By side of the
-//! clone: `monitor` is the parent (with `trees` and `faults`), `init` the child, and `handoff`
-//! what crosses between them (and from the caller to kern); `protocol` is every message's
-//! format, for both sides. `resident` holds the boxes that outlive their call: their state
-//! files, their monitor's keep-alive and the calls into them.
+//! Split by the process that runs the code, so the folder says where a thing happens:
+//! - `addon`: the caller's process (the Node addon, or `kern`'s CLI front): it only spawns the
+//!   `kern` binary with a spec and reads what comes back (`launch`).
+//! - `monitor`: `kern`'s outer process, the parent side of the clone, on the host. It prepares
+//!   the cgroup and the sources, clones the box, enforces the deadline and tells how the box
+//!   ended; it also keeps resident boxes and runs the calls into them and into a zygote's forks.
+//! - `boxside`: inside the box: the clone child that becomes PID 1 (`init`), the mount tree it
+//!   builds, the workload's posture before exec, and the helpers PID 1 forks (`relay`,
+//!   `connector`).
+//! - `shared`: leaves more than one of those processes read: the spec, the report, what crosses
+//!   between them (`handoff`), the syscall edge (`sys`).
+//!
+//! The egress proxy, which runs in the addon beside `launch`, is its own room (`crate::proxy`).
 
-pub mod apparmor;
-pub mod caps;
-pub mod cgroup;
-pub mod connector;
-pub mod container;
-pub mod faults;
-pub mod handoff;
-pub mod idmap;
-pub mod init;
-pub mod landlock;
-pub mod launch;
+pub mod addon;
+pub mod boxside;
 pub mod monitor;
-pub mod mounts;
-pub mod mq;
-mod pid1_signals;
-pub mod protocol;
-pub mod proxy;
-pub mod pty;
-pub mod relay;
-pub mod resident;
-pub mod rootfs;
-pub mod seccomp;
-pub mod setid;
-pub mod spec;
-pub mod status;
-pub mod sys;
-pub mod trees;
-pub mod zygote;
+pub mod shared;

@@ -193,8 +193,11 @@ fn build_in(
     unpacker
         .finish()
         .map_err(|e| Error::Unpack(format!("{what}: {e}")))?;
-    crate::engine::rootfs::write_missing_identity(&rootfs, crate::engine::spec::DEFAULT_HOSTNAME)
-        .map_err(|e| Error::Unpack(format!("{what}: writing /etc/hosts: {e}")))?;
+    crate::engine::boxside::rootfs::write_missing_identity(
+        &rootfs,
+        crate::engine::shared::spec::DEFAULT_HOSTNAME,
+    )
+    .map_err(|e| Error::Unpack(format!("{what}: writing /etc/hosts: {e}")))?;
     let meta = ImageMeta {
         digest: recipe.digest.to_string(),
         config_digest: recipe.config_digest.to_string(),

@@ -22,7 +22,7 @@ pub mod store;
 pub mod unpack;
 pub mod user;
 
-use crate::engine::spec::{BoxUser, RootSpec};
+use crate::engine::shared::spec::{BoxUser, RootSpec};
 use digest::Digest;
 use manifest::RunConfig;
 use reference::Reference;
@@ -300,7 +300,7 @@ pub fn resolve_user(root: &RootSpec, account: &str) -> Result<Option<BoxUser>, E
 /// (`everywhere`) is held to the same bound either way: a value that works in one posture only
 /// is a mistake found late.
 fn check_range(u: &BoxUser, what: &str, everywhere: bool) -> Result<(), Error> {
-    let range = crate::engine::idmap::RANGE;
+    let range = crate::engine::monitor::idmap::RANGE;
     let applies = everywhere || nix::unistd::geteuid().is_root();
     if applies && (u.uid >= range || u.gid >= range) {
         return Err(Error::Invalid(format!(

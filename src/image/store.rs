@@ -79,29 +79,9 @@ pub fn now() -> u64 {
 }
 
 impl Store {
+    /// kern's home directory (`crate::home`), where the store lives.
     pub fn default_root() -> Result<PathBuf, Error> {
-        if let Some(h) = std::env::var_os("KERN_HOME").filter(|h| !h.is_empty()) {
-            let p = PathBuf::from(h);
-            if !p.is_absolute() {
-                return Err(Error::Invalid(format!(
-                    "KERN_HOME={} is relative; set it to an absolute path",
-                    p.display()
-                )));
-            }
-            return Ok(p);
-        }
-        if let Some(x) = std::env::var_os("XDG_CACHE_HOME").filter(|x| !x.is_empty()) {
-            let p = PathBuf::from(x);
-            if p.is_absolute() {
-                return Ok(p.join("kern-sandbox"));
-            }
-        }
-        match std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            Some(h) => Ok(PathBuf::from(h).join(".cache/kern-sandbox")),
-            None => Err(Error::Invalid(
-                "no place for the image store: set KERN_HOME (or HOME or XDG_CACHE_HOME)".into(),
-            )),
-        }
+        crate::home::root().map_err(|e| Error::Invalid(e.to_string()))
     }
 
     pub fn open() -> Result<Store, Error> {

@@ -3,7 +3,7 @@
 //! passwd entry gets gid 0), and the user's supplementary groups from /etc/group.
 
 use super::Error;
-use crate::engine::spec::BoxUser;
+use crate::engine::shared::spec::BoxUser;
 use std::path::Path;
 
 /// Reads a file of the image, resolving every symlink as if the image root were `/`: an

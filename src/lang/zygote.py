@@ -4,7 +4,7 @@
 # `_kern_zygote(channel)` once it is set up, before its first cell. Its channel then carries no
 # cells: each message on it is one byte and one fd, a socket to a spare kern. For each, the
 # zygote forks C, which becomes a call's box by the plans kern sends it (see
-# src/engine/zygote/mod.rs for who does what, and plan.rs for the steps) and forks P (PID 1 of
+# src/engine/monitor/zygote/mod.rs for who does what, and plan.rs for the steps) and forks P (PID 1 of
 # the call) which forks W. W takes the call's posture and waits; when the call comes, kern sends
 # W the call's channel, and only W returns from here, into the driver, which runs the call's one
 # cell as in any fresh box. The zygote itself never runs a cell.
@@ -18,7 +18,7 @@
 #   "S <what>: <error>\n"    a step failed (the call's box never started)
 #   "K <sig>\n", "X <code> <tmpfs use>...\n"   from P: W's end, as a fresh box's PID 1 says it
 #   "Z <wait status>\n"      from C: how P ended
-# Those text lines are kern's `Pid1Msg`s (src/engine/protocol/pid1.rs): `_kern_pid1_msg` writes them.
+# Those text lines are kern's `Pid1Msg`s (src/engine/shared/protocol/pid1.rs): `_kern_pid1_msg` writes them.
 #
 # Nothing a box could have written runs here (a template every later call is forked from). kern
 # starts this python with no path of the caller's or of a box in its environment (PYTHONPATH,

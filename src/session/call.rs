@@ -9,8 +9,8 @@ use super::pool;
 use super::pyc;
 use super::result::{self, over_quota, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
 use super::writers::Active;
-use crate::engine::launch::ChunkSender;
-use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
+use crate::engine::addon::launch::ChunkSender;
+use crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use crate::lang::Language;
@@ -67,7 +67,7 @@ pub(super) async fn exec(
     let attached = opened.resident.get();
     if let Some(a) = attached {
         a.check()?;
-        spec.resident = Some(crate::engine::spec::Resident::Exec {
+        spec.resident = Some(crate::engine::shared::spec::Resident::Exec {
             name: a.target.name.clone(),
             pid1: a.target.pid1,
         });
@@ -180,7 +180,7 @@ pub(super) async fn exec(
         None => opened
             .spawn_kern(kern_path)?
             .run(
-                &crate::engine::spec::BoxSpec {
+                &crate::engine::shared::spec::BoxSpec {
                     zygote: false,
                     ..spec.clone()
                 },

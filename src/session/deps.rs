@@ -2,7 +2,7 @@
 //! open() before any box runs, and the environment every box of a session with dependencies
 //! gets so it finds what is installed there.
 
-use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
+use crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use std::path::Path;
 

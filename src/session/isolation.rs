@@ -2,7 +2,7 @@
 //! measured, not inferred from the options: a probe box with the session's posture (image,
 //! account, limits, capabilities, seccomp, network) reads its own `/proc` (namespaces, seccomp
 //! mode, uid map) and kern reports how it applied the caps, read back from the cgroup
-//! (`engine::status::Applied`). The host's namespaces are this process's own.
+//! (`engine::shared::status::Applied`). The host's namespaces are this process's own.
 //!
 //! The probe runs the image's `/bin/sh` and `readlink`, so an image can make them print
 //! anything: what they say is never taken above what kern was asked to apply. A box of a
@@ -159,7 +159,7 @@ pub(super) fn unmeasured(why: String) -> Error {
 pub(super) fn read(
     opened: &Opened,
     out: &str,
-    applied: Option<crate::engine::status::Applied>,
+    applied: Option<crate::engine::shared::status::Applied>,
     notes: Vec<String>,
 ) -> Result<Isolation> {
     let mut ns = HashMap::new();
@@ -204,7 +204,7 @@ pub(super) fn read(
             cpu: or_none(applied.cpu),
         },
         // Every box has kern's set-id filter; the untrusted profile stacks two more on it
-        // (`engine::seccomp`). Kernels before 5.9 show no count: then the profile's presence
+        // (`engine::boxside::seccomp`). Kernels before 5.9 show no count: then the profile's presence
         // is what the spec asked for, which init enters or fails the box.
         seccomp: match (seccomp.as_deref(), filters) {
             (Some("0"), _) => "none",

@@ -10,7 +10,7 @@ use super::isolation::{self, Isolation, PROBE};
 use super::network;
 use super::opened::Opened;
 use super::process::{Process, ProcessRequest};
-use crate::engine::launch::Outcome;
+use crate::engine::addon::launch::Outcome;
 use crate::error::{Error, Result};
 use crate::lang::Language;
 use std::collections::BTreeMap;
@@ -73,7 +73,7 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let mut spec = opened.call_spec(argv, &[], &[], PROBE_TIMEOUT_MS, false, &workspace);
     if let Some(a) = opened.resident.get() {
         a.check()?;
-        spec.resident = Some(crate::engine::spec::Resident::Exec {
+        spec.resident = Some(crate::engine::shared::spec::Resident::Exec {
             name: a.target.name.clone(),
             pid1: a.target.pid1,
         });
@@ -101,9 +101,9 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
 /// ran under.
 fn held(
     pid: libc::pid_t,
-    limits: &crate::engine::spec::Limits,
+    limits: &crate::engine::shared::spec::Limits,
     said: &str,
-) -> crate::engine::status::Applied {
+) -> crate::engine::shared::status::Applied {
     let cgroups = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
     let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
     // The directory of kern's cgroup holding `pid` for `controller` (v1) or for all (v2).
@@ -159,7 +159,7 @@ fn held(
     let memory = capped(read("memory", mem_file));
     let pids = capped(read("pids", pids_file));
     let cpu = capped(read("cpu", cpu_file));
-    crate::engine::status::Applied {
+    crate::engine::shared::status::Applied {
         memory: how(limits.memory_bytes.is_some(), memory, rlimited("data ")),
         pids: how(limits.pids.is_some(), pids, rlimited("nproc ")),
         cpu: how(limits.cpus.is_some(), cpu, false),
@@ -236,10 +236,10 @@ async fn kernel(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
 }
 
 /// Whether the image has a `python3` where a box's PATH finds it (resolved inside the image).
-fn has_python(root: &crate::engine::spec::RootSpec) -> bool {
+fn has_python(root: &crate::engine::shared::spec::RootSpec) -> bool {
     let root = match root {
-        crate::engine::spec::RootSpec::Dir { path } => path.clone(),
-        crate::engine::spec::RootSpec::Host => "/".into(),
+        crate::engine::shared::spec::RootSpec::Dir { path } => path.clone(),
+        crate::engine::shared::spec::RootSpec::Host => "/".into(),
     };
     let Ok(dir) = crate::fsx::open_no_symlinks(&root) else {
         return false;
@@ -266,7 +266,7 @@ async fn process(opened: &Arc<Opened>, kern: &Path, terminal: bool) -> Result<Is
         ..Default::default()
     };
     // Its output is kept in its result; nothing streams.
-    let (sink, mut chunks) = crate::engine::launch::chunk_channel();
+    let (sink, mut chunks) = crate::engine::addon::launch::chunk_channel();
     tokio::spawn(async move { while chunks.recv().await.is_some() {} });
     let p = Process::start(opened.clone(), kern, req, terminal, sink).await?;
     let r = p.wait().await?;
@@ -324,7 +324,7 @@ fn from_cell(
 fn failed(
     route: &str,
     code: i32,
-    fault: Option<&crate::engine::status::Fault>,
+    fault: Option<&crate::engine::shared::status::Fault>,
     said: &str,
 ) -> Error {
     let why = fault

@@ -12,8 +12,8 @@ use super::opened::Opened;
 use super::percall::PerCall;
 use super::result::ExecRequest;
 use super::writers::Active;
-use crate::engine::launch::{ChunkSender, Outcome};
-use crate::engine::spec::RootSpec;
+use crate::engine::addon::launch::{ChunkSender, Outcome};
+use crate::engine::shared::spec::RootSpec;
 use crate::error::{Error, Result};
 use crate::lang::Language;
 use std::path::Path;
@@ -85,7 +85,7 @@ pub struct LongBox {
 pub fn spawn(
     opened: Arc<Opened>,
     kern_path: &std::path::Path,
-    spec: crate::engine::spec::BoxSpec,
+    spec: crate::engine::shared::spec::BoxSpec,
     channel: Option<std::os::fd::OwnedFd>,
     sink: ChunkSender,
 ) -> Result<LongBox> {
@@ -175,7 +175,7 @@ impl KernelPlan {
                 cwd: req.cwd.clone(),
                 ..Default::default()
             },
-            crate::engine::spec::DEFAULT_WORKSPACE_TARGET,
+            crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET,
         )?;
         Ok(KernelPlan {
             timeout_s: req.timeout_s.clone(),
@@ -244,7 +244,7 @@ pub(super) fn start_driver(
     place: &PerCall,
 ) -> Result<Lifecycle<Driver>> {
     let session_closing = opened.closing.subscribe();
-    let (sink, chunks) = crate::engine::launch::chunk_channel();
+    let (sink, chunks) = crate::engine::addon::launch::chunk_channel();
     let started = start(opened, kern, sink, d.lang, place)?;
     let live = driver::Live::new(
         started.sock,
@@ -290,7 +290,7 @@ async fn start_jupyter(
     };
     let prepared = jupyter::start::prepare(&mut spec, root, workspace, &caller_env, name).await?;
     let session_closing = opened.closing.subscribe();
-    let (sink, chunks) = crate::engine::launch::chunk_channel();
+    let (sink, chunks) = crate::engine::addon::launch::chunk_channel();
     let b = spawn(opened, kern, spec, None, sink)?;
     let started = jupyter::start::Started {
         stop: b.stop,

@@ -48,7 +48,7 @@ pub use process::{Process, ProcessRequest};
 pub use result::{ExecRequest, ExecResult};
 pub use stderr::Stderr;
 
-use crate::engine::launch::ChunkSender;
+use crate::engine::addon::launch::ChunkSender;
 use crate::error::{Error, Result};
 use crate::workspace::archive;
 use crate::workspace::track::FileInfo;

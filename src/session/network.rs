@@ -8,12 +8,12 @@
 //! hosts of `secrets`, where the proxy terminates TLS with a CA of the session's own, which the
 //! boxes trust besides the host's CAs (`secrets_proxy`, `trust_bundle`).
 
-use crate::engine::handoff::BoxFds;
-use crate::engine::proxy::{Decision, Policy, Proxy, SecretSpec, Secrets};
-use crate::engine::spec::{BoxSpec, EgressSpec, EtcOverride};
+use crate::engine::shared::handoff::BoxFds;
+use crate::engine::shared::spec::{BoxSpec, EgressSpec, EtcOverride};
 use crate::error::Error;
 use crate::error::Result;
 use crate::image::net::{NO_PROXY_VARS, PROXY_VARS};
+use crate::proxy::{Decision, Policy, Proxy, SecretSpec, Secrets};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
@@ -119,8 +119,8 @@ pub fn proxy(policy: Policy) -> Result<Arc<Proxy>> {
     Ok(Proxy::new(policy, resolver()?))
 }
 
-fn resolver() -> Result<crate::engine::proxy::Resolver> {
-    crate::engine::proxy::Resolver::from_env()
+fn resolver() -> Result<crate::proxy::Resolver> {
+    crate::proxy::Resolver::from_env()
         .map_err(|e| crate::error::Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))
 }
 
@@ -205,7 +205,7 @@ async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
             return;
         }
         let got = line.try_io(tokio::io::Interest::READABLE, || {
-            crate::engine::sys::recv_with_fds(line.as_raw_fd(), &mut buf)
+            crate::engine::shared::sys::recv_with_fds(line.as_raw_fd(), &mut buf)
         });
         match got {
             Ok((0, _)) => return,

@@ -11,8 +11,8 @@ use super::pool;
 use super::pyc;
 use super::setup;
 use crate::config::{Config, Network};
-use crate::engine::launch::{ChunkSender, Kern};
-use crate::engine::spec::{Resident, RootSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::addon::launch::{ChunkSender, Kern};
+use crate::engine::shared::spec::{Resident, RootSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use std::path::Path;
@@ -33,7 +33,7 @@ pub(super) async fn open(
             kern.display()
         )));
     }
-    crate::engine::launch::check_version(kern).await?;
+    crate::engine::addon::launch::check_version(kern).await?;
     let source = config.image.clone();
     let image = tokio::task::spawn_blocking(move || {
         let policy = crate::image::PullPolicy::from_env()?;
@@ -163,7 +163,9 @@ async fn start(
 /// the process, and again until one passes.
 async fn container_preflight(opened: &Arc<Opened>, kern: &Path) -> Result<()> {
     static PASSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-    if PASSED.load(std::sync::atomic::Ordering::Relaxed) || !crate::engine::container::confined() {
+    if PASSED.load(std::sync::atomic::Ordering::Relaxed)
+        || !crate::engine::shared::container::confined()
+    {
         return Ok(());
     }
     let workspace = opened.workspace_path()?;

@@ -9,8 +9,8 @@ use super::persist;
 use super::pyc;
 use super::writers::Writers;
 use crate::config::{Config, Network};
-use crate::engine::launch::{Kern, Outcome};
-use crate::engine::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::addon::launch::{Kern, Outcome};
+use crate::engine::shared::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
@@ -48,7 +48,7 @@ pub(super) struct Opened {
     /// The host CA bundle networked boxes trust (`KERN_HOST_CA=0`: none).
     pub(super) ca: Option<PathBuf>,
     /// The allowlist proxy of this session's boxes (`egressAllow`).
-    pub(super) proxy: Option<Arc<crate::engine::proxy::Proxy>>,
+    pub(super) proxy: Option<Arc<crate::proxy::Proxy>>,
     /// `secrets`: the placeholders boxes get, and the CA bundle they trust instead of `ca`.
     pub(super) secrets: Option<network::SecretsProxy>,
     /// `persist`: the resident box every call runs in (set once open() met or started it).

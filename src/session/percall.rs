@@ -2,7 +2,7 @@
 //! same rules), its `cwd` (workspace-relative), its `stdin` (a pipe kern's caller feeds, then
 //! closes) and its abort (`signal`: the close() path, for one call). Checked here before any box
 //! starts; whether the directory exists, and where its symlinks lead, only the box can say
-//! (`engine::init`, `Pid1Msg::CwdRefused`).
+//! (`engine::boxside::init`, `Pid1Msg::CwdRefused`).
 
 use super::result::ExecRequest;
 use crate::config::show_bytes;

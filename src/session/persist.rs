@@ -2,10 +2,10 @@
 //! checks each call makes that the box is still the one this Sandbox opened. (open() runs
 //! `setup` and starts the box between `meet` and `started`.)
 
-use crate::engine::handoff::CallTarget;
-use crate::engine::launch::Outcome;
-use crate::engine::resident as res;
-use crate::engine::spec::BoxSpec;
+use crate::engine::addon::launch::Outcome;
+use crate::engine::monitor::resident as res;
+use crate::engine::shared::handoff::CallTarget;
+use crate::engine::shared::spec::BoxSpec;
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -9,12 +9,12 @@ use super::opened::Opened;
 use super::percall::{self, PerCall};
 use super::result::{self, over_quota, ExecRequest, ExecResult};
 use super::writers::Active;
-use crate::engine::connector;
-use crate::engine::handoff::BoxFds;
-use crate::engine::handoff::{signal_number, SIGNALS};
-use crate::engine::launch::{Chunk, ChunkSender, Controls, Outcome, Stream};
-use crate::engine::spec::{TtySize, DEFAULT_WORKSPACE_TARGET};
-use crate::engine::status::FaultKind;
+use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Outcome, Stream};
+use crate::engine::boxside::connector;
+use crate::engine::shared::handoff::BoxFds;
+use crate::engine::shared::handoff::{signal_number, SIGNALS};
+use crate::engine::shared::spec::{TtySize, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::workspace::track;
 use std::os::fd::{AsFd, OwnedFd};
@@ -67,7 +67,7 @@ pub struct Process {
     ended: watch::Receiver<bool>,
     result: Arc<Mutex<Option<Result<ExecResult>>>>,
     /// How kern applied its box's caps, once it has ended (`isolation()`).
-    applied: Arc<Mutex<Option<crate::engine::status::Applied>>>,
+    applied: Arc<Mutex<Option<crate::engine::shared::status::Applied>>>,
 }
 
 impl Process {
@@ -83,7 +83,7 @@ impl Process {
         let what = if terminal { "terminal()" } else { "spawn()" };
         let argv = match (req.argv, terminal) {
             (Some(a), _) => a,
-            (None, true) => vec![crate::engine::pty::shell_of(&opened.image.root).to_string()],
+            (None, true) => vec![crate::engine::boxside::pty::shell_of(&opened.image.root).to_string()],
             (None, false) => {
                 return crate::invalid!(
                     "spawn() needs a non-empty argv array, e.g. spawn([\"python3\", \"-m\", \"http.server\"])"
@@ -185,7 +185,7 @@ impl Process {
         let line = opened.egress_line(&spec)?;
         let kern = match opened.resident.get() {
             // A resident session's kerns are for calls into its box; this is a fresh one.
-            Some(_) => crate::engine::launch::Kern::spawn(kern_path, &cfg.limits)?,
+            Some(_) => crate::engine::addon::launch::Kern::spawn(kern_path, &cfg.limits)?,
             None => opened.kern(kern_path)?,
         };
 
@@ -197,7 +197,7 @@ impl Process {
         let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let task_killed = killed.clone();
         let task_slot = result_slot.clone();
-        let applied: Arc<Mutex<Option<crate::engine::status::Applied>>> = Arc::default();
+        let applied: Arc<Mutex<Option<crate::engine::shared::status::Applied>>> = Arc::default();
         let task_applied = applied.clone();
         let max_output = cfg.max_output;
         let active = Active::enter(&opened.writers).await;
@@ -441,11 +441,11 @@ impl Process {
         let Some(master) = master.filter(|_| !*self.ended.borrow()) else {
             return Ok(());
         };
-        crate::engine::pty::set_size(master.as_fd(), size)
+        crate::engine::boxside::pty::set_size(master.as_fd(), size)
             .map_err(|e| Error::Runtime(format!("resize the terminal: {e}")))
     }
 
-    /// A TCP connection to `127.0.0.1:port` inside its box (`engine::connector`); the socket.
+    /// A TCP connection to `127.0.0.1:port` inside its box (`engine::boxside::connector`); the socket.
     /// `wait_s` (null: 0): how long a refused connection is tried again, for a server that is
     /// still starting; the process's end stops the wait at once.
     pub async fn connect(
@@ -553,7 +553,7 @@ impl Process {
     }
 
     /// How kern applied its box's caps, once it has ended.
-    pub(super) fn applied(&self) -> Option<crate::engine::status::Applied> {
+    pub(super) fn applied(&self) -> Option<crate::engine::shared::status::Applied> {
         self.applied.lock().ok().and_then(|a| a.clone())
     }
 
@@ -572,11 +572,12 @@ async fn open_terminal(
     done: watch::Sender<Option<Kept>>,
 ) -> Result<Option<(Arc<OwnedFd>, tokio::net::unix::pipe::Sender)>> {
     let io = |e: std::io::Error| Error::Runtime(format!("the terminal: {e}"));
-    let master = tokio::task::spawn_blocking(move || crate::engine::pty::receive_master(&sock))
-        .await
-        .map_err(|e| Error::Runtime(format!("the terminal: {e}")))?
-        .map_err(io)?
-        .ok_or_else(|| Error::Runtime("the box ended before its terminal opened".into()))?;
+    let master =
+        tokio::task::spawn_blocking(move || crate::engine::boxside::pty::receive_master(&sock))
+            .await
+            .map_err(|e| Error::Runtime(format!("the terminal: {e}")))?
+            .map_err(io)?
+            .ok_or_else(|| Error::Runtime("the box ended before its terminal opened".into()))?;
     set_nonblocking(&master)?;
     // Read and written through two descriptors of the one master, each registered with the
     // runtime on its own (the pipe types take any pollable descriptor).

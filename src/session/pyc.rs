@@ -21,9 +21,9 @@
 //! (the workspace, `/tmp`, `py_compile`, `compileall`) is written where python writes it
 //! without the cache.
 
-use crate::engine::launch::Kern;
-use crate::engine::spec::{BindSpec, BoxSpec, RootSpec};
-use crate::engine::status::FaultKind;
+use crate::engine::addon::launch::Kern;
+use crate::engine::shared::spec::{BindSpec, BoxSpec, RootSpec};
+use crate::engine::shared::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::image::store::Store;
 use sha2::Digest as _;

@@ -3,8 +3,8 @@
 
 use super::stderr::Stderr;
 use crate::config::show_bytes;
-use crate::engine::launch::Outcome;
-use crate::engine::status::{Fault, FaultKind};
+use crate::engine::addon::launch::Outcome;
+use crate::engine::shared::status::{Fault, FaultKind};
 use crate::lang::driver;
 use crate::workspace::track::{self, FileInfo};
 

@@ -15,10 +15,10 @@ use super::deps::deps;
 use super::opened::Opened;
 use super::stderr::push_line;
 use crate::config::{Network, SetupNetwork};
-use crate::engine::launch::{ChunkSender, Kern};
-use crate::engine::proxy::{Policy, Proxy};
-use crate::engine::spec::{BoxSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::addon::launch::{ChunkSender, Kern};
+use crate::engine::shared::spec::{BoxSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
+use crate::proxy::{Policy, Proxy};
 use std::path::Path;
 
 /// The setup box's wall-clock limit when `KERN_SETUP_TIMEOUT_S` is unset: installs of large

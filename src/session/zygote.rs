@@ -1,6 +1,6 @@
 //! ADDITION (issue 21): a Sandbox's zygote (`zygote: true`), the session's side. One box runs
 //! the python driver with the zygote in front of it (`lang/zygote.py`), started at open(); each
-//! python cell that may take it is forked from it by the call's own `kern` (`engine::zygote`).
+//! python cell that may take it is forked from it by the call's own `kern` (`engine::monitor::zygote`).
 //! Which calls may: python `runCode` cells with no `env`, `cwd` or stdin of their own (the
 //! interpreter started under the Sandbox's), streaming ones and ones with a `signal` included;
 //! the others run in fresh boxes as before. The zygote's environment holds no place a box writes
@@ -8,7 +8,7 @@
 
 use super::longbox;
 use super::opened::Opened;
-use crate::engine::launch::Kern;
+use crate::engine::addon::launch::Kern;
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -30,7 +30,7 @@ pub(super) struct Zygote {
     ctl: OwnedFd,
     box_: longbox::LongBox,
     /// What each call's box is made from (the Sandbox's scratch mounts and hostname).
-    inputs: crate::engine::zygote::plan::Inputs,
+    inputs: crate::engine::monitor::zygote::plan::Inputs,
     /// Kerns in their cgroups, each with a call's box the zygote forked and they set up, whose
     /// workload waits for a call; oldest first.
     spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
@@ -49,9 +49,14 @@ impl Zygote {
     }
 
     /// A kern with a fork of the zygote, set up as a call's box by the time the call comes.
-    fn spawn_spare(&self, kern: &Path, limits: &crate::engine::spec::Limits) -> Option<Kern> {
+    fn spawn_spare(
+        &self,
+        kern: &Path,
+        limits: &crate::engine::shared::spec::Limits,
+    ) -> Option<Kern> {
         let (ours, theirs) = seqpacket_pair().ok()?;
-        crate::engine::sys::send_with_fds(self.ctl.as_fd(), b"x", &[theirs.as_raw_fd()]).ok()?;
+        crate::engine::shared::sys::send_with_fds(self.ctl.as_fd(), b"x", &[theirs.as_raw_fd()])
+            .ok()?;
         drop(theirs);
         Kern::spawn_zygote(kern, limits, &self.inputs, ours).ok()
     }
@@ -180,7 +185,9 @@ fn start_env(
         .iter()
         .rev()
         .find(|(k, _)| k == "PATH")
-        .map_or(crate::engine::spec::DEFAULT_PATH, |(_, v)| v.as_str());
+        .map_or(crate::engine::shared::spec::DEFAULT_PATH, |(_, v)| {
+            v.as_str()
+        });
     kept.push(("HOME".into(), NO_HOME.into()));
     kept.push(("PATH".into(), image_path.into()));
     let hook = hook.filter(|h| {
@@ -219,11 +226,11 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
     // The one capability the zygote keeps, in its box's user namespace only: a fork may map
     // its own uid 0 into the user namespace it makes only if its creator held CAP_SETFCAP
     // (since Linux 5.12). The fork's workload holds none: it lives in its own namespace.
-    spec.keep_caps = vec![crate::engine::caps::SETFCAP];
+    spec.keep_caps = vec![crate::engine::shared::caps::SETFCAP];
     crate::config::check_exec_size(&spec.argv, &spec.env)?;
     let (ours, theirs) =
         seqpacket_pair().map_err(|e| Error::Runtime(format!("socketpair for the zygote: {e}")))?;
-    let (sink, mut output) = crate::engine::launch::chunk_channel();
+    let (sink, mut output) = crate::engine::addon::launch::chunk_channel();
     let box_ = longbox::spawn(opened.clone(), kern, spec, Some(theirs), sink)?;
     // The zygote's own output (python's errors, if it fails to start) is kept for the error.
     let said = Arc::new(std::sync::Mutex::new(Vec::new()));
@@ -274,15 +281,15 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         box_.stop.send_replace(true);
         let said = said
             .lock()
-            .map(|s| crate::engine::zygote::call::said_or(&s, "no output"))
+            .map(|s| crate::engine::monitor::zygote::call::said_or(&s, "no output"))
             .unwrap_or_else(|_| "no output".into());
         return crate::invalid!(
             "option `zygote`: the image's python3 did not start the zygote ({said}); leave `zygote` out for this image"
         );
     }
-    let inputs = crate::engine::zygote::plan::Inputs {
+    let inputs = crate::engine::monitor::zygote::plan::Inputs {
         tmpfs: opened.config.tmpfs.clone(),
-        hostname: crate::engine::spec::DEFAULT_HOSTNAME.into(),
+        hostname: crate::engine::shared::spec::DEFAULT_HOSTNAME.into(),
     };
     let z = Zygote {
         ctl: ours,

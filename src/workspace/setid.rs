@@ -6,7 +6,7 @@ use std::path::Path;
 use crate::fsx::walk::{walk_all, Closed, Visit};
 
 /// Clears the setuid/setgid bits of every regular file under `root`. The box's seccomp filter
-/// refuses set-id modes at the source (`engine::seccomp::setid`); this sweep after every box is
+/// refuses set-id modes at the source (`engine::boxside::setid`); this sweep after every box is
 /// the second wall, for a kernel path the filter does not know. kern runs it before it reports,
 /// so it covers the CLI and a caller that died mid-call too. It is complete or it fails: the
 /// caller turns an error into a fault.

@@ -2,9 +2,12 @@
 //! when not. Each check asks the kernel itself where it can (a user namespace, a cgroup leaf, an
 //! idmapped mount, `openat2`), rather than guessing from version numbers.
 
-use kern_sandbox::engine::cgroup::{self, BoxCgroup, Version};
-use kern_sandbox::engine::spec::Limits;
-use kern_sandbox::engine::{apparmor, container, idmap, landlock, launch, sys};
+use kern_sandbox::engine::addon::launch;
+use kern_sandbox::engine::boxside::{apparmor, landlock};
+use kern_sandbox::engine::monitor::cgroup::{self, BoxCgroup, Version};
+use kern_sandbox::engine::monitor::idmap;
+use kern_sandbox::engine::shared::spec::Limits;
+use kern_sandbox::engine::shared::{container, sys};
 use kern_sandbox::image::net::{self as pullnet, redact};
 use kern_sandbox::image::store::Store;
 use kern_sandbox::workspace::{self, Found};

@@ -1,7 +1,7 @@
 //! `kern run -i`/`-t`, `kern exec -i`/`-t` and `kern attach`: a box's stdin and terminal at
 //! this one, as `docker run -it` and ssh give them.
 //!
-//! With `-t` the workload gets a terminal of its box's own devpts (`spec.tty`, `engine::pty`),
+//! With `-t` the workload gets a terminal of its box's own devpts (`spec.tty`, `engine::boxside::pty`),
 //! sized like this one; its master comes back on a socketpair (`BoxFds::tty`), and a thread
 //! relays the master's output to the host's stdout, another (with `-i`) the host's stdin to the
 //! master. With `-it` the host terminal is raw meanwhile, so keys like ^C reach the box's
@@ -29,10 +29,10 @@
 use super::stdio::{
     dup_std, readable, relay_streams, write_all, HostStdio, Streams, DRAIN_MAX, HOST_STDERR,
 };
-use kern_sandbox::engine::handoff::BoxFds;
-use kern_sandbox::engine::pty;
-use kern_sandbox::engine::spec::TtySize;
-use kern_sandbox::engine::sys;
+use kern_sandbox::engine::boxside::pty;
+use kern_sandbox::engine::shared::handoff::BoxFds;
+use kern_sandbox::engine::shared::spec::TtySize;
+use kern_sandbox::engine::shared::sys;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};

@@ -1,9 +1,9 @@
 //! `kern`: the runtime executable, one process per box or per call into a resident box. It
-//! stays on the host as the box's monitor (`engine::monitor`).
+//! stays on the host as the box's monitor (`engine::monitor::parent`).
 //!
-//! `kern box` is the addon's (`engine::launch::Kern`): it is started with a socketpair on its
+//! `kern box` is the addon's (`engine::addon::launch::Kern`): it is started with a socketpair on its
 //! stdin, the control socket, and its stdout and stderr carry the box's output, which the addon
-//! drains. On the control socket, one JSON line each (`engine::protocol`):
+//! drains. On the control socket, one JSON line each (`engine::shared::protocol`):
 //!
 //! 1. addon -> kern, an `Ask`: a fresh box's caps (kern makes the box's cgroup and moves into it
 //!    at once, or says which caps fall back to rlimits, `monitor::prepare`), a zygote spare's, or
@@ -30,7 +30,7 @@
 //!
 //! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
 //! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
-//! boxes, found through `engine::resident`'s state files), `kern attach` and the `-i`/`-t` of
+//! boxes, found through `engine::monitor::resident`'s state files), `kern attach` and the `-i`/`-t` of
 //! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs; in every mode the
 //! box's stdio is pipes or its own terminal, never kern's: stdio.rs), `kern doctor`
 //! (what this host offers kern-sandbox, with the fix for each thing missing; doctor.rs), and
@@ -45,15 +45,15 @@ use clap::{Parser, Subcommand};
 use kern_sandbox::config::{
     self, base_env, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
-use kern_sandbox::engine::handoff::{BoxFds, CallTarget, Caller};
-use kern_sandbox::engine::monitor::{self, run_box};
-use kern_sandbox::engine::protocol::{self, Ask, Said};
-use kern_sandbox::engine::resident::{self, call};
-use kern_sandbox::engine::spec::{
+use kern_sandbox::engine::monitor::parent::{self as monitor, run_box};
+use kern_sandbox::engine::monitor::resident::{self, call};
+use kern_sandbox::engine::shared::handoff::{BoxFds, CallTarget, Caller};
+use kern_sandbox::engine::shared::protocol::{self, Ask, Said};
+use kern_sandbox::engine::shared::spec::{
     BoxSpec, Limits, Resident, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
 };
-use kern_sandbox::engine::status::{self, BoxReport};
-use kern_sandbox::engine::sys;
+use kern_sandbox::engine::shared::status::{self, BoxReport};
+use kern_sandbox::engine::shared::sys;
 use kern_sandbox::image;
 use kern_sandbox::workspace::Workspace;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -218,8 +218,8 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
-    // Before any box's namespaces exist: they keep the limit their maker had (`engine::mq`).
-    kern_sandbox::engine::mq::lift_host_budget();
+    // Before any box's namespaces exist: they keep the limit their maker had (`engine::shared::mq`).
+    kern_sandbox::engine::shared::mq::lift_host_budget();
     match Cli::parse().command {
         Command::Box => boxed(),
         Command::Run(args) => or_125(run(args)),
@@ -382,7 +382,7 @@ fn resident_call(target: &CallTarget, control: &mut Control) -> ExitCode {
 /// `Ask::Zygote`: the call's box is arranged now, before the call.
 fn zygote_call(
     limits: &Limits,
-    inputs: &kern_sandbox::engine::zygote::plan::Inputs,
+    inputs: &kern_sandbox::engine::monitor::zygote::plan::Inputs,
     control: &mut Control,
 ) -> ExitCode {
     let prepared = monitor::prepare(limits);
@@ -602,7 +602,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         keep_caps: Vec::new(),
         seccomp: match a.security_profile {
             Some(_) => Some(
-                kern_sandbox::engine::seccomp::untrusted()
+                kern_sandbox::engine::boxside::seccomp::untrusted()
                     .map_err(|e| e.to_string())?
                     .clone(),
             ),
@@ -704,7 +704,7 @@ fn resident_exec(
         spec.env.push((k.to_string(), v.to_string()));
     }
     let argv = match argv.is_empty() {
-        true => vec![kern_sandbox::engine::pty::shell_of(&spec.root).to_string()],
+        true => vec![kern_sandbox::engine::boxside::pty::shell_of(&spec.root).to_string()],
         false => argv,
     };
     config::check_exec_size(&argv, &spec.env).map_err(|e| e.to_string())?;

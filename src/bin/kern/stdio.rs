@@ -11,7 +11,7 @@
 //! the host's terminal is restored. Without, they are two pipes, relayed to the host's stdout
 //! and stderr as they come by a thread (`relay_streams`).
 
-use kern_sandbox::engine::sys;
+use kern_sandbox::engine::shared::sys;
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};

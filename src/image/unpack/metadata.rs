@@ -11,7 +11,7 @@ use nix::unistd::{fchown, Gid, Uid};
 
 use super::paths::{io, malformed, Budgeted};
 use super::{DirAttrs, UnpackError, Unpacker, S_ISGID, S_ISUID};
-use crate::engine::sys;
+use crate::engine::shared::sys;
 
 impl Unpacker {
     /// Owner, mode (set-id bits stripped), xattrs and mtime of a regular file or FIFO, on its fd.

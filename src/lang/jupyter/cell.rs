@@ -5,7 +5,7 @@
 //! arrived (they travel on different sockets, so either may come first).
 
 use super::wire::Message;
-use crate::engine::launch::Stream;
+use crate::engine::addon::launch::Stream;
 use crate::lang::driver::{CellError, Item, Results};
 use serde_json::{json, Value};
 

@@ -11,7 +11,7 @@
 //!
 //! `kern` opens the source again before it mounts it (no symlinks, the recorded inode or
 //! nothing), so a source swapped after `parse` is refused instead of mounted. (The box's own
-//! mount tree, these binds among it, is `engine::mounts`.)
+//! mount tree, these binds among it, is `engine::boxside::mounts`.)
 
 use crate::error::{Error, Result};
 use crate::fsx::walk;
@@ -81,7 +81,7 @@ const RUNTIME_SOCKETS: &[&str] = &["bus", "docker.sock", "podman/podman.sock"];
 const BOX_RESERVED: &[&str] = &["/proc", "/sys", "/dev"];
 
 /// One checked host bind: the engine's bind, with the source's device and inode as checked.
-pub use crate::engine::spec::BindSpec as Mount;
+pub use crate::engine::shared::spec::BindSpec as Mount;
 
 /// What the policy needs to know about the host and the box.
 #[derive(Debug, Clone)]

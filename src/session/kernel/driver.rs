@@ -9,8 +9,8 @@
 use super::lifecycle::{
     cell_signal, cell_stop, end_fault, end_reading, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
 };
-use crate::engine::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
-use crate::engine::status::{Fault, FaultKind};
+use crate::engine::addon::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
+use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use crate::lang::Language;
@@ -523,7 +523,10 @@ impl Slot {
         self,
         code: &str,
         timeout_ms: u64,
-    ) -> (Result<ExecResult>, Option<crate::engine::launch::Outcome>) {
+    ) -> (
+        Result<ExecResult>,
+        Option<crate::engine::addon::launch::Outcome>,
+    ) {
         let r = self
             .0
             .run_code(code, Some(timeout_ms), None, None, None)

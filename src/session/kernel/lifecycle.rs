@@ -6,8 +6,8 @@
 //! the kind's (`Kind`): the python driver's (`driver`) or an image's Jupyter kernel's
 //! (`jupyter`).
 
-use crate::engine::launch::{ChunkSender, Outcome};
-use crate::engine::status::{Fault, FaultKind};
+use crate::engine::addon::launch::{ChunkSender, Outcome};
+use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::session::percall;
 use crate::session::result::{self, ExecResult};
@@ -25,8 +25,8 @@ pub(crate) type Ended = tokio::task::JoinHandle<Result<Option<Outcome>>>;
 /// hold its reader, and its end, for ever.
 pub(crate) async fn end_reading(
     ended: &mut Ended,
-    chunks: &mut crate::engine::launch::ChunkReceiver,
-    mut keep: impl FnMut(crate::engine::launch::Chunk),
+    chunks: &mut crate::engine::addon::launch::ChunkReceiver,
+    mut keep: impl FnMut(crate::engine::addon::launch::Chunk),
 ) -> std::result::Result<Result<Option<Outcome>>, tokio::task::JoinError> {
     loop {
         tokio::select! {
@@ -93,7 +93,7 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
     /// The box's end, in the live part.
     fn ended(live: &mut Self::Live) -> &mut Ended;
     /// The box's output, in the live part (read while waiting for its end: `end_reading`).
-    fn chunks(live: &mut Self::Live) -> &mut crate::engine::launch::ChunkReceiver;
+    fn chunks(live: &mut Self::Live) -> &mut crate::engine::addon::launch::ChunkReceiver;
     /// The cell's own check, before it waits for the kernel.
     fn check_cell(&self, code: &str) -> Result<()>;
     /// The error of a call to a kernel that was torn down for `why`.
@@ -300,8 +300,10 @@ impl<K: Kind> Lifecycle<K> {
             // Not awaited when finished: a kind may have taken its output already. What the box
             // still writes meanwhile is read and dropped (no cell is there to take it).
             if !K::ended(live).is_finished() {
-                let mut chunks =
-                    std::mem::replace(K::chunks(live), crate::engine::launch::chunk_channel().1);
+                let mut chunks = std::mem::replace(
+                    K::chunks(live),
+                    crate::engine::addon::launch::chunk_channel().1,
+                );
                 if let Ok(Ok(Some(o))) = end_reading(K::ended(live), &mut chunks, drop).await {
                     outcome = Some(o);
                 }
@@ -335,7 +337,8 @@ async fn over_quota(quota: &Option<(PathBuf, u64)>) -> Option<ExecResult> {
 /// The signal of a cell whose box was ended (its exit code 137 says SIGKILL, the signal kern
 /// ends a box with): the kernel's interpreter went with the box.
 pub(crate) fn cell_signal(exit_code: i32, fault: Option<&Fault>) -> Option<String> {
-    (exit_code == 137 && fault.is_some()).then(|| crate::engine::status::signal_name(libc::SIGKILL))
+    (exit_code == 137 && fault.is_some())
+        .then(|| crate::engine::shared::status::signal_name(libc::SIGKILL))
 }
 
 /// Why a kernel's box ended, from its outcome: the box's own fault, or the kernel's `process`

@@ -9,7 +9,7 @@ pub(crate) mod jupyter;
 pub(crate) mod lifecycle;
 
 use super::result::ExecResult;
-use crate::engine::launch::ChunkSender;
+use crate::engine::addon::launch::ChunkSender;
 use crate::error::Result;
 use driver::Driver;
 use jupyter::Jupyter;

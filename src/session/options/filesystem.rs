@@ -6,7 +6,7 @@ use crate::config::{
     check_target, parse_size, tmpfs_out_of_bounds, Config, DEFAULT_TMPFS_MB, MAX_MOUNTS,
     MAX_SAFE_BYTES, MIB,
 };
-use crate::engine::spec::{TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::session::host_binds;
 use serde_json::{Map, Value};

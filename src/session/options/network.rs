@@ -82,16 +82,16 @@ pub(super) fn secrets(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
         if s.get("headers")
             .is_some_and(|v| v.as_array().is_some_and(Vec::is_empty))
         {
-            return crate::invalid!("option `secrets`: {name:?}: `headers` is empty; name the request headers the value may go into (leave it out for the default: {})", crate::engine::proxy::DEFAULT_HEADERS.join(", "));
+            return crate::invalid!("option `secrets`: {name:?}: `headers` is empty; name the request headers the value may go into (leave it out for the default: {})", crate::proxy::DEFAULT_HEADERS.join(", "));
         }
-        specs.push(crate::engine::proxy::SecretSpec {
+        specs.push(crate::proxy::SecretSpec {
             name: name.clone(),
             value: value.to_owned(),
             hosts,
             headers,
         });
     }
-    crate::engine::proxy::Secrets::check(&specs, policy)
+    crate::proxy::Secrets::check(&specs, policy)
         .map_err(|e| Error::Invalid(format!("option `secrets`: {e}")))?;
     cfg.secrets = specs;
     Ok(())
@@ -112,12 +112,12 @@ pub(super) fn setup_network(v: &Value) -> Result<SetupNetwork> {
 
 /// The proxy's policy from an `egressAllow` list as JSON (`setEgressAllow`), checked as the
 /// option is.
-pub fn egress_list(v: &Value) -> Result<crate::engine::proxy::Policy> {
+pub fn egress_list(v: &Value) -> Result<crate::proxy::Policy> {
     egress_policy(&strings("egressAllow", v)?)
 }
 
 /// The proxy's policy from `egressAllow` entries; a bad entry is the option's error.
-pub fn egress_policy(entries: &[String]) -> Result<crate::engine::proxy::Policy> {
-    crate::engine::proxy::Policy::parse(entries)
+pub fn egress_policy(entries: &[String]) -> Result<crate::proxy::Policy> {
+    crate::proxy::Policy::parse(entries)
         .map_err(|e| Error::Invalid(format!("option `egressAllow`: {e}")))
 }

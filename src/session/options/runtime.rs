@@ -49,7 +49,7 @@ pub(super) fn persist(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
             let n = v
                 .as_str()
                 .ok_or_else(|| type_err("name", "a string or null", v))?;
-            crate::engine::resident::check_name(n)
+            crate::engine::monitor::resident::check_name(n)
                 .map_err(|e| Error::Invalid(format!("option `name`: {e}")))?;
             Some(n.to_string())
         }
@@ -201,7 +201,10 @@ pub(super) fn resident_limits(map: &Map<String, Value>, cfg: &mut Config) -> Res
         if cfg.prewarm > 0 {
             return crate::invalid!("options `persist` and `prewarm` can't be combined: a resident box runs every call itself (each call still starts a fresh interpreter); leave `prewarm` out");
         }
-        if cfg.keep_caps.contains(&crate::engine::caps::SYS_ADMIN) {
+        if cfg
+            .keep_caps
+            .contains(&crate::engine::shared::caps::SYS_ADMIN)
+        {
             return crate::invalid!("options `persist` and a `capDrop` that keeps SYS_ADMIN can't be combined yet: such a box's mounts are locked in a nested namespace that resident calls do not join; drop SYS_ADMIN (the default capDrop [\"ALL\"] does)");
         }
         // The compiled stdlib is bound into a box when it starts; a resident box would miss a

@@ -16,7 +16,7 @@ pub(super) fn posture(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
         if name != "untrusted" {
             return crate::invalid!("option `securityProfile` {name:?} is not a profile: the one profile is \"untrusted\" (null keeps kern's standard posture)");
         }
-        let programs = crate::engine::seccomp::untrusted()
+        let programs = crate::engine::boxside::seccomp::untrusted()
             .map_err(|e| Error::HostUnsupported(format!("option `securityProfile`: {e}")))?;
         cfg.seccomp = Some(programs.clone());
     }
@@ -40,14 +40,17 @@ pub(super) fn posture(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
     }
     if let Some(v) = get("capDrop").filter(|v| !v.is_null()) {
         let drop = strings("capDrop", v)?;
-        cfg.keep_caps = crate::engine::caps::kept_after_dropping(&drop)
+        cfg.keep_caps = crate::engine::shared::caps::kept_after_dropping(&drop)
             .map_err(|e| Error::Invalid(format!("option `capDrop`: {e}")))?;
         if cfg.seccomp.is_some() && !cfg.keep_caps.is_empty() {
             return crate::invalid!("`securityProfile: \"untrusted\"` drops every capability, and `capDrop` keeps some: use capDrop [\"ALL\"] (or leave it out) with the untrusted profile, or drop the profile");
         }
         // Run as root, box root writes through the idmapped workspace as the workspace's owner:
         // a file capability it set (`setcap cap_setuid+ep`) would be one the host honours.
-        if nix::unistd::geteuid().is_root() && cfg.keep_caps.contains(&crate::engine::caps::SETFCAP)
+        if nix::unistd::geteuid().is_root()
+            && cfg
+                .keep_caps
+                .contains(&crate::engine::shared::caps::SETFCAP)
         {
             return crate::invalid!("option `capDrop` keeps SETFCAP, and kern-sandbox runs as root: box root could then give a workspace file capabilities (`setcap cap_setuid+ep`) that the host honours; add \"SETFCAP\" to capDrop (e.g. capDrop: [\"SETFCAP\"] to keep every other capability)");
         }
@@ -71,7 +74,7 @@ fn check_account(account: &str) -> Result<&str> {
     if !ok {
         return crate::invalid!("option `user` {account:?} is not \"<user>[:<group>]\": give a name or a numeric id for each, such as \"node\", \"1000\" or \"1000:1000\"");
     }
-    let range = crate::engine::idmap::RANGE;
+    let range = crate::engine::monitor::idmap::RANGE;
     for part in account.split(':') {
         let numeric = part.bytes().all(|b| b.is_ascii_digit());
         if numeric && part.parse::<u32>().map_or(true, |id| id >= range) {

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::config::{check_exec_size, DEFAULT_PERSIST_TTL_S, MAX_ARG_STRLEN, MIB};
-use crate::engine::spec::TmpfsSpec;
+use crate::engine::shared::spec::TmpfsSpec;
 use crate::image::Source;
 use serde_json::json;
 

@@ -1,7 +1,7 @@
 //! A `vgpio` device as written in kern.toml, resolved on the host to the character device it
 //! names, and where it appears in the box.
 
-use crate::engine::spec::DeviceSpec;
+use crate::engine::shared::spec::DeviceSpec;
 use nix::sys::stat::{fstat, SFlag};
 use std::path::Path;
 

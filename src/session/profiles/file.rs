@@ -4,7 +4,7 @@
 use super::device::check_device;
 use super::token::{valid_name, Kind, Token, MAX_NAME_LEN};
 use crate::config::{cpus_out_of_bounds, memory_out_of_bounds, parse_size, tmpfs_out_of_bounds};
-use crate::engine::spec::{DeviceSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{DeviceSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use serde::Deserialize;
 use std::ops::Range;

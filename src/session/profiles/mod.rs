@@ -49,7 +49,7 @@ pub use file::{Vcpu, DEFAULT_VDISK_PATH};
 pub use token::{check_tokens, parse_token, Kind, Token, MAX_NAME_LEN};
 
 use crate::config::Config;
-use crate::engine::spec::Limits;
+use crate::engine::shared::spec::Limits;
 use crate::error::{Error, Result};
 use file::{Chosen, Profiles, Source, Taken};
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! Tests of `profiles`: entries, the file, devices and precedence.
 
 use super::*;
-use crate::engine::spec::TmpfsSpec;
+use crate::engine::shared::spec::TmpfsSpec;
 use device::check_device;
 use serde_json::json;
 

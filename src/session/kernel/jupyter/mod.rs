@@ -22,8 +22,8 @@ pub(crate) mod start;
 use super::lifecycle::{
     cell_signal, end_fault, end_reading, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
 };
-use crate::engine::launch::{Chunk, ChunkReceiver};
-use crate::engine::status::{Fault, FaultKind};
+use crate::engine::addon::launch::{Chunk, ChunkReceiver};
+use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::jupyter::cell::{Cell, Shown};
 use crate::lang::jupyter::kernelspec::{Interrupt, KernelSpec};

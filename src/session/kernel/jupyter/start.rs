@@ -5,8 +5,8 @@
 
 use super::sockets::{connect, runtime, Readers, Sockets, START_TIMEOUT};
 use super::{keep_tail, Jupyter, Live};
-use crate::engine::launch::ChunkReceiver;
-use crate::engine::spec::{BindSpec, BoxSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::addon::launch::ChunkReceiver;
+use crate::engine::shared::spec::{BindSpec, BoxSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::lang::jupyter::kernelspec::{self, KernelSpec};
 use crate::lang::jupyter::wire::Session;

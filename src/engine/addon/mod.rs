@@ -1,0 +1,6 @@
+//! Runs in the caller's process: the Node addon (on tokio), or the `kern` CLI when it starts a
+//! box of its own. Nothing here forks except through `Command`, which execs `kern` at once.
+//!
+//! - `launch`: spawn `kern` with a `BoxSpec`, stream the workload's output, read the report.
+
+pub mod launch;
