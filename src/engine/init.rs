@@ -57,7 +57,7 @@ pub(super) fn child(
     // lock the mounts (`init::nest`), and every later attempt from inside it, by any account,
     // fails. Written through the host's /proc that is still mounted here.
     // A zygote's box makes one for each call it forks, and each call's PID 1 sets its own
-    // namespace's limit to 0 in turn (`zygote::plan`).
+    // namespace's limit to 0 in turn (`plan::workload`).
     let limit = if spec.serves_zygote {
         super::zygote::MAX_CALLS
     } else if spec.locks_mounts() {
@@ -704,7 +704,7 @@ fn exec_workload(
     // namespace and checked again at each parent namespace against its creator's limit, so the
     // zygote's would be one budget for every call it forks (one call holding its cap left the
     // others, and the zygote's next fork, none). Each call's workload takes the cap in its own
-    // namespace (`zygote::plan`).
+    // namespace (`plan::workload`).
     // The same holds for RLIMIT_MSGQUEUE (`mq`).
     let zygote_fallback;
     let fallback = if spec.serves_zygote {
@@ -767,7 +767,7 @@ fn exec_workload(
     // Every workload in a Landlock domain of its own: calls of a resident box can't trace or
     // read each other (see `landlock`; the call's kern said so if the kernel has none).
     // Not the zygote: a Landlock domain refuses mounts, and its forks build each call's mount
-    // tree; each call's workload enters a domain of its own (`zygote::plan`).
+    // tree; each call's workload enters a domain of its own (`plan::workload`).
     let entered = if spec.serves_zygote {
         Ok(false)
     } else {

@@ -279,7 +279,7 @@ impl Kern {
     pub fn spawn_zygote(
         kern: &Path,
         limits: &Limits,
-        inputs: &crate::engine::zygote::plan::Inputs,
+        inputs: &crate::engine::plan::Inputs,
         zygote: OwnedFd,
     ) -> Result<Kern> {
         let line = serde_json::to_vec(&serde_json::json!({ "limits": limits, "zygote": inputs }))

@@ -21,6 +21,7 @@ pub mod monitor;
 pub mod mounts;
 pub mod mq;
 mod pid1_signals;
+pub mod plan;
 pub mod proxy;
 pub mod pty;
 pub mod relay;

@@ -230,7 +230,7 @@ impl Prepared {
 /// and set up ahead of the call (`zygote::call::arrange`), unless the caps refuse any box.
 pub fn arrange_zygote(
     prepared: &Prepared,
-    inputs: &super::zygote::plan::Inputs,
+    inputs: &super::plan::Inputs,
     sock: OwnedFd,
 ) -> Result<super::zygote::call::Arranged, String> {
     if let Some(why) = &prepared.refusal {
@@ -245,7 +245,7 @@ pub fn run_zygote_call(
     spec: &BoxSpec,
     prepared: Prepared,
     arranged: Result<super::zygote::call::Arranged, String>,
-    inputs: &super::zygote::plan::Inputs,
+    inputs: &super::plan::Inputs,
     caller: Caller<'_>,
 ) {
     let Caller {

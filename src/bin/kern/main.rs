@@ -416,7 +416,7 @@ fn from_addon<'a>(
 #[serde(deny_unknown_fields)]
 struct ZygoteCaps {
     limits: Limits,
-    zygote: kern_sandbox::engine::zygote::plan::Inputs,
+    zygote: kern_sandbox::engine::plan::Inputs,
 }
 
 /// The caps line of a call into a resident box (`Kern::spawn_call`).

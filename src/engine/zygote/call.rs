@@ -3,10 +3,10 @@
 //! call's PID 1 until it ends (or kill it at the deadline, or when the caller goes), and conclude
 //! as for a fresh box.
 
-use super::plan;
 use crate::engine::cgroup::BoxCgroup;
 use crate::engine::faults;
 use crate::engine::handoff::{self, BoxFds, Fallback};
+use crate::engine::plan;
 use crate::engine::spec::BoxSpec;
 use crate::engine::status::{BoxReport, Fault, FaultKind};
 use crate::engine::sys;
