@@ -20,6 +20,7 @@ pub mod launch;
 pub mod monitor;
 pub mod mounts;
 pub mod mq;
+mod nest;
 mod pid1_signals;
 pub mod plan;
 pub mod proxy;

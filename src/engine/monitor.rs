@@ -440,7 +440,7 @@ fn build_and_supervise(
         Err(e) => return BoxReport::startup_failed(format!("socketpair: {e}")),
     };
     // With locked mounts, the UTS, IPC and network namespaces come later, with the nested user
-    // namespace that owns them (`init::nest`), so the capabilities the workload keeps
+    // namespace that owns them (`nest`), so the capabilities the workload keeps
     // (`capDrop`) apply to them.
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if !spec.locks_mounts() {
