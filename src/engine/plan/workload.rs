@@ -342,3 +342,300 @@ fn filters(p: &Posture) -> Vec<Op> {
     }
     ops
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::spec::{BoxUser, RootSpec};
+
+    fn spec() -> BoxSpec {
+        BoxSpec {
+            root: RootSpec::Host,
+            workspace: "/nonexistent".into(),
+            workspace_target: "/workspace".into(),
+            tmpfs: Vec::new(),
+            limits: Default::default(),
+            timeout_ms: 1000,
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            hostname: "sandbox".into(),
+            user: None,
+            channel: false,
+            stdin: false,
+            binds: Vec::new(),
+            host_network: false,
+            etc: Vec::new(),
+            readonly_in_workspace: Vec::new(),
+            egress: None,
+            apparmor: None,
+            keep_caps: Vec::new(),
+            seccomp: None,
+            devices: Vec::new(),
+            resident: None,
+            cwd: None,
+            tty: None,
+            connector: false,
+            serves_zygote: false,
+            zygote: false,
+        }
+    }
+
+    fn of(spec: &BoxSpec, fallback: &Fallback, uid_now: u32) -> Workload {
+        Workload::of(&Posture::of_box(spec, fallback, uid_now))
+    }
+
+    fn int_at(op: &Op, i: usize) -> Option<i64> {
+        match op {
+            Op::Sys { args, .. } => match args.get(i) {
+                Some(Arg::Int(v)) => Some(*v),
+                _ => None,
+            },
+            Op::Write { .. } => None,
+        }
+    }
+
+    fn arg(op: &Op, i: usize) -> Option<&Arg> {
+        match op {
+            Op::Sys { args, .. } => args.get(i),
+            Op::Write { .. } => None,
+        }
+    }
+
+    fn position(ops: &[Op], f: impl Fn(&Op) -> bool) -> usize {
+        ops.iter().position(f).expect("the step is in the plan")
+    }
+
+    fn is_prctl(op: &Op, option: libc::c_int) -> bool {
+        op.nr() == Some(libc::SYS_prctl) && int_at(op, 0) == Some(option.into())
+    }
+
+    /// The capabilities the plan's capset leaves in (effective, permitted, inheritable).
+    fn capset_keeps(ops: &[Op]) -> [u64; 3] {
+        let at = position(ops, |o| o.nr() == Some(libc::SYS_capset));
+        let Some(Arg::Bytes(data)) = arg(&ops[at], 1) else {
+            panic!("capset data is a buffer")
+        };
+        assert_eq!(data.len(), 24, "two v3 words of three sets");
+        let word = |i: usize| u32::from_ne_bytes(data[i * 4..i * 4 + 4].try_into().expect("4"));
+        [0, 1, 2].map(|set| u64::from(word(set)) | (u64::from(word(3 + set)) << 32))
+    }
+
+    fn dropped_from_bounding_set(ops: &[Op]) -> Vec<i64> {
+        ops.iter()
+            .filter(|o| is_prctl(o, libc::PR_CAPBSET_DROP))
+            .filter_map(|o| int_at(o, 1))
+            .collect()
+    }
+
+    #[test]
+    fn the_default_box_keeps_no_capability_and_ends_in_the_set_id_filter() {
+        let w = of(&spec(), &Fallback::default(), 0);
+        let all: Vec<i64> = (0..64).collect();
+        assert_eq!(dropped_from_bounding_set(&w.privileges), all);
+        assert_eq!(capset_keeps(&w.privileges), [0, 0, 0]);
+        assert!(w
+            .privileges
+            .iter()
+            .any(|o| is_prctl(o, libc::PR_CAP_AMBIENT)
+                && int_at(o, 1) == Some(libc::PR_CAP_AMBIENT_CLEAR_ALL.into())));
+        // No user switch, no ambient capability raised.
+        assert!(!w.privileges.iter().any(|o| {
+            [
+                libc::SYS_setresuid,
+                libc::SYS_setresgid,
+                libc::SYS_setgroups,
+            ]
+            .contains(&o.nr().unwrap_or(-1))
+                || (is_prctl(o, libc::PR_CAP_AMBIENT)
+                    && int_at(o, 1) == Some(libc::PR_CAP_AMBIENT_RAISE.into()))
+        }));
+        let ops = w.clone().into_ops();
+        let last = ops.last().expect("a plan");
+        assert_eq!(last.nr(), Some(libc::SYS_seccomp));
+        assert_eq!(last.what(), "enter the set-id seccomp filter");
+        assert_eq!(
+            arg(last, 2),
+            Some(&super::super::fprog(&crate::engine::setid::program().0))
+        );
+        // The filters phase holds every filter, and nothing else comes after no_new_privs but
+        // the capability sets and the filters.
+        let nnp = position(&ops, |o| is_prctl(o, libc::PR_SET_NO_NEW_PRIVS));
+        let first_filter = position(&ops, |o| {
+            [libc::SYS_seccomp, libc::SYS_landlock_restrict_self].contains(&o.nr().unwrap_or(-1))
+        });
+        assert!(nnp < first_filter, "no_new_privs before any filter");
+        assert_eq!(w.session.len(), 1, "setsid only: PID 1 joined the keyring");
+        assert_eq!(w.session[0].nr(), Some(libc::SYS_setsid));
+    }
+
+    #[test]
+    fn the_landlock_domain_handles_make_block_with_no_rule_and_is_best_effort() {
+        let w = of(&spec(), &Fallback::default(), 0);
+        let f = &w.filters;
+        let create = position(f, |o| o.nr() == Some(libc::SYS_landlock_create_ruleset));
+        let restrict = position(f, |o| o.nr() == Some(libc::SYS_landlock_restrict_self));
+        let seccomp = position(f, |o| o.nr() == Some(libc::SYS_seccomp));
+        assert!(create < restrict && restrict < seccomp);
+        let Op::Sys {
+            args,
+            tolerate,
+            save,
+            ..
+        } = &f[create]
+        else {
+            panic!("a syscall")
+        };
+        // handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK, nothing else.
+        assert_eq!(args[0], Arg::Bytes((1u64 << 11).to_ne_bytes().to_vec()));
+        assert_eq!(args[1], Arg::Int(8));
+        assert_eq!(tolerate, &vec![libc::ENOSYS, libc::EOPNOTSUPP]);
+        assert_eq!(save.as_deref(), Some("landlock"));
+        assert!(!f
+            .iter()
+            .any(|o| o.nr() == Some(libc::SYS_landlock_add_rule)));
+        assert_eq!(arg(&f[restrict], 0), Some(&Arg::Var("landlock".into())));
+        // A zygote's own box has none (its forks mount); each call's workload has its own.
+        let zygote = BoxSpec {
+            serves_zygote: true,
+            ..spec()
+        };
+        assert!(!of(&zygote, &Fallback::default(), 0)
+            .filters
+            .iter()
+            .any(|o| o.nr() == Some(libc::SYS_landlock_create_ruleset)));
+        let call = Workload::of(&Posture::of_call(&Fallback::default()));
+        assert!(call
+            .filters
+            .iter()
+            .any(|o| o.nr() == Some(libc::SYS_landlock_create_ruleset)));
+    }
+
+    #[test]
+    fn the_untrusted_profile_comes_last_and_saves_its_listener() {
+        let programs = crate::engine::seccomp::untrusted()
+            .expect("compiles")
+            .clone();
+        let s = BoxSpec {
+            seccomp: Some(programs.clone()),
+            ..spec()
+        };
+        let ops = of(&s, &Fallback::default(), 0).into_ops();
+        let n = ops.len();
+        let whats: Vec<&str> = ops[n - 3..].iter().map(Op::what).collect();
+        assert_eq!(
+            whats,
+            [
+                "enter the set-id seccomp filter",
+                "enter the untrusted seccomp profile: the allowlist",
+                "enter the untrusted seccomp profile: the notify filter",
+            ]
+        );
+        assert_eq!(
+            arg(&ops[n - 2], 2),
+            Some(&super::super::fprog(&programs.allow))
+        );
+        assert_eq!(int_at(&ops[n - 2], 1), Some(0));
+        assert_eq!(
+            arg(&ops[n - 1], 2),
+            Some(&super::super::fprog(&programs.notify))
+        );
+        assert_eq!(
+            int_at(&ops[n - 1], 1),
+            Some(libc::SECCOMP_FILTER_FLAG_NEW_LISTENER as i64)
+        );
+        assert!(matches!(&ops[n - 1], Op::Sys { save: Some(l), .. } if l == LISTENER));
+    }
+
+    #[test]
+    fn rlimits_follow_the_fallback_and_a_zygote_box_leaves_the_per_namespace_ones() {
+        let fallback = Fallback {
+            data_bytes: Some(256 << 20),
+            nproc: Some(64),
+        };
+        let limit = |ops: &[Op], res: u32| -> Option<u64> {
+            let op = ops.iter().find(|o| int_at(o, 1) == Some(res.into()))?;
+            let Some(Arg::Bytes(b)) = arg(op, 2) else {
+                panic!("rlimit is a buffer")
+            };
+            let cur = u64::from_ne_bytes(b[..8].try_into().expect("8"));
+            assert_eq!(&b[..8], &b[8..], "soft = hard");
+            Some(cur)
+        };
+        let w = of(&spec(), &fallback, 0);
+        assert!(w.limits.iter().all(|o| o.nr() == Some(libc::SYS_prlimit64)));
+        assert_eq!(limit(&w.limits, libc::RLIMIT_CORE), Some(0));
+        assert_eq!(
+            limit(&w.limits, libc::RLIMIT_MSGQUEUE),
+            Some(crate::engine::mq::box_budget())
+        );
+        assert_eq!(limit(&w.limits, libc::RLIMIT_DATA), Some(256 << 20));
+        assert_eq!(limit(&w.limits, libc::RLIMIT_NPROC), Some(64));
+        let zygote = BoxSpec {
+            serves_zygote: true,
+            ..spec()
+        };
+        let z = of(&zygote, &fallback, 0);
+        assert_eq!(limit(&z.limits, libc::RLIMIT_DATA), Some(256 << 20));
+        assert_eq!(limit(&z.limits, libc::RLIMIT_NPROC), None);
+        assert_eq!(limit(&z.limits, libc::RLIMIT_MSGQUEUE), None);
+        let none = of(&spec(), &Fallback::default(), 0);
+        assert_eq!(limit(&none.limits, libc::RLIMIT_DATA), None);
+        assert_eq!(limit(&none.limits, libc::RLIMIT_NPROC), None);
+    }
+
+    #[test]
+    fn a_user_with_kept_capabilities_switches_after_the_bounding_set_and_before_nnp() {
+        const NET_BIND_SERVICE: u32 = 10;
+        let s = BoxSpec {
+            user: Some(BoxUser {
+                uid: 1000,
+                gid: 1001,
+                groups: vec![1001, 27],
+            }),
+            keep_caps: vec![NET_BIND_SERVICE],
+            ..spec()
+        };
+        let p = of(&s, &Fallback::default(), 0).privileges;
+        let kept = i64::from(NET_BIND_SERVICE);
+        assert!(!dropped_from_bounding_set(&p).contains(&kept));
+        assert_eq!(dropped_from_bounding_set(&p).len(), 63);
+        let last_drop = p
+            .iter()
+            .rposition(|o| is_prctl(o, libc::PR_CAPBSET_DROP))
+            .expect("drops");
+        let keepcaps = position(&p, |o| is_prctl(o, libc::PR_SET_KEEPCAPS));
+        let groups = position(&p, |o| o.nr() == Some(libc::SYS_setgroups));
+        let gid = position(&p, |o| o.nr() == Some(libc::SYS_setresgid));
+        let uid = position(&p, |o| o.nr() == Some(libc::SYS_setresuid));
+        let nnp = position(&p, |o| is_prctl(o, libc::PR_SET_NO_NEW_PRIVS));
+        let capset = position(&p, |o| o.nr() == Some(libc::SYS_capset));
+        let raise = position(&p, |o| {
+            is_prctl(o, libc::PR_CAP_AMBIENT)
+                && int_at(o, 1) == Some(libc::PR_CAP_AMBIENT_RAISE.into())
+        });
+        assert!(last_drop < keepcaps && keepcaps < groups && groups < gid && gid < uid);
+        assert!(uid < nnp && nnp < capset && capset < raise);
+        assert_eq!(int_at(&p[raise], 2), Some(kept));
+        let bit = 1u64 << kept;
+        assert_eq!(capset_keeps(&p), [bit, bit, bit]);
+        assert_eq!(int_at(&p[uid], 0), Some(1000));
+        assert_eq!(int_at(&p[gid], 0), Some(1001));
+        assert_eq!(int_at(&p[groups], 0), Some(2));
+        let list: Vec<u8> = [1001u32, 27].iter().flat_map(|g| g.to_ne_bytes()).collect();
+        assert_eq!(arg(&p[groups], 1), Some(&Arg::Bytes(list)));
+        // Already that uid (a single mapped id): no setgroups, which is denied there.
+        let already = of(&s, &Fallback::default(), 1000).privileges;
+        assert!(!already.iter().any(|o| o.nr() == Some(libc::SYS_setgroups)));
+    }
+
+    #[test]
+    fn a_zygote_call_joins_its_own_keyring_and_runs_the_phases_back_to_back() {
+        let w = Workload::of(&Posture::of_call(&Fallback::default()));
+        assert_eq!(w.session.len(), 2);
+        assert_eq!(w.session[1].nr(), Some(libc::SYS_keyctl));
+        let ops = w.clone().into_ops();
+        let phases = [w.session, w.limits, w.privileges, w.filters].concat();
+        assert_eq!(ops, phases);
+        assert_eq!(capset_keeps(&ops), [0, 0, 0]);
+    }
+}
