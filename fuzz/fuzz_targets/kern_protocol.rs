@@ -10,7 +10,7 @@ use std::io::Write;
 use kern_sandbox::engine::handoff::{self, BoxFds, CallTarget};
 use kern_sandbox::engine::launch;
 use kern_sandbox::engine::spec::{BoxSpec, Limits};
-use kern_sandbox::engine::zygote::plan::Inputs;
+use kern_sandbox::engine::plan::Inputs;
 use libfuzzer_sys::fuzz_target;
 use serde::{de::DeserializeOwned, Serialize};
 
