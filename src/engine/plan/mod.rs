@@ -166,3 +166,40 @@ pub(crate) fn write(what: &str, path: &str, data: &str) -> Op {
         data: data.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The JSON `lang/zygote.py`'s `run` reads: a step's shape and each kind of argument.
+    #[test]
+    fn steps_serialise_as_the_python_runner_reads_them() {
+        let args = vec![
+            int(-1),
+            s("lo"),
+            Arg::Bytes(vec![1, 2, 3]),
+            Arg::Fprog(vec![0; 8]),
+            Arg::Null,
+            Arg::Var("fd".into()),
+        ];
+        let step = saving(tolerating(sys("a step", 7, args), &[38]), "out");
+        assert_eq!(
+            serde_json::to_value(&step).expect("json"),
+            json!({
+                "op": "sys", "what": "a step", "nr": 7,
+                "args": [{"int": -1}, {"str": "lo"}, {"bytes": "AQID"},
+                         {"fprog": "AAAAAAAAAAA="}, "null", {"var": "fd"}],
+                "tolerate": [38], "save": "out"
+            })
+        );
+        assert_eq!(
+            serde_json::to_value(sys("bare", 1, vec![])).expect("json"),
+            json!({"op": "sys", "what": "bare", "nr": 1, "args": []})
+        );
+        assert_eq!(
+            serde_json::to_value(write("w", "/p", "d")).expect("json"),
+            json!({"op": "write", "what": "w", "path": "/p", "data": "d"})
+        );
+    }
+}
