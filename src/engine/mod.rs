@@ -11,10 +11,13 @@
 //!   `connector`).
 //! - `shared`: leaves more than one of those processes read: the spec, the report, what crosses
 //!   between them (`handoff`), the syscall edge (`sys`).
+//! - `plan`: the box's posture, written once, as data: built from the spec (or a zygote's
+//!   inputs), carried out by `plan::run` in a fresh box and by the zygote's python in a fork.
 //!
 //! The egress proxy, which runs in the addon beside `launch`, is its own room (`crate::proxy`).
 
 pub mod addon;
 pub mod boxside;
 pub mod monitor;
+pub mod plan;
 pub mod shared;

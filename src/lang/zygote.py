@@ -4,7 +4,7 @@
 # `_kern_zygote(channel)` once it is set up, before its first cell. Its channel then carries no
 # cells: each message on it is one byte and one fd, a socket to a spare kern. For each, the
 # zygote forks C, which becomes a call's box by the plans kern sends it (see
-# src/engine/monitor/zygote/mod.rs for who does what, and plan.rs for the steps) and forks P (PID 1 of
+# src/engine/monitor/zygote/mod.rs for who does what, and src/engine/plan/ for the steps) and forks P (PID 1 of
 # the call) which forks W. W takes the call's posture and waits; when the call comes, kern sends
 # W the call's channel, and only W returns from here, into the driver, which runs the call's one
 # cell as in any fresh box. The zygote itself never runs a cell.

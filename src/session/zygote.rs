@@ -30,7 +30,7 @@ pub(super) struct Zygote {
     ctl: OwnedFd,
     box_: longbox::LongBox,
     /// What each call's box is made from (the Sandbox's scratch mounts and hostname).
-    inputs: crate::engine::monitor::zygote::plan::Inputs,
+    inputs: crate::engine::plan::Inputs,
     /// Kerns in their cgroups, each with a call's box the zygote forked and they set up, whose
     /// workload waits for a call; oldest first.
     spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
@@ -287,7 +287,7 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
             "option `zygote`: the image's python3 did not start the zygote ({said}); leave `zygote` out for this image"
         );
     }
-    let inputs = crate::engine::monitor::zygote::plan::Inputs {
+    let inputs = crate::engine::plan::Inputs {
         tmpfs: opened.config.tmpfs.clone(),
         hostname: crate::engine::shared::spec::DEFAULT_HOSTNAME.into(),
     };

@@ -382,7 +382,7 @@ fn resident_call(target: &CallTarget, control: &mut Control) -> ExitCode {
 /// `Ask::Zygote`: the call's box is arranged now, before the call.
 fn zygote_call(
     limits: &Limits,
-    inputs: &kern_sandbox::engine::monitor::zygote::plan::Inputs,
+    inputs: &kern_sandbox::engine::plan::Inputs,
     control: &mut Control,
 ) -> ExitCode {
     let prepared = monitor::prepare(limits);

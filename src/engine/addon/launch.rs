@@ -279,7 +279,7 @@ impl Kern {
     pub fn spawn_zygote(
         kern: &Path,
         limits: &Limits,
-        inputs: &crate::engine::monitor::zygote::plan::Inputs,
+        inputs: &crate::engine::plan::Inputs,
         zygote: OwnedFd,
     ) -> Result<Kern> {
         let ask = Ask::Zygote {

@@ -11,6 +11,7 @@
 use crate::engine::boxside::mounts::{self, Sources, Trees};
 use crate::engine::boxside::pid1_signals::Pid1Signals;
 use crate::engine::monitor::idmap::Mapping;
+use crate::engine::plan::{self, run::Saved, Posture, Workload};
 use crate::engine::shared::handoff::{self, send, BoxFds, Fallback};
 use crate::engine::shared::protocol::pid1::Pid1Msg;
 use crate::engine::shared::spec::{BoxSpec, CHANNEL_FD};
@@ -55,10 +56,10 @@ pub(in crate::engine) fn child(
     // No nested user namespaces (but ours): inside one, the workload would hold every
     // capability again (the door to much of the kernel's attack surface). The limit is per user
     // namespace and charged all the way up, so 1 here admits exactly the one PID 1 makes to
-    // lock the mounts (`init::nest`), and every later attempt from inside it, by any account,
+    // lock the mounts (`nest`), and every later attempt from inside it, by any account,
     // fails. Written through the host's /proc that is still mounted here.
     // A zygote's box makes one for each call it forks, and each call's PID 1 sets its own
-    // namespace's limit to 0 in turn (`zygote::plan`).
+    // namespace's limit to 0 in turn (`plan::workload`).
     let limit = if spec.serves_zygote {
         crate::engine::monitor::zygote::MAX_CALLS
     } else if spec.locks_mounts() {
@@ -370,7 +371,7 @@ fn pid1(
 fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::SetupError> {
     mounts::build(spec, src, trees)?;
     if spec.locks_mounts() {
-        nest(spec)?;
+        crate::engine::boxside::nest::nest(spec)?;
     }
     // Non-dumpable: /proc/1 stays out of the workload's reach. Only now: `nest`'s helper had to
     // write PID 1's maps, and no code of the box has run yet.
@@ -448,86 +449,6 @@ fn supervise_until(
             Err(_) => listener = None,
         }
     }
-}
-
-/// Locks the mount tree just built, for a workload that keeps CAP_SYS_ADMIN: PID 1 moves into a
-/// nested user namespace with a copy of the mount namespace, and mounts copied into a namespace
-/// owned by a less privileged user namespace are locked by the kernel (a read-only mount can't be
-/// remounted writable, a mount can't be taken off what it covers), even for a workload that keeps
-/// CAP_SYS_ADMIN through `capDrop`. Without this, such a workload could remount the image (idmapped
-/// to the host owner's ids) writable, or `.deps` under `depsReadonly`. The UTS, IPC and network
-/// namespaces are made here too, owned by the namespace the workload's capabilities count in.
-///
-/// Only a process in the parent namespace may map the nested one, so a helper forked before the
-/// unshare writes PID 1's maps: the box's ids, each to itself.
-fn nest(spec: &BoxSpec) -> Result<(), mounts::SetupError> {
-    use nix::sched::CloneFlags;
-    use std::io::{Read, Write};
-    let err = |what: &str, e: &dyn std::fmt::Display| mounts::SetupError(format!("{what}: {e}"));
-    let (mut ours, mut theirs) = std::os::unix::net::UnixStream::pair()
-        .map_err(|e| err("socketpair for the nested maps", &e))?;
-    let helper = match sys::clone_fork(0).map_err(|e| err("fork the map writer", &e))? {
-        Forked::Child => {
-            drop(ours);
-            let mut go = [0u8; 1];
-            let ok = theirs.read_exact(&mut go).is_ok() && write_identity_maps().is_ok();
-            let _ = theirs.write_all(if ok { b"m" } else { b"x" });
-            sys::exit_now(i32::from(!ok))
-        }
-        Forked::Parent(pid) => pid,
-    };
-    drop(theirs);
-    let mut flags = CloneFlags::CLONE_NEWUSER
-        | CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWIPC;
-    if !spec.host_network {
-        flags |= CloneFlags::CLONE_NEWNET;
-    }
-    // Changing user namespace makes PID 1 non-dumpable, which would give its /proc files to an
-    // owner the helper can't reach; dumpable for the moment the maps are written (no code of
-    // the box runs yet), non-dumpable again right after (`setup`).
-    let unshared = nix::sched::unshare(flags).and_then(|()| nix::sys::prctl::set_dumpable(true));
-    // The helper goes either way: told to write, or hung up on.
-    let mut reply = [0u8; 1];
-    let answered = match unshared {
-        Ok(()) => ours
-            .write_all(b"n")
-            .and_then(|_| ours.read_exact(&mut reply)),
-        Err(_) => Ok(()),
-    };
-    drop(ours);
-    let _ = waitpid(Pid::from_raw(helper), None);
-    unshared.map_err(|e| err("nest the box's namespaces", &e))?;
-    answered.map_err(|e| err("wait for the nested maps", &e))?;
-    if reply[0] != b'm' {
-        return Err(mounts::SetupError(
-            "could not write the maps of the box's nested user namespace".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// In the helper (still in the box's user namespace): PID 1's nested namespace gets every id of
-/// the box's, mapped to itself, and the box's setgroups policy.
-fn write_identity_maps() -> std::io::Result<()> {
-    let identity = |file: &str| -> std::io::Result<String> {
-        let own = std::fs::read_to_string(format!("/proc/self/{file}"))?;
-        Ok(own
-            .lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.len() == 3).then(|| format!("{} {} {}\n", f[0], f[0], f[2]))
-            })
-            .collect())
-    };
-    let uid_map = identity("uid_map")?;
-    let gid_map = identity("gid_map")?;
-    std::fs::write("/proc/1/uid_map", uid_map)?;
-    if std::fs::read_to_string("/proc/self/setgroups")?.trim() == "deny" {
-        std::fs::write("/proc/1/setgroups", "deny")?;
-    }
-    std::fs::write("/proc/1/gid_map", gid_map)
 }
 
 /// A resident box's PID 1: reaps whatever ends, for as long as the box lives (the monitor
@@ -632,7 +553,9 @@ struct WorkloadIo {
 }
 
 /// In the workload's process: drop everything, then exec. Never returns. The posture is the
-/// same for a fresh box's workload and a call into a resident box (`call_init`).
+/// same for a fresh box's workload and a call into a resident box (`call_init`), and the same
+/// plan a zygote's fork runs (`plan::workload`); what is not a plan step here is this process's
+/// own: its cwd, terminal, descriptors, AppArmor profile, signals, and the exec.
 /// `own_keyring`: join a new session keyring (a resident box's call, forked from outside the
 /// box); a fresh box's workload inherits the empty one its PID 1 joined, and a second one per
 /// box would halve how many boxes one user can run at once (kernel.keys.maxkeys is 200 for a
@@ -667,6 +590,15 @@ fn exec_workload(
         send(init_pipe, &Pid1Msg::SetupFailed(format!("{what}: {e}")));
         sys::exit_now(127)
     };
+    let uid_now = nix::unistd::getuid().as_raw();
+    let posture = Workload::of(&Posture::of_box(spec, fallback, uid_now));
+    let mut saved = Saved::default();
+    let mut run = |phase: &str, ops: &[plan::Op]| {
+        if let Err(e) = plan::run::run(ops, &mut saved) {
+            let step = e.what;
+            fail(&format!("{phase}{step}"), e.error);
+        }
+    };
     if let Some(cwd) = &spec.cwd {
         if in_workspace(cwd, &spec.workspace_target) {
             if let Err(why) = enter_call_cwd(cwd, &spec.workspace_target) {
@@ -689,42 +621,23 @@ fn exec_workload(
         _ => None,
     };
     drop(tty);
-    // A new session: the workload can't reach a controlling terminal of the host (TIOCSTI).
-    if let Err(e) = nix::unistd::setsid() {
-        fail("setsid", e.into());
-    }
-    // Its own terminal, from the box, becomes its controlling one, and its stdio.
+    run("", &posture.session);
+    // Its own terminal, from the box, becomes its controlling one (it leads the new session
+    // now), and its stdio.
     if let Some(slave) = &terminal {
         if let Err(e) = crate::engine::boxside::pty::take_as_stdio(slave) {
             fail("make the terminal the workload's", e);
         }
     }
     // Again here, not only in PID 1: a resident box's calls are forked from outside the box and
-    // would otherwise carry their caller's session keyring in.
+    // would otherwise carry their caller's session keyring in. Not a plan step: it retries on
+    // EDQUOT (`sys::new_session_keyring`).
     if own_keyring {
         if let Err(e) = sys::new_session_keyring() {
             fail("join a new session keyring", e);
         }
     }
-    // Not the pids fallback for a zygote: since Linux 5.14 RLIMIT_NPROC is counted per user
-    // namespace and checked again at each parent namespace against its creator's limit, so the
-    // zygote's would be one budget for every call it forks (one call holding its cap left the
-    // others, and the zygote's next fork, none). Each call's workload takes the cap in its own
-    // namespace (`zygote::plan`).
-    // The same holds for RLIMIT_MSGQUEUE (`mq`).
-    let zygote_fallback;
-    let fallback = if spec.serves_zygote {
-        zygote_fallback = Fallback {
-            nproc: None,
-            ..fallback.clone()
-        };
-        &zygote_fallback
-    } else {
-        fallback
-    };
-    if let Err(e) = apply_rlimits(fallback, !spec.serves_zygote) {
-        fail("setrlimit", e);
-    }
+    run("setrlimit: ", &posture.limits);
     if let Err(e) = sys::cloexec_from(3) {
         fail("close fds", e);
     }
@@ -740,9 +653,7 @@ fn exec_workload(
             fail("place the channel at fd 3", e);
         }
     }
-    if let Err(e) = drop_privileges(spec.user.as_ref(), &spec.keep_caps) {
-        fail("drop privileges", e);
-    }
+    run("drop privileges: ", &posture.privileges);
     if let Some(profile) = &spec.apparmor {
         if let Err(e) = crate::engine::boxside::apparmor::exec_into(profile) {
             fail(
@@ -769,35 +680,25 @@ fn exec_workload(
         Ok(v) => v,
         Err(e) => fail("env", e),
     };
-    // Last, with everything the exec needs in hand: from here on this process is filtered.
-    // Every workload in a Landlock domain of its own: calls of a resident box can't trace or
-    // read each other (see `landlock`; the call's kern said so if the kernel has none).
-    // Not the zygote: a Landlock domain refuses mounts, and its forks build each call's mount
-    // tree; each call's workload enters a domain of its own (`zygote::plan`).
-    let entered = if spec.serves_zygote {
-        Ok(false)
-    } else {
-        crate::engine::boxside::landlock::enter_own_domain()
+    // Fail closed: no way to hand over the untrusted profile's listener is no filter, and no
+    // workload.
+    let listener_tx = match (&spec.seccomp, listener_tx) {
+        (Some(_), None) => fail(
+            "enter the untrusted seccomp profile",
+            std::io::Error::other("no socket for the listener"),
+        ),
+        (_, tx) => tx,
     };
-    if let Err(e) = entered {
-        fail(
-            "enter a Landlock domain",
-            std::io::Error::other(e.to_string()),
-        );
-    }
-    // Every workload: no set-id bit from a box, ever (see `setid`).
-    if let Err(e) = sys::seccomp_install(
-        &crate::engine::boxside::seccomp::unpack(&crate::engine::boxside::setid::program().0),
-        false,
-    ) {
-        fail("enter the set-id seccomp filter", e);
-    }
-    if let Some(programs) = &spec.seccomp {
-        // Fail closed: no way to hand over the listener is no filter, and no workload.
-        let entered = listener_tx
-            .ok_or_else(|| std::io::Error::other("no socket for the listener"))
-            .and_then(|tx| enter_seccomp(programs, tx));
-        if let Err(e) = entered {
+    // Last, with everything the exec needs in hand: from here on this process is filtered.
+    run("", &posture.filters);
+    // Not a plan step: the listener goes to PID 1 (`supervise_until`) over this process's own
+    // socket, which the zygote's forks have no use for.
+    if let Some(tx) = listener_tx.filter(|_| spec.seccomp.is_some()) {
+        let handed = saved
+            .take_fd(plan::workload::LISTENER)
+            .ok_or_else(|| std::io::Error::other("the kernel returned no listener"))
+            .and_then(|l| sys::send_with_fds(tx.as_fd(), b"L", &[l.as_raw_fd()]));
+        if let Err(e) = handed {
             fail("enter the untrusted seccomp profile", e);
         }
     }
@@ -867,81 +768,4 @@ fn enter_call_cwd(cwd: &str, target: &str) -> std::result::Result<(), String> {
         )),
         Err(e) => Err(format!("option `cwd`: {shown:?}: getcwd in the box: {e}")),
     }
-}
-
-/// Installs the allowlist, then the notify filter, and hands the notify filter's listener to the
-/// supervisor.
-fn enter_seccomp(
-    p: &crate::engine::boxside::seccomp::Programs,
-    tx: OwnedFd,
-) -> std::io::Result<()> {
-    let allow = crate::engine::boxside::seccomp::unpack(&p.allow);
-    let notify = crate::engine::boxside::seccomp::unpack(&p.notify);
-    sys::seccomp_install(&allow, false)?;
-    let listener = sys::seccomp_install(&notify, true)?
-        .ok_or_else(|| std::io::Error::other("the kernel returned no listener"))?;
-    sys::send_with_fds(tx.as_fd(), b"L", &[listener.as_raw_fd()])?;
-    Ok(())
-}
-
-fn apply_rlimits(fallback: &Fallback, mq: bool) -> std::io::Result<()> {
-    use nix::sys::resource::{setrlimit, Resource};
-    setrlimit(Resource::RLIMIT_CORE, 0, 0)?;
-    if mq {
-        let bytes = crate::engine::shared::mq::box_budget();
-        setrlimit(Resource::RLIMIT_MSGQUEUE, bytes, bytes)?;
-    }
-    if let Some(bytes) = fallback.data_bytes {
-        setrlimit(Resource::RLIMIT_DATA, bytes, bytes)?;
-    }
-    if let Some(n) = fallback.nproc {
-        setrlimit(Resource::RLIMIT_NPROC, n, n)?;
-    }
-    Ok(())
-}
-
-/// Empties every capability set (bounding and ambient included) and sets no_new_privs, so no
-/// exec can ever give a capability back.
-/// Switches to the image's USER. With a range the box starts as its root and has every id;
-/// with a single mapped id it already is that account, and setgroups is denied there.
-fn become_user(u: &crate::engine::shared::spec::BoxUser) -> std::io::Result<()> {
-    use nix::unistd::{setgroups, setresgid, setresuid, Gid, Uid};
-    if nix::unistd::getuid().as_raw() != u.uid {
-        let groups: Vec<Gid> = u.groups.iter().map(|g| Gid::from_raw(*g)).collect();
-        setgroups(&groups)?;
-    }
-    let (uid, gid) = (Uid::from_raw(u.uid), Gid::from_raw(u.gid));
-    setresgid(gid, gid, gid)?;
-    setresuid(uid, uid, uid)?;
-    Ok(())
-}
-
-/// The bounding set goes first (that needs CAP_SETPCAP, which a switch to another uid loses),
-/// then the image's USER, then no_new_privs and whatever capabilities remain.
-/// `keep` (from `capDrop`) are the capabilities the workload keeps, in its own user namespace.
-fn drop_privileges(
-    user: Option<&crate::engine::shared::spec::BoxUser>,
-    keep: &[u32],
-) -> std::io::Result<()> {
-    sys::capbset_keep(keep)?;
-    sys::ambient_clear()?;
-    if let Some(u) = user {
-        // A switch away from uid 0 empties the permitted set unless told to keep it.
-        if !keep.is_empty() {
-            nix::sys::prctl::set_keepcaps(true)?;
-        }
-        become_user(u).map_err(|e| {
-            std::io::Error::new(e.kind(), format!("become uid {} gid {}: {e}", u.uid, u.gid))
-        })?;
-    }
-    nix::sys::prctl::set_no_new_privs()?;
-    sys::capset_to(keep)?;
-    // An account other than root carries capabilities across exec only in the ambient set;
-    // box root gets the bounding set's, capped by no_new_privs at what it holds now.
-    if user.is_some_and(|u| u.uid != 0) {
-        for &c in keep {
-            sys::ambient_raise(c)?;
-        }
-    }
-    Ok(())
 }

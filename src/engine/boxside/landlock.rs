@@ -1,4 +1,4 @@
-//! Every workload enters a Landlock domain of its own just before its exec.
+//! Every workload enters a Landlock domain of its own just before its exec (`plan::workload`).
 //!
 //! The domain restricts nothing a box can do (it handles only the creation of block devices,
 //! which a box can't do anyway); it exists for the kernel's rule that a process in a Landlock
@@ -9,7 +9,7 @@
 //! strangers to each other, and the box's `/proc` (mounted `hidepid=invisible` for resident
 //! boxes) doesn't even list them. kern's own processes, outside every domain, keep their reach.
 
-use landlock::{AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr, RulesetStatus};
+use landlock::{AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
 
 /// Whether this kernel can make a domain (Landlock built in and enabled).
 pub fn available() -> bool {
@@ -18,15 +18,4 @@ pub fn available() -> bool {
         .handle_access(AccessFs::MakeBlock)
         .and_then(|r| r.create())
         .is_ok()
-}
-
-/// Puts the calling thread (and what it execs) in a new domain. False where the kernel has no
-/// Landlock; `available` lets the caller say so before it gets here.
-pub fn enter_own_domain() -> Result<bool, landlock::RulesetError> {
-    let status = Ruleset::default()
-        .set_compatibility(CompatLevel::BestEffort)
-        .handle_access(AccessFs::MakeBlock)?
-        .create()?
-        .restrict_self()?;
-    Ok(status.ruleset != RulesetStatus::NotEnforced)
 }

@@ -14,6 +14,7 @@ pub mod connector;
 pub mod init;
 pub mod landlock;
 pub mod mounts;
+pub(in crate::engine) mod nest;
 mod pid1_signals;
 pub mod pty;
 pub mod relay;

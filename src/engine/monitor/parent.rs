@@ -231,7 +231,7 @@ impl Prepared {
 /// and set up ahead of the call (`zygote::call::arrange`), unless the caps refuse any box.
 pub fn arrange_zygote(
     prepared: &Prepared,
-    inputs: &crate::engine::monitor::zygote::plan::Inputs,
+    inputs: &crate::engine::plan::Inputs,
     sock: OwnedFd,
 ) -> Result<crate::engine::monitor::zygote::call::Arranged, String> {
     if let Some(why) = &prepared.refusal {
@@ -251,7 +251,7 @@ pub fn run_zygote_call(
     spec: &BoxSpec,
     prepared: Prepared,
     arranged: Result<crate::engine::monitor::zygote::call::Arranged, String>,
-    inputs: &crate::engine::monitor::zygote::plan::Inputs,
+    inputs: &crate::engine::plan::Inputs,
     caller: Caller<'_>,
 ) {
     let Caller {
@@ -446,7 +446,7 @@ fn build_and_supervise(
         Err(e) => return BoxReport::startup_failed(format!("socketpair: {e}")),
     };
     // With locked mounts, the UTS, IPC and network namespaces come later, with the nested user
-    // namespace that owns them (`init::nest`), so the capabilities the workload keeps
+    // namespace that owns them (`nest`), so the capabilities the workload keeps
     // (`capDrop`) apply to them.
     let mut flags = libc::CLONE_NEWUSER | libc::CLONE_NEWPID | libc::CLONE_NEWNS;
     if !spec.locks_mounts() {

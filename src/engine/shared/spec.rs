@@ -231,7 +231,7 @@ impl EtcOverride {
 pub const CHANNEL_FD: i32 = 3;
 
 impl BoxSpec {
-    /// Whether the box's mounts must be locked (`init::nest`): only a workload that keeps
+    /// Whether the box's mounts must be locked (`nest`): only a workload that keeps
     /// CAP_SYS_ADMIN can mount, remount or unmount at all; without it the lock would buy
     /// nothing and cost a user namespace per box.
     pub fn locks_mounts(&self) -> bool {

@@ -3,9 +3,9 @@
 //! call's PID 1 until it ends (or kill it at the deadline, or when the caller goes), and conclude
 //! as for a fresh box.
 
-use super::plan;
 use crate::engine::monitor::cgroup::BoxCgroup;
 use crate::engine::monitor::faults;
+use crate::engine::plan;
 use crate::engine::shared::handoff::{self, BoxFds, Fallback};
 use crate::engine::shared::protocol::pid1::Pid1Msg;
 use crate::engine::shared::spec::BoxSpec;

@@ -9,11 +9,11 @@
 //!
 //! 1. The addon makes a socketpair, sends one end to the zygote over its channel (SCM_RIGHTS)
 //!    and starts a spare kern with the other (`launch::Kern::spawn_zygote`), with the caps and
-//!    what the box is made from (`plan::Inputs`: the Sandbox's scratch mounts and hostname).
+//!    what the box is made from (`engine::plan::Inputs`: the Sandbox's scratch mounts and hostname).
 //! 2. kern moves into the call's cgroup as any spare does. The zygote (Z) forks C, which sends
 //!    its credentials on the socket (SCM_CREDENTIALS: the kernel gives kern C's host pid); kern
 //!    moves C into the call's cgroup (as a fresh box is born in it) and answers with the three
-//!    plans (`plan`) and the box's stdout and stderr (SCM_RIGHTS) (`call::arrange`).
+//!    plans (`engine::plan`) and the box's stdout and stderr (SCM_RIGHTS) (`call::arrange`).
 //! 3. C runs the `call` plan (a user namespace of its own, then mount, PID, network, IPC, UTS
 //!    and cgroup namespaces) and forks P, PID 1 of the call's PID namespace. P sends its
 //!    credentials (kern opens a pidfd on it: its end is the box's end, and a SIGKILL to it ends
@@ -64,7 +64,6 @@
 //! zygote box's PID namespace: if that box ends, the running calls end too.
 
 pub mod call;
-pub mod plan;
 
 /// The user namespaces a zygote's box admits (`/proc/sys/user/max_user_namespaces` in it): one
 /// per call running at once, each of which admits none.

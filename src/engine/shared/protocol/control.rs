@@ -2,7 +2,7 @@
 //! one JSON line per message, each a tagged enum.
 
 use super::ProtocolError;
-use crate::engine::monitor::zygote::plan::Inputs;
+use crate::engine::plan::Inputs;
 use crate::engine::shared::handoff::CallTarget;
 use crate::engine::shared::spec::{BoxSpec, Limits};
 use crate::engine::shared::status::BoxReport;

@@ -307,55 +307,6 @@ pub fn capset_to(keep: &[u32]) -> io::Result<()> {
     check(ret).map(|_| ())
 }
 
-/// Raises `cap` in the ambient set, so it survives an exec as a non-root user (it must be in
-/// the permitted and inheritable sets already).
-pub fn ambient_raise(cap: u32) -> io::Result<()> {
-    // SAFETY: PR_CAP_AMBIENT_RAISE takes integer arguments only.
-    let ret = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-            cap as libc::c_ulong,
-            0,
-            0,
-        )
-    };
-    check(ret as libc::c_long).map(|_| ())
-}
-
-/// Drops every capability but `keep` from the bounding set, up to the kernel's last one.
-pub fn capbset_keep(keep: &[u32]) -> io::Result<()> {
-    for cap in (0..64u32).filter(|c| !keep.contains(c)) {
-        // SAFETY: PR_CAPBSET_DROP takes integer arguments only.
-        let ret = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-        if ret != 0 {
-            let e = io::Error::last_os_error();
-            // EINVAL: past the kernel's last capability.
-            return if e.raw_os_error() == Some(libc::EINVAL) {
-                Ok(())
-            } else {
-                Err(e)
-            };
-        }
-    }
-    Ok(())
-}
-
-/// Clears the ambient capability set.
-pub fn ambient_clear() -> io::Result<()> {
-    // SAFETY: PR_CAP_AMBIENT_CLEAR_ALL takes integer arguments only.
-    let ret = unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    };
-    check(ret as libc::c_long).map(|_| ())
-}
-
 /// Brings up the loopback interface in the current network namespace (a fresh one has `lo`
 /// down), with the classic SIOCSIFFLAGS ioctl rather than a netlink round trip.
 pub fn loopback_up() -> io::Result<()> {
@@ -656,35 +607,6 @@ pub fn send_with_fds(sock: BorrowedFd<'_>, bytes: &[u8], fds: &[RawFd]) -> io::R
         MsgFlags::MSG_NOSIGNAL,
         None,
     )?)
-}
-
-/// Installs one seccomp filter on the calling thread (`no_new_privs` must already be set).
-/// With `listener`, the kernel returns the filter's user-notification fd.
-pub fn seccomp_install(prog: &[libc::sock_filter], listener: bool) -> io::Result<Option<OwnedFd>> {
-    let fprog = libc::sock_fprog {
-        len: u16::try_from(prog.len())
-            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "seccomp program too long"))?,
-        filter: prog.as_ptr() as *mut libc::sock_filter,
-    };
-    let flags = if listener {
-        libc::SECCOMP_FILTER_FLAG_NEW_LISTENER
-    } else {
-        0
-    };
-    // SAFETY: fprog points at `prog`, which outlives the call; the kernel copies the program.
-    let ret = check(unsafe {
-        libc::syscall(
-            libc::SYS_seccomp,
-            libc::SECCOMP_SET_MODE_FILTER,
-            flags,
-            &fprog as *const libc::sock_fprog,
-        )
-    })?;
-    if !listener {
-        return Ok(None);
-    }
-    // SAFETY: with NEW_LISTENER the return value is a new fd that nothing else owns.
-    Ok(Some(unsafe { OwnedFd::from_raw_fd(ret as RawFd) }))
 }
 
 /// One syscall a filter handed to its listener: the id to answer, its number and arguments.

@@ -1,60 +1,14 @@
-//! The steps a zygote's child takes to become a call's box, as data: each one syscall (or one
-//! file write), with its arguments, what it does, and which errors it may meet. kern builds them
-//! from the Sandbox's settings; the zygote's python runs them in order with `ctypes` and stops at
-//! the first that fails. So the steps are written in Rust, here, beside `mounts` and `init` (the
-//! same posture as a fresh box takes it: the masked paths and the set-id filter are theirs,
-//! shared), and python only carries them out; `__tests__/zygote.test.js` compares the postures
-//! the two kinds of box end up with.
-//!
-//! Three plans, for the three processes of a call (see the module above): `call` (the zygote's
-//! fork: a user namespace of its own, then the rest), `pid1` (PID 1 of the new PID namespace: a
-//! fresh `/proc`, masked as a fresh box's, fresh scratch mounts, hostname, loopback) and
-//! `workload` (the process that runs the cell: the fresh box's `init::exec_workload` posture).
+//! A zygote's fork's own steps, before the workload's posture (`workload`): the three plans of
+//! one call, for its three processes (see `zygote`): `call` (the zygote's fork: a user
+//! namespace of its own, then the rest), `pid1` (PID 1 of the new PID namespace: a fresh
+//! `/proc`, masked as a fresh box's, fresh scratch mounts, hostname, loopback) and `workload`
+//! (the process that runs the cell: the same plan a fresh box's workload runs, `workload`).
+//! kern builds them from the Sandbox's settings; the zygote's python runs them in order with
+//! `ctypes` and stops at the first that fails. The masked `/proc` paths are `mounts`', shared.
 
+use super::{bytes, int, s, saving, sys, write, Arg, Op};
 use crate::engine::shared::handoff::Fallback;
-use base64::Engine as _;
 use serde::Serialize;
-
-/// One step.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(tag = "op", rename_all = "lowercase")]
-pub enum Op {
-    /// `syscall(nr, args...)`; failure is a return below 0 whose errno is not in `tolerate`.
-    /// `save`: the return value (an fd) is kept under this name for later `Arg::Var`s.
-    Sys {
-        what: String,
-        nr: i64,
-        args: Vec<Arg>,
-        #[serde(skip_serializing_if = "Vec::is_empty")]
-        tolerate: Vec<i32>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        save: Option<String>,
-    },
-    /// Writes `data` to `path` (open O_WRONLY, one write, close).
-    Write {
-        what: String,
-        path: String,
-        data: String,
-    },
-}
-
-/// A syscall argument.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-#[serde(rename_all = "lowercase")]
-pub enum Arg {
-    Int(i64),
-    /// A NUL-terminated string.
-    Str(String),
-    /// A buffer (a struct passed by pointer), base64.
-    Bytes(String),
-    /// A seccomp program (packed `sock_filter`s, base64): passed as a `struct sock_fprog`.
-    Fprog(String),
-    /// NULL.
-    Null,
-    /// An fd an earlier step saved; a step whose fd was not made (its step failed with an
-    /// error it tolerates) is skipped.
-    Var(String),
-}
 
 /// What the plans are made from: the Sandbox's settings every call of it shares, known when
 /// kern starts, before the call (`launch::Kern::spawn_zygote`).
@@ -73,74 +27,6 @@ pub struct Plans {
     /// The scratch tmpfs targets: P reports how full each was when the workload ended, as a
     /// fresh box's PID 1 does (`Pid1Msg::Exited`, in this order), so an OOM can name the one that held the bytes.
     pub tmpfs: Vec<String>,
-}
-
-fn sys(what: impl Into<String>, nr: libc::c_long, args: Vec<Arg>) -> Op {
-    Op::Sys {
-        what: what.into(),
-        nr,
-        args,
-        tolerate: Vec::new(),
-        save: None,
-    }
-}
-
-fn tolerating(op: Op, errnos: &[i32]) -> Op {
-    match op {
-        Op::Sys {
-            what,
-            nr,
-            args,
-            save,
-            ..
-        } => Op::Sys {
-            what,
-            nr,
-            args,
-            tolerate: errnos.to_vec(),
-            save,
-        },
-        w => w,
-    }
-}
-
-fn saving(op: Op, name: &str) -> Op {
-    match op {
-        Op::Sys {
-            what,
-            nr,
-            args,
-            tolerate,
-            ..
-        } => Op::Sys {
-            what,
-            nr,
-            args,
-            tolerate,
-            save: Some(name.into()),
-        },
-        w => w,
-    }
-}
-
-fn int(v: impl Into<i64>) -> Arg {
-    Arg::Int(v.into())
-}
-
-fn s(v: &str) -> Arg {
-    Arg::Str(v.into())
-}
-
-fn bytes(b: &[u8]) -> Arg {
-    Arg::Bytes(base64::engine::general_purpose::STANDARD.encode(b))
-}
-
-fn write(what: &str, path: &str, data: &str) -> Op {
-    Op::Write {
-        what: what.into(),
-        path: path.into(),
-        data: data.into(),
-    }
 }
 
 fn mount(what: String, src: Arg, target: &str, fstype: Arg, flags: u64, data: Arg) -> Op {
@@ -205,7 +91,7 @@ pub fn plans(
     Plans {
         call: call_plan(),
         pid1: pid1_plan(spec, proc_kind),
-        workload: workload_plan(fallback),
+        workload: super::Workload::of(&super::Posture::of_call(fallback)).into_ops(),
         tmpfs: spec.tmpfs.iter().map(|t| t.target.clone()).collect(),
     }
 }
@@ -353,134 +239,6 @@ fn pid1_plan(spec: &Inputs, proc_kind: impl Fn(&str) -> Option<bool>) -> Vec<Op>
         "close the socket",
         libc::SYS_close,
         vec![Arg::Var("lo".into())],
-    ));
-    p
-}
-
-fn workload_plan(fallback: &Fallback) -> Vec<Op> {
-    let mut p = vec![
-        sys("setsid", libc::SYS_setsid, vec![]),
-        tolerating(
-            sys(
-                "join a new session keyring",
-                libc::SYS_keyctl,
-                vec![int(1), Arg::Null],
-            ),
-            &[libc::ENOSYS],
-        ),
-    ];
-    let mut rlimit = |what: &str, res: u32, v: u64| {
-        let mut b = [0u8; 16];
-        b[..8].copy_from_slice(&v.to_ne_bytes());
-        b[8..].copy_from_slice(&v.to_ne_bytes());
-        p.push(sys(
-            what,
-            libc::SYS_prlimit64,
-            vec![int(0), int(res), bytes(&b), Arg::Null],
-        ));
-    };
-    rlimit("no core dumps", libc::RLIMIT_CORE, 0);
-    rlimit(
-        "the box's POSIX message queue budget",
-        libc::RLIMIT_MSGQUEUE,
-        crate::engine::shared::mq::box_budget(),
-    );
-    if let Some(b) = fallback.data_bytes {
-        rlimit("the memory cap as RLIMIT_DATA", libc::RLIMIT_DATA, b);
-    }
-    if let Some(n) = fallback.nproc {
-        rlimit("the process cap as RLIMIT_NPROC", libc::RLIMIT_NPROC, n);
-    }
-    for cap in 0..64 {
-        p.push(tolerating(
-            sys(
-                format!("drop capability {cap} from the bounding set"),
-                libc::SYS_prctl,
-                vec![int(libc::PR_CAPBSET_DROP), int(cap)],
-            ),
-            &[libc::EINVAL],
-        ));
-    }
-    p.push(sys(
-        "clear the ambient capabilities",
-        libc::SYS_prctl,
-        vec![
-            int(libc::PR_CAP_AMBIENT),
-            int(libc::PR_CAP_AMBIENT_CLEAR_ALL),
-            int(0),
-            int(0),
-            int(0),
-        ],
-    ));
-    p.push(sys(
-        "no_new_privs",
-        libc::SYS_prctl,
-        vec![
-            int(libc::PR_SET_NO_NEW_PRIVS),
-            int(1),
-            int(0),
-            int(0),
-            int(0),
-        ],
-    ));
-    let mut cap_header = [0u8; 8];
-    cap_header[..4].copy_from_slice(&0x2008_0522u32.to_ne_bytes());
-    let mut both = cap_header.to_vec();
-    both.extend([0u8; 24]);
-    p.push(sys(
-        "empty every capability set",
-        libc::SYS_capset,
-        vec![bytes(&cap_header), bytes(&both[8..])],
-    ));
-    // A Landlock domain of its own, as every fresh box's workload (`landlock::enter_own_domain`:
-    // handled MakeBlock, no rule), where the kernel has Landlock.
-    const LANDLOCK_ACCESS_FS_MAKE_BLOCK: u64 = 1 << 11;
-    p.push(tolerating(
-        saving(
-            sys(
-                "a Landlock ruleset",
-                libc::SYS_landlock_create_ruleset,
-                vec![
-                    bytes(&LANDLOCK_ACCESS_FS_MAKE_BLOCK.to_ne_bytes()),
-                    int(8),
-                    int(0),
-                ],
-            ),
-            "landlock",
-        ),
-        &[libc::ENOSYS, libc::EOPNOTSUPP],
-    ));
-    // Skipped where the kernel made no ruleset (`Arg::Var`), as the fresh box's best effort.
-    p.push(sys(
-        "enter the Landlock domain",
-        libc::SYS_landlock_restrict_self,
-        vec![Arg::Var("landlock".into()), int(0)],
-    ));
-    p.push(sys(
-        "close the ruleset",
-        libc::SYS_close,
-        vec![Arg::Var("landlock".into())],
-    ));
-    let setid = crate::engine::boxside::setid::program().0;
-    let packed: Vec<u8> = crate::engine::boxside::seccomp::unpack(&setid)
-        .iter()
-        .flat_map(|f| {
-            let mut b = Vec::with_capacity(8);
-            b.extend(f.code.to_ne_bytes());
-            b.push(f.jt);
-            b.push(f.jf);
-            b.extend(f.k.to_ne_bytes());
-            b
-        })
-        .collect();
-    p.push(sys(
-        "enter the set-id seccomp filter",
-        libc::SYS_seccomp,
-        vec![
-            int(libc::SECCOMP_SET_MODE_FILTER),
-            int(0),
-            Arg::Fprog(base64::engine::general_purpose::STANDARD.encode(packed)),
-        ],
     ));
     p
 }
