@@ -5,7 +5,7 @@ use super::network;
 use super::opened::Opened;
 use super::percall::{self, CallInput, PerCall};
 use super::persist;
-use super::pool;
+use super::prewarm;
 use super::pyc;
 use super::result::{self, over_quota, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
 use super::writers::Active;
@@ -108,7 +108,7 @@ pub(super) async fn exec(
         }
     }
     let before = if track { before } else { None };
-    // A python cell that doesn't stream takes a prewarmed box when the pool has one. Not a
+    // A python cell that doesn't stream takes a prewarmed box when there is a spare. Not a
     // call with its own env or cwd: a prewarmed interpreter started before they were known,
     // under the session's, and a cell can't change them for the interpreter's own start-up
     // (PYTHON* variables, sys.path[0]). Nor a call with stdin: its fd 0 is /dev/null. Nor
@@ -120,15 +120,15 @@ pub(super) async fn exec(
                 && !spec.stdin
                 && abort.is_none() =>
         {
-            pool::take(&opened)
+            prewarm::take(&opened)
         }
         _ => None,
     };
     if let (Some(slot), Some(code)) = (slot, &cell) {
         let r = slot.run(code, timeout_ms, input.results).await;
-        // The pool refills after the call, so starting the next box doesn't compete with
+        // The prewarmed spares refill after the call, so starting the next box doesn't compete with
         // this one for the CPU.
-        pool::fill(&opened, kern_path);
+        prewarm::fill(&opened, kern_path);
         let mut r = r?;
         for n in opened.session_notes() {
             r.stderr.push_note(&n);

@@ -2,7 +2,7 @@
 //! be forked from the zygote or take a prewarmed slot, a `persist` session's calls join its
 //! resident box, kernels, `spawn()` and `terminal()` have boxes of their own. Each route this
 //! session's options open is measured in the box that route really gives (a spare kern, a
-//! zygote fork, a slot taken from the pool, a call into the resident box, a driver kernel, a
+//! zygote fork, a prewarmed slot, a call into the resident box, a driver kernel, a
 //! spawned process, a terminal), by the same probe as the top-level report and read the same
 //! way (`isolation::read`): what the image's tools print can only lower it.
 
@@ -204,15 +204,15 @@ async fn zygote(opened: &Arc<Opened>, kern: &Path) -> Result<Option<Isolation>> 
     }
 }
 
-/// A slot of the prewarm pool, taken as a call takes one (or started as the pool starts them,
-/// when none is ready); the pool is topped up after.
+/// A prewarmed slot, taken as a call takes one (or started as `prewarm` starts them, when none
+/// is ready); the spares are topped up after.
 async fn prewarm(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
-    let slot = match super::pool::take(opened) {
+    let slot = match super::prewarm::take(opened) {
         Some(s) => s,
-        None => super::pool::start(opened.clone(), kern)?,
+        None => super::prewarm::start(opened.clone(), kern)?,
     };
     let (r, outcome) = slot.run_measured(PROBE_PY, PROBE_TIMEOUT_MS).await;
-    super::pool::fill(opened, kern);
+    super::prewarm::fill(opened, kern);
     from_cell(opened, "prewarm", r, outcome)
 }
 

@@ -1,6 +1,6 @@
 //! A session's long-lived boxes (`spawn`): a box that lives until it is stopped or its session
 //! closes. On it: boxes whose python driver is started before it has a cell (`start`), for the
-//! driver kernel (many cells) and the prewarm pool (a kernel used for exactly one cell), both
+//! driver kernel (many cells) and the prewarmed slots (a kernel used for exactly one cell), both
 //! spawned with the driver and a socket to it; and Jupyter kernels. Here too `kernel()`
 //! (`open_kernel`): a kernel of either kind (`session::kernel`) in a box of the session.
 

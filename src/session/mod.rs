@@ -9,7 +9,8 @@
 //!   returns and how it is assembled; `host_files`: readFile, writeFile, listFiles, snapshot,
 //!   restore.
 //! - `kernel`: the kernels (one lifecycle; the python driver's kind, the Jupyter kind);
-//!   `longbox`: the long-lived boxes they run in, and `kernel()`; `pool`: the prewarm pool.
+//!   `longbox`: the long-lived boxes they run in, and `kernel()`; `prewarm`: python boxes
+//!   started ahead of a cell; `spares`: the one type for everything made ahead of a call.
 //! - `persist`: a session's side of the resident box; `setup` and `deps`: the `setup` box and
 //!   `.deps`; `pyc`: the compiled stdlib; `network`: the boxes' ways out; `stderr`: a call's
 //!   stderr and kern's notes in it.
@@ -30,12 +31,13 @@ mod opened;
 pub mod options;
 mod percall;
 mod persist;
-mod pool;
+mod prewarm;
 mod process;
 pub mod profiles;
 mod pyc;
 mod result;
 pub mod setup;
+mod spares;
 pub mod stderr;
 mod writers;
 pub(crate) mod zygote;

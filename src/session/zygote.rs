@@ -8,6 +8,7 @@
 
 use super::longbox;
 use super::opened::Opened;
+use super::spares::Spares;
 use crate::engine::launch::Kern;
 use crate::error::{Error, Result};
 use crate::lang::driver;
@@ -31,9 +32,9 @@ pub(super) struct Zygote {
     box_: longbox::LongBox,
     /// What each call's box is made from (the Sandbox's scratch mounts and hostname).
     inputs: crate::engine::zygote::plan::Inputs,
-    /// Kerns in their cgroups, each with a call's box the zygote forked and they set up, whose
-    /// workload waits for a call; oldest first.
-    spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
+    /// Spare kerns in their cgroups, each with a call's box the zygote forked and they set up,
+    /// whose workload waits for a call.
+    spares: Spares<Kern>,
     /// Whether a call was told the zygote has ended (once).
     end_told: std::sync::atomic::AtomicBool,
 }
@@ -71,9 +72,7 @@ impl Zygote {
 
     /// Lets every spare go (close()): each kern ends its unused box and leaves.
     pub(super) fn retire(&self) {
-        if let Ok(mut spares) = self.spares.lock() {
-            spares.drain(..).for_each(Kern::retire);
-        }
+        self.spares.retire_all();
     }
 }
 
@@ -288,7 +287,7 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         ctl: ours,
         box_,
         inputs,
-        spares: Default::default(),
+        spares: Spares::new(SPARES),
         end_told: Default::default(),
     };
     z.top_up(&opened, kern);
@@ -299,15 +298,10 @@ impl Zygote {
     /// Starts spares up to `SPARES`, unless the session is closing (checked under the lock
     /// `shut_down` retires them under).
     fn top_up(&self, opened: &Opened, kern: &Path) {
-        let Ok(mut spares) = self.spares.lock() else {
-            return;
-        };
-        while spares.len() < SPARES && !*opened.closing.borrow() && self.alive() {
-            match self.spawn_spare(kern, &opened.config.limits) {
-                Some(k) => spares.push_back(k),
-                None => break,
-            }
-        }
+        self.spares.top_up(
+            || !*opened.closing.borrow() && self.alive(),
+            || self.spawn_spare(kern, &opened.config.limits),
+        );
     }
 }
 
@@ -316,7 +310,7 @@ impl Zygote {
 /// box). The spares are topped up beside the call.
 pub(super) fn take(opened: &Arc<Opened>, kern: &Path) -> Option<Kern> {
     let z = opened.zygote.get().filter(|z| z.alive())?;
-    let taken = super::opened::oldest_live(&mut *z.spares.lock().ok()?);
+    let taken = z.spares.take();
     let (me, path) = (opened.clone(), kern.to_path_buf());
     tokio::task::spawn_blocking(move || {
         if let Some(z) = me.zygote.get() {
