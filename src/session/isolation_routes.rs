@@ -9,7 +9,9 @@
 use super::isolation::{self, Isolation, PROBE};
 use super::network;
 use super::opened::Opened;
+use super::prepared::{prepare, Workload};
 use super::process::{Process, ProcessRequest};
+use super::route::Route;
 use crate::engine::launch::Outcome;
 use crate::error::{Error, Result};
 use crate::lang::Language;
@@ -64,13 +66,17 @@ pub(super) async fn measure(
 /// mounts), or a call into the resident box of a `persist` session.
 async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let route = if opened.resident.get().is_some() {
-        "resident"
+        Route::Resident
     } else {
-        "fresh"
+        Route::Fresh
     };
-    let workspace = opened.workspace_path()?;
+    let name = route.name();
     let argv = vec!["/bin/sh".into(), "-c".into(), PROBE.into()];
-    let mut spec = opened.call_spec(argv, &[], &[], PROBE_TIMEOUT_MS, false, &workspace);
+    let probe = Workload::Argv {
+        what: "isolation()",
+        argv,
+    };
+    let mut spec = prepare(opened, probe, PROBE_TIMEOUT_MS, Default::default())?.spec;
     if let Some(a) = opened.resident.get() {
         a.check()?;
         spec.resident = Some(crate::engine::spec::Resident::Exec {
@@ -81,8 +87,9 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let _running = opened.running.read().await;
     let line = opened.egress_line(&spec)?;
     let fds = network::fds(None, line.as_ref());
-    let mut outcome = opened
-        .kern(kern)?
+    let mut outcome = route
+        .kern(opened, kern)?
+        .ok_or_else(|| Error::Runtime("a prewarmed slot has no kern".into()))?
         .run(&spec, 1 << 16, None, opened.closing.subscribe(), fds)
         .await?;
     // A call into the resident box runs under the box's caps, which its own report does not
@@ -93,7 +100,7 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
             o.report.applied = Some(held(a.target.pid1.pid, &opened.config.limits, &said));
         }
     }
-    from_outcome(opened, route, outcome)
+    from_outcome(opened, name, outcome)
 }
 
 /// How the caps asked for in `limits` hold the box whose PID 1 is `pid`: its cgroup's files,

@@ -10,6 +10,7 @@ use super::kernel::lifecycle::Lifecycle;
 use super::kernel::OpenKernel;
 use super::opened::Opened;
 use super::percall::PerCall;
+use super::prepared::{prepare, Workload};
 use super::result::ExecRequest;
 use super::writers::Active;
 use crate::engine::launch::{ChunkSender, Outcome};
@@ -46,20 +47,9 @@ pub fn start(
     lang: Language,
     place: &PerCall,
 ) -> Result<DriverBox> {
-    let launch = lang.launch("")?;
-    let workspace = opened.workspace_path()?;
-    let mut spec = opened.call_spec(
-        launch.argv,
-        &launch.env,
-        &place.env,
-        LIFETIME_MS,
-        true,
-        &workspace,
-    );
-    spec.cwd = place.cwd.clone();
-    crate::config::check_exec_size(&spec.argv, &spec.env)?;
+    let p = prepare(&opened, Workload::Driver(lang), LIFETIME_MS, place.clone())?;
     let (sock, channel) = super::network::box_socketpair("driver")?;
-    let b = spawn(opened, kern_path, spec, Some(channel), sink)?;
+    let b = spawn(opened, kern_path, p.spec, Some(channel), sink)?;
     Ok(DriverBox {
         sock,
         ended: b.ended,
@@ -197,10 +187,7 @@ pub(super) async fn open_kernel(
     if opened.config.resident.is_some() {
         return crate::invalid!("kernel() is not available with `persist`: a kernel is its own long-lived box; use runCode() (each call runs in the resident box), or open a Sandbox without `persist` for a kernel");
     }
-    let timeout_ms = match timeout_s {
-        None | Some(serde_json::Value::Null) => opened.config.timeout_ms,
-        Some(v) => super::options::timeout_ms("timeoutS", v)?,
-    };
+    let timeout_ms = super::prepared::timeout_ms(timeout_s, opened.config.timeout_ms)?;
     if *opened.closing.borrow() {
         return Err(Error::Closed(
             "the Sandbox is closed; open a new Sandbox to run more code".into(),

@@ -1,0 +1,86 @@
+//! Which kind of box serves a call, chosen in one place (`choose`), and the kern that starts,
+//! forks or joins it (`Route::kern`). `isolation().routes` measures each by its `name`.
+
+use super::kernel::driver::Slot;
+use super::opened::Opened;
+use super::prepared::Prepared;
+use super::prewarm;
+use crate::engine::launch::Kern;
+use crate::error::Result;
+use crate::lang::Language;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The box a call runs in.
+pub(super) enum Route {
+    /// A prewarmed python box that has run nothing: the cell is its one cell.
+    Prewarm(Slot),
+    /// A box forked from the session's zygote, set up by this spare kern before the call.
+    Zygote(Kern),
+    /// The resident box of a `persist` session, joined by a spare kern made for it.
+    Resident,
+    /// A fresh box, by a spare kern (or a new one).
+    Fresh,
+}
+
+/// What about a call decides its route, beside its prepared spec.
+pub(super) struct Ask {
+    /// Its output streams to the caller as it comes (a slot's is split per cell, after).
+    pub(super) streams: bool,
+    /// It may be aborted (a slot's cell ends only by its timeout or close()).
+    pub(super) abortable: bool,
+    /// A process steered while it runs (`spawn`, `terminal`): always a fresh box.
+    pub(super) steered: bool,
+}
+
+impl Route {
+    /// The name `isolation().routes` gives it.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Route::Prewarm(_) => "prewarm",
+            Route::Zygote(_) => "zygote",
+            Route::Resident => "resident",
+            Route::Fresh => "fresh",
+        }
+    }
+
+    /// The kern for the box (a slot is its own box: none). A fresh box in a resident session
+    /// gets a new kern: that session's spares are made for calls into its box.
+    pub(super) fn kern(self, opened: &Arc<Opened>, path: &Path) -> Result<Option<Kern>> {
+        Ok(Some(match self {
+            Route::Prewarm(_) => return Ok(None),
+            Route::Zygote(k) => k,
+            Route::Fresh if opened.resident.get().is_some() => {
+                Kern::spawn(path, &opened.config.limits)?
+            }
+            Route::Resident | Route::Fresh => opened.kern(path)?,
+        }))
+    }
+}
+
+/// The route for `p`. A python cell that doesn't stream takes a prewarmed box when there is a
+/// spare; else a python cell the zygote may take is forked from it. Neither takes a call with
+/// its own env or cwd (their interpreter started before those were known, under the session's,
+/// and a cell can't change them for the interpreter's own start-up: PYTHON* variables,
+/// sys.path[0]), nor one with stdin (their fd 0 is /dev/null). A resident session's calls join
+/// its box; everything else runs in a fresh box.
+pub(super) fn choose(opened: &Arc<Opened>, kern: &Path, p: &Prepared, ask: &Ask) -> Route {
+    if ask.steered {
+        return Route::Fresh;
+    }
+    if opened.resident.get().is_some() {
+        return Route::Resident;
+    }
+    let python_cell = p.cell.is_some() && p.lang == Some(Language::Python);
+    if python_cell && p.place.is_plain() && !p.spec.stdin {
+        if !ask.streams && !ask.abortable {
+            if let Some(slot) = prewarm::take(opened) {
+                return Route::Prewarm(slot);
+            }
+        }
+        if let Some(k) = super::zygote::take(opened, kern) {
+            return Route::Zygote(k);
+        }
+    }
+    Route::Fresh
+}
