@@ -22,7 +22,6 @@ mod deps;
 pub mod host_binds;
 mod host_files;
 pub mod isolation;
-mod isolation_routes;
 pub mod kernel;
 mod longbox;
 pub mod network;
@@ -33,6 +32,7 @@ mod percall;
 mod persist;
 mod prepared;
 mod prewarm;
+mod probes;
 mod process;
 pub mod profiles;
 mod pyc;
@@ -43,6 +43,7 @@ mod spares;
 pub mod stderr;
 mod writers;
 pub(crate) mod zygote;
+mod zygote_start;
 
 pub use host_files::{ReadStream, WriteStream, MAX_CHUNK};
 pub use kernel::OpenKernel;
@@ -175,10 +176,10 @@ impl Sandbox {
     /// With `routes`: each route a call can take, measured in its own box (once too).
     pub async fn isolation(&self) -> Result<isolation::Isolation> {
         let opened = self.opened().await?;
-        let mut m = isolation::measure(&opened, &self.kern).await?;
+        let mut m = probes::measure(&opened, &self.kern).await?;
         let routes = opened
             .isolation_routes
-            .get_or_try_init(|| isolation_routes::measure(&opened, &self.kern))
+            .get_or_try_init(|| probes::measure_routes(&opened, &self.kern))
             .await?;
         m.routes = Some(routes.clone());
         Ok(m)

@@ -126,7 +126,7 @@ async fn start(
     container_preflight(opened, kern).await?;
     // `requireIsolation` (ADDITION): refused before `setup` or a resident box, on a probe
     // box's measurement.
-    super::isolation::require(opened, kern, required).await?;
+    super::probes::require(opened, kern, required).await?;
     if opened.config.resident.is_some() {
         if opened.config.limits.require {
             opened.check_limits(kern).await?;
@@ -148,7 +148,7 @@ async fn start(
     opened.start_pyc_build(opened, kern);
     prewarm::fill(opened, kern);
     if opened.config.zygote {
-        let z = super::zygote::start(opened.clone(), kern).await?;
+        let z = super::zygote_start::start(opened.clone(), kern).await?;
         let _ = opened.zygote.set(z);
     }
     Ok(())

@@ -56,7 +56,7 @@ pub(super) struct Opened {
     pub(super) resident: std::sync::OnceLock<persist::Attached>,
     /// ADDITION: the measured posture (`isolation()`), once measured.
     pub(super) isolation: tokio::sync::OnceCell<super::isolation::Isolation>,
-    /// ADDITION: the same per route a call can take (`isolation_routes`), once measured.
+    /// ADDITION: the same per route a call can take (`probes::measure_routes`), once measured.
     pub(super) isolation_routes: tokio::sync::OnceCell<
         std::collections::BTreeMap<&'static str, super::isolation::Isolation>,
     >,

@@ -78,9 +78,24 @@ pub(super) fn choose(opened: &Arc<Opened>, kern: &Path, p: &Prepared, ask: &Ask)
                 return Route::Prewarm(slot);
             }
         }
-        if let Some(k) = super::zygote::take(opened, kern) {
+        if let Some(k) = zygote_fork(opened, kern) {
             return Route::Zygote(k);
         }
     }
     Route::Fresh
+}
+
+/// A kern whose box, forked from the zygote, is set up and waits for this call; None when the
+/// session has no zygote, it has ended, or no spare is left (the call then runs in a fresh
+/// box). The spares are topped up beside the call.
+pub(super) fn zygote_fork(opened: &Arc<Opened>, kern: &Path) -> Option<Kern> {
+    let z = opened.zygote.get().filter(|z| z.alive())?;
+    let taken = z.take();
+    let (me, path) = (opened.clone(), kern.to_path_buf());
+    tokio::task::spawn_blocking(move || {
+        if let Some(z) = me.zygote.get() {
+            z.top_up(&me.closing, &path, &me.config.limits);
+        }
+    });
+    taken
 }
