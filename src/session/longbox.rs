@@ -260,9 +260,18 @@ async fn start_jupyter(
     name: &str,
     place: &PerCall,
 ) -> Result<Lifecycle<Jupyter>> {
-    let workspace = opened.workspace_path()?;
-    let mut spec = opened.spec(Vec::new(), &[], LIFETIME_MS, false, &workspace);
-    spec.cwd = place.cwd.clone();
+    let kernel = Workload::Own {
+        argv: Vec::new(),
+        env: Vec::new(),
+        channel: false,
+    };
+    // Its cwd is the kernel's; its env goes in below, over the kernelspec's.
+    let place_cwd = PerCall {
+        env: Vec::new(),
+        cwd: place.cwd.clone(),
+    };
+    let p = prepare(&opened, kernel, LIFETIME_MS, place_cwd)?;
+    let (mut spec, workspace) = (p.spec, p.workspace);
     // The kernel's own env goes over the Sandbox's, both over the kernelspec's.
     let caller_env: Vec<(String, String)> = opened
         .config

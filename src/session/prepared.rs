@@ -1,5 +1,6 @@
 //! A prepared call: what every entry that starts a box for the caller checks and carries before
-//! the box (`runCode`/`run`, `spawn`/`terminal`, kernels and prewarmed slots, the zygote):
+//! the box (`runCode`/`run`, `spawn`/`terminal`, kernels and prewarmed slots, the zygote,
+//! `setup`, the isolation probe of the call route):
 //! the workload (argv, or a language's launch and cell), the timeout, the call's own `env` and
 //! `cwd`, the box's spec from the session's posture, and the size check the kernel would
 //! otherwise fail with E2BIG. `before` is the workspace walk and quota check a call makes before
@@ -30,6 +31,13 @@ pub(super) enum Workload {
     },
     /// A driver waiting for cells on its socket (a kernel, a prewarmed slot).
     Driver(Language),
+    /// A program of the session's own making (the zygote's python, a Jupyter kernel whose argv
+    /// its kernelspec fills in later), with its own environment under the caller's.
+    Own {
+        argv: Vec<String>,
+        env: Vec<(String, String)>,
+        channel: bool,
+    },
 }
 
 /// A call checked and specified, before its box.
@@ -109,6 +117,13 @@ fn launch(workload: Workload) -> Result<Launch> {
                 channel: true,
             }
         }
+        Workload::Own { argv, env, channel } => Launch {
+            argv,
+            env,
+            cell: None,
+            lang: None,
+            channel,
+        },
     })
 }
 

@@ -4,6 +4,8 @@
 
 use super::longbox;
 use super::opened::Opened;
+use super::percall::PerCall;
+use super::prepared::{prepare, Workload};
 use super::zygote::{seqpacket_pair, source, start_env, Zygote};
 use crate::error::{Error, Result};
 use std::os::fd::AsFd;
@@ -33,15 +35,12 @@ fn pyc_bind_hook(cache: &super::pyc::Cache) -> Option<&'static str> {
 /// Starts the zygote's box and waits until it serves.
 pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
     check(&opened)?;
-    let workspace = opened.workspace_path()?;
-    let mut spec = opened.call_spec(
-        vec!["python3".into(), "-c".into(), source()],
-        &[("PYTHONUNBUFFERED".into(), "1".into())],
-        &[],
-        longbox::LIFETIME_MS,
-        true,
-        &workspace,
-    );
+    let python = Workload::Own {
+        argv: vec!["python3".into(), "-c".into(), source()],
+        env: vec![("PYTHONUNBUFFERED".into(), "1".into())],
+        channel: true,
+    };
+    let mut spec = prepare(&opened, python, longbox::LIFETIME_MS, PerCall::default())?.spec;
     spec.serves_zygote = true;
     spec.env = start_env(
         &spec.env,
