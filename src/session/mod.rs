@@ -4,16 +4,21 @@
 //!
 //! - `open`: bringing a session up (and its resident box, with `persist`); `opened`: the opened
 //!   state, its boxes' spec and `shut_down`; `writers`: who may be writing to the workspace.
-//! - `call`: one call in a fresh box (`percall`: what its own options add); `process`: a
-//!   process steered while it runs (`spawn`, `terminal`); `result`: what a call
-//!   returns and how it is assembled; `host_files`: readFile, writeFile, listFiles, snapshot,
-//!   restore.
+//! - Every call goes one way: `prepared` (the workload, timeout, the call's own env and cwd
+//!   from `percall`, the box's spec and size check, the workspace before), then `route` (which
+//!   box serves it: a prewarmed slot, a zygote fork, the resident box, a fresh box), then the
+//!   box. `call` runs `run`/`runCode` so; `process` a process steered while it runs (`spawn`,
+//!   `terminal`); `result`: what a call returns and how it is assembled; `host_files`:
+//!   readFile, writeFile, listFiles, snapshot, restore.
+//! - `spares`: the one type for everything made ahead of a call (spare kerns, the zygote's
+//!   forks, prewarmed slots); `prewarm`: the prewarmed slots; `zygote`: what the session holds
+//!   of its zygote, `zygote_start` starting it.
 //! - `kernel`: the kernels (one lifecycle; the python driver's kind, the Jupyter kind);
-//!   `longbox`: the long-lived boxes they run in, and `kernel()`; `prewarm`: python boxes
-//!   started ahead of a cell; `spares`: the one type for everything made ahead of a call.
+//!   `longbox`: the long-lived boxes they run in, and `kernel()`.
 //! - `persist`: a session's side of the resident box; `setup` and `deps`: the `setup` box and
 //!   `.deps`; `pyc`: the compiled stdlib; `network`: the boxes' ways out; `stderr`: a call's
-//!   stderr and kern's notes in it.
+//!   stderr and kern's notes in it; `isolation`: what `isolation()` reports, `probes` the
+//!   probe boxes that measure it.
 //! - `options` (the options object, read by group), `host_binds` (the `mounts` policy) and
 //!   `profiles` (`kern.toml`) make the `crate::config::Config` a session opens with.
 
