@@ -10,7 +10,7 @@ use super::prepared::{self, Prepared, Workload};
 use super::prewarm;
 use super::pyc;
 use super::result::{self, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
-use super::route::{self, Ask, Route};
+use super::route::{self, Ask, BoxRoute, Route};
 use super::writers::Active;
 use crate::engine::launch::ChunkSender;
 use crate::engine::spec::DEFAULT_WORKSPACE_TARGET;
@@ -79,7 +79,6 @@ pub(super) async fn exec(
     let ask = Ask {
         streams: sink.is_some(),
         abortable: abort.is_some(),
-        steered: false,
     };
     let route = route::choose(&opened, kern_path, &p, &ask);
     let route = match route {
@@ -96,9 +95,9 @@ pub(super) async fn exec(
             r.files = workspace_changes(before, &p.workspace, &mut r.stderr).await;
             return Ok(r);
         }
-        other => other,
+        Route::Box(b) => b,
     };
-    p.spec.zygote = matches!(route, Route::Zygote(_));
+    p.spec.zygote = matches!(route, BoxRoute::Zygote(_));
     in_box(
         &opened,
         kern_path,
@@ -120,7 +119,7 @@ pub(super) async fn exec(
 /// What a call in a box of its own (not a prewarmed slot) brings to `in_box`.
 struct InBox<'a> {
     /// Its route: a zygote fork (its kern already holds the box), the resident box, or fresh.
-    route: Route,
+    route: BoxRoute,
     before: Option<track::Snapshot>,
     attached: Option<&'a persist::Attached>,
     abort: Option<tokio::sync::watch::Receiver<bool>>,
@@ -165,10 +164,7 @@ async fn in_box(
         return Err(Error::Invalid(percall::ABORTED.into()));
     }
     // A fresh or resident route's kern is taken only now that the call is sure to run.
-    let kern = b
-        .route
-        .kern(opened, kern_path)?
-        .ok_or_else(|| Error::Runtime("a prewarmed slot has no kern".into()))?;
+    let kern = b.route.kern(opened, kern_path)?;
     let first = kern
         .run(&spec, cfg.max_output, b.sink.clone(), b.cancel.clone(), fds)
         .await?;

@@ -13,7 +13,7 @@ use super::network;
 use super::opened::Opened;
 use super::prepared::{prepare, Workload};
 use super::process::{Process, ProcessRequest};
-use super::route::Route;
+use super::route;
 use crate::config::Network;
 use crate::engine::launch::Outcome;
 use crate::error::{Error, Result};
@@ -68,11 +68,7 @@ pub(super) async fn measure_routes(
 /// The box a `run()` gets: a spare kern of the session with the call's spec (its network and
 /// mounts), or a call into the resident box of a `persist` session.
 async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
-    let route = if opened.resident.get().is_some() {
-        Route::Resident
-    } else {
-        Route::Fresh
-    };
+    let route = route::plain(opened);
     let name = route.name();
     let argv = vec!["/bin/sh".into(), "-c".into(), PROBE.into()];
     let probe = Workload::Argv {
@@ -92,7 +88,6 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let fds = network::fds(None, line.as_ref());
     let mut outcome = route
         .kern(opened, kern)?
-        .ok_or_else(|| Error::Runtime("a prewarmed slot has no kern".into()))?
         .run(&spec, 1 << 16, None, opened.closing.subscribe(), fds)
         .await?;
     // A call into the resident box runs under the box's caps, which its own report does not

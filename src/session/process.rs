@@ -9,7 +9,7 @@ use super::opened::Opened;
 use super::percall::{self, PerCall};
 use super::prepared::{self, Prepared, Workload};
 use super::result::{self, ExecRequest, ExecResult};
-use super::route::{self, Ask};
+use super::route;
 use super::writers::Active;
 use crate::engine::connector;
 use crate::engine::handoff::BoxFds;
@@ -134,13 +134,7 @@ impl Process {
             .before(&opened)
             .await
             .map_err(|fault| Error::Invalid(fault.message))?;
-        // spawn() and terminal() always get a fresh box.
-        let steered = Ask {
-            streams: true,
-            abortable: true,
-            steered: true,
-        };
-        let route = route::choose(&opened, kern_path, &p, &steered);
+        let route = route::steered();
         let Prepared {
             spec, workspace, ..
         } = p;
@@ -170,9 +164,7 @@ impl Process {
             (Some(a), Some(b))
         };
         let line = opened.egress_line(&spec)?;
-        let kern = route
-            .kern(&opened, kern_path)?
-            .ok_or_else(|| Error::Runtime(format!("{what}: a prewarmed slot has no kern")))?;
+        let kern = route.kern(&opened, kern_path)?;
 
         let (stop, stop_rx) = watch::channel(false);
         let (started_tx, started_rx) = oneshot::channel();

@@ -1,5 +1,6 @@
-//! Which kind of box serves a call, chosen in one place (`choose`), and the kern that starts,
-//! forks or joins it (`Route::kern`). `isolation().routes` measures each by its `name`.
+//! Which kind of box serves a call, chosen here: `choose` for `run`/`runCode`, `steered` for
+//! `spawn`/`terminal`, `plain` for a probe; and the kern that starts, forks or joins it
+//! (`BoxRoute::kern`). `isolation().routes` measures each by its name.
 
 use super::kernel::driver::Slot;
 use super::opened::Opened;
@@ -15,6 +16,12 @@ use std::sync::Arc;
 pub(super) enum Route {
     /// A prewarmed python box that has run nothing: the cell is its one cell.
     Prewarm(Slot),
+    /// A box a kern starts, forks or joins for this call.
+    Box(BoxRoute),
+}
+
+/// A box a kern brings up for the call (every route but a prewarmed slot, which is its own).
+pub(super) enum BoxRoute {
     /// A box forked from the session's zygote, set up by this spare kern before the call.
     Zygote(Kern),
     /// The resident box of a `persist` session, joined by a spare kern made for it.
@@ -29,32 +36,44 @@ pub(super) struct Ask {
     pub(super) streams: bool,
     /// It may be aborted (a slot's cell ends only by its timeout or close()).
     pub(super) abortable: bool,
-    /// A process steered while it runs (`spawn`, `terminal`): always a fresh box.
-    pub(super) steered: bool,
 }
 
-impl Route {
+impl BoxRoute {
     /// The name `isolation().routes` gives it.
     pub(super) fn name(&self) -> &'static str {
         match self {
-            Route::Prewarm(_) => "prewarm",
-            Route::Zygote(_) => "zygote",
-            Route::Resident => "resident",
-            Route::Fresh => "fresh",
+            BoxRoute::Zygote(_) => "zygote",
+            BoxRoute::Resident => "resident",
+            BoxRoute::Fresh => "fresh",
         }
     }
 
-    /// The kern for the box (a slot is its own box: none). A fresh box in a resident session
-    /// gets a new kern: that session's spares are made for calls into its box.
-    pub(super) fn kern(self, opened: &Arc<Opened>, path: &Path) -> Result<Option<Kern>> {
-        Ok(Some(match self {
-            Route::Prewarm(_) => return Ok(None),
-            Route::Zygote(k) => k,
-            Route::Fresh if opened.resident.get().is_some() => {
-                Kern::spawn(path, &opened.config.limits)?
+    /// The kern for the box. A fresh box in a resident session gets a new kern: that
+    /// session's spares are made for calls into its box.
+    pub(super) fn kern(self, opened: &Arc<Opened>, path: &Path) -> Result<Kern> {
+        match self {
+            BoxRoute::Zygote(k) => Ok(k),
+            BoxRoute::Fresh if opened.resident.get().is_some() => {
+                Kern::spawn(path, &opened.config.limits)
             }
-            Route::Resident | Route::Fresh => opened.kern(path)?,
-        }))
+            BoxRoute::Resident | BoxRoute::Fresh => opened.kern(path),
+        }
+    }
+}
+
+/// The route of a process steered while it runs (`spawn`, `terminal`): always a fresh box,
+/// in a resident session too (its box is the process's own).
+pub(super) fn steered() -> BoxRoute {
+    BoxRoute::Fresh
+}
+
+/// The route of the session's calls into a box (not a python cell): the resident box of a
+/// `persist` session, else a fresh box.
+pub(super) fn plain(opened: &Opened) -> BoxRoute {
+    if opened.resident.get().is_some() {
+        BoxRoute::Resident
+    } else {
+        BoxRoute::Fresh
     }
 }
 
@@ -65,24 +84,18 @@ impl Route {
 /// sys.path[0]), nor one with stdin (their fd 0 is /dev/null). A resident session's calls join
 /// its box; everything else runs in a fresh box.
 pub(super) fn choose(opened: &Arc<Opened>, kern: &Path, p: &Prepared, ask: &Ask) -> Route {
-    if ask.steered {
-        return Route::Fresh;
-    }
-    if opened.resident.get().is_some() {
-        return Route::Resident;
-    }
     let python_cell = p.cell.is_some() && p.lang == Some(Language::Python);
-    if python_cell && p.place.is_plain() && !p.spec.stdin {
+    if opened.resident.get().is_none() && python_cell && p.place.is_plain() && !p.spec.stdin {
         if !ask.streams && !ask.abortable {
             if let Some(slot) = prewarm::take(opened) {
                 return Route::Prewarm(slot);
             }
         }
         if let Some(k) = zygote_fork(opened, kern) {
-            return Route::Zygote(k);
+            return Route::Box(BoxRoute::Zygote(k));
         }
     }
-    Route::Fresh
+    Route::Box(plain(opened))
 }
 
 /// A kern whose box, forked from the zygote, is set up and waits for this call; None when the
