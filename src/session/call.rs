@@ -1,14 +1,14 @@
 //! One call (`run`, `runCode`): prepared (`prepared`), routed (`route`), run in its box (a
-//! prewarmed slot, or `in_box`: a zygote fork, the resident box or a fresh box) with the
+//! prewarmed box, or `in_box`: a zygote fork, the resident box or a fresh box) with the
 //! workspace walks around it and the driver's socket for a cell, and the result put together.
 
 use super::network;
 use super::opened::Opened;
 use super::percall::{self, CallInput, PerCall};
-use super::persist;
 use super::prepared::{self, Prepared, Workload};
 use super::prewarm;
 use super::pyc;
+use super::resident;
 use super::result::{self, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
 use super::route::{self, Ask, BoxRoute, Route};
 use super::writers::Active;
@@ -21,7 +21,7 @@ use crate::workspace::track;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Runs one call in the box its route gives (`route::choose`): a prewarmed slot, a zygote
+/// Runs one call in the box its route gives (`route::choose`): a prewarmed box, a zygote
 /// fork, the resident box of a `persist` session, or a fresh box.
 pub(super) async fn exec(
     opened: Arc<Opened>,
@@ -82,9 +82,9 @@ pub(super) async fn exec(
     };
     let route = route::choose(&opened, kern_path, &p, &ask);
     let route = match route {
-        Route::Prewarm(slot) => {
+        Route::Prewarm(prewarmed) => {
             let code = p.cell.as_deref().unwrap_or_default();
-            let r = slot.run(code, p.timeout_ms, input.results).await;
+            let r = prewarmed.run(code, p.timeout_ms, input.results).await;
             // The prewarmed spares refill after the call, so starting the next box doesn't
             // compete with this one for the CPU.
             prewarm::fill(&opened, kern_path);
@@ -116,12 +116,12 @@ pub(super) async fn exec(
     .await
 }
 
-/// What a call in a box of its own (not a prewarmed slot) brings to `in_box`.
+/// What a call in a box of its own (not a prewarmed box) brings to `in_box`.
 struct InBox<'a> {
     /// Its route: a zygote fork (its kern already holds the box), the resident box, or fresh.
     route: BoxRoute,
     before: Option<track::Snapshot>,
-    attached: Option<&'a persist::Attached>,
+    attached: Option<&'a resident::Attached>,
     abort: Option<tokio::sync::watch::Receiver<bool>>,
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: Option<ChunkSender>,
@@ -205,11 +205,11 @@ async fn in_box(
     result::refusal(&mut outcome)?;
     if outcome.report.resident_gone.is_some() {
         let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
-        return Err(persist::gone(name));
+        return Err(resident::gone(name));
     }
     drop(line);
     let mut notes = opened.session_notes();
-    notes.extend(attached.and_then(persist::Attached::first_call_note));
+    notes.extend(attached.and_then(resident::Attached::first_call_note));
     let mut error = None;
     let results = match results_rx {
         Some(rx) => {

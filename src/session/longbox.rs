@@ -1,6 +1,6 @@
 //! A session's long-lived boxes (`spawn`): a box that lives until it is stopped or its session
 //! closes. On it: boxes whose python driver is started before it has a cell (`start`), for the
-//! driver kernel (many cells) and the prewarmed slots (a kernel used for exactly one cell), both
+//! driver kernel (many cells) and the prewarmed boxes (a kernel used for exactly one cell), both
 //! spawned with the driver and a socket to it; and Jupyter kernels. Here too `kernel()`
 //! (`open_kernel`): a kernel of either kind (`session::kernel`) in a box of the session.
 
@@ -21,7 +21,8 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
-/// How long a started driver box may wait and run: the kernel's lifetime, or an idle slot's.
+/// How long a started driver box may wait and run: the kernel's lifetime, or an idle prewarmed
+/// box's.
 /// Per-cell deadlines are enforced by the caller, which stops the box.
 pub const LIFETIME_MS: u64 = 7 * 86_400_000;
 
@@ -221,7 +222,7 @@ pub(super) async fn open_kernel(
 }
 
 /// Starts a driver kernel's box; it runs as long as the kernel is open and the session too.
-/// `d.single`: a prewarmed slot's kernel, for one cell.
+/// `d.single`: a prewarmed box's kernel, for one cell.
 pub(super) fn start_driver(
     opened: Arc<Opened>,
     kern: &Path,

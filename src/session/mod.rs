@@ -6,19 +6,19 @@
 //!   state, its boxes' spec and `shut_down`; `writers`: who may be writing to the workspace.
 //! - Every call goes one way: `prepared` (the workload, timeout, the call's own env and cwd
 //!   from `percall`, the box's spec and size check, the workspace before), then `route` (which
-//!   box serves it: a prewarmed slot, a zygote fork, the resident box, a fresh box), then the
+//!   box serves it: a prewarmed box, a zygote fork, the resident box, a fresh box), then the
 //!   box. `call` runs `run`/`runCode` so; `process` a process steered while it runs (`spawn`,
 //!   `terminal`); `result`: what a call returns and how it is assembled; `host_files`:
 //!   readFile, writeFile, listFiles, snapshot, restore.
 //! - `spares`: the one type for everything made ahead of a call (spare kerns, the zygote's
-//!   forks, prewarmed slots); `prewarm`: the prewarmed slots; `zygote`: what the session holds
+//!   forks, prewarmed boxes); `prewarm`: the prewarmed boxes; `zygote`: what the session holds
 //!   of its zygote, `zygote_start` starting it.
 //! - `kernel`: the kernels (one lifecycle; the python driver's kind, the Jupyter kind);
 //!   `longbox`: the long-lived boxes they run in, and `kernel()`.
-//! - `persist`: a session's side of the resident box; `setup` and `deps`: the `setup` box and
-//!   `.deps`; `pyc`: the compiled stdlib; `network`: the boxes' ways out; `stderr`: a call's
-//!   stderr and kern's notes in it; `isolation`: what `isolation()` reports, `probes` the
-//!   probe boxes that measure it.
+//! - `resident`: a session's side of the resident box (`persist`); `setup` and `deps`: the
+//!   `setup` box and `.deps`; `pyc`: the compiled stdlib; `network`: the boxes' ways out;
+//!   `stderr`: a call's stderr and kern's notes in it; `isolation`: what `isolation()` reports,
+//!   `probes` the probe boxes that measure it.
 //! - `options` (the options object, read by group), `host_binds` (the `mounts` policy) and
 //!   `profiles` (`kern.toml`) make the `crate::config::Config` a session opens with.
 
@@ -34,13 +34,13 @@ mod open;
 mod opened;
 pub mod options;
 mod percall;
-mod persist;
 mod prepared;
 mod prewarm;
 mod probes;
 mod process;
 pub mod profiles;
 mod pyc;
+mod resident;
 mod result;
 mod route;
 pub mod setup;
@@ -125,7 +125,7 @@ impl Sandbox {
     pub async fn destroy(&self) -> Result<()> {
         let config = options::parse(&self.options)?;
         match config.resident {
-            Some(r) => persist::destroy(r.name).await,
+            Some(r) => resident::destroy(r.name).await,
             None => Ok(()),
         }
     }

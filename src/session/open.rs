@@ -6,9 +6,9 @@ use super::deps;
 use super::host_binds;
 use super::network;
 use super::opened::{Opened, SPARE_KERNS};
-use super::persist;
 use super::prewarm;
 use super::pyc;
+use super::resident;
 use super::setup;
 use super::spares::Spares;
 use crate::config::{Config, Network};
@@ -178,7 +178,7 @@ async fn attach_or_start(
     opened: &Arc<Opened>,
     kern: &Path,
     sink: Option<ChunkSender>,
-) -> Result<persist::Attached> {
+) -> Result<resident::Attached> {
     let cfg = &opened.config;
     let Some(r) = cfg.resident.clone() else {
         return Err(Error::Runtime(
@@ -189,14 +189,15 @@ async fn attach_or_start(
     let mut spec = opened.spec(
         Vec::new(),
         &[],
-        persist::START_TIMEOUT_MS,
+        resident::START_TIMEOUT_MS,
         false,
         &workspace,
     );
     let digest = opened.image.digest.as_ref().map(|d| d.to_string());
-    let (lock, posture) = match persist::meet(&spec, digest, cfg.setup.as_deref(), &r.name).await? {
-        persist::Meeting::Attached(a) => return Ok(a),
-        persist::Meeting::Start { lock, posture } => (lock, posture),
+    let (lock, posture) = match resident::meet(&spec, digest, cfg.setup.as_deref(), &r.name).await?
+    {
+        resident::Meeting::Attached(a) => return Ok(a),
+        resident::Meeting::Start { lock, posture } => (lock, posture),
     };
     // `setup` runs only when the box is created (its .deps are then in the box's mounts).
     if let Some(cmd) = cfg.setup.clone() {
@@ -208,5 +209,5 @@ async fn attach_or_start(
         posture,
     });
     let outcome = opened.run_own(kern, &spec).await?;
-    persist::started(outcome, r.name, lock)
+    resident::started(outcome, r.name, lock)
 }

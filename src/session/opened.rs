@@ -1,12 +1,12 @@
 //! The opened state of a session (`Opened`): its resolved options, image and workspace, the
-//! boxes it keeps ready (its spares: kerns, prewarmed slots) and its writers; how a box of it is
+//! boxes it keeps ready (its spares: kerns, prewarmed boxes) and its writers; how a box of it is
 //! specified; and `shut_down`, which ends every box of it. `open` brings it up.
 
 use super::deps;
-use super::kernel::driver::Slot;
+use super::kernel::driver::Prewarmed;
 use super::network;
-use super::persist;
 use super::pyc;
+use super::resident;
 use super::spares::Spares;
 use super::writers::Writers;
 use crate::config::{Config, Network};
@@ -41,7 +41,7 @@ pub(super) struct Opened {
     pub(super) running: tokio::sync::RwLock<()>,
     pub(super) closing: tokio::sync::watch::Sender<bool>,
     /// Spare one-cell python boxes (`prewarm`).
-    pub(super) prewarmed: Spares<Slot>,
+    pub(super) prewarmed: Spares<Prewarmed>,
     /// The compiled stdlib of this image (`pycCache`), once built.
     pub(super) pyc: Option<pyc::Cache>,
     /// The boxes that may be writing to the workspace (see `writers`).
@@ -53,7 +53,7 @@ pub(super) struct Opened {
     /// `secrets`: the placeholders boxes get, and the CA bundle they trust instead of `ca`.
     pub(super) secrets: Option<network::SecretsProxy>,
     /// `persist`: the resident box every call runs in (set once open() met or started it).
-    pub(super) resident: std::sync::OnceLock<persist::Attached>,
+    pub(super) resident: std::sync::OnceLock<resident::Attached>,
     /// ADDITION: the measured posture (`isolation()`), once measured.
     pub(super) isolation: tokio::sync::OnceCell<super::isolation::Isolation>,
     /// ADDITION: the same per route a call can take (`probes::measure_routes`), once measured.

@@ -1,5 +1,5 @@
 //! A prepared call: what every entry that starts a box for the caller checks and carries before
-//! the box (`runCode`/`run`, `spawn`/`terminal`, kernels and prewarmed slots, the zygote,
+//! the box (`runCode`/`run`, `spawn`/`terminal`, kernels and prewarmed boxes, the zygote,
 //! `setup`, the isolation probe of the call route):
 //! the workload (argv, or a language's launch and cell), the timeout, the call's own `env` and
 //! `cwd`, the box's spec from the session's posture, and the size check the kernel would
@@ -29,7 +29,7 @@ pub(super) enum Workload {
         language: Option<String>,
         code: String,
     },
-    /// A driver waiting for cells on its socket (a kernel, a prewarmed slot).
+    /// A driver waiting for cells on its socket (a kernel, a prewarmed box).
     Driver(Language),
     /// A program of the session's own making (the zygote's python, a Jupyter kernel whose argv
     /// its kernelspec fills in later), with its own environment under the caller's.
@@ -51,7 +51,7 @@ pub(super) struct Prepared {
     pub(super) place: PerCall,
     /// The cell a driver runs (a driven language's `runCode`).
     pub(super) cell: Option<String>,
-    /// The language of `runCode`, a kernel or a slot.
+    /// The language of `runCode`, a kernel or a prewarmed box.
     pub(super) lang: Option<Language>,
 }
 

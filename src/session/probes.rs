@@ -1,10 +1,10 @@
 //! ADDITION: the probes behind `isolation()` and `requireIsolation` (`measure`, `require`: a
 //! probe box of the session's posture, once per session) and behind `isolation().routes`
 //! (`measure_routes`). A call does not always run in a fresh box: a python cell may
-//! be forked from the zygote or take a prewarmed slot, a `persist` session's calls join its
+//! be forked from the zygote or take a prewarmed box, a `persist` session's calls join its
 //! resident box, kernels, `spawn()` and `terminal()` have boxes of their own. Each route this
 //! session's options open is measured in the box that route really gives (a spare kern, a
-//! zygote fork, a prewarmed slot, a call into the resident box, a driver kernel, a
+//! zygote fork, a prewarmed box, a call into the resident box, a driver kernel, a
 //! spawned process, a terminal), by the same probe as the top-level report and read the same
 //! way (`isolation::read`): what the image's tools print can only lower it.
 
@@ -209,14 +209,14 @@ async fn zygote(opened: &Arc<Opened>, kern: &Path) -> Result<Option<Isolation>> 
     }
 }
 
-/// A prewarmed slot, taken as a call takes one (or started as `prewarm` starts them, when none
+/// A prewarmed box, taken as a call takes one (or started as `prewarm` starts them, when none
 /// is ready); the spares are topped up after.
 async fn prewarm(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
-    let slot = match super::prewarm::take(opened) {
+    let prewarmed = match super::prewarm::take(opened) {
         Some(s) => s,
         None => super::prewarm::start(opened.clone(), kern)?,
     };
-    let (r, outcome) = slot.run_measured(PROBE_PY, PROBE_TIMEOUT_MS).await;
+    let (r, outcome) = prewarmed.run_measured(PROBE_PY, PROBE_TIMEOUT_MS).await;
     super::prewarm::fill(opened, kern);
     from_cell(opened, "prewarm", r, outcome)
 }

@@ -2,7 +2,7 @@
 //! `spawn`/`terminal`, `plain` for a probe; and the kern that starts, forks or joins it
 //! (`BoxRoute::kern`). `isolation().routes` measures each by its name.
 
-use super::kernel::driver::Slot;
+use super::kernel::driver::Prewarmed;
 use super::opened::Opened;
 use super::prepared::Prepared;
 use super::prewarm;
@@ -15,12 +15,12 @@ use std::sync::Arc;
 /// The box a call runs in.
 pub(super) enum Route {
     /// A prewarmed python box that has run nothing: the cell is its one cell.
-    Prewarm(Slot),
+    Prewarm(Prewarmed),
     /// A box a kern starts, forks or joins for this call.
     Box(BoxRoute),
 }
 
-/// A box a kern brings up for the call (every route but a prewarmed slot, which is its own).
+/// A box a kern brings up for the call (every route but a prewarmed box, which is its own).
 pub(super) enum BoxRoute {
     /// A box forked from the session's zygote, set up by this spare kern before the call.
     Zygote(Kern),
@@ -32,9 +32,9 @@ pub(super) enum BoxRoute {
 
 /// What about a call decides its route, beside its prepared spec.
 pub(super) struct Ask {
-    /// Its output streams to the caller as it comes (a slot's is split per cell, after).
+    /// Its output streams to the caller as it comes (a prewarmed box's is split per cell, after).
     pub(super) streams: bool,
-    /// It may be aborted (a slot's cell ends only by its timeout or close()).
+    /// It may be aborted (a prewarmed box's cell ends only by its timeout or close()).
     pub(super) abortable: bool,
 }
 
@@ -87,8 +87,8 @@ pub(super) fn choose(opened: &Arc<Opened>, kern: &Path, p: &Prepared, ask: &Ask)
     let python_cell = p.cell.is_some() && p.lang == Some(Language::Python);
     if opened.resident.get().is_none() && python_cell && p.place.is_plain() && !p.spec.stdin {
         if !ask.streams && !ask.abortable {
-            if let Some(slot) = prewarm::take(opened) {
-                return Route::Prewarm(slot);
+            if let Some(prewarmed) = prewarm::take(opened) {
+                return Route::Prewarm(prewarmed);
             }
         }
         if let Some(k) = zygote_fork(opened, kern) {

@@ -4,7 +4,7 @@
 //! Each is taken oldest first, skipping any that died meanwhile (killed from outside), and
 //! topped up beside the call that took one.
 
-use super::kernel::driver::Slot;
+use super::kernel::driver::Prewarmed;
 use crate::engine::launch::Kern;
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -26,12 +26,12 @@ impl Spare for Kern {
     }
 }
 
-impl Spare for Slot {
+impl Spare for Prewarmed {
     fn is_alive(&mut self) -> bool {
-        Slot::is_alive(self)
+        Prewarmed::is_alive(self)
     }
     fn retire(self) {
-        // Dropping a slot ends its box.
+        // Dropping a prewarmed ends its box.
         drop(self);
     }
 }
