@@ -220,6 +220,12 @@ impl Opened {
         workspace: &Path,
     ) -> BoxSpec {
         let mut spec = self.spec(argv, &[], timeout_ms, false, workspace);
+        self.make_bare(&mut spec);
+        spec
+    }
+
+    /// Takes the caller's mounts, devices, deps, `env` and network out of `spec` (`bare_spec`).
+    pub(super) fn make_bare(&self, spec: &mut BoxSpec) {
         spec.binds.clear();
         spec.devices.clear();
         spec.readonly_in_workspace.clear();
@@ -227,7 +233,6 @@ impl Opened {
         spec.host_network = false;
         spec.egress = None;
         spec.etc.clear();
-        spec
     }
 
     /// `requireLimits` at open(): one box running `true` under the session's caps, which kern

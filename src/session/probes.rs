@@ -349,10 +349,14 @@ pub(super) async fn measure(opened: &Opened, kern: &Path) -> Result<Isolation> {
 }
 
 async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
-    let workspace = opened.workspace_path()?;
     let argv = vec!["/bin/sh".into(), "-c".into(), PROBE.into()];
-    let mut spec = opened.bare_spec(argv, 30_000, &workspace);
-    // The network is the session's (bare_spec has none): `host` shares the host's namespace;
+    let probe = Workload::Argv {
+        what: "isolation()",
+        argv,
+    };
+    let mut spec = prepare(opened, probe, 30_000, Default::default())?.spec;
+    opened.make_bare(&mut spec);
+    // The network is the session's (a bare box has none): `host` shares the host's namespace;
     // an allowlist box has its own empty one, as here, and the proxy's line besides.
     if matches!(opened.config.network, Network::Host) {
         network::host(&mut spec, opened.ca.as_deref());
