@@ -1,13 +1,16 @@
-//! One call (`run`, `runCode`) in a fresh box of the session: its spec, the workspace walks
-//! around it, the driver's socket for a python cell, and the result put together.
+//! One call (`run`, `runCode`): prepared (`prepared`), routed (`route`), run in its box (a
+//! prewarmed box, or `in_box`: a zygote fork, the resident box or a fresh box) with the
+//! workspace walks around it and the driver's socket for a cell, and the result put together.
 
 use super::network;
 use super::opened::Opened;
 use super::percall::{self, CallInput, PerCall};
-use super::persist;
-use super::pool;
+use super::prepared::{self, Prepared, Workload};
+use super::prewarm;
 use super::pyc;
-use super::result::{self, over_quota, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
+use super::resident;
+use super::result::{self, workspace_changes, ExecRequest, ExecResult, RESULTS_GRACE};
+use super::route::{self, Ask, BoxRoute, Route};
 use super::writers::Active;
 use crate::engine::addon::launch::ChunkSender;
 use crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET;
@@ -18,7 +21,8 @@ use crate::workspace::track;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Runs one call in a fresh box (or the resident box of a `persist` session).
+/// Runs one call in the box its route gives (`route::choose`): a prewarmed box, a zygote
+/// fork, the resident box of a `persist` session, or a fresh box.
 pub(super) async fn exec(
     opened: Arc<Opened>,
     kern_path: &Path,
@@ -27,47 +31,25 @@ pub(super) async fn exec(
     sink: Option<ChunkSender>,
 ) -> Result<ExecResult> {
     let cfg = &opened.config;
-    let (argv, lang_env, cell, lang) = match (&req.argv, &req.code) {
-        (Some(argv), None) => {
-            if argv.is_empty() || argv[0].is_empty() {
-                return Err(Error::Invalid(
-                    "run() needs a non-empty argv array, e.g. run([\"ls\", \"-la\"])".into(),
-                ));
-            }
-            if argv.iter().any(|a| a.contains('\0')) {
-                return Err(Error::Invalid("an argv element contains a NUL byte".into()));
-            }
-            (argv.clone(), Vec::new(), None, None)
-        }
-        (None, Some(code)) => {
-            let lang = Language::parse(req.language.as_deref().unwrap_or("python"))?;
-            let l = lang.launch(code)?;
-            (l.argv, l.env, l.cell, Some(lang))
-        }
+    let workload = match (req.argv.clone(), req.code.clone()) {
+        (Some(argv), None) => Workload::Argv {
+            what: "run()",
+            argv,
+        },
+        (None, Some(code)) => Workload::Code {
+            language: req.language.clone(),
+            code,
+        },
         _ => return Err(Error::Invalid("a call needs either argv or code".into())),
     };
-    let timeout_ms = match &req.timeout_s {
-        None | Some(serde_json::Value::Null) => cfg.timeout_ms,
-        Some(v) => super::options::timeout_ms("timeoutS", v)?,
-    };
-    let per_call = PerCall::of(&req, DEFAULT_WORKSPACE_TARGET)?;
-    let workspace = opened.workspace_path()?;
-    let mut spec = opened.call_spec(
-        argv,
-        &lang_env,
-        &per_call.env,
-        timeout_ms,
-        cell.is_some(),
-        &workspace,
-    );
-    spec.cwd = per_call.cwd.clone();
-    spec.stdin = input.stdin.is_some();
-    // What the kernel would refuse with E2BIG is the caller's mistake, said before a box.
-    crate::config::check_exec_size(&spec.argv, &spec.env)?;
+    let timeout_ms = prepared::timeout_ms(req.timeout_s.as_ref(), cfg.timeout_ms)?;
+    let place = PerCall::of(&req, DEFAULT_WORKSPACE_TARGET)?;
+    let mut p = prepared::prepare(&opened, workload, timeout_ms, place)?;
+    p.spec.stdin = input.stdin.is_some();
     let attached = opened.resident.get();
     if let Some(a) = attached {
         a.check()?;
-        spec.resident = Some(crate::engine::shared::spec::Resident::Exec {
+        p.spec.resident = Some(crate::engine::shared::spec::Resident::Exec {
             name: a.target.name.clone(),
             pid1: a.target.pid1,
         });
@@ -90,88 +72,101 @@ pub(super) async fn exec(
     }
     let abort = input.abort.clone();
     let (cancel, _joined) = percall::cancel_either(cancel, input.abort);
-    let track = cfg.track_files;
-    let quota = cfg.workspace_max_bytes;
-    let before = if track || quota.is_some() {
-        let ws = workspace.clone();
-        Some(
-            tokio::task::spawn_blocking(move || track::snapshot(&ws, quota))
-                .await
-                .unwrap_or_else(|e| track::Snapshot::unmeasured(e.to_string())),
-        )
-    } else {
-        None
+    let before = match p.before(&opened).await {
+        Ok(b) => b,
+        Err(fault) => return Ok(ExecResult::refused(fault)),
     };
-    if let (Some(cap), Some(b)) = (quota, &before) {
-        if let Some(fault) = over_quota(b, cap) {
-            return Ok(ExecResult::refused(fault));
-        }
-    }
-    let before = if track { before } else { None };
-    // A python cell that doesn't stream takes a prewarmed box when the pool has one. Not a
-    // call with its own env or cwd: a prewarmed interpreter started before they were known,
-    // under the session's, and a cell can't change them for the interpreter's own start-up
-    // (PYTHON* variables, sys.path[0]). Nor a call with stdin: its fd 0 is /dev/null. Nor
-    // one that may be aborted: a slot's cell ends only by its timeout or close().
-    let slot = match (&cell, &sink) {
-        (Some(_), None)
-            if lang == Some(Language::Python)
-                && per_call.is_plain()
-                && !spec.stdin
-                && abort.is_none() =>
-        {
-            pool::take(&opened)
-        }
-        _ => None,
+    let ask = Ask {
+        streams: sink.is_some(),
+        abortable: abort.is_some(),
     };
-    if let (Some(slot), Some(code)) = (slot, &cell) {
-        let r = slot.run(code, timeout_ms, input.results).await;
-        // The pool refills after the call, so starting the next box doesn't compete with
-        // this one for the CPU.
-        pool::fill(&opened, kern_path);
-        let mut r = r?;
-        for n in opened.session_notes() {
-            r.stderr.push_note(&n);
+    let route = route::choose(&opened, kern_path, &p, &ask);
+    let route = match route {
+        Route::Prewarm(prewarmed) => {
+            let code = p.cell.as_deref().unwrap_or_default();
+            let r = prewarmed.run(code, p.timeout_ms, input.results).await;
+            // The prewarmed spares refill after the call, so starting the next box doesn't
+            // compete with this one for the CPU.
+            prewarm::fill(&opened, kern_path);
+            let mut r = r?;
+            for n in opened.session_notes() {
+                r.stderr.push_note(&n);
+            }
+            r.files = workspace_changes(before, &p.workspace, &mut r.stderr).await;
+            return Ok(r);
         }
-        r.files = workspace_changes(before, &workspace, &mut r.stderr).await;
-        return Ok(r);
-    }
+        Route::Box(b) => b,
+    };
+    p.spec.zygote = matches!(route, BoxRoute::Zygote(_));
+    in_box(
+        &opened,
+        kern_path,
+        p,
+        InBox {
+            route,
+            before,
+            attached,
+            abort,
+            cancel,
+            sink,
+            stdin: input.stdin,
+            results: input.results,
+        },
+    )
+    .await
+}
+
+/// What a call in a box of its own (not a prewarmed box) brings to `in_box`.
+struct InBox<'a> {
+    /// Its route: a zygote fork (its kern already holds the box), the resident box, or fresh.
+    route: BoxRoute,
+    before: Option<track::Snapshot>,
+    attached: Option<&'a resident::Attached>,
+    abort: Option<tokio::sync::watch::Receiver<bool>>,
+    cancel: tokio::sync::watch::Receiver<bool>,
+    sink: Option<ChunkSender>,
+    stdin: Option<Vec<u8>>,
+    results: Option<driver::ResultSink>,
+}
+
+/// Runs `p` in a box of its route (a zygote fork, the resident box or a fresh box): the driver's
+/// socket for a cell, the egress line and stdin, then the box, retried once in a fresh kern
+/// when a spare died before it got the spec; then the call's result.
+async fn in_box(
+    opened: &Arc<Opened>,
+    kern_path: &Path,
+    p: Prepared,
+    b: InBox<'_>,
+) -> Result<ExecResult> {
+    let cfg = &opened.config;
+    let (lang, abort, attached) = (p.lang, b.abort, b.attached);
     // A python or node cell goes to the driver on its own socket, which also brings the
     // results back: read concurrently, so the box never blocks on a full socket.
-    let (channel, results_rx) = match &cell {
+    let (channel, results_rx) = match &p.cell {
         Some(code) => {
             let (ours, theirs) = network::box_socketpair("driver")?;
             let setup = lang.and_then(Language::setup_frame);
             (
                 Some(theirs),
-                Some(driver_io_on(ours, setup, code, input.results)?),
+                Some(driver_io_on(ours, setup, code, b.results)?),
             )
         }
         None => (None, None),
     };
-    // ADDITION (issue 21): a python cell the zygote may take runs in a box forked from it.
-    let zygote_kern = match (&cell, lang) {
-        (Some(_), Some(Language::Python)) if per_call.is_plain() && !spec.stdin => {
-            super::zygote::take(&opened, kern_path)
-        }
-        _ => None,
-    };
-    spec.zygote = zygote_kern.is_some();
+    let spec = p.spec;
     let line = opened.egress_line(&spec)?;
     let mut fds = network::fds(channel.as_ref(), line.as_ref());
     // Fed from now on: what the pipe holds waits for the box; the rest for the workload.
-    let stdin = input.stdin.map(percall::stdin_pipe).transpose()?;
+    let stdin = b.stdin.map(percall::stdin_pipe).transpose()?;
     fds.stdin = stdin.as_ref().map(|(read, _)| read);
     // Aborted during the walk before: still no box.
     if percall::aborted(abort.as_ref()) {
         return Err(Error::Invalid(percall::ABORTED.into()));
     }
-    let kern = match zygote_kern {
-        Some(k) => k,
-        None => opened.kern(kern_path)?,
-    };
+    // A fresh or resident route's kern is taken only now that the call is sure to run.
+    let kern = b.route.kern(opened, kern_path)?;
     let first = kern
-        .run(&spec, cfg.max_output, sink.clone(), cancel.clone(), fds)
+        .run(&spec, cfg.max_output, b.sink.clone(), b.cancel.clone(), fds)
         .await?;
     let mut outcome = match first {
         Some(o) => o,
@@ -185,8 +180,8 @@ pub(super) async fn exec(
                     ..spec.clone()
                 },
                 cfg.max_output,
-                sink,
-                cancel,
+                b.sink,
+                b.cancel,
                 fds,
             )
             .await?
@@ -210,11 +205,11 @@ pub(super) async fn exec(
     result::refusal(&mut outcome)?;
     if outcome.report.resident_gone.is_some() {
         let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
-        return Err(persist::gone(name));
+        return Err(resident::gone(name));
     }
     drop(line);
     let mut notes = opened.session_notes();
-    notes.extend(attached.and_then(persist::Attached::first_call_note));
+    notes.extend(attached.and_then(resident::Attached::first_call_note));
     let mut error = None;
     let results = match results_rx {
         Some(rx) => {
@@ -244,7 +239,7 @@ pub(super) async fn exec(
             notes.push(format!("note: pycCache: the image's standard library could not be compiled ({why}); python compiles what it imports at every start"));
         }
     }
-    let mut r = result::of_box(outcome, &notes, results, before, &workspace).await;
+    let mut r = result::of_box(outcome, &notes, results, b.before, &p.workspace).await;
     r.error = error;
     Ok(r)
 }

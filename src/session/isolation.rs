@@ -1,5 +1,6 @@
-//! ADDITION: `isolation()` and `requireIsolation`. What a box of this session really gets,
-//! measured, not inferred from the options: a probe box with the session's posture (image,
+//! ADDITION: what `isolation()` reports, and how a probe's output is read (`read`); the probes
+//! themselves run in `probes`. What a box of this session really gets, measured, not inferred
+//! from the options: a probe box with the session's posture (image,
 //! account, limits, capabilities, seccomp, network) reads its own `/proc` (namespaces, seccomp
 //! mode, uid map) and kern reports how it applied the caps, read back from the cgroup
 //! (`engine::shared::status::Applied`). The host's namespaces are this process's own.
@@ -12,11 +13,9 @@
 //! of every box and never maps every host id, so those fields are what kern applied unless
 //! kern itself failed silently and the image lied about it too.
 
-use super::opened::Opened;
-use crate::config::Network;
+use crate::config::{Config, Network};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use std::path::Path;
 
 /// The controls `requireIsolation` may insist on.
 pub const CONTROLS: &[&str] = &["filesystem", "network", "process", "limits", "seccomp"];
@@ -48,9 +47,9 @@ pub struct Isolation {
     pub cgroup: Option<String>,
     /// kern's notes of the probe (why a cap fell back), for `requireIsolation`'s message.
     #[serde(skip)]
-    notes: Vec<String>,
+    pub(super) notes: Vec<String>,
     /// ADDITION: the same, measured in the box each route a call of this session can take
-    /// really runs in (`isolation_routes`), by route name; none inside a route's own report.
+    /// really runs in (`probes::measure_routes`), by route name; none inside a route's own report.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routes: Option<std::collections::BTreeMap<&'static str, Isolation>>,
 }
@@ -104,49 +103,6 @@ fn names() -> String {
         .join(", ")
 }
 
-/// Measures the posture a box of this session gets, once per session (later calls get the
-/// same answer).
-pub(super) async fn measure(opened: &Opened, kern: &Path) -> Result<Isolation> {
-    opened
-        .isolation
-        .get_or_try_init(|| probe(opened, kern))
-        .await
-        .cloned()
-}
-
-async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
-    let workspace = opened.workspace_path()?;
-    let argv = vec!["/bin/sh".into(), "-c".into(), PROBE.into()];
-    let mut spec = opened.bare_spec(argv, 30_000, &workspace);
-    // The network is the session's (bare_spec has none): `host` shares the host's namespace;
-    // an allowlist box has its own empty one, as here, and the proxy's line besides.
-    if matches!(opened.config.network, Network::Host) {
-        super::network::host(&mut spec, opened.ca.as_deref());
-    }
-    let outcome = opened.run_own(kern, &spec).await?;
-    let report = outcome.report;
-    if report.exit_code != 0 || report.fault.is_some() {
-        let why = report
-            .fault
-            .as_ref()
-            .map(|f| f.message.clone())
-            .unwrap_or_else(|| {
-                format!(
-                    "the probe exited with code {}: {}",
-                    report.exit_code,
-                    String::from_utf8_lossy(&outcome.stderr).trim()
-                )
-            });
-        return Err(unmeasured(why));
-    }
-    read(
-        opened,
-        &String::from_utf8_lossy(&outcome.stdout),
-        report.applied,
-        report.notes,
-    )
-}
-
 /// Why a box's posture could not be measured.
 pub(super) fn unmeasured(why: String) -> Error {
     Error::IsolationUnavailable(format!(
@@ -157,7 +113,7 @@ pub(super) fn unmeasured(why: String) -> Error {
 /// The report from what a probe printed in its box (`PROBE`'s lines, or `PROBE_PY`'s) and
 /// how kern applied that box's caps (`None`: its report did not say, read as not in force).
 pub(super) fn read(
-    opened: &Opened,
+    config: &Config,
     out: &str,
     applied: Option<crate::engine::shared::status::Applied>,
     notes: Vec<String>,
@@ -192,7 +148,7 @@ pub(super) fn read(
     let full_map = uid_map.iter().any(|m| m == "0 0 4294967295");
     Ok(Isolation {
         filesystem: own("mnt")?,
-        network: match (own("net")?, &opened.config.network) {
+        network: match (own("net")?, &config.network) {
             (false, _) | (_, Network::Host) => "host",
             (true, Network::Egress(_)) => "allowlist",
             (true, _) => "none",
@@ -208,9 +164,9 @@ pub(super) fn read(
         // is what the spec asked for, which init enters or fails the box.
         seccomp: match (seccomp.as_deref(), filters) {
             (Some("0"), _) => "none",
-            (Some(_), Some(n)) if n >= 3 && opened.config.seccomp.is_some() => "untrusted",
+            (Some(_), Some(n)) if n >= 3 && config.seccomp.is_some() => "untrusted",
             (Some(_), Some(_)) => "standard",
-            (Some(_), None) if opened.config.seccomp.is_some() => "untrusted",
+            (Some(_), None) if config.seccomp.is_some() => "untrusted",
             (Some(_), None) => "standard",
             (None, _) => return Err(unmeasured("the probe did not read its seccomp mode".into())),
         },
@@ -227,48 +183,4 @@ fn or_none(s: String) -> String {
     } else {
         s
     }
-}
-
-/// `requireIsolation` at open(): each control asked for that the measured posture lacks,
-/// with why and what to do, in one error.
-pub(super) async fn require(opened: &Opened, kern: &Path, required: &[String]) -> Result<()> {
-    if required.is_empty() {
-        return Ok(());
-    }
-    let m = measure(opened, kern).await?;
-    let mut missing = Vec::new();
-    for control in required {
-        let lack = match control.as_str() {
-            "filesystem" if !m.filesystem => Some("the box shares the host's mount namespace".to_string()),
-            "process" if !m.process => Some("the box shares the host's PID namespace".to_string()),
-            "network" if m.network == "host" => Some("the box shares the host's network namespace".to_string()),
-            "seccomp" if m.seccomp != "untrusted" => Some(format!("the untrusted seccomp profile is not in force in the box (measured: {}); set `securityProfile: \"untrusted\"` (x86_64)", m.seccomp)),
-            "limits" if m.limits.memory != "cgroup" || m.limits.pids != "cgroup" => {
-                let why: Vec<&str> = m
-                    .notes
-                    .iter()
-                    .filter(|n| n.contains("best-effort") || n.contains("not enforced"))
-                    .map(String::as_str)
-                    .collect();
-                Some(format!(
-                    "memory is capped by {}, pids by {} (not both by a cgroup){}; run where kern can write a cgroup (as root, or under a delegated cgroup v2 subtree: systemd's user manager, or KERN_CGROUP_PARENT; `kern doctor` says which applies here), and keep enforceLimits, memoryMb and pids on",
-                    m.limits.memory,
-                    m.limits.pids,
-                    if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) }
-                ))
-            }
-            _ => None,
-        };
-        if let Some(why) = lack {
-            missing.push(format!("{control}: {why}"));
-        }
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(Error::IsolationUnavailable(format!(
-        "requireIsolation: this host cannot supply {} of the controls asked for: {}",
-        missing.len(),
-        missing.join(" | ")
-    )))
 }

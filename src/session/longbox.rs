@@ -1,6 +1,6 @@
 //! A session's long-lived boxes (`spawn`): a box that lives until it is stopped or its session
 //! closes. On it: boxes whose python driver is started before it has a cell (`start`), for the
-//! driver kernel (many cells) and the prewarm pool (a kernel used for exactly one cell), both
+//! driver kernel (many cells) and the prewarmed boxes (a kernel used for exactly one cell), both
 //! spawned with the driver and a socket to it; and Jupyter kernels. Here too `kernel()`
 //! (`open_kernel`): a kernel of either kind (`session::kernel`) in a box of the session.
 
@@ -10,6 +10,7 @@ use super::kernel::lifecycle::Lifecycle;
 use super::kernel::OpenKernel;
 use super::opened::Opened;
 use super::percall::PerCall;
+use super::prepared::{prepare, Workload};
 use super::result::ExecRequest;
 use super::writers::Active;
 use crate::engine::addon::launch::{ChunkSender, Outcome};
@@ -20,7 +21,8 @@ use std::path::Path;
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
-/// How long a started driver box may wait and run: the kernel's lifetime, or an idle slot's.
+/// How long a started driver box may wait and run: the kernel's lifetime, or an idle prewarmed
+/// box's.
 /// Per-cell deadlines are enforced by the caller, which stops the box.
 pub const LIFETIME_MS: u64 = 7 * 86_400_000;
 
@@ -46,20 +48,9 @@ pub fn start(
     lang: Language,
     place: &PerCall,
 ) -> Result<DriverBox> {
-    let launch = lang.launch("")?;
-    let workspace = opened.workspace_path()?;
-    let mut spec = opened.call_spec(
-        launch.argv,
-        &launch.env,
-        &place.env,
-        LIFETIME_MS,
-        true,
-        &workspace,
-    );
-    spec.cwd = place.cwd.clone();
-    crate::config::check_exec_size(&spec.argv, &spec.env)?;
+    let p = prepare(&opened, Workload::Driver(lang), LIFETIME_MS, place.clone())?;
     let (sock, channel) = super::network::box_socketpair("driver")?;
-    let b = spawn(opened, kern_path, spec, Some(channel), sink)?;
+    let b = spawn(opened, kern_path, p.spec, Some(channel), sink)?;
     Ok(DriverBox {
         sock,
         ended: b.ended,
@@ -197,10 +188,7 @@ pub(super) async fn open_kernel(
     if opened.config.resident.is_some() {
         return crate::invalid!("kernel() is not available with `persist`: a kernel is its own long-lived box; use runCode() (each call runs in the resident box), or open a Sandbox without `persist` for a kernel");
     }
-    let timeout_ms = match timeout_s {
-        None | Some(serde_json::Value::Null) => opened.config.timeout_ms,
-        Some(v) => super::options::timeout_ms("timeoutS", v)?,
-    };
+    let timeout_ms = super::prepared::timeout_ms(timeout_s, opened.config.timeout_ms)?;
     if *opened.closing.borrow() {
         return Err(Error::Closed(
             "the Sandbox is closed; open a new Sandbox to run more code".into(),
@@ -234,7 +222,7 @@ pub(super) async fn open_kernel(
 }
 
 /// Starts a driver kernel's box; it runs as long as the kernel is open and the session too.
-/// `d.single`: a prewarmed slot's kernel, for one cell.
+/// `d.single`: a prewarmed box's kernel, for one cell.
 pub(super) fn start_driver(
     opened: Arc<Opened>,
     kern: &Path,
@@ -273,9 +261,18 @@ async fn start_jupyter(
     name: &str,
     place: &PerCall,
 ) -> Result<Lifecycle<Jupyter>> {
-    let workspace = opened.workspace_path()?;
-    let mut spec = opened.spec(Vec::new(), &[], LIFETIME_MS, false, &workspace);
-    spec.cwd = place.cwd.clone();
+    let kernel = Workload::Own {
+        argv: Vec::new(),
+        env: Vec::new(),
+        channel: false,
+    };
+    // Its cwd is the kernel's; its env goes in below, over the kernelspec's.
+    let place_cwd = PerCall {
+        env: Vec::new(),
+        cwd: place.cwd.clone(),
+    };
+    let p = prepare(&opened, kernel, LIFETIME_MS, place_cwd)?;
+    let (mut spec, workspace) = (p.spec, p.workspace);
     // The kernel's own env goes over the Sandbox's, both over the kernelspec's.
     let caller_env: Vec<(String, String)> = opened
         .config

@@ -4,15 +4,21 @@
 //!
 //! - `open`: bringing a session up (and its resident box, with `persist`); `opened`: the opened
 //!   state, its boxes' spec and `shut_down`; `writers`: who may be writing to the workspace.
-//! - `call`: one call in a fresh box (`percall`: what its own options add); `process`: a
-//!   process steered while it runs (`spawn`, `terminal`); `result`: what a call
-//!   returns and how it is assembled; `host_files`: readFile, writeFile, listFiles, snapshot,
-//!   restore.
+//! - Every call goes one way: `prepared` (the workload, timeout, the call's own env and cwd
+//!   from `percall`, the box's spec and size check, the workspace before), then `route` (which
+//!   box serves it: a prewarmed box, a zygote fork, the resident box, a fresh box), then the
+//!   box. `call` runs `run`/`runCode` so; `process` a process steered while it runs (`spawn`,
+//!   `terminal`); `result`: what a call returns and how it is assembled; `host_files`:
+//!   readFile, writeFile, listFiles, snapshot, restore.
+//! - `spares`: the one type for everything made ahead of a call (spare kerns, the zygote's
+//!   forks, prewarmed boxes); `prewarm`: the prewarmed boxes; `zygote`: what the session holds
+//!   of its zygote, `zygote_start` starting it.
 //! - `kernel`: the kernels (one lifecycle; the python driver's kind, the Jupyter kind);
-//!   `longbox`: the long-lived boxes they run in, and `kernel()`; `pool`: the prewarm pool.
-//! - `persist`: a session's side of the resident box; `setup` and `deps`: the `setup` box and
-//!   `.deps`; `pyc`: the compiled stdlib; `network`: the boxes' ways out; `stderr`: a call's
-//!   stderr and kern's notes in it.
+//!   `longbox`: the long-lived boxes they run in, and `kernel()`.
+//! - `resident`: a session's side of the resident box (`persist`); `setup` and `deps`: the
+//!   `setup` box and `.deps`; `pyc`: the compiled stdlib; `network`: the boxes' ways out;
+//!   `stderr`: a call's stderr and kern's notes in it; `isolation`: what `isolation()` reports,
+//!   `probes` the probe boxes that measure it.
 //! - `options` (the options object, read by group), `host_binds` (the `mounts` policy) and
 //!   `profiles` (`kern.toml`) make the `crate::config::Config` a session opens with.
 
@@ -21,7 +27,6 @@ mod deps;
 pub mod host_binds;
 mod host_files;
 pub mod isolation;
-mod isolation_routes;
 pub mod kernel;
 mod longbox;
 pub mod network;
@@ -29,16 +34,21 @@ mod open;
 mod opened;
 pub mod options;
 mod percall;
-mod persist;
-mod pool;
+mod prepared;
+mod prewarm;
+mod probes;
 mod process;
 pub mod profiles;
 mod pyc;
+mod resident;
 mod result;
+mod route;
 pub mod setup;
+mod spares;
 pub mod stderr;
 mod writers;
 pub(crate) mod zygote;
+mod zygote_start;
 
 pub use host_files::{ReadStream, WriteStream, MAX_CHUNK};
 pub use kernel::OpenKernel;
@@ -115,7 +125,7 @@ impl Sandbox {
     pub async fn destroy(&self) -> Result<()> {
         let config = options::parse(&self.options)?;
         match config.resident {
-            Some(r) => persist::destroy(r.name).await,
+            Some(r) => resident::destroy(r.name).await,
             None => Ok(()),
         }
     }
@@ -171,10 +181,10 @@ impl Sandbox {
     /// With `routes`: each route a call can take, measured in its own box (once too).
     pub async fn isolation(&self) -> Result<isolation::Isolation> {
         let opened = self.opened().await?;
-        let mut m = isolation::measure(&opened, &self.kern).await?;
+        let mut m = probes::measure(&opened, &self.kern).await?;
         let routes = opened
             .isolation_routes
-            .get_or_try_init(|| isolation_routes::measure(&opened, &self.kern))
+            .get_or_try_init(|| probes::measure_routes(&opened, &self.kern))
             .await?;
         m.routes = Some(routes.clone());
         Ok(m)

@@ -5,13 +5,14 @@
 use super::deps;
 use super::host_binds;
 use super::network;
-use super::opened::{Opened, SPARES};
-use super::persist;
-use super::pool;
+use super::opened::{Opened, SPARE_KERNS};
+use super::prewarm;
 use super::pyc;
+use super::resident;
 use super::setup;
+use super::spares::Spares;
 use crate::config::{Config, Network};
-use crate::engine::addon::launch::{ChunkSender, Kern};
+use crate::engine::addon::launch::ChunkSender;
 use crate::engine::shared::spec::{Resident, RootSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
@@ -80,14 +81,7 @@ pub(super) async fn open(
     } else {
         None
     };
-    // A resident session's spares wait until its box is known.
-    let spares = if config.resident.is_some() {
-        Default::default()
-    } else {
-        (0..SPARES)
-            .filter_map(|_| Kern::spawn(kern, &config.limits).ok())
-            .collect()
-    };
+    let prewarm = config.prewarm;
     let opened = Arc::new(Opened {
         option_notes: std::sync::Mutex::new(config.notes.clone()),
         config,
@@ -95,10 +89,10 @@ pub(super) async fn open(
         base_env,
         deps,
         workspace: std::sync::Mutex::new(workspace),
-        spares: std::sync::Mutex::new(spares),
+        kerns: Spares::new(SPARE_KERNS),
         running: tokio::sync::RwLock::new(()),
         closing: tokio::sync::watch::channel(false).0,
-        pool: std::sync::Mutex::new(std::collections::VecDeque::new()),
+        prewarmed: Spares::new(prewarm),
         pyc,
         writers: Default::default(),
         ca,
@@ -109,6 +103,10 @@ pub(super) async fn open(
         isolation_routes: tokio::sync::OnceCell::new(),
         zygote: std::sync::OnceLock::new(),
     });
+    // A resident session's spare kerns wait until its box is known.
+    if opened.config.resident.is_none() {
+        opened.top_up_kerns(kern);
+    }
     match start(&opened, kern, sink, required).await {
         Ok(()) => Ok(opened),
         Err(e) => {
@@ -128,15 +126,15 @@ async fn start(
     container_preflight(opened, kern).await?;
     // `requireIsolation` (ADDITION): refused before `setup` or a resident box, on a probe
     // box's measurement.
-    super::isolation::require(opened, kern, required).await?;
+    super::probes::require(opened, kern, required).await?;
     if opened.config.resident.is_some() {
         if opened.config.limits.require {
             opened.check_limits(kern).await?;
         }
         let attached = attach_or_start(opened, kern, sink).await?;
         let _ = opened.resident.set(attached);
-        if let Ok(mut spares) = opened.spares.lock() {
-            spares.extend(opened.spawn_kern(kern).ok());
+        if let Ok(k) = opened.spawn_kern(kern) {
+            opened.kerns.put(k);
         }
         return Ok(());
     }
@@ -148,9 +146,9 @@ async fn start(
         opened.check_limits(kern).await?;
     }
     opened.start_pyc_build(opened, kern);
-    pool::fill(opened, kern);
+    prewarm::fill(opened, kern);
     if opened.config.zygote {
-        let z = super::zygote::start(opened.clone(), kern).await?;
+        let z = super::zygote_start::start(opened.clone(), kern).await?;
         let _ = opened.zygote.set(z);
     }
     Ok(())
@@ -182,7 +180,7 @@ async fn attach_or_start(
     opened: &Arc<Opened>,
     kern: &Path,
     sink: Option<ChunkSender>,
-) -> Result<persist::Attached> {
+) -> Result<resident::Attached> {
     let cfg = &opened.config;
     let Some(r) = cfg.resident.clone() else {
         return Err(Error::Runtime(
@@ -193,14 +191,15 @@ async fn attach_or_start(
     let mut spec = opened.spec(
         Vec::new(),
         &[],
-        persist::START_TIMEOUT_MS,
+        resident::START_TIMEOUT_MS,
         false,
         &workspace,
     );
     let digest = opened.image.digest.as_ref().map(|d| d.to_string());
-    let (lock, posture) = match persist::meet(&spec, digest, cfg.setup.as_deref(), &r.name).await? {
-        persist::Meeting::Attached(a) => return Ok(a),
-        persist::Meeting::Start { lock, posture } => (lock, posture),
+    let (lock, posture) = match resident::meet(&spec, digest, cfg.setup.as_deref(), &r.name).await?
+    {
+        resident::Meeting::Attached(a) => return Ok(a),
+        resident::Meeting::Start { lock, posture } => (lock, posture),
     };
     // `setup` runs only when the box is created (its .deps are then in the box's mounts).
     if let Some(cmd) = cfg.setup.clone() {
@@ -212,5 +211,5 @@ async fn attach_or_start(
         posture,
     });
     let outcome = opened.run_own(kern, &spec).await?;
-    persist::started(outcome, r.name, lock)
+    resident::started(outcome, r.name, lock)
 }

@@ -1,12 +1,13 @@
 //! The opened state of a session (`Opened`): its resolved options, image and workspace, the
-//! boxes it keeps ready (spares, the prewarm pool) and its writers; how a box of it is
+//! boxes it keeps ready (its spares: kerns, prewarmed boxes) and its writers; how a box of it is
 //! specified; and `shut_down`, which ends every box of it. `open` brings it up.
 
 use super::deps;
-use super::kernel::driver::Slot;
+use super::kernel::driver::Prewarmed;
 use super::network;
-use super::persist;
 use super::pyc;
+use super::resident;
+use super::spares::Spares;
 use super::writers::Writers;
 use crate::config::{Config, Network};
 use crate::engine::addon::launch::{Kern, Outcome};
@@ -16,10 +17,10 @@ use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// How many prepared kerns a session keeps. Each has moved into its cgroup (an RCU grace
-/// period, 5-40 ms here) before a call takes it; with two, a call that follows another at once
-/// still finds one that finished its move during the call before.
-pub(super) const SPARES: usize = 2;
+/// How many spare kerns a session keeps. Each has moved into its cgroup (an RCU grace period,
+/// 5-40 ms here) before a call takes it; with two, a call that follows another at once still
+/// finds one that finished its move during the call before.
+pub(super) const SPARE_KERNS: usize = 2;
 
 pub(super) struct Opened {
     pub(super) config: Config,
@@ -33,14 +34,14 @@ pub(super) struct Opened {
     /// (`.deps` itself exists, read-only with `depsReadonly`, in every workspace.)
     pub(super) deps: bool,
     pub(super) workspace: std::sync::Mutex<Workspace>,
-    /// Kerns that already sit in their cgroups, oldest first.
-    pub(super) spares: std::sync::Mutex<std::collections::VecDeque<Kern>>,
+    /// Spare kerns that already sit in their cgroups.
+    pub(super) kerns: Spares<Kern>,
     /// Every call holds a read guard; `close()` takes the write guard, after `closing` has told
     /// the calls still running to end their boxes.
     pub(super) running: tokio::sync::RwLock<()>,
     pub(super) closing: tokio::sync::watch::Sender<bool>,
-    /// Prewarmed one-cell python boxes (`prewarm`), oldest first.
-    pub(super) pool: std::sync::Mutex<std::collections::VecDeque<Slot>>,
+    /// Spare one-cell python boxes (`prewarm`).
+    pub(super) prewarmed: Spares<Prewarmed>,
     /// The compiled stdlib of this image (`pycCache`), once built.
     pub(super) pyc: Option<pyc::Cache>,
     /// The boxes that may be writing to the workspace (see `writers`).
@@ -52,10 +53,10 @@ pub(super) struct Opened {
     /// `secrets`: the placeholders boxes get, and the CA bundle they trust instead of `ca`.
     pub(super) secrets: Option<network::SecretsProxy>,
     /// `persist`: the resident box every call runs in (set once open() met or started it).
-    pub(super) resident: std::sync::OnceLock<persist::Attached>,
+    pub(super) resident: std::sync::OnceLock<resident::Attached>,
     /// ADDITION: the measured posture (`isolation()`), once measured.
     pub(super) isolation: tokio::sync::OnceCell<super::isolation::Isolation>,
-    /// ADDITION: the same per route a call can take (`isolation_routes`), once measured.
+    /// ADDITION: the same per route a call can take (`probes::measure_routes`), once measured.
     pub(super) isolation_routes: tokio::sync::OnceCell<
         std::collections::BTreeMap<&'static str, super::isolation::Isolation>,
     >,
@@ -70,13 +71,9 @@ impl Opened {
         self.closing.send_replace(true);
         let _quiet = self.running.write().await;
         // Unused prewarmed boxes go (their tasks already saw `closing`).
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.clear();
-        }
-        // Dropping a spare closes its lifeline: it leaves its cgroup and exits.
-        if let Ok(mut spares) = self.spares.lock() {
-            spares.drain(..).for_each(Kern::retire);
-        }
+        self.prewarmed.retire_all();
+        // A retired kern closes its lifeline: it leaves its cgroup and exits.
+        self.kerns.retire_all();
         if let Some(z) = self.zygote.get() {
             z.retire();
         }
@@ -223,6 +220,12 @@ impl Opened {
         workspace: &Path,
     ) -> BoxSpec {
         let mut spec = self.spec(argv, &[], timeout_ms, false, workspace);
+        self.make_bare(&mut spec);
+        spec
+    }
+
+    /// Takes the caller's mounts, devices, deps, `env` and network out of `spec` (`bare_spec`).
+    pub(super) fn make_bare(&self, spec: &mut BoxSpec) {
         spec.binds.clear();
         spec.devices.clear();
         spec.readonly_in_workspace.clear();
@@ -230,7 +233,6 @@ impl Opened {
         spec.host_network = false;
         spec.egress = None;
         spec.etc.clear();
-        spec
     }
 
     /// `requireLimits` at open(): one box running `true` under the session's caps, which kern
@@ -303,15 +305,9 @@ impl Opened {
         }
     }
 
-    /// Takes the oldest live spare (or starts a kern), and tops the spares up beside the call.
+    /// Takes the oldest live spare kern (or starts one), and tops the spares up beside the call.
     pub(super) fn kern(self: &Arc<Self>, path: &Path) -> Result<Kern> {
-        let taken = oldest_live(
-            &mut *self
-                .spares
-                .lock()
-                .map_err(|_| Error::Runtime("spare lock poisoned".into()))?,
-        );
-        let kern = match taken {
+        let kern = match self.kerns.take() {
             Some(k) => k,
             None => self.spawn_kern(path)?,
         };
@@ -319,32 +315,13 @@ impl Opened {
         // was about 9 ms of a fresh box's 17 (`npm run bench:timeline`, BENCHMARKS.md). The
         // spares' cgroup moves then overlap this call.
         let (me, path) = (self.clone(), path.to_path_buf());
-        tokio::task::spawn_blocking(move || me.top_up_spares(&path));
+        tokio::task::spawn_blocking(move || me.top_up_kerns(&path));
         Ok(kern)
     }
 
-    /// Starts spares up to `SPARES`, unless the session is closing (checked under the lock that
-    /// `shut_down` drains them under, so none is left behind).
-    fn top_up_spares(&self, path: &Path) {
-        let Ok(mut spares) = self.spares.lock() else {
-            return;
-        };
-        while spares.len() < SPARES && !*self.closing.borrow() {
-            match self.spawn_kern(path) {
-                Ok(k) => spares.push_back(k),
-                Err(_) => break,
-            }
-        }
+    /// Starts spare kerns up to `SPARE_KERNS`, unless the session is closing.
+    pub(super) fn top_up_kerns(&self, path: &Path) {
+        self.kerns
+            .top_up(|| !*self.closing.borrow(), || self.spawn_kern(path).ok());
     }
-}
-
-/// Takes the oldest spare that still runs; one killed from outside is dropped (`is_alive`
-/// reaped it).
-pub(super) fn oldest_live(spares: &mut std::collections::VecDeque<Kern>) -> Option<Kern> {
-    while let Some(mut k) = spares.pop_front() {
-        if k.is_alive() {
-            return Some(k);
-        }
-    }
-    None
 }

@@ -111,7 +111,7 @@ pub(super) fn stdin_pipe(data: Vec<u8>) -> Result<(OwnedFd, tokio::task::JoinHan
 }
 
 /// What one call adds to the session's box, checked.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(super) struct PerCall {
     /// Goes over the Sandbox's `env` (and the language's own), as the Sandbox's goes over the
     /// image's.

@@ -7,7 +7,9 @@
 
 use super::opened::Opened;
 use super::percall::{self, PerCall};
-use super::result::{self, over_quota, ExecRequest, ExecResult};
+use super::prepared::{self, Prepared, Workload};
+use super::result::{self, ExecRequest, ExecResult};
+use super::route;
 use super::writers::Active;
 use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Outcome, Stream};
 use crate::engine::boxside::connector;
@@ -90,16 +92,7 @@ impl Process {
                 )
             }
         };
-        if argv.is_empty() || argv[0].is_empty() {
-            return crate::invalid!("{what} needs a non-empty argv array, e.g. [\"bash\"]");
-        }
-        if argv.iter().any(|a| a.contains('\0')) {
-            return crate::invalid!("an argv element contains a NUL byte");
-        }
-        let timeout_ms = match &req.timeout_s {
-            None | Some(serde_json::Value::Null) => LIFETIME_MS,
-            Some(v) => super::options::timeout_ms("timeoutS", v)?,
-        };
+        let timeout_ms = prepared::timeout_ms(req.timeout_s.as_ref(), LIFETIME_MS)?;
         let size = if terminal {
             Some(TtySize {
                 cols: cells("cols", req.cols.as_ref(), 80)?,
@@ -113,7 +106,7 @@ impl Process {
             }
             None
         };
-        let per_call = PerCall::of(
+        let mut place = PerCall::of(
             &ExecRequest {
                 env: req.env,
                 cwd: req.cwd,
@@ -121,19 +114,15 @@ impl Process {
             },
             DEFAULT_WORKSPACE_TARGET,
         )?;
-        let mut env = per_call.env.clone();
         // The Sandbox's `env` or the terminal's own may name another.
         let named = |e: &[(String, String)]| e.iter().any(|(k, _)| k == "TERM");
-        if terminal && !named(&env) && !named(&opened.config.env) {
-            env.push(("TERM".into(), "xterm-256color".into()));
+        if terminal && !named(&place.env) && !named(&opened.config.env) {
+            place.env.push(("TERM".into(), "xterm-256color".into()));
         }
-        let workspace = opened.workspace_path()?;
-        let mut spec = opened.call_spec(argv, &[], &env, timeout_ms, false, &workspace);
-        spec.cwd = per_call.cwd.clone();
-        spec.stdin = !terminal;
-        spec.tty = size;
-        spec.connector = !terminal;
-        crate::config::check_exec_size(&spec.argv, &spec.env)?;
+        let mut p = prepared::prepare(&opened, Workload::Argv { what, argv }, timeout_ms, place)?;
+        p.spec.stdin = !terminal;
+        p.spec.tty = size;
+        p.spec.connector = !terminal;
         if *opened.closing.borrow() {
             return Err(Error::Closed(
                 "the Sandbox is closed; open a new Sandbox to start processes".into(),
@@ -141,22 +130,14 @@ impl Process {
         }
 
         let cfg = &opened.config;
-        let before = if cfg.track_files || cfg.workspace_max_bytes.is_some() {
-            let (ws, quota) = (workspace.clone(), cfg.workspace_max_bytes);
-            Some(
-                tokio::task::spawn_blocking(move || track::snapshot(&ws, quota))
-                    .await
-                    .unwrap_or_else(|e| track::Snapshot::unmeasured(e.to_string())),
-            )
-        } else {
-            None
-        };
-        if let (Some(cap), Some(b)) = (cfg.workspace_max_bytes, &before) {
-            if let Some(fault) = over_quota(b, cap) {
-                return Err(Error::Invalid(fault.message));
-            }
-        }
-        let before = if cfg.track_files { before } else { None };
+        let before = p
+            .before(&opened)
+            .await
+            .map_err(|fault| Error::Invalid(fault.message))?;
+        let route = route::steered();
+        let Prepared {
+            spec, workspace, ..
+        } = p;
 
         let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
         // The box's ends travel with the spec; ours stay here.
@@ -183,11 +164,7 @@ impl Process {
             (Some(a), Some(b))
         };
         let line = opened.egress_line(&spec)?;
-        let kern = match opened.resident.get() {
-            // A resident session's kerns are for calls into its box; this is a fresh one.
-            Some(_) => crate::engine::addon::launch::Kern::spawn(kern_path, &cfg.limits)?,
-            None => opened.kern(kern_path)?,
-        };
+        let kern = route.kern(&opened, kern_path)?;
 
         let (stop, stop_rx) = watch::channel(false);
         let (started_tx, started_rx) = oneshot::channel();

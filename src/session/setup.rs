@@ -13,6 +13,8 @@
 
 use super::deps::deps;
 use super::opened::Opened;
+use super::percall::PerCall;
+use super::prepared::{prepare, Workload};
 use super::stderr::push_line;
 use crate::config::{Network, SetupNetwork};
 use crate::engine::addon::launch::{ChunkSender, Kern};
@@ -74,14 +76,13 @@ fn setup_timeout_ms() -> Result<u64> {
 /// scratch directory with the image's environment only (`setup_env`), and the network
 /// `setupNetwork` says: by default every public host through the egress proxy, never the host's
 /// loopback or private ranges.
-fn spec(opened: &Opened, cmd: &str, workspace: &Path) -> Result<BoxSpec> {
-    let mut spec = opened.spec(
-        vec!["/bin/sh".into(), "-c".into(), cmd.into()],
-        &[],
-        setup_timeout_ms()?,
-        false,
-        workspace,
-    );
+fn spec(opened: &Opened, cmd: &str) -> Result<BoxSpec> {
+    let argv = vec!["/bin/sh".into(), "-c".into(), cmd.into()];
+    let setup = Workload::Argv {
+        what: "setup",
+        argv,
+    };
+    let mut spec = prepare(opened, setup, setup_timeout_ms()?, PerCall::default())?.spec;
     spec.env = setup_env(&opened.base_env);
     spec.tmpfs.push(TmpfsSpec {
         target: SETUP_CWD.into(),
@@ -128,8 +129,7 @@ pub(super) async fn run(
     cmd: &str,
     sink: Option<ChunkSender>,
 ) -> Result<()> {
-    let workspace = opened.workspace_path()?;
-    let spec = spec(opened, cmd, &workspace)?;
+    let spec = spec(opened, cmd)?;
     let proxy = proxy(opened)?;
     let line = proxy.as_ref().map(super::network::Line::open).transpose()?;
     let cancel = opened.closing.subscribe();

@@ -4,7 +4,7 @@
 //!
 //! A cell that runs past its timeout, or is aborted, tears the box down; so does `close()`. Once
 //! the box is gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed
-//! `Slot` is this kernel used for one cell.
+//! `Prewarmed` is this kernel used for one cell.
 
 use super::lifecycle::{
     cell_signal, cell_stop, end_fault, end_reading, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
@@ -330,7 +330,7 @@ impl Kind for Driver {
             stderr_truncated: err.truncated,
             results,
             error,
-            // A prewarmed slot's one cell is a one-shot call's.
+            // A prewarmed box's one cell is a one-shot call's.
             execution_count: (!self.single).then(|| u32::try_from(id).unwrap_or(u32::MAX)),
         };
         (result, dead)
@@ -502,15 +502,15 @@ impl Driver {
     }
 }
 
-/// A prewarmed slot: a driver box that has run nothing, used as a kernel for exactly one cell
+/// A prewarmed box: a driver box that has run nothing, used as a kernel for exactly one cell
 /// and then ended. The call returns as soon as the cell is done (its output split at the
 /// cell's marker), so neither the interpreter's shutdown nor the box's teardown is the caller's
 /// wait.
-pub(crate) struct Slot(Lifecycle<Driver>);
+pub(crate) struct Prewarmed(Lifecycle<Driver>);
 
-impl Slot {
-    pub(crate) fn new(k: Lifecycle<Driver>) -> Slot {
-        Slot(k)
+impl Prewarmed {
+    pub(crate) fn new(k: Lifecycle<Driver>) -> Prewarmed {
+        Prewarmed(k)
     }
 
     pub(crate) fn is_alive(&self) -> bool {
@@ -534,7 +534,7 @@ impl Slot {
         (r, self.0.close_outcome().await)
     }
 
-    /// Runs `code` as this slot's one cell, within `timeout_ms`, then ends the box.
+    /// Runs `code` as this box's one cell, within `timeout_ms`, then ends the box.
     pub(crate) async fn run(
         self,
         code: &str,

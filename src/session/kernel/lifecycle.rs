@@ -145,7 +145,7 @@ pub(crate) struct Lifecycle<K: Kind> {
     pub(crate) timeout_ms: u64,
     /// What a cell keeps of each stream.
     pub(crate) max_output: usize,
-    /// A caller's kernel (not a pool slot) counts as a box writing to the workspace until it
+    /// A caller's kernel (not a prewarmed box) counts as a box writing to the workspace until it
     /// is closed, so snapshot() refuses meanwhile.
     active: std::sync::Mutex<Option<Active>>,
     /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
@@ -197,7 +197,7 @@ impl<K: Kind> Lifecycle<K> {
         .ok()
     }
 
-    /// Whether the box still runs and no cell is running (for a pool choosing a slot).
+    /// Whether the box still runs and no cell is running (for choosing a prewarmed box).
     pub(crate) fn is_alive(&self) -> bool {
         match self.state.try_lock() {
             Ok(mut s) => match &mut *s {

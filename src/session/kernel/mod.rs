@@ -1,6 +1,6 @@
 //! Kernels: long-lived boxes that run cells one at a time and keep their state between them.
 //! Two kinds, one lifecycle (`lifecycle`): the python driver's kernel (`driver`), also the
-//! prewarm pool's one-cell slots, and an image's Jupyter kernel (`jupyter`); here, the kernel a
+//! prewarmed one-cell boxes, and an image's Jupyter kernel (`jupyter`); here, the kernel a
 //! caller holds (`OpenKernel`). Their boxes are started by `session::longbox`: nothing here
 //! knows the session.
 

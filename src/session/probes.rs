@@ -1,15 +1,20 @@
-//! ADDITION: `isolation().routes`. A call does not always run in a fresh box: a python cell may
-//! be forked from the zygote or take a prewarmed slot, a `persist` session's calls join its
+//! ADDITION: the probes behind `isolation()` and `requireIsolation` (`measure`, `require`: a
+//! probe box of the session's posture, once per session) and behind `isolation().routes`
+//! (`measure_routes`). A call does not always run in a fresh box: a python cell may
+//! be forked from the zygote or take a prewarmed box, a `persist` session's calls join its
 //! resident box, kernels, `spawn()` and `terminal()` have boxes of their own. Each route this
 //! session's options open is measured in the box that route really gives (a spare kern, a
-//! zygote fork, a slot taken from the pool, a call into the resident box, a driver kernel, a
+//! zygote fork, a prewarmed box, a call into the resident box, a driver kernel, a
 //! spawned process, a terminal), by the same probe as the top-level report and read the same
 //! way (`isolation::read`): what the image's tools print can only lower it.
 
 use super::isolation::{self, Isolation, PROBE};
 use super::network;
 use super::opened::Opened;
+use super::prepared::{prepare, Workload};
 use super::process::{Process, ProcessRequest};
+use super::route;
+use crate::config::Network;
 use crate::engine::addon::launch::Outcome;
 use crate::error::{Error, Result};
 use crate::lang::Language;
@@ -34,7 +39,7 @@ for l in open("/proc/self/uid_map"):
 const PROBE_TIMEOUT_MS: u64 = 30_000;
 
 /// Every route a call of this session can take, each measured in its own box.
-pub(super) async fn measure(
+pub(super) async fn measure_routes(
     opened: &Arc<Opened>,
     kern: &Path,
 ) -> Result<BTreeMap<&'static str, Isolation>> {
@@ -63,14 +68,14 @@ pub(super) async fn measure(
 /// The box a `run()` gets: a spare kern of the session with the call's spec (its network and
 /// mounts), or a call into the resident box of a `persist` session.
 async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
-    let route = if opened.resident.get().is_some() {
-        "resident"
-    } else {
-        "fresh"
-    };
-    let workspace = opened.workspace_path()?;
+    let route = route::plain(opened);
+    let name = route.name();
     let argv = vec!["/bin/sh".into(), "-c".into(), PROBE.into()];
-    let mut spec = opened.call_spec(argv, &[], &[], PROBE_TIMEOUT_MS, false, &workspace);
+    let probe = Workload::Argv {
+        what: "isolation()",
+        argv,
+    };
+    let mut spec = prepare(opened, probe, PROBE_TIMEOUT_MS, Default::default())?.spec;
     if let Some(a) = opened.resident.get() {
         a.check()?;
         spec.resident = Some(crate::engine::shared::spec::Resident::Exec {
@@ -81,8 +86,8 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let _running = opened.running.read().await;
     let line = opened.egress_line(&spec)?;
     let fds = network::fds(None, line.as_ref());
-    let mut outcome = opened
-        .kern(kern)?
+    let mut outcome = route
+        .kern(opened, kern)?
         .run(&spec, 1 << 16, None, opened.closing.subscribe(), fds)
         .await?;
     // A call into the resident box runs under the box's caps, which its own report does not
@@ -93,7 +98,7 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
             o.report.applied = Some(held(a.target.pid1.pid, &opened.config.limits, &said));
         }
     }
-    from_outcome(opened, route, outcome)
+    from_outcome(opened, name, outcome)
 }
 
 /// How the caps asked for in `limits` hold the box whose PID 1 is `pid`: its cgroup's files,
@@ -173,7 +178,7 @@ async fn zygote(opened: &Arc<Opened>, kern: &Path) -> Result<Option<Isolation>> 
     if !opened.config.zygote {
         return Ok(None);
     }
-    let Some(k) = super::zygote::take(opened, kern) else {
+    let Some(k) = super::route::zygote_fork(opened, kern) else {
         return Ok(None);
     };
     let workspace = opened.workspace_path()?;
@@ -204,15 +209,15 @@ async fn zygote(opened: &Arc<Opened>, kern: &Path) -> Result<Option<Isolation>> 
     }
 }
 
-/// A slot of the prewarm pool, taken as a call takes one (or started as the pool starts them,
-/// when none is ready); the pool is topped up after.
+/// A prewarmed box, taken as a call takes one (or started as `prewarm` starts them, when none
+/// is ready); the spares are topped up after.
 async fn prewarm(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
-    let slot = match super::pool::take(opened) {
+    let prewarmed = match super::prewarm::take(opened) {
         Some(s) => s,
-        None => super::pool::start(opened.clone(), kern)?,
+        None => super::prewarm::start(opened.clone(), kern)?,
     };
-    let (r, outcome) = slot.run_measured(PROBE_PY, PROBE_TIMEOUT_MS).await;
-    super::pool::fill(opened, kern);
+    let (r, outcome) = prewarmed.run_measured(PROBE_PY, PROBE_TIMEOUT_MS).await;
+    super::prewarm::fill(opened, kern);
     from_cell(opened, "prewarm", r, outcome)
 }
 
@@ -278,7 +283,7 @@ async fn process(opened: &Arc<Opened>, kern: &Path, terminal: bool) -> Result<Is
             r.stderr.code(),
         ));
     }
-    isolation::read(opened, &r.stdout, p.applied(), Vec::new())
+    isolation::read(&opened.config, &r.stdout, p.applied(), Vec::new())
 }
 
 /// The report from a probe box's outcome.
@@ -294,7 +299,7 @@ fn from_outcome(opened: &Opened, route: &str, outcome: Option<Outcome>) -> Resul
         return Err(failed(route, r.exit_code, r.fault.as_ref(), &stderr));
     }
     isolation::read(
-        opened,
+        &opened.config,
         &String::from_utf8_lossy(&o.stdout),
         r.applied,
         r.notes,
@@ -318,7 +323,7 @@ fn from_cell(
         return Err(failed(route, r.exit_code, r.fault.as_ref(), &why));
     }
     let applied = outcome.and_then(|o| o.report.applied);
-    isolation::read(opened, &r.stdout, applied, Vec::new())
+    isolation::read(&opened.config, &r.stdout, applied, Vec::new())
 }
 
 fn failed(
@@ -331,4 +336,95 @@ fn failed(
         .map(|f| f.message.clone())
         .unwrap_or_else(|| format!("the probe exited with code {code}: {}", said.trim()));
     isolation::unmeasured(format!("in the {route} route's box: {why}"))
+}
+
+/// Measures the posture a box of this session gets, once per session (later calls get the
+/// same answer).
+pub(super) async fn measure(opened: &Opened, kern: &Path) -> Result<Isolation> {
+    opened
+        .isolation
+        .get_or_try_init(|| probe(opened, kern))
+        .await
+        .cloned()
+}
+
+async fn probe(opened: &Opened, kern: &Path) -> Result<Isolation> {
+    let argv = vec!["/bin/sh".into(), "-c".into(), PROBE.into()];
+    let probe = Workload::Argv {
+        what: "isolation()",
+        argv,
+    };
+    let mut spec = prepare(opened, probe, 30_000, Default::default())?.spec;
+    opened.make_bare(&mut spec);
+    // The network is the session's (a bare box has none): `host` shares the host's namespace;
+    // an allowlist box has its own empty one, as here, and the proxy's line besides.
+    if matches!(opened.config.network, Network::Host) {
+        network::host(&mut spec, opened.ca.as_deref());
+    }
+    let outcome = opened.run_own(kern, &spec).await?;
+    let report = outcome.report;
+    if report.exit_code != 0 || report.fault.is_some() {
+        let why = report
+            .fault
+            .as_ref()
+            .map(|f| f.message.clone())
+            .unwrap_or_else(|| {
+                format!(
+                    "the probe exited with code {}: {}",
+                    report.exit_code,
+                    String::from_utf8_lossy(&outcome.stderr).trim()
+                )
+            });
+        return Err(isolation::unmeasured(why));
+    }
+    isolation::read(
+        &opened.config,
+        &String::from_utf8_lossy(&outcome.stdout),
+        report.applied,
+        report.notes,
+    )
+}
+
+/// `requireIsolation` at open(): each control asked for that the measured posture lacks,
+/// with why and what to do, in one error.
+pub(super) async fn require(opened: &Opened, kern: &Path, required: &[String]) -> Result<()> {
+    if required.is_empty() {
+        return Ok(());
+    }
+    let m = measure(opened, kern).await?;
+    let mut missing = Vec::new();
+    for control in required {
+        let lack = match control.as_str() {
+            "filesystem" if !m.filesystem => Some("the box shares the host's mount namespace".to_string()),
+            "process" if !m.process => Some("the box shares the host's PID namespace".to_string()),
+            "network" if m.network == "host" => Some("the box shares the host's network namespace".to_string()),
+            "seccomp" if m.seccomp != "untrusted" => Some(format!("the untrusted seccomp profile is not in force in the box (measured: {}); set `securityProfile: \"untrusted\"` (x86_64)", m.seccomp)),
+            "limits" if m.limits.memory != "cgroup" || m.limits.pids != "cgroup" => {
+                let why: Vec<&str> = m
+                    .notes
+                    .iter()
+                    .filter(|n| n.contains("best-effort") || n.contains("not enforced"))
+                    .map(String::as_str)
+                    .collect();
+                Some(format!(
+                    "memory is capped by {}, pids by {} (not both by a cgroup){}; run where kern can write a cgroup (as root, or under a delegated cgroup v2 subtree: systemd's user manager, or KERN_CGROUP_PARENT; `kern doctor` says which applies here), and keep enforceLimits, memoryMb and pids on",
+                    m.limits.memory,
+                    m.limits.pids,
+                    if why.is_empty() { String::new() } else { format!(" ({})", why.join("; ")) }
+                ))
+            }
+            _ => None,
+        };
+        if let Some(why) = lack {
+            missing.push(format!("{control}: {why}"));
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Error::IsolationUnavailable(format!(
+        "requireIsolation: this host cannot supply {} of the controls asked for: {}",
+        missing.len(),
+        missing.join(" | ")
+    )))
 }

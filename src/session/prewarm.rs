@@ -1,0 +1,39 @@
+//! `prewarm`: python driver boxes started before they have a cell, kept as the session's
+//! spares (`Opened::prewarmed`), each used as a kernel for exactly one cell (`Prewarmed`) and
+//! replaced after the call that took one.
+
+use super::kernel::driver::Prewarmed;
+use super::longbox;
+use super::opened::Opened;
+use crate::error::Result;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Takes a live prewarmed box; `fill` starts one in its place.
+pub(super) fn take(opened: &Opened) -> Option<Prewarmed> {
+    opened.prewarmed.take()
+}
+
+/// Tops the spares up to `prewarm` boxes.
+pub(super) fn fill(opened: &Arc<Opened>, kern: &Path) {
+    if *opened.closing.borrow() {
+        return;
+    }
+    opened
+        .prewarmed
+        .top_up(|| true, || start(opened.clone(), kern).ok());
+}
+
+/// Starts a prewarmed box: a driver kernel that will run one cell under the session's timeout and
+/// output cap.
+pub(super) fn start(opened: Arc<Opened>, kern: &Path) -> Result<Prewarmed> {
+    let (timeout_ms, max_output) = (opened.config.timeout_ms, opened.config.max_output);
+    let d = super::kernel::driver::Driver {
+        single: true,
+        lang: crate::lang::Language::Python,
+    };
+    let place = super::percall::PerCall::default();
+    Ok(Prewarmed::new(longbox::start_driver(
+        opened, kern, timeout_ms, max_output, d, &place,
+    )?))
+}
