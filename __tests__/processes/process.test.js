@@ -439,7 +439,7 @@ describe('the owner goes, the boxes go', () => {
   test('a host process killed with its background process and terminal running takes their boxes with it', async () => {
     const marker = uniqueName('ownerdies');
     const script = `
-      const { Sandbox } = require(${JSON.stringify(require.resolve('..'))});
+      const { Sandbox } = require(${JSON.stringify(require.resolve('../..'))});
       (async () => {
         const sb = await new Sandbox(${JSON.stringify(opts())}).open();
         await sb.spawn(['sh', '-c', 'sleep 300; : ${marker}', '${marker}']);

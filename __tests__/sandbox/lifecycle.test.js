@@ -251,7 +251,7 @@ describe('module constants', () => {
 });
 
 describe('the host process', () => {
-  const pkg = require.resolve('..');
+  const pkg = require.resolve('../..');
   const image = opts().image;
 
   function runNode(body) {

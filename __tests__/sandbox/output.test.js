@@ -253,7 +253,7 @@ describe('streaming callbacks', () => {
   });
 
   test('a throwing onStdout neither breaks the call nor crashes the process', () => {
-    const pkg = require.resolve('..');
+    const pkg = require.resolve('../..');
     const script = `
       const k = require(${JSON.stringify(pkg)});
       (async () => {

@@ -5,18 +5,17 @@
 //! stdin, the control socket, and its stdout and stderr carry the box's output, which the addon
 //! drains. On the control socket, one JSON line each (`engine::shared::protocol`):
 //!
-//! 1. addon -> kern, an `Ask`: a fresh box's caps (kern makes the box's cgroup and moves into it
-//!    at once, or says which caps fall back to rlimits, `monitor::prepare`), a zygote spare's, or
-//!    a call into a resident box (kern finds it and enters a per-call cgroup under it,
-//!    `resident::call::prepare`); kern answers `Said::Prepared`. Then it waits. A session keeps such spares started, so the cgroup move (an RCU grace period)
-//!    is off a call's path; EOF instead of line 2 means "not needed": it leaves the cgroup and
-//!    exits.
+//! 1. addon -> kern, an `Ask`: a fresh box's caps (kern makes its cgroup, or says which caps
+//!    fall back to rlimits: `monitor::prepare`), a zygote spare's, or a call into a resident box
+//!    (a per-call cgroup under it: `resident::call::prepare`); kern answers `Said::Prepared` and
+//!    waits. A session keeps such spares, so the cgroup move (an RCU grace period) is off a
+//!    call's path; EOF instead of line 2 means "not needed": kern leaves the cgroup and exits.
 //! 2. addon -> kern, the `BoxSpec`, with the descriptors it announces on the line's first byte
 //!    (SCM_RIGHTS, `handoff::BoxFds`, in this order): the channel that becomes the workload's fd 3
 //!    (`spec.channel`, the python driver's frames), the egress relay's line to the host's proxy
 //!    (`spec.egress`), the workload's stdin (`spec.stdin`), where its terminal's master goes
 //!    (`spec.tty`) and the connector's line (`spec.connector`). kern runs the box
-//!    (`monitor::run_box`) or the call (`resident::call::run_call`).
+//!    (`monitor::parent::run_box`) or the call (`resident::call::run_call`).
 //! 3. kern -> addon, once the workload is about to exec, `Said::Started` (its pid in the box);
 //!    addon -> kern meanwhile, `Command::Signal` lines for the workload's process group
 //!    (forwarded by the box's PID 1).
@@ -30,11 +29,11 @@
 //!
 //! From a terminal, with flags named like the Sandbox options: `kern run` (a fresh box; its
 //! fault as a `warning:` line, its exit code as kern's), `kern exec`/`ps`/`stop` (resident
-//! boxes, found through `engine::monitor::resident`'s state files), `kern attach` and the `-i`/`-t` of
-//! `run` and `exec` (a box's stdin and terminal at this one; interactive.rs; in every mode the
-//! box's stdio is pipes or its own terminal, never kern's: stdio.rs), `kern doctor`
-//! (what this host offers kern-sandbox, with the fix for each thing missing; doctor.rs), and
-//! `kern pull`/`images`/`rmi`/`prune` (the image store the addon also pulls into, in its own
+//! boxes, found through `engine::monitor::resident`'s state files), `kern attach` and the
+//! `-i`/`-t` of `run` and `exec` (a box's stdin and terminal at this one; interactive.rs; in
+//! every mode the box's stdio is pipes or its own terminal, never kern's: stdio.rs), `kern
+//! doctor` (what this host offers kern-sandbox, with the fix for each thing missing; doctor.rs),
+//! and `kern pull`/`images`/`rmi`/`prune` (the image store the addon also pulls into, in its own
 //! process; images.rs).
 
 // The doc comments on the clap types below are `kern --help` text ("<user>[:<group>]",
@@ -45,7 +44,8 @@ use clap::{Parser, Subcommand};
 use kern_sandbox::config::{
     self, base_env, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
 };
-use kern_sandbox::engine::monitor::parent::{self as monitor, run_box};
+use kern_sandbox::engine::monitor::parent::{self, run_box};
+use kern_sandbox::engine::monitor::prepare::prepare;
 use kern_sandbox::engine::monitor::resident::{self, call};
 use kern_sandbox::engine::shared::handoff::{BoxFds, CallTarget, Caller};
 use kern_sandbox::engine::shared::protocol::{self, Ask, Said};
@@ -349,7 +349,7 @@ fn boxed() -> ExitCode {
             return ExitCode::from(125);
         }
     };
-    let prepared = monitor::prepare(&limits);
+    let prepared = prepare(&limits);
     send_prepared();
     let Some((spec, passed)) = read_spec(&mut control) else {
         prepared.release();
@@ -385,10 +385,10 @@ fn zygote_call(
     inputs: &kern_sandbox::engine::plan::Inputs,
     control: &mut Control,
 ) -> ExitCode {
-    let prepared = monitor::prepare(limits);
+    let prepared = prepare(limits);
     send_prepared();
     let arranged = match control.fds.pop() {
-        Some(sock) => monitor::arrange_zygote(&prepared, inputs, sock),
+        Some(sock) => parent::arrange_zygote(&prepared, inputs, sock),
         None => Err("internal error: a zygote spare came without its socket".into()),
     };
     let Some((spec, passed)) = read_spec(control) else {
@@ -398,7 +398,7 @@ fn zygote_call(
         prepared.release();
         return ExitCode::SUCCESS;
     };
-    monitor::run_zygote_call(
+    parent::run_zygote_call(
         &spec,
         prepared,
         arranged,
@@ -617,7 +617,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         serves_zygote: false,
         zygote: false,
     };
-    let prepared = monitor::prepare(&spec.limits);
+    let prepared = prepare(&spec.limits);
     let (mut relay, side) = match Relay::new(mode) {
         Ok(r) => r,
         Err(e) => {
