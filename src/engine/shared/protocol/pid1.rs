@@ -113,7 +113,12 @@ impl Pid1Msg {
                 }
             }
             'K' => Pid1Msg::Signaled(number(fields)?),
-            'P' => Pid1Msg::Pid(number(fields)?),
+            // A host pid the monitor may kill with its process group: never 0, 1 or below,
+            // which `kill` reads as "my group" or "everyone I may signal".
+            'P' => match number(fields)? {
+                pid if pid > 1 => Pid1Msg::Pid(pid),
+                _ => return Err(bad("a pid that is not a single process")),
+            },
             'W' => Pid1Msg::Workload(number(fields)?),
             'Z' => Pid1Msg::Reaped(number(fields)?),
             'X' => {
@@ -146,6 +151,14 @@ impl Pid1Msg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pid_that_kill_would_widen_is_refused() {
+        for line in ["P 0", "P 1", "P -1", "P -4242"] {
+            assert!(Pid1Msg::decode(line).is_err(), "{line} decoded");
+        }
+        assert_eq!(Pid1Msg::decode("P 4242").ok(), Some(Pid1Msg::Pid(4242)));
+    }
 
     /// Every variant, and the arguments zygote.py's encoder takes for it (a Python tuple).
     fn every_variant() -> Vec<(Pid1Msg, &'static str)> {
