@@ -145,17 +145,14 @@ pub(crate) fn bytes(b: &[u8]) -> Arg {
 
 /// A seccomp program as `Arg::Fprog`, from its packed `u64` form (`seccomp::unpack`'s input).
 pub(crate) fn fprog(program: &[u64]) -> Arg {
-    let packed = crate::engine::boxside::seccomp::unpack(program)
-        .iter()
-        .flat_map(|f| {
-            let mut b = Vec::with_capacity(8);
-            b.extend(f.code.to_ne_bytes());
-            b.push(f.jt);
-            b.push(f.jf);
-            b.extend(f.k.to_ne_bytes());
-            b
-        })
-        .collect();
+    // Straight into one buffer: a fresh box packs the untrusted profile on its way to exec, and
+    // a `Vec` per instruction cost the dev build about 2 ms there (measured against 9ae41f8).
+    let mut packed = Vec::with_capacity(program.len() * 8);
+    for f in crate::engine::boxside::seccomp::unpack(program) {
+        packed.extend_from_slice(&f.code.to_ne_bytes());
+        packed.extend_from_slice(&[f.jt, f.jf]);
+        packed.extend_from_slice(&f.k.to_ne_bytes());
+    }
     Arg::Fprog(packed)
 }
 
