@@ -173,12 +173,18 @@ impl Line {
     /// Whether an answer (or the end) is there within `wait`.
     fn readable(&self, wait: Duration) -> Result<bool, DialError> {
         use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-        let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
-        let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
-        match poll(&mut fds, PollTimeout::from(ms)) {
-            Ok(n) => Ok(n > 0),
-            Err(nix::errno::Errno::EINTR) => Ok(false),
-            Err(e) => Err(DialError::Io(e.into())),
+        let until = std::time::Instant::now() + wait;
+        loop {
+            let mut fds = [PollFd::new(self.fd.as_fd(), PollFlags::POLLIN)];
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+            match poll(&mut fds, PollTimeout::from(ms)) {
+                Ok(n) => return Ok(n > 0),
+                // A signal to this thread (the host's SIGCHLD of any child) is not the
+                // connector's silence: wait out the rest.
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(e) => return Err(DialError::Io(e.into())),
+            }
         }
     }
 
@@ -337,6 +343,35 @@ mod tests {
             other => panic!("expected Gone, got {other:?}"),
         }
         closer.join().expect("closer");
+    }
+
+    #[test]
+    fn signals_to_the_waiting_thread_are_not_the_connectors_silence() {
+        // The addon's thread waiting for an answer gets the host's signals (SIGCHLD of any
+        // child of Node): an interrupted wait once read as "no answer within 10 s" at once.
+        use nix::sys::pthread::{pthread_kill, pthread_self};
+        use nix::sys::signal::{sigaction, SaFlags, SigAction, SigHandler, SigSet, Signal};
+        extern "C" fn nothing(_: libc::c_int) {}
+        let act = SigAction::new(
+            SigHandler::Handler(nothing),
+            SaFlags::empty(),
+            SigSet::empty(),
+        );
+        // SAFETY: the handler does nothing, so it is async-signal-safe; SIGUSR2 is used by
+        // nothing else in this test binary.
+        unsafe { sigaction(Signal::SIGUSR2, &act) }.expect("sigaction");
+        let waiter = pthread_self();
+        let (l, s) = connected();
+        let port = port_of(&l);
+        let mut line = with_connector(move |c, id, _| {
+            // Signals while the caller waits (the request is out), then the answer.
+            for _ in 0..200 {
+                pthread_kill(waiter, Signal::SIGUSR2).expect("pthread_kill");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            send(c, &answer(id, 0), &[s.as_raw_fd()]);
+        });
+        line.dial(port).expect("the answer, after the signals");
     }
 
     #[test]

@@ -376,6 +376,8 @@ fn call(
         let left = until.saturating_duration_since(Instant::now());
         let mut fds = [PollFd::new(init_r.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::from(left.as_millis() as u16)) {
+            // A signal is not the end of the messages.
+            Err(nix::errno::Errno::EINTR) if !left.is_zero() => continue,
             Ok(n) if n > 0 && !left.is_zero() => {
                 let mut probe = [0u8; 4096];
                 match nix::unistd::read(&init_r, &mut probe) {
