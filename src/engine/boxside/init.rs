@@ -11,7 +11,7 @@
 use crate::engine::boxside::mounts::{self, Sources, Trees};
 use crate::engine::boxside::pid1_signals::Pid1Signals;
 use crate::engine::monitor::idmap::Mapping;
-use crate::engine::plan::{self, run::Saved, Posture, Workload};
+use crate::engine::plan::{self, pid1, run::Saved, Posture, Workload};
 use crate::engine::shared::handoff::{self, send, BoxFds, Fallback};
 use crate::engine::shared::protocol::pid1::Pid1Msg;
 use crate::engine::shared::spec::{BoxSpec, CHANNEL_FD};
@@ -63,18 +63,13 @@ pub(in crate::engine) fn child(
     let limit = if spec.serves_zygote {
         crate::engine::monitor::zygote::MAX_CALLS
     } else if spec.locks_mounts() {
-        "1"
+        1
     } else {
-        "0"
+        0
     };
-    if let Err(e) = std::fs::write("/proc/sys/user/max_user_namespaces", limit) {
+    if let Err(e) = plan::run::run(&[pid1::nested_userns_limit(limit)], &mut Saved::default()) {
         // A container's read-only /proc/sys refuses it (EROFS): say so, the monitor explains.
-        send(
-            &init_w,
-            &Pid1Msg::SetupFailed(format!(
-                "limit nested user namespaces (write /proc/sys/user/max_user_namespaces): {e}"
-            )),
-        );
+        send(&init_w, &Pid1Msg::SetupFailed(e.to_string()));
         sys::exit_now(1);
     }
     // If kern dies, the box dies with it (and with PID 1 the whole PID namespace). Set only now:
@@ -180,9 +175,9 @@ pub(in crate::engine) fn call_init(
         }
     }
     // The call's terminals (`kern attach`, a pty it opens) out of reach of earlier calls'
-    // processes (see `mounts::private_devpts`).
-    if let Err(e) = mounts::private_devpts() {
-        fail("give the call its own /dev/pts", &e.0);
+    // processes (see `pid1::private_devpts`).
+    if let Err(e) = plan::run::run(&pid1::private_devpts(), &mut Saved::default()) {
+        fail("give the call its own /dev/pts", &e);
     }
     hand_over_mounts(proc_self, j.keep);
     if let Err(e) = take_setup_ids(j.mapping) {
@@ -377,13 +372,12 @@ fn setup(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), mounts::Set
     // write PID 1's maps, and no code of the box has run yet.
     nix::sys::prctl::set_dumpable(false)
         .map_err(|e| mounts::SetupError(format!("make PID 1 non-dumpable: {e}")))?;
-    nix::unistd::sethostname(&spec.hostname)
-        .map_err(|e| mounts::SetupError(format!("sethostname: {e}")))?;
-    if spec.host_network {
-        // The host's own namespace: its interfaces are not ours to touch.
-        return Ok(());
+    let mut ops = vec![pid1::hostname(&spec.hostname)];
+    // The host's own network namespace: its interfaces are not ours to touch.
+    if !spec.host_network {
+        ops.extend(pid1::loopback());
     }
-    sys::loopback_up().map_err(|e| mounts::SetupError(format!("bring up lo: {e}")))
+    plan::run::run(&ops, &mut Saved::default()).map_err(|e| mounts::SetupError(e.to_string()))
 }
 
 /// `reap_until` for the `untrusted` profile: PID 1 also answers the notify filter. It names each

@@ -7,6 +7,7 @@
 //! binds so nothing is ever mounted beneath a directory the box can write.
 
 use super::rootfs::{Entry, RootPlan};
+use crate::engine::plan::{self, pid1};
 use crate::engine::shared::spec::{BindSpec, BoxSpec, DeviceSpec, Resident, TmpfsSpec};
 use crate::engine::shared::sys::{
     self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
@@ -25,21 +26,6 @@ const STAGE: &str = "/tmp";
 /// `/mnt`, shadowed only in the box's namespace).
 const IMAGE_STAGE: &str = "/mnt";
 
-/// Docker's masked paths: hidden behind /dev/null (files) or an empty read-only tmpfs (dirs).
-pub(crate) const PROC_MASKED: &[&str] = &[
-    "acpi",
-    "asound",
-    "interrupts",
-    "kcore",
-    "keys",
-    "latency_stats",
-    "sched_debug",
-    "scsi",
-    "timer_list",
-    "timer_stats",
-];
-/// Docker's read-only paths under /proc.
-pub(crate) const PROC_READONLY: &[&str] = &["bus", "fs", "irq", "sys", "sysrq-trigger"];
 const DEV_NODES: &[&str] = &["null", "zero", "full", "random", "urandom", "tty"];
 
 /// A failed setup step, with what was being done.
@@ -53,6 +39,11 @@ impl<T, E: std::fmt::Display> Ctx<T> for Result<T, E> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T, SetupError> {
         self.map_err(|e| SetupError(format!("{}: {e}", what())))
     }
+}
+
+/// Carries out `pid1`'s steps here (what every box's PID 1 does, written once in `plan`).
+fn run(ops: &[plan::Op]) -> Result<(), SetupError> {
+    plan::run::run(ops, &mut plan::run::Saved::default()).map_err(|e| SetupError(e.to_string()))
 }
 
 /// Detached mount trees the monitor made for the box (as root: idmapped through the box's
@@ -368,35 +359,14 @@ fn make_mount_point(root: &Path, target: &Path, dir: bool) -> Result<(), SetupEr
 fn mount_scratch(root: &Path, t: &TmpfsSpec) -> Result<(), SetupError> {
     let target = root.join(t.target.trim_start_matches('/'));
     make_mount_point(root, &target, true)?;
-    tmpfs(
-        &target,
-        t.size_bytes,
-        0o1777,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-    )
+    run(&[pid1::scratch(&path_str(&target)?, t.size_bytes)])
 }
 
-/// A devpts of its own: `newinstance`, so no other instance's terminals are in it.
-const DEVPTS_OPTIONS: &str = "newinstance,ptmxmode=0666,mode=0620";
-
-/// A call into a resident box, in its init (box root, in the box's namespaces): a mount
-/// namespace of the call's own, with a devpts instance of its own over the box's /dev/pts. The
-/// box's devpts is shared by every call, so a process an earlier call left running could open
-/// a later call's terminal there by its path (`kern attach`) and read what is typed into it;
-/// this call's terminals are now in an instance no other call's process can name (reaching it
-/// through /proc/<pid>/root takes ptrace rights, which each workload's Landlock domain denies).
-/// The rest of the tree is the box's: the same filesystems, so files are shared as before.
-pub(in crate::engine) fn private_devpts() -> Result<(), SetupError> {
-    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS)
-        .ctx(|| "a mount namespace for the call".into())?;
-    mount(
-        Some("devpts"),
-        "/dev/pts",
-        Some("devpts"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some(DEVPTS_OPTIONS),
-    )
-    .ctx(|| "mount the call's own /dev/pts".into())
+/// A path this module made, as the `str` a plan step takes.
+fn path_str(p: &Path) -> Result<String, SetupError> {
+    p.to_str()
+        .map(str::to_owned)
+        .ok_or_else(|| SetupError(format!("not UTF-8: {}", p.display())))
 }
 
 fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(), SetupError> {
@@ -429,21 +399,9 @@ fn build_dev(root: &Path, devices: &[DeviceSpec], fds: &[OwnedFd]) -> Result<(),
     }
     let pts = dev.join("pts");
     mkdir(&pts, 0o755)?;
-    mount(
-        Some("devpts"),
-        &pts,
-        Some("devpts"),
-        MsFlags::MS_NOSUID | MsFlags::MS_NOEXEC,
-        Some(DEVPTS_OPTIONS),
-    )
-    .ctx(|| "mount /dev/pts".into())?;
     let shm = dev.join("shm");
-    new_tmpfs(
-        &shm,
-        64 << 20,
-        0o1777,
-        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-    )?;
+    mkdir(&shm, 0o1777)?;
+    run(&[pid1::devpts(&path_str(&pts)?), pid1::shm(&path_str(&shm)?)])?;
     for (d, fd) in devices.iter().zip(fds) {
         bind_device(root, d, fd)?;
     }
@@ -477,56 +435,13 @@ fn unmasked_proc_out_of_reach(root: &Path) -> Result<(), SetupError> {
 fn build_proc(root: &Path, hide_others: bool) -> Result<(), SetupError> {
     let proc_dir = root.join("proc");
     mkdir(&proc_dir, 0o555)?;
-    let flags = MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC;
-    let mounted = if hide_others {
-        // `invisible` is 5.8's spelling of the older `2`.
-        mount(
-            Some("proc"),
-            &proc_dir,
-            Some("proc"),
-            flags,
-            Some("hidepid=invisible"),
-        )
-        .or_else(|_| {
-            mount(
-                Some("proc"),
-                &proc_dir,
-                Some("proc"),
-                flags,
-                Some("hidepid=2"),
-            )
-        })
-    } else {
-        mount(Some("proc"), &proc_dir, Some("proc"), flags, None::<&str>)
-    };
-    mounted.ctx(|| {
-        "mount /proc (is the host's /proc partly covered, as in some containers?)".into()
-    })?;
-    let null = root.join("dev/null");
-    for name in PROC_MASKED {
-        let p = proc_dir.join(name);
-        match fs::symlink_metadata(&p) {
-            Ok(m) if m.is_dir() => tmpfs(
-                &p,
-                4096,
-                0o555,
-                MsFlags::MS_RDONLY | MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            )?,
-            Ok(_) => bind(&null, &p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID)?,
-            Err(_) => {}
-        }
-    }
-    for name in PROC_READONLY {
-        let p = proc_dir.join(name);
-        if p.exists() {
-            bind(
-                &p,
-                &p,
-                MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-            )?;
-        }
-    }
-    Ok(())
+    let dir = path_str(&proc_dir)?;
+    run(&[pid1::proc(&dir, hide_others)])?;
+    // What this box's new /proc has (the masks cover only what is there).
+    let null = path_str(&root.join("dev/null"))?;
+    run(&pid1::proc_masks(&dir, &null, |name| {
+        pid1::proc_kind_at(&dir, name)
+    }))
 }
 
 /// `pivot_root(".", ".")` then detach the old root: the host's tree is unreachable afterwards.

@@ -1,15 +1,18 @@
 //! A box's posture, written once, as data (bubblewrap's setup ops): each step one syscall (or
 //! one file write), with its arguments, what it does, and which errors it may meet. This module
 //! is the one place the posture is written; two runners carry the plans out, unchanged:
-//! - `run` (Rust), in a fresh box's workload (`init::exec_workload`) and a resident box's call;
+//! - `run` (Rust), in a fresh box's PID 1 (`mounts::build`, `init::setup`) and workload
+//!   (`init::exec_workload`), and in a resident box's call;
 //! - `lang/zygote.py` (python, `ctypes`), in a zygote's fork, which gets the plans as JSON.
 //!
 //! `workload`: the posture of the process that runs the untrusted code (session, keyring,
 //! rlimits, capabilities, user, no_new_privs, Landlock, seccomp), from a `BoxSpec` or from a
-//! zygote's `Inputs`. `zygote`: the zygote fork's own steps (its namespaces, its PID 1's `/proc`,
-//! scratch mounts, hostname and loopback). `__tests__/zygote.test.js` compares the postures the
+//! zygote's `Inputs`. `pid1`: what every box's PID 1 mounts and sets of its own (`/proc` and
+//! its masks, scratch mounts, devpts, hostname, loopback). `zygote`: a zygote fork's steps (its
+//! namespaces, then `pid1`'s). `__tests__/zygote.test.js` compares the postures the
 //! two kinds of box end up with.
 
+pub mod pid1;
 pub mod run;
 pub mod workload;
 pub mod zygote;

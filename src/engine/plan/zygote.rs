@@ -1,12 +1,13 @@
 //! A zygote's fork's own steps, before the workload's posture (`workload`): the three plans of
 //! one call, for its three processes (see `zygote`): `call` (the zygote's fork: a user
 //! namespace of its own, then the rest), `pid1` (PID 1 of the new PID namespace: a fresh
-//! `/proc`, masked as a fresh box's, fresh scratch mounts, hostname, loopback) and `workload`
+//! `/proc`, masked, fresh scratch mounts, hostname, loopback: `pid1`'s steps, as a fresh box's
+//! PID 1 runs them) and `workload`
 //! (the process that runs the cell: the same plan a fresh box's workload runs, `workload`).
 //! kern builds them from the Sandbox's settings; the zygote's python runs them in order with
-//! `ctypes` and stops at the first that fails. The masked `/proc` paths are `mounts`', shared.
+//! `ctypes` and stops at the first that fails.
 
-use super::{bytes, int, s, saving, sys, write, Arg, Op};
+use super::{int, pid1, sys, write, Arg, Op};
 use crate::engine::shared::handoff::Fallback;
 use serde::Serialize;
 
@@ -27,57 +28,6 @@ pub struct Plans {
     /// The scratch tmpfs targets: P reports how full each was when the workload ended, as a
     /// fresh box's PID 1 does (`Pid1Msg::Exited`, in this order), so an OOM can name the one that held the bytes.
     pub tmpfs: Vec<String>,
-}
-
-fn mount(what: String, src: Arg, target: &str, fstype: Arg, flags: u64, data: Arg) -> Op {
-    sys(
-        what,
-        libc::SYS_mount,
-        vec![src, s(target), fstype, int(flags as i64), data],
-    )
-}
-
-/// `MOUNT_ATTR_*` (linux/mount.h), as `mount_setattr` takes them.
-const ATTR_RDONLY: u64 = 0x1;
-const ATTR_NOSUID: u64 = 0x2;
-const ATTR_NODEV: u64 = 0x4;
-const ATTR_NOEXEC: u64 = 0x8;
-
-/// `mount_setattr(AT_FDCWD, target, 0, {attr_set: set}, 32)`: adds attributes, keeping every
-/// flag a copied (locked) mount must keep, where a remount would have to restate them.
-fn setattr(what: String, target: &str, set: u64) -> Op {
-    let mut attr = [0u8; 32];
-    attr[..8].copy_from_slice(&set.to_ne_bytes());
-    sys(
-        what,
-        libc::SYS_mount_setattr,
-        vec![
-            int(libc::AT_FDCWD),
-            s(target),
-            int(0),
-            bytes(&attr),
-            int(32),
-        ],
-    )
-}
-
-/// A read-only bind of `source` onto `target`, with `extra` attributes.
-fn bind_ro(what: &str, source: &str, target: &str, extra: u64) -> [Op; 2] {
-    [
-        mount(
-            format!("{what}: bind {source} on {target}"),
-            s(source),
-            target,
-            Arg::Null,
-            libc::MS_BIND,
-            Arg::Null,
-        ),
-        setattr(
-            format!("{what}: make {target} read-only"),
-            target,
-            ATTR_RDONLY | extra,
-        ),
-    ]
 }
 
 /// The plans for `spec`'s call, with the caps kern could not put in a cgroup as rlimits
@@ -123,8 +73,7 @@ fn call_plan() -> Vec<Op> {
 }
 
 fn pid1_plan(spec: &Inputs, proc_kind: impl Fn(&str) -> Option<bool>) -> Vec<Op> {
-    let (nosuid, nodev, noexec) = (libc::MS_NOSUID, libc::MS_NODEV, libc::MS_NOEXEC);
-    let mut p = vec![mount(
+    let mut p = vec![pid1::mount(
         "make every mount private".into(),
         Arg::Null,
         "/",
@@ -132,114 +81,19 @@ fn pid1_plan(spec: &Inputs, proc_kind: impl Fn(&str) -> Option<bool>) -> Vec<Op>
         libc::MS_REC | libc::MS_PRIVATE,
         Arg::Null,
     )];
-    p.push(mount(
-        "mount the call's /proc".into(),
-        s("proc"),
-        "/proc",
-        s("proc"),
-        nosuid | nodev | noexec,
-        Arg::Null,
-    ));
-    // No nested user namespace from the call (as `init::child` for a fresh box); before
-    // /proc/sys turns read-only.
-    p.push(write(
-        "refuse nested user namespaces",
-        "/proc/sys/user/max_user_namespaces",
-        "0",
-    ));
-    for name in crate::engine::boxside::mounts::PROC_MASKED {
-        let target = format!("/proc/{name}");
-        match proc_kind(name) {
-            Some(true) => p.push(mount(
-                format!("mask {target}"),
-                s("tmpfs"),
-                &target,
-                s("tmpfs"),
-                libc::MS_RDONLY | nosuid | nodev,
-                s("size=4096,mode=555"),
-            )),
-            Some(false) => p.extend(bind_ro(
-                &format!("mask {target}"),
-                "/dev/null",
-                &target,
-                ATTR_NOSUID,
-            )),
-            None => {}
-        }
-    }
-    for name in crate::engine::boxside::mounts::PROC_READONLY {
-        let target = format!("/proc/{name}");
-        if proc_kind(name).is_some() {
-            p.extend(bind_ro(
-                "a read-only /proc path",
-                &target,
-                &target,
-                ATTR_NOSUID | ATTR_NODEV | ATTR_NOEXEC,
-            ));
-        }
-    }
+    p.push(pid1::proc("/proc", false));
+    // No nested user namespace from the call (as a fresh box's PID 1); before /proc/sys turns
+    // read-only.
+    p.push(pid1::nested_userns_limit(0));
+    p.extend(pid1::proc_masks("/proc", "/dev/null", proc_kind));
     // Every scratch mount fresh: a copied tmpfs would be the zygote's, shared by every call.
     for t in &spec.tmpfs {
-        p.push(mount(
-            format!("a fresh tmpfs at {}", t.target),
-            s("tmpfs"),
-            &t.target,
-            s("tmpfs"),
-            nosuid | nodev,
-            s(&format!("size={},mode=1777", t.size_bytes)),
-        ));
+        p.push(pid1::scratch(&t.target, t.size_bytes));
     }
-    p.push(mount(
-        "a fresh /dev/shm".into(),
-        s("tmpfs"),
-        "/dev/shm",
-        s("tmpfs"),
-        nosuid | nodev,
-        s(&format!("size={},mode=1777", 64u64 << 20)),
-    ));
-    p.push(mount(
-        "a fresh /dev/pts".into(),
-        s("devpts"),
-        "/dev/pts",
-        s("devpts"),
-        nosuid | noexec,
-        s("newinstance,ptmxmode=0666,mode=0620"),
-    ));
-    p.push(sys(
-        "set the hostname",
-        libc::SYS_sethostname,
-        vec![s(&spec.hostname), int(spec.hostname.len() as i64)],
-    ));
-    p.push(saving(
-        sys(
-            "a socket to bring loopback up",
-            libc::SYS_socket,
-            vec![
-                int(libc::AF_INET),
-                int(libc::SOCK_DGRAM | libc::SOCK_CLOEXEC),
-                int(0),
-            ],
-        ),
-        "lo",
-    ));
-    let mut ifreq = [0u8; 40];
-    ifreq[..2].copy_from_slice(b"lo");
-    let up = (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as u16;
-    ifreq[16..18].copy_from_slice(&up.to_ne_bytes());
-    p.push(sys(
-        "bring loopback up",
-        libc::SYS_ioctl,
-        vec![
-            Arg::Var("lo".into()),
-            int(libc::SIOCSIFFLAGS as i64),
-            bytes(&ifreq),
-        ],
-    ));
-    p.push(sys(
-        "close the socket",
-        libc::SYS_close,
-        vec![Arg::Var("lo".into())],
-    ));
+    p.push(pid1::shm("/dev/shm"));
+    p.push(pid1::devpts("/dev/pts"));
+    p.push(pid1::hostname(&spec.hostname));
+    p.extend(pid1::loopback());
     p
 }
 

@@ -67,4 +67,4 @@ pub mod call;
 
 /// The user namespaces a zygote's box admits (`/proc/sys/user/max_user_namespaces` in it): one
 /// per call running at once, each of which admits none.
-pub const MAX_CALLS: &str = "4096";
+pub const MAX_CALLS: u32 = 4096;

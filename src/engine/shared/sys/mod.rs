@@ -307,28 +307,6 @@ pub fn capset_to(keep: &[u32]) -> io::Result<()> {
     check(ret).map(|_| ())
 }
 
-/// Brings up the loopback interface in the current network namespace (a fresh one has `lo`
-/// down), with the classic SIOCSIFFLAGS ioctl rather than a netlink round trip.
-pub fn loopback_up() -> io::Result<()> {
-    // SAFETY: socket() takes no pointers; the result is checked before use.
-    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
-    if sock < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `sock` is a fresh fd nobody else owns.
-    let sock = unsafe { OwnedFd::from_raw_fd(sock) };
-    // SAFETY: ifreq is plain old data; all-zero is a valid value.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(b"lo\0") {
-        *dst = *src as libc::c_char;
-    }
-    req.ifr_ifru.ifru_flags =
-        (libc::IFF_UP | libc::IFF_LOOPBACK | libc::IFF_RUNNING) as libc::c_short;
-    // SAFETY: `req` is a valid ifreq naming "lo"; SIOCSIFFLAGS reads it only.
-    let ret = unsafe { libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFFLAGS, &req) };
-    check(ret as libc::c_long).map(|_| ())
-}
-
 /// `execve` with an explicit environment. Returns only on failure.
 pub fn execve(path: &CString, argv: &[CString], env: &[CString]) -> io::Error {
     let mut argv_ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
