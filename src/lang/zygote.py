@@ -19,6 +19,10 @@
 #   "K <sig>\n", "X <code> <tmpfs use>...\n"   from P: W's end, as a fresh box's PID 1 says it
 #   "Z <wait status>\n"      from C: how P ended
 # Those text lines are kern's `Pid1Msg`s (src/engine/shared/protocol/pid1.rs): `_kern_pid1_msg` writes them.
+# The others are the fork server's own (src/engine/shared/protocol/fork.rs, tested against these):
+_KERN_FORK_FORKED = b"c"
+_KERN_FORK_PID1 = b"p"
+_KERN_FORK_GO = b"go"
 #
 # Nothing a box could have written runs here (a template every later call is forked from). kern
 # starts this python with no path of the caller's or of a box in its environment (PYTHONPATH,
@@ -167,7 +171,7 @@ def _kern_zygote(channel):
 
     def become(sock):
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        creds(sock, b"c")
+        creds(sock, _KERN_FORK_FORKED)
         msg, fds, _, _ = socket.recv_fds(sock, 1 << 20, 2)
         if not msg or len(fds) != 2:
             os._exit(1)
@@ -199,7 +203,7 @@ def _kern_zygote(channel):
         # takes the driver's handler back (a cell's SIGINT is its KeyboardInterrupt).
         sigint = signal.getsignal(signal.SIGINT)
         signal.signal(signal.SIGINT, signal.SIG_DFL)
-        creds(sock, b"p")
+        creds(sock, _KERN_FORK_PID1)
         try:
             run(plans["pid1"])
         except Failed as e:
@@ -252,7 +256,7 @@ def _kern_zygote(channel):
             say(sock, "S", e)
             os._exit(127)
         msg, fds, _, _ = socket.recv_fds(sock, 16, 1)
-        if not msg or len(fds) != 1:
+        if msg != _KERN_FORK_GO or len(fds) != 1:
             # No call came (the Sandbox closed): nothing ran here.
             os._exit(0)
         keep = fds[0]

@@ -7,6 +7,7 @@ use crate::engine::monitor::cgroup::BoxCgroup;
 use crate::engine::monitor::faults;
 use crate::engine::plan;
 use crate::engine::shared::handoff::{self, BoxFds, Fallback};
+use crate::engine::shared::protocol::fork::{FromFork, ToFork};
 use crate::engine::shared::protocol::pid1::Pid1Msg;
 use crate::engine::shared::spec::BoxSpec;
 use crate::engine::shared::status::{BoxReport, Fault, FaultKind};
@@ -67,10 +68,10 @@ fn receive(sock: &OwnedFd, deadline: Instant) -> Option<(Vec<u8>, Option<libc::p
 }
 
 /// Keeps a message of the call: C's `Pid1Msg::Reaped` (how P ended) apart, the rest as init
-/// lines for `faults::conclude`.
+/// lines for `faults::conclude` (which says what a garbled one was).
 fn take(m: &[u8], messages: &mut Vec<u8>, status: &mut Option<i32>) {
-    match Pid1Msg::decode_all(m).as_slice() {
-        [Ok(Pid1Msg::Reaped(s))] => *status = Some(*s),
+    match FromFork::decode(m) {
+        Ok(FromFork::Said(Pid1Msg::Reaped(s))) => *status = Some(s),
         _ => messages.extend_from_slice(m),
     }
 }
@@ -84,13 +85,6 @@ pub fn said_or(messages: &[u8], otherwise: &str) -> String {
     } else {
         said
     }
-}
-
-/// Whether `/proc/<name>` is a directory on this kernel (`None`: there is none).
-fn proc_kind(name: &str) -> Option<bool> {
-    std::fs::symlink_metadata(format!("/proc/{name}"))
-        .ok()
-        .map(|m| m.is_dir())
 }
 
 /// How long a zygote's fork may take to become a call's box, before any call (a cold page
@@ -138,7 +132,7 @@ pub fn arrange(
     setsockopt(&sock, sockopt::PassCred, &true)
         .map_err(|e| format!("the zygote's socket: SO_PASSCRED: {e}"))?;
     let call_pid = match receive(&sock, deadline) {
-        Some((m, Some(pid))) if m == b"c" => pid,
+        Some((m, Some(pid))) if FromFork::decode(&m) == Ok(FromFork::Forked) => pid,
         _ => return Err("the Sandbox's zygote did not fork the call's box (has it ended?)".into()),
     };
     let kill_call = || {
@@ -152,10 +146,15 @@ pub fn arrange(
             ));
         }
     }
-    let plans = plan::plans(inputs, fallback, proc_kind);
-    let Ok(json) = serde_json::to_vec(&plans) else {
-        kill_call();
-        return Err("internal error: the zygote's plans".into());
+    let plans = plan::plans(inputs, fallback, |name| {
+        plan::pid1::proc_kind_at("/proc", name)
+    });
+    let json = match ToFork::Plans(&plans).encode() {
+        Ok(json) => json,
+        Err(e) => {
+            kill_call();
+            return Err(format!("internal error: {e}"));
+        }
     };
     let out = std::io::stdout();
     let err = std::io::stderr();
@@ -169,7 +168,7 @@ pub fn arrange(
     // P, PID 1 of the call, says who it is; or C says why it could not make it.
     let pid1 = loop {
         match receive(&sock, deadline) {
-            Some((m, Some(pid))) if m == b"p" => break Some(pid),
+            Some((m, Some(pid))) if FromFork::decode(&m) == Ok(FromFork::Pid1) => break Some(pid),
             Some((m, _)) => take(&m, &mut messages, &mut status),
             None => break None,
         }
@@ -185,7 +184,9 @@ pub fn arrange(
     // not say it was ready.
     let ready = loop {
         match receive(&sock, deadline) {
-            Some((m, _)) if Pid1Msg::decode_all(&m) == [Ok(Pid1Msg::Waiting)] => break true,
+            Some((m, _)) if FromFork::decode(&m) == Ok(FromFork::Said(Pid1Msg::Waiting)) => {
+                break true
+            }
             Some((m, _)) => take(&m, &mut messages, &mut status),
             None => break false,
         }
@@ -249,7 +250,8 @@ pub fn run(
         (_, _, false) => Some(format!("its box said: {said}")),
         (_, true, _) => Some("its box had ended before the call came".to_string()),
         (Some(channel), false, true) => {
-            sys::send_with_fds(a.sock.as_fd(), b"go", &[channel.as_raw_fd()])
+            let go = ToFork::Go.encode().unwrap_or_default();
+            sys::send_with_fds(a.sock.as_fd(), &go, &[channel.as_raw_fd()])
                 .err()
                 .map(|e| format!("its box had ended before the call came ({e})"))
         }

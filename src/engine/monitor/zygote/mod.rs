@@ -3,6 +3,11 @@
 //! namespaces, mounts, cgroup and posture before any code of the call runs. A call then pays a
 //! fork and the namespaces, not an interpreter's start and the driver's import.
 //!
+//! The zygote is a fork server's template: the messages on a call's socket are
+//! `shared::protocol::fork`'s and every step a fork takes is a plan (`engine::plan`), so
+//! another template that never ran untrusted code (a runner of plans in another language)
+//! would take the same calls here.
+//!
 //! Who does what, for one call (`runCode`, python). Steps 1–4 happen before the call, while
 //! the kern that will run it waits as a spare (so the fork, the cgroup move and the box's setup
 //! are off the call's path); step 5 is the call.
@@ -17,8 +22,8 @@
 //! 3. C runs the `call` plan (a user namespace of its own, then mount, PID, network, IPC, UTS
 //!    and cgroup namespaces) and forks P, PID 1 of the call's PID namespace. P sends its
 //!    credentials (kern opens a pidfd on it: its end is the box's end, and a SIGKILL to it ends
-//!    every process of the call), runs the `pid1` plan (a fresh `/proc`, masked as a fresh box's,
-//!    fresh scratch mounts, hostname, loopback), forks W, and from then on only reaps, and
+//!    every process of the call), runs the `pid1` plan (`plan::pid1`'s steps, as a fresh box's
+//!    PID 1: a fresh `/proc`, masked, fresh scratch mounts, hostname, loopback), forks W, and from then on only reaps, and
 //!    reports W's end in `Pid1Msg` lines as a fresh box's PID 1 does. C waits for P and
 //!    sends P's status.
 //! 4. W runs the `workload` plan (the fresh box's `init::exec_workload` posture: session,

@@ -11,10 +11,13 @@
 //! On the init pipe (and a zygote call's socket): [`pid1::Pid1Msg`], one short text line each,
 //! written by init in Rust and by the zygote in Python (`lang/zygote.py`, `_kern_pid1_msg`).
 //!
+//! On a fork server's call socket: [`fork::FromFork`] and [`fork::ToFork`] (the plans, `go`).
+//!
 //! The wire is not versioned: the addon refuses a `kern` of another version
 //! (`launch::check_version`), and nothing here is persisted.
 
 mod control;
+pub mod fork;
 pub mod pid1;
 
 pub use control::{decode_spec, encode_spec, Ask, Command, Said, Transcript};
