@@ -492,8 +492,8 @@ export interface PerCallOptions {
   /** ADDITION: environment variables for this call only, over the Sandbox's `env` and under the
    * same rules. */
   env?: Record<string, string> | undefined;
-  /** ADDITION: the workload's working directory for this call, relative to the workspace (or an
-   * absolute path under `/workspace`); it may not lead out of the workspace. */
+  /** ADDITION: the workload's working directory for this call: relative to the workspace (and
+   * staying in it), or an absolute path naming any directory of the box, such as `/tmp`. */
   cwd?: string | undefined;
   /** ADDITION: what the workload reads on stdin, a string (UTF-8) or a Buffer, then end-of-file;
    * at most 16 MiB. Omitted: `/dev/null`. */

@@ -46,15 +46,31 @@ const parsePositiveInt = (value, dflt, name) => positiveInt(value, dflt, name, d
 
 const N = parsePositiveInt(process.env.BENCH_N, 50, 'BENCH_N');
 const WARMUP = parsePositiveInt(process.env.BENCH_WARMUP, 5, 'BENCH_WARMUP');
-const START = '<!-- bench:start -->';
-const END = '<!-- bench:end -->';
+// The release build's figures and the dev build's each have their own sections (users get the
+// release build; the test suite runs the dev build): which build ./kern is picks them.
+const BUILD = builtProfile();
+const TAG = BUILD.key === 'release' ? ':release' : '';
+const START = `<!-- bench${TAG}:start -->`;
+const END = `<!-- bench${TAG}:end -->`;
 const KERNEL_CELLS = parsePositiveInt(process.env.BENCH_KERNEL_CELLS, 5, 'BENCH_KERNEL_CELLS');
 const TPUT_CALLS = process.env.BENCH_TPUT_CALLS === '0' ? 0 : parsePositiveInt(process.env.BENCH_TPUT_CALLS, 160, 'BENCH_TPUT_CALLS');
 const TPUT_REPS = parsePositiveInt(process.env.BENCH_TPUT_REPS, 3, 'BENCH_TPUT_REPS');
 const TPUT_CONCURRENCY = [1, 2, 8, 32];
 const WARM_PAUSE_MS = 150;
-const GOALS_START = '<!-- bench-goals:start -->';
-const GOALS_END = '<!-- bench-goals:end -->';
+const GOALS_START = `<!-- bench-goals${TAG}:start -->`;
+const GOALS_END = `<!-- bench-goals${TAG}:end -->`;
+
+/** Which build ./kern is (scripts/install-kern.js copies it from target/<triple>/<profile>/). */
+function builtProfile() {
+  try {
+    const k = fs.readFileSync(KERN);
+    for (const [dir, key, label] of [['release', 'release', 'release build (`npm run build`)'], ['debug', 'dev', 'dev build (`npm run build:debug`: our crate unoptimised)']]) {
+      const built = path.join(REPO, 'target', `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-unknown-linux-gnu`, dir, 'kern');
+      if (fs.existsSync(built) && fs.readFileSync(built).equals(k)) return { key, label };
+    }
+  } catch {}
+  return { key: 'unknown', label: 'unknown build' };
+}
 
 // ---- preconditions ----------------------------------------------------------------------------
 
@@ -331,15 +347,7 @@ async function main() {
     pkgVersion = require(path.join(REPO, 'package.json')).version;
   } catch {}
 
-  // Which build ./kern is (scripts/install-kern.js copies it from target/<triple>/<profile>/).
-  let profile = 'unknown build';
-  try {
-    const k = fs.readFileSync(KERN);
-    for (const [dir, label] of [['release', 'release build (`npm run build`)'], ['debug', 'dev build (`npm run build:debug`: our crate unoptimised)']]) {
-      const built = path.join(REPO, 'target', `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-unknown-linux-gnu`, dir, 'kern');
-      if (fs.existsSync(built) && fs.readFileSync(built).equals(k)) profile = label;
-    }
-  } catch {}
+  const profile = BUILD.label;
 
   const lines = [
     START,

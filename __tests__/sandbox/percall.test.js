@@ -60,12 +60,32 @@ describe('per-call env and cwd', () => {
   test.each([
     ['..', /leads out of the workspace through `..`/],
     ['a/../../etc', /leads out of the workspace through `..`/],
-    ['/etc', /"\/etc" is outside the workspace/],
     ['', /option `cwd` is empty/],
   ])('cwd %j is refused before any box starts', async (cwd, why) => {
     const e = await sb.run(['true'], { cwd }).catch((x) => x);
     expect(e).toBeInstanceOf(SandboxError);
     expect(e.message).toMatch(why);
+  });
+
+  test('an absolute cwd names any directory of the box, in the box\'s own tree', async () => {
+    // /etc here is the image's, not the host's: the image's os-release, not the host's file.
+    const r = await sb.run(['sh', '-c', 'pwd; cat os-release | head -1'], { cwd: '/etc' });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.split('\n')[0]).toBe('/etc');
+    expect(r.stdout).toContain('Debian');
+    const py = await sb.runCode('import os\nprint(os.getcwd())\nopen("here.txt", "w").write("x")', { cwd: '/tmp/../tmp/.' });
+    expect(py.stdout).toBe('/tmp\n');
+    // The box's /tmp is its own scratch: nothing of the call's reached the workspace.
+    expect(py.files.map((f) => f.path)).not.toContain('here.txt');
+    const root = await sb.run(['pwd'], { cwd: '/..' });
+    expect(root.stdout).toBe('/\n');
+    const missing = await sb.run(['true'], { cwd: '/no/such/dir' }).catch((x) => x);
+    expect(missing).toBeInstanceOf(SandboxError);
+    expect(missing.code).toBe('ERR_INVALID_OPTION');
+    expect(missing.message).toMatch(/option `cwd`: "\/no\/such\/dir" does not exist in the box/);
+    const file = await sb.run(['true'], { cwd: '/etc/hostname' }).catch((x) => x);
+    expect(file).toBeInstanceOf(SandboxError);
+    expect(file.message).toMatch(/"\/etc\/hostname" is not a directory in the box/);
   });
 
   test('a cwd missing in the box, a file, or a symlink out of the workspace is a SandboxError from the box', async () => {

@@ -147,31 +147,24 @@ impl PerCall {
     }
 }
 
-/// `cwd` as an absolute path in the box, under `target`. Relative paths are taken from the
-/// workspace; an absolute one must name the workspace or something under it. `.` and `..` are
-/// resolved here, by name: a `..` that leaves the workspace is refused. Symlinks are the box's
-/// to resolve (the box refuses a cwd they lead out of).
+/// `cwd` as an absolute path in the box. A relative path is taken from the workspace (`target`)
+/// and stays in it: a `..` that leaves it is refused, and the box refuses one its symlinks lead
+/// out of. An absolute path names any directory of the box (its own namespace: `/home/user`,
+/// `/tmp`, `/`), as E2B's and a shell's `cd` do. `.` and `..` are resolved here, by name.
 fn box_cwd(target: &str, cwd: &str) -> Result<String> {
     if cwd.is_empty() {
-        return crate::invalid!("option `cwd` is empty; give a path relative to the workspace, such as \"src\" or \".\"");
+        return crate::invalid!("option `cwd` is empty; give a path relative to the workspace, such as \"src\" or \".\", or an absolute path in the box");
     }
     if cwd.contains('\0') {
         return crate::invalid!("option `cwd` contains a NUL byte");
     }
-    let rest = if cwd.starts_with('/') {
-        let rest = cwd
-            .strip_prefix(target)
-            .filter(|r| r.is_empty() || r.starts_with('/'));
-        match rest {
-            Some(r) => r,
-            None => {
-                return Err(Error::Invalid(format!(
-                    "option `cwd`: {cwd:?} is outside the workspace ({target}); a call's cwd is a path relative to the workspace"
-                )))
-            }
-        }
-    } else {
-        cwd
+    let under = cwd
+        .strip_prefix(target)
+        .filter(|r| r.is_empty() || r.starts_with('/'));
+    let rest = match (cwd.starts_with('/'), under) {
+        (true, Some(r)) => r,
+        (true, None) => return Ok(absolute(cwd)),
+        (false, _) => cwd,
     };
     let mut parts: Vec<&str> = Vec::new();
     for c in rest.split('/') {
@@ -194,6 +187,21 @@ fn box_cwd(target: &str, cwd: &str) -> Result<String> {
     })
 }
 
+/// An absolute path outside the workspace, `.` and `..` resolved by name (`/..` is `/`).
+fn absolute(cwd: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for c in cwd.split('/') {
+        match c {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            c => parts.push(c),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,14 +218,23 @@ mod tests {
     }
 
     #[test]
-    fn cwd_outside_the_workspace_is_refused() {
+    fn an_absolute_cwd_is_any_path_of_the_box() {
+        let t = "/workspace";
+        assert_eq!(box_cwd(t, "/etc").unwrap(), "/etc");
+        assert_eq!(box_cwd(t, "/workspaces/a").unwrap(), "/workspaces/a");
+        assert_eq!(box_cwd(t, "/home/user/").unwrap(), "/home/user");
+        assert_eq!(box_cwd(t, "/a/./b/../c").unwrap(), "/a/c");
+        assert_eq!(box_cwd(t, "/../..").unwrap(), "/");
+        assert_eq!(box_cwd(t, "/").unwrap(), "/");
+    }
+
+    #[test]
+    fn a_relative_cwd_may_not_leave_the_workspace() {
         let t = "/workspace";
         for (bad, why) in [
             ("..", "`..`"),
             ("a/../..", "`..`"),
             ("/workspace/..", "`..`"),
-            ("/etc", "outside the workspace"),
-            ("/workspaces", "outside the workspace"),
             ("", "empty"),
             ("a\0b", "NUL"),
         ] {

@@ -137,6 +137,23 @@ describe('path escapes from inside the box', () => {
     expect(j.out[`${j.child}/cwd`].target).toBe('ok:/tmp');
     guard.assertUntouched();
   });
+
+  test('a call\'s absolute cwd is entered with the workload\'s rights: PID 1\'s root, cwd and fds refuse it', async () => {
+    // PID 1 is non-dumpable and the workload enters its cwd with its own rights (after its
+    // posture): neither PID 1's places nor a directory PID 1 holds open become its cwd.
+    for (const cwd of ['/proc/1/root', '/proc/1/cwd', '/proc/1/fd/0', '/proc/1/root/proc/1/root']) {
+      const e = await sb.run(['ls', '-a'], { cwd }).catch((x) => x);
+      expect(e).toBeInstanceOf(SandboxError);
+      expect(e.code).toBe('ERR_INVALID_OPTION');
+      expect(e.message).toMatch(new RegExp(`option \`cwd\`: "${cwd}" (cannot be entered|is not a directory|does not exist) in the box`));
+      guard.assertUntouched();
+    }
+    // Its own places it may enter, as it could chdir there itself.
+    const own = await sb.run(['pwd'], { cwd: '/proc/self' });
+    expect(own.exitCode).toBe(0);
+    expect(own.stdout).toMatch(/^\/proc\/\d+\n$/);
+    guard.assertUntouched();
+  });
 });
 
 describe('with every capability kept (capDrop: [])', () => {

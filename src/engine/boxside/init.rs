@@ -593,16 +593,6 @@ fn exec_workload(
             fail(&format!("{phase}{step}"), e.error);
         }
     };
-    if let Some(cwd) = &spec.cwd {
-        if in_workspace(cwd, &spec.workspace_target) {
-            if let Err(why) = enter_call_cwd(cwd, &spec.workspace_target) {
-                send(init_pipe, &Pid1Msg::CwdRefused(why.to_string()));
-                sys::exit_now(127)
-            }
-        } else if let Err(e) = std::env::set_current_dir(cwd) {
-            fail(&format!("chdir {cwd}"), e);
-        }
-    }
     // The terminal is opened in the box's own devpts while this is still box root; its master
     // goes to the caller, and only the caller holds it.
     let terminal = match (&spec.tty, &tty) {
@@ -648,6 +638,23 @@ fn exec_workload(
         }
     }
     run("drop privileges: ", &posture.privileges);
+    // With the rights it runs with, never box root's: a directory it could not enter itself
+    // (another process's `/proc/<pid>/root` or `fd/`) stays out of its reach as its cwd too.
+    if let Some(cwd) = &spec.cwd {
+        if in_workspace(cwd, &spec.workspace_target) {
+            if let Err(why) = enter_call_cwd(cwd, &spec.workspace_target) {
+                send(init_pipe, &Pid1Msg::CwdRefused(why.to_string()));
+                sys::exit_now(127)
+            }
+        } else if let Err(e) = std::env::set_current_dir(cwd) {
+            // An absolute cwd of the call's (or the setup box's own, which exists).
+            send(
+                init_pipe,
+                &Pid1Msg::CwdRefused(not_entered(cwd, cwd, &e, "box")),
+            );
+            sys::exit_now(127)
+        }
+    }
     if let Some(profile) = &spec.apparmor {
         if let Err(e) = crate::engine::boxside::apparmor::exec_into(profile) {
             fail(
@@ -737,6 +744,16 @@ fn in_workspace(path: &str, target: &str) -> bool {
         .is_some_and(|r| r.is_empty() || r.starts_with('/'))
 }
 
+/// Why `cwd` (`shown` as the caller gave it) could not be entered, in `place` ("box").
+fn not_entered(shown: &str, cwd: &str, e: &std::io::Error, place: &str) -> String {
+    let what = match e.raw_os_error() {
+        Some(libc::ENOENT) => format!("does not exist in the {place}"),
+        Some(libc::ENOTDIR) => format!("is not a directory in the {place}"),
+        _ => "cannot be entered in the box".to_string(),
+    };
+    format!("option `cwd`: {shown:?} {what} ({cwd}: {e})")
+}
+
 /// Enters a call's `cwd`, which the caller resolved by name under the workspace: it must
 /// exist here, and its symlinks (which the box may have planted) must not lead out of the
 /// workspace. The error is the caller's SandboxError.
@@ -747,12 +764,7 @@ fn enter_call_cwd(cwd: &str, target: &str) -> std::result::Result<(), String> {
         .filter(|r| !r.is_empty())
         .unwrap_or(".");
     if let Err(e) = std::env::set_current_dir(cwd) {
-        let what = match e.raw_os_error() {
-            Some(libc::ENOENT) => "does not exist in the box's workspace".to_string(),
-            Some(libc::ENOTDIR) => "is not a directory in the box's workspace".to_string(),
-            _ => "cannot be entered in the box".to_string(),
-        };
-        return Err(format!("option `cwd`: {shown:?} {what} ({cwd}: {e})"));
+        return Err(not_entered(shown, cwd, &e, "box's workspace"));
     }
     match std::env::current_dir() {
         Ok(real) if in_workspace(&real.to_string_lossy(), target) => Ok(()),
