@@ -514,8 +514,10 @@ export interface PerCallOptions {
 export class Sandbox {
   constructor(opts?: SandboxOptions);
   /** Prepare the session: resolve the image, create or check the workspace, run `setup`. Must be
-   * awaited before `runCode`/`run`; resolves to the sandbox itself. */
-  open(): Promise<this>;
+   * awaited before `runCode`/`run`; resolves to the sandbox itself. ADDITION: `signal` ends it
+   * at its next step (a pull goes on in the background; a `setup` box is ended) and rejects
+   * with `signal.reason`; nothing of the Sandbox is left, and `open()` may be called again. */
+  open(opts?: { signal?: AbortSignal | undefined }): Promise<this>;
   /** End the session (its kernels, processes and streams with it), removing the workspace only
    * if `open()` created it. Safe to call more than once. */
   close(): Promise<void>;

@@ -61,12 +61,14 @@ class Sandbox {
     }
   }
 
-  async open() {
+  async open(opts) {
+    const { signal } = checkOptions(opts, ['signal'], 'open(opts) takes an options object, such as { signal }',
+      (k) => `unknown open() option \`${k}\` (open() takes { signal })`);
     // `setup`'s output streams to the session's callbacks.
     const errors = [];
     const out = guard('onStdout', this.#onStdout, errors);
     const err = guard('onStderr', this.#onStderr, errors);
-    await callNative(() => this.#native.open(out, err));
+    await underSignal(signal, this.#native, (id) => this.#native.open(out, err, id));
     removeOnExit(this.#native);
     return this;
   }

@@ -147,6 +147,60 @@ describe('open/close', () => {
   });
 });
 
+describe('open({ signal })', () => {
+  test('an abort during setup ends its box, rejects with the reason, leaves nothing; open() again works', async () => {
+    const ws = makeTempDir('kern-open-abort-');
+    const marker = uniqueName('openabort');
+    const ctl = new AbortController();
+    const reason = new Error('enough waiting');
+    let saw = '';
+    // The first setup says it started and sleeps; the next one (same options) finds its mark.
+    const setup = `if [ -e /workspace/.deps/seen ]; then echo again; else touch /workspace/.deps/seen; echo started; exec sh -c 'sleep 100; : ${marker}'; fi`;
+    const s = new Sandbox(opts({
+      workspace: ws,
+      setup,
+      onStdout: (c) => {
+        saw += c.toString();
+        if (saw.includes('started')) ctl.abort(reason);
+      },
+    }));
+    const e = await s.open({ signal: ctl.signal }).catch((x) => x);
+    expect(e).toBe(reason);
+    expect(saw).toContain('started');
+    // The setup box is gone by the time open() rejects: not later.
+    expect(hostProcessesMatching(marker)).toEqual([]);
+    // Not open: a call says so; the caller's workspace is kept.
+    await expectSandboxError(() => s.run(['true']), SandboxError, /not open/);
+    expect(fs.existsSync(path.join(ws, '.deps', 'seen'))).toBe(true);
+    // open() again, unaborted, completes.
+    await s.open();
+    try {
+      expect(saw).toContain('again');
+      expect((await s.run(['true'])).exitCode).toBe(0);
+    } finally {
+      await s.close();
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  }, 60000);
+
+  test('an aborted signal starts nothing; a bad one is a SandboxError', async () => {
+    const ws = makeTempDir('kern-open-aborted-');
+    const s = new Sandbox(opts({ workspace: ws, setup: 'touch /workspace/.deps/ran' }));
+    const reason = new Error('already');
+    await expect(s.open({ signal: AbortSignal.abort(reason) })).rejects.toBe(reason);
+    expect(fs.existsSync(path.join(ws, '.deps', 'ran'))).toBe(false);
+    await expectSandboxError(() => s.open({ signal: 'soon' }), SandboxError, /must be an AbortSignal/);
+    await expectSandboxError(() => s.open({ timeoutS: 1 }), SandboxError, /unknown open\(\) option `timeoutS`/);
+    await s.open({ signal: new AbortController().signal });
+    try {
+      expect(fs.existsSync(path.join(ws, '.deps', 'ran'))).toBe(true);
+    } finally {
+      await s.close();
+      fs.rmSync(ws, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('close() while a call runs', () => {
   test('ends the running box, resolves the call with a killed fault, then deletes the temp workspace', async () => {
     const s = await new Sandbox(opts({ timeoutS: 60 })).open();

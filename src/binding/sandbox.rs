@@ -43,9 +43,11 @@ impl NativeSandbox {
         &self,
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
+        call_id: Option<u32>,
     ) -> napi::Result<()> {
+        let (_registered, abort) = self.aborts.of(call_id)?;
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
-        let result = self.inner.open(tx).await;
+        let result = self.inner.open(tx, abort).await;
         if let Some(task) = forwarder {
             let _ = task.await;
         }

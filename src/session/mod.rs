@@ -91,7 +91,12 @@ impl Sandbox {
 
     /// Validates the options, prepares the workspace and runs `setup` (its output to `sink`).
     /// A second call is a no-op.
-    pub async fn open(&self, sink: Option<ChunkSender>) -> Result<()> {
+    /// `abort`: open()'s `signal` (an addition), which ends it at its next step.
+    pub async fn open(
+        &self,
+        sink: Option<ChunkSender>,
+        abort: Option<tokio::sync::watch::Receiver<bool>>,
+    ) -> Result<()> {
         let mut state = self.state.lock().await;
         match &*state {
             State::Open(_) => return Ok(()),
@@ -104,7 +109,7 @@ impl Sandbox {
         }
         let config = options::parse(&self.options)?;
         let required = isolation::required(&self.options)?;
-        *state = State::Open(open::open(config, &self.kern, sink, &required).await?);
+        *state = State::Open(open::open(config, &self.kern, sink, &required, abort).await?);
         Ok(())
     }
 

@@ -27,7 +27,11 @@ pub(super) async fn open(
     kern: &Path,
     sink: Option<ChunkSender>,
     required: &[String],
+    abort: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Result<Arc<Opened>> {
+    if super::percall::aborted(abort.as_ref()) {
+        return Err(aborted());
+    }
     if !kern.is_file() {
         return Err(Error::Runtime(format!(
             "the kern runtime is missing: looked for {}. Reinstall kern-sandbox (its platform package carries kern), run `npm run build:debug` in a source checkout, or set KERN_BIN to a kern binary",
@@ -36,12 +40,16 @@ pub(super) async fn open(
     }
     crate::engine::addon::launch::check_version(kern).await?;
     let source = config.image.clone();
-    let image = tokio::task::spawn_blocking(move || {
+    let pull = tokio::task::spawn_blocking(move || {
         let policy = crate::image::PullPolicy::from_env()?;
         crate::image::open(&source, policy, &mut crate::image::Quiet)
-    })
-    .await
-    .map_err(|e| Error::Runtime(format!("the image task failed: {e}")))??;
+    });
+    // An abort leaves a pull under way to finish in the background (the store takes a layer
+    // whole or not at all; a later open() finds it there), and makes nothing of the session.
+    let image = tokio::select! {
+        r = pull => r.map_err(|e| Error::Runtime(format!("the image task failed: {e}")))??,
+        () = until_aborted(abort.clone()) => return Err(aborted()),
+    };
     let mut image = image;
     if let Some(account) = &config.user {
         image.user = crate::image::resolve_user(&image.root, account)?;
@@ -107,13 +115,50 @@ pub(super) async fn open(
     if opened.config.resident.is_none() {
         opened.top_up_kerns(kern);
     }
-    match start(&opened, kern, sink, required).await {
+    let started = {
+        let run = start(&opened, kern, sink, required);
+        tokio::pin!(run);
+        tokio::select! {
+        r = &mut run => r,
+        () = until_aborted(abort) => {
+            // The boxes open() runs (setup, the probes, a resident box's start, the zygote) end
+            // with `closing`, and `start` returns once their kerns have reported them gone: so
+            // nothing of the session outlives the rejection. Bounded, in case it waits on
+            // something else (a `persist` name's lock); then it is dropped where it waits.
+            opened.closing.send_replace(true);
+            let _ = tokio::time::timeout(ABORT_GRACE, &mut run).await;
+            Err(aborted())
+        }
+        }
+    };
+    match started {
         Ok(()) => Ok(opened),
         Err(e) => {
             let _ = opened.shut_down().await;
             Err(e)
         }
     }
+}
+
+/// How long an aborted open() waits for the boxes it started to be reported gone.
+const ABORT_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What an aborted open() says (JS rejects with the signal's reason instead).
+fn aborted() -> Error {
+    Error::Invalid(
+        "open() was aborted; nothing of the Sandbox was left running (open() may be called again)"
+            .into(),
+    )
+}
+
+/// Resolves once `abort` turns true; never without one (or once its sender is gone).
+async fn until_aborted(abort: Option<tokio::sync::watch::Receiver<bool>>) {
+    if let Some(mut a) = abort {
+        if a.wait_for(|v| *v).await.is_ok() {
+            return;
+        }
+    }
+    std::future::pending().await
 }
 
 /// What open() does once the session exists.
