@@ -267,41 +267,50 @@ impl Prepared {
     /// terminal, the connector), and its egress line when the session's boxes go through the
     /// proxy. A `Stdin::Bytes` is fed from now on: what the pipe holds waits for the box.
     pub(super) fn ends(&mut self, opened: &Opened) -> Result<(BoxEnds, OurEnds)> {
-        let mut ours = OurEnds::default();
-        let mut fds = BoxFds::default();
-        if self.spec.channel {
-            let (driver, theirs) = network::box_socketpair("driver")?;
-            ours.driver = Some(driver);
-            fds.channel = Some(theirs);
-        }
         let line = opened.egress_line(&self.spec)?;
-        match self.stdin.take() {
-            Some(Stdin::Bytes(data)) => {
-                let (read, feeder) = percall::stdin_pipe(data)?;
-                fds.stdin = Some(read);
-                ours.feeder = Some(feeder);
-            }
-            Some(Stdin::Pipe) => {
-                let (read, write) = stdin_pipe()?;
-                fds.stdin = Some(read);
-                ours.stdin = Some(write);
-            }
-            None => {}
-        }
-        let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
-        if self.spec.tty.is_some() {
-            let (a, b) = std::os::unix::net::UnixStream::pair()
-                .map_err(|e| io("a socket for the terminal", e))?;
-            ours.tty = Some(OwnedFd::from(a));
-            fds.tty = Some(OwnedFd::from(b));
-        }
-        if self.spec.connector {
-            let (a, b) = connector::pair().map_err(|e| io("a socket for connect()", e))?;
-            ours.connect = Some(a);
-            fds.connect = Some(b);
-        }
-        Ok((BoxEnds { fds, line }, ours))
+        ends_for(&self.spec, self.stdin.take(), line)
     }
+}
+
+/// The descriptors `spec` announces, beside the egress line (`Prepared::ends`).
+fn ends_for(
+    spec: &BoxSpec,
+    stdin: Option<Stdin>,
+    line: Option<Line>,
+) -> Result<(BoxEnds, OurEnds)> {
+    let mut ours = OurEnds::default();
+    let mut fds = BoxFds::default();
+    if spec.channel {
+        let (driver, theirs) = network::box_socketpair("driver")?;
+        ours.driver = Some(driver);
+        fds.channel = Some(theirs);
+    }
+    match stdin {
+        Some(Stdin::Bytes(data)) => {
+            let (read, feeder) = percall::stdin_pipe(data)?;
+            fds.stdin = Some(read);
+            ours.feeder = Some(feeder);
+        }
+        Some(Stdin::Pipe) => {
+            let (read, write) = stdin_pipe()?;
+            fds.stdin = Some(read);
+            ours.stdin = Some(write);
+        }
+        None => {}
+    }
+    let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
+    if spec.tty.is_some() {
+        let (a, b) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| io("a socket for the terminal", e))?;
+        ours.tty = Some(OwnedFd::from(a));
+        fds.tty = Some(OwnedFd::from(b));
+    }
+    if spec.connector {
+        let (a, b) = connector::pair().map_err(|e| io("a socket for connect()", e))?;
+        ours.connect = Some(a);
+        fds.connect = Some(b);
+    }
+    Ok((BoxEnds { fds, line }, ours))
 }
 
 /// A pipe for a steered process's stdin: the box's read end and our writer.
@@ -369,5 +378,95 @@ mod tests {
         assert_eq!(timeout_ms(Some(&serde_json::Value::Null), 7).ok(), Some(7));
         assert_eq!(timeout_ms(Some(&serde_json::json!(2)), 7).ok(), Some(2000));
         assert!(timeout_ms(Some(&serde_json::json!(-1)), 7).is_err());
+    }
+
+    fn spec(channel: bool, stdin: bool, tty: bool, connector: bool) -> BoxSpec {
+        use crate::engine::shared::spec::{RootSpec, TtySize};
+        BoxSpec {
+            root: RootSpec::Host,
+            workspace: "/nonexistent".into(),
+            workspace_target: "/workspace".into(),
+            tmpfs: Vec::new(),
+            limits: Default::default(),
+            timeout_ms: 1000,
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            hostname: "sandbox".into(),
+            user: None,
+            channel,
+            stdin,
+            binds: Vec::new(),
+            host_network: false,
+            etc: Vec::new(),
+            readonly_in_workspace: Vec::new(),
+            egress: None,
+            apparmor: None,
+            keep_caps: Vec::new(),
+            seccomp: None,
+            devices: Vec::new(),
+            resident: None,
+            cwd: None,
+            tty: tty.then_some(TtySize { cols: 80, rows: 24 }),
+            connector,
+            serves_zygote: false,
+            zygote: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_ends_made_are_the_ones_the_spec_announces_and_handed_over_whole() {
+        let cases = [
+            (
+                spec(true, true, false, false),
+                Some(Stdin::Bytes(b"x".to_vec())),
+            ),
+            (spec(false, true, false, true), Some(Stdin::Pipe)),
+            (spec(false, false, true, false), None),
+            (spec(false, false, false, false), None),
+        ];
+        for (spec, stdin) in cases {
+            let bytes = matches!(stdin, Some(Stdin::Bytes(_)));
+            let (theirs, ours) = ends_for(&spec, stdin, None).expect("ends");
+            assert_eq!(ours.driver.is_some(), spec.channel);
+            assert_eq!(ours.feeder.is_some(), bytes);
+            assert_eq!(ours.stdin.is_some(), spec.stdin && !bytes);
+            assert_eq!(ours.tty.is_some(), spec.tty.is_some());
+            assert_eq!(ours.connect.is_some(), spec.connector);
+            let lent = theirs.lent().raw();
+            let (fds, line) = theirs.hand_over().expect("hand over");
+            assert!(fds.match_spec(&spec), "{spec:?}");
+            assert!(line.is_none());
+            // The very descriptors lent, not copies: once sent and closed, the box holds the
+            // only ones.
+            assert_eq!(fds.raw(), lent);
+        }
+    }
+
+    #[tokio::test]
+    async fn stdin_bytes_reach_the_box_then_eof_and_a_pipe_carries_what_is_written() {
+        use std::io::Read;
+        use tokio::io::AsyncWriteExt;
+        let s = spec(false, true, false, false);
+        let (theirs, ours) = ends_for(&s, Some(Stdin::Bytes(b"fed".to_vec())), None).expect("ends");
+        let (fds, _) = theirs.hand_over().expect("hand over");
+        let mut read = std::fs::File::from(fds.stdin.expect("stdin"));
+        let got = tokio::task::spawn_blocking(move || {
+            let mut v = Vec::new();
+            read.read_to_end(&mut v).map(|_| v)
+        });
+        assert_eq!(got.await.expect("join").expect("read"), b"fed");
+        ours.feeder.expect("feeder").await.expect("fed");
+
+        let (theirs, ours) = ends_for(&s, Some(Stdin::Pipe), None).expect("ends");
+        let (fds, _) = theirs.hand_over().expect("hand over");
+        let mut read = std::fs::File::from(fds.stdin.expect("stdin"));
+        let mut write = ours.stdin.expect("writer");
+        write.write_all(b"typed").await.expect("write");
+        drop(write);
+        let got = tokio::task::spawn_blocking(move || {
+            let mut v = Vec::new();
+            read.read_to_end(&mut v).map(|_| v)
+        });
+        assert_eq!(got.await.expect("join").expect("read"), b"typed");
     }
 }
