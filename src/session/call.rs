@@ -2,10 +2,9 @@
 //! prewarmed box, or `in_box`: a zygote fork, the resident box or a fresh box) with the
 //! workspace walks around it and the driver's socket for a cell, and the result put together.
 
-use super::network;
 use super::opened::Opened;
 use super::percall::{self, CallInput, PerCall};
-use super::prepared::{self, Prepared, Workload};
+use super::prepared::{self, Prepared, Stdin, Workload};
 use super::prewarm;
 use super::pyc;
 use super::resident;
@@ -31,21 +30,12 @@ pub(super) async fn exec(
     sink: Option<ChunkSender>,
 ) -> Result<ExecResult> {
     let cfg = &opened.config;
-    let workload = match (req.argv.clone(), req.code.clone()) {
-        (Some(argv), None) => Workload::Argv {
-            what: "run()",
-            argv,
-        },
-        (None, Some(code)) => Workload::Code {
-            language: req.language.clone(),
-            code,
-        },
-        _ => return Err(Error::Invalid("a call needs either argv or code".into())),
-    };
+    let workload = workload(&req)?;
     let timeout_ms = prepared::timeout_ms(req.timeout_s.as_ref(), cfg.timeout_ms)?;
     let place = PerCall::of(&req, DEFAULT_WORKSPACE_TARGET)?;
     let mut p = prepared::prepare(&opened, workload, timeout_ms, place)?;
-    p.spec.stdin = input.stdin.is_some();
+    p.set_stdin(input.stdin.map(Stdin::Bytes));
+    p.abort = input.abort.clone();
     let attached = opened.resident.get();
     if let Some(a) = attached {
         a.check()?;
@@ -67,10 +57,7 @@ pub(super) async fn exec(
         ));
     }
     // An abort takes the close() path for this call's box alone. Already aborted: no box.
-    if percall::aborted(input.abort.as_ref()) {
-        return Err(Error::Invalid(percall::ABORTED.into()));
-    }
-    let abort = input.abort.clone();
+    p.check_abort()?;
     let (cancel, _joined) = percall::cancel_either(cancel, input.abort);
     let before = match p.before(&opened).await {
         Ok(b) => b,
@@ -78,7 +65,7 @@ pub(super) async fn exec(
     };
     let ask = Ask {
         streams: sink.is_some(),
-        abortable: abort.is_some(),
+        abortable: p.abort.is_some(),
     };
     let route = route::choose(&opened, kern_path, &p, &ask);
     let route = match route {
@@ -106,14 +93,27 @@ pub(super) async fn exec(
             route,
             before,
             attached,
-            abort,
             cancel,
             sink,
-            stdin: input.stdin,
             results: input.results,
         },
     )
     .await
+}
+
+/// What `run` (argv) or `runCode` (code) asks its box to run.
+fn workload(req: &ExecRequest) -> Result<Workload> {
+    Ok(match (req.argv.clone(), req.code.clone()) {
+        (Some(argv), None) => Workload::Argv {
+            what: "run()",
+            argv,
+        },
+        (None, Some(code)) => Workload::Code {
+            language: req.language.clone(),
+            code,
+        },
+        _ => return Err(Error::Invalid("a call needs either argv or code".into())),
+    })
 }
 
 /// What a call in a box of its own (not a prewarmed box) brings to `in_box`.
@@ -122,10 +122,8 @@ struct InBox<'a> {
     route: BoxRoute,
     before: Option<track::Snapshot>,
     attached: Option<&'a resident::Attached>,
-    abort: Option<tokio::sync::watch::Receiver<bool>>,
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: Option<ChunkSender>,
-    stdin: Option<Vec<u8>>,
     results: Option<driver::ResultSink>,
 }
 
@@ -135,38 +133,34 @@ struct InBox<'a> {
 async fn in_box(
     opened: &Arc<Opened>,
     kern_path: &Path,
-    p: Prepared,
+    mut p: Prepared,
     b: InBox<'_>,
 ) -> Result<ExecResult> {
     let cfg = &opened.config;
-    let (lang, abort, attached) = (p.lang, b.abort, b.attached);
+    let (lang, attached) = (p.lang, b.attached);
+    let (theirs, ours) = p.ends(opened)?;
     // A python or node cell goes to the driver on its own socket, which also brings the
     // results back: read concurrently, so the box never blocks on a full socket.
-    let (channel, results_rx) = match &p.cell {
-        Some(code) => {
-            let (ours, theirs) = network::box_socketpair("driver")?;
+    let results_rx = match (&p.cell, ours.driver) {
+        (Some(code), Some(sock)) => {
             let setup = lang.and_then(Language::setup_frame);
-            (
-                Some(theirs),
-                Some(driver_io_on(ours, setup, code, b.results)?),
-            )
+            Some(driver_io_on(sock, setup, code, b.results)?)
         }
-        None => (None, None),
+        _ => None,
     };
-    let spec = p.spec;
-    let line = opened.egress_line(&spec)?;
-    let mut fds = network::fds(channel.as_ref(), line.as_ref());
-    // Fed from now on: what the pipe holds waits for the box; the rest for the workload.
-    let stdin = b.stdin.map(percall::stdin_pipe).transpose()?;
-    fds.stdin = stdin.as_ref().map(|(read, _)| read);
     // Aborted during the walk before: still no box.
-    if percall::aborted(abort.as_ref()) {
-        return Err(Error::Invalid(percall::ABORTED.into()));
-    }
+    p.check_abort()?;
+    let spec = &p.spec;
     // A fresh or resident route's kern is taken only now that the call is sure to run.
     let kern = b.route.kern(opened, kern_path)?;
     let first = kern
-        .run(&spec, cfg.max_output, b.sink.clone(), b.cancel.clone(), fds)
+        .run(
+            spec,
+            cfg.max_output,
+            b.sink.clone(),
+            b.cancel.clone(),
+            theirs.lent(),
+        )
         .await?;
     let mut outcome = match first {
         Some(o) => o,
@@ -182,57 +176,33 @@ async fn in_box(
                 cfg.max_output,
                 b.sink,
                 b.cancel,
-                fds,
+                theirs.lent(),
             )
             .await?
             .ok_or_else(|| {
                 Error::Runtime("the kern runtime exited before it read the box spec".into())
             })?,
     };
-    // Our copy of the box's end goes now: the reader sees EOF once the box's
-    // copies are gone.
-    drop(channel);
+    // Our copies of the box's ends go now: the driver's reader sees EOF once the box's copies
+    // are gone, and the egress line's server ends.
+    drop(theirs);
     // The box is gone: so is whatever of its stdin it did not read.
-    if let Some((read, feeder)) = stdin {
-        drop(read);
+    if let Some(feeder) = ours.feeder {
         feeder.abort();
     }
     // kern reported only once the box had ended: the abort is complete, nothing of the box
     // is left, and the call's result is moot (no workspace walk to wait for).
-    if percall::aborted(abort.as_ref()) {
-        return Err(Error::Invalid(percall::ABORTED.into()));
-    }
+    p.check_abort()?;
     result::refusal(&mut outcome)?;
     if outcome.report.resident_gone.is_some() {
         let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
         return Err(resident::gone(name));
     }
-    drop(line);
     let mut notes = opened.session_notes();
     notes.extend(attached.and_then(resident::Attached::first_call_note));
-    let mut error = None;
-    let results = match results_rx {
-        Some(rx) => {
-            let (mut r, cut) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
-                Ok(Ok(r)) => r,
-                _ => Default::default(),
-            };
-            if cut && outcome.report.fault.is_none() {
-                let what = if lang == Some(Language::Python) {
-                    "python"
-                } else {
-                    "node"
-                };
-                r.note(format!(
-                    "note: the {what} driver's last result frame was cut off"
-                ));
-            }
-            error = r.take_error().filter(|_| outcome.report.fault.is_none());
-            let (bundles, n) = r.finish();
-            notes.extend(n);
-            bundles
-        }
-        None => Vec::new(),
+    let (results, error) = match results_rx {
+        Some(rx) => driver_results(rx, lang, outcome.report.fault.is_none(), &mut notes).await,
+        None => (Vec::new(), None),
     };
     if lang == Some(Language::Python) {
         if let Some(why) = opened.pyc.as_ref().and_then(pyc::Cache::failure) {
@@ -242,6 +212,35 @@ async fn in_box(
     let mut r = result::of_box(outcome, &notes, results, b.before, &p.workspace).await;
     r.error = error;
     Ok(r)
+}
+
+/// What the driver sent back, once its reader has ended (within `RESULTS_GRACE`): its results
+/// and its notes (added to `notes`), and the cell's error. A frame cut off and an error count
+/// only when the box itself ended without a fault (`clean`); else the fault says what happened.
+async fn driver_results(
+    rx: tokio::task::JoinHandle<(driver::Results, bool)>,
+    lang: Option<Language>,
+    clean: bool,
+    notes: &mut Vec<String>,
+) -> (Vec<driver::Item>, Option<driver::CellError>) {
+    let (mut r, cut) = match tokio::time::timeout(RESULTS_GRACE, rx).await {
+        Ok(Ok(r)) => r,
+        _ => Default::default(),
+    };
+    if cut && clean {
+        let what = if lang == Some(Language::Python) {
+            "python"
+        } else {
+            "node"
+        };
+        r.note(format!(
+            "note: the {what} driver's last result frame was cut off"
+        ));
+    }
+    let error = r.take_error().filter(|_| clean);
+    let (bundles, n) = r.finish();
+    notes.extend(n);
+    (bundles, error)
 }
 
 /// Writes the cell to the driver and reads its frames as they come, until EOF: the results are

@@ -4,17 +4,24 @@
 //! the workload (argv, or a language's launch and cell), the timeout, the call's own `env` and
 //! `cwd`, the box's spec from the session's posture, and the size check the kernel would
 //! otherwise fail with E2BIG. `before` is the workspace walk and quota check a call makes before
-//! its box. `route` then says which kind of box serves it.
+//! its box, `check_abort` its abort, and `ends` the box's descriptors (a driver's channel,
+//! stdin, a terminal, the connector) with its egress line. `route` then says which kind of box
+//! serves it.
 
+use super::network::{self, Line};
 use super::opened::Opened;
-use super::percall::PerCall;
+use super::percall::{self, PerCall};
 use super::result::over_quota;
+use crate::engine::boxside::connector;
+use crate::engine::shared::handoff::BoxFds;
 use crate::engine::shared::spec::BoxSpec;
 use crate::engine::shared::status::Fault;
 use crate::error::{Error, Result};
 use crate::lang::Language;
 use crate::workspace::track;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use tokio::sync::watch;
 
 /// What a box runs.
 pub(super) enum Workload {
@@ -53,6 +60,70 @@ pub(super) struct Prepared {
     pub(super) cell: Option<String>,
     /// The language of `runCode`, a kernel or a prewarmed box.
     pub(super) lang: Option<Language>,
+    /// Where the box's stdin comes from (`set_stdin`, which the spec announces); none: /dev/null.
+    stdin: Option<Stdin>,
+    /// The call's abort signal (`run`/`runCode`), checked by `check_abort`.
+    pub(super) abort: Option<watch::Receiver<bool>>,
+}
+
+/// Where a box's stdin comes from.
+pub(super) enum Stdin {
+    /// These bytes, then EOF (`run`'s `stdin`): a task feeds them from the box's start.
+    Bytes(Vec<u8>),
+    /// A pipe the caller writes as the workload runs (`spawn`'s `write()`).
+    Pipe,
+}
+
+/// The box's ends of its descriptors, as its spec announces them, and its egress line. Sent
+/// with the spec: lent (`lent`) by a call, which keeps them until its box has ended, or handed
+/// over (`hand_over`) by a steered process, so that the box holds the only copies.
+pub(super) struct BoxEnds {
+    /// The channel, stdin, terminal and connector ends (the egress one is the line's).
+    fds: BoxFds,
+    line: Option<Line>,
+}
+
+/// Our ends of the box's descriptors.
+#[derive(Default)]
+pub(super) struct OurEnds {
+    /// The driver's socket, with `spec.channel`.
+    pub(super) driver: Option<tokio::net::UnixStream>,
+    /// The write end of the stdin pipe, with `Stdin::Pipe`.
+    pub(super) stdin: Option<tokio::net::unix::pipe::Sender>,
+    /// The task feeding `Stdin::Bytes`; aborted once the box is gone, so a workload that never
+    /// read leaves nothing behind.
+    pub(super) feeder: Option<tokio::task::JoinHandle<()>>,
+    /// Where the terminal's master comes back, with `spec.tty`.
+    pub(super) tty: Option<OwnedFd>,
+    /// The connector's line, with `spec.connector`.
+    pub(super) connect: Option<OwnedFd>,
+}
+
+impl BoxEnds {
+    /// Borrowed for `launch::Kern::run` (once more, for a retry in a fresh kern): ours stay open
+    /// until this is dropped after the box, so a driver's reader sees EOF only then.
+    pub(super) fn lent(&self) -> BoxFds<&OwnedFd> {
+        BoxFds {
+            channel: self.fds.channel.as_ref(),
+            egress: self.line.as_ref().map(Line::fd),
+            stdin: self.fds.stdin.as_ref(),
+            tty: self.fds.tty.as_ref(),
+            connect: self.fds.connect.as_ref(),
+        }
+    }
+
+    /// Given up for `launch::Kern::run_steered`, which closes them once sent: the box then holds
+    /// the only copies. The egress end sent is a copy of the line's; the line comes back, to be
+    /// kept until the box has ended.
+    pub(super) fn hand_over(self) -> Result<(BoxFds, Option<Line>)> {
+        let egress = self
+            .line
+            .as_ref()
+            .map(|l| l.fd().try_clone())
+            .transpose()
+            .map_err(|e| Error::Runtime(format!("the box's egress line: {e}")))?;
+        Ok((BoxFds { egress, ..self.fds }, self.line))
+    }
 }
 
 /// A per-call `timeoutS` (absent or null: `default_ms`).
@@ -149,6 +220,8 @@ pub(super) fn prepare(
         place,
         cell: l.cell,
         lang: l.lang,
+        stdin: None,
+        abort: None,
     })
 }
 
@@ -174,6 +247,80 @@ impl Prepared {
         }
         Ok(cfg.track_files.then_some(before))
     }
+
+    /// Gives the box a stdin from `from` (none: /dev/null), as its spec announces.
+    pub(super) fn set_stdin(&mut self, from: Option<Stdin>) {
+        self.spec.stdin = from.is_some();
+        self.stdin = from;
+    }
+
+    /// An error once the call's abort signal has fired: checked before its box, and after it
+    /// (then the call's result is moot).
+    pub(super) fn check_abort(&self) -> Result<()> {
+        if percall::aborted(self.abort.as_ref()) {
+            return Err(Error::Invalid(percall::ABORTED.into()));
+        }
+        Ok(())
+    }
+
+    /// The box's descriptors, made from what its spec announces (a driver's channel, stdin, a
+    /// terminal, the connector), and its egress line when the session's boxes go through the
+    /// proxy. A `Stdin::Bytes` is fed from now on: what the pipe holds waits for the box.
+    pub(super) fn ends(&mut self, opened: &Opened) -> Result<(BoxEnds, OurEnds)> {
+        let line = opened.egress_line(&self.spec)?;
+        ends_for(&self.spec, self.stdin.take(), line)
+    }
+}
+
+/// The descriptors `spec` announces, beside the egress line (`Prepared::ends`).
+fn ends_for(
+    spec: &BoxSpec,
+    stdin: Option<Stdin>,
+    line: Option<Line>,
+) -> Result<(BoxEnds, OurEnds)> {
+    let mut ours = OurEnds::default();
+    let mut fds = BoxFds::default();
+    if spec.channel {
+        let (driver, theirs) = network::box_socketpair("driver")?;
+        ours.driver = Some(driver);
+        fds.channel = Some(theirs);
+    }
+    match stdin {
+        Some(Stdin::Bytes(data)) => {
+            let (read, feeder) = percall::stdin_pipe(data)?;
+            fds.stdin = Some(read);
+            ours.feeder = Some(feeder);
+        }
+        Some(Stdin::Pipe) => {
+            let (read, write) = stdin_pipe()?;
+            fds.stdin = Some(read);
+            ours.stdin = Some(write);
+        }
+        None => {}
+    }
+    let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
+    if spec.tty.is_some() {
+        let (a, b) = std::os::unix::net::UnixStream::pair()
+            .map_err(|e| io("a socket for the terminal", e))?;
+        ours.tty = Some(OwnedFd::from(a));
+        fds.tty = Some(OwnedFd::from(b));
+    }
+    if spec.connector {
+        let (a, b) = connector::pair().map_err(|e| io("a socket for connect()", e))?;
+        ours.connect = Some(a);
+        fds.connect = Some(b);
+    }
+    Ok((BoxEnds { fds, line }, ours))
+}
+
+/// A pipe for a steered process's stdin: the box's read end and our writer.
+fn stdin_pipe() -> Result<(OwnedFd, tokio::net::unix::pipe::Sender)> {
+    let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
+    let (read, write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| io("a pipe for the process's stdin", e.into()))?;
+    let write = tokio::net::unix::pipe::Sender::from_owned_fd(write)
+        .map_err(|e| io("the process's stdin", e))?;
+    Ok((read, write))
 }
 
 #[cfg(test)]
@@ -231,5 +378,95 @@ mod tests {
         assert_eq!(timeout_ms(Some(&serde_json::Value::Null), 7).ok(), Some(7));
         assert_eq!(timeout_ms(Some(&serde_json::json!(2)), 7).ok(), Some(2000));
         assert!(timeout_ms(Some(&serde_json::json!(-1)), 7).is_err());
+    }
+
+    fn spec(channel: bool, stdin: bool, tty: bool, connector: bool) -> BoxSpec {
+        use crate::engine::shared::spec::{RootSpec, TtySize};
+        BoxSpec {
+            root: RootSpec::Host,
+            workspace: "/nonexistent".into(),
+            workspace_target: "/workspace".into(),
+            tmpfs: Vec::new(),
+            limits: Default::default(),
+            timeout_ms: 1000,
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            hostname: "sandbox".into(),
+            user: None,
+            channel,
+            stdin,
+            binds: Vec::new(),
+            host_network: false,
+            etc: Vec::new(),
+            readonly_in_workspace: Vec::new(),
+            egress: None,
+            apparmor: None,
+            keep_caps: Vec::new(),
+            seccomp: None,
+            devices: Vec::new(),
+            resident: None,
+            cwd: None,
+            tty: tty.then_some(TtySize { cols: 80, rows: 24 }),
+            connector,
+            serves_zygote: false,
+            zygote: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_ends_made_are_the_ones_the_spec_announces_and_handed_over_whole() {
+        let cases = [
+            (
+                spec(true, true, false, false),
+                Some(Stdin::Bytes(b"x".to_vec())),
+            ),
+            (spec(false, true, false, true), Some(Stdin::Pipe)),
+            (spec(false, false, true, false), None),
+            (spec(false, false, false, false), None),
+        ];
+        for (spec, stdin) in cases {
+            let bytes = matches!(stdin, Some(Stdin::Bytes(_)));
+            let (theirs, ours) = ends_for(&spec, stdin, None).expect("ends");
+            assert_eq!(ours.driver.is_some(), spec.channel);
+            assert_eq!(ours.feeder.is_some(), bytes);
+            assert_eq!(ours.stdin.is_some(), spec.stdin && !bytes);
+            assert_eq!(ours.tty.is_some(), spec.tty.is_some());
+            assert_eq!(ours.connect.is_some(), spec.connector);
+            let lent = theirs.lent().raw();
+            let (fds, line) = theirs.hand_over().expect("hand over");
+            assert!(fds.match_spec(&spec), "{spec:?}");
+            assert!(line.is_none());
+            // The very descriptors lent, not copies: once sent and closed, the box holds the
+            // only ones.
+            assert_eq!(fds.raw(), lent);
+        }
+    }
+
+    #[tokio::test]
+    async fn stdin_bytes_reach_the_box_then_eof_and_a_pipe_carries_what_is_written() {
+        use std::io::Read;
+        use tokio::io::AsyncWriteExt;
+        let s = spec(false, true, false, false);
+        let (theirs, ours) = ends_for(&s, Some(Stdin::Bytes(b"fed".to_vec())), None).expect("ends");
+        let (fds, _) = theirs.hand_over().expect("hand over");
+        let mut read = std::fs::File::from(fds.stdin.expect("stdin"));
+        let got = tokio::task::spawn_blocking(move || {
+            let mut v = Vec::new();
+            read.read_to_end(&mut v).map(|_| v)
+        });
+        assert_eq!(got.await.expect("join").expect("read"), b"fed");
+        ours.feeder.expect("feeder").await.expect("fed");
+
+        let (theirs, ours) = ends_for(&s, Some(Stdin::Pipe), None).expect("ends");
+        let (fds, _) = theirs.hand_over().expect("hand over");
+        let mut read = std::fs::File::from(fds.stdin.expect("stdin"));
+        let mut write = ours.stdin.expect("writer");
+        write.write_all(b"typed").await.expect("write");
+        drop(write);
+        let got = tokio::task::spawn_blocking(move || {
+            let mut v = Vec::new();
+            read.read_to_end(&mut v).map(|_| v)
+        });
+        assert_eq!(got.await.expect("join").expect("read"), b"typed");
     }
 }

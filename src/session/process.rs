@@ -5,22 +5,23 @@
 //! session's close(); their output streams to the caller as it comes, under `maxOutputBytes`
 //! per stream like a call's, and `wait()` gives the call's `ExecResult`.
 
+use super::network::Line;
 use super::opened::Opened;
 use super::percall::{self, PerCall};
-use super::prepared::{self, Prepared, Workload};
+use super::prepared::{self, OurEnds, Prepared, Stdin, Workload};
 use super::result::{self, ExecRequest, ExecResult};
 use super::route;
 use super::writers::Active;
-use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Outcome, Stream};
+use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Kern, Outcome, Stream};
 use crate::engine::boxside::connector;
 use crate::engine::shared::handoff::BoxFds;
 use crate::engine::shared::handoff::{signal_number, SIGNALS};
-use crate::engine::shared::spec::{TtySize, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{BoxSpec, TtySize, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::shared::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::workspace::track;
 use std::os::fd::{AsFd, OwnedFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -83,249 +84,65 @@ impl Process {
         sink: ChunkSender,
     ) -> Result<Process> {
         let what = if terminal { "terminal()" } else { "spawn()" };
-        let argv = match (req.argv, terminal) {
-            (Some(a), _) => a,
-            (None, true) => vec![crate::engine::boxside::pty::shell_of(&opened.image.root).to_string()],
-            (None, false) => {
-                return crate::invalid!(
-                    "spawn() needs a non-empty argv array, e.g. spawn([\"python3\", \"-m\", \"http.server\"])"
-                )
-            }
-        };
-        let timeout_ms = prepared::timeout_ms(req.timeout_s.as_ref(), LIFETIME_MS)?;
-        let size = if terminal {
-            Some(TtySize {
-                cols: cells("cols", req.cols.as_ref(), 80)?,
-                rows: cells("rows", req.rows.as_ref(), 24)?,
-            })
-        } else {
-            if req.cols.is_some() || req.rows.is_some() {
-                return crate::invalid!(
-                    "spawn() takes no `cols`/`rows`: a background process has pipes, not a terminal; use terminal({{ cols, rows }})"
-                );
-            }
-            None
-        };
-        let mut place = PerCall::of(
-            &ExecRequest {
-                env: req.env,
-                cwd: req.cwd,
-                ..Default::default()
-            },
-            DEFAULT_WORKSPACE_TARGET,
-        )?;
-        // The Sandbox's `env` or the terminal's own may name another.
-        let named = |e: &[(String, String)]| e.iter().any(|(k, _)| k == "TERM");
-        if terminal && !named(&place.env) && !named(&opened.config.env) {
-            place.env.push(("TERM".into(), "xterm-256color".into()));
-        }
-        let mut p = prepared::prepare(&opened, Workload::Argv { what, argv }, timeout_ms, place)?;
-        p.spec.stdin = !terminal;
-        p.spec.tty = size;
-        p.spec.connector = !terminal;
+        let mut p = checked(&opened, req, terminal, what)?;
         if *opened.closing.borrow() {
             return Err(Error::Closed(
                 "the Sandbox is closed; open a new Sandbox to start processes".into(),
             ));
         }
-
-        let cfg = &opened.config;
         let before = p
             .before(&opened)
             .await
             .map_err(|fault| Error::Invalid(fault.message))?;
-        let route = route::steered();
+        // The box's ends travel with the spec; ours stay here.
+        let (theirs, ours) = p.ends(&opened)?;
+        let (fds, line) = theirs.hand_over()?;
+        let kern = route::steered().kern(&opened, kern_path)?;
+
+        let (stop, stop_rx) = watch::channel(false);
+        let (started_tx, started) = oneshot::channel();
+        let (signals, signals_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (ended_tx, ended) = watch::channel(false);
+        // The terminal's output as the result keeps it (its reader starts with the master).
+        let (term_tx, term_rx) = watch::channel::<Option<Kept>>(None);
+        let shared = Shared::default();
+        let max_output = opened.config.max_output;
+        let active = Active::enter(&opened.writers).await;
         let Prepared {
             spec, workspace, ..
         } = p;
-
-        let io = |what: &str, e: std::io::Error| Error::Runtime(format!("{what}: {e}"));
-        // The box's ends travel with the spec; ours stay here.
-        let (stdin_read, input) = if terminal {
-            (None, None)
-        } else {
-            let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-                .map_err(|e| io("a pipe for the process's stdin", e.into()))?;
-            let w = tokio::net::unix::pipe::Sender::from_owned_fd(w)
-                .map_err(|e| io("the process's stdin", e))?;
-            (Some(r), Some(w))
-        };
-        let (tty_ours, tty_theirs) = if terminal {
-            let (a, b) = std::os::unix::net::UnixStream::pair()
-                .map_err(|e| io("a socket for the terminal", e))?;
-            (Some(OwnedFd::from(a)), Some(OwnedFd::from(b)))
-        } else {
-            (None, None)
-        };
-        let (connect_ours, connect_theirs) = if terminal {
-            (None, None)
-        } else {
-            let (a, b) = connector::pair().map_err(|e| io("a socket for connect()", e))?;
-            (Some(a), Some(b))
-        };
-        let line = opened.egress_line(&spec)?;
-        let kern = route.kern(&opened, kern_path)?;
-
-        let (stop, stop_rx) = watch::channel(false);
-        let (started_tx, started_rx) = oneshot::channel();
-        let (signals, signals_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (ended_tx, ended) = watch::channel(false);
-        let result_slot: Arc<Mutex<Option<Result<ExecResult>>>> = Arc::default();
-        let killed = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let task_killed = killed.clone();
-        let task_slot = result_slot.clone();
-        let applied: Arc<Mutex<Option<crate::engine::shared::status::Applied>>> = Arc::default();
-        let task_applied = applied.clone();
-        let max_output = cfg.max_output;
-        let active = Active::enter(&opened.writers).await;
-        let terminal_sink = sink.clone();
-        // The terminal's output as the result keeps it (its reader starts with the master).
-        let (term_tx, mut term_rx) = watch::channel::<Option<Kept>>(None);
-        let task_opened = opened.clone();
-        tokio::spawn(async move {
-            let opened = task_opened;
-            // Held for the process's life: close() waits for it, and ends it first.
-            let _running = opened.running.read().await;
-            let writing = active;
-            let (cancel, _joined) =
-                percall::cancel_either(opened.closing.subscribe(), Some(stop_rx));
-            // Owned: closed once sent, so the box holds the only copies (`run_steered`).
-            let egress = line.as_ref().map(|l| l.fd().try_clone()).transpose();
-            let fds = egress.map(|egress| BoxFds {
-                channel: None,
-                egress,
-                stdin: stdin_read,
-                tty: tty_theirs,
-                connect: connect_theirs,
-            });
-            let controls = Controls {
+        let run = BoxRun {
+            opened,
+            kern,
+            spec,
+            workspace,
+            before,
+            fds,
+            line,
+            sink: sink.clone(),
+            active,
+            stop: stop_rx,
+            controls: Controls {
                 started: started_tx,
                 signals: signals_rx,
-            };
-            let r = match fds {
-                Ok(fds) => {
-                    kern.run_steered(&spec, max_output, sink, cancel, fds, controls)
-                        .await
-                }
-                Err(e) => {
-                    kern.retire();
-                    Err(Error::Runtime(format!("the box's egress line: {e}")))
-                }
-            };
-            drop(line);
-            let r = match r {
-                Ok(Some(o)) => Ok(o),
-                Ok(None) => Err(Error::Runtime(
-                    "the kern runtime exited before it read the box spec".into(),
-                )),
-                Err(e) => Err(e),
-            };
-            let result = match r {
-                Ok(mut o) => {
-                    if let Ok(mut a) = task_applied.lock() {
-                        a.clone_from(&o.report.applied);
-                    }
-                    // The box is gone, so is the terminal's last holder: its reader ends now.
-                    let read = tokio::time::timeout(Duration::from_secs(2), async {
-                        term_rx
-                            .wait_for(Option::is_some)
-                            .await
-                            .ok()
-                            .and_then(|k| k.clone())
-                    })
-                    .await;
-                    if let Ok(Some(k)) = read {
-                        o.stdout = k.bytes;
-                        o.stdout_truncated = k.truncated;
-                    }
-                    if task_killed.load(std::sync::atomic::Ordering::SeqCst) {
-                        if let Some(f) = o
-                            .report
-                            .fault
-                            .as_mut()
-                            .filter(|f| f.kind == FaultKind::Killed)
-                        {
-                            f.message = "kill() ended the process: kern killed its box and every process in it".into();
-                        }
-                    }
-                    finish(&opened, o, before, &workspace).await
-                }
-                Err(e) => Err(e),
-            };
-            if let Ok(mut slot) = task_slot.lock() {
-                *slot = Some(result);
-            }
-            // No longer a writer of the workspace once wait() can resolve: a snapshot() right
-            // after it must not find this process still counted.
-            drop(writing);
-            ended_tx.send_replace(true);
-        });
-
-        let mut ended_rx = ended.clone();
-        let pid = tokio::select! {
-            pid = started_rx => pid.ok(),
-            _ = ended_rx.wait_for(|e| *e) => None,
+            },
+            term: term_rx,
+            shared: shared.clone(),
+            ended: ended_tx,
         };
-        let Some(pid) = pid else {
-            // The box ended before its workload started: say why.
-            let taken = result_slot.lock().ok().and_then(|mut s| s.take());
-            return Err(match taken {
-                Some(Err(e)) => e,
-                Some(Ok(r)) => Error::Runtime(format!(
-                    "{what}: the box ended before its process started{}",
-                    r.fault
-                        .as_ref()
-                        .map(|f| format!(": {}", f.message))
-                        .unwrap_or_default()
-                )),
-                None => Error::Runtime(format!("{what}: the box ended before its process started")),
-            });
-        };
-        let opened_terminal = match tty_ours {
-            Some(sock) => open_terminal(sock, terminal_sink, max_output, term_tx).await,
-            None => Ok(None),
-        };
-        let (master, input) = match opened_terminal {
-            Ok(Some((master, writer))) => (Some(master), Some(writer)),
-            Ok(None) => (None, input),
-            Err(e) => {
-                // Its box is not left running for nobody.
-                stop.send_replace(true);
-                return Err(e);
-            }
-        };
-        let input = Arc::new(tokio::sync::Mutex::new(input));
-        let master = Arc::new(Mutex::new(master));
-        let connect = connect_ours.map(|c| Arc::new(Mutex::new(Some(connector::Line::new(c)))));
-        let (i, m, c, mut e) = (
-            input.clone(),
-            master.clone(),
-            connect.clone(),
-            ended.clone(),
-        );
-        tokio::spawn(async move {
-            let _ = e.wait_for(|e| *e).await;
-            i.lock().await.take();
-            if let Ok(mut m) = m.lock() {
-                m.take();
-            }
-            if let Some(Ok(mut c)) = c.as_ref().map(|c| c.lock()) {
-                c.take();
-            }
-        });
-        Ok(Process {
-            pid,
-            input,
-            master,
+        tokio::spawn(run.run());
+        Steering {
+            what,
             terminal,
-            signals,
+            started,
             stop,
-            connect,
-            killed,
+            signals,
             ended,
-            result: result_slot,
-            applied,
-        })
+            term: term_tx,
+            shared,
+        }
+        .wait_start(ours, sink, max_output)
+        .await
     }
 
     /// Writes to its stdin (or its terminal); resolves once the bytes are in the pipe.
@@ -647,4 +464,270 @@ async fn finish(
         workspace,
     )
     .await)
+}
+
+/// A `spawn()` or `terminal()` request checked into a prepared call: its argv (the image's
+/// shell for a terminal by default), timeout, terminal size, `env` (with a TERM for a terminal)
+/// and `cwd`; its box gets a stdin pipe and the connector, or a terminal.
+fn checked(
+    opened: &Opened,
+    req: ProcessRequest,
+    terminal: bool,
+    what: &'static str,
+) -> Result<Prepared> {
+    let argv = match (req.argv, terminal) {
+        (Some(a), _) => a,
+        (None, true) => vec![crate::engine::boxside::pty::shell_of(&opened.image.root).to_string()],
+        (None, false) => {
+            return crate::invalid!(
+                "spawn() needs a non-empty argv array, e.g. spawn([\"python3\", \"-m\", \"http.server\"])"
+            )
+        }
+    };
+    let timeout_ms = prepared::timeout_ms(req.timeout_s.as_ref(), LIFETIME_MS)?;
+    let size = if terminal {
+        Some(TtySize {
+            cols: cells("cols", req.cols.as_ref(), 80)?,
+            rows: cells("rows", req.rows.as_ref(), 24)?,
+        })
+    } else {
+        if req.cols.is_some() || req.rows.is_some() {
+            return crate::invalid!(
+                "spawn() takes no `cols`/`rows`: a background process has pipes, not a terminal; use terminal({{ cols, rows }})"
+            );
+        }
+        None
+    };
+    let mut place = PerCall::of(
+        &ExecRequest {
+            env: req.env,
+            cwd: req.cwd,
+            ..Default::default()
+        },
+        DEFAULT_WORKSPACE_TARGET,
+    )?;
+    // The Sandbox's `env` or the terminal's own may name another.
+    let named = |e: &[(String, String)]| e.iter().any(|(k, _)| k == "TERM");
+    if terminal && !named(&place.env) && !named(&opened.config.env) {
+        place.env.push(("TERM".into(), "xterm-256color".into()));
+    }
+    let mut p = prepared::prepare(opened, Workload::Argv { what, argv }, timeout_ms, place)?;
+    p.set_stdin((!terminal).then_some(Stdin::Pipe));
+    p.spec.tty = size;
+    p.spec.connector = !terminal;
+    Ok(p)
+}
+
+/// What a process's box task shares with its `Process`.
+#[derive(Clone, Default)]
+struct Shared {
+    /// Set by `kill()` before it ends the box, so the result says who did.
+    killed: Arc<std::sync::atomic::AtomicBool>,
+    /// The result, set once the box has ended.
+    result: Arc<Mutex<Option<Result<ExecResult>>>>,
+    /// How kern applied its box's caps, once it has ended.
+    applied: Arc<Mutex<Option<crate::engine::shared::status::Applied>>>,
+}
+
+/// The task that runs a process's box and finishes its result: what it takes.
+struct BoxRun {
+    opened: Arc<Opened>,
+    kern: Kern,
+    spec: BoxSpec,
+    workspace: PathBuf,
+    before: Option<track::Snapshot>,
+    /// The box's ends, handed over: `run_steered` closes them once sent.
+    fds: BoxFds,
+    /// The egress line, kept until the box has ended.
+    line: Option<Line>,
+    sink: ChunkSender,
+    /// The process as a writer of the workspace, until its result is set.
+    active: Active,
+    /// Turns true to end the box (a kill, or a terminal that could not open).
+    stop: watch::Receiver<bool>,
+    controls: Controls,
+    /// What the terminal's reader kept, once it has ended.
+    term: watch::Receiver<Option<Kept>>,
+    shared: Shared,
+    /// Turned true once `shared.result` is set.
+    ended: watch::Sender<bool>,
+}
+
+impl BoxRun {
+    /// Runs the box to its end, then sets the result and says it has ended.
+    async fn run(self) {
+        let BoxRun {
+            opened,
+            kern,
+            spec,
+            workspace,
+            before,
+            fds,
+            line,
+            sink,
+            active,
+            stop,
+            controls,
+            term,
+            shared,
+            ended,
+        } = self;
+        // Held for the process's life: close() waits for it, and ends it first.
+        let _running = opened.running.read().await;
+        let (cancel, _joined) = percall::cancel_either(opened.closing.subscribe(), Some(stop));
+        let max_output = opened.config.max_output;
+        let r = kern
+            .run_steered(&spec, max_output, sink, cancel, fds, controls)
+            .await;
+        drop(line);
+        let result = match r {
+            Ok(Some(o)) => finished(&opened, o, term, &shared, before, &workspace).await,
+            Ok(None) => Err(Error::Runtime(
+                "the kern runtime exited before it read the box spec".into(),
+            )),
+            Err(e) => Err(e),
+        };
+        if let Ok(mut slot) = shared.result.lock() {
+            *slot = Some(result);
+        }
+        // No longer a writer of the workspace once wait() can resolve: a snapshot() right
+        // after it must not find this process still counted.
+        drop(active);
+        ended.send_replace(true);
+    }
+}
+
+/// The process's result from its box's outcome: with the terminal's output as its reader kept
+/// it, and a kill() said as such.
+async fn finished(
+    opened: &Opened,
+    mut o: Outcome,
+    mut term: watch::Receiver<Option<Kept>>,
+    shared: &Shared,
+    before: Option<track::Snapshot>,
+    workspace: &Path,
+) -> Result<ExecResult> {
+    if let Ok(mut a) = shared.applied.lock() {
+        a.clone_from(&o.report.applied);
+    }
+    // The box is gone, so is the terminal's last holder: its reader ends now.
+    let read = tokio::time::timeout(Duration::from_secs(2), async {
+        term.wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|k| k.clone())
+    })
+    .await;
+    if let Ok(Some(k)) = read {
+        o.stdout = k.bytes;
+        o.stdout_truncated = k.truncated;
+    }
+    if shared.killed.load(std::sync::atomic::Ordering::SeqCst) {
+        if let Some(f) = o
+            .report
+            .fault
+            .as_mut()
+            .filter(|f| f.kind == FaultKind::Killed)
+        {
+            f.message =
+                "kill() ended the process: kern killed its box and every process in it".into();
+        }
+    }
+    finish(opened, o, before, workspace).await
+}
+
+/// Our side of a process's box while it starts.
+struct Steering {
+    what: &'static str,
+    terminal: bool,
+    /// Gets the workload's pid when it is about to exec.
+    started: oneshot::Receiver<i32>,
+    stop: watch::Sender<bool>,
+    signals: tokio::sync::mpsc::UnboundedSender<i32>,
+    ended: watch::Receiver<bool>,
+    /// Where the terminal's reader leaves what it kept.
+    term: watch::Sender<Option<Kept>>,
+    shared: Shared,
+}
+
+impl Steering {
+    /// Waits for the workload's start (its pid), or for the box's end before it (an error that
+    /// says why); then opens the terminal, and builds the `Process`, whose input, master and
+    /// connector's line are let go as soon as it has ended.
+    async fn wait_start(
+        self,
+        ours: OurEnds,
+        sink: ChunkSender,
+        max_output: usize,
+    ) -> Result<Process> {
+        let what = self.what;
+        let mut ended_rx = self.ended.clone();
+        let pid = tokio::select! {
+            pid = self.started => pid.ok(),
+            _ = ended_rx.wait_for(|e| *e) => None,
+        };
+        let Some(pid) = pid else {
+            // The box ended before its workload started: say why.
+            let taken = self.shared.result.lock().ok().and_then(|mut s| s.take());
+            return Err(match taken {
+                Some(Err(e)) => e,
+                Some(Ok(r)) => Error::Runtime(format!(
+                    "{what}: the box ended before its process started{}",
+                    r.fault
+                        .as_ref()
+                        .map(|f| format!(": {}", f.message))
+                        .unwrap_or_default()
+                )),
+                None => Error::Runtime(format!("{what}: the box ended before its process started")),
+            });
+        };
+        let terminal = self.terminal;
+        let opened_terminal = match ours.tty {
+            Some(sock) => open_terminal(sock, sink, max_output, self.term).await,
+            None => Ok(None),
+        };
+        let (master, input) = match opened_terminal {
+            Ok(Some((master, writer))) => (Some(master), Some(writer)),
+            Ok(None) => (None, ours.stdin),
+            Err(e) => {
+                // Its box is not left running for nobody.
+                self.stop.send_replace(true);
+                return Err(e);
+            }
+        };
+        let input = Arc::new(tokio::sync::Mutex::new(input));
+        let master = Arc::new(Mutex::new(master));
+        let connect = ours
+            .connect
+            .map(|c| Arc::new(Mutex::new(Some(connector::Line::new(c)))));
+        let (i, m, c, mut e) = (
+            input.clone(),
+            master.clone(),
+            connect.clone(),
+            self.ended.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = e.wait_for(|e| *e).await;
+            i.lock().await.take();
+            if let Ok(mut m) = m.lock() {
+                m.take();
+            }
+            if let Some(Ok(mut c)) = c.as_ref().map(|c| c.lock()) {
+                c.take();
+            }
+        });
+        Ok(Process {
+            pid,
+            input,
+            master,
+            terminal,
+            signals: self.signals,
+            stop: self.stop,
+            connect,
+            killed: self.shared.killed,
+            ended: self.ended,
+            result: self.shared.result,
+            applied: self.shared.applied,
+        })
+    }
 }
