@@ -226,7 +226,7 @@ describe('without the flags, open() throws a SandboxError that names the refusal
     const out = probe([...NON_ROOT, ...withProfile()], 'open');
     expect(out.opened).toBe(false);
     expect(out.error).toMatchObject({ name: 'SandboxError', code: 'ERR_HOST_UNSUPPORTED' });
-    expect(out.error.message).toMatch(/max_user_namespaces\): Read-only file system/);
+    expect(out.error.message).toMatch(/max_user_namespaces\): EROFS: Read-only file system/);
     expect(out.error.message).toMatch(/covers paths under \/proc \(\/proc\/acpi/);
     expect(out.error.message).toContain('--security-opt systempaths=unconfined');
     expect(out.error.message).toContain('procMount: Unmasked');

@@ -10,13 +10,21 @@ use std::ffi::CString;
 use std::io::Write as _;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 
-/// A step that failed: what it does, and why.
+/// A step that failed: what it does, and why (the errno's name first, as `nix` says it:
+/// `sethostname: EPERM: Operation not permitted`, which `container::explain` and users read).
 #[derive(Debug, thiserror::Error)]
-#[error("{what}: {error}")]
+#[error("{what}: {}", errno_text(.error))]
 pub struct Failed {
     pub what: String,
     #[source]
     pub error: std::io::Error,
+}
+
+fn errno_text(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(n) => nix::errno::Errno::from_raw(n).to_string(),
+        None => e.to_string(),
+    }
 }
 
 /// The values steps saved (fds), by name.
@@ -193,7 +201,10 @@ mod tests {
         let e = run(&ops, &mut Saved::default()).expect_err("close(-1) fails");
         assert_eq!(e.what, "close an fd that is not open");
         assert_eq!(e.error.raw_os_error(), Some(libc::EBADF));
-        assert_eq!(e.to_string(), format!("{}: {}", e.what, e.error));
+        assert_eq!(
+            e.to_string(),
+            "close an fd that is not open: EBADF: Bad file number"
+        );
     }
 
     #[test]
