@@ -700,6 +700,11 @@ export class Kernel {
     onResult?: ((result: Result) => void) | null | undefined;
     /** ADDITION: the Sandbox's `onStdout`/`onStderr` get this cell's output as whole lines. */
     lineBuffered?: boolean | undefined;
+    /** ADDITION: variables set for this cell only (and the processes it starts), over the
+     * kernel's own env, with a call's `env` rules; a bad one throws before the cell runs. After
+     * the cell each gets its old value back (or is removed), except one the cell itself changed
+     * or deleted, which keeps the cell's change. A Jupyter kernel refuses a non-empty `env`. */
+    env?: Record<string, string> | undefined;
   }): Promise<ExecutionResult>;
   /** Shut the kernel down: close its input, kill its process group and clean up (a Jupyter
    * kernel gets a `shutdown_request` first). */

@@ -52,7 +52,7 @@ class Kernel {
     const out = byLines(guard('onStdout', this.#onStdout, errors), opts.lineBuffered);
     const err = byLines(guard('onStderr', this.#onStderr, errors), opts.lineBuffered);
     const live = liveResults(guard('onResult', opts.onResult, errors));
-    const request = toWire({ code, timeoutS: opts.timeoutS }, 'cell');
+    const request = toWire({ code, timeoutS: opts.timeoutS, env: opts.env }, 'cell');
     const signal = opts.signal;
     if (signal && signal.aborted) throw signal.reason;
     // An abort interrupts the cell as its timeout would; the native call settles once it has

@@ -246,6 +246,8 @@ async function sandboxApi(): Promise<void> {
   inspectResult(await k.runCode('x + 1', { timeoutS: 2 }));
   inspectResult(await k.runCode('x + 2', { signal: new AbortController().signal, timeoutS: 2 }));
   inspectResult(await k.runCode('x + 3', { onResult: (res: Result) => inspectRich(res), lineBuffered: true }));
+  inspectResult(await k.runCode('x + 4', { env: { A: '1' } }));
+  inspectResult(await k.runCode('x + 5', { env: undefined }));
   inspectResult(await k3.runCode('x', { signal: AbortSignal.timeout(1000) }));
   await k.close();
   await k2.close();
@@ -299,6 +301,8 @@ async function wrongUsages(sb: Sandbox): Promise<void> {
   new Sandbox({ tmpfs: { '/tmp': 64 } });
   // @ts-expect-error mount mode is "ro" | "rw"
   new Sandbox({ mounts: { '/a': ['/b', 'rx'] } });
+  // @ts-expect-error a cell's env values are strings
+  await (await sb.kernel()).runCode('1', { env: { A: 1 } });
   // @ts-expect-error a cell's signal is an AbortSignal
   await (await sb.kernel()).runCode('1', { signal: { aborted: true } });
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 struct CellRequest {
     code: String,
     timeout_s: Option<serde_json::Value>,
+    env: Option<serde_json::Value>,
 }
 
 /// A kernel (see `session::kernel`: the driver kind and the Jupyter kind).
@@ -38,7 +39,7 @@ impl NativeKernel {
         self.aborts.abort(id)
     }
 
-    /// Runs one cell; `request_json` is `{ code, timeoutS? }`; `call_id`: its abort
+    /// Runs one cell; `request_json` is `{ code, timeoutS?, env? }`; `call_id`: its abort
     /// (`beginCall`).
     #[napi]
     pub async fn run_code(
@@ -56,11 +57,16 @@ impl NativeKernel {
             None | Some(serde_json::Value::Null) => None,
             Some(v) => Some(crate::session::options::timeout_ms("timeoutS", v).map_err(to_napi)?),
         };
+        // Checked before the cell waits for its turn: a bad `env` runs nothing.
+        let env = match req.env.as_ref().filter(|v| !v.is_null()) {
+            Some(v) => crate::session::options::parse_env(v).map_err(to_napi)?,
+            None => Vec::new(),
+        };
         let (tx, forwarder) = forwarder(on_stdout, on_stderr);
         let (live, results) = LiveResults::new(on_result);
         let result = self
             .inner
-            .run_code(&req.code, timeout_ms, tx, live, abort)
+            .run_code(&req.code, &env, timeout_ms, tx, live, abort)
             .await;
         results.done().await;
         finish(result, forwarder).await

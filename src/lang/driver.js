@@ -5,7 +5,7 @@
 // (see driver.py): a 4-byte big-endian length, then that many bytes of UTF-8 JSON.
 //   host -> driver  {"type": "setup", "acorn": "<acorn.js source>", "typescript": bool, "ack"?: true}   first
 //   driver -> host  {"type": "ready", "node": "v24.1.0", "strips": bool}   only if the setup asked (ack)
-//                   {"type": "cell", "id": N, "code": "...", "once": bool, "marker"?: "..."}
+//                   {"type": "cell", "id": N, "code": "...", "once": bool, "marker"?: "...", "env"?: {...}}
 //   driver -> host  {"type": "display", "data": {mime: value}}     display(), while the cell runs
 //                   {"type": "result", "data": {...}}              the last expression's value
 //                   {"type": "error", "ename", "evalue", "traceback"}   the cell threw
@@ -40,6 +40,25 @@
   const DISPLAY_HOOK = Symbol.for('Jupyter.display');
   const { stringify } = JSON;
   const writeSync = fs.writeSync;
+
+  // A kernel cell's own variables ("env") are set in process.env for the cell (and what it
+  // starts), and restored once it has settled: a variable still as the cell's env set it gets
+  // its old value back (or goes); one the cell changed or deleted itself keeps the change.
+  const environ = process.env;
+  const hasOwn = Function.prototype.call.bind(Object.prototype.hasOwnProperty);
+  const cellEnv = (env) =>
+    Object.keys(env).map((name) => {
+      const old = hasOwn(environ, name) ? environ[name] : undefined;
+      environ[name] = env[name];
+      return [name, old, env[name]];
+    });
+  const restoreEnv = (saved) => {
+    for (const [name, old, value] of saved) {
+      if (!hasOwn(environ, name) || environ[name] !== value) continue;
+      if (old === undefined) delete environ[name];
+      else environ[name] = old;
+    }
+  };
 
   const die = (why) => {
     writeSync(2, `kern node driver: ${why}\n`);
@@ -330,13 +349,23 @@
       die(`a frame must be a setup or a cell frame: ${stringify(obj).slice(0, 200)}`);
     }
     if (acorn === null) die('a cell came before the setup frame');
+    const env = obj.env === undefined ? {} : obj.env;
+    if (env === null || typeof env !== 'object' || Array.isArray(env) || Object.values(env).some((v) => typeof v !== 'string')) {
+      die(`a cell frame's env must map names to strings: ${stringify(env).slice(0, 200)}`);
+    }
     const once = obj.once === true;
     if (!once && !kernel) {
       kernel = true;
       kernelMode();
     }
     queue = queue.then(async () => {
-      const ok = await runCell(obj.id, obj.code, once);
+      const saved = cellEnv(env);
+      let ok;
+      try {
+        ok = await runCell(obj.id, obj.code, once);
+      } finally {
+        restoreEnv(saved);
+      }
       if (typeof obj.marker === 'string') {
         writeSync(1, obj.marker);
         writeSync(2, obj.marker);

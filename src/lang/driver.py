@@ -7,7 +7,9 @@
 #   host -> driver  {"type": "cell", "id": N, "code": "...", "once": false}
 #                   optional: "marker": "..." (written raw to fds 1 and 2 after the cell's output,
 #                   before done: the host splits a kernel's output streams there), "single": true
-#                   (a prewarmed box's only cell: named <cell> like a once-cell, not <cell-N>)
+#                   (a prewarmed box's only cell: named <cell> like a once-cell, not <cell-N>),
+#                   "env": {name: value} (a kernel cell's own variables: set in os.environ for the
+#                   cell, restored after it unless the cell changed them itself; see cell_env)
 #   driver -> host  {"type": "display", "data": {mime: value}, "metadata": {...}}   display(), figures
 #                   (a matplotlib figure's also has "chart": its plotted data, see chart_of)
 #                   {"type": "result", "data": {...}, "metadata": {...}}     the last bare expression
@@ -35,6 +37,8 @@ def _kern_driver(rich_source, zygote=None):
     MAX_FRAME = 256 << 20
     CO_COROUTINE = 0x80
     write, read, close, getpid, _exit = os.write, os.read, os.close, os.getpid, os._exit
+    environ = os.environ  # its methods too: a cell may patch os.environ's class
+    env_get, env_set, env_del = (getattr(type(environ), m) for m in ("get", "__setitem__", "__delitem__"))
     b2a, BytesIO = binascii.b2a_base64, io.BytesIO
     modules = sys.modules
     allocate_lock, get_ident = _thread.allocate_lock, _thread.get_ident
@@ -415,6 +419,28 @@ def _kern_driver(rich_source, zygote=None):
             rich()["flush_figures"](shown)
         return ("error" if failed or exit_code else "ok"), exit_code
 
+    def cell_env(cell_vars):
+        """Sets a cell's own variables (the host checked them); returns what restore_env needs."""
+        saved = []
+        for name, value in cell_vars.items():
+            saved.append((name, env_get(environ, name), value))
+            env_set(environ, name, value)
+        return saved
+
+    def restore_env(saved):
+        # A variable still as the cell's env set it gets its old value back (or goes, if it was
+        # not set before); one the cell changed or removed itself keeps the cell's change.
+        for name, old, value in saved:
+            try:
+                if env_get(environ, name) != value:
+                    continue
+                if old is None:
+                    env_del(environ, name)
+                else:
+                    env_set(environ, name, old)
+            except Exception:
+                pass
+
     # ---- the zygote (src/lang/zygote.py): it compiles the rich part once, then forks a box per
     # call; only a call's workload comes back from it, with the call's channel.
     if zygote is not None:
@@ -444,10 +470,19 @@ def _kern_driver(rich_source, zygote=None):
         if type(cell_id) is not int or not isinstance(code, str) or not isinstance(once, bool):
             die("a cell frame needs an int id, a str code and a bool once: %.200r" % (frame,))
         marker = frame.get("marker")
+        cell_vars = frame.get("env", {})
+        if not isinstance(cell_vars, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in cell_vars.items()
+        ):
+            die("a cell frame's env must map str to str: %.200r" % (cell_vars,))
         # A prewarmed box runs one cell as a kernel would, named as a one-shot cell is.
         st.single = frame.get("single") is True
         try:
-            status, exit_code = run_cell(cell_id, code, once)
+            saved = cell_env(cell_vars)
+            try:
+                status, exit_code = run_cell(cell_id, code, once)
+            finally:
+                restore_env(saved)
             if isinstance(marker, str):
                 # A kernel's output is one stream for every cell: the host splits it at this
                 # marker, which it made up for this cell alone. Raw writes, after the flush.

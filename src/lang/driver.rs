@@ -54,14 +54,30 @@ pub const MAX_IMAGE_BYTES: usize = 32 << 20;
 pub const MAX_PIXELS: u64 = 50_000_000;
 
 /// A cell, framed for the driver. `marker` (a kernel's cells) is written to stdout and stderr
-/// after the cell; `single` names a prewarmed box's one cell like a one-shot cell.
-pub fn cell_frame(id: u64, code: &str, once: bool, marker: Option<&str>, single: bool) -> Vec<u8> {
+/// after the cell; `single` names a prewarmed box's one cell like a one-shot cell; `env` (a
+/// kernel cell's own variables, checked by `parse_env`) is set for the cell and restored after
+/// it. Optional keys are left out when unused, so a cell without them frames as it always did.
+pub fn cell_frame(
+    id: u64,
+    code: &str,
+    once: bool,
+    marker: Option<&str>,
+    single: bool,
+    env: &[(String, String)],
+) -> Vec<u8> {
     let mut body = serde_json::json!({"type": "cell", "id": id, "code": code, "once": once});
     if let Some(m) = marker {
         body["marker"] = Value::String(m.to_string());
     }
     if single {
         body["single"] = Value::Bool(true);
+    }
+    if !env.is_empty() {
+        let vars: Map<String, Value> = env
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+            .collect();
+        body["env"] = Value::Object(vars);
     }
     frame(&body)
 }
@@ -511,6 +527,30 @@ mod tests {
             out.extend(r.feed(piece, || limit));
         }
         (out, r)
+    }
+
+    #[test]
+    fn a_cell_frame_carries_its_env_only_when_it_has_one() {
+        let (plain, _) = read_all(
+            &cell_frame(7, "1", false, Some("m"), false, &[]),
+            1 << 20,
+            usize::MAX,
+        );
+        assert_eq!(
+            plain[0],
+            json!({"type": "cell", "id": 7, "code": "1", "once": false, "marker": "m"})
+        );
+        let env = [
+            ("A".to_string(), "1".to_string()),
+            ("B".to_string(), String::new()),
+        ];
+        let (with, _) = read_all(
+            &cell_frame(8, "2", false, None, false, &env),
+            1 << 20,
+            usize::MAX,
+        );
+        assert_eq!(with[0]["env"], json!({"A": "1", "B": ""}));
+        assert_eq!(with[0]["code"], "2");
     }
 
     #[test]

@@ -255,7 +255,7 @@ pub(super) fn driver_io_on(
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (mut rx, mut tx) = sock.into_split();
     let mut cell = setup.unwrap_or_default();
-    cell.extend(driver::cell_frame(1, code, true, None, false));
+    cell.extend(driver::cell_frame(1, code, true, None, false, &[]));
     tokio::spawn(async move {
         // A box that dies before reading the cell closes the socket: nothing to report here,
         // the call's fault says what happened.

@@ -235,7 +235,15 @@ async fn kernel(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
         d,
         &super::percall::PerCall::default(),
     )?;
-    let r = k.run_code(PROBE_PY, None, None, None, None).await;
+    let r = k
+        .run_code(
+            super::kernel::lifecycle::CellInput::code(PROBE_PY),
+            None,
+            None,
+            None,
+            None,
+        )
+        .await;
     let outcome = k.close_outcome().await;
     from_cell(opened, "kernel", r, outcome)
 }

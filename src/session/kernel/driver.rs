@@ -7,7 +7,8 @@
 //! `Prewarmed` is this kernel used for one cell.
 
 use super::lifecycle::{
-    cell_signal, cell_stop, end_fault, end_reading, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
+    cell_signal, cell_stop, end_fault, end_reading, Abort, CellInput, CellSinks, Ended, Kind,
+    Lifecycle, Stop,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -158,8 +159,8 @@ impl Kind for Driver {
         &mut live.chunks
     }
 
-    fn check_cell(&self, code: &str) -> Result<()> {
-        self.lang.check_cell(code)
+    fn check_cell(&self, cell: &CellInput<'_>) -> Result<()> {
+        self.lang.check_cell(cell.code)
     }
 
     fn torn_down(&self, why: &str) -> Error {
@@ -183,7 +184,7 @@ impl Kind for Driver {
         &self,
         k: &Lifecycle<Driver>,
         live: &mut Live,
-        code: &str,
+        input: &CellInput<'_>,
         timeout: Duration,
         sinks: CellSinks,
         abort: &mut Abort,
@@ -199,10 +200,11 @@ impl Kind for Driver {
         let mut cell = live.setup.take().unwrap_or_default();
         cell.extend(driver::cell_frame(
             id,
-            code,
+            input.code,
             false,
             Some(&marker),
             self.single,
+            input.env,
         ));
         let marker = marker.as_bytes();
         let [c0, c1] = std::mem::take(&mut live.carry);
@@ -529,7 +531,7 @@ impl Prewarmed {
     ) {
         let r = self
             .0
-            .run_code(code, Some(timeout_ms), None, None, None)
+            .run_code(CellInput::code(code), Some(timeout_ms), None, None, None)
             .await;
         (r, self.0.close_outcome().await)
     }
@@ -543,7 +545,7 @@ impl Prewarmed {
     ) -> Result<ExecResult> {
         let r = self
             .0
-            .run_code(code, Some(timeout_ms), None, live, None)
+            .run_code(CellInput::code(code), Some(timeout_ms), None, live, None)
             .await;
         let k = self.0;
         tokio::spawn(async move {

@@ -95,7 +95,7 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
     /// The box's output, in the live part (read while waiting for its end: `end_reading`).
     fn chunks(live: &mut Self::Live) -> &mut crate::engine::addon::launch::ChunkReceiver;
     /// The cell's own check, before it waits for the kernel.
-    fn check_cell(&self, code: &str) -> Result<()>;
+    fn check_cell(&self, cell: &CellInput<'_>) -> Result<()>;
     /// The error of a call to a kernel that was torn down for `why`.
     fn torn_down(&self, why: &str) -> Error;
     /// What goes as soon as the kernel is dead (a Jupyter kernel's socket directory).
@@ -119,13 +119,28 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
         &self,
         k: &Lifecycle<Self>,
         live: &mut Self::Live,
-        code: &str,
+        cell: &CellInput<'_>,
         timeout: Duration,
         sinks: CellSinks,
         abort: &mut Abort,
     ) -> impl Future<Output = (ExecResult, Option<String>)> + Send;
     /// close()'s word to a kernel whose box still runs, before the box is ended.
     fn goodbye(&self, live: &mut Self::Live) -> impl Future<Output = ()> + Send;
+}
+
+/// One cell as its caller gave it: its code, and the variables set for it alone (`runCode`'s
+/// `env`, checked), over the kernel's own.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CellInput<'a> {
+    pub(crate) code: &'a str,
+    pub(crate) env: &'a [(String, String)],
+}
+
+impl<'a> CellInput<'a> {
+    /// A cell with no variables of its own.
+    pub(crate) fn code(code: &'a str) -> CellInput<'a> {
+        CellInput { code, env: &[] }
+    }
 }
 
 /// Where a cell's output chunks and its results go as they come (the caller's callbacks).
@@ -213,13 +228,13 @@ impl<K: Kind> Lifecycle<K> {
     /// as its timeout would (the kind says how) and makes the call fail once it has stopped.
     pub(crate) async fn run_code(
         &self,
-        code: &str,
+        cell: CellInput<'_>,
         timeout_ms: Option<u64>,
         sink: Option<ChunkSender>,
         results: Option<crate::lang::driver::ResultSink>,
         mut abort: Abort,
     ) -> Result<ExecResult> {
-        self.kind.check_cell(code)?;
+        self.kind.check_cell(&cell)?;
         let mut state = self.state.lock().await;
         // Aborted before its turn: nothing runs.
         if percall::aborted(abort.as_ref()) {
@@ -253,7 +268,7 @@ impl<K: Kind> Lifecycle<K> {
             .run_cell(
                 self,
                 live,
-                code,
+                &cell,
                 timeout,
                 CellSinks {
                     output: sink,

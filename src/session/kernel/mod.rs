@@ -13,7 +13,7 @@ use crate::engine::addon::launch::ChunkSender;
 use crate::error::Result;
 use driver::Driver;
 use jupyter::Jupyter;
-use lifecycle::Lifecycle;
+use lifecycle::{CellInput, Lifecycle};
 
 /// A kernel a caller opened: our python driver's, or a Jupyter kernel of the image.
 pub struct OpenKernel(Open);
@@ -32,19 +32,22 @@ impl OpenKernel {
         OpenKernel(Open::Jupyter(k))
     }
 
-    /// Runs one cell (they run one at a time, in call order). `abort` turning true stops it as
-    /// its timeout would, and the call then fails.
+    /// Runs one cell (they run one at a time, in call order), with `env` (checked: `parse_env`)
+    /// set for it alone. `abort` turning true stops it as its timeout would, and the call then
+    /// fails.
     pub async fn run_code(
         &self,
         code: &str,
+        env: &[(String, String)],
         timeout_ms: Option<u64>,
         sink: Option<ChunkSender>,
         results: Option<crate::lang::driver::ResultSink>,
         abort: Option<tokio::sync::watch::Receiver<bool>>,
     ) -> Result<ExecResult> {
+        let cell = CellInput { code, env };
         match &self.0 {
-            Open::Driver(k) => k.run_code(code, timeout_ms, sink, results, abort).await,
-            Open::Jupyter(k) => k.run_code(code, timeout_ms, sink, results, abort).await,
+            Open::Driver(k) => k.run_code(cell, timeout_ms, sink, results, abort).await,
+            Open::Jupyter(k) => k.run_code(cell, timeout_ms, sink, results, abort).await,
         }
     }
 

@@ -20,7 +20,7 @@ mod sockets;
 pub(crate) mod start;
 
 use super::lifecycle::{
-    cell_signal, end_fault, end_reading, Abort, CellSinks, Ended, Kind, Lifecycle, Stop,
+    cell_signal, end_fault, end_reading, Abort, CellInput, CellSinks, Ended, Kind, Lifecycle, Stop,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -81,8 +81,17 @@ impl Kind for Jupyter {
         &mut live.chunks
     }
 
-    fn check_cell(&self, code: &str) -> Result<()> {
-        crate::lang::check_cell_size(code)
+    /// A cell's `env` is refused: the wire has no environment for a cell, and setting one
+    /// would take code in the kernel's own language (R, Julia...), which kern does not write.
+    fn check_cell(&self, cell: &CellInput<'_>) -> Result<()> {
+        if !cell.env.is_empty() {
+            return crate::invalid!(
+                "per-cell option `env` is not taken by a Jupyter kernel (\"{}\"): give the variables to the kernel as it starts, sandbox.kernel({{ jupyter: \"{}\", env }}), or set them in the cell's own code",
+                self.spec.name,
+                self.spec.name
+            );
+        }
+        crate::lang::check_cell_size(cell.code)
     }
 
     fn torn_down(&self, why: &str) -> Error {
@@ -128,7 +137,7 @@ impl Kind for Jupyter {
         &self,
         k: &Lifecycle<Jupyter>,
         live: &mut Live,
-        code: &str,
+        input: &CellInput<'_>,
         timeout: Duration,
         sinks: CellSinks,
         abort: &mut Abort,
@@ -152,7 +161,7 @@ impl Kind for Jupyter {
         let start = Instant::now();
         let (id, frames) = live
             .session
-            .request("execute_request", &Cell::request(code));
+            .request("execute_request", &Cell::request(input.code));
         let cell_id = id.clone();
         self.readers.want(Some(&id));
         let mut asked_input: Option<String> = None;
