@@ -56,6 +56,8 @@ pub struct Process {
     /// (This, the master and the connector's line are let go as soon as it has ended, not when
     /// the caller's object is collected.)
     input: Arc<tokio::sync::Mutex<Option<tokio::net::unix::pipe::Sender>>>,
+    /// Set by `end()`: a later `write()` says so, even once the process has ended too.
+    input_ended: std::sync::atomic::AtomicBool,
     /// The terminal's master (for `resize`), with a terminal.
     master: Arc<Mutex<Option<Arc<OwnedFd>>>>,
     /// A terminal (not a background process on pipes).
@@ -153,12 +155,13 @@ impl Process {
                 "write(): nothing reads the process's input any more (it closed its stdin, or it has ended)".into(),
             )
         };
+        let after_end = self.input_ended.load(std::sync::atomic::Ordering::SeqCst);
         match input.as_mut() {
             None if self.terminal => Err(Error::Closed("write(): the terminal has ended".into())),
-            None if *self.ended.borrow() => Err(gone()),
-            None => Err(Error::Closed(
+            None if after_end => Err(Error::Closed(
                 "write() after end(): the process's stdin is closed; start a new process to send more input".into(),
             )),
+            None => Err(gone()),
             Some(p) => p.write_all(data).await.map_err(|_| gone()),
         }
     }
@@ -170,7 +173,10 @@ impl Process {
             return self.write(b"\x04").await;
         }
         // Dropping the write end is the EOF.
-        self.input.lock().await.take();
+        let mut input = self.input.lock().await;
+        self.input_ended
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        input.take();
         Ok(())
     }
 
@@ -719,6 +725,7 @@ impl Steering {
         Ok(Process {
             pid,
             input,
+            input_ended: std::sync::atomic::AtomicBool::new(false),
             master,
             terminal,
             signals: self.signals,
