@@ -689,7 +689,9 @@ export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
 export class Kernel {
   /** Run `code` as the next cell, seeing earlier cells' state; a final expression, `display()`
    * and figures go to `results`. `timeoutS` overrides the kernel's deadline for this cell; going
-   * over it ends the driver kernel with a `timeout` fault. */
+   * over it ends the driver kernel with a `timeout` fault. ADDITION: a python cell Python refuses
+   * as written is read by IPython's rules (dedented; `!cmd` runs in the shell, `x = !cmd` takes
+   * its lines), as is a python `runCode`. */
   runCode(code: string, opts?: {
     timeoutS?: number | undefined;
     /** ADDITION: aborts the cell, stopping it as its timeout would; the promise rejects with

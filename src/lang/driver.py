@@ -363,12 +363,50 @@ def _kern_driver(rich_source, zygote=None):
         err(safe_str(code) + "\n")
         return 1
 
+    def ipython_cell(code):
+        """IPython's cell rules, for a cell Python refuses as written (valid Python is never
+        changed): an indented cell is dedented, and a line `!cmd` runs cmd in the shell, or
+        `name = !cmd` gives name its output's lines. Line numbers stay; None: no change."""
+        import re, textwrap
+        out = []
+        for line in textwrap.dedent(code).split("\n"):
+            m = re.match(r"^(\s*)(?:([A-Za-z_]\w*)\s*=\s*)?!(.*)$", line)
+            if m:
+                indent, name, cmd = m.groups()
+                line = "%s%s__kern_shell__(%r, %r)" % (indent, name + " = " if name else "", cmd, bool(name))
+            out.append(line)
+        alt = "\n".join(out)
+        if alt == code:
+            return None
+        if "__kern_shell__" in alt and getattr(builtins, "__kern_shell__", None) is None:
+            builtins.__kern_shell__ = shell_line
+        return alt
+
+    def shell_line(cmd, capture):
+        import subprocess
+        flush_std()
+        if capture:
+            r = subprocess.run(cmd, shell=True, stdout=subprocess.PIPE, text=True, errors="replace")
+            return r.stdout.splitlines()
+        subprocess.run(cmd, shell=True)
+        return None
+
     def compile_cell(code, fname):
         """(code before the last expression, the last expression or None, show its value?)"""
         flags = st.future
         if "await" in code or "async" in code:
             flags |= TOP_LEVEL_AWAIT
-        tree = compile(code, fname, "exec", ONLY_AST | flags, dont_inherit=True)
+        try:
+            tree = compile(code, fname, "exec", ONLY_AST | flags, dont_inherit=True)
+        except SyntaxError as e:
+            alt = ipython_cell(code)
+            if alt is None:
+                raise
+            try:
+                tree = compile(alt, fname, "exec", ONLY_AST | flags, dont_inherit=True)
+            except SyntaxError:
+                raise e from None
+            code = alt
         body = tree.body
         if not body or not isinstance(body[-1], Expr):
             head = compile(tree, fname, "exec", flags, dont_inherit=True)

@@ -1,0 +1,43 @@
+'use strict';
+// rootless: yes
+// IPython's cell rules in the python driver (E2B's code interpreter runs cells under IPython):
+// an indented cell is dedented, `!cmd` runs a shell command and `name = !cmd` captures its
+// lines. Only a cell Python refuses as written is read this way; valid Python never changes.
+
+const { Sandbox } = require('../..');
+const { opts, withKernel } = require('../helpers');
+
+test('a kernel cell: dedented, shell lines in order with print, captured lines, state kept', async () => {
+  await withKernel({}, {}, async (k) => {
+    const a = await k.runCode('    x = 6\n    print(x * 7)');
+    expect(a.stderr).toBe('');
+    expect(a.stdout).toBe('42\n');
+    const b = await k.runCode('print("before")\n!echo from-the-shell; echo to-err >&2\nprint("after", x)');
+    expect(b.stdout).toBe('before\nfrom-the-shell\nafter 6\n');
+    expect(b.stderr).toBe('to-err\n');
+    const c = await k.runCode('names = !ls /\nprint("bin" in names, "etc" in names, type(names).__name__)');
+    expect(c.stdout).toBe('True True list\n');
+    // An indented block with a shell line inside it.
+    const d = await k.runCode('  for i in range(2):\n      !echo line-$((1+1))\n');
+    expect(d.stdout).toBe('line-2\nline-2\n');
+  });
+});
+
+test('valid Python is never rewritten; a cell that fails either way reports its own error', async () => {
+  const sb = await new Sandbox(opts()).open();
+  try {
+    // `!` at a line's start inside a string, and `!=`: Python as written.
+    const s = await sb.runCode('s = """\n!not a shell line\n"""\nprint(s.strip(), 1 != 2)');
+    expect(s.stdout).toBe('!not a shell line True\n');
+    // One-shot runCode follows the same rules.
+    const one = await sb.runCode('  print("dedented")');
+    expect(one.stdout).toBe('dedented\n');
+    const bad = await sb.runCode('  x = (');
+    expect(bad.exitCode).toBe(1);
+    // Python's own verdict on the cell as written (unexpected indent), not the dedented one's.
+    expect(bad.error).toMatchObject({ name: 'IndentationError' });
+    expect(bad.stderr).toMatch(/  x = \(/);
+  } finally {
+    await sb.close();
+  }
+});
