@@ -10,11 +10,13 @@ const { opts, withKernel } = require('../helpers');
 test('a kernel cell: dedented, shell lines in order with print, captured lines, state kept', async () => {
   await withKernel({}, {}, async (k) => {
     const a = await k.runCode('    x = 6\n    print(x * 7)');
-    expect(a.stderr).toBe('');
+    // (Rootless on cgroup v1, a kernel's first cell also carries the best-effort caps' warnings.)
+    expect(a.error).toBeNull();
+    expect(a.stderr).not.toMatch(/Error/);
     expect(a.stdout).toBe('42\n');
     const b = await k.runCode('print("before")\n!echo from-the-shell; echo to-err >&2\nprint("after", x)');
     expect(b.stdout).toBe('before\nfrom-the-shell\nafter 6\n');
-    expect(b.stderr).toBe('to-err\n');
+    expect(b.stderr).toMatch(/(^|\n)to-err\n$/);
     const c = await k.runCode('names = !ls /\nprint("bin" in names, "etc" in names, type(names).__name__)');
     expect(c.stdout).toBe('True True list\n');
     // An indented block with a shell line inside it.
