@@ -463,7 +463,9 @@ IFS= read -r line; echo "HOST-GOT:[$line]"
     await waitFor(stolen, 2000);
     fs.writeFileSync(path.join(ws, 'done'), '');
     await t.until(/KERN-EXIT=0/);
-    expect(await waitFor(() => fs.existsSync(t.file('after.size')), DEADLINE_MS)).toBe(true);
+    // Written whole, not only made: the redirect creates the file before stty writes to it.
+    const written = () => fs.existsSync(t.file('after.size')) && fs.readFileSync(t.file('after.size'), 'utf8').endsWith('\n');
+    expect(await waitFor(written, DEADLINE_MS)).toBe(true);
     const screen = t.screen();
     // Its output still came, through kern.
     expect(screen).toMatch(/BOX-OUT-42/);
