@@ -27,7 +27,7 @@ pub(super) async fn open(
     kern: &Path,
     sink: Option<ChunkSender>,
     required: &[String],
-    abort: Option<tokio::sync::watch::Receiver<bool>>,
+    mut abort: Option<tokio::sync::watch::Receiver<bool>>,
 ) -> Result<Arc<Opened>> {
     if super::percall::aborted(abort.as_ref()) {
         return Err(aborted());
@@ -48,7 +48,7 @@ pub(super) async fn open(
     // whole or not at all; a later open() finds it there), and makes nothing of the session.
     let image = tokio::select! {
         r = pull => r.map_err(|e| Error::Runtime(format!("the image task failed: {e}")))??,
-        () = until_aborted(abort.clone()) => return Err(aborted()),
+        () = super::percall::abort_requested(&mut abort) => return Err(aborted()),
     };
     let mut image = image;
     if let Some(account) = &config.user {
@@ -120,7 +120,7 @@ pub(super) async fn open(
         tokio::pin!(run);
         tokio::select! {
         r = &mut run => r,
-        () = until_aborted(abort) => {
+        () = super::percall::abort_requested(&mut abort) => {
             // The boxes open() runs (setup, the probes, a resident box's start, the zygote) end
             // with `closing`, and `start` returns once their kerns have reported them gone: so
             // nothing of the session outlives the rejection. Bounded, in case it waits on
@@ -149,16 +149,6 @@ fn aborted() -> Error {
         "open() was aborted; nothing of the Sandbox was left running (open() may be called again)"
             .into(),
     )
-}
-
-/// Resolves once `abort` turns true; never without one (or once its sender is gone).
-async fn until_aborted(abort: Option<tokio::sync::watch::Receiver<bool>>) {
-    if let Some(mut a) = abort {
-        if a.wait_for(|v| *v).await.is_ok() {
-            return;
-        }
-    }
-    std::future::pending().await
 }
 
 /// What open() does once the session exists.

@@ -58,7 +58,7 @@ pub(super) fn cancel_either(
 }
 
 /// Resolves once `abort` is true; never without one (a kernel cell's, waited on beside its
-/// deadline).
+/// deadline; open()'s, beside its steps).
 pub(super) async fn abort_requested(abort: &mut Option<tokio::sync::watch::Receiver<bool>>) {
     match abort {
         Some(rx) => turns_true(rx).await,

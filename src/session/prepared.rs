@@ -381,35 +381,13 @@ mod tests {
     }
 
     fn spec(channel: bool, stdin: bool, tty: bool, connector: bool) -> BoxSpec {
-        use crate::engine::shared::spec::{RootSpec, TtySize};
+        use crate::engine::shared::spec::TtySize;
         BoxSpec {
-            root: RootSpec::Host,
-            workspace: "/nonexistent".into(),
-            workspace_target: "/workspace".into(),
-            tmpfs: Vec::new(),
-            limits: Default::default(),
-            timeout_ms: 1000,
-            argv: vec!["true".into()],
-            env: Vec::new(),
-            hostname: "sandbox".into(),
-            user: None,
             channel,
             stdin,
-            binds: Vec::new(),
-            host_network: false,
-            etc: Vec::new(),
-            readonly_in_workspace: Vec::new(),
-            egress: None,
-            apparmor: None,
-            keep_caps: Vec::new(),
-            seccomp: None,
-            devices: Vec::new(),
-            resident: None,
-            cwd: None,
             tty: tty.then_some(TtySize { cols: 80, rows: 24 }),
             connector,
-            serves_zygote: false,
-            zygote: false,
+            ..BoxSpec::for_tests()
         }
     }
 

@@ -346,38 +346,10 @@ fn filters(p: &Posture) -> Vec<Op> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::shared::spec::{BoxUser, RootSpec};
+    use crate::engine::shared::spec::BoxUser;
 
     fn spec() -> BoxSpec {
-        BoxSpec {
-            root: RootSpec::Host,
-            workspace: "/nonexistent".into(),
-            workspace_target: "/workspace".into(),
-            tmpfs: Vec::new(),
-            limits: Default::default(),
-            timeout_ms: 1000,
-            argv: vec!["true".into()],
-            env: Vec::new(),
-            hostname: "sandbox".into(),
-            user: None,
-            channel: false,
-            stdin: false,
-            binds: Vec::new(),
-            host_network: false,
-            etc: Vec::new(),
-            readonly_in_workspace: Vec::new(),
-            egress: None,
-            apparmor: None,
-            keep_caps: Vec::new(),
-            seccomp: None,
-            devices: Vec::new(),
-            resident: None,
-            cwd: None,
-            tty: None,
-            connector: false,
-            serves_zygote: false,
-            zygote: false,
-        }
+        BoxSpec::for_tests()
     }
 
     fn of(spec: &BoxSpec, fallback: &Fallback, uid_now: u32) -> Workload {

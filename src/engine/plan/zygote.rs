@@ -114,9 +114,7 @@ mod tests {
     #[test]
     fn plans_are_plain_json_and_end_in_the_filter() {
         let p = plans(&spec(), &Fallback::default(), |n| {
-            std::fs::symlink_metadata(format!("/proc/{n}"))
-                .ok()
-                .map(|m| m.is_dir())
+            super::super::pid1::proc_kind_at("/proc", n)
         });
         let json = serde_json::to_string(&p).expect("json");
         if let Ok(out) = std::env::var("KERN_ZYGOTE_PLAN_OUT") {

@@ -231,6 +231,41 @@ impl EtcOverride {
 pub const CHANNEL_FD: i32 = 3;
 
 impl BoxSpec {
+    /// For unit tests: the host's root, no caps, nothing asked beyond running `true` in a
+    /// workspace that need not exist; a test sets the fields it is about.
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> BoxSpec {
+        BoxSpec {
+            root: RootSpec::Host,
+            workspace: "/nonexistent".into(),
+            workspace_target: "/workspace".into(),
+            tmpfs: Vec::new(),
+            limits: Default::default(),
+            timeout_ms: 1000,
+            argv: vec!["true".into()],
+            env: Vec::new(),
+            hostname: "sandbox".into(),
+            user: None,
+            channel: false,
+            stdin: false,
+            binds: Vec::new(),
+            host_network: false,
+            etc: Vec::new(),
+            readonly_in_workspace: Vec::new(),
+            egress: None,
+            apparmor: None,
+            keep_caps: Vec::new(),
+            seccomp: None,
+            devices: Vec::new(),
+            resident: None,
+            cwd: None,
+            tty: None,
+            connector: false,
+            serves_zygote: false,
+            zygote: false,
+        }
+    }
+
     /// Whether the box's mounts must be locked (`nest`): only a workload that keeps
     /// CAP_SYS_ADMIN can mount, remount or unmount at all; without it the lock would buy
     /// nothing and cost a user namespace per box.

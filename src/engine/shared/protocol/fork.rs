@@ -106,7 +106,6 @@ mod tests {
     /// outside a zygote), are these messages' bytes.
     #[test]
     fn the_zygotes_python_names_the_same_bytes() {
-        use std::io::Write;
         let script = "import ast, sys\n\
             tree = ast.parse(sys.stdin.read())\n\
             names = {}\n\
@@ -115,20 +114,7 @@ mod tests {
                     names[n.targets[0].id] = ast.literal_eval(n.value)\n\
             for k in sorted(names):\n    \
                 sys.stdout.buffer.write(k.encode() + b'=' + names[k] + b'\\n')\n";
-        let mut python = std::process::Command::new("python3")
-            .args(["-c", script])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3, which the zygote needs, runs here");
-        python
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(include_str!("../../../lang/zygote.py").as_bytes())
-            .expect("write");
-        let out = python.wait_with_output().expect("python3");
-        assert!(out.status.success(), "{:?}", out.status);
+        let out = super::super::on_zygote_py(script);
         let want = [
             (&b"_KERN_FORK_FORKED"[..], FromFork::Forked.encode()),
             (b"_KERN_FORK_GO", ToFork::Go.encode().expect("go")),
@@ -138,7 +124,7 @@ mod tests {
         .flat_map(|(k, v)| [k.to_vec(), b"=".to_vec(), v.clone(), b"\n".to_vec()].concat())
         .collect::<Vec<u8>>();
         assert_eq!(
-            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out),
             String::from_utf8_lossy(&want)
         );
     }

@@ -51,3 +51,25 @@ impl ProtocolError {
         }
     }
 }
+
+/// Runs `script` with zygote.py's source on its stdin (the file itself refuses to run outside
+/// a zygote, so a test takes what it checks out of it with `ast`); its stdout.
+#[cfg(test)]
+fn on_zygote_py(script: &str) -> Vec<u8> {
+    use std::io::Write;
+    let mut python = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3, which the zygote needs, runs here");
+    python
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(include_str!("../../../lang/zygote.py").as_bytes())
+        .expect("write");
+    let out = python.wait_with_output().expect("python3");
+    assert!(out.status.success(), "{:?}", out.status);
+    out.stdout
+}

@@ -253,7 +253,6 @@ mod tests {
     /// outside a zygote), writes every variant byte for byte as `encode` does.
     #[test]
     fn the_zygotes_python_encoder_agrees_with_this_one() {
-        use std::io::Write;
         let cases = every_variant();
         let long = "é".repeat(MAX_LINE);
         let script = format!(
@@ -266,21 +265,7 @@ mod tests {
                  sys.stdout.buffer.write(_kern_pid1_msg(*args))\n",
             cases.iter().map(|(_, a)| *a).collect::<Vec<_>>().join(", ")
         );
-        let mut python = std::process::Command::new("python3")
-            .args(["-c", &script])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("python3, which the zygote needs, runs here");
-        python
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(include_str!("../../../lang/zygote.py").as_bytes())
-            .unwrap();
-        let out = python.wait_with_output().unwrap();
-        assert!(out.status.success(), "{:?}", out.status);
-        let out = String::from_utf8(out.stdout).unwrap();
+        let out = String::from_utf8(super::super::on_zygote_py(&script)).expect("UTF-8");
         let mut lines = out.split_inclusive('\n');
         for (m, args) in cases {
             let line = lines.next().unwrap_or_default();
