@@ -700,8 +700,12 @@ export class Kernel {
     signal?: AbortSignal | undefined;
     /** ADDITION: this cell's results, one by one (as `PerCallOptions.onResult`). */
     onResult?: ((result: Result) => void) | null | undefined;
-    /** ADDITION: the Sandbox's `onStdout`/`onStderr` get this cell's output as whole lines. */
+    /** ADDITION: `onStdout`/`onStderr` get this cell's output as whole lines. */
     lineBuffered?: boolean | undefined;
+    /** ADDITION: this cell's stdout chunks, instead of the Sandbox's `onStdout`; null: none. */
+    onStdout?: ((chunk: Buffer) => void) | null | undefined;
+    /** ADDITION: this cell's stderr chunks, instead of the Sandbox's `onStderr`; null: none. */
+    onStderr?: ((chunk: Buffer) => void) | null | undefined;
     /** ADDITION: variables set for this cell only (and the processes it starts), over the
      * kernel's own env, with a call's `env` rules; a bad one throws before the cell runs. After
      * the cell each gets its old value back (or is removed), except one the cell itself changed

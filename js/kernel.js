@@ -47,10 +47,15 @@ class Kernel {
     opts = checkOptions(opts, OPTIONS.cell, 'per-cell options must be an object',
       (k) => `unknown per-cell option \`${k}\`; a kernel cell takes ${OPTIONS.cell.join(', ')}`);
     checkCallback('onResult', opts.onResult);
+    checkCallback('onStdout', opts.onStdout);
+    checkCallback('onStderr', opts.onStderr);
     checkLineBuffered(opts.lineBuffered);
     const errors = [];
-    const out = byLines(guard('onStdout', this.#onStdout, errors), opts.lineBuffered);
-    const err = byLines(guard('onStderr', this.#onStderr, errors), opts.lineBuffered);
+    // Addition: a cell's own callbacks win over the Sandbox's; null turns streaming off.
+    const onStdout = opts.onStdout === undefined ? this.#onStdout : opts.onStdout;
+    const onStderr = opts.onStderr === undefined ? this.#onStderr : opts.onStderr;
+    const out = byLines(guard('onStdout', onStdout, errors), opts.lineBuffered);
+    const err = byLines(guard('onStderr', onStderr, errors), opts.lineBuffered);
     const live = liveResults(guard('onResult', opts.onResult, errors));
     const request = toWire({ code, timeoutS: opts.timeoutS, env: opts.env }, 'cell');
     const signal = opts.signal;

@@ -22,5 +22,5 @@ module.exports = {
   /** `terminal()` (an addition). */
   terminal: ['argv', 'cols', 'rows', 'env', 'cwd'],
   /** A kernel's `runCode()`. */
-  cell: ['timeoutS', 'signal', 'onResult', 'lineBuffered', 'env'],
+  cell: ['timeoutS', 'signal', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
 };

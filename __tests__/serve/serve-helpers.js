@@ -1,0 +1,70 @@
+'use strict';
+// Shared by the `kern serve` suites: a real server on a free loopback port, in this process, and
+// the E2B SDKs pointed at it the way a user points them, through E2B_API_URL, E2B_SANDBOX_URL and
+// E2B_API_KEY.
+
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { spawn } = require('child_process');
+const { parseArgs } = require('../../js/serve/config.js');
+const { createServe } = require('../../js/serve/server.js');
+const { createLogger } = require('../../js/serve/log.js');
+const { ROOTFS } = require('../helpers.js');
+
+const KEY = 'kern-test-key-0123456789abcdef';
+const OTHER_KEY = 'kern-test-key-fedcba9876543210';
+
+/** Starts a server with `args` (over a test image and two keys); sets the SDK's variables. */
+async function startServe(args = [], env = { KERN_API_KEYS: `${KEY},${OTHER_KEY}` }) {
+  const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-serve-test-'));
+  const cfg = parseArgs(['--listen', '127.0.0.1:0', '--image', ROOTFS, '--state-dir', stateDir, ...args], env);
+  const logs = [];
+  const log = createLogger('debug', { write: (line) => logs.push(line) });
+  const serve = createServe(cfg, { log });
+  const addr = await serve.listen();
+  const url = `http://127.0.0.1:${addr.port}`;
+  process.env.E2B_API_URL = url;
+  process.env.E2B_SANDBOX_URL = url;
+  process.env.E2B_API_KEY = KEY;
+  return { serve, url, stateDir, logs, close: () => serve.close() };
+}
+
+/** Runs `body` (the inside of an async function) in a separate Node program that imports the
+ * unmodified SDKs as a user's program would (`Sandbox`, the `e2b` module as `e2b`, the code
+ * interpreter's as `ci`, `CISandbox`), with the variables `startServe` set plus `env`. Resolves
+ * to what `body` returns (JSON), or `{ thrown: { name, message } }`. */
+function sdk(body, env = {}) {
+  const program = `
+import * as e2b from 'e2b';
+import * as ci from '@e2b/code-interpreter';
+const { Sandbox } = e2b;
+const CISandbox = ci.Sandbox;
+const main = async () => { ${body}\n};
+main().then(
+  (v) => process.stdout.write(JSON.stringify({ value: v === undefined ? null : v })),
+  (e) => process.stdout.write(JSON.stringify({ thrown: { name: e && e.constructor ? e.constructor.name : 'Error', message: String(e && e.message) } })),
+);`;
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['--input-type=module', '-e', program], {
+      cwd: path.join(__dirname, '..', '..'),
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (err += c));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      try {
+        const r = JSON.parse(out);
+        resolve(r.thrown ? r : r.value);
+      } catch {
+        reject(new Error(`the SDK program exited ${code} without a result: ${out}${err}`));
+      }
+    });
+  });
+}
+
+module.exports = { startServe, sdk, KEY, OTHER_KEY };

@@ -1,0 +1,124 @@
+'use strict';
+// The control plane: E2B's REST routes the SDKs call at E2B_API_URL (their OpenAPI spec,
+// `spec/openapi.yml` in e2b-dev/E2B). Every route but /health and /metrics needs an API key in
+// `X-API-KEY`, and a key sees and reaches only the sandboxes it created.
+
+const { ApiError } = require('./errors.js');
+const { timeoutSeconds } = require('./sandboxes.js');
+
+/** Routes E2B has that kern serve does not serve yet: each answers 501 with E2B's error body. */
+const NOT_YET = [
+  [/^\/sandboxes\/[^/]+\/pause$/, 'pausing a sandbox'],
+  [/^\/sandboxes\/[^/]+\/resume$/, 'resuming a sandbox'],
+  [/^\/sandboxes\/[^/]+\/fork$/, 'forking a sandbox'],
+  [/^\/sandboxes\/[^/]+\/snapshots$/, 'snapshots'],
+  [/^\/snapshots/, 'snapshots'],
+  [/^\/sandboxes\/[^/]+\/network$/, 'changing a sandbox\'s network'],
+  [/^\/sandboxes\/[^/]+\/metrics$/, 'sandbox metrics'],
+  [/^\/sandboxes\/metrics$/, 'sandbox metrics'],
+  [/^\/volumes/, 'volumes'],
+  [/^\/volumecontent/, 'volumes'],
+  [/^\/(v[0-9]+\/)?templates/, 'building templates (map template names to images with --template NAME=IMAGE)'],
+  [/^\/secrets/, 'secrets'],
+];
+
+/** `metadata=k%3Dv%26k2%3Dv2` (the SDK's encoding) as an object. */
+function metadataFilter(q) {
+  if (!q) return null;
+  const out = {};
+  for (const [k, v] of new URLSearchParams(q)) out[decodeURIComponent(k)] = decodeURIComponent(v);
+  return out;
+}
+
+async function handle(ctx, req, res) {
+  const url = new URL(req.url, 'http://x');
+  const p = url.pathname.replace(/\/+$/, '') || '/';
+  const m = req.method;
+
+  if (p === '/health' && m === 'GET') {
+    ctx.sendJson(res, 200, { status: 'ok', sandboxes: ctx.sandboxes.byId.size });
+    return 'GET /health';
+  }
+  if (p === '/metrics' && m === 'GET') {
+    const text = await ctx.metrics.registry.metrics();
+    res.writeHead(200, { 'content-type': ctx.metrics.registry.contentType });
+    res.end(text);
+    return 'GET /metrics';
+  }
+
+  const header = req.headers['x-api-key'] ?? (req.headers.authorization || '').replace(/^Bearer\s+/i, '');
+  const owner = ctx.keys.check(header);
+  if (owner === null) {
+    ctx.log.info('refused: no valid API key', { path: p });
+    throw new ApiError(401, 'Invalid API key: give one of kern serve\'s keys in E2B_API_KEY');
+  }
+
+  const sandbox = /^(?:\/v2)?\/sandboxes\/([^/]+)(\/[a-z]+)?$/.exec(p);
+  if ((p === '/sandboxes' || p === '/v2/sandboxes') && m === 'POST') {
+    const s = await ctx.sandboxes.create(owner, await ctx.readJson(req));
+    ctx.sendJson(res, 201, s.created());
+    return 'POST /sandboxes';
+  }
+  if ((p === '/sandboxes' || p === '/v2/sandboxes') && m === 'GET') {
+    const meta = metadataFilter(url.searchParams.get('metadata'));
+    const states = url.searchParams.getAll('state').flatMap((s) => s.split(','));
+    const template = url.searchParams.get('template');
+    let list = ctx.sandboxes.list(owner)
+      .filter((s) => !meta || Object.entries(meta).every(([k, v]) => s.metadata[k] === v))
+      .filter(() => states.length === 0 || states.includes('running'))
+      .filter((s) => !template || s.template === template)
+      .sort((a, b) => a.startedAt - b.startedAt);
+    const limit = Number(url.searchParams.get('limit') || 0);
+    const from = Number(url.searchParams.get('nextToken') || 0);
+    if (!Number.isInteger(limit) || limit < 0 || !Number.isInteger(from) || from < 0) throw new ApiError(400, 'limit and nextToken must be whole numbers');
+    list = list.slice(from);
+    if (limit > 0 && list.length > limit) {
+      res.setHeader('x-next-token', String(from + limit));
+      list = list.slice(0, limit);
+    }
+    ctx.sendJson(res, 200, list.map((s) => s.info()));
+    return 'GET /sandboxes';
+  }
+  if (sandbox) {
+    const [, id, action = ''] = sandbox;
+    const s = ctx.sandboxes.get(id, owner);
+    if (action === '' && m === 'GET') {
+      ctx.sendJson(res, 200, s.info());
+      return 'GET /sandboxes/:id';
+    }
+    if (action === '' && m === 'DELETE') {
+      await ctx.sandboxes.kill(s, 'killed');
+      res.writeHead(204).end();
+      return 'DELETE /sandboxes/:id';
+    }
+    if (action === '/timeout' && m === 'POST') {
+      const body = await ctx.readJson(req);
+      s.setTimeoutS(timeoutSeconds(body.timeout, 0));
+      res.writeHead(204).end();
+      return 'POST /sandboxes/:id/timeout';
+    }
+    if (action === '/refreshes' && m === 'POST') {
+      const body = await ctx.readJson(req);
+      if (body.duration !== undefined) s.setTimeoutS(timeoutSeconds(body.duration, 0));
+      res.writeHead(204).end();
+      return 'POST /sandboxes/:id/refreshes';
+    }
+    if (action === '/connect' && m === 'POST') {
+      const body = await ctx.readJson(req);
+      if (body.memory === false) throw new ApiError(400, 'resuming with a reboot is not supported by kern serve: its sandboxes are never paused');
+      // Connecting never shortens a sandbox's life, as in E2B.
+      if (body.timeout !== undefined) {
+        const t = timeoutSeconds(body.timeout, 0);
+        if (Date.now() + t * 1000 > s.endAt.getTime()) s.setTimeoutS(t);
+      }
+      ctx.sendJson(res, 200, s.created());
+      return 'POST /sandboxes/:id/connect';
+    }
+  }
+  for (const [re, what] of NOT_YET) {
+    if (re.test(p)) throw new ApiError(501, `${what} is not supported by kern serve yet`);
+  }
+  throw new ApiError(404, `no route ${m} ${p}`);
+}
+
+module.exports = { handle };

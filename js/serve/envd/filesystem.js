@@ -1,0 +1,136 @@
+'use strict';
+// envd's `filesystem.Filesystem` Connect service (vendor/e2b-envd/filesystem/filesystem.proto).
+// Each operation runs as a small command in a box of the sandbox (its own posture, its own view
+// of the tree, any path of the box), so the host never follows a path the box controls.
+// Needs GNU find and coreutils in the image (Debian/Ubuntu images have them).
+
+const { ConnectError, Code, toConnectError } = require('../errors.js');
+const { SANDBOX } = require('./context.js');
+const { resolvePath, requestUser } = require('./paths.js');
+
+/** One entry per NUL-terminated record: type, size, mode, owner, group, mtime, link, path. */
+const PRINTF = '%y\\0%s\\0%m\\0%u\\0%g\\0%T@\\0%l\\0%p\\0';
+const FIELDS = 8;
+const TYPES = { f: 1, d: 2, l: 3 };
+const MODE_CHAR = { f: '-', d: 'd', l: 'L' };
+
+function permissions(kind, mode) {
+  const rwx = ['r', 'w', 'x'];
+  let s = MODE_CHAR[kind] ?? '?';
+  for (let i = 8; i >= 0; i--) s += mode & (1 << i) ? rwx[(8 - i) % 3] : '-';
+  return s;
+}
+
+function parseEntries(stdout) {
+  const parts = stdout.split('\0');
+  const out = [];
+  for (let i = 0; i + FIELDS <= parts.length; i += FIELDS) {
+    const [kind, size, mode, owner, group, mtime, link, p] = parts.slice(i, i + FIELDS);
+    const m = parseInt(mode, 8);
+    const [sec, frac = '0'] = mtime.split('.');
+    out.push({
+      name: p === '/' ? '/' : p.slice(p.lastIndexOf('/') + 1),
+      type: TYPES[kind] ?? 0,
+      path: p,
+      size: BigInt(size),
+      mode: m,
+      permissions: permissions(kind, m),
+      owner,
+      group,
+      modifiedTime: { seconds: BigInt(sec), nanos: Number(frac.padEnd(9, '0').slice(0, 9)) },
+      symlinkTarget: kind === 'l' ? link : undefined,
+    });
+  }
+  return out;
+}
+
+/** Runs `script` (sh, with `args` as $1…) in a box of `s`; a failure becomes the ConnectError
+ * its exit code or message names. */
+async function inBox(s, script, args) {
+  let r;
+  try {
+    r = await s.sandbox.run(['sh', '-c', script, 'sh', ...args], { cwd: '/', timeoutS: 60 });
+  } catch (e) {
+    throw toConnectError(e);
+  }
+  if (r.exitCode === 0 && !r.fault) return r.stdout;
+  const err = r.codeStderr.trim().split('\n').pop() || (r.fault && r.fault.message) || `exit ${r.exitCode}`;
+  if (r.exitCode === 2 || /No such file or directory/.test(err)) throw new ConnectError(`${args[0]}: no such file or directory`, Code.NotFound);
+  if (r.exitCode === 17) throw new ConnectError(`${args[0]} already exists`, Code.AlreadyExists);
+  if (r.exitCode === 20) throw new ConnectError(`${args[0]} is not a directory`, Code.InvalidArgument);
+  if (/Permission denied|Read-only file system|Operation not permitted/.test(err)) throw new ConnectError(err, Code.PermissionDenied);
+  throw new ConnectError(err, Code.Internal);
+}
+
+const EXISTS = '{ [ -e "$1" ] || [ -L "$1" ]; } || exit 2;';
+
+async function stat(s, p) {
+  const [entry] = parseEntries(await inBox(s, `${EXISTS} exec find "$1" -maxdepth 0 -printf '${PRINTF}'`, [p]));
+  if (!entry) throw new ConnectError(`${p}: no such file or directory`, Code.NotFound);
+  return entry;
+}
+
+function filesystemService() {
+  return {
+    async stat(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      await requestUser(s, ctx.requestHeader);
+      return { entry: await stat(s, resolvePath(s, req.path)) };
+    },
+
+    async listDir(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      await requestUser(s, ctx.requestHeader);
+      const p = resolvePath(s, req.path);
+      const depth = Math.max(1, Math.min(req.depth || 1, 64));
+      const script = `${EXISTS} [ -d "$1" ] || exit 20; exec find "$1" -mindepth 1 -maxdepth "$2" -printf '${PRINTF}'`;
+      const entries = parseEntries(await inBox(s, script, [p, String(depth)]));
+      entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+      return { entries };
+    },
+
+    async makeDir(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      await requestUser(s, ctx.requestHeader);
+      const p = resolvePath(s, req.path);
+      const script = `{ [ -e "$1" ] || [ -L "$1" ]; } && exit 17; mkdir -p -- "$1" && exec find "$1" -maxdepth 0 -printf '${PRINTF}'`;
+      const [entry] = parseEntries(await inBox(s, script, [p]));
+      return { entry };
+    },
+
+    async move(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      await requestUser(s, ctx.requestHeader);
+      const from = resolvePath(s, req.source);
+      const to = resolvePath(s, req.destination);
+      const script = `${EXISTS} mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2" && exec find "$2" -maxdepth 0 -printf '${PRINTF}'`;
+      const [entry] = parseEntries(await inBox(s, script, [from, to]));
+      return { entry };
+    },
+
+    async remove(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      await requestUser(s, ctx.requestHeader);
+      const p = resolvePath(s, req.path);
+      if (p === '/' || p === s.home || p === '/tmp') throw new ConnectError(`${p} can't be removed`, Code.InvalidArgument);
+      await inBox(s, `${EXISTS} exec rm -rf -- "$1"`, [p]);
+      return {};
+    },
+
+    // oxlint-disable-next-line require-yield -- refused before its first event
+    async *watchDir() {
+      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+    },
+    async createWatcher() {
+      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+    },
+    async getWatcherEvents() {
+      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+    },
+    async removeWatcher() {
+      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+    },
+  };
+}
+
+module.exports = { filesystemService, stat };

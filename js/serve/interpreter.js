@@ -1,0 +1,198 @@
+'use strict';
+// E2B's code interpreter (sandbox port 49999), as `@e2b/code-interpreter` and
+// `e2b-code-interpreter` call it: `POST /execute` streams a cell's output as JSON lines, and
+// `/contexts` makes, lists, restarts and removes code contexts. A context is a library kernel
+// (`Sandbox.kernel()`), started at its first cell; each language has a default context.
+
+const crypto = require('crypto');
+const { StringDecoder } = require('string_decoder');
+const { ApiError } = require('./errors.js');
+const { resolvePath } = require('./envd/paths.js');
+
+/** E2B's language names, and the kernel each runs in. */
+const LANGUAGES = {
+  python: { language: 'python' },
+  js: { language: 'node' },
+  javascript: { language: 'node' },
+  ts: { language: 'typescript' },
+  typescript: { language: 'typescript' },
+  r: { jupyter: 'ir' },
+  bash: { jupyter: 'bash' },
+};
+/** A cell runs until the client stops waiting (the SDK's `timeoutMs`), at most a day. */
+const CELL_TIMEOUT_S = 86400;
+/** MIME types as E2B names a result's formats; any other stays under its MIME type. */
+const FORMATS = {
+  'text/plain': 'text',
+  'text/html': 'html',
+  'text/markdown': 'markdown',
+  'image/svg+xml': 'svg',
+  'image/png': 'png',
+  'image/jpeg': 'jpeg',
+  'application/pdf': 'pdf',
+  'text/latex': 'latex',
+  'application/json': 'json',
+  'application/javascript': 'javascript',
+};
+
+class Context {
+  constructor(s, language, cwd) {
+    this.s = s;
+    this.id = crypto.randomUUID();
+    this.language = language;
+    this.cwd = cwd;
+    this.kernel = null;
+  }
+
+  async ensure() {
+    if (!this.kernel) {
+      this.kernel = this.s.sandbox.kernel({ ...LANGUAGES[this.language], cwd: this.cwd, timeoutS: CELL_TIMEOUT_S }).catch((e) => {
+        this.kernel = null;
+        throw e;
+      });
+    }
+    return this.kernel;
+  }
+
+  async close() {
+    const k = this.kernel;
+    this.kernel = null;
+    if (k) await (await k.catch(() => null))?.close().catch(() => {});
+  }
+
+  view() {
+    return { id: this.id, language: this.language, cwd: this.cwd };
+  }
+}
+
+function languageOf(v) {
+  const l = (v ?? 'python').toLowerCase();
+  if (!Object.hasOwn(LANGUAGES, l)) throw new ApiError(400, `language ${JSON.stringify(v)} is not one kern serve runs: python, js, ts, r or bash (r and bash when the image has their Jupyter kernel)`);
+  return l;
+}
+
+function newContext(s, body) {
+  const language = languageOf(body.language);
+  const cwd = body.cwd === undefined || body.cwd === null ? s.home : resolvePath(s, String(body.cwd));
+  const c = new Context(s, language, cwd);
+  s.contexts.set(c.id, c);
+  return c;
+}
+
+/** A library Result as E2B's result message. */
+function resultMessage(r) {
+  const msg = { type: 'result' };
+  for (const [mime, v] of Object.entries(r.data)) msg[FORMATS[mime] ?? mime] = v;
+  if (r.chart) msg.chart = r.chart;
+  msg.is_main_result = r.isMainResult;
+  return msg;
+}
+
+async function execute(ctx, s, req, res) {
+  const body = await ctx.readJson(req, 16 << 20);
+  if (typeof body.code !== 'string') throw new ApiError(400, 'code must be a string');
+  if (body.context_id && body.language) throw new ApiError(400, 'give context_id or language, not both');
+  let c;
+  if (body.context_id) {
+    c = s.contexts.get(String(body.context_id));
+    if (!c) throw new ApiError(404, `context ${body.context_id} not found`);
+  } else {
+    const language = languageOf(body.language);
+    s.defaults ??= new Map();
+    c = s.defaults.get(language);
+    if (!c) {
+      c = newContext(s, { language });
+      s.defaults.set(language, c);
+    }
+  }
+  const env = body.env_vars ?? undefined;
+  if (env !== undefined && (typeof env !== 'object' || Array.isArray(env))) throw new ApiError(400, 'env_vars must be an object of strings');
+
+  let kernel;
+  try {
+    kernel = await c.ensure();
+  } catch (e) {
+    throw new ApiError(400, `the ${c.language} context could not start: ${e.message}`);
+  }
+  const abort = new AbortController();
+  res.on('close', () => {
+    if (!res.writableFinished) abort.abort(new Error('the client went away'));
+  });
+  res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+  const send = (m) => res.write(JSON.stringify(m) + '\n');
+  const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+  const stream = (type) => (chunk) => {
+    const text = decoders[type].write(chunk);
+    if (text) send({ type, text, timestamp: Date.now() * 1000 });
+  };
+  let r;
+  try {
+    r = await kernel.runCode(body.code, {
+      env: env && Object.keys(env).length ? env : undefined,
+      signal: abort.signal,
+      onStdout: stream('stdout'),
+      onStderr: stream('stderr'),
+      onResult: (result) => send(resultMessage(result)),
+    });
+  } catch (e) {
+    if (abort.signal.aborted) return 'POST /execute';
+    send({ type: 'error', name: e.code === 'ERR_INVALID_OPTION' ? 'InvalidArgument' : 'KernelError', value: e.message, traceback: '' });
+    res.end();
+    return 'POST /execute';
+  }
+  for (const type of ['stdout', 'stderr']) {
+    const rest = decoders[type].end();
+    if (rest) send({ type, text: rest, timestamp: Date.now() * 1000 });
+  }
+  if (r.error) {
+    const tb = Array.isArray(r.error.traceback) ? r.error.traceback.join('\n') : r.error.traceback;
+    send({ type: 'error', name: r.error.name, value: r.error.value, traceback: tb });
+  } else if (r.fault) {
+    // The kernel's box ended (a timeout, memory): the context starts afresh at its next cell.
+    c.kernel = null;
+    send({ type: 'error', name: r.fault.type, value: r.fault.message, traceback: '' });
+  }
+  if (r.executionCount !== null) send({ type: 'number_of_executions', execution_count: r.executionCount });
+  send({ type: 'end_of_execution' });
+  res.end();
+  return 'POST /execute';
+}
+
+async function handle(ctx, s, req, res, url) {
+  const p = url.pathname.replace(/\/+$/, '') || '/';
+  const m = req.method;
+  if (p === '/health' && m === 'GET') {
+    ctx.sendJson(res, 200, 'OK');
+    return 'interpreter /health';
+  }
+  if (p === '/execute' && m === 'POST') return execute(ctx, s, req, res);
+  if (p === '/contexts' && m === 'POST') {
+    const c = newContext(s, await ctx.readJson(req));
+    ctx.sendJson(res, 200, c.view());
+    return 'POST /contexts';
+  }
+  if (p === '/contexts' && m === 'GET') {
+    ctx.sendJson(res, 200, [...s.contexts.values()].map((c) => c.view()));
+    return 'GET /contexts';
+  }
+  const one = /^\/contexts\/([^/]+)(\/restart)?$/.exec(p);
+  if (one) {
+    const c = s.contexts.get(one[1]);
+    if (!c) throw new ApiError(404, `context ${one[1]} not found`);
+    if (one[2] && m === 'POST') {
+      await c.close();
+      res.writeHead(204).end();
+      return 'POST /contexts/:id/restart';
+    }
+    if (!one[2] && m === 'DELETE') {
+      await c.close();
+      s.contexts.delete(c.id);
+      for (const [l, d] of s.defaults ?? []) if (d === c) s.defaults.delete(l);
+      res.writeHead(204).end();
+      return 'DELETE /contexts/:id';
+    }
+  }
+  throw new ApiError(404, `no code interpreter route ${m} ${p}`);
+}
+
+module.exports = { handle };

@@ -1,0 +1,327 @@
+'use strict';
+// The sandboxes a `kern serve` holds: each E2B sandbox is one library `Sandbox` (its workspace
+// is the sandbox's home, `/home/user`, and a second host directory is its `/tmp`, so files
+// written there outlive one command, as in E2B's VM), with its own processes, code contexts,
+// owner (the API key that made it) and deadline.
+
+const crypto = require('crypto');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { Sandbox } = require('../sandbox.js');
+const { imageFor, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S } = require('./config.js');
+const { newToken } = require('./auth.js');
+const { ApiError } = require('./errors.js');
+
+/** The envd version we report: 0.5.7 is the first with octet-stream uploads, which we serve;
+ * below 0.6.2, so the SDK itself refuses file metadata (xattrs), which we don't keep. */
+const ENVD_VERSION = '0.5.7';
+/** E2B's home and default working directory: the workspace is mounted there. */
+const HOME = '/workspace'; // TEMP until workspaceMount lands
+/** A finished process stays listed for `Connect` this long after its end. */
+const ENDED_KEEP_MS = 30_000;
+
+function validStringMap(v, what) {
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'object' || Array.isArray(v)) throw new ApiError(400, `${what} must be an object of strings`);
+  for (const [k, s] of Object.entries(v)) {
+    if (typeof s !== 'string') throw new ApiError(400, `${what}.${k} must be a string`);
+  }
+  return { ...v };
+}
+
+/** Seconds from an E2B `timeout` field, bounded as E2B bounds it. */
+function timeoutSeconds(v, fallback) {
+  if (v === undefined || v === null) return fallback;
+  if (!Number.isInteger(v) || v < 0 || v > MAX_TIMEOUT_S) throw new ApiError(400, `timeout must be a whole number of seconds from 0 to ${MAX_TIMEOUT_S}`);
+  return v;
+}
+
+/** The library options an E2B create request asks for, or an ApiError saying what we can't do. */
+function networkOptions(body) {
+  const net = body.network ?? {};
+  if (typeof net !== 'object' || Array.isArray(net)) throw new ApiError(400, 'network must be an object');
+  const allowOut = net.allowOut ?? [];
+  const denyOut = net.denyOut ?? [];
+  if (!Array.isArray(allowOut) || !allowOut.every((s) => typeof s === 'string')) throw new ApiError(400, 'network.allowOut must be a list of strings');
+  if (!Array.isArray(denyOut) || !denyOut.every((s) => typeof s === 'string')) throw new ApiError(400, 'network.denyOut must be a list of strings');
+  for (const k of ['rules', 'egressProxy']) {
+    if (net[k] !== undefined && net[k] !== null) throw new ApiError(400, `network.${k} is not supported by kern serve`);
+  }
+  if (net.allowPublicTraffic === false || net.maskRequestHost) {
+    throw new ApiError(400, 'network.allowPublicTraffic and maskRequestHost are not supported by kern serve (sandbox ports are not exposed)');
+  }
+  if (denyOut.length > 0) {
+    throw new ApiError(400, 'network.denyOut is not supported by kern serve: a sandbox has no network unless network.allowOut lists where it may go');
+  }
+  if (allowOut.length > 0) {
+    if (body.allow_internet_access === false) throw new ApiError(400, 'allow_internet_access: false contradicts network.allowOut');
+    return { egressAllow: allowOut };
+  }
+  if (body.allow_internet_access === true) {
+    throw new ApiError(400, 'kern serve gives a sandbox no open internet: list the hosts it may reach in network.allowOut (the SDK\'s `network: { allowOut: [...] }`)');
+  }
+  return {};
+}
+
+class ServedProcess {
+  constructor(pid, tag, config, pty) {
+    this.pid = pid;
+    this.tag = tag;
+    this.config = config;
+    this.pty = pty;
+    this.handle = null;
+    this.listeners = new Set();
+    this.end = null;
+    this.started = null;
+  }
+
+  /** Sends `ev` ({ kind: 'stdout'|'stderr'|'pty', data } or { kind: 'end', ... }) to every stream. */
+  emit(ev) {
+    if (ev.kind === 'end') this.end = ev;
+    for (const l of this.listeners) l(ev);
+  }
+
+  /** An async iterator of this process's events from now on, ending after its end event; with
+   * `keepaliveMs`, a `keepalive` event after that long without another. */
+  subscribe(signal, keepaliveMs) {
+    const queue = [];
+    let wake = null;
+    const push = (ev) => {
+      queue.push(ev);
+      if (wake) wake();
+    };
+    this.listeners.add(push);
+    if (this.end) push(this.end);
+    signal?.addEventListener('abort', () => wake && wake(), { once: true });
+    const self = this;
+    return (async function* events() {
+      try {
+        for (;;) {
+          while (queue.length) {
+            const ev = queue.shift();
+            yield ev;
+            if (ev.kind === 'end') return;
+          }
+          if (signal && signal.aborted) return;
+          let timer = null;
+          const idle = await new Promise((resolve) => {
+            wake = () => resolve(false);
+            if (keepaliveMs) timer = setTimeout(() => resolve(true), keepaliveMs);
+          });
+          clearTimeout(timer);
+          wake = null;
+          if (idle && !queue.length) yield { kind: 'keepalive' };
+        }
+      } finally {
+        self.listeners.delete(push);
+      }
+    })();
+  }
+}
+
+class ServedSandbox {
+  constructor({ id, owner, template, metadata, envs, timeoutS, memoryMb, stateDir }) {
+    this.id = id;
+    this.owner = owner;
+    this.template = template;
+    this.metadata = metadata;
+    this.envs = envs;
+    this.memoryMb = memoryMb;
+    // envd's calls carry `X-Access-Token`; the code interpreter's, `E2B-Traffic-Access-Token`.
+    this.accessToken = newToken();
+    this.trafficToken = newToken();
+    this.startedAt = new Date();
+    this.dir = path.join(stateDir, id);
+    this.home = HOME;
+    this.processes = new Map();
+    this.nextPid = 1000;
+    this.contexts = new Map();
+    this.sandbox = null;
+    this.ended = null;
+    this.timer = null;
+    this.setTimeoutS(timeoutS);
+  }
+
+  setTimeoutS(seconds) {
+    this.endAt = new Date(Date.now() + seconds * 1000);
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.onExpire && this.onExpire(this), seconds * 1000);
+    this.timer.unref();
+  }
+
+  /** Starts the library Sandbox for `image` with `opts` (the network part of the request). */
+  async open(image, opts) {
+    const home = path.join(this.dir, 'home');
+    const tmp = path.join(this.dir, 'tmp');
+    fs.mkdirSync(home, { recursive: true, mode: 0o700 });
+    fs.mkdirSync(tmp, { recursive: true, mode: 0o700 });
+    this.sandbox = new Sandbox({
+      image,
+      workspace: home,
+      // TEMP workspaceMount: HOME,
+      mounts: { [tmp]: ['/tmp', 'rw'] },
+      tmpfs: {},
+      memoryMb: this.memoryMb,
+      timeoutS: MAX_TIMEOUT_S,
+      trackFiles: false,
+      env: { E2B_SANDBOX: 'true', E2B_SANDBOX_ID: this.id, ...this.envs },
+      ...opts,
+    });
+    await this.sandbox.open();
+  }
+
+  /** A process of this sandbox by E2B's selector (`pid` or `tag`), or null. */
+  findProcess(selector) {
+    if (!selector) return null;
+    for (const p of this.processes.values()) {
+      if (selector.case === 'pid' && p.pid === selector.value) return p;
+      if (selector.case === 'tag' && p.tag === selector.value) return p;
+    }
+    return null;
+  }
+
+  addProcess(tag, config, pty) {
+    const p = new ServedProcess(this.nextPid++, tag, config, pty);
+    this.processes.set(p.pid, p);
+    return p;
+  }
+
+  /** Forgets `p` a while after its end, so a late `Connect` still gets its end. */
+  retire(p) {
+    setTimeout(() => this.processes.delete(p.pid), ENDED_KEEP_MS).unref();
+  }
+
+  /** Ends everything of this sandbox and removes its files; `reason` is kept for errors. */
+  async kill(reason) {
+    if (this.ended) return this.ended;
+    this.ended = (async () => {
+      this.reason = reason;
+      clearTimeout(this.timer);
+      for (const c of this.contexts.values()) await c.close().catch(() => {});
+      if (this.sandbox) await this.sandbox.close().catch(() => {});
+      fs.rmSync(this.dir, { recursive: true, force: true });
+    })();
+    return this.ended;
+  }
+
+  /** The control plane's view (E2B's `SandboxDetail`/`ListedSandbox`). */
+  info() {
+    return {
+      templateID: this.template,
+      sandboxID: this.id,
+      clientID: 'kern',
+      alias: this.template,
+      startedAt: this.startedAt.toISOString(),
+      endAt: this.endAt.toISOString(),
+      cpuCount: os.availableParallelism(),
+      memoryMB: this.memoryMb,
+      diskSizeMB: 0,
+      metadata: this.metadata,
+      state: 'running',
+      envdVersion: ENVD_VERSION,
+      volumeMounts: [],
+    };
+  }
+
+  /** What create and connect answer (E2B's `Sandbox`). */
+  created() {
+    return {
+      templateID: this.template,
+      sandboxID: this.id,
+      clientID: 'kern',
+      alias: this.template,
+      envdVersion: ENVD_VERSION,
+      envdAccessToken: this.accessToken,
+      trafficAccessToken: this.trafficToken,
+      domain: null,
+    };
+  }
+}
+
+class Sandboxes {
+  constructor(cfg, log, metrics) {
+    this.cfg = cfg;
+    this.log = log;
+    this.metrics = metrics;
+    this.byId = new Map();
+    this.stateDir = cfg.stateDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kern-serve-'));
+    this.ownStateDir = !cfg.stateDir;
+    fs.mkdirSync(this.stateDir, { recursive: true, mode: 0o700 });
+  }
+
+  /** The sandbox `id` if `owner` may reach it; else the same 404 as for one that doesn't exist,
+   * so a key learns nothing about another key's sandboxes. */
+  get(id, owner) {
+    const s = this.byId.get(id);
+    if (!s || s.ended || (owner !== undefined && s.owner !== owner)) throw new ApiError(404, `sandbox ${id} not found`);
+    return s;
+  }
+
+  running() {
+    return [...this.byId.values()].filter((s) => !s.ended).length;
+  }
+
+  list(owner) {
+    return [...this.byId.values()].filter((s) => !s.ended && s.owner === owner);
+  }
+
+  async create(owner, body) {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw new ApiError(400, 'the request body must be a JSON object');
+    const template = body.templateID;
+    if (typeof template !== 'string' || !/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,127}$/.test(template)) throw new ApiError(400, 'templateID must be a template name');
+    const timeoutS = timeoutSeconds(body.timeout, DEFAULT_TIMEOUT_S);
+    const metadata = validStringMap(body.metadata, 'metadata');
+    const envs = validStringMap(body.envVars, 'envVars');
+    if (body.autoPause || body.autoResume?.enabled) throw new ApiError(400, 'pausing a sandbox (onTimeout: "pause", autoResume) is not supported by kern serve yet: its sandboxes are killed at their timeout');
+    if (Array.isArray(body.volumeMounts) && body.volumeMounts.length) throw new ApiError(400, 'volumes are not supported by kern serve yet');
+    if (body.mcp) throw new ApiError(400, 'the MCP gateway template option is not supported by kern serve');
+    if (body.iam) throw new ApiError(400, 'iam tokens are not supported by kern serve');
+    const netOpts = networkOptions(body);
+
+    const mine = this.list(owner);
+    if (mine.length >= this.cfg.maxSandboxes) {
+      throw new ApiError(429, `this API key already runs ${mine.length} sandboxes, the most kern serve allows (--max-sandboxes); kill one first`);
+    }
+    const memoryMb = this.cfg.memoryMb;
+    const used = mine.reduce((n, s) => n + s.memoryMb, 0);
+    if (this.cfg.maxMemoryMb !== null && used + memoryMb > this.cfg.maxMemoryMb) {
+      throw new ApiError(429, `this API key's sandboxes hold ${used} MiB of ${this.cfg.maxMemoryMb} (--max-memory-mb); another needs ${memoryMb}`);
+    }
+
+    const id = 'i' + crypto.randomBytes(10).toString('hex');
+    const s = new ServedSandbox({ id, owner, template, metadata, envs, timeoutS, memoryMb, stateDir: this.stateDir });
+    s.onExpire = (sb) => this.kill(sb, 'timeout');
+    this.byId.set(id, s);
+    try {
+      await s.open(imageFor(this.cfg, template), netOpts);
+    } catch (e) {
+      await this.kill(s, 'failed');
+      if (e && e.code === 'ERR_INVALID_OPTION') throw new ApiError(400, e.message);
+      if (e && (e.code === 'ERR_IMAGE' || e.code === 'ERR_MOUNT_REFUSED')) throw new ApiError(400, `template ${template}: ${e.message}`);
+      throw e;
+    }
+    this.metrics.created.inc();
+    this.metrics.sandboxes.set(this.running());
+    this.log.info('sandbox created', { sandbox: id, key: owner, template });
+    return s;
+  }
+
+  async kill(s, reason) {
+    if (s.ended) return s.ended;
+    const done = s.kill(reason);
+    this.metrics.ended.inc({ reason });
+    this.log.info('sandbox ended', { sandbox: s.id, key: s.owner, reason });
+    await done;
+    this.byId.delete(s.id);
+    this.metrics.sandboxes.set(this.running());
+    return done;
+  }
+
+  async closeAll(reason) {
+    await Promise.all([...this.byId.values()].map((s) => this.kill(s, reason)));
+    if (this.ownStateDir) fs.rmSync(this.stateDir, { recursive: true, force: true });
+  }
+}
+
+module.exports = { Sandboxes, ServedSandbox, ServedProcess, timeoutSeconds, ENVD_VERSION, HOME };
