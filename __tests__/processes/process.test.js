@@ -318,7 +318,16 @@ describe('spawn()', () => {
     await expect(sb.spawn(['true'], { cols: 80 })).rejects.toThrow(/unknown per-call option `cols`/);
     await expect(sb.spawn(['true'], { env: { 'A=B': '1' } })).rejects.toThrow(/option `env`/);
     await expect(sb.spawn(['true'], { cwd: '../..' })).rejects.toThrow(/leads out of the workspace/);
-    await expect(sb.spawn(['true'], { cwd: 'no/such/dir' })).rejects.toThrow(SandboxError);
+    // A cwd the box can't enter is the caller's mistake, named as such (not a runtime error),
+    // however soon the box ends.
+    for (const cwd of ['no/such/dir', '/no/such/dir']) {
+      for (const start of [() => sb.spawn(['true'], { cwd }), () => sb.terminal({ cwd })]) {
+        const e = await start().then(() => null, (err) => err);
+        expect(e).toBeInstanceOf(SandboxError);
+        expect(e.code).toBe('ERR_INVALID_OPTION');
+        expect(e.message).toMatch(/option `cwd`: .* does not exist in the/);
+      }
+    }
     await expect(sb.spawn(['true'], { timeoutS: -1 })).rejects.toThrow(/timeoutS/);
     const p = await sb.spawn(['cat']);
     await expect(p.write(42)).rejects.toThrow(/data must be a string or a Buffer/);

@@ -673,7 +673,9 @@ impl Steering {
             _ = ended_rx.wait_for(|e| *e) => None,
         };
         let Some(pid) = pid else {
-            // The box ended before its workload started: say why.
+            // The box ended before its workload started: say why, once its result is set (the
+            // start's sender may be dropped before it is).
+            let _ = tokio::time::timeout(Duration::from_secs(10), ended_rx.wait_for(|e| *e)).await;
             let taken = self.shared.result.lock().ok().and_then(|mut s| s.take());
             return Err(match taken {
                 Some(Err(e)) => e,
