@@ -43,3 +43,29 @@ test('valid Python is never rewritten; a cell that fails either way reports its 
     await sb.close();
   }
 });
+
+test('IPython\'s own display(), imported by a cell, shows rich results as in a notebook', async () => {
+  // The science image has IPython (from ipykernel); outside a shell its display() would print
+  // a repr to stdout.
+  const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+  const sb = await new Sandbox({ image: SCI }).open();
+  try {
+    const code = 'from IPython.display import display, HTML, Markdown\n'
+      + 'display(HTML("<b>hi</b>"))\nimport IPython.display as d\nd.display(Markdown("*m*"), HTML("<i>2</i>"))';
+    for (const run of [(c) => sb.runCode(c), async (c) => {
+      const k = await sb.kernel();
+      try {
+        return await k.runCode(c);
+      } finally {
+        await k.close();
+      }
+    }]) {
+      const r = await run(code);
+      expect(r.error).toBeNull();
+      expect(r.stdout).toBe('');
+      expect(r.results.map((x) => x.html ?? x.markdown)).toEqual(['<b>hi</b>', '*m*', '<i>2</i>']);
+    }
+  } finally {
+    await sb.close();
+  }
+});

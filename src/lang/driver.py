@@ -289,11 +289,18 @@ def _kern_driver(rich_source, zygote=None):
     def on_pyplot(plt):
         rich()["patch_show"](plt)
 
-    class AfterImport:
-        """First on sys.meta_path: runs a callback right after linecache or matplotlib.pyplot is
-        first imported (see wrap_spec in the rich part), so the driver never imports them itself."""
+    def on_ipython_display(mod):
+        # Outside an IPython shell, IPython's display() prints a repr: a cell that imports it
+        # (`from IPython.display import display, HTML`) gets ours, as in a notebook.
+        mod.display = display
 
-        callbacks = {"linecache": sync_linecache, "matplotlib.pyplot": on_pyplot}
+    class AfterImport:
+        """First on sys.meta_path: runs a callback right after linecache, matplotlib.pyplot or
+        IPython's display functions (IPython >= 7.23) are first imported (see wrap_spec in the rich
+        part), so the driver never imports them itself."""
+
+        callbacks = {"linecache": sync_linecache, "matplotlib.pyplot": on_pyplot,
+                     "IPython.core.display_functions": on_ipython_display}
         busy = set()
 
         def find_spec(self, name, path=None, target=None):
