@@ -41,9 +41,11 @@ import * as ci from '@e2b/code-interpreter';
 const { Sandbox } = e2b;
 const CISandbox = ci.Sandbox;
 const main = async () => { ${body}\n};
+// Exits once written: an SDK call that threw may leave its own request timer behind.
+const done = (o) => process.stdout.write(JSON.stringify(o), () => process.exit(0));
 main().then(
-  (v) => process.stdout.write(JSON.stringify({ value: v === undefined ? null : v })),
-  (e) => process.stdout.write(JSON.stringify({ thrown: { name: e && e.constructor ? e.constructor.name : 'Error', message: String(e && e.message) } })),
+  (v) => done({ value: v === undefined ? null : v }),
+  (e) => done({ thrown: { name: e && e.constructor ? e.constructor.name : 'Error', message: String(e && e.message) } }),
 );`;
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['--input-type=module', '-e', program], {

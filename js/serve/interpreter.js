@@ -79,6 +79,14 @@ function newContext(s, body) {
   return c;
 }
 
+/** Answers a cell that can't run with its reason as the execution's error: the SDK shows only
+ * the status of a refused request, but every message of the stream. */
+function failInStream(res, name, value) {
+  res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+  res.end(JSON.stringify({ type: 'error', name, value, traceback: '' }) + '\n' + JSON.stringify({ type: 'end_of_execution' }) + '\n');
+  return 'POST /execute';
+}
+
 /** A library Result as E2B's result message. */
 function resultMessage(r) {
   const msg = { type: 'result' };
@@ -97,7 +105,12 @@ async function execute(ctx, s, req, res) {
     c = s.contexts.get(String(body.context_id));
     if (!c) throw new ApiError(404, `context ${body.context_id} not found`);
   } else {
-    const language = languageOf(body.language);
+    let language;
+    try {
+      language = languageOf(body.language);
+    } catch (e) {
+      return failInStream(res, 'InvalidArgument', e.message);
+    }
     s.defaults ??= new Map();
     c = s.defaults.get(language);
     if (!c) {
@@ -108,35 +121,49 @@ async function execute(ctx, s, req, res) {
   const env = body.env_vars ?? undefined;
   if (env !== undefined && (typeof env !== 'object' || Array.isArray(env))) throw new ApiError(400, 'env_vars must be an object of strings');
 
-  let kernel;
-  try {
-    kernel = await c.ensure();
-  } catch (e) {
-    throw new ApiError(400, `the ${c.language} context could not start: ${e.message}`);
-  }
   const abort = new AbortController();
   res.on('close', () => {
     if (!res.writableFinished) abort.abort(new Error('the client went away'));
   });
+  // From here on every outcome is in the stream, where the SDK shows its message (it shows
+  // only the status of a refused request).
   res.writeHead(200, { 'content-type': 'application/x-ndjson' });
+  // The SDK's cell timeout starts once the headers are in: send them now, not with the first
+  // output (a quiet cell would otherwise wait out the request timeout instead).
+  res.flushHeaders();
   const send = (m) => res.write(JSON.stringify(m) + '\n');
   const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
   const stream = (type) => (chunk) => {
     const text = decoders[type].write(chunk);
     if (text) send({ type, text, timestamp: Date.now() * 1000 });
   };
-  let r;
-  try {
-    r = await kernel.runCode(body.code, {
+  const cell = async () => {
+    const kernel = await c.ensure();
+    return kernel.runCode(body.code, {
       env: env && Object.keys(env).length ? env : undefined,
       signal: abort.signal,
       onStdout: stream('stdout'),
       onStderr: stream('stderr'),
       onResult: (result) => send(resultMessage(result)),
     });
+  };
+  let r;
+  try {
+    try {
+      r = await cell();
+    } catch (e) {
+      // The context's kernel ended at an earlier cell (a timeout, the client leaving, memory):
+      // this cell starts a new one, and says so.
+      if (e.code !== 'ERR_CLOSED' || abort.signal.aborted) throw e;
+      c.kernel = null;
+      send({ type: 'stderr', text: `note: this ${c.language} context's kernel had ended (${e.message}); this cell runs in a new one, without the earlier cells' state\n`, timestamp: Date.now() * 1000 });
+      r = await cell();
+    }
   } catch (e) {
     if (abort.signal.aborted) return 'POST /execute';
-    send({ type: 'error', name: e.code === 'ERR_INVALID_OPTION' ? 'InvalidArgument' : 'KernelError', value: e.message, traceback: '' });
+    const name = e.code === 'ERR_INVALID_OPTION' ? 'InvalidArgument' : e.code === 'ERR_CLOSED' ? 'ContextEnded' : 'KernelError';
+    send({ type: 'error', name, value: e.message, traceback: '' });
+    send({ type: 'end_of_execution' });
     res.end();
     return 'POST /execute';
   }

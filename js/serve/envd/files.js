@@ -40,21 +40,19 @@ async function download(s, req, res, url) {
   const p = boxPath(s, url.searchParams.get('path'));
   const kept = keptTree(s, p);
   if (kept && kept.tree === 'home' && kept.rel) {
-    try {
-      const info = await s.sandbox.readFile(kept.rel, { length: 0 }).then(() => true, () => false);
-      if (info) {
-        const stream = s.sandbox.createReadStream(kept.rel);
-        await new Promise((resolve, reject) => {
-          stream.once('readable', resolve);
-          stream.once('error', reject);
-        });
-        res.writeHead(200, { 'content-type': 'application/octet-stream' });
-        await pipeline(stream, res);
-        return;
-      }
-    } catch {
-      // A symlink or special file in the home: read it the way any other path is read.
+    const stream = s.sandbox.createReadStream(kept.rel);
+    const opened = await new Promise((resolve) => {
+      stream.once('readable', () => resolve(true));
+      stream.once('end', () => resolve(true));
+      // A symlink, a directory or a special file in the home: read as any other path is.
+      stream.once('error', () => resolve(false));
+    });
+    if (opened) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      await pipeline(stream, res);
+      return;
     }
+    stream.destroy();
   }
   let entry;
   try {

@@ -1,0 +1,133 @@
+// rootless: yes
+'use strict';
+// `kern serve`'s code interpreter through the real `@e2b/code-interpreter` SDK: cells with
+// streamed stdout, rich results and charts, errors, execution counts, env vars per cell, code
+// contexts per language (python, js, ts, r) with their cwd, restart and removal, and a cell the
+// client stops waiting for.
+
+const fs = require('fs');
+const path = require('path');
+const { requireRootfs } = require('../helpers.js');
+const { startServe, sdk } = require('./serve-helpers.js');
+
+const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+
+let srv;
+let id;
+beforeAll(async () => {
+  requireRootfs();
+  if (!fs.existsSync(path.join(SCI, 'usr/bin/python3'))) throw new Error(`the science test image ${SCI} is missing (scripts/build-test-rootfs.sh)`);
+  srv = await startServe(['--template', `code-interpreter-v1=${SCI}`]);
+  id = await sdk(`return (await CISandbox.create({ timeoutMs: 600000 })).sandboxId;`);
+});
+afterAll(() => srv && srv.close());
+
+const inSandbox = (body) => sdk(`const sb = await CISandbox.connect('${id}');\n${body}`);
+
+test('a python cell: its last value, stdout as it streams, display() results, the count goes up', async () => {
+  const r = await inSandbox(`
+    const seen = [];
+    const ex = await sb.runCode('import time\\nprint("one", flush=True)\\ntime.sleep(0.3)\\nprint("two")\\nfrom IPython.display import display, HTML\\ndisplay(HTML("<b>hi</b>"))\\n6 * 7', {
+      onStdout: (m) => seen.push(['out', m.line, Date.now()]),
+      onResult: (res) => seen.push(['result', res.html || res.text, Date.now()]),
+    });
+    const again = await sb.runCode('x = 1');
+    return { text: ex.text, logs: ex.logs, results: ex.results.map((x) => ({ text: x.text, html: x.html, main: x.isMainResult })), count: ex.executionCount, next: again.executionCount, seen, error: ex.error };`);
+  expect(r.text).toBe('42');
+  expect(r.logs.stdout.join('')).toBe('one\ntwo\n');
+  expect(r.results).toEqual([{ html: '<b>hi</b>', text: expect.any(String), main: false }, { text: '42', main: true }]);
+  expect(r.error).toBeUndefined();
+  expect(r.next).toBe(r.count + 1);
+  // "one" reached the client before the cell ended (before its last result).
+  const one = r.seen.find((s) => s[0] === 'out' && s[1].includes('one'));
+  const last = r.seen.filter((s) => s[0] === 'result').pop();
+  expect(one[2]).toBeLessThanOrEqual(last[2]);
+});
+
+test('an exception is the execution\'s error, with name, value and traceback; the context lives on', async () => {
+  const r = await inSandbox(`
+    const ex = await sb.runCode('def f():\\n    raise ValueError("bad value")\\nf()');
+    const after = await sb.runCode('"still here"');
+    return { error: ex.error, after: after.text };`);
+  expect(r.error).toMatchObject({ name: 'ValueError', value: 'bad value' });
+  expect(r.error.traceback).toMatch(/raise ValueError/);
+  expect(r.after).toBe("'still here'");
+});
+
+test('a matplotlib figure is a png result with chart data', async () => {
+  const r = await inSandbox(`
+    const ex = await sb.runCode('import matplotlib.pyplot as plt\\nplt.plot([1, 2, 3], [4, 5, 6])\\nplt.title("line")\\nplt.show()');
+    const fig = ex.results.find((x) => x.png);
+    return { png: fig && fig.png.slice(0, 12), chart: fig && fig.chart, error: ex.error };`);
+  expect(r.error).toBeUndefined();
+  expect(Buffer.from(r.png, 'base64').subarray(1, 4).toString()).toBe('PNG');
+  expect(r.chart).toMatchObject({ type: 'line', title: 'line' });
+});
+
+test('env vars per cell reach that cell only', async () => {
+  const r = await inSandbox(`
+    const a = await sb.runCode('import os\\nos.environ.get("CELL_ONLY")', { envs: { CELL_ONLY: 'yes' } });
+    const b = await sb.runCode('os.environ.get("CELL_ONLY")');
+    return [a.text, b.text];`);
+  // (A last value of None shows nothing, as in IPython.)
+  expect(r).toEqual(["'yes'", null]);
+});
+
+test('contexts: js with its own state and cwd, python contexts apart, list, restart, remove', async () => {
+  const r = await inSandbox(`
+    const js = await sb.createCodeContext({ language: 'js', cwd: '/tmp' });
+    const py = await sb.createCodeContext({ language: 'python' });
+    const out = {};
+    out.js = (await sb.runCode('const a = 40; a + 2', { context: js })).text;
+    out.jsCwd = (await sb.runCode('process.cwd()', { context: js })).text;
+    await sb.runCode('v = "py-ctx"', { context: py });
+    out.pyOwn = (await sb.runCode('v', { context: py })).text;
+    out.pyDefault = (await sb.runCode('"v" in globals()')).text;
+    out.listed = (await sb.listCodeContexts()).map((c) => c.id).filter((i) => [js.id, py.id].includes(i)).length;
+    await sb.restartCodeContext(py);
+    const lost = await sb.runCode('v', { context: py });
+    out.afterRestart = lost.error && lost.error.name;
+    await sb.removeCodeContext(js);
+    try { await sb.runCode('1', { context: js }); out.removed = 'ran'; } catch (e) { out.removed = e.constructor.name; }
+    out.ctx = { language: js.language, cwd: js.cwd };
+    return out;`);
+  expect(r).toEqual({
+    js: '42', jsCwd: "'/tmp'", pyOwn: "'py-ctx'", pyDefault: 'False', listed: 2,
+    afterRestart: 'NameError', removed: 'NotFoundError', ctx: { language: 'js', cwd: '/tmp' },
+  });
+});
+
+test('a context whose kernel can\'t start says why in the execution\'s error', async () => {
+  // The test image's Node is too old to strip TypeScript types.
+  const r = await inSandbox(`
+    const ts = await sb.createCodeContext({ language: 'ts' });
+    const ex = await sb.runCode('const n: number = 5; n * 2', { context: ts });
+    return ex.error;`);
+  expect(r).toMatchObject({ name: 'InvalidArgument', value: expect.stringMatching(/needs Node\.js >= 22\.13/) });
+});
+
+test('r runs in the image\'s IRkernel; a language the image has no kernel for is a clear error', async () => {
+  const r = await inSandbox(`
+    const out = {};
+    // IRkernel shows a value as a display (not an execute_result), so it is a result, not .text.
+    out.r = (await sb.runCode('x <- c(1, 2, 3); sum(x)', { language: 'r' })).results.map((x) => x.text).join();
+    const bash = await sb.runCode('echo hi', { language: 'bash' });
+    out.bash = bash.error && bash.error.value;
+    const cobol = await sb.runCode('1', { language: 'cobol' });
+    out.cobol = cobol.error && cobol.error.value;
+    return out;`);
+  expect(r.r).toBe('[1] 6');
+  expect(r.bash).toMatch(/bash/);
+  expect(r.bash).toMatch(/kernel/i);
+  expect(r.cobol).toMatch(/cobol.*not one kern serve runs/);
+});
+
+test('a cell the client stops waiting for is stopped, and the next cell runs', async () => {
+  const marker = 'kern-serve-late-cell';
+  const r = await inSandbox(`
+    let timedOut;
+    try { await sb.runCode('import time\\nwhile True: time.sleep(0.1)  # ${marker}', { timeoutMs: 1500 }); } catch (e) { timedOut = e.constructor.name; }
+    const next = await sb.runCode('"next"');
+    return { timedOut, next: next.text };`);
+  expect(r).toEqual({ timedOut: 'TimeoutError', next: "'next'" });
+});
