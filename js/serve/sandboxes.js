@@ -98,7 +98,8 @@ class ServedProcess {
     return (async function* events() {
       try {
         for (;;) {
-          while (queue.length) {
+          // A client that went away (a disconnect()) gets nothing more; the process goes on.
+          while (queue.length && !(signal && signal.aborted)) {
             const ev = queue.shift();
             yield ev;
             if (ev.kind === 'end') return;

@@ -7,8 +7,8 @@
 const http = require('http');
 const https = require('https');
 const fs = require('fs');
-const { connectNodeAdapter } = require('@connectrpc/connect-node');
-const { createContextValues } = require('@connectrpc/connect');
+const { universalRequestFromNodeRequest, universalResponseToNodeResponse } = require('@connectrpc/connect-node');
+const { createConnectRouter, createContextValues } = require('@connectrpc/connect');
 const { SANDBOX } = require('./envd/context.js');
 const { Process } = require('./gen/process/process_pb.js');
 const { Filesystem } = require('./gen/filesystem/filesystem_pb.js');
@@ -83,15 +83,24 @@ function createServe(cfg, { log = createLogger(cfg.logLevel), metrics = createMe
   const sandboxes = new Sandboxes(cfg, log, metrics);
   const ctx = { cfg, keys, sandboxes, log, metrics, sendJson, sendError, readJson };
 
-  const envd = connectNodeAdapter({
-    routes(router) {
-      router.service(Process, processService());
-      router.service(Filesystem, filesystemService());
-    },
-    contextValues: (req) => createContextValues().set(SANDBOX, req.kernSandbox),
-    readMaxBytes: RPC_MAX_BYTES,
-    fallback: (req, res) => sendJson(res, 404, { code: 404, message: `no envd route ${req.url}` }),
-  });
+  // connect's router and its Node request/response bridge; the few lines of connectNodeAdapter
+  // that join them are ours, so a client that went away mid-stream (a command's disconnect())
+  // is a debug line in our log, not an error on the console.
+  const router = createConnectRouter({ readMaxBytes: RPC_MAX_BYTES });
+  router.service(Process, processService());
+  router.service(Filesystem, filesystemService());
+  const rpcs = new Map(router.handlers.map((h) => [h.requestPath, h]));
+  async function envd(req, res, pathname) {
+    const h = rpcs.get(pathname);
+    if (!h) throw new ApiError(404, `no envd route ${pathname}`);
+    const uReq = universalRequestFromNodeRequest(req, res, undefined, createContextValues().set(SANDBOX, req.kernSandbox));
+    try {
+      await universalResponseToNodeResponse(await h(uReq), res);
+    } catch (e) {
+      if (res.destroyed || req.destroyed) log.debug('rpc client went away', { rpc: h.method.name });
+      else log.error('rpc failed', { rpc: h.method.name, error: String(e && e.message) });
+    }
+  }
 
   /** A request to one sandbox: its access token checked, then handed to the port's surface. */
   async function sandboxTraffic(req, res, id) {
@@ -116,7 +125,7 @@ function createServe(cfg, { log = createLogger(cfg.logLevel), metrics = createMe
         await files.handle(ctx, s, req, res, url);
         return `envd ${req.method} /files`;
       }
-      envd(req, res);
+      await envd(req, res, url.pathname);
       return 'envd rpc';
     }
     if (port === INTERPRETER_PORT) return interpreter.handle(ctx, s, req, res, url);
