@@ -15,8 +15,8 @@
 # the container tests (__tests__/packaging/container.test.js, scripts/build-test-container.sh) podman with
 # the runc runtime, slirp4netns and fuse-overlayfs.
 # ruff (the Python check of scripts/test.sh, scripts/check-python.py) and kubernetes-validate (the
-# offline check of deploy/k8s/deployment.yaml) come pinned from PyPI into target/tools, not into
-# the system's Python.
+# offline check of deploy/k8s/deployment.yaml) and E2B's Python SDKs (clients of `kern serve` in
+# its tests) come pinned from PyPI into target/tools, not into the system's Python.
 # It does not install Rust or Node: those come from rustup and the distribution/NodeSource; it
 # only checks they are there and says what to do if not.
 set -euo pipefail
@@ -129,4 +129,24 @@ if [[ ! -f "$kv_dir/kubernetes_validate/__main__.py" ]]; then
   rm -f "$log"
 fi
 [[ -f "$kv_dir/kubernetes_validate/__main__.py" ]] && ln -sfn "kubernetes-validate-$kv_version" target/tools/kubernetes-validate
+
+# --- E2B's Python SDKs (PyPI, pinned) ---------------------------------------------------------
+# `kern serve` is tested with the unmodified Python clients too (__tests__/serve/python.test.js):
+# e2b and e2b-code-interpreter with their dependencies, into target/tools/e2b-python (put on
+# PYTHONPATH by the test), not into the system's Python. Without them only that test fails.
+e2b_py_version=2.63.0
+e2b_ci_py_version=2.11.5
+e2b_py_dir="target/tools/e2b-python-$e2b_py_version-$e2b_ci_py_version"
+if [[ ! -f "$e2b_py_dir/e2b_code_interpreter/__init__.py" ]]; then
+  echo "setup-deps: e2b $e2b_py_version, e2b-code-interpreter $e2b_ci_py_version (PyPI) -> $e2b_py_dir"
+  rm -rf "$e2b_py_dir" target/tools/e2b-python
+  log="$(mktemp)"
+  if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --target "$e2b_py_dir" "e2b==$e2b_py_version" "e2b-code-interpreter==$e2b_ci_py_version" >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "setup-deps: WARNING: pip install e2b==$e2b_py_version e2b-code-interpreter==$e2b_ci_py_version failed: __tests__/serve/python.test.js will fail" >&2
+  fi
+  rm -f "$log"
+fi
+[[ -f "$e2b_py_dir/e2b_code_interpreter/__init__.py" ]] && ln -sfn "e2b-python-$e2b_py_version-$e2b_ci_py_version" target/tools/e2b-python
 exit 0

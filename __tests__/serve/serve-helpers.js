@@ -69,4 +69,46 @@ main().then(
   });
 }
 
-module.exports = { startServe, sdk, KEY, OTHER_KEY };
+/** E2B's Python SDKs, pinned, where scripts/setup-deps.sh puts them. */
+const PY_SDK = path.join(__dirname, '..', '..', 'target', 'tools', 'e2b-python');
+
+/** As `sdk`, with E2B's Python SDKs: `body` is the inside of a Python function (indented by
+ * 4), with `e2b`, `Sandbox`, `CISandbox`, `AsyncSandbox` and `asyncio` in scope; it returns
+ * JSON-able data, or the result is `{ thrown: { name, message } }`. */
+function py(body, env = {}) {
+  const program = `
+import asyncio, json, sys
+import e2b
+from e2b import Sandbox, AsyncSandbox
+from e2b_code_interpreter import Sandbox as CISandbox
+def main():
+${body}
+try:
+    out = {"value": main()}
+except Exception as e:
+    out = {"thrown": {"name": type(e).__name__, "message": str(e)}}
+sys.stdout.write(json.dumps(out))
+`;
+  return new Promise((resolve, reject) => {
+    if (!fs.existsSync(PY_SDK)) return reject(new Error(`E2B's Python SDKs are missing at ${PY_SDK}: run bash scripts/setup-deps.sh`));
+    const child = spawn('python3', ['-c', program], {
+      env: { ...process.env, PYTHONPATH: PY_SDK, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c) => (out += c));
+    child.stderr.on('data', (c) => (err += c));
+    child.on('error', reject);
+    child.on('close', (code) => {
+      try {
+        const r = JSON.parse(out);
+        resolve(r.thrown ? r : r.value);
+      } catch {
+        reject(new Error(`the Python SDK program exited ${code} without a result: ${out}${err}`));
+      }
+    });
+  });
+}
+
+module.exports = { startServe, sdk, py, KEY, OTHER_KEY };
