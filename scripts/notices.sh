@@ -53,7 +53,10 @@ HEAD
   echo "################################################################################"
   for dir in vendor/*/; do
     name="$(basename "$dir")"
-    printf '\n%s %s (%s), compiled into the addon:\n\n' "$name" "$(cat "$dir/VERSION")" "$dir"
+    # How the package carries it: USE says, where it is not compiled into the addon.
+    use="compiled into the addon"
+    [[ -f "$dir/USE" ]] && use="$(cat "$dir/USE")"
+    printf '\n%s %s (%s), %s:\n\n' "$name" "$(cat "$dir/VERSION")" "$dir" "$use"
     cat "$dir/LICENSE"
   done
   cat <<'SECCOMP'
