@@ -199,6 +199,12 @@ fn stat_id(p: &Path) -> Option<Id> {
     stat(p).ok().map(|st| id_of(&st))
 }
 
+/// The box path a `mounts` entry names, as written, if it has the right shape (`parse` says
+/// what is wrong with one that has not).
+pub fn target_of<'a>(src: &str, spec: &'a Value) -> Option<&'a str> {
+    entry_spec(src, spec).ok().map(|(t, _)| t)
+}
+
 /// The box path and writability of one entry's value.
 fn entry_spec<'a>(src: &str, spec: &'a Value) -> Result<(&'a str, bool)> {
     let shape = || {
