@@ -86,7 +86,7 @@ pub use crate::engine::shared::spec::BindSpec as Mount;
 /// What the policy needs to know about the host and the box.
 #[derive(Debug, Clone)]
 pub struct Context {
-    /// Where the box sees its workspace (`/workspace`): nothing is mounted over or inside it.
+    /// Where the box sees its workspace (`workspaceMount`): nothing is mounted over or inside it.
     pub workspace_target: String,
     /// Home directories: each one and its ancestors are refused (a project inside is fine), and
     /// the credential entries inside each are refused outright.
