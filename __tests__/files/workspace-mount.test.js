@@ -74,13 +74,18 @@ describe('workspaceMount: "/home/user" on an image with an empty /home', () => {
     expect(summary(py)).toMatchObject({ exitCode: 0, stdout: '/home/user\n' });
   });
 
-  test('a relative cwd resolves under the mount, an absolute one inside it too', async () => {
+  test('a relative cwd resolves under the mount (calls, spawn, terminal), an absolute one inside it too', async () => {
     fs.mkdirSync(path.join(ws, 'sub/dir'), { recursive: true });
     expect(await sh(sb, 'pwd', { cwd: 'sub/dir' })).toBe('/home/user/sub/dir\n');
     expect(await sh(sb, 'pwd', { cwd: '/home/user/sub' })).toBe('/home/user/sub\n');
     const p = await sb.spawn(['sh', '-c', 'pwd'], { cwd: 'sub' });
     const r = await p.wait();
     expect(r.stdout).toBe('/home/user/sub\n');
+    const t = await sb.terminal({ argv: ['sh', '-c', 'pwd'], cwd: 'sub/dir' });
+    let seen = '';
+    for await (const c of t) seen += c;
+    expect(seen).toBe('/home/user/sub/dir\r\n');
+    expect((await t.wait()).exitCode).toBe(0);
   });
 
   test('the mount appears owned as /workspace does, and nothing can be written beside it', async () => {

@@ -14,7 +14,7 @@ pub mod apparmor;
 pub mod connector;
 pub mod init;
 pub mod landlock;
-mod mountpoint;
+pub mod mountpoint;
 pub mod mounts;
 pub(in crate::engine) mod nest;
 mod pid1_signals;

@@ -17,6 +17,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::symlink;
 use std::path::{Component, Path, PathBuf};
 
+/// The most entries a masked directory may have: each is bound back, a mount in every box.
+pub const MAX_MASKED_ENTRIES: usize = 1024;
+
 /// Makes the mount point `target` (a path under the skeleton `root`): a directory, or with
 /// `dir` false an empty file. `others` are the box paths of the mounts already made whose
 /// insides are not the image's (binds, scratch): nothing is made inside one of those.
@@ -134,10 +137,16 @@ fn mask_open(at: &Path) -> Result<(), SetupError> {
     let dir_path = PathBuf::from(format!("/proc/self/fd/{}", dirfd.as_raw_fd()));
     let mut names: Vec<_> = fs::read_dir(&dir_path)
         .and_then(|d| {
-            d.map(|e| e.map(|e| e.file_name()))
+            d.take(MAX_MASKED_ENTRIES + 1)
+                .map(|e| e.map(|e| e.file_name()))
                 .collect::<Result<_, _>>()
         })
         .map_err(|e| what(&e))?;
+    if names.len() > MAX_MASKED_ENTRIES {
+        return Err(what(&format_args!(
+            "it has more than {MAX_MASKED_ENTRIES} entries, each of which would be a mount in every box; pick a mount point under a smaller directory, or make it in the image"
+        )));
+    }
     names.sort();
     // Each entry's descriptor, opened while `at` is still the image's.
     let mut entries = Vec::with_capacity(names.len());

@@ -576,8 +576,19 @@ pub fn target_in_image(image: &Path, target: &str, dir: bool) -> std::result::Re
                 let kind = if want_dir { "directory" } else { "regular file" };
                 return Err(format!("/{shown} is not a {kind} in the image"));
             }
-            // Missing from here down: made in the box.
-            Err(_) => return Ok(()),
+            // Missing from here down: made in the box, under a mask of the parent's entries.
+            Err(_) => {
+                let max = crate::engine::boxside::mountpoint::MAX_MASKED_ENTRIES;
+                let parent = cur.parent().unwrap_or(image);
+                let many = std::fs::read_dir(parent).map_or(0, |d| d.take(max + 1).count());
+                if i > 0 && many > max {
+                    return Err(format!(
+                        "/{} has more than {max} entries in the image, each of which would be a mount in every box to make /{shown} beside them; pick a path under a smaller directory, or make it in the image",
+                        parts[..i].join("/")
+                    ));
+                }
+                return Ok(());
+            }
         }
     }
     Ok(())

@@ -286,3 +286,21 @@ fn a_target_the_image_lacks_is_made_and_its_symlinks_refused() {
     let e = check_target_in_image(&image, "/home/link/x", true).unwrap_err();
     assert!(matches!(e, Error::MountRefused(_)) && e.to_string().contains("symlink"));
 }
+
+#[test]
+fn a_mask_of_a_huge_directory_is_refused() {
+    let f = fixture();
+    let image = f.root.join("image");
+    let big = image.join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    let max = crate::engine::boxside::mountpoint::MAX_MASKED_ENTRIES;
+    for i in 0..max {
+        std::fs::write(big.join(format!("f{i}")), "").unwrap();
+    }
+    assert!(target_in_image(&image, "/big/new", true).is_ok());
+    std::fs::write(big.join("one-more"), "").unwrap();
+    let why = target_in_image(&image, "/big/new", true).unwrap_err();
+    assert!(why.contains("/big has more than 1024 entries"), "{why}");
+    // An existing target needs no mask.
+    assert!(target_in_image(&image, "/big/one-more", false).is_ok());
+}
