@@ -359,6 +359,11 @@ export interface SandboxOptions {
    * removed. Omitted: a temporary one, made by `open()` and removed by `close()` (or by a later
    * `open()` if its process died). A symlink or non-directory is refused. */
   workspace?: string | undefined;
+  /** ADDITION: where the boxes see the workspace, their default cwd (relative `cwd`s and `.deps`
+   * follow it), e.g. `"/home/user"` for an E2B template. An absolute, normalised box path, not
+   * under `/proc`, `/sys`, `/dev`, the image's system directories, a scratch `tmpfs` or a
+   * `mounts` target; a part the image lacks is made in the box. Default `"/workspace"`. */
+  workspaceMount?: string | undefined;
   /** A cap, in bytes, on how large the workspace may grow across calls, checked between calls:
    * the call that crosses it completes, later calls return a `workspace_full` fault. Counted as
    * `du` counts, each entry at least 4 KiB, `.deps` aside. Default null (unbounded). */

@@ -46,6 +46,22 @@ test('kern run sizes scratch with --tmpfs and passes --env, with the workspace i
   }
 });
 
+test('kern run --workspace-mount puts the workspace, and the cwd, where it says', () => {
+  const ws = makeTempDir('kern-cli-ws-');
+  try {
+    const r = kern(['run', '--image', rootfs, '--workspace', ws, '--workspace-mount', '/home/user', '--', 'sh', '-c', 'pwd; echo hi > /home/user/f']);
+    expect(r).toMatchObject({ code: 0, stdout: '/home/user\n' });
+    expect(fs.readFileSync(path.join(ws, 'f'), 'utf8')).toBe('hi\n');
+    const bad = kern(['run', '--image', rootfs, '--workspace-mount', '/proc/x', '--', 'true']);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/--workspace-mount.*\/proc/);
+    const scratch = kern(['run', '--image', rootfs, '--workspace-mount', '/tmp/w', '--', 'true']);
+    expect(scratch.stderr).toMatch(/--workspace-mount \/tmp\/w: it is inside the scratch tmpfs at \/tmp/);
+  } finally {
+    fs.rmSync(ws, { recursive: true, force: true });
+  }
+});
+
 test('kern run names a missing program and a registry it cannot reach', () => {
   const missing = kern(['run', '--image', rootfs, '--', 'no-such-program']);
   expect(missing.code).toBe(127);

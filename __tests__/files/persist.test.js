@@ -419,6 +419,24 @@ test('kern exec, kern ps and kern stop from a terminal', async () => {
   await expectSandboxError(() => sb.run(['true']), SandboxError, /was destroyed/);
 });
 
+test('a resident box keeps its workspaceMount: calls start there, another mount is another posture', async () => {
+  const name = boxName();
+  const ws = makeTempDir();
+  const sb = await open(persistOpts(name, ws, { workspaceMount: '/home/user' }));
+  const r = await sb.run(['sh', '-c', 'pwd; echo r > f']);
+  expect(r.stdout).toBe('/home/user\n');
+  expect(fs.readFileSync(path.join(ws, 'f'), 'utf8')).toBe('r\n');
+  fs.mkdirSync(path.join(ws, 'sub'));
+  expect((await sb.run(['pwd'], { cwd: 'sub' })).stdout).toBe('/home/user/sub\n');
+  await expectSandboxError(
+    () => new Sandbox(persistOpts(name, ws)).open(),
+    SandboxError,
+    /another posture/,
+    /workspaceMount \(box: \/home\/user, here: unset\)/
+  );
+  await sb.destroy();
+});
+
 test('option combinations that cannot work are refused', async () => {
   const ws = makeTempDir();
   const bad = [

@@ -85,6 +85,7 @@ function cliFlags() {
 const FLAG_OF = {
   image: 'image',
   workspace: 'workspace',
+  workspaceMount: 'workspace-mount',
   memoryMb: 'memory',
   pids: 'pids-limit',
   cpus: 'cpus',

@@ -46,6 +46,7 @@ const fullOpts: SandboxOptions = {
   image: 'host',
   setup: 'pip install pandas',
   workspace: '/tmp/ws',
+  workspaceMount: '/home/user',
   workspaceMaxBytes: 1 << 30,
   name: 'agent-1',
   persist: false,

@@ -3,7 +3,6 @@
 //! naming the option and the bound, before any box starts (never a box that dies, or a cap the
 //! kernel ignores).
 
-use crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use serde_json::Value;
 
@@ -162,8 +161,14 @@ pub fn parse_size(s: &str) -> Option<u64> {
         .filter(|b| *b > 0)
 }
 
-/// A mount target inside the box: absolute, normalised, and not one of the box's own.
-pub fn check_target(key: &str, t: &str) -> Result<String> {
+/// `a` is `b` or a path under it (both normalised, absolute).
+pub fn at_or_under(a: &str, b: &str) -> bool {
+    a == b || b == "/" || a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// A mount target inside the box: absolute, normalised, and not one of the box's own: not at
+/// or under `/proc`, `/dev`, `/sys` or the workspace mount `workspace`, nor over the latter.
+pub fn check_target(key: &str, t: &str, workspace: &str) -> Result<String> {
     let bad = |why: &str| {
         Err(Error::Invalid(format!(
             "option `{key}`: target {t:?} {why}"
@@ -183,14 +188,78 @@ pub fn check_target(key: &str, t: &str) -> Result<String> {
     {
         return bad("is not a normalised path (no '.', '..' or '//')");
     }
-    for reserved in ["/proc", "/dev", "/sys", DEFAULT_WORKSPACE_TARGET] {
-        if norm == reserved || norm.starts_with(&format!("{reserved}/")) {
+    for reserved in ["/proc", "/dev", "/sys", workspace] {
+        if at_or_under(norm, reserved) {
             return bad(&format!(
                 "is inside {reserved}, which the box mounts itself"
             ));
         }
     }
+    if at_or_under(workspace, norm) {
+        return bad(&format!(
+            "would hide the workspace, mounted at {workspace} (`workspaceMount`); pick another path"
+        ));
+    }
     Ok(norm.to_string())
+}
+
+/// The longest `workspaceMount`, in bytes: room for the paths under it within PATH_MAX.
+pub const MAX_WORKSPACE_MOUNT_BYTES: usize = 256;
+
+/// Where a workspace mount may not be, at or under: the box mounts `/proc`, `/sys` and `/dev`
+/// itself; under the others a box could plant what the next box's programs load at their start
+/// (`/etc/ld.so.preload`, a `sitecustomize.py`), where today only the workspace's own paths are
+/// writable.
+const WORKSPACE_MOUNT_RESERVED: &[&str] = &[
+    "/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
+
+/// `workspaceMount` (`kern run --workspace-mount`): where the boxes see the workspace. An
+/// absolute, normalised box path, not the root, not at or under what `WORKSPACE_MOUNT_RESERVED`
+/// lists or kern's own `/.kern-*`. Scratch and `mounts` are checked against it where they are
+/// known.
+pub fn check_workspace_mount(key: &str, t: &str) -> Result<String> {
+    let bad = |why: String| {
+        let shown: String = t.chars().take(100).collect();
+        Err(Error::Invalid(format!("option `{key}` {shown:?} {why}")))
+    };
+    let try_ = "; pass an absolute, normalised box path such as \"/home/user\" (the default is \"/workspace\")";
+    if t.len() > MAX_WORKSPACE_MOUNT_BYTES {
+        return bad(format!(
+            "is longer than {MAX_WORKSPACE_MOUNT_BYTES} bytes{try_}"
+        ));
+    }
+    if t.contains('\0') {
+        return bad(format!("contains a NUL byte{try_}"));
+    }
+    if !t.starts_with('/') {
+        return bad(format!("is not an absolute path{try_}"));
+    }
+    if t == "/" {
+        return bad(format!("is the box's root, which is the image{try_}"));
+    }
+    if t[1..]
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return bad(format!(
+            "is not normalised (no '.', '..', '//' or trailing '/'){try_}"
+        ));
+    }
+    if t[1..].starts_with(".kern") {
+        return bad(format!("is under a path kern keeps for itself{try_}"));
+    }
+    for r in WORKSPACE_MOUNT_RESERVED {
+        if at_or_under(t, r) {
+            let why = if matches!(*r, "/proc" | "/sys" | "/dev") {
+                "which the box mounts itself"
+            } else {
+                "the image's system files, which no box may write"
+            };
+            return bad(format!("is at or under {r}, {why}{try_}"));
+        }
+    }
+    Ok(t.to_string())
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ pub use bounds::*;
 pub use env::base_env;
 pub use exec::*;
 
-use crate::engine::shared::spec::{Limits, TmpfsSpec};
+use crate::engine::shared::spec::{Limits, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::image::Source;
 use std::path::PathBuf;
 
@@ -34,6 +34,9 @@ pub struct Config {
     /// Where the root comes from; resolved (pulled, imported) at open().
     pub image: Source,
     pub workspace: Option<PathBuf>,
+    /// Where the boxes see the workspace (`workspaceMount`), checked by
+    /// `check_workspace_mount`.
+    pub workspace_target: String,
     pub limits: Limits,
     pub timeout_ms: u64,
     pub max_output: usize,
@@ -115,6 +118,7 @@ impl Config {
         Config {
             image: Source::Host,
             workspace: None,
+            workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
             limits: Limits {
                 memory_bytes: Some(DEFAULT_MEMORY_MB * MIB),
                 pids: Some(DEFAULT_PIDS),

@@ -12,7 +12,6 @@ use super::result::{self, workspace_changes, ExecRequest, ExecResult, RESULTS_GR
 use super::route::{self, Ask, BoxRoute, Route};
 use super::writers::Active;
 use crate::engine::addon::launch::ChunkSender;
-use crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use crate::lang::Language;
@@ -32,7 +31,7 @@ pub(super) async fn exec(
     let cfg = &opened.config;
     let workload = workload(&req)?;
     let timeout_ms = prepared::timeout_ms(req.timeout_s.as_ref(), cfg.timeout_ms)?;
-    let place = PerCall::of(&req, DEFAULT_WORKSPACE_TARGET)?;
+    let place = PerCall::of(&req, &cfg.workspace_target)?;
     let mut p = prepared::prepare(&opened, workload, timeout_ms, place)?;
     p.set_stdin(input.stdin.map(Stdin::Bytes));
     p.abort = input.abort.clone();

@@ -2,16 +2,15 @@
 //! open() before any box runs, and the environment every box of a session with dependencies
 //! gets so it finds what is installed there.
 
-use crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET;
 use crate::error::{Error, Result};
 use std::path::Path;
 
 /// Where `setup` installs, relative to the workspace.
 pub const DEPS_DIR: &str = ".deps";
 
-/// A path under `.deps` as the box sees it.
-pub(super) fn deps(sub: &str) -> String {
-    format!("{DEFAULT_WORKSPACE_TARGET}/{DEPS_DIR}/{sub}")
+/// A path under `.deps` as the box sees it, the workspace being at `ws`.
+pub(super) fn deps(ws: &str, sub: &str) -> String {
+    format!("{ws}/{DEPS_DIR}/{sub}")
 }
 
 /// Sets `k` to `v`, or puts `v` in front of an existing `:`-list.
@@ -25,8 +24,9 @@ pub(super) fn prepend(env: &mut Vec<(String, String)>, k: &str, v: &str) {
 
 /// What every box of a session with dependencies gets, so `import x`, `require('x')` and the
 /// installed commands just work: pip's `--target` tree on PYTHONPATH, pip's `--user` base,
-/// npm's global prefix, and their `bin` directories on PATH.
-pub fn deps_env(env: &mut Vec<(String, String)>) {
+/// npm's global prefix, and their `bin` directories on PATH. `ws`: the workspace in the box.
+pub fn deps_env(env: &mut Vec<(String, String)>, ws: &str) {
+    let deps = |sub: &str| deps(ws, sub);
     prepend(env, "PYTHONPATH", &deps("python"));
     prepend(env, "NODE_PATH", &deps("node/lib/node_modules"));
     prepend(

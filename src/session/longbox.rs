@@ -148,7 +148,8 @@ pub(super) struct KernelPlan {
 }
 
 impl KernelPlan {
-    pub(super) fn of(req: &KernelRequest) -> Result<KernelPlan> {
+    /// `target`: where the Sandbox's boxes see the workspace.
+    pub(super) fn of(req: &KernelRequest, target: &str) -> Result<KernelPlan> {
         if let Some(name) = &req.jupyter {
             crate::lang::jupyter::kernelspec::check_name(name)?;
             if req.language.is_some() {
@@ -166,7 +167,7 @@ impl KernelPlan {
                 cwd: req.cwd.clone(),
                 ..Default::default()
             },
-            crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET,
+            target,
         )?;
         Ok(KernelPlan {
             timeout_s: req.timeout_s.clone(),

@@ -242,7 +242,7 @@ impl Sandbox {
     /// `language`, the node driver); with `jupyter`, the image's Jupyter kernelspec of that name.
     /// Its options are checked before the session is waited for.
     pub async fn kernel(&self, req: KernelRequest) -> Result<OpenKernel> {
-        let checked = longbox::KernelPlan::of(&req)?;
+        let checked = longbox::KernelPlan::of(&req, &options::workspace_target(&self.options)?)?;
         let opened = self.opened().await?;
         longbox::open_kernel(opened, &self.kern, checked).await
     }

@@ -13,7 +13,7 @@ use super::setup;
 use super::spares::Spares;
 use crate::config::{Config, Network};
 use crate::engine::addon::launch::ChunkSender;
-use crate::engine::shared::spec::{Resident, RootSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{Resident, RootSpec};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use std::path::Path;
@@ -57,11 +57,15 @@ pub(super) async fn open(
     let home = if config.tmpfs.iter().any(|t| t.target == "/tmp") {
         "/tmp"
     } else {
-        DEFAULT_WORKSPACE_TARGET
+        config.workspace_target.as_str()
     };
     if let RootSpec::Dir { path } = &image.root {
         for m in &config.mounts {
             host_binds::check_target_in_image(path, &m.target, m.dir)?;
+        }
+        let ws = &config.workspace_target;
+        if let Err(why) = host_binds::target_in_image(path, ws, true) {
+            return crate::invalid!("option `workspaceMount` {ws:?}: {why}; pick a path whose existing parts are real directories of the image (a missing part is made in the box)");
         }
     }
     let base_env = crate::config::base_env(&image.config, home);

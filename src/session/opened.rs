@@ -11,7 +11,7 @@ use super::spares::Spares;
 use super::writers::Writers;
 use crate::config::{Config, Network};
 use crate::engine::addon::launch::{Kern, Outcome};
-use crate::engine::shared::spec::{BoxSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{BoxSpec, DEFAULT_HOSTNAME};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
@@ -143,7 +143,7 @@ impl Opened {
         let cfg = &self.config;
         let mut env = self.base_env.clone();
         if self.deps {
-            deps::deps_env(&mut env);
+            deps::deps_env(&mut env, &cfg.workspace_target);
         }
         let mut binds = cfg.mounts.clone();
         for (k, v) in lang_env.iter().chain(&cfg.env).chain(call_env) {
@@ -164,7 +164,7 @@ impl Opened {
         let mut spec = BoxSpec {
             root: self.image.root.clone(),
             workspace: workspace.to_path_buf(),
-            workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
+            workspace_target: cfg.workspace_target.clone(),
             tmpfs: cfg.tmpfs.clone(),
             limits: cfg.limits.clone(),
             timeout_ms,

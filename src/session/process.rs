@@ -16,7 +16,7 @@ use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Kern, Outcome, 
 use crate::engine::boxside::connector;
 use crate::engine::shared::handoff::BoxFds;
 use crate::engine::shared::handoff::{signal_number, SIGNALS};
-use crate::engine::shared::spec::{BoxSpec, TtySize, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{BoxSpec, TtySize};
 use crate::engine::shared::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::workspace::track;
@@ -510,7 +510,7 @@ fn checked(
             cwd: req.cwd,
             ..Default::default()
         },
-        DEFAULT_WORKSPACE_TARGET,
+        &opened.config.workspace_target,
     )?;
     // The Sandbox's `env` or the terminal's own may name another.
     let named = |e: &[(String, String)]| e.iter().any(|(k, _)| k == "TERM");

@@ -22,7 +22,7 @@
 //! without the cache.
 
 use crate::engine::addon::launch::Kern;
-use crate::engine::shared::spec::{BindSpec, BoxSpec, RootSpec};
+use crate::engine::shared::spec::{BindSpec, BoxSpec, RootSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::shared::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::image::store::Store;
@@ -255,6 +255,8 @@ fn builder_spec(template: BoxSpec, workspace: &Path, out: &Path) -> Result<BoxSp
         .map_err(|e| Error::Runtime(format!("stat {}: {e}", out.display())))?;
     let mut spec = template;
     spec.workspace = workspace.to_path_buf();
+    // The cache is every Sandbox's of the image: built the same whatever this one's mount.
+    spec.workspace_target = DEFAULT_WORKSPACE_TARGET.into();
     spec.argv = vec![
         "python3".into(),
         "-I".into(),

@@ -67,6 +67,10 @@ fn posture(
     };
     put("image", image_digest.unwrap_or_else(|| json(&spec.root)));
     put("workspace", spec.workspace.display().to_string());
+    // Only when chosen: a box started before the option existed keeps its posture's hash.
+    if spec.workspace_target != crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET {
+        put("workspaceMount", spec.workspace_target.clone());
+    }
     put(
         "memoryMb",
         num(l

@@ -16,9 +16,10 @@ use super::opened::Opened;
 use super::percall::PerCall;
 use super::prepared::{prepare, Workload};
 use super::stderr::push_line;
+use crate::config::at_or_under;
 use crate::config::{Network, SetupNetwork};
 use crate::engine::addon::launch::{ChunkSender, Kern};
-use crate::engine::shared::spec::{BoxSpec, TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{BoxSpec, TmpfsSpec};
 use crate::error::{Error, Result};
 use crate::proxy::{Policy, Proxy};
 use std::path::Path;
@@ -37,15 +38,28 @@ pub const SETUP_CWD: &str = "/.kern-setup";
 /// the user site and its `.pth` files) nor a config file in the workspace (pip's and npm's, by
 /// way of HOME) may reach the installer; python does not put its cwd on the import path
 /// (`PYTHONSAFEPATH`, and the cwd is empty anyway). The install targets are set as before.
-fn setup_env(base: &[(String, String)]) -> Vec<(String, String)> {
+/// `ws` is the workspace in the box: an image that names it in a variable (an E2B template's
+/// `HOME=/home/user`, a `PATH` through `/home/user/.local/bin`) loses those entries here.
+fn setup_env(base: &[(String, String)], ws: &str) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = base.to_vec();
-    let in_workspace = |v: &str| {
-        v == DEFAULT_WORKSPACE_TARGET || v.starts_with(&format!("{DEFAULT_WORKSPACE_TARGET}/"))
-    };
+    let in_workspace = |v: &str| at_or_under(v, ws);
     if env.iter().any(|(k, v)| k == "HOME" && in_workspace(v)) {
         env.retain(|(k, _)| k != "HOME");
         env.push(("HOME".into(), SETUP_CWD.into()));
     }
+    // Any other variable's `:`-list entries in the workspace go; a variable left empty goes.
+    env.retain_mut(|(_, v)| {
+        if !v.split(':').any(in_workspace) {
+            return true;
+        }
+        *v = v
+            .split(':')
+            .filter(|e| !in_workspace(e))
+            .collect::<Vec<_>>()
+            .join(":");
+        !v.is_empty()
+    });
+    let deps = |sub: &str| deps(ws, sub);
     let add = vec![
         ("PIP_TARGET".to_string(), deps("python")),
         ("PIP_NO_CACHE_DIR".into(), "1".into()),
@@ -83,7 +97,7 @@ fn spec(opened: &Opened, cmd: &str) -> Result<BoxSpec> {
         argv,
     };
     let mut spec = prepare(opened, setup, setup_timeout_ms()?, PerCall::default())?.spec;
-    spec.env = setup_env(&opened.base_env);
+    spec.env = setup_env(&opened.base_env, &opened.config.workspace_target);
     spec.tmpfs.push(TmpfsSpec {
         target: SETUP_CWD.into(),
         size_bytes: 1 << 20,
@@ -182,4 +196,41 @@ pub(super) async fn run(
         exit_code: report.exit_code,
         stderr_tail: tail,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn nothing_of_the_workspace_reaches_the_installer() {
+        let base = kv(&[
+            ("HOME", "/home/user"),
+            ("PATH", "/home/user/.local/bin:/usr/bin:/bin"),
+            ("PYTHONPATH", "/home/user/lib"),
+            ("LANG", "C.UTF-8"),
+            ("OTHER", "/home/username:/opt"),
+        ]);
+        let env = setup_env(&base, "/home/user");
+        let get = |k: &str| env.iter().find(|(ek, _)| ek == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("HOME"), Some(SETUP_CWD));
+        assert_eq!(get("PATH"), Some("/usr/bin:/bin"));
+        // Emptied, then dropped; set again only where setup sets it.
+        assert_eq!(get("PYTHONPATH"), None);
+        assert_eq!(get("LANG"), Some("C.UTF-8"));
+        assert_eq!(get("OTHER"), Some("/home/username:/opt"));
+        assert_eq!(get("PIP_TARGET"), Some("/home/user/.deps/python"));
+        assert_eq!(get("npm_config_prefix"), Some("/home/user/.deps/node"));
+        // The default mount keeps the default's paths.
+        let env = setup_env(&kv(&[("HOME", "/workspace")]), "/workspace");
+        assert!(env.contains(&("HOME".into(), SETUP_CWD.into())));
+        assert!(env.contains(&("PIP_TARGET".into(), "/workspace/.deps/python".into())));
+    }
 }

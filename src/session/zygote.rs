@@ -164,6 +164,12 @@ pub(crate) fn refused(name: &str) -> bool {
         .contains(&name)
 }
 
+/// The first entry of `path` (a PATH) that is the workspace at `ws` or inside it, where a box
+/// could plant the program the zygote runs.
+pub(super) fn path_in_workspace<'a>(path: &'a str, ws: &str) -> Option<&'a str> {
+    path.split(':').find(|d| crate::config::at_or_under(d, ws))
+}
+
 /// Where the zygote's HOME points: nowhere, so no user site is read at its start.
 const NO_HOME: &str = "/nonexistent";
 
@@ -237,6 +243,23 @@ pub(super) fn seqpacket_pair() -> nix::Result<(OwnedFd, OwnedFd)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_into_the_workspace_is_found() {
+        let path = "/usr/bin:/home/user/.local/bin:/bin";
+        assert_eq!(
+            path_in_workspace(path, "/home/user"),
+            Some("/home/user/.local/bin")
+        );
+        assert_eq!(
+            path_in_workspace(path, "/home/user/.local/bin"),
+            Some("/home/user/.local/bin")
+        );
+        assert_eq!(path_in_workspace(path, "/home/username"), None);
+        assert_eq!(path_in_workspace(path, "/workspace"), None);
+        // A workspace inside a PATH directory leaves the rest of it to the image.
+        assert_eq!(path_in_workspace(path, "/usr/bin/x"), None);
+    }
 
     fn kv(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

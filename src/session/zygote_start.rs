@@ -23,6 +23,20 @@ fn check(opened: &Opened) -> Result<()> {
     if opened.image.user.as_ref().is_some_and(|u| u.uid != 0) {
         return crate::invalid!("option `zygote` can't be combined with an image whose USER is not root yet: the zygote's forks map only uid 0; leave `zygote` out for this image");
     }
+    // The zygote finds python3 on the image's PATH (`start_env`): none of it may be a place a
+    // box writes.
+    let ws = &opened.config.workspace_target;
+    let path = opened
+        .base_env
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "PATH")
+        .map_or(crate::engine::shared::spec::DEFAULT_PATH, |(_, v)| {
+            v.as_str()
+        });
+    if let Some(dir) = super::zygote::path_in_workspace(path, ws) {
+        return crate::invalid!("option `zygote` can't be combined with `workspaceMount` {ws:?}: the image's PATH entry {dir}, where the zygote finds python3, would be the workspace or in it, which boxes write, and the zygote's python starts before any call and runs nothing a box could have written; pick another workspaceMount, or leave `zygote` out");
+    }
     Ok(())
 }
 

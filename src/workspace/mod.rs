@@ -9,7 +9,7 @@ pub mod track;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
-/// The host directory bound at `/workspace`.
+/// The host directory bound at `/workspace` (or where `workspaceMount` says).
 #[derive(Debug)]
 pub struct Workspace {
     pub path: PathBuf,

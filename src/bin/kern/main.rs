@@ -41,17 +41,13 @@
 #![allow(rustdoc::broken_intra_doc_links, rustdoc::invalid_html_tags)]
 
 use clap::{Parser, Subcommand};
-use kern_sandbox::config::{
-    self, base_env, check_target, parse_size, DEFAULT_MEMORY_MB, DEFAULT_PIDS, DEFAULT_TMPFS_MB,
-};
+use kern_sandbox::config::{self, base_env, DEFAULT_MEMORY_MB, DEFAULT_PIDS};
 use kern_sandbox::engine::monitor::parent::{self, run_box};
 use kern_sandbox::engine::monitor::prepare::prepare;
 use kern_sandbox::engine::monitor::resident::{self, call};
 use kern_sandbox::engine::shared::handoff::{BoxFds, CallTarget, Caller};
 use kern_sandbox::engine::shared::protocol::{self, Ask, Said};
-use kern_sandbox::engine::shared::spec::{
-    BoxSpec, Limits, Resident, TmpfsSpec, DEFAULT_HOSTNAME, DEFAULT_WORKSPACE_TARGET,
-};
+use kern_sandbox::engine::shared::spec::{BoxSpec, Limits, Resident, DEFAULT_HOSTNAME};
 use kern_sandbox::engine::shared::status::{self, BoxReport};
 use kern_sandbox::engine::shared::sys;
 use kern_sandbox::image;
@@ -63,6 +59,7 @@ use std::process::ExitCode;
 mod doctor;
 mod images;
 mod interactive;
+mod scratch;
 mod stdio;
 
 use interactive::{Mode, Relay};
@@ -176,9 +173,13 @@ struct RunArgs {
     /// or root filesystem directory), or "host" (the host's programs, read-only).
     #[arg(long, default_value = "host")]
     image: String,
-    /// Host directory bound read-write at /workspace (default: a temporary one, deleted after).
+    /// Host directory bound read-write at the workspace mount (default: a temporary one,
+    /// deleted after).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// Where the box sees the workspace, its cwd [default: /workspace].
+    #[arg(long = "workspace-mount", value_name = "PATH")]
+    workspace_mount: Option<String>,
     /// Memory cap in MiB; 0 = uncapped.
     #[arg(long, default_value_t = DEFAULT_MEMORY_MB)]
     memory: u64,
@@ -502,27 +503,11 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     let policy = image::PullPolicy::from_env().map_err(|e| e.to_string())?;
     let opened = image::open(&source, policy, &mut image::Quiet).map_err(|e| e.to_string())?;
     let root = opened.root.clone();
-    let mut tmpfs = Vec::new();
-    if a.tmpfs.is_empty() {
-        tmpfs.push(TmpfsSpec {
-            target: "/tmp".into(),
-            size_bytes: DEFAULT_TMPFS_MB << 20,
-        });
-    }
-    for t in a.tmpfs.iter().filter(|t| t.as_str() != "none") {
-        let (target, size) = t.split_once(':').unwrap_or((t, "64m"));
-        let size_bytes =
-            parse_size(size).ok_or_else(|| format!("--tmpfs {t}: bad size {size:?}"))?;
-        if let Some(why) = config::tmpfs_out_of_bounds(size_bytes) {
-            return Err(format!("--tmpfs {t}: the size {why}"));
-        }
-        let target = check_target("--tmpfs", target).map_err(|e| e.to_string())?;
-        tmpfs.push(TmpfsSpec { target, size_bytes });
-    }
+    let (ws, tmpfs) = scratch::workspace_and_tmpfs(a.workspace_mount.as_deref(), &a.tmpfs)?;
     let home = if tmpfs.iter().any(|t| t.target == "/tmp") {
         "/tmp"
     } else {
-        DEFAULT_WORKSPACE_TARGET
+        ws.as_str()
     };
     let mut env = base_env(&opened.config, home);
     for kv in &a.env {
@@ -578,7 +563,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     let spec = BoxSpec {
         root,
         workspace,
-        workspace_target: DEFAULT_WORKSPACE_TARGET.into(),
+        workspace_target: ws.clone(),
         tmpfs,
         limits: Limits {
             memory_bytes,

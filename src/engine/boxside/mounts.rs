@@ -6,6 +6,7 @@
 //! is a path we created ourselves in our own tmpfs, and the workspace is mounted last of the
 //! binds so nothing is ever mounted beneath a directory the box can write.
 
+use super::mountpoint::make_mount_point;
 use super::rootfs::{Entry, RootPlan};
 use crate::engine::plan::{self, pid1};
 use crate::engine::shared::spec::{BindSpec, BoxSpec, DeviceSpec, Resident, TmpfsSpec};
@@ -66,7 +67,7 @@ fn fd_path(fd: &OwnedFd) -> PathBuf {
     PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
-fn mkdir(path: &Path, mode: u32) -> Result<(), SetupError> {
+pub(super) fn mkdir(path: &Path, mode: u32) -> Result<(), SetupError> {
     match fs::DirBuilder::new().mode(mode).create(path) {
         Err(e) if e.kind() != io::ErrorKind::AlreadyExists => {
             Err(SetupError(format!("mkdir {}: {e}", path.display())))
@@ -75,7 +76,7 @@ fn mkdir(path: &Path, mode: u32) -> Result<(), SetupError> {
     }
 }
 
-fn touch(path: &Path) -> Result<(), SetupError> {
+pub(super) fn touch(path: &Path) -> Result<(), SetupError> {
     fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -100,7 +101,12 @@ fn bind(source: &Path, target: &Path, attrs: u64) -> Result<(), SetupError> {
 }
 
 /// Creates the mount point (a directory or an empty file) in our own tmpfs, then binds.
-fn bind_new(source: &Path, target: &Path, dir: bool, attrs: u64) -> Result<(), SetupError> {
+pub(super) fn bind_new(
+    source: &Path,
+    target: &Path,
+    dir: bool,
+    attrs: u64,
+) -> Result<(), SetupError> {
     if dir {
         mkdir(target, 0o755)?;
     } else {
@@ -225,13 +231,17 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
     }
 
     build_dev(root, &spec.devices, &device_fds)?;
+    // Whose insides are not the image's: nothing is made in them (`make_mount_point`).
+    let others: Vec<&str> = (spec.tmpfs.iter().map(|t| t.target.as_str()))
+        .chain(spec.binds.iter().map(|b| b.target.as_str()))
+        .collect();
     for t in &spec.tmpfs {
-        mount_scratch(root, t)?;
+        mount_scratch(root, t, &others)?;
     }
 
     for (i, b) in spec.binds.iter().enumerate() {
         let target = root.join(b.target.trim_start_matches('/'));
-        make_mount_point(root, &target, b.dir)?;
+        make_mount_point(root, &target, b.dir, &others)?;
         let attrs = if b.writable {
             MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV
         } else {
@@ -251,7 +261,7 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
     }
 
     let ws = root.join(spec.workspace_target.trim_start_matches('/'));
-    make_mount_point(root, &ws, true)?;
+    make_mount_point(root, &ws, true, &others)?;
     match (&trees.workspace, &workspace_fd) {
         (Some(tree), _) => sys::move_mount_to(tree.as_fd(), ws.to_str().unwrap_or_default())
             .ctx(|| "attach the workspace".into())?,
@@ -259,7 +269,7 @@ pub fn build(spec: &BoxSpec, src: &Sources, trees: &Trees) -> Result<(), SetupEr
         (None, None) => return Err(SetupError("no workspace to mount".into())),
     }
     for rel in &spec.readonly_in_workspace {
-        readonly_subdir(&ws, rel)?;
+        readonly_subdir(&ws, &spec.workspace_target, rel)?;
     }
     if trees.image.is_some() {
         // The binds hold the image now; the staging mount leaves with the old root anyway,
@@ -313,52 +323,9 @@ fn mask(at: &Path, keep: &[Entry], ro: u64) -> Result<(), SetupError> {
         .ctx(|| format!("make {} read-only", at.display()))
 }
 
-/// Creates the mount point for `target` (inside the skeleton). Directly under the root we make
-/// it; deeper, it must already exist in the image as a real directory: we never create anything
-/// inside the image, and never follow one of its symlinks to find a target.
-fn make_mount_point(root: &Path, target: &Path, dir: bool) -> Result<(), SetupError> {
-    let rel = target.strip_prefix(root).unwrap_or(target);
-    let depth = rel.components().count();
-    if depth <= 1 {
-        return if dir {
-            mkdir(target, 0o755)
-        } else {
-            touch(target)
-        };
-    }
-    let mut cur = root.to_path_buf();
-    for (i, c) in rel.components().enumerate() {
-        cur.push(c);
-        let want_dir = dir || i + 1 < depth;
-        match fs::symlink_metadata(&cur) {
-            Ok(m) if m.file_type().is_symlink() => {
-                return Err(SetupError(format!(
-                    "/{} is a symlink in the image; mount targets are never reached through symlinks",
-                    rel.display()
-                )))
-            }
-            Ok(m) if m.is_dir() == want_dir && (want_dir || m.is_file()) => {}
-            Ok(_) => {
-                return Err(SetupError(format!(
-                    "/{} is not a {} in the image",
-                    rel.display(),
-                    if want_dir { "directory" } else { "regular file" }
-                )))
-            }
-            Err(_) => {
-                return Err(SetupError(format!(
-                    "/{} does not exist in the image; mount points below the top level must exist in the image",
-                    rel.display()
-                )))
-            }
-        }
-    }
-    Ok(())
-}
-
-fn mount_scratch(root: &Path, t: &TmpfsSpec) -> Result<(), SetupError> {
+fn mount_scratch(root: &Path, t: &TmpfsSpec, others: &[&str]) -> Result<(), SetupError> {
     let target = root.join(t.target.trim_start_matches('/'));
-    make_mount_point(root, &target, true)?;
+    make_mount_point(root, &target, true, others)?;
     run(&[pid1::scratch(&path_str(&target)?, t.size_bytes)])
 }
 
@@ -562,7 +529,8 @@ fn bind_device(root: &Path, d: &DeviceSpec, fd: &OwnedFd) -> Result<(), SetupErr
 
 /// Mounts `ws/rel` read-only over itself, reached through an fd opened without following
 /// symlinks, so a box that swapped the directory for a symlink can't redirect the mount.
-fn readonly_subdir(ws: &Path, rel: &str) -> Result<(), SetupError> {
+/// `shown`: where the box sees `ws`, for messages.
+fn readonly_subdir(ws: &Path, shown: &str, rel: &str) -> Result<(), SetupError> {
     use nix::fcntl::{openat, OFlag};
     use nix::sys::stat::Mode;
     let ws_fd = open_dir(ws).ctx(|| "open the workspace".into())?;
@@ -576,20 +544,18 @@ fn readonly_subdir(ws: &Path, rel: &str) -> Result<(), SetupError> {
         Err(nix::errno::Errno::ENOENT) => return Ok(()),
         Err(e) => {
             return Err(SetupError(format!(
-                "/workspace/{rel} is not a real directory ({e}); it is mounted read-only, so replace it with the directory `setup` made or turn depsReadonly off"
+                "{shown}/{rel} is not a real directory ({e}); it is mounted read-only, so replace it with the directory `setup` made or turn depsReadonly off"
             )))
         }
     };
-    let tree =
-        sys::open_tree_clone_fd(fd.as_fd(), true).ctx(|| format!("clone /workspace/{rel}"))?;
+    let tree = sys::open_tree_clone_fd(fd.as_fd(), true).ctx(|| format!("clone {shown}/{rel}"))?;
     sys::mount_setattr_fd(
         tree.as_fd(),
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         None,
     )
-    .ctx(|| format!("make /workspace/{rel} read-only"))?;
-    sys::move_mount_to_fd(tree.as_fd(), fd.as_fd())
-        .ctx(|| format!("mount /workspace/{rel} read-only"))
+    .ctx(|| format!("make {shown}/{rel} read-only"))?;
+    sys::move_mount_to_fd(tree.as_fd(), fd.as_fd()).ctx(|| format!("mount {shown}/{rel} read-only"))
 }
 
 /// Opens a directory as an O_PATH fd for `Sources`.

@@ -100,8 +100,10 @@ impl RootPlan {
         let etc = &etc[..];
         // Names the box mounts itself: the image's own entries of these names are not bound.
         let mut reserved: Vec<String> = BOX_OWNED.iter().map(|s| s.to_string()).collect();
-        if let Some(top) = top_component(workspace_target) {
-            reserved.push(top);
+        // A top-level workspace replaces the image's entry of its name; a deeper one lands in
+        // the image's tree (`mountpoint`), whose other entries stay.
+        if workspace_target.trim_matches('/').split('/').count() == 1 {
+            reserved.extend(top_component(workspace_target));
         }
         reserved.extend(extra_reserved.iter().cloned());
         let mut plan = match root {
@@ -112,7 +114,7 @@ impl RootPlan {
                 plan
             }
             RootSpec::Dir { path } => Self::from_dir(path, &reserved)?,
-            RootSpec::Host => Self::host(hostname),
+            RootSpec::Host => Self::host(hostname, workspace_target),
         };
         plan.entries.retain(|e| match e {
             Entry::EtcBind { name, .. } | Entry::EtcFile { name, .. } => {
@@ -167,7 +169,7 @@ impl RootPlan {
         })
     }
 
-    fn host(hostname: &str) -> RootPlan {
+    fn host(hostname: &str, workspace_target: &str) -> RootPlan {
         let mut entries = host_entries(Path::new("/"), HOST_TOP);
         let usr_local = Path::new("/usr/local");
         if entries
@@ -192,7 +194,7 @@ impl RootPlan {
         }
         // The box's only accounts: its root (the caller, mapped) and nobody.
         let accounts = [
-            ("passwd", "root:x:0:0:root:/workspace:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n".to_string()),
+            ("passwd", format!("root:x:0:0:root:{workspace_target}:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n")),
             ("group", "root:x:0:\nnogroup:x:65534:\n".to_string()),
         ];
         for (name, contents) in accounts.into_iter().chain(identity(hostname)) {

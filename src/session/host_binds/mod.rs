@@ -86,7 +86,7 @@ pub use crate::engine::shared::spec::BindSpec as Mount;
 /// What the policy needs to know about the host and the box.
 #[derive(Debug, Clone)]
 pub struct Context {
-    /// Where the box sees its workspace (`/workspace`): nothing is mounted over or inside it.
+    /// Where the box sees its workspace (`workspaceMount`): nothing is mounted over or inside it.
     pub workspace_target: String,
     /// Home directories: each one and its ancestors are refused (a project inside is fine), and
     /// the credential entries inside each are refused outright.
@@ -197,6 +197,12 @@ fn kind(st: &FileStat) -> SFlag {
 
 fn stat_id(p: &Path) -> Option<Id> {
     stat(p).ok().map(|st| id_of(&st))
+}
+
+/// The box path a `mounts` entry names, as written, if it has the right shape (`parse` says
+/// what is wrong with one that has not).
+pub fn target_of<'a>(src: &str, spec: &'a Value) -> Option<&'a str> {
+    entry_spec(src, spec).ok().map(|(t, _)| t)
 }
 
 /// The box path and writability of one entry's value.
@@ -536,10 +542,20 @@ fn find_socket(fd: &OwnedFd, canon: &Path, id: Id) -> Option<PathBuf> {
 }
 
 /// Checks a mount target against the image it will be mounted in: below the top level (where
-/// kern makes the mount point itself), every component must exist in the image as a real
-/// directory, and the last one as the kind of the source, none of them a symlink: the image's
-/// symlinks are never followed to find a target.
+/// kern makes the mount point itself), every component the image has must be a real directory,
+/// and the last one the kind of the source, none of them a symlink: the image's symlinks are
+/// never followed to find a target. What the image lacks is made in the box, never in the image
+/// (a read-only tmpfs masks the deepest directory it has, with its entries bound back).
 pub fn check_target_in_image(image: &Path, target: &str, dir: bool) -> Result<()> {
+    target_in_image(image, target, dir).map_err(|why| {
+        Error::MountRefused(format!(
+            "mount target {target}: {why}. Mount at the path it points to, or at a new directory such as /data"
+        ))
+    })
+}
+
+/// What is wrong with `target` in the image (see `check_target_in_image`), if anything.
+pub fn target_in_image(image: &Path, target: &str, dir: bool) -> std::result::Result<(), String> {
     let parts: Vec<&str> = target.trim_start_matches('/').split('/').collect();
     if parts.len() <= 1 {
         return Ok(());
@@ -547,32 +563,31 @@ pub fn check_target_in_image(image: &Path, target: &str, dir: bool) -> Result<()
     let mut cur = image.to_path_buf();
     for (i, part) in parts.iter().enumerate() {
         cur.push(part);
-        let last = i + 1 == parts.len();
-        let want_dir = !last || dir;
-        let kind = if want_dir {
-            "directory"
-        } else {
-            "regular file"
-        };
+        let shown = parts[..=i].join("/");
+        let want_dir = i + 1 < parts.len() || dir;
         match std::fs::symlink_metadata(&cur) {
             Ok(m) if m.file_type().is_symlink() => {
-                return Err(Error::MountRefused(format!(
-                    "mount target {target}: /{} is a symlink in the image; targets are never reached through the image's symlinks. Mount at the path it points to, or at a new top-level directory such as /data",
-                    parts[..=i].join("/")
-                )))
+                return Err(format!(
+                    "/{shown} is a symlink in the image; targets are never reached through the image's symlinks"
+                ))
             }
             Ok(m) if (want_dir && m.is_dir()) || (!want_dir && m.is_file()) => {}
             Ok(_) => {
-                return Err(Error::MountRefused(format!(
-                    "mount target {target}: /{} is not a {kind} in the image",
-                    parts[..=i].join("/")
-                )))
+                let kind = if want_dir { "directory" } else { "regular file" };
+                return Err(format!("/{shown} is not a {kind} in the image"));
             }
+            // Missing from here down: made in the box, under a mask of the parent's entries.
             Err(_) => {
-                return Err(Error::MountRefused(format!(
-                    "mount target {target}: /{} does not exist in the image; below the top level a target must already exist there (a new top-level directory such as /data is made for you)",
-                    parts[..=i].join("/")
-                )))
+                let max = crate::engine::boxside::mountpoint::MAX_MASKED_ENTRIES;
+                let parent = cur.parent().unwrap_or(image);
+                let many = std::fs::read_dir(parent).map_or(0, |d| d.take(max + 1).count());
+                if i > 0 && many > max {
+                    return Err(format!(
+                        "/{} has more than {max} entries in the image, each of which would be a mount in every box to make /{shown} beside them; pick a path under a smaller directory, or make it in the image",
+                        parts[..i].join("/")
+                    ));
+                }
+                return Ok(());
             }
         }
     }

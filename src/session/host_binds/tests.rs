@@ -265,3 +265,42 @@ fn host_context_lists_the_users_home() {
     assert!(ctx.homes.iter().all(|h| h.is_absolute()));
     assert_eq!(ctx.workspace_target, "/workspace");
 }
+
+#[test]
+fn a_target_the_image_lacks_is_made_and_its_symlinks_refused() {
+    let f = fixture();
+    let image = f.root.join("image");
+    std::fs::create_dir_all(image.join("home/other")).unwrap();
+    std::fs::write(image.join("home/file"), "x").unwrap();
+    std::os::unix::fs::symlink("/etc", image.join("home/link")).unwrap();
+    // Missing below an existing directory, or missing from the top: made in the box.
+    for t in ["/home/user", "/home/user/deep", "/nothere/x", "/home/other"] {
+        assert!(target_in_image(&image, t, true).is_ok(), "{t}");
+    }
+    let why = target_in_image(&image, "/home/link/x", true).unwrap_err();
+    assert!(why.contains("/home/link is a symlink"), "{why}");
+    let why = target_in_image(&image, "/home/file/x", true).unwrap_err();
+    assert!(why.contains("/home/file is not a directory"), "{why}");
+    let why = target_in_image(&image, "/home/other", false).unwrap_err();
+    assert!(why.contains("not a regular file"), "{why}");
+    let e = check_target_in_image(&image, "/home/link/x", true).unwrap_err();
+    assert!(matches!(e, Error::MountRefused(_)) && e.to_string().contains("symlink"));
+}
+
+#[test]
+fn a_mask_of_a_huge_directory_is_refused() {
+    let f = fixture();
+    let image = f.root.join("image");
+    let big = image.join("big");
+    std::fs::create_dir_all(&big).unwrap();
+    let max = crate::engine::boxside::mountpoint::MAX_MASKED_ENTRIES;
+    for i in 0..max {
+        std::fs::write(big.join(format!("f{i}")), "").unwrap();
+    }
+    assert!(target_in_image(&image, "/big/new", true).is_ok());
+    std::fs::write(big.join("one-more"), "").unwrap();
+    let why = target_in_image(&image, "/big/new", true).unwrap_err();
+    assert!(why.contains("/big has more than 1024 entries"), "{why}");
+    // An existing target needs no mask.
+    assert!(target_in_image(&image, "/big/one-more", false).is_ok());
+}

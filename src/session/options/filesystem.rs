@@ -1,18 +1,18 @@
-//! The filesystem options: `workspace` and its cap, host binds (`mounts`, checked by
-//! `host_binds`) and scratch (`tmpfs`).
+//! The filesystem options: `workspace`, its cap and where the boxes see it (`workspaceMount`),
+//! host binds (`mounts`, checked by `host_binds`) and scratch (`tmpfs`).
 
 use super::value::{positive_at_most, type_err};
 use crate::config::{
-    check_target, parse_size, tmpfs_out_of_bounds, Config, DEFAULT_TMPFS_MB, MAX_MOUNTS,
-    MAX_SAFE_BYTES, MIB,
+    at_or_under, check_target, check_workspace_mount, parse_size, tmpfs_out_of_bounds, Config,
+    DEFAULT_TMPFS_MB, MAX_MOUNTS, MAX_SAFE_BYTES, MIB,
 };
-use crate::engine::shared::spec::{TmpfsSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::TmpfsSpec;
 use crate::error::{Error, Result};
 use crate::session::host_binds;
 use serde_json::{Map, Value};
 use std::path::PathBuf;
 
-/// `workspace` and `workspaceMaxBytes`.
+/// `workspace`, `workspaceMount` and `workspaceMaxBytes`.
 pub(super) fn workspace(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> {
     let get = |k: &str| map.get(k);
     if let Some(v) = get("workspace") {
@@ -25,6 +25,9 @@ pub(super) fn workspace(map: &Map<String, Value>, cfg: &mut Config) -> Result<()
             Value::String(s) => cfg.workspace = Some(PathBuf::from(s)),
             other => return Err(type_err("workspace", "an absolute directory path", other)),
         }
+    }
+    if let Some(t) = workspace_mount(map)? {
+        cfg.workspace_target = t;
     }
     if let Some(v) = get("workspaceMaxBytes").filter(|v| !v.is_null()) {
         cfg.workspace_max_bytes = Some(positive_at_most(
@@ -45,7 +48,10 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
         if !v.is_object() {
             return Err(type_err("mounts", "an object { hostSrc: boxTarget }", v));
         }
-        let ctx = host_binds::Context::from_host(DEFAULT_WORKSPACE_TARGET);
+        if get("workspaceMount").is_some_and(|v| !v.is_null()) {
+            mounts_clear_of_workspace(v, &cfg.workspace_target)?;
+        }
+        let ctx = host_binds::Context::from_host(&cfg.workspace_target);
         cfg.mounts = host_binds::parse(v, &ctx)?;
         // Parents before children, so a nested target is mounted on top of its parent's.
         cfg.mounts.sort_by_key(|m| m.target.matches('/').count());
@@ -58,7 +64,7 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
     }
     let explicit_tmpfs = get("tmpfs").is_some_and(|v| !v.is_null());
     if explicit_tmpfs {
-        cfg.tmpfs = parse_tmpfs(get("tmpfs").unwrap_or(&Value::Null))?;
+        cfg.tmpfs = parse_tmpfs(get("tmpfs").unwrap_or(&Value::Null), &cfg.workspace_target)?;
     }
     // A mount at /tmp replaces the default scratch; one the caller also asked for is a conflict.
     // Mounts and scratch never nest: one would hide the other.
@@ -67,8 +73,7 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
             cfg.tmpfs.retain(|t| t.target != "/tmp");
         }
         for t in &cfg.tmpfs {
-            let nested = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}/"));
-            if nested(&m.target, &t.target) || nested(&t.target, &m.target) {
+            if at_or_under(&m.target, &t.target) || at_or_under(&t.target, &m.target) {
                 return crate::invalid!("the mount at {} and the tmpfs at {} overlap; drop one of them (a mount at /tmp replaces the default /tmp scratch by itself)", m.target, t.target);
             }
         }
@@ -76,12 +81,59 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
     Ok(())
 }
 
-fn parse_tmpfs(v: &Value) -> Result<Vec<TmpfsSpec>> {
+/// `workspaceMount` by itself (None: the default): also checked when the Sandbox is made.
+pub(super) fn workspace_mount(map: &Map<String, Value>) -> Result<Option<String>> {
+    let Some(v) = map.get("workspaceMount").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    let Value::String(s) = v else {
+        return Err(type_err(
+            "workspaceMount",
+            "an absolute box path such as \"/home/user\"",
+            v,
+        ));
+    };
+    check_workspace_mount("workspaceMount", s).map(Some)
+}
+
+/// A chosen `workspaceMount` against the `mounts` that name it, over it or inside it: the
+/// combination is the mistake, so it is said as `workspaceMount`'s (the mounts' own rule,
+/// `host_binds`, refuses the same for the default mount point).
+fn mounts_clear_of_workspace(mounts: &Value, ws: &str) -> Result<()> {
+    let Some(map) = mounts.as_object() else {
+        return Ok(());
+    };
+    for (src, spec) in map {
+        let Some(t) = host_binds::target_of(src, spec) else {
+            continue;
+        };
+        if at_or_under(t, ws) || at_or_under(ws, t) {
+            return crate::invalid!("option `workspaceMount` {ws:?} clashes with the mount of {src:?} at {t:?} (`mounts`): one would be over or inside the other; pick a workspaceMount outside every mount target, or mount it elsewhere");
+        }
+    }
+    Ok(())
+}
+
+/// The workspace mount against every scratch mount, the default `/tmp` and `vdisk:` profiles'
+/// included (checked once those are known): one would hide the other.
+pub(super) fn workspace_clear_of_scratch(cfg: &Config) -> Result<()> {
+    let ws = &cfg.workspace_target;
+    if let Some(t) = cfg
+        .tmpfs
+        .iter()
+        .find(|t| at_or_under(ws, &t.target) || at_or_under(&t.target, ws))
+    {
+        return crate::invalid!("option `workspaceMount` {ws:?} is over or inside the scratch tmpfs at {:?} (the default /tmp, `tmpfs` or a `vdisk:` profile); pick a path outside it, or leave that scratch out", t.target);
+    }
+    Ok(())
+}
+
+fn parse_tmpfs(v: &Value, workspace: &str) -> Result<Vec<TmpfsSpec>> {
     let key = "tmpfs";
     let default = DEFAULT_TMPFS_MB * MIB;
     let mut out: Vec<TmpfsSpec> = Vec::new();
     let mut push = |target: &str, size: u64| -> Result<()> {
-        let target = check_target(key, target)?;
+        let target = check_target(key, target, workspace)?;
         if out.iter().any(|t| t.target == target) {
             return crate::invalid!("option `tmpfs` names {target:?} twice");
         }

@@ -29,6 +29,7 @@ const KNOWN: &[&str] = &[
     "setup",
     "workspace",
     "workspaceMaxBytes",
+    "workspaceMount",
     "name",
     "persist",
     "persistTtlS",
@@ -123,6 +124,7 @@ pub fn parse(v: &Value) -> Result<Config> {
             get("cpus"),
         )?;
     }
+    filesystem::workspace_clear_of_scratch(&cfg)?;
     runtime::env(map, &mut cfg)?;
     network::secrets(map, &mut cfg)?;
     limits::output_and_enforcement(map, &mut cfg)?;
@@ -133,12 +135,23 @@ pub fn parse(v: &Value) -> Result<Config> {
     Ok(cfg)
 }
 
+/// Where the boxes of a Sandbox with these options see the workspace (`workspaceMount`, or
+/// the default), for what is checked before open().
+pub fn workspace_target(options: &Value) -> Result<String> {
+    let Some(map) = options.as_object() else {
+        return Ok(crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET.into());
+    };
+    Ok(filesystem::workspace_mount(map)?
+        .unwrap_or_else(|| crate::engine::shared::spec::DEFAULT_WORKSPACE_TARGET.into()))
+}
+
 /// The checks that need nothing but the options themselves, made when a Sandbox is
 /// constructed (the rest waits for open(), which may touch the filesystem and the network).
 pub fn check_early(options: &Value) -> Result<()> {
     let Some(map) = options.as_object() else {
         return Ok(());
     };
+    filesystem::workspace_mount(map)?;
     if let Some(v) = map.get("egressAllow").filter(|v| !v.is_null()) {
         let entries = strings("egressAllow", v)?;
         if map.get("network").and_then(Value::as_bool) == Some(true) {

@@ -203,3 +203,124 @@ fn resident_options_are_checked() {
         matches!(&d.image, Source::Registry(r) if r.to_string() == "docker.io/library/python:3.12-slim")
     );
 }
+
+#[test]
+fn workspace_mount_is_checked() {
+    let with = |v: Value| json!({"image": "host", "workspaceMount": v});
+    assert_eq!(
+        parse(&json!({"image": "host"})).unwrap().workspace_target,
+        "/workspace"
+    );
+    let c = parse(&with(json!("/home/user"))).unwrap();
+    assert_eq!(c.workspace_target, "/home/user");
+    assert!(parse(&with(Value::Null)).is_ok());
+    for ok in [
+        "/workspace",
+        "/w",
+        "/home/user/project",
+        "/opt/x",
+        "/var/lib/app",
+        "/root",
+    ] {
+        assert_eq!(parse(&with(json!(ok))).unwrap().workspace_target, ok);
+    }
+    for (bad, want) in [
+        ("", "not an absolute path"),
+        ("home/user", "not an absolute path"),
+        ("/", "the box's root"),
+        ("/home/user/", "not normalised"),
+        ("/home//user", "not normalised"),
+        ("/home/./user", "not normalised"),
+        ("/home/../etc", "not normalised"),
+        ("/proc", "/proc, which the box mounts itself"),
+        ("/sys/x", "/sys"),
+        ("/dev/shm/w", "/dev"),
+        ("/etc/app", "/etc, the image's system files"),
+        ("/usr/local/w", "/usr"),
+        ("/lib64", "/lib64"),
+        ("/.kern-pyc", "kern keeps for itself"),
+        ("/tmp", "scratch tmpfs at \"/tmp\""),
+        ("/tmp/w", "scratch tmpfs"),
+        ("/a\0b", "NUL"),
+    ] {
+        let e = err(with(json!(bad)));
+        assert!(
+            e.contains("workspaceMount") && e.contains(want),
+            "{bad:?}: {e}"
+        );
+        assert!(
+            e.contains("/home/user") || e.contains("scratch"),
+            "says what to do: {e}"
+        );
+    }
+    let long = format!("/{}", "a".repeat(256));
+    assert!(err(with(json!(long))).contains("longer than 256 bytes"));
+    assert!(err(with(json!(7))).contains("must be an absolute box path"));
+    // Refused when the Sandbox is made, not only at open().
+    for bad in [json!("rel"), json!("/proc/x"), json!(false)] {
+        let e = check_early(&json!({"workspaceMount": bad})).unwrap_err();
+        assert!(e.to_string().contains("workspaceMount"), "{e}");
+    }
+    assert!(check_early(&json!({"workspaceMount": "/home/user"})).is_ok());
+    assert_eq!(
+        workspace_target(&json!({"workspaceMount": "/home/user"})).unwrap(),
+        "/home/user"
+    );
+    assert_eq!(workspace_target(&json!({})).unwrap(), "/workspace");
+}
+
+#[test]
+fn workspace_mount_and_scratch_never_nest() {
+    let e = |o: Value| err(o);
+    // /tmp is free when it is no scratch.
+    let c =
+        parse(&json!({"image": "host", "workspaceMount": "/tmp/w", "tmpfs": {"/scratch": "1m"}}))
+            .unwrap();
+    assert_eq!(c.workspace_target, "/tmp/w");
+    // A tmpfs over, at or inside the mount.
+    for t in ["/home", "/home/user", "/home/user/x"] {
+        let msg = e(json!({"image": "host", "workspaceMount": "/home/user", "tmpfs": {t: "1m"}}));
+        assert!(
+            msg.contains("tmpfs") && msg.contains("/home/user"),
+            "{t}: {msg}"
+        );
+    }
+    // The default mount no longer reserved once another is chosen.
+    let c = parse(&json!({"image": "host", "workspaceMount": "/home/user", "tmpfs": {"/workspace": "1m", "/tmp": "1m"}}))
+        .unwrap();
+    assert!(c.tmpfs.iter().any(|t| t.target == "/workspace"));
+    assert!(e(json!({"image": "host", "tmpfs": {"/workspace": "1m"}})).contains("/workspace"));
+}
+
+#[test]
+fn workspace_mount_and_mounts_never_nest() {
+    let dir = tempfile::Builder::new()
+        .prefix("kern-wsmount-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let src = std::fs::canonicalize(dir.path()).unwrap();
+    let src = src.to_str().unwrap();
+    for t in ["/home", "/home/user", "/home/user/data"] {
+        for spec in [json!(t), json!([t, "rw"])] {
+            let msg = err(
+                json!({"image": "host", "workspaceMount": "/home/user", "mounts": {src: spec}}),
+            );
+            assert!(
+                msg.contains("option `workspaceMount`")
+                    && msg.contains("clashes")
+                    && msg.contains(t),
+                "{t}: {msg}"
+            );
+        }
+    }
+    // A sibling, and the default mount point, are free once another is chosen.
+    for t in ["/home/other", "/workspace"] {
+        let c =
+            parse(&json!({"image": "host", "workspaceMount": "/home/user", "mounts": {src: t}}))
+                .unwrap();
+        assert_eq!(c.mounts[0].target, t);
+    }
+    // Without workspaceMount, the mounts' own rule still holds at /workspace.
+    let e = parse(&json!({"image": "host", "mounts": {src: "/workspace/x"}})).unwrap_err();
+    assert!(matches!(e, crate::error::Error::MountRefused(_)), "{e}");
+}

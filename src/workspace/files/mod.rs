@@ -76,7 +76,7 @@ pub fn parse_rel(path: &str) -> Result<Vec<OsString>> {
     if path.starts_with('/') {
         return Err(bad(
             path,
-            "is absolute; give it relative to the workspace (\"/workspace/out/a\" is \"out/a\")",
+            "is absolute; give it relative to the workspace (\"out/a\" for the box's /workspace/out/a, or <workspaceMount>/out/a)",
         ));
     }
     if path.ends_with('/') {

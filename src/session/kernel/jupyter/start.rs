@@ -6,7 +6,7 @@
 use super::sockets::{connect, runtime, Readers, Sockets, START_TIMEOUT};
 use super::{keep_tail, Jupyter, Live};
 use crate::engine::addon::launch::ChunkReceiver;
-use crate::engine::shared::spec::{BindSpec, BoxSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{BindSpec, BoxSpec};
 use crate::error::{Error, Result};
 use crate::lang::jupyter::kernelspec::{self, KernelSpec};
 use crate::lang::jupyter::wire::Session;
@@ -73,10 +73,11 @@ pub(crate) async fn prepare(
     let ks = {
         let name = name.to_string();
         let ws = workspace.clone();
+        let target = spec.workspace_target.clone();
         tokio::task::spawn_blocking(move || {
             // A kernelspec in the workspace (JUPYTER_PATH there, or one `setup` installed
             // under .deps) is read from the host's workspace; any other from the image.
-            let locate = move |d: &str| match d.strip_prefix(DEFAULT_WORKSPACE_TARGET) {
+            let locate = move |d: &str| match d.strip_prefix(target.as_str()) {
                 Some(rest) if rest.is_empty() || rest.starts_with('/') => {
                     (ws.clone(), rest.trim_start_matches('/').to_string())
                 }
