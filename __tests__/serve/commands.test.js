@@ -31,7 +31,7 @@ test('a command\'s stdout, stderr and exit code; a failure is CommandExitError w
 
 test('env: the sandbox\'s envVars, a command\'s envs over them; cwd: home by default, any directory', async () => {
   const r = await inSandbox(`
-    const a = await sb.commands.run('echo "$FROM_CREATE $ONE $E2B_SANDBOX"; pwd', { envs: { ONE: 'o1' } });
+    const a = await sb.commands.run('echo "$FROM_CREATE $ONE $E2B_SANDBOX"; pwd; echo "$HOME"', { envs: { ONE: 'o1' } });
     const b = await sb.commands.run('pwd', { cwd: '/tmp' });
     const c = await sb.commands.run('echo "$FROM_CREATE"', { envs: { FROM_CREATE: 'over' } });
     let bad;
@@ -39,7 +39,9 @@ test('env: the sandbox\'s envVars, a command\'s envs over them; cwd: home by def
     return { a: a.stdout, b: b.stdout, c: c.stdout, bad };`);
   const lines = r.a.split('\n');
   expect(lines[0]).toBe('c1 o1 true');
-  expect(lines[1]).toBe(srv.serve.sandboxes.get(id).home);
+  // E2B's home and default working directory, where the sandbox's workspace is mounted.
+  expect(lines[1]).toBe('/home/user');
+  expect(lines[2]).toBe('/home/user');
   expect(r.b).toBe('/tmp\n');
   expect(r.c).toBe('over\n');
   expect(r.bad).toMatch(/no\/such\/dir/);

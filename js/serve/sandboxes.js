@@ -17,7 +17,7 @@ const { ApiError } = require('./errors.js');
  * below 0.6.2, so the SDK itself refuses file metadata (xattrs), which we don't keep. */
 const ENVD_VERSION = '0.5.7';
 /** E2B's home and default working directory: the workspace is mounted there. */
-const HOME = '/workspace'; // TEMP until workspaceMount lands
+const HOME = '/home/user';
 /** A finished process stays listed for `Connect` this long after its end. */
 const ENDED_KEEP_MS = 30_000;
 
@@ -160,13 +160,13 @@ class ServedSandbox {
     this.sandbox = new Sandbox({
       image,
       workspace: home,
-      // TEMP workspaceMount: HOME,
+      workspaceMount: HOME,
       mounts: { [tmp]: ['/tmp', 'rw'] },
       tmpfs: {},
       memoryMb: this.memoryMb,
       timeoutS: MAX_TIMEOUT_S,
       trackFiles: false,
-      env: { E2B_SANDBOX: 'true', E2B_SANDBOX_ID: this.id, ...this.envs },
+      env: { HOME, E2B_SANDBOX: 'true', E2B_SANDBOX_ID: this.id, ...this.envs },
       ...opts,
     });
     await this.sandbox.open();
