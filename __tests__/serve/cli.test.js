@@ -73,6 +73,10 @@ test('refusals before it listens: no key, no auth off loopback, unknown or incom
     expect(r.stderr).toMatch(msg);
     expect(r.stdout).toBe('');
   }
+  // The native `kern` hands `serve` to the same server, through node.
+  const native = spawnSync(path.join(__dirname, '..', '..', 'kern'), ['serve', '--bogus'], { env: { ...process.env, KERN_API_KEYS: KEY }, encoding: 'utf8', timeout: 30_000 });
+  expect(native.status).toBe(2);
+  expect(native.stderr).toMatch(/^kern serve: unknown argument "--bogus"/);
   const help = serveOnce(['--help']);
   expect(help.status).toBe(0);
   expect(help.stderr).toMatch(/^kern serve: usage: kern serve \[--listen HOST:PORT\]/);

@@ -60,6 +60,7 @@ mod doctor;
 mod images;
 mod interactive;
 mod scratch;
+mod serve;
 mod stdio;
 
 use interactive::{Mode, Relay};
@@ -89,6 +90,14 @@ enum Command {
     },
     /// List the images in the store.
     Images,
+    /// Serve E2B's API, so the E2B SDKs run on this host's boxes (docs/serve.md). Written in
+    /// JS, in the npm package: this execs `node` on it with the same arguments.
+    #[command(disable_help_flag = true)]
+    Serve {
+        /// kern serve's own flags (kern serve --help lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Remove images from the store (by reference, digest or digest prefix).
     Rmi {
         #[arg(required = true)]
@@ -266,6 +275,7 @@ fn main() -> ExitCode {
         Command::Stop { name } => report(stop(&name)),
         Command::Pull { reference, quiet } => report(images::pull(&reference, quiet)),
         Command::Images => report(images::list()),
+        Command::Serve { args } => serve::exec_node(&args),
         Command::Rmi { images } => report(images::rmi(&images)),
         Command::Prune => report(images::prune()),
     }
