@@ -96,6 +96,31 @@ test('the session callbacks stream each cell as it runs', async () => {
   }
 });
 
+test('a cell\'s own onStdout/onStderr take its output instead of the session\'s; null takes it from both', async () => {
+  const session = [];
+  const sb = await new Sandbox(opts({ onStdout: (b) => session.push(b.toString()), onStderr: (b) => session.push(`E${b}`) })).open();
+  try {
+    const k = await sb.kernel();
+    const out = [];
+    const err = [];
+    const r = await k.runCode('import sys\nprint("mine")\nprint("oops", file=sys.stderr)', {
+      onStdout: (b) => out.push(b.toString()),
+      onStderr: (b) => err.push(b.toString()),
+    });
+    expect(out.join('')).toBe('mine\n');
+    expect(err.join('')).toContain('oops\n');
+    expect(r.stdout).toBe('mine\n');
+    await k.runCode('print("quiet")', { onStdout: null });
+    await k.runCode('print("session")');
+    // (Rootless on cgroup v1 a first cell's stderr also has the best-effort caps' warnings.)
+    expect(session.filter((c) => !/^E(warning|note):/.test(c)).join('')).toBe('session\n');
+    await expect(k.runCode('1', { onStdout: 'no' })).rejects.toThrow(/option `onStdout` must be a function/);
+    await k.close();
+  } finally {
+    await sb.close();
+  }
+});
+
 test('a short print streams while its cell still runs, not when the cell ends', async () => {
   let cellDone = false;
   let sawUpWhileRunning = null;
