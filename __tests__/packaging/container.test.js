@@ -298,3 +298,58 @@ describe('kern doctor inside a container', () => {
     expect(check(report, 'ctr-root')).toMatchObject({ status: 'missing', fix: expect.stringContaining('--user 1000') });
   });
 });
+
+describe('kern serve in the container (the shipped flags), the E2B SDK on the host', () => {
+  const { sdk, KEY } = require('../serve/serve-helpers.js');
+  let name;
+  let url;
+  beforeAll(async () => {
+    name = `kern-serve-${process.pid}`;
+    // The README's run flags, the port published on the host's loopback only, the packed
+    // package's `kern serve` (as `npx kern-sandbox serve` runs it) listening on the container's
+    // address, boxes on the read-only test rootfs.
+    const r = spawnSync('podman', ['run', '-d', '--name', name, '--runtime', 'runc', '--ulimit', 'nofile=1024:1024', '--ulimit', 'nproc=1024:1024',
+      '-v', `${app}:/app:ro`, '-v', `${rootfs}:/rootfs:ro`, '-w', '/app', '-p', '127.0.0.1::49982', '-e', `KERN_API_KEYS=${KEY}`,
+      ...NON_ROOT, ...withProfile(), ...UNMASKED, ...HARDENED, '--tmpfs', '/tmp',
+      IMAGE, 'node', `node_modules/${pkg.name}/bin/kern.js`, 'serve', '--listen', '0.0.0.0:49982', '--image', '/rootfs'], { encoding: 'utf8', timeout: 60000 });
+    if (r.status !== 0) throw new Error(`podman run kern serve failed: ${r.stdout}${r.stderr}`);
+    const port = spawnSync('podman', ['port', name, '49982/tcp'], { encoding: 'utf8' }).stdout.trim().split(':').pop();
+    url = `http://127.0.0.1:${port}`;
+    for (let i = 0; i < 100; i++) {
+      if (await fetch(`${url}/health`).then((res) => res.ok, () => false)) return;
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    throw new Error(`kern serve in the container never answered: ${spawnSync('podman', ['logs', name], { encoding: 'utf8' }).stderr}`);
+  }, 120000);
+  afterAll(() => {
+    if (name) spawnSync('podman', ['rm', '-f', '-t', '5', name], { stdio: 'ignore' });
+  });
+
+  test('sandboxes, commands, files and code run; a stop ends them all and the container exits 0', async () => {
+    const env = { E2B_API_URL: url, E2B_SANDBOX_URL: url, E2B_API_KEY: KEY };
+    const r = await sdk(`
+      const sb = await Sandbox.create('base', { timeoutMs: 60000 });
+      const out = {};
+      out.run = (await sb.commands.run('echo "in $HOME"; cat /proc/1/cmdline | tr "\\\\0" " "')).stdout;
+      await sb.files.write('c.txt', 'container');
+      out.read = await sb.files.read('c.txt');
+      const ci = await CISandbox.create({ timeoutMs: 60000 });
+      out.cell = (await ci.runCode('6 * 7')).text;
+      out.listed = (await Sandbox.list().nextItems()).length;
+      return out;`, env);
+    expect(r.run).toMatch(/^in \/home\/user\n/);
+    // The box's PID 1 is kern's, not the container's node.
+    expect(r.run).not.toMatch(/node/);
+    expect(r.read).toBe('container');
+    expect(r.cell).toBe('42');
+    expect(r.listed).toBe(2);
+    const stop = spawnSync('podman', ['stop', '-t', '20', name], { encoding: 'utf8', timeout: 60000 });
+    expect(stop.status).toBe(0);
+    const state = spawnSync('podman', ['inspect', '--format', '{{.State.ExitCode}}', name], { encoding: 'utf8' });
+    expect(state.stdout.trim()).toBe('0');
+    const logs = spawnSync('podman', ['logs', name], { encoding: 'utf8' }).stderr;
+    expect(logs.split('\n').filter((l) => l.includes('"sandbox ended"')).length).toBe(2);
+    expect(logs).toContain('"msg":"stopped"');
+    expect(logs).not.toContain(KEY);
+  }, 120000);
+});
