@@ -13,7 +13,8 @@
 # cgroup-v2 guest (scripts/cgv2-vm.sh): patchelf (points the UML kernel at its own libc) and
 # e2fsprogs (mkfs.ext4 -d makes the guest's disk image); python3-pip (installs ruff, below); for
 # the container tests (__tests__/packaging/container.test.js, scripts/build-test-container.sh) podman with
-# the runc runtime, slirp4netns and fuse-overlayfs.
+# the runc runtime, slirp4netns and fuse-overlayfs; haproxy for the fleet test of `kern serve`
+# (__tests__/serve/fleet.test.js, deploy/k8s/serve.yaml's router).
 # ruff (the Python check of scripts/test.sh, scripts/check-python.py) and kubernetes-validate (the
 # offline check of deploy/k8s/deployment.yaml) and E2B's Python SDKs (clients of `kern serve` in
 # its tests) come pinned from PyPI into target/tools, not into the system's Python.
@@ -30,7 +31,7 @@ die() {
 }
 
 # --- Debian packages ---------------------------------------------------------------------------
-packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs python3-pip podman runc slirp4netns fuse-overlayfs)
+packages=(debootstrap bubblewrap acl uidmap hyperfine procps util-linux docker-registry skopeo apache2-utils zstd tinyproxy-bin openssl patchelf e2fsprogs python3-pip podman runc slirp4netns fuse-overlayfs haproxy)
 missing=()
 for p in "${packages[@]}"; do
   status="$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)"

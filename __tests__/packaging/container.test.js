@@ -93,7 +93,7 @@ afterAll(() => {
 test('the installed package carries the docs the README links to, the deploy files and the third-party notices, as in the repo', () => {
   const docs = fs.readdirSync(path.join(repo, 'docs')).map((f) => `docs/${f}`);
   expect(docs.length).toBeGreaterThan(0);
-  for (const f of ['deploy/Dockerfile', 'deploy/k8s/deployment.yaml', 'THIRD_PARTY_NOTICES', ...docs]) {
+  for (const f of ['deploy/Dockerfile', 'deploy/k8s/deployment.yaml', 'deploy/serve.Dockerfile', 'deploy/k8s/serve.yaml', 'deploy/k8s/haproxy.cfg', 'THIRD_PARTY_NOTICES', ...docs]) {
     expect(fs.readFileSync(path.join(app, 'node_modules', pkg.name, f), 'utf8')).toBe(fs.readFileSync(path.join(repo, f), 'utf8'));
   }
   // The platform package ships compiled third-party code (the crates, acorn): its notices too.

@@ -80,3 +80,44 @@ test('the container docs point at the manifest and the Dockerfile in deploy/ (no
     expect(text).not.toMatch(/```dockerfile/);
   }
 });
+
+describe('deploy/k8s/serve.yaml: kern serve as a fleet', () => {
+  const serveManifest = path.join(repo, 'deploy', 'k8s', 'serve.yaml');
+  const routerCfg = path.join(repo, 'deploy', 'k8s', 'haproxy.cfg');
+  const docs = () => load(serveManifest);
+  const kind = (k) => docs().find((d) => d.kind === k);
+
+  test('every resource is valid against the Kubernetes schemas (strict, offline)', () => {
+    const r = validate(serveManifest);
+    for (const res of ['secret/kern-serve-keys', 'service/kern-serve', 'statefulset/kern-serve', 'configmap/kern-serve-router', 'deployment/kern-serve-router', 'service/kern-serve-router', 'ingress/kern-serve']) {
+      expect(r.stderr + r.stdout).toContain(`passed for resource ${res}`);
+    }
+    expect(r.status).toBe(0);
+  });
+
+  test("the router's config is deploy/k8s/haproxy.cfg as the fleet test runs it, one server per replica, each named for its pod", () => {
+    const cfg = fs.readFileSync(routerCfg, 'utf8');
+    expect(kind('ConfigMap').data['haproxy.cfg']).toBe(cfg);
+    const sts = kind('StatefulSet');
+    const n = sts.spec.replicas;
+    const servers = [...cfg.matchAll(/^\s+server (\S+) "\$\{(KERN_SERVE_\d+)\}"/gm)].map((m) => [m[1], m[2]]);
+    const routes = [...cfg.matchAll(/^\s+use-server (\S+) if \{ var\(txn\.sandbox\) -m beg (\S+) \}/gm)].map((m) => [m[1], m[2]]);
+    expect(servers).toEqual([...Array(n).keys()].map((i) => [`kern-serve-${i}`, `KERN_SERVE_${i}`]));
+    expect(routes).toEqual([...Array(n).keys()].map((i) => [`kern-serve-${i}`, `kern-serve-${i}-`]));
+    const env = Object.fromEntries(kind('Deployment').spec.template.spec.containers[0].env.map((e) => [e.name, e.value]));
+    for (let i = 0; i < n; i++) expect(env[`KERN_SERVE_${i}`]).toBe(`kern-serve-${i}.${sts.spec.serviceName}:49982`);
+    // Each server names its sandboxes after its pod.
+    const c = sts.spec.template.spec.containers[0];
+    expect(c.args.join(' ')).toContain('--instance $(POD_NAME)');
+    expect(c.env).toContainEqual({ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } });
+    expect(c.env).toContainEqual({ name: 'KERN_API_KEYS', valueFrom: { secretKeyRef: { name: 'kern-serve-keys', key: 'KERN_API_KEYS' } } });
+  });
+
+  test("the servers' pods have the agent manifest's securityContext, which the container tests measured", () => {
+    const [agent] = load(manifest);
+    const pod = kind('StatefulSet').spec.template.spec;
+    expect(pod.hostUsers).toBe(false);
+    expect(pod.securityContext).toEqual(agent.spec.template.spec.securityContext);
+    expect(pod.containers[0].securityContext).toEqual(agent.spec.template.spec.containers[0].securityContext);
+  });
+});

@@ -19,7 +19,8 @@ const MAX_TIMEOUT_S = 86400;
 const USAGE = `usage: kern serve [--listen HOST:PORT] [--api-keys FILE] [--template NAME=IMAGE]...
                   [--image IMAGE] [--templates FILE] [--tls-cert FILE --tls-key FILE]
                   [--insecure-no-auth] [--max-sandboxes N] [--max-memory-mb N]
-                  [--memory-mb N] [--state-dir DIR] [--log-level info|debug|error]
+                  [--memory-mb N] [--state-dir DIR] [--instance NAME]
+                  [--log-level info|debug|error]
 
 Speaks E2B's API: point the E2B SDKs at it with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY
 (printed at start). API keys: --api-keys FILE (one per line) or KERN_API_KEYS (comma-separated).
@@ -121,6 +122,7 @@ function parseArgs(argv, env = process.env) {
     memoryMb: 512,
     stateDir: null,
     logLevel: 'info',
+    instance: env.KERN_SERVE_INSTANCE || null,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -148,6 +150,7 @@ function parseArgs(argv, env = process.env) {
       case '--max-memory-mb': cfg.maxMemoryMb = positiveInt(value(), flag, 16777216); break;
       case '--memory-mb': cfg.memoryMb = positiveInt(value(), flag, 16777216); break;
       case '--state-dir': cfg.stateDir = path.resolve(value()); break;
+      case '--instance': cfg.instance = value(); break;
       case '--log-level': {
         const v = value();
         if (!['debug', 'info', 'error'].includes(v)) throw new ServeConfigError(`--log-level ${JSON.stringify(v)}: give debug, info or error`);
@@ -172,6 +175,11 @@ function parseArgs(argv, env = process.env) {
         throw new ServeConfigError(`TLS file ${f} can't be read`);
       }
     }
+  }
+  // In a fleet each sandbox id starts with its server's name, so a load balancer can send its
+  // traffic to the server that holds it (deploy/k8s/serve.yaml).
+  if (cfg.instance !== null && !/^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/.test(cfg.instance)) {
+    throw new ServeConfigError(`--instance ${JSON.stringify(cfg.instance)}: 1-40 lowercase letters, digits or '-', such as a pod's name (kern-serve-0)`);
   }
   cfg.keys = readKeys(cfg.keysFile, env.KERN_API_KEYS);
   if (cfg.keys.length === 0 && !cfg.insecureNoAuth) {

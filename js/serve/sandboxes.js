@@ -290,7 +290,8 @@ class Sandboxes {
       throw new ApiError(429, `this API key's sandboxes hold ${used} MiB of ${this.cfg.maxMemoryMb} (--max-memory-mb); another needs ${memoryMb}`);
     }
 
-    const id = 'i' + crypto.randomBytes(10).toString('hex');
+    // With --instance, the id names the server that holds the sandbox (`kern-serve-0-…`).
+    const id = (this.cfg.instance ? `${this.cfg.instance}-` : 'i') + crypto.randomBytes(10).toString('hex');
     const s = new ServedSandbox({ id, owner, template, metadata, envs, timeoutS, memoryMb, stateDir: this.stateDir });
     s.onExpire = (sb) => this.kill(sb, 'timeout');
     this.byId.set(id, s);
