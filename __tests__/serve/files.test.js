@@ -147,3 +147,36 @@ test('a bad path is InvalidArgument before any box; the home and /tmp themselves
   expect(r).toEqual({ [home]: 'InvalidArgumentError', '/tmp': 'InvalidArgumentError', '/': 'InvalidArgumentError', nul: 'InvalidArgumentError' });
   expect(fs.existsSync(homeDir)).toBe(true);
 });
+
+test('watchDir: create, write, remove in the home, recursively; a symlink the box plants is never followed', async () => {
+  const canaryDir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'kern-serve-watch-canary-'));
+  try {
+    const r = await inSandbox(`
+      await sb.commands.run('mkdir -p w/sub && ln -sfn ${canaryDir} w/out');
+      const events = [];
+      const h = await sb.files.watchDir('w', (e) => events.push([e.type, e.name]), { recursive: true, timeoutMs: 0 });
+      await sb.commands.run('echo one > w/a.txt; echo two > w/sub/b.txt; mkdir w/new; echo three > w/new/c.txt; rm w/a.txt');
+      for (let i = 0; i < 50 && !events.some((e) => e[1] === 'new/c.txt'); i++) await new Promise((res) => setTimeout(res, 100));
+      await h.stop();
+      const out = { events };
+      for (const p of ['w/out', '/etc', 'w/none']) {
+        try { const x = await sb.files.watchDir(p, () => {}); await x.stop(); out[p] = 'watched'; } catch (e) { out[p] = e.constructor.name + ': ' + e.message; }
+      }
+      return out;`);
+    if (!r.events) throw new Error(JSON.stringify(r));
+    const seen = (type, name) => r.events.some(([t, n]) => t === type && n === name);
+    expect(seen('create', 'a.txt')).toBe(true);
+    expect(seen('write', 'a.txt')).toBe(true);
+    expect(seen('create', 'sub/b.txt')).toBe(true);
+    expect(seen('create', 'new')).toBe(true);
+    expect(seen('create', 'new/c.txt')).toBe(true);
+    expect(seen('remove', 'a.txt')).toBe(true);
+    expect(r.events.every(([, n]) => !n.startsWith('out/'))).toBe(true);
+    expect(r['w/out']).toMatch(/InvalidArgument.*not a directory \(a symlink is not followed\)/);
+    expect(r['/etc']).toMatch(/InvalidArgument.*watches directories under \/home\/user and \/tmp/);
+    expect(r['w/none']).toMatch(/NotFound/);
+    expect(fs.readdirSync(canaryDir)).toEqual([]);
+  } finally {
+    fs.rmSync(canaryDir, { recursive: true, force: true });
+  }
+});

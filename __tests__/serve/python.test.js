@@ -99,3 +99,30 @@ test('a wrong key is refused by the Python SDK too', async () => {
     return Sandbox.create("base")`, { E2B_API_KEY: 'wrong-key-for-kern-serve-000' });
   expect(r.thrown.name).toBe('AuthenticationException');
 });
+
+test('the sync SDK\'s polled watcher: events since the last read, then stopped', async () => {
+  const r = await py(`
+    import time
+    sb = Sandbox.create("base", timeout=120)
+    sb.files.make_dir("pw")
+    h = sb.files.watch_dir("pw", recursive=True)
+    sb.commands.run("echo x > pw/f.txt && mkdir pw/d && echo y > pw/d/g.txt")
+    events = []
+    for _ in range(50):
+        events += [[e.type.value if hasattr(e.type, "value") else str(e.type), e.name] for e in h.get_new_events()]
+        if any(n == "d/g.txt" for _, n in events):
+            break
+        time.sleep(0.1)
+    h.stop()
+    try:
+        h.get_new_events()
+        after = "read"
+    except Exception as e:
+        after = type(e).__name__
+    sb.kill()
+    return {"events": events, "after": after}`);
+  const names = r.events.map(([, n]) => n);
+  expect(names).toEqual(expect.arrayContaining(['f.txt', 'd', 'd/g.txt']));
+  expect(r.events.find(([, n]) => n === 'f.txt')[0]).toMatch(/create/i);
+  expect(r.after).toMatch(/NotFound|Exception|Error/);
+});

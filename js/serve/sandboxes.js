@@ -138,6 +138,9 @@ class ServedSandbox {
     this.processes = new Map();
     this.nextPid = 1000;
     this.contexts = new Map();
+    // Directory watches (streamed and polled) and the polled ones by id: closed with the sandbox.
+    this.watches = new Set();
+    this.watchers = new Map();
     this.sandbox = null;
     this.ended = null;
     this.timer = null;
@@ -199,6 +202,7 @@ class ServedSandbox {
     this.ended = (async () => {
       this.reason = reason;
       clearTimeout(this.timer);
+      for (const w of this.watches) w.close();
       for (const c of this.contexts.values()) await c.close().catch(() => {});
       if (this.sandbox) await this.sandbox.close().catch(() => {});
       fs.rmSync(this.dir, { recursive: true, force: true });

@@ -6,7 +6,9 @@
 
 const { ConnectError, Code, toConnectError } = require('../errors.js');
 const { SANDBOX } = require('./context.js');
+const crypto = require('crypto');
 const { resolvePath, requestUser } = require('./paths.js');
+const { DirWatch, PolledWatch } = require('./watch.js');
 
 /** One entry per NUL-terminated record: type, size, mode, owner, group, mtime, link, path. */
 const PRINTF = '%y\\0%s\\0%m\\0%u\\0%g\\0%T@\\0%l\\0%p\\0';
@@ -117,18 +119,70 @@ function filesystemService() {
       return {};
     },
 
-    // oxlint-disable-next-line require-yield -- refused before its first event
-    async *watchDir() {
-      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+    async *watchDir(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      await requestUser(s, ctx.requestHeader);
+      const queue = [];
+      let wake = null;
+      const watch = new DirWatch(s, resolvePath(s, req.path), { recursive: req.recursive, includeEntry: req.includeEntry }, (ev) => {
+        queue.push(ev);
+        if (wake) wake();
+      });
+      const stop = () => wake && wake();
+      ctx.signal.addEventListener('abort', stop, { once: true });
+      // The sandbox's end closes its watches: the stream ends with it.
+      watch.onClose = stop;
+      s.watches.add(watch);
+      const every = Number(ctx.requestHeader.get('keepalive-ping-interval'));
+      try {
+        yield { event: { case: 'start', value: {} } };
+        while (!ctx.signal.aborted && !watch.closed) {
+          while (queue.length && !ctx.signal.aborted) yield { event: { case: 'filesystem', value: queue.shift() } };
+          let timer = null;
+          const idle = await new Promise((resolve) => {
+            wake = () => resolve(false);
+            if (every > 0) timer = setTimeout(() => resolve(true), every * 1000);
+          });
+          clearTimeout(timer);
+          wake = null;
+          if (idle && !queue.length) yield { event: { case: 'keepalive', value: {} } };
+        }
+      } finally {
+        watch.close();
+        s.watches.delete(watch);
+      }
     },
-    async createWatcher() {
-      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+
+    async createWatcher(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      await requestUser(s, ctx.requestHeader);
+      const w = new PolledWatch(s, resolvePath(s, req.path), { recursive: req.recursive, includeEntry: req.includeEntry });
+      const id = crypto.randomUUID();
+      s.watchers.set(id, w);
+      s.watches.add(w);
+      return { watcherId: id };
     },
-    async getWatcherEvents() {
-      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+
+    async getWatcherEvents(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      const w = s.watchers.get(req.watcherId);
+      if (!w) throw new ConnectError(`watcher ${req.watcherId} not found`, Code.NotFound);
+      if (w.overflow) {
+        w.overflow = false;
+        w.take();
+        throw new ConnectError('more events came than a watcher keeps between two reads (10,000): some were lost; read more often', Code.ResourceExhausted);
+      }
+      return { events: w.take() };
     },
-    async removeWatcher() {
-      throw new ConnectError('watching a directory is not supported by kern serve yet', Code.Unimplemented);
+
+    async removeWatcher(req, ctx) {
+      const s = ctx.values.get(SANDBOX);
+      const w = s.watchers.get(req.watcherId);
+      if (!w) throw new ConnectError(`watcher ${req.watcherId} not found`, Code.NotFound);
+      w.close();
+      s.watchers.delete(req.watcherId);
+      s.watches.delete(w);
+      return {};
     },
   };
 }
