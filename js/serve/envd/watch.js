@@ -115,7 +115,7 @@ class DirWatch {
     else if (st) type = EVENT.create;
     else {
       type = EVENT.remove;
-      for (const w of [...this.watches.keys()]) if (w === rel || w.startsWith(`${rel}/`)) this.drop(w);
+      for (const w of Array.from(this.watches.keys())) if (w === rel || w.startsWith(`${rel}/`)) this.drop(w);
     }
     this.report(rel, name, fd, type, st);
     if (st && st.isDirectory() && this.recursive && type === EVENT.create) {
@@ -162,7 +162,7 @@ class DirWatch {
   close() {
     if (this.closed) return;
     this.closed = true;
-    for (const sub of [...this.watches.keys()]) this.drop(sub);
+    for (const sub of Array.from(this.watches.keys())) this.drop(sub);
     if (this.root !== undefined) fs.closeSync(this.root);
     if (this.onClose) this.onClose();
   }
