@@ -161,6 +161,19 @@ function isOurs(procs, pid) {
   return false;
 }
 
+/** Which build ./kern is (scripts/install-kern.js copies it from target/<triple>/<profile>/):
+ * `{ key: 'release' | 'dev' | 'unknown', label }`. Each build's figures have their own sections. */
+function builtProfile() {
+  try {
+    const k = fs.readFileSync(KERN);
+    for (const [dir, key, label] of [['release', 'release', 'release build (`npm run build`)'], ['debug', 'dev', 'dev build (`npm run build:debug`: our crate unoptimised)']]) {
+      const built = path.join(REPO, 'target', `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-unknown-linux-gnu`, dir, 'kern');
+      if (fs.existsSync(built) && fs.readFileSync(built).equals(k)) return { key, label };
+    }
+  } catch {}
+  return { key: 'unknown', label: 'unknown build' };
+}
+
 /** Other work on a shared machine disturbs the numbers, so a report says how much there was.
  * `sample()` between rounds (never inside a timed call) adds the CPU time of processes that are
  * neither this process, its descendants or its ancestors, nor kernel threads; processes that
@@ -239,4 +252,5 @@ module.exports = {
   isOurs,
   otherWork,
   closeOnExit,
+  builtProfile,
 };

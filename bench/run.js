@@ -37,7 +37,7 @@
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh, bwrapArgs, timeSpawn, otherWork } = require('./common');
+const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, which, percentile, median, writeSection, requireBuilt, sh, bwrapArgs, timeSpawn, otherWork, builtProfile } = require('./common');
 
 const die = dieFor('bench');
 // Other work on the machine disturbs the numbers: sampled between rounds, said in the report.
@@ -59,18 +59,6 @@ const TPUT_CONCURRENCY = [1, 2, 8, 32];
 const WARM_PAUSE_MS = 150;
 const GOALS_START = `<!-- bench-goals${TAG}:start -->`;
 const GOALS_END = `<!-- bench-goals${TAG}:end -->`;
-
-/** Which build ./kern is (scripts/install-kern.js copies it from target/<triple>/<profile>/). */
-function builtProfile() {
-  try {
-    const k = fs.readFileSync(KERN);
-    for (const [dir, key, label] of [['release', 'release', 'release build (`npm run build`)'], ['debug', 'dev', 'dev build (`npm run build:debug`: our crate unoptimised)']]) {
-      const built = path.join(REPO, 'target', `${process.arch === 'arm64' ? 'aarch64' : 'x86_64'}-unknown-linux-gnu`, dir, 'kern');
-      if (fs.existsSync(built) && fs.readFileSync(built).equals(k)) return { key, label };
-    }
-  } catch {}
-  return { key: 'unknown', label: 'unknown build' };
-}
 
 // ---- preconditions ----------------------------------------------------------------------------
 
