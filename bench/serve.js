@@ -136,7 +136,7 @@ async function main() {
   const cpu = os.cpus()[0] ? os.cpus()[0].model : '?';
   const block = [
     START,
-    `## \`kern serve\`: the E2B SDK through the server, beside the in-process API (${BUILD.label})`,
+    `## \`kern serve\`: the E2B SDK through the server, beside the in-process API, ${BUILD.key} build`,
     '',
     `- Host: ${os.cpus().length} x ${cpu}, Linux ${os.release()}, ${process.getuid() === 0 ? 'root' : 'unprivileged'}; Node ${process.version}; load average ${os.loadavg()[0].toFixed(1)} at the end; ${new Date().toISOString().slice(0, 10)}`,
     `- Note: ${others.note()}`,

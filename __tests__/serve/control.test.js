@@ -201,3 +201,25 @@ test('/health and /metrics answer without a key and name no key', async () => {
   expect(m).toMatch(/kern_serve_request_seconds_bucket\{/);
   expect(m).not.toContain(KEY);
 });
+
+test('--pool: a create takes a Sandbox opened ahead, the pool fills again, and a stop closes the pooled ones', async () => {
+  const s2 = await startServe(['--pool', '1']);
+  const env = { E2B_API_URL: s2.url, E2B_SANDBOX_URL: s2.url };
+  try {
+    // The first create of an image opens its own and starts the pool.
+    const first = await sdk(`return (await Sandbox.create('base', { envs: { WHO: 'first' } })).sandboxId;`, env);
+    const pooled = await waitFor(() => fs.readdirSync(s2.stateDir).find((d) => d !== first), 20_000);
+    expect(pooled).toBeTruthy();
+    // The next takes it: its id is the pooled directory's, and its envs are its own.
+    const r = await sdk(`
+      const sb = await Sandbox.create('base', { envs: { WHO: 'second' } });
+      return { id: sb.sandboxId, who: (await sb.commands.run('echo "$WHO $E2B_SANDBOX_ID"')).stdout };`, env);
+    expect(r.id).toBe(pooled);
+    expect(r.who).toBe(`second ${pooled}\n`);
+    expect(await waitFor(() => fs.readdirSync(s2.stateDir).length === 3, 20_000)).toBeTruthy();
+    await s2.serve.close();
+    expect(fs.readdirSync(s2.stateDir)).toEqual([]);
+  } finally {
+    await s2.close();
+  }
+});

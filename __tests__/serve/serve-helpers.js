@@ -18,7 +18,9 @@ const OTHER_KEY = 'kern-test-key-fedcba9876543210';
 /** Starts a server with `args` (over a test image and two keys); sets the SDK's variables. */
 async function startServe(args = [], env = { KERN_API_KEYS: `${KEY},${OTHER_KEY}` }) {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-serve-test-'));
-  const cfg = parseArgs(['--listen', '127.0.0.1:0', '--image', ROOTFS, '--state-dir', stateDir, ...args], env);
+  // No pool unless a test asks (--pool N): the suites check the state directory holds exactly
+  // the sandboxes they made.
+  const cfg = parseArgs(['--listen', '127.0.0.1:0', '--image', ROOTFS, '--state-dir', stateDir, '--pool', '0', ...args], env);
   const logs = [];
   const log = createLogger('debug', { write: (line) => logs.push(line) });
   const serve = createServe(cfg, { log });
@@ -27,7 +29,11 @@ async function startServe(args = [], env = { KERN_API_KEYS: `${KEY},${OTHER_KEY}
   process.env.E2B_API_URL = url;
   process.env.E2B_SANDBOX_URL = url;
   process.env.E2B_API_KEY = KEY;
-  return { serve, url, stateDir, logs, close: () => serve.close() };
+  const close = async () => {
+    await serve.close();
+    fs.rmSync(stateDir, { recursive: true, force: true });
+  };
+  return { serve, url, stateDir, logs, close };
 }
 
 /** Runs `body` (the inside of an async function) in a separate Node program that imports the

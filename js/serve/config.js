@@ -19,7 +19,7 @@ const MAX_TIMEOUT_S = 86400;
 const USAGE = `usage: kern serve [--listen HOST:PORT] [--api-keys FILE] [--template NAME=IMAGE]...
                   [--image IMAGE] [--templates FILE] [--tls-cert FILE --tls-key FILE]
                   [--insecure-no-auth] [--max-sandboxes N] [--max-memory-mb N]
-                  [--memory-mb N] [--state-dir DIR] [--instance NAME]
+                  [--memory-mb N] [--pool N] [--state-dir DIR] [--instance NAME]
                   [--log-level info|debug|error]
 
 Speaks E2B's API: point the E2B SDKs at it with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY
@@ -120,6 +120,7 @@ function parseArgs(argv, env = process.env) {
     maxSandboxes: 64,
     maxMemoryMb: null,
     memoryMb: 512,
+    pool: 2,
     stateDir: null,
     logLevel: 'info',
     instance: env.KERN_SERVE_INSTANCE || null,
@@ -149,6 +150,11 @@ function parseArgs(argv, env = process.env) {
       case '--max-sandboxes': cfg.maxSandboxes = positiveInt(value(), flag, 100000); break;
       case '--max-memory-mb': cfg.maxMemoryMb = positiveInt(value(), flag, 16777216); break;
       case '--memory-mb': cfg.memoryMb = positiveInt(value(), flag, 16777216); break;
+      case '--pool': {
+        const v = value();
+        cfg.pool = v === '0' ? 0 : positiveInt(v, flag, 64);
+        break;
+      }
       case '--state-dir': cfg.stateDir = path.resolve(value()); break;
       case '--instance': cfg.instance = value(); break;
       case '--log-level': {

@@ -46,7 +46,7 @@ class Context {
 
   async ensure() {
     if (!this.kernel) {
-      this.kernel = this.s.sandbox.kernel({ ...LANGUAGES[this.language], cwd: this.cwd, timeoutS: CELL_TIMEOUT_S }).catch((e) => {
+      this.kernel = this.s.sandbox.kernel({ ...LANGUAGES[this.language], cwd: this.cwd, env: this.s.callEnv(), timeoutS: CELL_TIMEOUT_S }).catch((e) => {
         this.kernel = null;
         throw e;
       });

@@ -64,6 +64,36 @@ function networkOptions(body) {
   return {};
 }
 
+/** Opens a library Sandbox for `image` in a new directory of `stateDir` named `id`: its
+ * workspace is the sandbox's home (`/home/user` in the box) and a second directory its `/tmp`.
+ * `opts`: the request's network options (none for a pooled one). */
+async function openBox(stateDir, id, image, memoryMb, opts = {}) {
+  const dir = path.join(stateDir, id);
+  const home = path.join(dir, 'home');
+  const tmp = path.join(dir, 'tmp');
+  fs.mkdirSync(home, { recursive: true, mode: 0o700 });
+  fs.mkdirSync(tmp, { recursive: true, mode: 0o700 });
+  const sandbox = new Sandbox({
+    image,
+    workspace: home,
+    workspaceMount: HOME,
+    mounts: { [tmp]: ['/tmp', 'rw'] },
+    tmpfs: {},
+    memoryMb,
+    timeoutS: MAX_TIMEOUT_S,
+    trackFiles: false,
+    env: { HOME, E2B_SANDBOX: 'true' },
+    ...opts,
+  });
+  try {
+    await sandbox.open();
+  } catch (e) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw e;
+  }
+  return { id, dir, image, sandbox };
+}
+
 class ServedProcess {
   constructor(pid, tag, config, pty) {
     this.pid = pid;
@@ -122,7 +152,8 @@ class ServedProcess {
 }
 
 class ServedSandbox {
-  constructor({ id, owner, template, metadata, envs, timeoutS, memoryMb, stateDir }) {
+  /** `box`: the opened library Sandbox and its directories (`openBox`), named by `id`. */
+  constructor({ id, owner, template, metadata, envs, timeoutS, memoryMb, box }) {
     this.id = id;
     this.owner = owner;
     this.template = template;
@@ -133,7 +164,8 @@ class ServedSandbox {
     this.accessToken = newToken();
     this.trafficToken = newToken();
     this.startedAt = new Date();
-    this.dir = path.join(stateDir, id);
+    this.dir = box.dir;
+    this.sandbox = box.sandbox;
     this.home = HOME;
     this.processes = new Map();
     this.nextPid = 1000;
@@ -141,7 +173,6 @@ class ServedSandbox {
     // Directory watches (streamed and polled) and the polled ones by id: closed with the sandbox.
     this.watches = new Set();
     this.watchers = new Map();
-    this.sandbox = null;
     this.ended = null;
     this.timer = null;
     this.setTimeoutS(timeoutS);
@@ -154,25 +185,10 @@ class ServedSandbox {
     this.timer.unref();
   }
 
-  /** Starts the library Sandbox for `image` with `opts` (the network part of the request). */
-  async open(image, opts) {
-    const home = path.join(this.dir, 'home');
-    const tmp = path.join(this.dir, 'tmp');
-    fs.mkdirSync(home, { recursive: true, mode: 0o700 });
-    fs.mkdirSync(tmp, { recursive: true, mode: 0o700 });
-    this.sandbox = new Sandbox({
-      image,
-      workspace: home,
-      workspaceMount: HOME,
-      mounts: { [tmp]: ['/tmp', 'rw'] },
-      tmpfs: {},
-      memoryMb: this.memoryMb,
-      timeoutS: MAX_TIMEOUT_S,
-      trackFiles: false,
-      env: { HOME, E2B_SANDBOX: 'true', E2B_SANDBOX_ID: this.id, ...this.envs },
-      ...opts,
-    });
-    await this.sandbox.open();
+  /** The environment of each command, kernel and terminal of this sandbox, under a call's own:
+   * per call, not the library Sandbox's `env`, so a Sandbox opened ahead (the pool) serves any. */
+  callEnv(own = {}) {
+    return { E2B_SANDBOX_ID: this.id, ...this.envs, ...own };
   }
 
   /** A process of this sandbox by E2B's selector (`pid` or `tag`), or null. */
@@ -250,6 +266,9 @@ class Sandboxes {
     this.log = log;
     this.metrics = metrics;
     this.byId = new Map();
+    /** image -> Sandboxes opened ahead (promises), taken by creates without network options. */
+    this.pools = new Map();
+    this.closing = false;
     this.stateDir = cfg.stateDir ?? fs.mkdtempSync(path.join(os.tmpdir(), 'kern-serve-'));
     this.ownStateDir = !cfg.stateDir;
     fs.mkdirSync(this.stateDir, { recursive: true, mode: 0o700 });
@@ -294,19 +313,20 @@ class Sandboxes {
       throw new ApiError(429, `this API key's sandboxes hold ${used} MiB of ${this.cfg.maxMemoryMb} (--max-memory-mb); another needs ${memoryMb}`);
     }
 
-    // With --instance, the id names the server that holds the sandbox (`kern-serve-0-…`).
-    const id = (this.cfg.instance ? `${this.cfg.instance}-` : 'i') + crypto.randomBytes(10).toString('hex');
-    const s = new ServedSandbox({ id, owner, template, metadata, envs, timeoutS, memoryMb, stateDir: this.stateDir });
-    s.onExpire = (sb) => this.kill(sb, 'timeout');
-    this.byId.set(id, s);
+    const image = imageFor(this.cfg, template);
+    let box;
     try {
-      await s.open(imageFor(this.cfg, template), netOpts);
+      box = Object.keys(netOpts).length === 0 ? await this.takePooled(image) : null;
+      box ??= await openBox(this.stateDir, this.newId(), image, memoryMb, netOpts);
     } catch (e) {
-      await this.kill(s, 'failed');
       if (e && e.code === 'ERR_INVALID_OPTION') throw new ApiError(400, e.message);
       if (e && (e.code === 'ERR_IMAGE' || e.code === 'ERR_MOUNT_REFUSED')) throw new ApiError(400, `template ${template}: ${e.message}`);
       throw e;
     }
+    const s = new ServedSandbox({ id: box.id, owner, template, metadata, envs, timeoutS, memoryMb, box });
+    s.onExpire = (sb) => this.kill(sb, 'timeout');
+    this.byId.set(s.id, s);
+    const id = s.id;
     this.metrics.created.inc();
     this.metrics.sandboxes.set(this.running());
     this.log.info('sandbox created', { sandbox: id, key: owner, template });
@@ -324,7 +344,39 @@ class Sandboxes {
     return done;
   }
 
+  /** A new sandbox id; with --instance it names the server that holds it (`kern-serve-0-…`). */
+  newId() {
+    return (this.cfg.instance ? `${this.cfg.instance}-` : 'i') + crypto.randomBytes(10).toString('hex');
+  }
+
+  /** A Sandbox of `image` opened ahead, or null; either way the pool of `image` is filled again
+   * in the background (`--pool N` of each image a create has asked for). */
+  async takePooled(image) {
+    const pool = this.pools.get(image) ?? [];
+    this.pools.set(image, pool);
+    const ready = pool.shift();
+    this.refill(image);
+    return ready ? ready.catch(() => null) : null;
+  }
+
+  refill(image) {
+    const pool = this.pools.get(image);
+    while (!this.closing && pool.length < this.cfg.pool) {
+      const p = openBox(this.stateDir, this.newId(), image, this.cfg.memoryMb);
+      p.catch((e) => {
+        this.log.error('opening a pooled sandbox failed', { image, error: String(e && e.message) });
+        const at = pool.indexOf(p);
+        if (at >= 0) pool.splice(at, 1);
+      });
+      pool.push(p);
+    }
+  }
+
   async closeAll(reason) {
+    this.closing = true;
+    const pooled = [...this.pools.values()].flat();
+    this.pools.clear();
+    await Promise.all(pooled.map((p) => p.then((box) => box.sandbox.close().finally(() => fs.rmSync(box.dir, { recursive: true, force: true })), () => {})));
     await Promise.all([...this.byId.values()].map((s) => this.kill(s, reason)));
     if (this.ownStateDir) fs.rmSync(this.stateDir, { recursive: true, force: true });
   }

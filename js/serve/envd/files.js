@@ -82,13 +82,21 @@ async function writeOne(s, p, body) {
   }
   const script = 'mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1"';
   const proc = await s.sandbox.spawn(['sh', '-c', script, 'sh', p], { cwd: '/' });
-  for await (const chunk of body) await proc.write(chunk);
-  await proc.end();
+  // A command that fails at once (a read-only path) ends before it has read its input: what it
+  // said is the answer, not the refused write.
+  let fed = null;
+  try {
+    for await (const chunk of body) await proc.write(chunk);
+    await proc.end();
+  } catch (e) {
+    fed = e;
+  }
   const r = await proc.wait();
   if (r.exitCode !== 0) {
     const msg = r.codeStderr.trim() || `writing ${p} failed`;
     throw new ApiError(/Permission denied|Read-only/.test(msg) ? 403 : 400, msg);
   }
+  if (fed) throw fed;
 }
 
 function entryOf(p) {

@@ -65,7 +65,7 @@ function ptySize(pty) {
 async function launch(s, req, p, ctx) {
   const cfg = req.process;
   const argv = [cfg.cmd, ...cfg.args];
-  const env = { ...cfg.envs };
+  const env = s.callEnv(cfg.envs);
   const cwd = resolvePath(s, cfg.cwd || s.home);
   const timeoutS = deadlineS(ctx.requestHeader);
   let handle;
