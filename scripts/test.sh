@@ -209,8 +209,9 @@ npm run --silent lint || fail "npm run lint (oxlint)"
 step "lint: npm run lint:py (py_compile + ruff, ruff.toml: the .py of src/ and scripts/)"
 npm run --silent lint:py || fail "npm run lint:py (scripts/check-python.py)"
 
-step "lint: vendored code and third-party notices (scripts/vendor.sh --check, scripts/notices.sh --check)"
+step "lint: vendored code, code generated from it and third-party notices (scripts/vendor.sh --check, scripts/gen-envd.sh --check, scripts/notices.sh --check)"
 bash scripts/vendor.sh --check || fail "scripts/vendor.sh --check (vendor/README.md)"
+bash scripts/gen-envd.sh --check || fail "scripts/gen-envd.sh --check (js/serve/gen/ from vendor/e2b-envd/)"
 bash scripts/notices.sh --check || fail "scripts/notices.sh --check (run: bash scripts/notices.sh)"
 
 step "lint: cargo fmt --check"
