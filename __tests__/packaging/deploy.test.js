@@ -109,6 +109,8 @@ describe('deploy/k8s/serve.yaml: kern serve as a fleet', () => {
     // Each server names its sandboxes after its pod.
     const c = sts.spec.template.spec.containers[0];
     expect(c.args.join(' ')).toContain('--instance $(POD_NAME)');
+    const peers = c.args[c.args.indexOf('--peers') + 1].split(',');
+    expect(peers).toEqual([...Array(n).keys()].map((i) => `kern-serve-${i}=http://kern-serve-${i}.${sts.spec.serviceName}:49982`));
     expect(c.env).toContainEqual({ name: 'POD_NAME', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } });
     expect(c.env).toContainEqual({ name: 'KERN_API_KEYS', valueFrom: { secretKeyRef: { name: 'kern-serve-keys', key: 'KERN_API_KEYS' } } });
   });

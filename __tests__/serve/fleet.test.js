@@ -32,8 +32,11 @@ function freePort() {
 beforeAll(async () => {
   requireRootfs();
   if (spawnSync('haproxy', ['-v']).status !== 0) throw new Error('haproxy is missing: run scripts/setup-deps.sh');
-  a = await startServe(['--instance', 'kern-serve-0']);
-  b = await startServe(['--instance', 'kern-serve-1']);
+  // Each server knows the fleet (--peers), as the manifest's do, so a list is the fleet's.
+  const ports = [await freePort(), await freePort()];
+  const peers = ports.map((p, i) => `kern-serve-${i}=http://127.0.0.1:${p}`).join(',');
+  a = await startServe(['--instance', 'kern-serve-0', '--listen', `127.0.0.1:${ports[0]}`, '--peers', peers]);
+  b = await startServe(['--instance', 'kern-serve-1', '--listen', `127.0.0.1:${ports[1]}`, '--peers', peers]);
   const port = await freePort();
   url = `http://127.0.0.1:${port}`;
   lb = spawn('haproxy', ['-db', '-f', CFG], {
@@ -67,6 +70,18 @@ test('sandboxes made through the router land on both instances, named for the on
     expect(on(id)).toEqual([id.slice(0, 12)]);
   }
   expect(new Set(ids.map((id) => id.slice(0, 12)))).toEqual(new Set(['kern-serve-0', 'kern-serve-1']));
+  // A list through the router, whichever server answers it, is the fleet's, and pages over it.
+  for (let i = 0; i < 2; i++) {
+    const listed = await sdk(`
+      const all = (await Sandbox.list().nextItems()).map((s) => s.sandboxId);
+      const pager = Sandbox.list({ limit: 3 });
+      const pages = [];
+      while (pager.hasNext) pages.push((await pager.nextItems()).map((s) => s.sandboxId));
+      return { all, pages };`);
+    expect([...listed.all].sort()).toEqual([...ids].sort());
+    expect(listed.pages.map((p) => p.length)).toEqual([3, 1]);
+    expect(listed.pages.flat().sort()).toEqual([...ids].sort());
+  }
 
   // Every later request reaches the holder: getInfo, commands, files, a cell, setTimeout, kill.
   const r = await sdk(`

@@ -21,6 +21,7 @@ async function startServe(args = [], env = { KERN_API_KEYS: `${KEY},${OTHER_KEY}
   // No pool unless a test asks (--pool N): the suites check the state directory holds exactly
   // the sandboxes they made.
   const cfg = parseArgs(['--listen', '127.0.0.1:0', '--image', ROOTFS, '--state-dir', stateDir, '--pool', '0', ...args], env);
+  // (A later --listen in `args` wins.)
   const logs = [];
   const log = createLogger('debug', { write: (line) => logs.push(line) });
   const serve = createServe(cfg, { log });

@@ -20,6 +20,7 @@ const USAGE = `usage: kern serve [--listen HOST:PORT] [--api-keys FILE] [--templ
                   [--image IMAGE] [--templates FILE] [--tls-cert FILE --tls-key FILE]
                   [--insecure-no-auth] [--max-sandboxes N] [--max-memory-mb N]
                   [--memory-mb N] [--pool N] [--state-dir DIR] [--instance NAME]
+                  [--peers NAME=URL,...]
                   [--log-level info|debug|error]
 
 Speaks E2B's API: point the E2B SDKs at it with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY
@@ -62,6 +63,17 @@ function parseTemplate(v, flag) {
     throw new ServeConfigError(`${flag} ${JSON.stringify(v)}: give NAME=IMAGE, such as code-interpreter-v1=python:3.12-slim`);
   }
   return [name, image];
+}
+
+/** `--peers NAME=URL,...`: every server of a fleet (this one may be among them). */
+function parsePeers(v) {
+  return v.split(',').filter(Boolean).map((item) => {
+    const eq = item.indexOf('=');
+    const name = item.slice(0, eq);
+    const url = item.slice(eq + 1).replace(/\/+$/, '');
+    if (eq < 1 || !/^https?:\/\/[^/\s]+$/.test(url)) throw new ServeConfigError(`--peers ${JSON.stringify(item)}: give NAME=URL, such as kern-serve-1=http://kern-serve-1.kern-serve:49982`);
+    return { name, url };
+  });
 }
 
 /** API keys from `file` (one per line, `#` comments) and/or the KERN_API_KEYS variable. */
@@ -124,6 +136,7 @@ function parseArgs(argv, env = process.env) {
     stateDir: null,
     logLevel: 'info',
     instance: env.KERN_SERVE_INSTANCE || null,
+    peers: [],
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -157,6 +170,7 @@ function parseArgs(argv, env = process.env) {
       }
       case '--state-dir': cfg.stateDir = path.resolve(value()); break;
       case '--instance': cfg.instance = value(); break;
+      case '--peers': cfg.peers = parsePeers(value()); break;
       case '--log-level': {
         const v = value();
         if (!['debug', 'info', 'error'].includes(v)) throw new ServeConfigError(`--log-level ${JSON.stringify(v)}: give debug, info or error`);
@@ -187,6 +201,7 @@ function parseArgs(argv, env = process.env) {
   if (cfg.instance !== null && !/^[a-z0-9]([a-z0-9-]{0,38}[a-z0-9])?$/.test(cfg.instance)) {
     throw new ServeConfigError(`--instance ${JSON.stringify(cfg.instance)}: 1-40 lowercase letters, digits or '-', such as a pod's name (kern-serve-0)`);
   }
+  if (cfg.peers.length && cfg.instance === null) throw new ServeConfigError('--peers needs --instance: this server\'s own name among them');
   cfg.keys = readKeys(cfg.keysFile, env.KERN_API_KEYS);
   if (cfg.keys.length === 0 && !cfg.insecureNoAuth) {
     throw new ServeConfigError('no API key: give --api-keys FILE or KERN_API_KEYS=key1,key2 (or --insecure-no-auth, on a loopback address only)');

@@ -30,6 +30,25 @@ function metadataFilter(q) {
   return out;
 }
 
+/** The other servers' own sandboxes for the same key and filters (not paginated). A peer that
+ * does not answer makes the list fail: a partial list would read as sandboxes gone. */
+async function peerLists(ctx, url, key) {
+  const q = new URLSearchParams(url.searchParams);
+  q.delete('limit');
+  q.delete('nextToken');
+  const lists = await Promise.all(ctx.cfg.peers.filter((peer) => peer.name !== ctx.cfg.instance).map(async (peer) => {
+    let res;
+    try {
+      res = await fetch(`${peer.url}/v2/sandboxes?${q}`, { headers: { 'x-api-key': key, 'x-kern-serve-peer': '1' }, signal: AbortSignal.timeout(10_000) });
+    } catch (e) {
+      throw new ApiError(503, `the fleet's server ${peer.name} did not answer the list (${e.message})`);
+    }
+    if (!res.ok) throw new ApiError(503, `the fleet's server ${peer.name} answered the list with ${res.status}`);
+    return res.json();
+  }));
+  return lists.flat();
+}
+
 async function handle(ctx, req, res) {
   const url = new URL(req.url, 'http://x');
   const p = url.pathname.replace(/\/+$/, '') || '/';
@@ -63,20 +82,26 @@ async function handle(ctx, req, res) {
     const meta = metadataFilter(url.searchParams.get('metadata'));
     const states = url.searchParams.getAll('state').flatMap((s) => s.split(','));
     const template = url.searchParams.get('template');
+    const limit = Number(url.searchParams.get('limit') || 0);
+    const from = Number(url.searchParams.get('nextToken') || 0);
+    if (!Number.isInteger(limit) || limit < 0 || !Number.isInteger(from) || from < 0) throw new ApiError(400, 'limit and nextToken must be whole numbers');
     let list = ctx.sandboxes.list(owner)
       .filter((s) => !meta || Object.entries(meta).every(([k, v]) => s.metadata[k] === v))
       .filter(() => states.length === 0 || states.includes('running'))
       .filter((s) => !template || s.template === template)
-      .sort((a, b) => a.startedAt - b.startedAt);
-    const limit = Number(url.searchParams.get('limit') || 0);
-    const from = Number(url.searchParams.get('nextToken') || 0);
-    if (!Number.isInteger(limit) || limit < 0 || !Number.isInteger(from) || from < 0) throw new ApiError(400, 'limit and nextToken must be whole numbers');
+      .map((s) => s.info());
+    // In a fleet (--peers), a list asked of one server is the whole fleet's: it asks the others
+    // for theirs (marked, so they answer with their own only).
+    if (ctx.cfg.peers.length && !req.headers['x-kern-serve-peer']) list = list.concat(await peerLists(ctx, url, header));
+    // One order whichever server answers, so pages over the fleet hold together.
+    const order = (x) => `${x.startedAt} ${x.sandboxID}`;
+    list.sort((a, b) => (order(a) < order(b) ? -1 : order(a) > order(b) ? 1 : 0));
     list = list.slice(from);
     if (limit > 0 && list.length > limit) {
       res.setHeader('x-next-token', String(from + limit));
       list = list.slice(0, limit);
     }
-    ctx.sendJson(res, 200, list.map((s) => s.info()));
+    ctx.sendJson(res, 200, list);
     return 'GET /sandboxes';
   }
   if (sandbox) {
