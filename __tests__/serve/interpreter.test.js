@@ -61,7 +61,10 @@ test('a matplotlib figure is a png result with chart data', async () => {
     return { png: fig && fig.png.slice(0, 12), chart: fig && fig.chart, error: ex.error };`);
   expect(r.error).toBeUndefined();
   expect(Buffer.from(r.png, 'base64').subarray(1, 4).toString()).toBe('PNG');
-  expect(r.chart).toMatchObject({ type: 'line', title: 'line' });
+  // In E2B's names (snake_case), from the library's chart data.
+  expect(r.chart).toMatchObject({ type: 'line', title: 'line', x_label: '', y_label: '', x_scale: 'linear', y_scale: 'linear' });
+  expect(r.chart.elements).toEqual([{ label: '', points: [[1, 4], [2, 5], [3, 6]] }]);
+  expect(Object.keys(r.chart).filter((k) => /[A-Z]/.test(k))).toEqual([]);
 });
 
 test('env vars per cell reach that cell only', async () => {

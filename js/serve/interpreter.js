@@ -87,11 +87,19 @@ function failInStream(res, name, value) {
   return 'POST /execute';
 }
 
+/** The library's chart data (camelCase keys, index.d.ts) in E2B's names (snake_case:
+ * `x_label`, `first_quartile`, ...), at every level (a superchart's elements are charts). */
+function e2bChart(v) {
+  if (Array.isArray(v)) return v.map(e2bChart);
+  if (v === null || typeof v !== 'object') return v;
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), k === 'points' ? x : e2bChart(x)]));
+}
+
 /** A library Result as E2B's result message. */
 function resultMessage(r) {
   const msg = { type: 'result' };
   for (const [mime, v] of Object.entries(r.data)) msg[FORMATS[mime] ?? mime] = v;
-  if (r.chart) msg.chart = r.chart;
+  if (r.chart) msg.chart = e2bChart(r.chart);
   msg.is_main_result = r.isMainResult;
   return msg;
 }
