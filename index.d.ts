@@ -90,6 +90,9 @@ export interface ChartBase {
   title: string;
   xLabel: string;
   yLabel: string;
+  /** The unit an axis label names, `"Time (s)"` or `"Time [s]"` -> `"s"`; null when none. */
+  xUnit: string | null;
+  yUnit: string | null;
   /** Set when the figure held more than the 10,000 values read from one figure; a chart over
    * 4 MiB of JSON is dropped (`chart: null`) with a runtime note. */
   truncated?: true | undefined;
@@ -99,9 +102,16 @@ export interface ChartBase {
  * (`""` when none), `points` its `[x, y]` pairs in order. */
 export interface PointChart extends ChartBase {
   type: "line" | "scatter";
-  /** The axes' scales: `"linear"`, `"log"`, `"symlog"`, `"logit"`. */
-  xScale: string;
-  yScale: string;
+  /** The axes' scales: `"datetime"` for dates, `"categorical"` for strings, else matplotlib's
+   * (`"linear"`, `"log"`, `"symlog"`, `"logit"`, ...); null if it can't be read. */
+  xScale: string | null;
+  yScale: string | null;
+  /** The tick positions matplotlib chose (ISO dates on a `datetime` axis) and their labels as
+   * drawn; `[]` if they can't be read. */
+  xTicks: ChartValue[];
+  yTicks: ChartValue[];
+  xTickLabels: string[];
+  yTickLabels: string[];
   elements: { label: string; points: [ChartValue, ChartValue][] }[];
 }
 
@@ -112,7 +122,9 @@ export interface BarChart extends ChartBase {
   elements: { label: string; group: string; value: ChartValue }[];
 }
 
-/** `plt.pie()`: one element per wedge; `angle` in degrees, `radius` in data units. */
+/** `plt.pie()`: one element per wedge; `angle` in degrees (rounded to 8 significant digits
+ * less its decimal exponent, as E2B rounds them: 324, not 323.99999999999994), `radius` in
+ * data units. */
 export interface PieChart extends ChartBase {
   type: "pie";
   elements: { label: string; angle: ChartValue; radius: ChartValue }[];

@@ -248,13 +248,38 @@ describe('chart data', () => {
       title: 'Run',
       xLabel: 't (s)',
       yLabel: 'v',
+      xUnit: 's',
+      yUnit: null,
       xScale: 'linear',
       yScale: 'log',
+      xTicks: expect.any(Array),
+      yTicks: expect.any(Array),
+      xTickLabels: expect.any(Array),
+      yTickLabels: expect.any(Array),
       elements: [
         { label: 'speed', points: [[0, 1.5], [1, null], [2, 4]] },
         { label: '', points: [[0, 7], [1, 8]] },
       ],
     });
+    // The ticks as drawn: positions and labels pair up.
+    expect(c.xTicks.length).toBe(c.xTickLabels.length);
+    expect(c.xTicks).toContain(1);
+    expect(c.xTickLabels).toContain('1.00');
+  });
+
+  test('axes of dates and of strings: datetime and categorical scales, ISO ticks; units in [] too', async () => {
+    const d = await chartOf([
+      'import datetime',
+      'plt.plot([datetime.date(2024, 1, d) for d in (1, 2, 3)], [1, 2, 3])',
+      'plt.xlabel("Day [d]")',
+      'plt.ylabel("Temperature (°C)")',
+    ].join('\n'));
+    expect(d).toMatchObject({ xScale: 'datetime', yScale: 'linear', xUnit: 'd', yUnit: '°C' });
+    expect(d.elements[0].points[0]).toEqual(['2024-01-01', 1]);
+    expect(d.xTicks.length).toBeGreaterThan(1);
+    for (const t of d.xTicks) expect(t).toMatch(/^2024-01-0[1-3]T\d\d:\d\d:\d\d\+00:00$/);
+    const cat = await chartOf('plt.plot(["mon", "tue", "wed"], [1, 2, 3])');
+    expect(cat).toMatchObject({ xScale: 'categorical', xTicks: [0, 1, 2], xTickLabels: ['mon', 'tue', 'wed'] });
   });
 
   test('a scatter chart, with categorical x as strings', async () => {
@@ -289,9 +314,12 @@ describe('chart data', () => {
     expect(c.type).toBe('pie');
     expect(c.title).toBe('Share');
     expect(c.elements.map((e) => e.label)).toEqual(['one', 'three']);
-    expect(c.elements[0].angle).toBeCloseTo(90, 6);
-    expect(c.elements[1].angle).toBeCloseTo(270, 6);
+    expect(c.elements[0].angle).toBe(90);
+    expect(c.elements[1].angle).toBe(270);
     expect(c.elements[0].radius).toBe(1);
+    // Rounded as E2B rounds them: 0.9 of a circle is 324 degrees, not 323.99999999999994.
+    const r = await chartOf('plt.pie([90, 10])');
+    expect(r.elements.map((e) => e.angle)).toEqual([324, 36]);
   });
 
   test('a box plot: the statistics of each box', async () => {
@@ -316,7 +344,7 @@ describe('chart data', () => {
     expect(c.elements.map((e) => [e.type, e.title])).toEqual([['line', 'left'], ['bar', '']]);
     expect(c.elements[0].elements[0].points).toEqual([[0, 1], [1, 2]]);
     const mixed = await chartOf('plt.plot([1, 2])\nplt.bar([1], [2])');
-    expect(mixed).toEqual({ type: 'unknown', title: '', xLabel: '', yLabel: '', elements: [] });
+    expect(mixed).toEqual({ type: 'unknown', title: '', xLabel: '', yLabel: '', xUnit: null, yUnit: null, elements: [] });
     const empty = await sb.runCode('import matplotlib.pyplot as plt\nplt.figure()');
     expect(empty.results.every((x) => x.chart === null)).toBe(true);
   });
@@ -331,6 +359,39 @@ describe('chart data', () => {
   test('a cell that never imported matplotlib does not get it imported', async () => {
     const r = await sb.runCode('import sys\ndisplay(1)\n"matplotlib" in sys.modules');
     expect(r.results.map((x) => x.text)).toEqual(['1', 'False']);
+  });
+});
+
+describe('DataFrames and PIL images', () => {
+  test('a DataFrame carries its rows as Table Schema JSON beside its text and HTML', async () => {
+    const r = await sb.runCode([
+      'import pandas as pd',
+      'pd.DataFrame({"n": [1, 2], "when": pd.to_datetime(["2024-01-01", "2024-01-02"]), "x": [1.5, float("nan")]})',
+    ].join('\n'));
+    expect(r.error).toBeNull();
+    const [res] = r.results;
+    expect(res.formats()).toEqual(['text/plain', 'text/html', 'application/vnd.dataresource+json']);
+    const table = JSON.parse(res.data['application/vnd.dataresource+json']);
+    expect(table.schema.primaryKey).toEqual(['index']);
+    expect(table.data).toEqual([
+      { index: 0, n: 1, when: '2024-01-01T00:00:00.000', x: 1.5 },
+      { index: 1, n: 2, when: '2024-01-02T00:00:00.000', x: null },
+    ]);
+  });
+
+  test('Image.show() and Image.save(path) display the image; the file is still saved', async () => {
+    const r = await sb.runCode([
+      'from PIL import Image',
+      'img = Image.new("RGB", (4, 4), "red")',
+      'img.show()',
+      'img.save("/tmp/red.png")',
+      'import os',
+      'print(os.path.getsize("/tmp/red.png") > 0)',
+    ].join('\n'));
+    expect(r.error).toBeNull();
+    expect(r.stdout).toBe('True\n');
+    expect(r.results.length).toBe(2);
+    for (const res of r.results) expect(res.png.subarray(1, 4).toString()).toBe('PNG');
   });
 });
 

@@ -134,3 +134,17 @@ test('a cell the client stops waiting for is stopped, and the next cell runs', a
     return { timedOut, next: next.text };`);
   expect(r).toEqual({ timedOut: 'TimeoutError', next: "'next'" });
 });
+
+test('a DataFrame is E2B\'s data (columns, no index); a PIL image shown is a png; charts carry units, ticks and scales', async () => {
+  const r = await inSandbox(`
+    const df = await sb.runCode('import pandas as pd\\npd.DataFrame({"n": [1, 2], "s": ["a", "b"]}, index=[10, 20])');
+    const img = await sb.runCode('from PIL import Image\\nImage.new("RGB", (4, 4), "blue").show()');
+    const ch = await sb.runCode('import matplotlib.pyplot as plt, datetime\\nplt.plot([datetime.date(2024, 1, d) for d in (1, 2)], [3, 4])\\nplt.ylabel("Load (%)")\\nplt.show()');
+    const chart = ch.results.find((x) => x.chart).chart;
+    return { data: df.results[0].data, html: !!df.results[0].html, png: img.results.map((x) => !!x.png), chart: { x_scale: chart.x_scale, y_unit: chart.y_unit, tick: chart.x_ticks[0], labels: chart.x_tick_labels.length } };`);
+  expect(r.data).toEqual({ n: [1, 2], s: ['a', 'b'] });
+  expect(r.html).toBe(true);
+  expect(r.png).toEqual([true]);
+  expect(r.chart).toMatchObject({ x_scale: 'datetime', y_unit: '%', tick: expect.stringMatching(/^2024-01-01T/) });
+  expect(r.chart.labels).toBeGreaterThan(0);
+});

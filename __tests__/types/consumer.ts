@@ -154,7 +154,11 @@ function inspectChart(c: Chart): void {
   switch (c.type) {
     case 'line':
     case 'scatter': {
-      const scale: string = c.xScale;
+      const scale: string | null = c.xScale;
+      const ticks: ChartValue[] = c.xTicks;
+      const tickLabels: string[] = c.yTickLabels;
+      const unit: string | null = c.xUnit;
+      void ticks; void tickLabels; void unit;
       for (const e of c.elements) {
         const label: string = e.label;
         const [x, y]: [ChartValue, ChartValue] = e.points[0];

@@ -95,10 +95,28 @@ function e2bChart(v) {
   return Object.fromEntries(Object.entries(v).map(([k, x]) => [k.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`), k === 'points' ? x : e2bChart(x)]));
 }
 
+const TABLE_MIME = 'application/vnd.dataresource+json';
+
+/** A DataFrame's table (Table Schema JSON, from the library) as E2B's `data`: each column's
+ * values in order, the index left out; null if it can't be read. */
+function tableColumns(text) {
+  try {
+    const t = JSON.parse(text);
+    const index = new Set(t.schema.primaryKey ?? []);
+    const columns = t.schema.fields.map((f) => f.name).filter((n) => !index.has(n));
+    return Object.fromEntries(columns.map((c) => [c, t.data.map((row) => row[c] ?? null)]));
+  } catch {
+    return null;
+  }
+}
+
 /** A library Result as E2B's result message. */
 function resultMessage(r) {
   const msg = { type: 'result' };
-  for (const [mime, v] of Object.entries(r.data)) msg[FORMATS[mime] ?? mime] = v;
+  for (const [mime, v] of Object.entries(r.data)) {
+    if (mime === TABLE_MIME) msg.data = tableColumns(v) ?? undefined;
+    else msg[FORMATS[mime] ?? mime] = v;
+  }
   if (r.chart) msg.chart = e2bChart(r.chart);
   msg.is_main_result = r.isMainResult;
   return msg;

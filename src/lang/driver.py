@@ -289,6 +289,11 @@ def _kern_driver(rich_source, zygote=None):
     def on_pyplot(plt):
         rich()["patch_show"](plt)
 
+    def on_pil_image(mod):
+        # An image shown (there is no screen) or saved to a path is displayed below the cell,
+        # as E2B's code interpreter does.
+        rich()["patch_pil"](mod, display)
+
     def on_ipython_display(mod):
         # Outside an IPython shell, IPython's display() prints a repr: a cell that imports it
         # (`from IPython.display import display, HTML`) gets ours, as in a notebook.
@@ -300,7 +305,7 @@ def _kern_driver(rich_source, zygote=None):
         part), so the driver never imports them itself."""
 
         callbacks = {"linecache": sync_linecache, "matplotlib.pyplot": on_pyplot,
-                     "IPython.core.display_functions": on_ipython_display}
+                     "IPython.core.display_functions": on_ipython_display, "PIL.Image": on_pil_image}
         busy = set()
 
         def find_spec(self, name, path=None, target=None):
@@ -776,8 +781,61 @@ def legend_label(artist):
 
 
 def axes_labels(ax):
-    return {"title": chart_text(ax.get_title()), "xLabel": chart_text(ax.get_xlabel()),
-            "yLabel": chart_text(ax.get_ylabel())}
+    x, y = chart_text(ax.get_xlabel()), chart_text(ax.get_ylabel())
+    return {"title": chart_text(ax.get_title()), "xLabel": x, "yLabel": y,
+            "xUnit": label_unit(x), "yUnit": label_unit(y)}
+
+
+def label_unit(label):
+    """The unit an axis label names, as charts write it: "Time (s)" or "Time [s]" -> "s"."""
+    import re
+
+    match = re.search(r"\s\((.*?)\)|\[(.*?)\]", label)
+    return (match.group(1) or match.group(2)) if match else None
+
+
+def axis_scale(ax, which):
+    """"datetime" for dates, "categorical" for strings, else matplotlib's scale name."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    try:
+        get = getattr(axis, "get_converter", None)
+        conv = get() if get is not None else getattr(axis, "converter", None)
+        dates, category = modules.get("matplotlib.dates"), modules.get("matplotlib.category")
+        kinds = tuple(getattr(dates, n, None) for n in ("DateConverter", "_SwitchableDateConverter"))
+        if conv is not None and isinstance(conv, tuple(k for k in kinds if isinstance(k, type))):
+            return "datetime"
+        cat = getattr(category, "StrCategoryConverter", None)
+        if conv is not None and isinstance(cat, type) and isinstance(conv, cat):
+            return "categorical"
+        return ax.get_xscale() if which == "x" else ax.get_yscale()
+    except Exception:
+        return None
+
+
+def axis_ticks(ax, which, scale):
+    """The axis's tick positions (ISO dates on a datetime axis) and their labels as drawn."""
+    try:
+        ticks = list(ax.get_xticks() if which == "x" else ax.get_yticks())
+        labels = [chart_text(t) for t in (ax.get_xticklabels() if which == "x" else ax.get_yticklabels())]
+        if scale == "datetime":
+            num2date = modules["matplotlib.dates"].num2date
+            return [num2date(t).isoformat() for t in ticks], labels
+        return [chart_value(t) for t in ticks], labels
+    except Exception:
+        return [], []
+
+
+def significant(x):
+    """`x` rounded as E2B's charts round a pie's angles: to 8 - e significant digits, where e is
+    its decimal exponent (323.99999999999994 -> 324.0, 0.123456789123 -> 0.123456789)."""
+    try:
+        from decimal import Decimal
+
+        d = Decimal(repr(float(x)))
+        digits = max(1, 8 - d.adjusted())
+        return float(round(d, digits - 1 - d.adjusted()))
+    except Exception:
+        return chart_value(x)
 
 
 def tick_labels(ax, axis):
@@ -827,7 +885,7 @@ def bar_chart(ax, containers, budget):
 def pie_chart(ax, wedges, budget):
     elements = []
     for w in wedges[: budget.take(len(wedges))]:
-        elements.append({"label": legend_label(w), "angle": chart_value(abs(w.theta2 - w.theta1)),
+        elements.append({"label": legend_label(w), "angle": significant(abs(w.theta2 - w.theta1)),
                          "radius": chart_value(w.r)})
     return dict(type="pie", elements=elements, **axes_labels(ax))
 
@@ -836,10 +894,10 @@ def point_chart(kind, ax, series):
     """series: (label, xs, ys) each."""
     elements = [{"label": label, "points": [[x, y] for x, y in zip(xs, ys)]} for label, xs, ys in series]
     c = dict(type=kind, elements=elements, **axes_labels(ax))
-    try:
-        c["xScale"], c["yScale"] = ax.get_xscale(), ax.get_yscale()
-    except Exception:
-        pass
+    for which in ("x", "y"):
+        scale = axis_scale(ax, which)
+        c[which + "Scale"] = scale
+        c[which + "Ticks"], c[which + "TickLabels"] = axis_ticks(ax, which, scale)
     return c
 
 
@@ -904,6 +962,27 @@ def chart_of(fig):
         return None
 
 
+def patch_pil(mod, display):
+    """Image.show() displays the image instead of looking for a viewer; Image.save(path) also
+    displays it (a path as a str, before saving, as E2B does)."""
+    image = getattr(mod, "Image", None)
+    if not isinstance(image, type) or getattr(image.show, "_kern_wrapped", False):
+        return
+    save = image.save
+
+    def show(self, title=None, **kwargs):
+        display(self)
+
+    def save_shown(self, fp, *args, **kwargs):
+        if isinstance(fp, str):
+            display(self)
+        return save(self, fp, *args, **kwargs)
+
+    show.__doc__, show._kern_wrapped = image.show.__doc__, True
+    save_shown.__doc__, save_shown.__wrapped__ = save.__doc__, save
+    image.show, image.save = show, save_shown
+
+
 def patch_boxplot(plt):
     """Box plots are drawn as plain lines: their statistics are kept on the Axes when bxp()
     draws them, for chart_of."""
@@ -966,11 +1045,40 @@ def bundle(obj, include=None, exclude=None):
                 value = wire_value(mime, r, "%s.%s()" % (type_name(obj), name))
                 if value is not None:
                     data[mime] = value
+        table_data(obj, data, include, exclude)
     if include:
         data = {k: v for k, v in data.items() if k in include}
     if exclude:
         data = {k: v for k, v in data.items() if k not in exclude}
     return data, md
+
+
+TABLE_MIME = "application/vnd.dataresource+json"
+MAX_TABLE_CELLS = 100000
+
+
+def table_data(obj, data, include, exclude):
+    """A pandas DataFrame's rows as Table Schema JSON (pandas' own `to_json(orient="table")`),
+    beside its text and HTML, so a caller gets the values and not only their rendering."""
+    frame = getattr(modules.get("pandas"), "DataFrame", None)
+    if not isinstance(frame, type) or not isinstance(obj, frame) or TABLE_MIME in data:
+        return
+    if (include and TABLE_MIME not in include) or (exclude and TABLE_MIME in exclude):
+        return
+    try:
+        cells = obj.shape[0] * max(1, obj.shape[1])
+    except Exception:
+        return
+    if cells > MAX_TABLE_CELLS:
+        err("a DataFrame of %d cells is shown without its table data (%s): at most %d cells\n" % (cells, TABLE_MIME, MAX_TABLE_CELLS))
+        return
+    text = call(obj, obj.to_json, "to_json", TABLE_MIME, orient="table", date_format="iso")
+    try:
+        value = loads(text) if isinstance(text, str) else None
+    except Exception:
+        value = None
+    if isinstance(value, dict):
+        data[TABLE_MIME] = value
 
 
 def send_bundle(kind, data, md, chart=None):

@@ -449,10 +449,11 @@ fn is_mime_type(s: &str) -> bool {
     matches!(s.split_once('/'), Some((t, sub)) if name(t) && name(sub))
 }
 
-/// Payloads are strings; JSON values are stringified (the spec's `json` is a string); images
-/// are decoded once to prove they are what they say and within bounds.
+/// Payloads are strings; JSON values (`application/json` and every `+json` type, such as a
+/// DataFrame's `application/vnd.dataresource+json`) are stringified (the spec's `json` is a
+/// string); images are decoded once to prove they are what they say and within bounds.
 fn check(mime: &str, payload: &Value) -> Result<Value, String> {
-    if mime == "application/json" {
+    if mime == "application/json" || mime.ends_with("+json") {
         return Ok(Value::String(payload.to_string()));
     }
     let Some(s) = payload.as_str() else {
@@ -624,6 +625,17 @@ mod tests {
         assert!(!bundles[1].data.contains_key("image/png"));
         assert_eq!(notes.len(), 1);
         assert!(notes[0].contains("image/png"), "{notes:?}");
+    }
+
+    #[test]
+    fn a_json_suffixed_type_is_json_text_too() {
+        let frame = json!({"type": "display", "data": {"text/plain": "t", "application/vnd.dataresource+json": {"data": [{"a": 1}]}}});
+        let (bundles, notes) = results(&[frame]);
+        assert_eq!(notes, Vec::<String>::new());
+        assert_eq!(
+            bundles[0].data["application/vnd.dataresource+json"],
+            json!("{\"data\":[{\"a\":1}]}")
+        );
     }
 
     #[test]
