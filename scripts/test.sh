@@ -54,8 +54,6 @@ fuzz_pid=""            # the background fuzz run, and its output
 fuzz_log=""
 root_rc=""             # Jest exit statuses, for the summary
 rootless_rc=""
-rootless_pid=""       # the rootless Jest, while it runs in the background, and its output
-rootless_log=""
 failures=()
 
 # Each step's line says how long the one before it took, and the time since the start, so a
@@ -81,8 +79,6 @@ cleanup() {
   [[ -n "$fuzz_log" ]] && rm -f "$fuzz_log"
   [[ -n "$cgv2_pid" ]] && kill -- "-$cgv2_pid" 2>/dev/null
   [[ -n "$cgv2_log" ]] && rm -f "$cgv2_log" "$cgv2_log.rc"
-  [[ -n "$rootless_pid" ]] && kill -- "-$rootless_pid" 2>/dev/null
-  [[ -n "$rootless_log" ]] && rm -f "$rootless_log"
   [[ -n "$rootless_copy" ]] && rm -rf "$rootless_copy"
   [[ -n "$rootless_outdir" ]] && rm -rf "$rootless_outdir"
 }
@@ -255,11 +251,36 @@ case "$images_rc" in
   *) abort "the test images (see the lines above)" ;;
 esac
 
-# The rootless run goes alongside the root run (each Jest runs one file at a time and mostly
-# waits on boxes; one after the other they were 29 of CI's 42 minutes): it starts here, in the
-# background, and its output is shown after the root run's.
+step "jest (root): npx jest${filter:+ $filter}"
+jest_args=(--json "--outputFile=$root_report")
+[[ -n "$filter" ]] && jest_args+=("$filter")
+npx jest "${jest_args[@]}"
+root_rc=$?
+((root_rc == 0)) || fail "jest (root)"
+
+# The guest runs go alongside the rootless run: the guest is one CPU busy in a VM, the
+# rootless Jest mostly waits on boxes, and one after the other they were 15 of CI's 37 minutes.
+# Their output is shown once both are done.
+if [[ "$cgv2_expected" == 1 ]]; then
+  # Boots scripts/cgv2-vm.sh's guest twice (its first run on a machine builds the guest image).
+  step "jest (cgroup v2 + systemd guest, root and rootless): ${cgv2_run[*]} (scripts/test-cgv2.sh), started in the background; its output follows the rootless run"
+  cgv2_log="$(mktemp /tmp/kern-cgv2-step.XXXXXX)"
+  # A session of its own, so an early exit can end the guest and everything under it.
+  # shellcheck disable=SC2016
+  KERN_CGV2_SUITES="${cgv2_run[*]}" setsid bash -c '
+    t0=$(date +%s)
+    bash scripts/test-cgv2.sh "$1" >"$2" 2>&1
+    echo $? >"$2.rc"
+    echo "cgroup v2 guest runs: $(($(date +%s) - t0)) s" >>"$2"' -- "$cgv2_out" "$cgv2_log" </dev/null &
+  cgv2_pid=$!
+elif [[ "${KERN_SKIP_CGV2:-0}" == 1 ]]; then
+  step "jest (cgroup v2 guest): skipped (KERN_SKIP_CGV2=1)"
+else
+  step "jest (cgroup v2 guest): skipped (KERN_TEST_FILTER='$filter' matches none of ${cgv2_tests[*]})"
+fi
+
 if [[ "$rootless_expected" == 1 ]]; then
-  step "jest (rootless, as $rootless_user): npx jest ${rootless_run[*]}, started in the background; its output follows the root run"
+  step "jest (rootless, as $rootless_user): npx jest ${rootless_run[*]}"
   ok=1
   if ! id -u "$rootless_user" >/dev/null 2>&1; then
     if [[ "$(id -u)" != 0 ]]; then
@@ -302,53 +323,17 @@ if [[ "$rootless_expected" == 1 ]]; then
     [[ -n "${KERN_TEST_IMAGES:-}" ]] && rootless_env+=(KERN_TEST_IMAGES="$KERN_TEST_IMAGES")
     [[ -n "${KERN_TEST_ROOTFS_SCI:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS_SCI="$KERN_TEST_ROOTFS_SCI")
     [[ -n "${KERN_TEST_NODE_TS:-}" ]] && rootless_env+=(KERN_TEST_NODE_TS="$KERN_TEST_NODE_TS")
-    rootless_log="$(mktemp /tmp/kern-rootless-step.XXXXXX)"
     # shellcheck disable=SC2016
-    setsid su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
+    su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
       kern-rootless "$run_dir" "${rootless_env[@]}" \
-      npx jest "${rootless_run[@]}" --json "--outputFile=$rootless_report" </dev/null >"$rootless_log" 2>&1 &
-    rootless_pid=$!
+      npx jest "${rootless_run[@]}" --json "--outputFile=$rootless_report" </dev/null
+    rootless_rc=$?
+    ((rootless_rc == 0)) || fail "jest (rootless, as $rootless_user)"
   fi
 elif [[ "$skip_rootless" == 1 ]]; then
   step "jest (rootless): skipped (KERN_SKIP_ROOTLESS=1)"
 else
   step "jest (rootless): skipped (KERN_TEST_FILTER='$filter' matches none of ${rootless_tests[*]})"
-fi
-
-step "jest (root): npx jest${filter:+ $filter}"
-jest_args=(--json "--outputFile=$root_report")
-[[ -n "$filter" ]] && jest_args+=("$filter")
-npx jest "${jest_args[@]}"
-root_rc=$?
-((root_rc == 0)) || fail "jest (root)"
-
-# The guest runs go alongside the rest of the rootless run: the guest is one CPU busy in a VM.
-# Their output is shown once both are done.
-if [[ "$cgv2_expected" == 1 ]]; then
-  # Boots scripts/cgv2-vm.sh's guest twice (its first run on a machine builds the guest image).
-  step "jest (cgroup v2 + systemd guest, root and rootless): ${cgv2_run[*]} (scripts/test-cgv2.sh), started in the background; its output follows the rootless run"
-  cgv2_log="$(mktemp /tmp/kern-cgv2-step.XXXXXX)"
-  # A session of its own, so an early exit can end the guest and everything under it.
-  # shellcheck disable=SC2016
-  KERN_CGV2_SUITES="${cgv2_run[*]}" setsid bash -c '
-    t0=$(date +%s)
-    bash scripts/test-cgv2.sh "$1" >"$2" 2>&1
-    echo $? >"$2.rc"
-    echo "cgroup v2 guest runs: $(($(date +%s) - t0)) s" >>"$2"' -- "$cgv2_out" "$cgv2_log" </dev/null &
-  cgv2_pid=$!
-elif [[ "${KERN_SKIP_CGV2:-0}" == 1 ]]; then
-  step "jest (cgroup v2 guest): skipped (KERN_SKIP_CGV2=1)"
-else
-  step "jest (cgroup v2 guest): skipped (KERN_TEST_FILTER='$filter' matches none of ${cgv2_tests[*]})"
-fi
-
-if [[ -n "$rootless_pid" ]]; then
-  step "jest (rootless, as $rootless_user): waiting for the background run, then its output"
-  wait "$rootless_pid"
-  rootless_rc=$?
-  rootless_pid=""
-  cat "$rootless_log"
-  ((rootless_rc == 0)) || fail "jest (rootless, as $rootless_user)"
 fi
 
 if [[ -n "$cgv2_pid" ]]; then
