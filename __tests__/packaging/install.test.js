@@ -9,7 +9,7 @@ const fs = require('fs');
 const path = require('path');
 const { spawnSync, execFileSync } = require('child_process');
 const { requireRootfs, makeTempDir, isRoot } = require('../helpers');
-const { startRegistry } = require('../support/verdaccio');
+const { startRegistry, publishRuntimeDependencies } = require('../support/verdaccio');
 
 const repo = path.join(__dirname, '..', '..');
 const pkg = require('../../package.json');
@@ -66,6 +66,9 @@ beforeAll(async () => {
   tmp = makeTempDir('kern-install-');
   fs.mkdirSync(path.join(tmp, 'registry'));
   registry = await startRegistry(path.join(tmp, 'registry'));
+  // What kern-sandbox needs at run time (kern serve's Connect and metrics libraries), as a
+  // public registry would have them.
+  publishRuntimeDependencies(registry, path.join(repo, 'package-lock.json'), path.join(tmp, 'deps'));
   // Platform package first: the main one names it in optionalDependencies.
   for (const t of tarballs) {
     const r = spawnSync('npm', ['publish', t, '--userconfig', registry.npmrc, '--registry', registry.url], { encoding: 'utf8' });
@@ -153,6 +156,19 @@ test('npx kern doctor runs the platform kern and answers as doctor.test.js expec
   expect(json.code).toBe(report.ok ? 0 : 1);
   expect(r.code).toBe(json.code);
   if (isRoot) expect(r.code).toBe(0);
+});
+
+test('npx kern serve runs from the installed package, with its dependencies, and so does the platform kern\'s serve', () => {
+  const js = sh(project, 'npx', ['kern', 'serve', '--help']);
+  expect(js.code).toBe(0);
+  expect(js.stderr).toMatch(/^kern serve: usage: kern serve \[--listen HOST:PORT\]/);
+  const refused = sh(project, 'npx', ['kern', 'serve'], { KERN_API_KEYS: '' });
+  expect(refused.code).toBe(2);
+  expect(refused.stderr).toMatch(/no API key/);
+  // The native kern of the platform package finds the main package's server beside it.
+  const native = sh(project, path.join(project, 'node_modules', `${pkg.name}-${key}`, 'kern'), ['serve', '--help']);
+  expect(native.code).toBe(0);
+  expect(native.stderr).toMatch(/^kern serve: usage/);
 });
 
 test('without the platform package (--omit=optional), require and npx kern name it and what to do', () => {

@@ -14,6 +14,8 @@ const { requireRootfs } = require('../helpers.js');
 const { startServe, sdk, KEY } = require('./serve-helpers.js');
 
 const CFG = path.join(__dirname, '..', '..', 'deploy', 'k8s', 'haproxy.cfg');
+// Debian's haproxy is in /usr/sbin, which an unprivileged user's PATH may lack.
+const HAPROXY = ['/usr/sbin/haproxy', '/usr/bin/haproxy'].find((p) => fs.existsSync(p)) || 'haproxy';
 
 let a;
 let b;
@@ -31,7 +33,7 @@ function freePort() {
 
 beforeAll(async () => {
   requireRootfs();
-  if (spawnSync('haproxy', ['-v']).status !== 0) throw new Error('haproxy is missing: run scripts/setup-deps.sh');
+  if (spawnSync(HAPROXY, ['-v']).status !== 0) throw new Error('haproxy is missing: run scripts/setup-deps.sh');
   // Each server knows the fleet (--peers), as the manifest's do, so a list is the fleet's.
   const ports = [await freePort(), await freePort()];
   const peers = ports.map((p, i) => `kern-serve-${i}=http://127.0.0.1:${p}`).join(',');
@@ -39,7 +41,7 @@ beforeAll(async () => {
   b = await startServe(['--instance', 'kern-serve-1', '--listen', `127.0.0.1:${ports[1]}`, '--peers', peers]);
   const port = await freePort();
   url = `http://127.0.0.1:${port}`;
-  lb = spawn('haproxy', ['-db', '-f', CFG], {
+  lb = spawn(HAPROXY, ['-db', '-f', CFG], {
     env: { ...process.env, KERN_SERVE_BIND: `127.0.0.1:${port}`, KERN_SERVE_0: a.url.slice(7), KERN_SERVE_1: b.url.slice(7) },
     stdio: ['ignore', 'ignore', 'pipe'],
   });

@@ -135,4 +135,26 @@ async function startOn(bin, dir, port) {
   return { url, npmrc, stop, log };
 }
 
-module.exports = { startRegistry, ensureVerdaccio };
+/**
+ * Publishes to `registry` the packages kern-sandbox itself depends on at run time (the
+ * non-dev entries of `lockfile`, at their locked versions), packed from npm's cache as `npm ci`
+ * left it: the registry has no uplink, and a user's `npm install kern-sandbox` needs them.
+ */
+function publishRuntimeDependencies(registry, lockfile, work) {
+  const { spawnSync } = require('child_process');
+  const lock = JSON.parse(fs.readFileSync(lockfile, 'utf8'));
+  const wanted = Object.entries(lock.packages)
+    .filter(([k, p]) => k.startsWith('node_modules/') && !p.dev && !p.devOptional)
+    .map(([k, p]) => `${k.slice(k.lastIndexOf('node_modules/') + 'node_modules/'.length)}@${p.version}`);
+  fs.mkdirSync(work, { recursive: true });
+  for (const spec of wanted) {
+    const pack = spawnSync('npm', ['pack', spec, '--offline', '--pack-destination', work, '--silent'], { cwd: work, encoding: 'utf8' });
+    if (pack.status !== 0) throw new Error(`npm pack ${spec} (from npm's cache) failed: run npm ci first\n${pack.stderr}`);
+    const tarball = path.join(work, pack.stdout.trim().split('\n').pop());
+    const pub = spawnSync('npm', ['publish', tarball, '--userconfig', registry.npmrc, '--registry', registry.url, '--ignore-scripts'], { encoding: 'utf8' });
+    if (pub.status !== 0) throw new Error(`npm publish ${spec} failed:\n${pub.stdout}\n${pub.stderr}`);
+  }
+  return wanted;
+}
+
+module.exports = { startRegistry, ensureVerdaccio, publishRuntimeDependencies };

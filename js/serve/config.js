@@ -8,8 +8,6 @@ const path = require('path');
 
 class ServeConfigError extends Error {}
 
-/** E2B's default templates, served by `--image` unless `--template` names them. */
-const E2B_TEMPLATES = ['base', 'code-interpreter-v1', 'code-interpreter-beta', 'desktop', 'mcp-gateway'];
 const DEFAULT_LISTEN = '127.0.0.1:49982';
 const DEFAULT_IMAGE = 'python:3.12-slim';
 /** E2B's default sandbox lifetime (the SDK's own default is also 300 s). */
@@ -218,4 +216,4 @@ function imageFor(cfg, template) {
   return cfg.templates.get(template) ?? cfg.image;
 }
 
-module.exports = { parseArgs, imageFor, ServeConfigError, isLoopback, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, E2B_TEMPLATES, USAGE };
+module.exports = { parseArgs, imageFor, ServeConfigError, isLoopback, DEFAULT_TIMEOUT_S, MAX_TIMEOUT_S, USAGE };

@@ -103,7 +103,6 @@ class ServedProcess {
     this.handle = null;
     this.listeners = new Set();
     this.end = null;
-    this.started = null;
   }
 
   /** Sends `ev` ({ kind: 'stdout'|'stderr'|'pty', data } or { kind: 'end', ... }) to every stream. */
