@@ -112,42 +112,38 @@ if [[ ! -x "$ruff_dir/bin/ruff" ]]; then
 fi
 [[ -x "$ruff_dir/bin/ruff" ]] && ln -sfn "ruff-$ruff_version/bin/ruff" target/tools/ruff
 
-# --- kubernetes-validate (PyPI, pinned) --------------------------------------------------------
-# Checks deploy/k8s/deployment.yaml offline against the Kubernetes schemas it bundles
-# (__tests__/packaging/deploy.test.js): no cluster here. Into target/tools/kubernetes-validate (with its
-# dependencies, PyYAML among them), not into the system's Python. Without it only that test fails.
-kv_version=1.37.0
-kv_dir="target/tools/kubernetes-validate-$kv_version"
-if [[ ! -f "$kv_dir/kubernetes_validate/__main__.py" ]]; then
-  echo "setup-deps: kubernetes-validate $kv_version (PyPI) -> $kv_dir"
-  rm -rf "$kv_dir" target/tools/kubernetes-validate
-  log="$(mktemp)"
-  if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-    --target "$kv_dir" "kubernetes-validate==$kv_version" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "setup-deps: WARNING: pip install kubernetes-validate==$kv_version failed: __tests__/packaging/deploy.test.js will fail" >&2
+# --- Python tools with their dependencies (PyPI, pinned) ---------------------------------------
+# Each goes into target/tools/<dir> (and target/tools/<link> points at it), not into the system's
+# Python; a failed install warns, since only the tests that use it fail without it.
+#   pip_tool LINK DIR MARKER USED_BY REQUIREMENT...   (MARKER: a file that proves DIR complete)
+pip_tool() {
+  local link="$1" dir="target/tools/$2" marker="$3" used_by="$4"
+  shift 4
+  if [[ ! -f "$dir/$marker" ]]; then
+    echo "setup-deps: $* (PyPI) -> $dir"
+    rm -rf "$dir" "target/tools/$link"
+    log="$(mktemp)"
+    if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+      --target "$dir" "$@" >"$log" 2>&1; then
+      cat "$log" >&2
+      echo "setup-deps: WARNING: pip install $* failed: $used_by will fail" >&2
+    fi
+    rm -f "$log"
   fi
-  rm -f "$log"
-fi
-[[ -f "$kv_dir/kubernetes_validate/__main__.py" ]] && ln -sfn "kubernetes-validate-$kv_version" target/tools/kubernetes-validate
+  [[ -f "$dir/$marker" ]] && ln -sfn "$(basename "$dir")" "target/tools/$link"
+  return 0
+}
 
-# --- E2B's Python SDKs (PyPI, pinned) ---------------------------------------------------------
-# `kern serve` is tested with the unmodified Python clients too (__tests__/serve/python.test.js):
-# e2b and e2b-code-interpreter with their dependencies, into target/tools/e2b-python (put on
-# PYTHONPATH by the test), not into the system's Python. Without them only that test fails.
+# kubernetes-validate checks the deploy/k8s manifests offline against the Kubernetes schemas it
+# bundles (no cluster here); PyYAML comes with it.
+kv_version=1.37.0
+pip_tool kubernetes-validate "kubernetes-validate-$kv_version" kubernetes_validate/__main__.py \
+  __tests__/packaging/deploy.test.js "kubernetes-validate==$kv_version"
+
+# E2B's Python SDKs: `kern serve` is tested with the unmodified Python clients too (the test puts
+# target/tools/e2b-python on PYTHONPATH).
 e2b_py_version=2.63.0
 e2b_ci_py_version=2.11.5
-e2b_py_dir="target/tools/e2b-python-$e2b_py_version-$e2b_ci_py_version"
-if [[ ! -f "$e2b_py_dir/e2b_code_interpreter/__init__.py" ]]; then
-  echo "setup-deps: e2b $e2b_py_version, e2b-code-interpreter $e2b_ci_py_version (PyPI) -> $e2b_py_dir"
-  rm -rf "$e2b_py_dir" target/tools/e2b-python
-  log="$(mktemp)"
-  if ! python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
-    --target "$e2b_py_dir" "e2b==$e2b_py_version" "e2b-code-interpreter==$e2b_ci_py_version" >"$log" 2>&1; then
-    cat "$log" >&2
-    echo "setup-deps: WARNING: pip install e2b==$e2b_py_version e2b-code-interpreter==$e2b_ci_py_version failed: __tests__/serve/python.test.js will fail" >&2
-  fi
-  rm -f "$log"
-fi
-[[ -f "$e2b_py_dir/e2b_code_interpreter/__init__.py" ]] && ln -sfn "e2b-python-$e2b_py_version-$e2b_ci_py_version" target/tools/e2b-python
+pip_tool e2b-python "e2b-python-$e2b_py_version-$e2b_ci_py_version" e2b_code_interpreter/__init__.py \
+  __tests__/serve/python.test.js "e2b==$e2b_py_version" "e2b-code-interpreter==$e2b_ci_py_version"
 exit 0

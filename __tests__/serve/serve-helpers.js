@@ -54,12 +54,14 @@ main().then(
   (v) => done({ value: v === undefined ? null : v }),
   (e) => done({ thrown: { name: e && e.constructor ? e.constructor.name : 'Error', message: String(e && e.message) } }),
 );`;
+  return runProgram(process.execPath, ['--input-type=module', '-e', program], { cwd: path.join(__dirname, '..', '..'), env }, 'the SDK program');
+}
+
+/** Runs a client program that writes one JSON object, `{ value }` or `{ thrown }`; resolves to
+ * the value, or to `{ thrown }`. */
+function runProgram(cmd, args, { cwd, env }, what) {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--input-type=module', '-e', program], {
-      cwd: path.join(__dirname, '..', '..'),
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(cmd, args, { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (c) => (out += c));
@@ -70,7 +72,7 @@ main().then(
         const r = JSON.parse(out);
         resolve(r.thrown ? r : r.value);
       } catch {
-        reject(new Error(`the SDK program exited ${code} without a result: ${out}${err}`));
+        reject(new Error(`${what} exited ${code} without a result: ${out}${err}`));
       }
     });
   });
@@ -96,26 +98,8 @@ except Exception as e:
     out = {"thrown": {"name": type(e).__name__, "message": str(e)}}
 sys.stdout.write(json.dumps(out))
 `;
-  return new Promise((resolve, reject) => {
-    if (!fs.existsSync(PY_SDK)) return reject(new Error(`E2B's Python SDKs are missing at ${PY_SDK}: run bash scripts/setup-deps.sh`));
-    const child = spawn('python3', ['-c', program], {
-      env: { ...process.env, PYTHONPATH: PY_SDK, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c) => (out += c));
-    child.stderr.on('data', (c) => (err += c));
-    child.on('error', reject);
-    child.on('close', (code) => {
-      try {
-        const r = JSON.parse(out);
-        resolve(r.thrown ? r : r.value);
-      } catch {
-        reject(new Error(`the Python SDK program exited ${code} without a result: ${out}${err}`));
-      }
-    });
-  });
+  if (!fs.existsSync(PY_SDK)) return Promise.reject(new Error(`E2B's Python SDKs are missing at ${PY_SDK}: run bash scripts/setup-deps.sh`));
+  return runProgram('python3', ['-c', program], { env: { PYTHONPATH: PY_SDK, ...env } }, 'the Python SDK program');
 }
 
 module.exports = { startServe, sdk, py, KEY, OTHER_KEY };

@@ -161,10 +161,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
         .filter(|b| *b > 0)
 }
 
-/// `a` is `b` or a path under it (both normalised, absolute).
-pub fn at_or_under(a: &str, b: &str) -> bool {
-    a == b || b == "/" || a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'))
-}
+pub use crate::engine::shared::spec::at_or_under;
 
 /// A mount target inside the box: absolute, normalised, and not one of the box's own: not at
 /// or under `/proc`, `/dev`, `/sys` or the workspace mount `workspace`, nor over the latter.

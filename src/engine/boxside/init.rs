@@ -14,7 +14,7 @@ use crate::engine::monitor::idmap::Mapping;
 use crate::engine::plan::{self, pid1, run::Saved, Posture, Workload};
 use crate::engine::shared::handoff::{self, send, BoxFds, Fallback};
 use crate::engine::shared::protocol::pid1::Pid1Msg;
-use crate::engine::shared::spec::{BoxSpec, CHANNEL_FD};
+use crate::engine::shared::spec::{at_or_under, BoxSpec, CHANNEL_FD};
 use crate::engine::shared::sys::{self, Forked};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -641,7 +641,7 @@ fn exec_workload(
     // With the rights it runs with, never box root's: a directory it could not enter itself
     // (another process's `/proc/<pid>/root` or `fd/`) stays out of its reach as its cwd too.
     if let Some(cwd) = &spec.cwd {
-        if in_workspace(cwd, &spec.workspace_target) {
+        if at_or_under(cwd, &spec.workspace_target) {
             if let Err(why) = enter_call_cwd(cwd, &spec.workspace_target) {
                 send(init_pipe, &Pid1Msg::CwdRefused(why.to_string()));
                 sys::exit_now(127)
@@ -738,12 +738,6 @@ fn exec_workload(
     sys::exit_now(127)
 }
 
-/// Whether `path` is the workspace target or under it (a call's `cwd`, not the setup box's).
-fn in_workspace(path: &str, target: &str) -> bool {
-    path.strip_prefix(target)
-        .is_some_and(|r| r.is_empty() || r.starts_with('/'))
-}
-
 /// Why `cwd` (`shown` as the caller gave it) could not be entered, in `place` ("box").
 fn not_entered(shown: &str, cwd: &str, e: &std::io::Error, place: &str) -> String {
     let what = match e.raw_os_error() {
@@ -767,7 +761,7 @@ fn enter_call_cwd(cwd: &str, target: &str) -> std::result::Result<(), String> {
         return Err(not_entered(shown, cwd, &e, "box's workspace"));
     }
     match std::env::current_dir() {
-        Ok(real) if in_workspace(&real.to_string_lossy(), target) => Ok(()),
+        Ok(real) if at_or_under(&real.to_string_lossy(), target) => Ok(()),
         Ok(real) => Err(format!(
             "option `cwd`: {shown:?} leads to {}, outside the workspace ({target}), through a symlink",
             real.display()

@@ -7,6 +7,7 @@
 //! becomes read-only (`/home/user` for an image with `/home` and no `user` in it).
 
 use super::mounts::{bind_new, mkdir, touch, SetupError};
+use crate::engine::shared::spec::at_or_under;
 use crate::engine::shared::sys::{self, MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY};
 use nix::fcntl::{openat, readlinkat, OFlag};
 use nix::mount::{mount, MsFlags};
@@ -72,11 +73,6 @@ pub(super) fn make_mount_point(
         cur = next;
     }
     Ok(())
-}
-
-/// `a` is `b` or under it (box paths, normalised).
-fn at_or_under(a: &str, b: &str) -> bool {
-    a == b || a.strip_prefix(b).is_some_and(|r| r.starts_with('/'))
 }
 
 /// Makes `rest` under `parent`, the deepest directory of the path that exists: directly in our

@@ -287,3 +287,9 @@ impl BoxSpec {
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 pub const DEFAULT_HOSTNAME: &str = "kern";
 pub const DEFAULT_WORKSPACE_TARGET: &str = "/workspace";
+
+/// `a` is the box path `b` or a path under it (both normalised, absolute): where a cwd, a
+/// mount or a PATH entry stands against the workspace target or another mount.
+pub fn at_or_under(a: &str, b: &str) -> bool {
+    a == b || b == "/" || a.strip_prefix(b).is_some_and(|rest| rest.starts_with('/'))
+}
