@@ -427,8 +427,10 @@ export interface SandboxOptions {
   /** Allow outbound traffic only to the listed destinations (`"pypi.org"`, `".example.com"` for a
    * domain and its subdomains, `"host:port"`, an IP literal), through kern's filtering proxy in
    * your process; each box has no other way out, and private, loopback and metadata addresses
-   * are refused unless listed literally. `[]` means no network; not with `network: true`. See
-   * docs/network.md. */
+   * are refused unless listed literally. ADDITION: `"*"` alone allows every public host and
+   * address on any port (still never private or loopback ones unless listed); `[]` allows
+   * nothing yet but gives the boxes the proxy, so `setEgressAllow` can widen it. Not with
+   * `network: true`. See docs/network.md. */
   egressAllow?: readonly string[] | undefined;
   /** ADDITION: secrets the code may use but never read, `{ NAME: { value, hosts, headers? } }`.
    * Boxes see `NAME` as a random placeholder; the egress proxy writes `value` in its place only
@@ -631,8 +633,8 @@ export class Sandbox {
 
   /** ADDITION: replaces the `egressAllow` list for every later call and for the next connection
    * of every box already running (a connection already open keeps its admission). A refused
-   * list throws and leaves the current one; needs a Sandbox opened with a non-empty
-   * `egressAllow`. */
+   * list throws and leaves the current one; needs a Sandbox opened with `egressAllow` (`[]`
+   * to start deny-all, `["*"]` to start open). */
   setEgressAllow(list: readonly string[]): Promise<void>;
 
   /** ADDITION: runs `argv` (default: the image's `bash`, else `sh`) on a new pseudo-terminal of a

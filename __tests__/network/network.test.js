@@ -42,6 +42,10 @@ const fetchPy = (url) =>
     '    print("ERROR", type(e).__name__, e)',
   ].join('\n');
 
+/** As `fetchPy`, through the proxy even for a loopback URL (which NO_PROXY sends to the box's
+ * own loopback): what the proxy decides about the host's. */
+const viaProxyPy = (url) => `import os\nfor k in ("NO_PROXY", "no_proxy"):\n    os.environ.pop(k, None)\n${fetchPy(url)}`;
+
 /** Python run in the box: a raw request to the proxy, for what urllib would not send. */
 const rawPy = (payload) =>
   [
@@ -73,7 +77,7 @@ describe('bad input is refused when the Sandbox is constructed', () => {
   test.each([
     ['an empty entry', ['']],
     ['a URL', ['https://pypi.org/simple']],
-    ['a wildcard', ['*']],
+    ['a wildcard with a port', ['*:443']],
     ['a glob', ['*.example.com']],
     ['port 0', ['example.com:0']],
     ['port 70000', ['example.com:70000']],
@@ -88,11 +92,19 @@ describe('bad input is refused when the Sandbox is constructed', () => {
     expect(() => new Sandbox(opts({ network: true, egressAllow: ['pypi.org'] }))).toThrow(/mutually exclusive/);
   });
 
-  test('an empty list is no network at all', async () => {
+  test('no egressAllow is no network and no proxy; an empty list is the proxy allowing nothing', async () => {
+    const none = await new Sandbox(opts()).open();
+    try {
+      const r = await none.run(['sh', '-c', 'echo "[$HTTP_PROXY]"']);
+      expect(r.stdout).toBe('[]\n');
+    } finally {
+      await none.close();
+    }
     const sb = await new Sandbox(opts({ egressAllow: [] })).open();
     try {
-      const r = await sb.run(['sh', '-c', 'echo "[$HTTP_PROXY]"']);
-      expect(r.stdout).toBe('[]\n');
+      const r = await sb.runCode(viaProxyPy(`http://127.0.0.1:${local.port}/empty`));
+      expect(r.stdout).toMatch(/^STATUS 403/);
+      expect(local.seen.filter((s) => s.url === '/empty')).toEqual([]);
     } finally {
       await sb.close();
     }
@@ -368,6 +380,27 @@ https.createServer({ key: fs.readFileSync(${JSON.stringify(path.join(dir, 'key.p
     expect(local.seen.filter((s) => s.url === '/rebind')).toEqual([]);
   });
 
+  rootOnly('["*"] reaches every public host, name or address, on any port, never a private one; narrowed later', async () => {
+    const open = await new Sandbox({ image: SCI, egressAllow: ['*'] }).open();
+    try {
+      for (const url of ['http://denied.test/star', 'http://www.allowed.test:8080/star', 'http://198.51.100.2/star']) {
+        const r = await open.runCode(fetchPy(url));
+        expect(r.stdout).toMatch(/^STATUS 200 test host /);
+      }
+      // Names that resolve to loopback or metadata, and private literals, stay out.
+      for (const url of [`http://rebind.test:${local.port}/star`, 'http://meta.test/latest/meta-data/', `http://127.0.0.1:${local.port}/star`, 'http://169.254.169.254/latest/']) {
+        const r = await open.runCode(viaProxyPy(url));
+        expect(r.stdout).toMatch(/^STATUS 403/);
+      }
+      expect(local.seen.filter((s) => s.url === '/star')).toEqual([]);
+      await open.setEgressAllow(['allowed.test']);
+      expect((await open.runCode(fetchPy('http://allowed.test/narrow'))).stdout).toMatch(/^STATUS 200/);
+      expect((await open.runCode(fetchPy('http://denied.test/narrow'))).stdout).toMatch(/^STATUS 403/);
+    } finally {
+      await open.close();
+    }
+  });
+
   rootOnly('a port that is not listed is refused', async () => {
     const r = await sb.runCode(fetchPy('http://allowed.test:8080/port'));
     expect(r.stdout).toMatch(/^STATUS 403/);
@@ -410,6 +443,21 @@ test('pip download of a real package from PyPI through the proxy', async () => {
     // Anything else is still closed.
     const other = await sb.runCode(fetchPy('https://example.com/'));
     expect(other.stdout).toMatch(/^(STATUS 403|ERROR)/);
+  } finally {
+    await sb.close();
+  }
+}, 180_000);
+
+test('pip download from PyPI with the open internet (egressAllow: ["*"])', async () => {
+  const sb = await new Sandbox({ image: SCI, egressAllow: ['*'] }).open();
+  try {
+    const r = await sb.run(['python3', '-m', 'pip', 'download', '--no-deps', '--no-cache-dir', '-d', '/workspace/dl', 'six==1.16.0'], { timeoutS: 120 });
+    expect(summary(r)).toMatchObject({ exitCode: 0, fault: null });
+    expect(r.runtimeNotes.join('\n')).toMatch(/egress allowed: .*pypi\.org:443/);
+    // Open is the public internet only: the host's loopback stays out.
+    const lo = await sb.runCode(viaProxyPy(`http://127.0.0.1:${local.port}/star-lo`));
+    expect(lo.stdout).toMatch(/^STATUS 403/);
+    expect(local.seen.filter((s) => s.url === '/star-lo')).toEqual([]);
   } finally {
     await sb.close();
   }

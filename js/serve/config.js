@@ -18,7 +18,7 @@ const USAGE = `usage: kern serve [--listen HOST:PORT] [--api-keys FILE] [--templ
                   [--image IMAGE] [--templates FILE] [--tls-cert FILE --tls-key FILE]
                   [--insecure-no-auth] [--max-sandboxes N] [--max-memory-mb N]
                   [--memory-mb N] [--pool N] [--state-dir DIR] [--instance NAME]
-                  [--peers NAME=URL,...]
+                  [--peers NAME=URL,...] [--no-internet]
                   [--log-level info|debug|error]
 
 Speaks E2B's API: point the E2B SDKs at it with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY
@@ -135,6 +135,7 @@ function parseArgs(argv, env = process.env) {
     logLevel: 'info',
     instance: env.KERN_SERVE_INSTANCE || null,
     peers: [],
+    noInternet: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -156,6 +157,7 @@ function parseArgs(argv, env = process.env) {
       case '--templates': for (const [n, img] of readTemplateFile(value())) if (!cfg.templates.has(n)) cfg.templates.set(n, img); break;
       case '--image': cfg.image = value(); break;
       case '--insecure-no-auth': cfg.insecureNoAuth = true; break;
+      case '--no-internet': cfg.noInternet = true; break;
       case '--tls-cert': cfg.tlsCert = value(); break;
       case '--tls-key': cfg.tlsKey = value(); break;
       case '--max-sandboxes': cfg.maxSandboxes = positiveInt(value(), flag, 100000); break;

@@ -13,7 +13,6 @@ const NOT_YET = [
   [/^\/sandboxes\/[^/]+\/fork$/, 'forking a sandbox'],
   [/^\/sandboxes\/[^/]+\/snapshots$/, 'snapshots'],
   [/^\/snapshots/, 'snapshots'],
-  [/^\/sandboxes\/[^/]+\/network$/, 'changing a sandbox\'s network'],
   [/^\/sandboxes\/[^/]+\/metrics$/, 'sandbox metrics'],
   [/^\/sandboxes\/metrics$/, 'sandbox metrics'],
   [/^\/volumes/, 'volumes'],
@@ -127,6 +126,11 @@ async function handle(ctx, req, res) {
       if (body.duration !== undefined) s.setTimeoutS(timeoutSeconds(body.duration, 0));
       res.writeHead(204).end();
       return 'POST /sandboxes/:id/refreshes';
+    }
+    if (action === '/network' && m === 'PUT') {
+      await s.setNetwork(ctx.cfg, await ctx.readJson(req));
+      res.writeHead(204).end();
+      return 'PUT /sandboxes/:id/network';
     }
     if (action === '/connect' && m === 'POST') {
       const body = await ctx.readJson(req);

@@ -37,13 +37,33 @@ function timeoutSeconds(v, fallback) {
   return v;
 }
 
-/** The library options an E2B create request asks for, or an ApiError saying what we can't do. */
-function networkOptions(body) {
-  const net = body.network ?? {};
+/** E2B's "all traffic" selector (`ALL_TRAFFIC` in the SDKs). */
+const ALL_TRAFFIC = '0.0.0.0/0';
+
+/** One E2B `allowOut` selector as an `egressAllow` entry: a domain, `*.domain` (our
+ * `.domain`, which also admits the domain itself), an address, or a single-address CIDR. */
+function egressEntry(sel) {
+  if (sel.startsWith('*.')) return sel.slice(1);
+  const cidr = /^(.+)\/(\d+)$/.exec(sel);
+  if (cidr) {
+    const single = cidr[1].includes(':') ? '128' : '32';
+    if (cidr[2] !== single) throw new ApiError(400, `network.allowOut ${JSON.stringify(sel)}: address ranges are not supported by kern serve; list single addresses or host names`);
+    return cidr[1].includes(':') ? `[${cidr[1]}]` : cidr[1];
+  }
+  return sel;
+}
+
+/** The sandbox's network as E2B states it (create's `allow_internet_access` and `network`, or an
+ * update's body), checked, with the `egressAllow` list it means: open internet (`*`, every
+ * public host, never a private one) unless internet access is off or `denyOut` holds
+ * ALL_TRAFFIC, then only `allowOut`. `--no-internet` takes the open internet away. */
+function networkPolicy(cfg, allowInternet, net) {
+  net = net ?? {};
   if (typeof net !== 'object' || Array.isArray(net)) throw new ApiError(400, 'network must be an object');
+  if (allowInternet !== undefined && allowInternet !== null && typeof allowInternet !== 'boolean') throw new ApiError(400, 'allow_internet_access must be true or false');
   const allowOut = net.allowOut ?? [];
   const denyOut = net.denyOut ?? [];
-  if (!Array.isArray(allowOut) || !allowOut.every((s) => typeof s === 'string')) throw new ApiError(400, 'network.allowOut must be a list of strings');
+  if (!Array.isArray(allowOut) || !allowOut.every((s) => typeof s === 'string' && s)) throw new ApiError(400, 'network.allowOut must be a list of host names or addresses');
   if (!Array.isArray(denyOut) || !denyOut.every((s) => typeof s === 'string')) throw new ApiError(400, 'network.denyOut must be a list of strings');
   for (const k of ['rules', 'egressProxy']) {
     if (net[k] !== undefined && net[k] !== null) throw new ApiError(400, `network.${k} is not supported by kern serve`);
@@ -51,23 +71,35 @@ function networkOptions(body) {
   if (net.allowPublicTraffic === false || net.maskRequestHost) {
     throw new ApiError(400, 'network.allowPublicTraffic and maskRequestHost are not supported by kern serve (sandbox ports are not exposed)');
   }
-  if (denyOut.length > 0) {
-    throw new ApiError(400, 'network.denyOut is not supported by kern serve: a sandbox has no network unless network.allowOut lists where it may go');
+  const other = denyOut.find((d) => d !== ALL_TRAFFIC);
+  if (other !== undefined) {
+    throw new ApiError(400, `network.denyOut ${JSON.stringify(other)}: kern serve denies only all traffic (ALL_TRAFFIC, "${ALL_TRAFFIC}"); deny everything and list what may be reached in allowOut`);
   }
-  if (allowOut.length > 0) {
-    if (body.allow_internet_access === false) throw new ApiError(400, 'allow_internet_access: false contradicts network.allowOut');
-    return { egressAllow: allowOut };
+  let open = allowInternet !== false && denyOut.length === 0;
+  if (open && cfg.noInternet) {
+    if (allowInternet === true) throw new ApiError(400, 'this kern serve gives sandboxes no open internet (--no-internet): list the hosts a sandbox may reach in network.allowOut with denyOut: [ALL_TRAFFIC]');
+    open = false;
   }
-  if (body.allow_internet_access === true) {
-    throw new ApiError(400, 'kern serve gives a sandbox no open internet: list the hosts it may reach in network.allowOut (the SDK\'s `network: { allowOut: [...] }`)');
+  const entries = allowOut.map(egressEntry);
+  const egressAllow = open ? ['*', ...entries] : entries;
+  try {
+    // The library's own checks, before any box: a constructed, unopened Sandbox holds nothing.
+    new Sandbox({ egressAllow }); // eslint-disable-line no-new
+  } catch (e) {
+    throw new ApiError(400, `network.allowOut: ${e.message}`);
   }
-  return {};
+  return {
+    allowInternetAccess: open,
+    network: { allowOut, denyOut },
+    egressAllow,
+  };
 }
 
 /** Opens a library Sandbox for `image` in a new directory of `stateDir` named `id`: its
  * workspace is the sandbox's home (`/home/user` in the box) and a second directory its `/tmp`.
- * `opts`: the request's network options (none for a pooled one). */
-async function openBox(stateDir, id, image, memoryMb, opts = {}) {
+ * It opens deny-all, behind the egress proxy: create then sets the list its request asks for
+ * (`setEgressAllow`), so a Sandbox opened ahead serves any network request. */
+async function openBox(stateDir, id, image, memoryMb) {
   const dir = path.join(stateDir, id);
   const home = path.join(dir, 'home');
   const tmp = path.join(dir, 'tmp');
@@ -83,7 +115,7 @@ async function openBox(stateDir, id, image, memoryMb, opts = {}) {
     timeoutS: MAX_TIMEOUT_S,
     trackFiles: false,
     env: { HOME, E2B_SANDBOX: 'true' },
-    ...opts,
+    egressAllow: [],
   });
   try {
     await sandbox.open();
@@ -152,13 +184,14 @@ class ServedProcess {
 
 class ServedSandbox {
   /** `box`: the opened library Sandbox and its directories (`openBox`), named by `id`. */
-  constructor({ id, owner, template, metadata, envs, timeoutS, memoryMb, box }) {
+  constructor({ id, owner, template, metadata, envs, timeoutS, memoryMb, box, net }) {
     this.id = id;
     this.owner = owner;
     this.template = template;
     this.metadata = metadata;
     this.envs = envs;
     this.memoryMb = memoryMb;
+    this.net = net;
     // envd's calls carry `X-Access-Token`; the code interpreter's, `E2B-Traffic-Access-Token`.
     this.accessToken = newToken();
     this.trafficToken = newToken();
@@ -175,6 +208,16 @@ class ServedSandbox {
     this.ended = null;
     this.timer = null;
     this.setTimeoutS(timeoutS);
+  }
+
+  /** E2B's network update (`updateNetwork`): the new policy for every later connection of the
+   * sandbox's boxes, running ones included. */
+  async setNetwork(cfg, body) {
+    if (!body || typeof body !== 'object' || Array.isArray(body)) throw new ApiError(400, 'the request body must be a JSON object');
+    const { allow_internet_access: allowInternet, ...net } = body;
+    const next = networkPolicy(cfg, allowInternet, net);
+    await this.sandbox.setEgressAllow(next.egressAllow);
+    this.net = next;
   }
 
   setTimeoutS(seconds) {
@@ -241,6 +284,8 @@ class ServedSandbox {
       state: 'running',
       envdVersion: ENVD_VERSION,
       volumeMounts: [],
+      allowInternetAccess: this.net.allowInternetAccess,
+      network: this.net.network,
     };
   }
 
@@ -300,7 +345,7 @@ class Sandboxes {
     if (Array.isArray(body.volumeMounts) && body.volumeMounts.length) throw new ApiError(400, 'volumes are not supported by kern serve yet');
     if (body.mcp) throw new ApiError(400, 'the MCP gateway template option is not supported by kern serve');
     if (body.iam) throw new ApiError(400, 'iam tokens are not supported by kern serve');
-    const netOpts = networkOptions(body);
+    const net = networkPolicy(this.cfg, body.allow_internet_access, body.network);
 
     const mine = this.list(owner);
     if (mine.length >= this.cfg.maxSandboxes) {
@@ -315,14 +360,15 @@ class Sandboxes {
     const image = imageFor(this.cfg, template);
     let box;
     try {
-      box = Object.keys(netOpts).length === 0 ? await this.takePooled(image) : null;
-      box ??= await openBox(this.stateDir, this.newId(), image, memoryMb, netOpts);
+      box = await this.takePooled(image) ?? await openBox(this.stateDir, this.newId(), image, memoryMb);
+      await box.sandbox.setEgressAllow(net.egressAllow);
     } catch (e) {
+      if (box) await box.sandbox.close().finally(() => fs.rmSync(box.dir, { recursive: true, force: true }));
       if (e && e.code === 'ERR_INVALID_OPTION') throw new ApiError(400, e.message);
       if (e && (e.code === 'ERR_IMAGE' || e.code === 'ERR_MOUNT_REFUSED')) throw new ApiError(400, `template ${template}: ${e.message}`);
       throw e;
     }
-    const s = new ServedSandbox({ id: box.id, owner, template, metadata, envs, timeoutS, memoryMb, box });
+    const s = new ServedSandbox({ id: box.id, owner, template, metadata, envs, timeoutS, memoryMb, box, net });
     s.onExpire = (sb) => this.kill(sb, 'timeout');
     this.byId.set(s.id, s);
     const id = s.id;

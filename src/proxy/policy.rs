@@ -157,6 +157,10 @@ enum Target {
     /// Any name (the setup box's public internet): still never a private, loopback or
     /// link-local address, which the proxy checks on what the name resolves to.
     AnyName,
+    /// `*`: every public destination, named or literal, on any port (open internet through the
+    /// proxy). A name still never reaches what it resolves to unless that is public; a literal
+    /// matches only when it is public and not this host's.
+    Anything,
 }
 
 #[derive(Debug, Clone)]
@@ -179,7 +183,12 @@ impl Entry {
                         && n.as_bytes()[n.len() - d.len() - 1] == b'.')
             }
             (Target::Ip(e), Host::Ip(ip)) => e == ip,
-            (Target::AnyName, Host::Name(_)) => true,
+            (Target::AnyName | Target::Anything, Host::Name(_)) => true,
+            (Target::Anything, Host::Ip(ip)) => {
+                addr::non_public(*ip).is_none()
+                    && addr::not_a_destination(*ip).is_none()
+                    && !addr::is_local(*ip)
+            }
             _ => false,
         }
     }
@@ -187,6 +196,7 @@ impl Entry {
     fn matches_port(&self, port: u16) -> bool {
         match self.port {
             Some(p) => p == port,
+            None if matches!(self.target, Target::Anything) => true,
             None => DEFAULT_PORTS.contains(&port),
         }
     }
@@ -204,7 +214,9 @@ impl Policy {
     ///
     /// Forms: `name` (that host), `.name` (that domain and every subdomain), an IP literal
     /// (`127.0.0.1`, `[::1]`: exactly that address, the only way to reach a private or loopback
-    /// one), each with an optional `:port`; without one an entry allows ports 80 and 443.
+    /// one), each with an optional `:port`; without one an entry allows ports 80 and 443. And
+    /// `*` alone: every public destination on any port (private, loopback and link-local
+    /// addresses still only when listed as literals).
     pub fn parse(entries: &[String]) -> Result<Policy, String> {
         let entries = entries
             .iter()
@@ -283,9 +295,16 @@ fn parse_entry(raw: &str) -> Result<Entry, String> {
     if raw.contains("://") || raw.contains(['/', '@', '?', '#']) {
         return Err("looks like a URL; write just the host and optional port, e.g. `pypi.org` or `example.com:8443`".into());
     }
+    if raw == "*" {
+        return Ok(Entry {
+            text: raw.to_owned(),
+            target: Target::Anything,
+            port: None,
+        });
+    }
     if raw.contains('*') {
         return Err(
-            "wildcards are not supported; write `.example.com` to allow example.com and every subdomain".into(),
+            "wildcards are not supported; write `.example.com` to allow example.com and every subdomain, or `*` alone for every public host".into(),
         );
     }
     let (host, port) = split_authority(raw).map_err(|e| format!("{e}; {WRITE_INSTEAD}"))?;
@@ -500,6 +519,31 @@ mod tests {
     }
 
     #[test]
+    fn star_allows_public_destinations_on_any_port_only() {
+        let p = policy(&["*"]);
+        assert!(allows(&p, "pypi.org", 443));
+        assert!(allows(&p, "example.com", 22));
+        assert!(allows(&p, "93.184.216.34", 8080));
+        assert!(allows(&p, "[2606:2800:220:1::1]", 443));
+        for private in [
+            "127.0.0.1",
+            "10.0.0.1",
+            "169.254.169.254",
+            "192.168.1.1",
+            "[::1]",
+            "[fd00::1]",
+            "0.0.0.0",
+            "224.0.0.1",
+        ] {
+            assert!(!allows(&p, private, 443), "{private} must stay out of `*`");
+        }
+        // A literal beside `*` still reaches exactly that private address.
+        let p = policy(&["*", "127.0.0.1:8080"]);
+        assert!(allows(&p, "127.0.0.1", 8080));
+        assert!(!allows(&p, "127.0.0.1", 8081));
+    }
+
+    #[test]
     fn ip_entries_allow_exactly_that_address() {
         let p = policy(&["127.0.0.1", "[::1]:8443", "0x0a.1"]);
         assert!(allows(&p, "127.0.0.1", 443));
@@ -520,7 +564,8 @@ mod tests {
             (" pypi.org", "whitespace"),
             ("pypi.org ", "whitespace"),
             ("py pi.org", "whitespace"),
-            ("*", "wildcards"),
+            ("*:443", "wildcards"),
+            ("**", "wildcards"),
             ("*.example.com", "wildcards"),
             ("ex*ample.com", "wildcards"),
             ("https://pypi.org", "URL"),

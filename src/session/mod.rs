@@ -261,11 +261,11 @@ impl Sandbox {
 
     /// `setEgressAllow`: the allowlist (JSON, checked as the option is) for every connection
     /// from now on, of every box of the session, running or not. Connections already through
-    /// the proxy go on. Only for a session opened with a non-empty `egressAllow`.
+    /// the proxy go on. Only for a session opened with `egressAllow` (`[]` included).
     pub async fn set_egress_allow(&self, list: &serde_json::Value) -> Result<()> {
         let opened = self.opened().await?;
         let Some(proxy) = &opened.proxy else {
-            return crate::invalid!("setEgressAllow() needs a Sandbox opened with a non-empty `egressAllow`: without it the boxes have no proxy to steer (no network, or the host's); open a Sandbox with `egressAllow` to change its list later");
+            return crate::invalid!("setEgressAllow() needs a Sandbox opened with `egressAllow`: without it the boxes have no proxy to steer (no network, or the host's); open it with `egressAllow: []` to start with nothing allowed, or `[\"*\"]` for every public host, and change the list later");
         };
         proxy.set_policy(options::egress_list(list)?);
         Ok(())

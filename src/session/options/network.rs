@@ -14,16 +14,17 @@ pub(super) fn ways_out(map: &Map<String, Value>, cfg: &mut Config) -> Result<()>
         Some(v) => boolean("network", v)?,
     };
     let egress = match get("egressAllow") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(v) => strings("egressAllow", v)?,
+        None | Some(Value::Null) => None,
+        Some(v) => Some(strings("egressAllow", v)?),
     };
     if network && get("egressAllow").is_some_and(|v| !v.is_null()) {
         return crate::invalid!("`network: true` and `egressAllow` are mutually exclusive: network shares the host's network, egressAllow restricts it. Pick one.");
     }
     if network {
         cfg.network = Network::Host;
-    } else if !egress.is_empty() {
-        // An empty list allows nothing: the default, a box with no network at all.
+    } else if let Some(egress) = egress {
+        // An empty list allows nothing yet: the boxes have the proxy, which refuses every
+        // destination until `setEgressAllow` widens it.
         cfg.network = Network::Egress(egress_policy(&egress)?);
     }
 
