@@ -607,6 +607,13 @@ export class Sandbox {
     /** ADDITION: the kernel process's environment, over the Sandbox's `env`, with a call's `env`
      * rules. */
     env?: Record<string, string> | undefined;
+    /** ADDITION: what a cell past its timeout, or aborted, does to the kernel. `"teardown"`
+     * (the driver kernel's default, as the spec says): its box is ended. `"interrupt"` (a
+     * Jupyter kernel's default; python driver kernels; refused for node and typescript, whose
+     * running script can't be stopped without ending Node): the cell gets SIGINT
+     * (KeyboardInterrupt), and the kernel keeps its state if the cell stops within 5 s (the
+     * result's `timeout` fault says so), else its box is ended. */
+    onTimeout?: "teardown" | "interrupt" | undefined;
   }): Promise<Kernel>;
 
   /** ADDITION: starts `argv` in the background in a fresh box of this Sandbox's posture on the

@@ -16,7 +16,7 @@ module.exports = {
   /** `createReadStream()` (an addition). */
   readStream: ['offset', 'length'],
   /** `kernel()`. */
-  kernel: ['timeoutS', 'jupyter', 'language', 'cwd', 'env'],
+  kernel: ['timeoutS', 'jupyter', 'language', 'cwd', 'env', 'onTimeout'],
   /** `spawn()` (an addition). */
   spawn: ['env', 'cwd', 'signal', 'onStdout', 'onStderr', 'timeoutS', 'lineBuffered'],
   /** `terminal()` (an addition). */

@@ -279,7 +279,11 @@ class Sandbox {
     if (language !== undefined && !KERNEL_LANGUAGES.includes(language)) {
       throw new SandboxError(`kernel({ language }) takes one of ${KERNEL_LANGUAGES.map((l) => `"${l}"`).join(', ')}, got ${JSON.stringify(language)}`);
     }
-    const wire = { timeoutS: opts.timeoutS, jupyter, language, cwd: opts.cwd, env: opts.env };
+    const onTimeout = opts.onTimeout;
+    if (onTimeout !== undefined && onTimeout !== 'teardown' && onTimeout !== 'interrupt') {
+      throw new SandboxError(`kernel({ onTimeout }) takes "teardown" or "interrupt", got ${JSON.stringify(onTimeout)}`);
+    }
+    const wire = { timeoutS: opts.timeoutS, jupyter, language, cwd: opts.cwd, env: opts.env, onTimeout };
     const nk = await callNative(() => this.#native.kernel(toWire(wire, 'kernel option')));
     return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
   }

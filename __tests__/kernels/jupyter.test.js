@@ -313,6 +313,16 @@ test('interrupt keeps state: x = 1, a cell that never ends, then x is still 1', 
   });
 });
 
+test('onTimeout: "teardown" ends the kernel at a timeout instead of interrupting it', async () => {
+  await withKernel({}, { jupyter: 'python3', onTimeout: 'teardown' }, async (k) => {
+    expectOk(await k.runCode('x = 1'));
+    const r = await k.runCode('import time\nprint("up", flush=True)\ntime.sleep(60)', { timeoutS: 2 });
+    expect(r.fault).toMatchObject({ type: 'timeout', message: expect.stringMatching(/kern killed the kernel's box and every process in it \(onTimeout: "teardown"\)/) });
+    expect(r.exitCode).toBe(137);
+    await expect(k.runCode('x')).rejects.toThrow(/torn down/);
+  });
+});
+
 test('a cell that ignores the interrupt is torn down with a timeout fault after the grace period', async () => {
   await withKernel({}, { jupyter: 'python3', timeoutS: 3 }, async (k) => {
     const r = await k.runCode('import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass');

@@ -62,6 +62,19 @@ describe('the driver kernel', () => {
     });
   });
 
+  test('with onTimeout: "interrupt", an abort interrupts the cell and the kernel keeps its state', async () => {
+    await withKernel({}, { onTimeout: 'interrupt' }, async (k, sb) => {
+      await k.runCode('x = 1');
+      const marker = uniqueName('kcellintr');
+      const { outcome, after } = await abortOnceUp(k, stoppableCell(marker, 20), { timeoutS: 100 }, marker);
+      expect(outcome.rejected).toMatchObject({ name: 'AbortError' });
+      // The cell's child got the interrupt too.
+      expect(after).toEqual([]);
+      expect((await k.runCode('print(x)')).stdout).toBe('1\n');
+      expect(await files(sb)).not.toContain(`done-${marker}`);
+    });
+  });
+
   test('aborted with a reason of its own, it rejects with that very object', async () => {
     await withKernel({}, {}, async (k, sb) => {
       const marker = uniqueName('kcellreason');

@@ -72,6 +72,58 @@ test('a cell past its timeout tears the kernel down; later calls say why', async
   });
 });
 
+describe('onTimeout: "interrupt" (an addition)', () => {
+  test('a python cell past its timeout is interrupted; the kernel keeps its state and its box; so are the cell\'s children', async () => {
+    await withKernel({}, { onTimeout: 'interrupt' }, async (k) => {
+      await k.runCode('y = 1');
+      const pids = driverPids();
+      const marker = `kint${process.pid}${Date.now()}`;
+      const r = await k.runCode(`import subprocess\ny = 2\nprint("started", flush=True)\nsubprocess.run(["sh", "-c", "sleep 60", "${marker}"])\ny = 3`, { timeoutS: 1 });
+      expect(r.fault).toMatchObject({ type: 'timeout', message: expect.stringMatching(/ran past its timeout of 1\.000s; kern interrupted it and the kernel kept its state/) });
+      expect(r.stdout).toBe('started\n');
+      expect(r.codeStderr).toMatch(/KeyboardInterrupt/);
+      // The interrupt is the fault, not an error of the code's.
+      expect(r.error).toBeNull();
+      expect(r.success).toBe(false);
+      // The same box, the same interpreter: y as the cell left it, and its child gone.
+      expect(driverPids()).toEqual(pids);
+      expect((await k.runCode('y')).results[0].text).toBe('2');
+      expect(hostProcessesMatching(marker)).toEqual([]);
+    });
+  });
+
+  test('a cell that ignores the interrupt is torn down once the grace is over; later calls say why', async () => {
+    await withKernel({}, { onTimeout: 'interrupt' }, async (k) => {
+      const r = await k.runCode('import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: time.sleep(0.05)', { timeoutS: 1 });
+      expect(r.fault).toMatchObject({ type: 'timeout', message: expect.stringMatching(/did not stop within 5s of an interrupt; kern killed the kernel's box/) });
+      expect(r.exitCode).toBe(137);
+      await expect(k.runCode('1')).rejects.toThrow(/torn down \(the cell ran past its timeout of 1\.000s and did not stop/);
+    });
+  });
+
+  test('a cell that catches one KeyboardInterrupt is interrupted again', async () => {
+    await withKernel({}, { onTimeout: 'interrupt' }, async (k) => {
+      const r = await k.runCode('import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    print("caught once", flush=True)\n    time.sleep(60)', { timeoutS: 1 });
+      expect(r.stdout).toBe('caught once\n');
+      expect(r.fault.message).toMatch(/kept its state/);
+      expect((await k.runCode('1 + 1')).results[0].text).toBe('2');
+    });
+  });
+
+  test('refused for node and typescript kernels, and a value it does not take, before any box', async () => {
+    const sb = await new Sandbox(opts()).open();
+    try {
+      const before = driverPids().length;
+      await expect(sb.kernel({ language: 'node', onTimeout: 'interrupt' })).rejects.toThrow(/onTimeout: "interrupt" \}\) is for python kernels/);
+      await expect(sb.kernel({ language: 'typescript', onTimeout: 'interrupt' })).rejects.toHaveProperty('code', 'ERR_INVALID_OPTION');
+      await expect(sb.kernel({ onTimeout: 'pause' })).rejects.toThrow(/takes "teardown" or "interrupt", got "pause"/);
+      expect(driverPids().length).toBe(before);
+    } finally {
+      await sb.close();
+    }
+  });
+});
+
 // The cap is a cgroup only as root here (cgroup v1); unprivileged it is a best-effort rlimit,
 // under which the allocation fails with MemoryError instead of the box being killed.
 (isRoot ? test : test.skip)('a kernel killed by its memory cap says so on the next call', async () => {

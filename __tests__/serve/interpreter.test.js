@@ -7,7 +7,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs } = require('../helpers.js');
+const { requireRootfs, uniqueName, waitFor, hostProcessesMatching } = require('../helpers.js');
 const { startServe, sdk } = require('./serve-helpers.js');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
@@ -125,14 +125,30 @@ test('r runs in the image\'s IRkernel; a language the image has no kernel for is
   expect(r.cobol).toMatch(/cobol.*not one kern serve runs/);
 });
 
-test('a cell the client stops waiting for is stopped, and the next cell runs', async () => {
-  const marker = 'kern-serve-late-cell';
+test('a python cell the client stops waiting for is interrupted; the context keeps its state', async () => {
+  const marker = uniqueName('kern-serve-late-cell');
   const r = await inSandbox(`
+    await sb.runCode('x = 41');
     let timedOut;
-    try { await sb.runCode('import time\\nwhile True: time.sleep(0.1)  # ${marker}', { timeoutMs: 1500 }); } catch (e) { timedOut = e.constructor.name; }
-    const next = await sb.runCode('"next"');
-    return { timedOut, next: next.text };`);
-  expect(r).toEqual({ timedOut: 'TimeoutError', next: "'next'" });
+    try { await sb.runCode('import subprocess\\nx = 0\\nsubprocess.run(["sh", "-c", "sleep 300", "${marker}"])', { timeoutMs: 1500 }); } catch (e) { timedOut = e.constructor.name; }
+    const next = await sb.runCode('x + 1');
+    return { timedOut, next: next.text, stderr: next.logs.stderr.join('') };`);
+  // \`x = 0\` ran before the interrupt: the kernel is the same one, its state kept.
+  expect(r).toEqual({ timedOut: 'TimeoutError', next: '1', stderr: '' });
+  // The cell's child got the interrupt too.
+  expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 10000, 50)).toBe(true);
+});
+
+test('a js cell the client stops waiting for ends its context, and the next cell starts a new one, saying so', async () => {
+  const r = await inSandbox(`
+    await sb.runCode('globalThis.y = 1', { language: 'js' });
+    let timedOut;
+    try { await sb.runCode('while (true) {}', { language: 'js', timeoutMs: 1500 }); } catch (e) { timedOut = e.constructor.name; }
+    const next = await sb.runCode('typeof globalThis.y', { language: 'js' });
+    return { timedOut, next: next.text, stderr: next.logs.stderr.join('') };`);
+  expect(r.timedOut).toBe('TimeoutError');
+  expect(r.next).toBe("'undefined'");
+  expect(r.stderr).toMatch(/this js context's kernel had ended .*this cell runs in a new one/);
 });
 
 test('a DataFrame is E2B\'s data (columns, no index); a PIL image shown is a png; charts carry units, ticks and scales', async () => {

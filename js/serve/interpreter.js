@@ -11,7 +11,8 @@ const { resolvePath } = require('./envd/paths.js');
 
 /** E2B's language names, and the kernel each runs in. */
 const LANGUAGES = {
-  python: { language: 'python' },
+  // A python cell the client stops waiting for is interrupted; the context keeps its state.
+  python: { language: 'python', onTimeout: 'interrupt' },
   js: { language: 'node' },
   javascript: { language: 'node' },
   ts: { language: 'typescript' },

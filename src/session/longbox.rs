@@ -36,6 +36,8 @@ pub struct DriverBox {
     pub stop: watch::Sender<bool>,
     /// kern's notes from preparing the box, which open its stderr (`Kern::run_forwarding`).
     pub prepared: oneshot::Receiver<Vec<String>>,
+    /// The host pid of the box's monitor (`kern`), to interrupt a cell by.
+    pub monitor: Option<u32>,
 }
 
 /// Starts a box running `lang`'s driver (python's or node's), in `place`'s directory and
@@ -56,6 +58,7 @@ pub fn start(
         ended: b.ended,
         stop: b.stop,
         prepared: b.prepared,
+        monitor: b.monitor,
     })
 }
 
@@ -137,6 +140,9 @@ pub struct KernelRequest {
     pub env: Option<serde_json::Value>,
     /// An addition: the kernel's working directory, workspace-relative, as a call's `cwd`.
     pub cwd: Option<serde_json::Value>,
+    /// An addition: what a cell past its timeout (or aborted) does to the kernel,
+    /// `"teardown"` or `"interrupt"`.
+    pub on_timeout: Option<String>,
 }
 
 /// A `KernelRequest`, checked: what can be said about it is said before any box starts.
@@ -145,6 +151,8 @@ pub(super) struct KernelPlan {
     jupyter: Option<String>,
     lang: Language,
     place: PerCall,
+    /// A stopped cell is interrupted, the kernel kept (a Jupyter kernel's default).
+    interrupt: bool,
 }
 
 impl KernelPlan {
@@ -169,11 +177,23 @@ impl KernelPlan {
             },
             target,
         )?;
+        let interrupt = match (req.on_timeout.as_deref(), &req.jupyter) {
+            (None, Some(_)) | (Some("interrupt"), Some(_)) => true,
+            (None, None) | (Some("teardown"), _) => false,
+            (Some("interrupt"), None) if lang == Language::Python => true,
+            (Some("interrupt"), None) => {
+                return crate::invalid!("kernel({{ onTimeout: \"interrupt\" }}) is for python kernels: a {} cell can't be stopped without ending Node; leave onTimeout out (a stopped cell ends the kernel)", req.language.as_deref().unwrap_or("node"));
+            }
+            (Some(other), _) => {
+                return crate::invalid!("kernel({{ onTimeout }}) takes \"teardown\" (end the kernel, the driver kernel's default) or \"interrupt\" (interrupt the cell and keep the kernel, a Jupyter kernel's default), got {other:?}");
+            }
+        };
         Ok(KernelPlan {
             timeout_s: req.timeout_s.clone(),
             jupyter: req.jupyter.clone(),
             lang,
             place,
+            interrupt,
         })
     }
 }
@@ -203,8 +223,16 @@ pub(super) async fn open_kernel(
     let active = Active::enter(&opened.writers).await;
     Ok(match plan.jupyter.as_deref() {
         Some(name) => {
-            let mut k =
-                start_jupyter(opened, kern, timeout_ms, max_output, name, &plan.place).await?;
+            let mut k = start_jupyter(
+                opened,
+                kern,
+                timeout_ms,
+                max_output,
+                name,
+                &plan.place,
+                plan.interrupt,
+            )
+            .await?;
             k.attach(active, quota);
             OpenKernel::jupyter(k)
         }
@@ -212,6 +240,7 @@ pub(super) async fn open_kernel(
             let d = Driver {
                 single: false,
                 lang: plan.lang,
+                interrupt: plan.interrupt,
             };
             let mut k = start_driver(opened, kern, timeout_ms, max_output, d, &plan.place)?;
             // A node kernel's Node is checked before kernel() resolves.
@@ -241,6 +270,7 @@ pub(super) fn start_driver(
         started.ended,
         started.prepared,
         d.lang.setup_frame(),
+        started.monitor,
     );
     Ok(Lifecycle::new(
         d,
@@ -261,6 +291,7 @@ async fn start_jupyter(
     max_output: usize,
     name: &str,
     place: &PerCall,
+    interrupt: bool,
 ) -> Result<Lifecycle<Jupyter>> {
     let kernel = Workload::Own {
         argv: Vec::new(),
@@ -297,5 +328,5 @@ async fn start_jupyter(
         chunks,
         session_closing,
     };
-    jupyter::start::connect_started(prepared, started, timeout_ms, max_output).await
+    jupyter::start::connect_started(prepared, started, timeout_ms, max_output, interrupt).await
 }

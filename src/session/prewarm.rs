@@ -31,6 +31,7 @@ pub(super) fn start(opened: Arc<Opened>, kern: &Path) -> Result<Prewarmed> {
     let d = super::kernel::driver::Driver {
         single: true,
         lang: crate::lang::Language::Python,
+        interrupt: false,
     };
     let place = super::percall::PerCall::default();
     Ok(Prewarmed::new(longbox::start_driver(

@@ -226,6 +226,7 @@ async fn kernel(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let d = super::kernel::driver::Driver {
         single: false,
         lang: Language::Python,
+        interrupt: false,
     };
     let k = super::longbox::start_driver(
         opened.clone(),

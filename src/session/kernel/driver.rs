@@ -2,13 +2,17 @@
 //! as frames on the box's channel; its results come back on the same channel; its output comes
 //! through kern's stdout/stderr, split per cell by a marker the driver writes after each cell.
 //!
-//! A cell that runs past its timeout, or is aborted, tears the box down; so does `close()`. Once
-//! the box is gone, for whatever reason, every later call says so (`lifecycle`). A prewarmed
-//! `Prewarmed` is this kernel used for one cell.
+//! A cell that runs past its timeout, or is aborted, tears the box down (the spec's rule), or,
+//! for a python kernel opened with `onTimeout: "interrupt"`, is interrupted (SIGINT to the box's
+//! workload, again each second: one that lands before the driver enters the cell is dropped
+//! there) and the kernel keeps its state if the cell stops within `INTERRUPT_GRACE`, as a
+//! Jupyter kernel's does; one that does not stop tears the box down; so does `close()`.
+//! Once the box is gone, for whatever reason, every later call says so (`lifecycle`). A
+//! prewarmed `Prewarmed` is this kernel used for one cell.
 
 use super::lifecycle::{
     cell_signal, cell_stop, end_fault, end_reading, Abort, CellInput, CellSinks, Ended, Kind,
-    Lifecycle, Stop,
+    Lifecycle, Stop, INTERRUPT_GRACE,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -38,6 +42,8 @@ pub(crate) struct Live {
     prepared: Option<tokio::sync::oneshot::Receiver<Vec<String>>>,
     /// The driver's setup frame (the node driver's), sent before the first cell.
     setup: Option<Vec<u8>>,
+    /// The host pid of the box's monitor, to interrupt a cell by.
+    monitor: Option<u32>,
 }
 
 /// One stream of one cell: bytes up to the marker.
@@ -121,6 +127,8 @@ pub(crate) struct Driver {
     pub(crate) single: bool,
     /// The cells' language: python, node or typescript.
     pub(crate) lang: Language,
+    /// `onTimeout: "interrupt"` (python only): a stopped cell is interrupted, not its box ended.
+    pub(crate) interrupt: bool,
 }
 
 impl Live {
@@ -131,6 +139,7 @@ impl Live {
         ended: Ended,
         prepared: tokio::sync::oneshot::Receiver<Vec<String>>,
         setup: Option<Vec<u8>>,
+        monitor: Option<u32>,
     ) -> Live {
         let (rx, tx) = sock.into_split();
         Live {
@@ -143,6 +152,7 @@ impl Live {
             carry: [Vec::new(), Vec::new()],
             prepared: Some(prepared),
             setup,
+            monitor,
         }
     }
 }
@@ -241,6 +251,10 @@ impl Kind for Driver {
                 }
             }
         };
+        // Once stopping (why, and from when), the cell is interrupted each second until it ends,
+        // and its box ended if it has not INTERRUPT_GRACE after the first.
+        let mut stopping: Option<(Stop, tokio::time::Instant)> = None;
+        let mut next_interrupt = deadline;
         while ended.is_none() && !(done.is_some() && out.done && err.done) {
             tokio::select! {
                 r = live.rx.read(&mut buf) => match r {
@@ -272,9 +286,31 @@ impl Kind for Driver {
                         ended = Some(self.box_end(k, live).await);
                     }
                 },
-                // Timed out or aborted, the driver's cell ends with its box.
-                stop = cell_stop(deadline, abort) => {
-                    ended = Some(self.stop_box(k, live, stop, timeout).await);
+                // Timed out or aborted: a python cell is interrupted; any other ends with its box.
+                stop = cell_stop(deadline, abort), if stopping.is_none() => {
+                    if self.interruptible(live) {
+                        let now = tokio::time::Instant::now();
+                        stopping = Some((stop, now));
+                        super::signal::interrupt(live.monitor).await;
+                        next_interrupt = now + INTERRUPT_REPEAT;
+                    } else {
+                        ended = Some(self.stop_box(k, live, stop, timeout).await);
+                    }
+                }
+                () = tokio::time::sleep_until(next_interrupt), if stopping.is_some() => {
+                    let Some((stop, from)) = stopping else { continue };
+                    if tokio::time::Instant::now() >= from + INTERRUPT_GRACE {
+                        let mut fault = self.stop_box(k, live, stop, timeout).await;
+                        fault.message = format!(
+                            "{} and did not stop within {}s of an interrupt; kern killed the kernel's box and every process in it",
+                            stop.what(timeout),
+                            INTERRUPT_GRACE.as_secs()
+                        );
+                        ended = Some(fault);
+                    } else {
+                        super::signal::interrupt(live.monitor).await;
+                        next_interrupt = (next_interrupt + INTERRUPT_REPEAT).min(from + INTERRUPT_GRACE);
+                    }
                 }
             }
         }
@@ -305,7 +341,20 @@ impl Kind for Driver {
                 .unwrap_or(1),
         };
         results.lost(live.reader.skipped);
-        let error = results.take_error().filter(|_| ended.is_none());
+        // An interrupted cell's KeyboardInterrupt is its fault, not an error.
+        let error = results
+            .take_error()
+            .filter(|_| ended.is_none() && stopping.is_none());
+        let kept = match (stopping, &ended) {
+            (Some((stop, _)), None) => Some(Fault::new(
+                stop.fault_kind(),
+                format!(
+                    "{}; kern interrupted it and the kernel kept its state",
+                    stop.what(timeout)
+                ),
+            )),
+            _ => None,
+        };
         let (results, notes) = results.finish();
         let mut stderr = Stderr::of_code(crate::lang::output_text(std::mem::take(&mut err.kept)));
         for n in &notes {
@@ -325,8 +374,8 @@ impl Kind for Driver {
             stderr,
             exit_code,
             duration_ms: start.elapsed().as_secs_f64() * 1000.0,
-            signal: cell_signal(exit_code, ended.as_ref()),
-            fault: ended,
+            signal: cell_signal(exit_code, ended.as_ref().or(kept.as_ref())),
+            fault: ended.or(kept),
             files: Vec::new(),
             stdout_truncated: out.truncated,
             stderr_truncated: err.truncated,
@@ -483,7 +532,17 @@ fn not_started(lang: Language, fault: &Fault, stderr: &str) -> Error {
     }
 }
 
+/// How often an interrupted cell that has not ended is interrupted again.
+const INTERRUPT_REPEAT: Duration = Duration::from_secs(1);
+
 impl Driver {
+    /// Whether a stopped cell is interrupted rather than ended with its box: asked for, and
+    /// python's (its driver turns SIGINT into KeyboardInterrupt in the cell; `KernelPlan`
+    /// refuses it for Node, which can't stop a running script without ending).
+    fn interruptible(&self, live: &Live) -> bool {
+        self.interrupt && self.lang == Language::Python && live.monitor.is_some()
+    }
+
     /// Ends the kernel's box for a cell that timed out or was aborted; the cell's fault.
     async fn stop_box(
         &self,

@@ -39,6 +39,9 @@ pub(crate) async fn end_reading(
     }
 }
 
+/// How long an interrupted cell has to stop before its kernel is torn down.
+pub(crate) const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
+
 /// A cell's abort (its caller's `signal`): turning true stops the cell as its timeout does.
 pub(crate) type Abort = Option<watch::Receiver<bool>>;
 

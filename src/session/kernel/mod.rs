@@ -7,6 +7,7 @@
 pub(crate) mod driver;
 pub(crate) mod jupyter;
 pub(crate) mod lifecycle;
+mod signal;
 
 use super::result::ExecResult;
 use crate::engine::addon::launch::ChunkSender;

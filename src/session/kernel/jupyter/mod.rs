@@ -15,12 +15,12 @@
 //! messages) and keeps it, state and all, if the cell stops within `INTERRUPT_GRACE`; only a
 //! kernel that does not stop is torn down.
 
-mod signal;
 mod sockets;
 pub(crate) mod start;
 
 use super::lifecycle::{
     cell_signal, end_fault, end_reading, Abort, CellInput, CellSinks, Ended, Kind, Lifecycle, Stop,
+    INTERRUPT_GRACE,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -31,13 +31,10 @@ use crate::lang::jupyter::wire::Session;
 use crate::session::result::ExecResult;
 use crate::session::stderr::Stderr;
 use serde_json::json;
-use signal::signal_workload;
 use sockets::{heartbeat, send, Readers, Sockets};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long an interrupted cell has to stop before the kernel is torn down.
-pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 /// How often a cell that asked for input is interrupted again while it has not ended.
 const INPUT_REINTERRUPT: Duration = Duration::from_secs(1);
 /// How long `close()` waits for the kernel to exit after `shutdown_request`.
@@ -56,6 +53,9 @@ pub(crate) struct Jupyter {
     readers: Arc<Readers>,
     /// The socket directory; removed as soon as the kernel is gone (its box ended).
     dir: Arc<std::sync::Mutex<Option<tempfile::TempDir>>>,
+    /// A stopped cell is interrupted and the kernel kept (the default); false
+    /// (`onTimeout: "teardown"`): the kernel's box is ended at once.
+    interrupt: bool,
 }
 
 /// A Jupyter kernel's live part.
@@ -199,6 +199,19 @@ impl Kind for Jupyter {
         // IRkernel on a loaded machine) is lost, and the cell would otherwise sit to its timeout.
         let mut input_reinterrupt: Option<tokio::time::Instant> = None;
         while !dead && !cell.done() {
+            if let (Some((stop, _)), false) = (stopping, self.interrupt) {
+                k.stop.send_replace(true);
+                let _ = self.box_end(k, live).await;
+                fault = Some(Fault::new(
+                    stop.fault_kind(),
+                    format!(
+                        "{}; kern killed the kernel's box and every process in it (onTimeout: \"teardown\")",
+                        stop.what(timeout)
+                    ),
+                ));
+                dead = true;
+                break;
+            }
             if stopping.is_some() && !interrupted && cell.executing() {
                 interrupted = true;
                 self.interrupt(live).await;
@@ -344,14 +357,7 @@ impl Jupyter {
                 let (_, frames) = live.session.request("interrupt_request", &json!({}));
                 let _ = send(&mut live.socks.control, frames).await;
             }
-            Interrupt::Signal => {
-                if let Some(monitor) = live.monitor {
-                    let _ = tokio::task::spawn_blocking(move || {
-                        signal_workload(monitor, nix::sys::signal::Signal::SIGINT)
-                    })
-                    .await;
-                }
-            }
+            Interrupt::Signal => super::signal::interrupt(live.monitor).await,
         }
     }
 

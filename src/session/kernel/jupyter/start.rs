@@ -149,6 +149,7 @@ pub(crate) async fn connect_started(
     started: Started,
     timeout_ms: u64,
     max_output: usize,
+    interrupt: bool,
 ) -> Result<Lifecycle<Jupyter>> {
     let Prepared { name, ks, dir, key } = prepared;
     let Started {
@@ -231,6 +232,7 @@ pub(crate) async fn connect_started(
         spec: ks,
         readers,
         dir,
+        interrupt,
     };
     Ok(Lifecycle::new(
         kind,

@@ -1,9 +1,20 @@
-//! Interrupting a Jupyter kernel by signal: its process group is found from the box's monitor
-//! through the parent pids in `/proc`.
+//! Interrupting a kernel's cell by signal (the driver kernel's, and a Jupyter kernel's whose
+//! kernelspec asks for signals): its process group is found from the box's monitor through the
+//! parent pids in `/proc`.
+
+/// SIGINT to the box's workload, off the async threads (it reads `/proc`).
+pub(crate) async fn interrupt(monitor: Option<u32>) {
+    if let Some(monitor) = monitor {
+        let _ = tokio::task::spawn_blocking(move || {
+            signal_workload(monitor, nix::sys::signal::Signal::SIGINT)
+        })
+        .await;
+    }
+}
 
 /// Sends `sig` to the box's workload (the kernel's process group): the children of the box's init,
 /// which is a descendant of the box's monitor. Found by the parent pids in `/proc`.
-pub(super) fn signal_workload(monitor: u32, sig: nix::sys::signal::Signal) {
+fn signal_workload(monitor: u32, sig: nix::sys::signal::Signal) {
     let parents = parent_map();
     let children = |of: i32| -> Vec<i32> {
         parents
