@@ -521,6 +521,10 @@ export interface PerCallOptions {
    * promise reject with `signal.reason`, as Node's own APIs do; an already aborted signal starts
    * nothing. */
   signal?: AbortSignal | undefined;
+  /** ADDITION: `"resolve"`: an aborted call resolves, once its box is gone, with what it made
+   * until the abort (output as streamed, files, results) and a `killed` fault, instead of
+   * rejecting; one aborted before its box started still rejects. Default `"reject"`. */
+  onAbort?: "reject" | "resolve" | undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -724,6 +728,9 @@ export class Kernel {
      * `signal.reason` once the cell has stopped. A cell still waiting for earlier ones never
      * runs. */
     signal?: AbortSignal | undefined;
+    /** ADDITION: `"resolve"`: an aborted cell resolves with its output so far and its fault
+     * (as `PerCallOptions.onAbort`). */
+    onAbort?: "reject" | "resolve" | undefined;
     /** ADDITION: this cell's results, one by one (as `PerCallOptions.onResult`). */
     onResult?: ((result: Result) => void) | null | undefined;
     /** ADDITION: `onStdout`/`onStderr` get this cell's output as whole lines. */

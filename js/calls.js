@@ -52,7 +52,11 @@ function checkOptions(opts, known, notObject, unknown) {
  * `calls.abortCall` (a call's box is ended, a kernel cell is interrupted as at its timeout), and
  * only once the native call has settled does this reject with the reason. `start(id)` starts the
  * native call with its abort's id. */
-async function underSignal(signal, calls, start) {
+/** Runs native call `start` under `signal`: an abort ends the call, which then rejects with
+ * `signal.reason`, or with `resolve` (a call's `onAbort: "resolve"`) resolves with what the call
+ * had made by then (its output, its `killed` fault), once it has stopped. A call aborted before
+ * it started rejects either way: it made nothing. */
+async function underSignal(signal, calls, start, resolve = false) {
   if (!signal) return callNative(() => start(undefined));
   if (signal.aborted) throw signal.reason;
   // Registered before the call starts, so an abort can't come first.
@@ -72,8 +76,15 @@ async function underSignal(signal, calls, start) {
   } finally {
     signal.removeEventListener('abort', onAbort);
   }
-  if (aborted) throw signal.reason;
+  if (aborted && !resolve) throw signal.reason;
   return r;
+}
+
+/** A call's `onAbort` (an addition): true for "resolve". */
+function resolvesOnAbort(v) {
+  if (v === undefined || v === 'reject') return false;
+  if (v === 'resolve') return true;
+  throw new SandboxError(`option \`onAbort\` takes "reject" (the default: the call rejects with signal.reason) or "resolve" (it resolves with the output made until the abort), got ${JSON.stringify(v)}`);
 }
 
 function checkCallback(name, fn) {
@@ -158,6 +169,7 @@ module.exports = {
   toWire,
   checkOptions,
   underSignal,
+  resolvesOnAbort,
   checkCallback,
   guard,
   checkLineBuffered,

@@ -5,7 +5,7 @@ const OPTIONS = require('./options.js');
 const { SandboxError, callNative } = require('./errors.js');
 const { ExecutionResult, liveResults } = require('./results.js');
 const { byLines } = require('./streams.js');
-const { ASYNC_DISPOSE, toWire, checkOptions, underSignal, checkCallback, guard, checkLineBuffered } = require('./calls.js');
+const { ASYNC_DISPOSE, toWire, checkOptions, underSignal, resolvesOnAbort, checkCallback, guard, checkLineBuffered } = require('./calls.js');
 
 /** The languages a driver kernel runs (`kernel({ language })`, an addition). */
 const KERNEL_LANGUAGES = ['python', 'node', 'typescript'];
@@ -50,6 +50,7 @@ class Kernel {
     checkCallback('onStdout', opts.onStdout);
     checkCallback('onStderr', opts.onStderr);
     checkLineBuffered(opts.lineBuffered);
+    const resolve = resolvesOnAbort(opts.onAbort);
     const errors = [];
     // Addition: a cell's own callbacks win over the Sandbox's; null turns streaming off.
     const onStdout = opts.onStdout === undefined ? this.#onStdout : opts.onStdout;
@@ -64,7 +65,7 @@ class Kernel {
     // stopped (or the kernel was torn down).
     const before = this.#tail;
     const turn = turnOf(before, signal).then(() =>
-      underSignal(signal, this.#native, (id) => this.#native.runCode(request, out.fn, err.fn, id, live)));
+      underSignal(signal, this.#native, (id) => this.#native.runCode(request, out.fn, err.fn, id, live), resolve));
     // The next cell waits for this one, and for those before it: this one may have left early.
     this.#tail = before.then(() => turn).catch(() => {});
     let r;

@@ -4,7 +4,7 @@
 // --help` to them. (The Sandbox's own options are checked on the native side: KNOWN in
 // src/session/options/mod.rs.)
 
-const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal', 'onResult', 'lineBuffered'];
+const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal', 'onAbort', 'onResult', 'lineBuffered'];
 
 module.exports = {
   /** `run()`: PerCallOptions. */
@@ -22,5 +22,5 @@ module.exports = {
   /** `terminal()` (an addition). */
   terminal: ['argv', 'cols', 'rows', 'env', 'cwd'],
   /** A kernel's `runCode()`. */
-  cell: ['timeoutS', 'signal', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
+  cell: ['timeoutS', 'signal', 'onAbort', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
 };

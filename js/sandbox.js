@@ -9,7 +9,7 @@ const { SandboxError, fromNative, callNative } = require('./errors.js');
 const { ExecutionResult, liveResults } = require('./results.js');
 const { byLines, Chunks, WorkspaceReadStream, WorkspaceWriteStream } = require('./streams.js');
 const {
-  ASYNC_DISPOSE, toWire, checkOptions, underSignal, checkCallback, guard, checkLineBuffered,
+  ASYNC_DISPOSE, toWire, checkOptions, underSignal, resolvesOnAbort, checkCallback, guard, checkLineBuffered,
   toBuffer, stdinBuffer, callRequest, checkRelPath, byteCount,
 } = require('./calls.js');
 const { KERNEL_TOKEN, KERNEL_LANGUAGES, Kernel } = require('./kernel.js');
@@ -168,6 +168,7 @@ class Sandbox {
     checkCallback('onStderr', opts.onStderr);
     checkCallback('onResult', opts.onResult);
     checkLineBuffered(opts.lineBuffered);
+    resolvesOnAbort(opts.onAbort);
     return opts;
   }
 
@@ -182,7 +183,7 @@ class Sandbox {
     const live = liveResults(guard('onResult', perCall.onResult, errors));
     let r;
     try {
-      r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out.fn, err.fn, stdin, id, live));
+      r = await underSignal(perCall.signal, this.#native, (id) => this.#native.exec(wire, out.fn, err.fn, stdin, id, live), resolvesOnAbort(perCall.onAbort));
     } finally {
       out.flush();
       err.flush();

@@ -75,6 +75,17 @@ describe('the driver kernel', () => {
     });
   });
 
+  test('onAbort: "resolve": the aborted cell resolves with its output so far; the kernel is torn down as before', async () => {
+    await withKernel({}, {}, async (k) => {
+      const marker = uniqueName('kcellkeep');
+      const { outcome, after } = await abortOnceUp(k, `print("so far", flush=True)\n${stoppableCell(marker, 20)}`, { timeoutS: 100, onAbort: 'resolve' }, marker);
+      expect(outcome.resolved.stdout).toBe('so far\n');
+      expect(outcome.resolved.fault).toMatchObject({ type: 'killed', message: expect.stringMatching(/^the cell was aborted; kern killed the kernel's box/) });
+      expect(after).toEqual([]);
+      await expectSandboxError(() => k.runCode('1'), SandboxError, /torn down \(the cell was aborted/);
+    });
+  });
+
   test('aborted with a reason of its own, it rejects with that very object', async () => {
     await withKernel({}, {}, async (k, sb) => {
       const marker = uniqueName('kcellreason');

@@ -221,6 +221,38 @@ describe('per-call signal', () => {
   test('a signal that is not an AbortSignal is a SandboxError', async () => {
     await expect(sb.run(['true'], { signal: { aborted: false } })).rejects.toThrow(/option `signal` must be an AbortSignal/);
   });
+
+  test('onAbort: "resolve": the aborted call resolves with what it made until the abort, its box gone', async () => {
+    const marker = uniqueName('percallkeep');
+    const script = `echo before-abort; echo err-before >&2; (sleep 30; touch done-${marker}) & echo up; wait; echo after-abort`;
+    const { outcome, before, after } = await abortOnceUp(marker, (signal, onStdout) =>
+      sb.run(['sh', '-c', script, marker], { signal, onStdout, onAbort: 'resolve', timeoutS: 40 }),
+    );
+    expect(before.length).toBeGreaterThanOrEqual(1);
+    const r = outcome.resolved;
+    expect(r).toBeDefined();
+    expect({ stdout: r.stdout, codeStderr: r.codeStderr, success: r.success, fault: r.fault }).toEqual({
+      stdout: 'before-abort\nup\n',
+      codeStderr: 'err-before\n',
+      success: false,
+      fault: { type: 'killed', message: 'the call was aborted; its box and everything in it were ended' },
+    });
+    expect(after).toEqual([]);
+    expect((await sb.listFiles()).map((f) => f.path)).not.toContain(`done-${marker}`);
+  });
+
+  test('onAbort: "resolve" in runCode keeps the streamed output; a call aborted before it starts still rejects', async () => {
+    const marker = uniqueName('percallkeepcode');
+    const { outcome, after } = await abortOnceUp(marker, (signal, onStdout) =>
+      sb.runCode(`import subprocess, time\np = subprocess.Popen(["sh", "-c", "sleep 30; :", "${marker}"])\nprint("partial", flush=True)\nprint("up", flush=True)\ntime.sleep(30)\nprint("never")`, { signal, onStdout, onAbort: 'resolve' }),
+    );
+    expect(outcome.resolved.stdout).toBe('partial\nup\n');
+    expect(outcome.resolved.fault.type).toBe('killed');
+    expect(after).toEqual([]);
+    const reason = new Error('never started');
+    await expect(sb.run(['true'], { signal: AbortSignal.abort(reason), onAbort: 'resolve' })).rejects.toBe(reason);
+    await expect(sb.run(['true'], { onAbort: 'keep' })).rejects.toThrow(/option `onAbort` takes "reject".*or "resolve"/);
+  });
 });
 
 describe('result.signal', () => {

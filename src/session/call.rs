@@ -189,9 +189,10 @@ async fn in_box(
     if let Some(feeder) = ours.feeder {
         feeder.abort();
     }
-    // kern reported only once the box had ended: the abort is complete, nothing of the box
-    // is left, and the call's result is moot (no workspace walk to wait for).
-    p.check_abort()?;
+    // kern reported only once the box had ended: the abort is complete and nothing of the box
+    // is left. What the call made until then is its result, with the abort as its fault (the
+    // JS layer rejects with the signal's reason, or resolves with it under `onAbort`).
+    let aborted = percall::aborted(p.abort.as_ref());
     result::refusal(&mut outcome)?;
     if outcome.report.resident_gone.is_some() {
         let name = attached.map(|a| a.target.name.as_str()).unwrap_or("?");
@@ -210,6 +211,13 @@ async fn in_box(
     }
     let mut r = result::of_box(outcome, &notes, results, b.before, &p.workspace).await;
     r.error = error;
+    if aborted {
+        r.fault = Some(crate::engine::shared::status::Fault::new(
+            crate::engine::shared::status::FaultKind::Killed,
+            percall::ABORTED,
+        ));
+        r.error = None;
+    }
     Ok(r)
 }
 

@@ -25,8 +25,9 @@ pub struct CallInput {
     pub results: Option<crate::lang::driver::ResultSink>,
 }
 
-/// The message of a call that was aborted. The JS layer rejects with the signal's reason
-/// instead; this is what a caller without one sees.
+/// The message of a call that was aborted: the error of one aborted before its box, and the
+/// fault of one aborted while it ran (the JS layer rejects with the signal's reason instead,
+/// unless the call's `onAbort` is "resolve").
 pub const ABORTED: &str = "the call was aborted; its box and everything in it were ended";
 
 /// Whether `abort` has turned true.

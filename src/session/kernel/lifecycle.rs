@@ -280,18 +280,12 @@ impl<K: Kind> Lifecycle<K> {
                 &mut abort,
             )
             .await;
-        // Aborted: the cell has stopped (or the kernel is gone); its result is moot.
-        let aborted = percall::aborted(abort.as_ref());
+        // Aborted, the cell has stopped (or the kernel is gone): its result, whose fault says
+        // so, goes back (the JS layer rejects with the signal's reason instead, unless the
+        // cell's `onAbort` is "resolve").
         if let Some(why) = dead {
-            let e = aborted.then(|| self.kind.torn_down(&why));
             *state = State::Dead(why);
             self.kind.on_dead();
-            if let Some(e) = e {
-                return Err(e);
-            }
-        }
-        if aborted {
-            return Err(Error::Invalid(CELL_ABORTED.into()));
         }
         Ok(result)
     }
