@@ -11,7 +11,12 @@ use base64::Engine as _;
 use serde_json::{Map, Value};
 
 /// The driver, run as `python3 -c DRIVER`: stdlib only, it reads cells from fd 3.
-pub const DRIVER: &str = include_str!("driver.py");
+pub const DRIVER: &str = concat!(
+    include_str!("driver.py"),
+    "\n_RICH = r'''\n",
+    include_str!("driver_rich.py"),
+    "'''\n\n_kern_driver(_RICH, globals().get(\"_kern_zygote\"))\n",
+);
 
 /// The zygote (issue 21), run in front of the driver (`session::zygote`): it forks a box per
 /// call, and only a call's workload goes on into the driver.
@@ -511,6 +516,15 @@ fn verify_image(bytes: &[u8], format: image::ImageFormat) -> Result<(), String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_driver_is_its_core_then_its_rich_part_as_a_string_then_the_start() {
+        // driver_rich.py becomes one r'''...''' string: three quotes in it would end it early.
+        assert!(!include_str!("driver_rich.py").contains("'''"));
+        assert!(DRIVER.starts_with(include_str!("driver.py")));
+        assert_eq!(DRIVER.matches("'''").count(), 2);
+        assert!(DRIVER.ends_with("_kern_driver(_RICH, globals().get(\"_kern_zygote\"))\n"));
+    }
     use serde_json::json;
 
     fn png(w: u32, h: u32) -> String {
