@@ -514,6 +514,10 @@ export interface PerCallOptions {
   /** ADDITION: the workload's working directory for this call: relative to the workspace (and
    * staying in it), or an absolute path naming any directory of the box, such as `/tmp`. */
   cwd?: string | undefined;
+  /** ADDITION: the account this call's box runs as, with the Sandbox's `user` rules
+   * (`"root"`, `"nobody"`, `"1000:1000"`; resolved in the image, ids 0 to 65535); the
+   * workspace appears owned by it in that box. Not for a `persist` Sandbox's calls. */
+  user?: string | undefined;
   /** ADDITION: what the workload reads on stdin, a string (UTF-8) or a Buffer, then end-of-file;
    * at most 16 MiB. Omitted: `/dev/null`. */
   stdin?: string | Buffer | undefined;
@@ -629,6 +633,8 @@ export class Sandbox {
     opts?: {
       env?: Record<string, string> | undefined;
       cwd?: string | undefined;
+      /** ADDITION: the account its box runs as (as `PerCallOptions.user`). */
+      user?: string | undefined;
       signal?: AbortSignal | undefined;
       onStdout?: ((chunk: Buffer) => void) | null | undefined;
       onStderr?: ((chunk: Buffer) => void) | null | undefined;
@@ -657,6 +663,8 @@ export class Sandbox {
     rows?: number | undefined;
     env?: Record<string, string> | undefined;
     cwd?: string | undefined;
+    /** The account its box runs as (as `PerCallOptions.user`). */
+    user?: string | undefined;
   }): Promise<Terminal>;
 }
 

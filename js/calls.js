@@ -138,7 +138,7 @@ function stdinBuffer(stdin) {
 /** What of a call's options goes to the native side as data (the callbacks and stdin stay
  * out of the JSON). */
 function callRequest(perCall) {
-  return { timeoutS: perCall.timeoutS, env: perCall.env, cwd: perCall.cwd };
+  return { timeoutS: perCall.timeoutS, env: perCall.env, cwd: perCall.cwd, user: perCall.user };
 }
 
 function checkRelPath(method, p) {

@@ -4,7 +4,7 @@
 // --help` to them. (The Sandbox's own options are checked on the native side: KNOWN in
 // src/session/options/mod.rs.)
 
-const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'stdin', 'signal', 'onAbort', 'onResult', 'lineBuffered'];
+const PER_CALL = ['timeoutS', 'onStdout', 'onStderr', 'env', 'cwd', 'user', 'stdin', 'signal', 'onAbort', 'onResult', 'lineBuffered'];
 
 module.exports = {
   /** `run()`: PerCallOptions. */
@@ -18,9 +18,9 @@ module.exports = {
   /** `kernel()`. */
   kernel: ['timeoutS', 'jupyter', 'language', 'cwd', 'env', 'onTimeout'],
   /** `spawn()` (an addition). */
-  spawn: ['env', 'cwd', 'signal', 'onStdout', 'onStderr', 'timeoutS', 'lineBuffered'],
+  spawn: ['env', 'cwd', 'user', 'signal', 'onStdout', 'onStderr', 'timeoutS', 'lineBuffered'],
   /** `terminal()` (an addition). */
-  terminal: ['argv', 'cols', 'rows', 'env', 'cwd'],
+  terminal: ['argv', 'cols', 'rows', 'env', 'cwd', 'user'],
   /** A kernel's `runCode()`. */
   cell: ['timeoutS', 'signal', 'onAbort', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
 };

@@ -100,7 +100,7 @@ class Sandbox {
       throw new SandboxError('spawn() takes an argv array of strings, e.g. spawn(["python3", "-m", "http.server", "8000"])');
     }
     const o = this.#perCall(opts, OPTIONS.spawn);
-    const wire = toWire({ argv, env: o.env, cwd: o.cwd, timeoutS: o.timeoutS }, 'spawn');
+    const wire = toWire({ argv, env: o.env, cwd: o.cwd, user: o.user, timeoutS: o.timeoutS }, 'spawn');
     if (o.signal && o.signal.aborted) throw o.signal.reason;
     // As for a call: the Sandbox's callbacks unless the process names its own (null: none).
     const pick = (k, session) => (o[k] === undefined ? session : o[k]);
@@ -131,7 +131,7 @@ class Sandbox {
     if (o.argv !== undefined && (!Array.isArray(o.argv) || o.argv.some((a) => typeof a !== 'string'))) {
       throw new SandboxError('terminal() option `argv` must be an array of strings, e.g. ["bash"]');
     }
-    const wire = toWire({ argv: o.argv, env: o.env, cwd: o.cwd, cols: o.cols, rows: o.rows }, 'terminal');
+    const wire = toWire({ argv: o.argv, env: o.env, cwd: o.cwd, user: o.user, cols: o.cols, rows: o.rows }, 'terminal');
     const p = await this.#start(wire, true);
     return new Terminal(PROCESS_TOKEN, p.native, p.out, p.errors);
   }

@@ -6,7 +6,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs, opts, tempDirs, expectSandboxError } = require('../helpers');
+const { requireRootfs, opts, tempDirs, expectSandboxError, uniqueName } = require('../helpers');
 const { Sandbox, SandboxError, withSandbox } = require('../..');
 
 beforeAll(() => requireRootfs());
@@ -89,4 +89,53 @@ test('an account beyond the box\'s 65,536 ids is refused, root or not', async ()
   const sb = new Sandbox(opts({ user: '70000' }));
   await expectSandboxError(() => sb.open(), SandboxError, /65536 ids/);
   await sb.close();
+});
+
+describe('a call\'s own `user` (an addition)', () => {
+  test('run, runCode, spawn and terminal each run as the account they name; the workspace is theirs in that box; the next call is the Sandbox\'s again', async () => {
+    const ws = temp.temp('kern-calluser-');
+    await withSandbox(opts({ user: 'nobody', workspace: ws }), async (sb) => {
+      const asRoot = await sb.run(['sh', '-c', `${WHO}; touch by-root`], { user: 'root' });
+      expect(asRoot.stdout).toMatch(/^0:0 root\n0:0\n$/);
+      expect((await sb.runCode('import os\nprint(os.getuid(), os.getgid())', { user: '1000:1000' })).stdout).toBe('1000 1000\n');
+      const p = await sb.spawn(['sh', '-c', WHO], { user: 'daemon' });
+      expect((await p.wait()).stdout).toMatch(/^1:1 daemon\n1:1\n$/);
+      const t = await sb.terminal({ argv: ['sh', '-c', 'id -u; read x'], user: 'root' });
+      let out = '';
+      t.onData((d) => (out += d));
+      await t.write('\n');
+      const tr = await t.wait();
+      // (The typed newline's echo may come first.)
+      expect(tr.stdout.split(/\r?\n/)).toContain('0');
+      expect(out.split(/\r?\n/)).toContain('0');
+      // The Sandbox's account again, without `user`.
+      expect((await sb.run(['sh', '-c', WHO])).stdout).toMatch(/^65534:65534 nobody\n65534:65534\n$/);
+      // On the host the file is the workspace owner's, whoever wrote it in the box.
+      expect(fs.statSync(path.join(ws, 'by-root')).uid).toBe(fs.statSync(ws).uid);
+    });
+  });
+
+  test('root in a call\'s box is still unprivileged: no capability, nothing of the image written', async () => {
+    await withSandbox(opts({ user: 'nobody' }), async (sb) => {
+      const r = await sb.run(['sh', '-c', 'grep ^CapEff /proc/self/status; touch /etc/x 2>/dev/null && echo wrote-etc; echo done'], { user: 'root' });
+      expect(r.stdout).toMatch(/^CapEff:\s+0+\n/);
+      expect(r.stdout).not.toMatch(/wrote-etc/);
+    });
+  });
+
+  test('a bad or unknown account is a SandboxError before any box; a persist Sandbox refuses it', async () => {
+    await withSandbox(opts(), async (sb) => {
+      await expectSandboxError(() => sb.run(['true'], { user: 'ghost' }), SandboxError, /no user "ghost" in the image's \/etc\/passwd/);
+      await expectSandboxError(() => sb.run(['true'], { user: 7 }), SandboxError, /option `user` must be an account of the image/);
+      await expectSandboxError(() => sb.spawn(['true'], { user: '70000' }), SandboxError, /65536 ids/);
+    });
+    const res = new Sandbox(opts({ persist: true, name: uniqueName('calluser'), workspace: temp.temp('kern-calluser-res-') }));
+    await res.open();
+    try {
+      await expectSandboxError(() => res.run(['true'], { user: 'root' }), SandboxError, /can't be given to a call of a `persist` Sandbox/);
+    } finally {
+      await res.close();
+      await res.destroy();
+    }
+  });
 });

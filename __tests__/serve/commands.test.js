@@ -125,13 +125,30 @@ test('each command is a box of its own: no host process, file or user is visible
   expect(touch).toMatch(/Read-only file system/);
 });
 
-test('a user the sandbox does not run as is refused with a reason; its own account is accepted', async () => {
+test('a command, a PTY and file operations run as the user they name; one the image lacks is refused with the reason', async () => {
   const r = await inSandbox(`
-    const me = (await sb.commands.run('id -un')).stdout.trim();
-    const same = (await sb.commands.run('echo ok', { user: me })).stdout;
-    let other;
-    try { await sb.commands.run('id', { user: me === 'root' ? 'nobody' : 'root' }); } catch (e) { other = e.constructor.name + ': ' + e.message; }
-    return { same, other };`);
-  expect(r.same).toBe('ok\n');
-  expect(r.other).toMatch(/^InvalidArgumentError: .*runs as/);
+    const out = {};
+    out.me = (await sb.commands.run('id -un')).stdout.trim();
+    out.nobody = (await sb.commands.run('id -un; touch /tmp/by-nobody; stat -c %U /tmp/by-nobody', { user: 'nobody' })).stdout;
+    out.root = (await sb.commands.run('id -u', { user: 'root' })).stdout;
+    let pty = '';
+    const t = await sb.pty.create({ cols: 80, rows: 24, user: 'daemon', onData: (d) => { pty += new TextDecoder().decode(d); } });
+    await sb.pty.sendInput(t.pid, new TextEncoder().encode('id -un; exit\\n'));
+    await t.wait();
+    out.pty = pty;
+    // In-box file operations run as the user too: /root (0700) is closed to nobody.
+    const list = async (user) => { try { return (await sb.files.list('/root', { user })).length >= 0 ? 'listed' : ''; } catch (e) { return e.constructor.name + ': ' + e.message; } };
+    out.rootList = await list(undefined);
+    out.nobodyList = await list('nobody');
+    try { await sb.commands.run('id', { user: 'ghost' }); } catch (e) { out.ghost = e.constructor.name + ': ' + e.message; }
+    return out;`);
+  expect(r.nobody).toBe('nobody\nnobody\n');
+  expect(r.root).toBe('0\n');
+  expect(r.pty).toMatch(/daemon/);
+  expect(r.nobodyList).toMatch(/^SandboxError: .*Permission denied/);
+  // As root, the image's root account owns /root; rootless, the image's files belong to ids
+  // the box does not map, so /root is closed to every account.
+  if (process.getuid() === 0) expect(r.rootList).toBe('listed');
+  else expect(r.rootList).toMatch(/Permission denied/);
+  expect(r.ghost).toMatch(/^InvalidArgumentError: .*no user "ghost" in the image's \/etc\/passwd/);
 });

@@ -32,6 +32,9 @@ pub(super) async fn exec(
     let workload = workload(&req)?;
     let timeout_ms = prepared::timeout_ms(req.timeout_s.as_ref(), cfg.timeout_ms)?;
     let place = PerCall::of(&req, &cfg.workspace_target)?;
+    if place.user.is_some() && opened.resident.get().is_some() {
+        return crate::invalid!("option `user` can't be given to a call of a `persist` Sandbox: its resident box runs every call as the account it started with; open the Sandbox with `user`, or spawn() a process as another account");
+    }
     let mut p = prepared::prepare(&opened, workload, timeout_ms, place)?;
     p.set_stdin(input.stdin.map(Stdin::Bytes));
     p.abort = input.abort.clone();

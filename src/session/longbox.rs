@@ -302,6 +302,7 @@ async fn start_jupyter(
     let place_cwd = PerCall {
         env: Vec::new(),
         cwd: place.cwd.clone(),
+        user: None,
     };
     let p = prepare(&opened, kernel, LIFETIME_MS, place_cwd)?;
     let (mut spec, workspace) = (p.spec, p.workspace);

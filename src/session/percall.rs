@@ -119,6 +119,9 @@ pub(super) struct PerCall {
     pub(super) env: Vec<(String, String)>,
     /// The workload's cwd in the box, absolute (under the workspace target); None: the workspace.
     pub(super) cwd: Option<String>,
+    /// The account the call's box runs as, as the caller wrote it (resolved in the image by
+    /// `prepare`); None: the Sandbox's.
+    pub(super) user: Option<String>,
 }
 
 impl PerCall {
@@ -138,13 +141,24 @@ impl PerCall {
             }
             None => None,
         };
-        Ok(PerCall { env, cwd })
+        let user = match req.user.as_ref().filter(|v| !v.is_null()) {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(other) => {
+                return crate::invalid!(
+                    "option `user` must be an account of the image as \"<user>[:<group>]\", each a name or number (\"root\", \"1000:1000\"), got {}",
+                    crate::config::describe(other)
+                )
+            }
+            None => None,
+        };
+        Ok(PerCall { env, cwd, user })
     }
 
-    /// Whether a prewarmed box can serve the call: it was started before the call's env and
-    /// cwd were known, and its interpreter already runs with the session's.
+    /// Whether a prewarmed box or a zygote fork can serve the call: they were started before
+    /// the call's env, cwd and account were known, and their interpreter already runs with the
+    /// session's.
     pub(super) fn is_plain(&self) -> bool {
-        self.env.is_empty() && self.cwd.is_none()
+        self.env.is_empty() && self.cwd.is_none() && self.user.is_none()
     }
 }
 

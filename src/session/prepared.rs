@@ -211,6 +211,10 @@ pub(super) fn prepare(
         l.argv, &l.env, &place.env, timeout_ms, l.channel, &workspace,
     );
     spec.cwd = place.cwd.clone();
+    if let Some(account) = &place.user {
+        // As the Sandbox's `user` is, at open(): an account of the image, ids 0 to 65535.
+        spec.user = crate::image::resolve_user(&opened.image.root, account)?;
+    }
     // What the kernel would refuse with E2BIG is the caller's mistake, said before a box.
     crate::config::check_exec_size(&spec.argv, &spec.env)?;
     Ok(Prepared {

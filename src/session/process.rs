@@ -43,6 +43,8 @@ pub struct ProcessRequest {
     pub env: Option<serde_json::Value>,
     pub cwd: Option<serde_json::Value>,
     pub timeout_s: Option<serde_json::Value>,
+    /// The account its box runs as, as a call's `user`.
+    pub user: Option<serde_json::Value>,
     /// A terminal's size; none: a background process on pipes.
     pub cols: Option<serde_json::Value>,
     pub rows: Option<serde_json::Value>,
@@ -508,6 +510,7 @@ fn checked(
         &ExecRequest {
             env: req.env,
             cwd: req.cwd,
+            user: req.user,
             ..Default::default()
         },
         &opened.config.workspace_target,

@@ -23,6 +23,8 @@ pub struct ExecRequest {
     pub env: Option<serde_json::Value>,
     /// Per-call `cwd`, workspace-relative (`percall`).
     pub cwd: Option<serde_json::Value>,
+    /// Per-call `user`, the account this call's box runs as (`percall`).
+    pub user: Option<serde_json::Value>,
 }
 
 /// What one call produced (`binding::NativeResult` carries it to the JS layer).

@@ -22,13 +22,6 @@ function boxPath(s, p) {
   }
 }
 
-async function checkUser(s, req) {
-  try {
-    await requestUser(s, req.headers);
-  } catch (e) {
-    throw new ApiError(400, e.rawMessage || e.message);
-  }
-}
 
 /** A ConnectError from a box's file command, as an HTTP error. */
 function httpFromConnect(e) {
@@ -36,7 +29,7 @@ function httpFromConnect(e) {
   return new ApiError(status, e.rawMessage || e.message);
 }
 
-async function download(s, req, res, url) {
+async function download(s, req, res, url, user) {
   const p = boxPath(s, url.searchParams.get('path'));
   const kept = keptTree(s, p);
   if (kept && kept.tree === 'home' && kept.rel) {
@@ -56,20 +49,20 @@ async function download(s, req, res, url) {
   }
   let entry;
   try {
-    entry = await stat(s, p);
+    entry = await stat(s, p, user);
   } catch (e) {
     throw httpFromConnect(e);
   }
   if (entry.type === 2) throw new ApiError(400, `${p} is a directory`);
   res.writeHead(200, { 'content-type': 'application/octet-stream' });
-  const proc = await s.sandbox.spawn(['cat', '--', p], { cwd: '/', onStdout: (c) => res.write(c) });
+  const proc = await s.sandbox.spawn(['cat', '--', p], { cwd: '/', user, onStdout: (c) => res.write(c) });
   const r = await proc.wait();
   if (r.exitCode !== 0) res.destroy(new Error(r.codeStderr));
   else res.end();
 }
 
 /** Writes `body` (a stream of Buffers) to box path `p` of `s`. */
-async function writeOne(s, p, body) {
+async function writeOne(s, p, body, user) {
   const kept = keptTree(s, p);
   if (kept && kept.tree === 'home' && kept.rel) {
     try {
@@ -81,7 +74,7 @@ async function writeOne(s, p, body) {
     }
   }
   const script = 'mkdir -p -- "$(dirname -- "$1")" && exec cat > "$1"';
-  const proc = await s.sandbox.spawn(['sh', '-c', script, 'sh', p], { cwd: '/' });
+  const proc = await s.sandbox.spawn(['sh', '-c', script, 'sh', p], { cwd: '/', user });
   // A command that fails at once (a read-only path) ends before it has read its input: what it
   // said is the answer, not the refused write.
   let fed = null;
@@ -103,7 +96,7 @@ function entryOf(p) {
   return { name: p.slice(p.lastIndexOf('/') + 1), type: 'file', path: p };
 }
 
-async function upload(s, req, res, url) {
+async function upload(s, req, res, url, user) {
   const type = (req.headers['content-type'] || '').toLowerCase();
   const gzip = (req.headers['content-encoding'] || '').toLowerCase() === 'gzip';
   for (const h of Object.keys(req.headers)) {
@@ -122,13 +115,13 @@ async function upload(s, req, res, url) {
     for (const [, file] of form) {
       if (typeof file === 'string') continue;
       const p = boxPath(s, url.searchParams.get('path') || file.name);
-      await writeOne(s, p, [Buffer.from(await file.arrayBuffer())]);
+      await writeOne(s, p, [Buffer.from(await file.arrayBuffer())], user);
       written.push(entryOf(p));
     }
     if (written.length === 0) throw new ApiError(400, 'the multipart body has no file');
   } else {
     const p = boxPath(s, url.searchParams.get('path'));
-    await writeOne(s, p, gzip ? req.pipe(zlib.createGunzip()) : req);
+    await writeOne(s, p, gzip ? req.pipe(zlib.createGunzip()) : req, user);
     written.push(entryOf(p));
   }
   const text = JSON.stringify(written);
@@ -137,9 +130,11 @@ async function upload(s, req, res, url) {
 }
 
 async function handle(ctx, s, req, res, url) {
-  await checkUser(s, req);
-  if (req.method === 'GET') return download(s, req, res, url);
-  if (req.method === 'POST') return upload(s, req, res, url);
+  // The account in-box reads and writes run as; the home and /tmp are read and written from the
+  // host, as the workspace's owner, whoever asks.
+  const user = requestUser(req.headers);
+  if (req.method === 'GET') return download(s, req, res, url, user);
+  if (req.method === 'POST') return upload(s, req, res, url, user);
   throw new ApiError(405, `${req.method} /files: use GET or POST`);
 }
 

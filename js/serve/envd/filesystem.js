@@ -48,10 +48,10 @@ function parseEntries(stdout) {
 
 /** Runs `script` (sh, with `args` as $1…) in a box of `s`; a failure becomes the ConnectError
  * its exit code or message names. */
-async function inBox(s, script, args) {
+async function inBox(s, script, args, user) {
   let r;
   try {
-    r = await s.sandbox.run(['sh', '-c', script, 'sh', ...args], { cwd: '/', timeoutS: 60 });
+    r = await s.sandbox.run(['sh', '-c', script, 'sh', ...args], { cwd: '/', timeoutS: 60, user });
   } catch (e) {
     throw toConnectError(e);
   }
@@ -66,8 +66,8 @@ async function inBox(s, script, args) {
 
 const EXISTS = '{ [ -e "$1" ] || [ -L "$1" ]; } || exit 2;';
 
-async function stat(s, p) {
-  const [entry] = parseEntries(await inBox(s, `${EXISTS} exec find "$1" -maxdepth 0 -printf '${PRINTF}'`, [p]));
+async function stat(s, p, user) {
+  const [entry] = parseEntries(await inBox(s, `${EXISTS} exec find "$1" -maxdepth 0 -printf '${PRINTF}'`, [p], user));
   if (!entry) throw new ConnectError(`${p}: no such file or directory`, Code.NotFound);
   return entry;
 }
@@ -76,52 +76,51 @@ function filesystemService() {
   return {
     async stat(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
-      return { entry: await stat(s, resolvePath(s, req.path)) };
+      const user = requestUser(ctx.requestHeader);
+      return { entry: await stat(s, resolvePath(s, req.path), user) };
     },
 
     async listDir(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
+      const user = requestUser(ctx.requestHeader);
       const p = resolvePath(s, req.path);
       const depth = Math.max(1, Math.min(req.depth || 1, 64));
       const script = `${EXISTS} [ -d "$1" ] || exit 20; exec find "$1" -mindepth 1 -maxdepth "$2" -printf '${PRINTF}'`;
-      const entries = parseEntries(await inBox(s, script, [p, String(depth)]));
+      const entries = parseEntries(await inBox(s, script, [p, String(depth)], user));
       entries.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
       return { entries };
     },
 
     async makeDir(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
+      const user = requestUser(ctx.requestHeader);
       const p = resolvePath(s, req.path);
       const script = `{ [ -e "$1" ] || [ -L "$1" ]; } && exit 17; mkdir -p -- "$1" && exec find "$1" -maxdepth 0 -printf '${PRINTF}'`;
-      const [entry] = parseEntries(await inBox(s, script, [p]));
+      const [entry] = parseEntries(await inBox(s, script, [p], user));
       return { entry };
     },
 
     async move(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
+      const user = requestUser(ctx.requestHeader);
       const from = resolvePath(s, req.source);
       const to = resolvePath(s, req.destination);
       const script = `${EXISTS} mkdir -p -- "$(dirname -- "$2")" && mv -T -- "$1" "$2" && exec find "$2" -maxdepth 0 -printf '${PRINTF}'`;
-      const [entry] = parseEntries(await inBox(s, script, [from, to]));
+      const [entry] = parseEntries(await inBox(s, script, [from, to], user));
       return { entry };
     },
 
     async remove(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
+      const user = requestUser(ctx.requestHeader);
       const p = resolvePath(s, req.path);
       if (p === '/' || p === s.home || p === '/tmp') throw new ConnectError(`${p} can't be removed`, Code.InvalidArgument);
-      await inBox(s, `${EXISTS} exec rm -rf -- "$1"`, [p]);
+      await inBox(s, `${EXISTS} exec rm -rf -- "$1"`, [p], user);
       return {};
     },
 
     async *watchDir(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
       const queue = [];
       let wake = null;
       const watch = new DirWatch(s, resolvePath(s, req.path), { recursive: req.recursive, includeEntry: req.includeEntry }, (ev) => {
@@ -155,7 +154,6 @@ function filesystemService() {
 
     async createWatcher(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
       const w = new PolledWatch(s, resolvePath(s, req.path), { recursive: req.recursive, includeEntry: req.includeEntry });
       const id = crypto.randomUUID();
       s.watchers.set(id, w);

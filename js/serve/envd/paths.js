@@ -1,7 +1,7 @@
 'use strict';
 // Paths and users as envd reads them: a relative path is under the user's home (`/home/user`,
-// the sandbox's workspace); the user a request names (HTTP Basic, `user:`) must be the account
-// the sandbox's boxes run as, since every command of a sandbox runs as that one account.
+// the sandbox's workspace); the user a request names (HTTP Basic, `user:`) is the account its
+// box runs as.
 
 const path = require('path');
 const { ConnectError, Code } = require('../errors.js');
@@ -30,17 +30,11 @@ function namedUser(value) {
   return text.slice(0, text.indexOf(':') < 0 ? undefined : text.indexOf(':')) || null;
 }
 
-/** Checks the request's user against the account the sandbox runs as (read from a box once). */
-async function requestUser(s, headers) {
-  const user = namedUser(headers.get ? headers.get('authorization') : headers.authorization);
-  if (user === null) return;
-  if (s.account === undefined) {
-    const r = await s.sandbox.run(['id', '-un'], { cwd: '/' });
-    s.account = r.exitCode === 0 ? r.stdout.trim() : null;
-  }
-  if (user !== s.account) {
-    throw new ConnectError(`every command of this sandbox runs as ${s.account ?? 'the image\'s account'}; kern serve can't run one as ${user} (leave user unset)`, Code.InvalidArgument);
-  }
+/** The account a request names (`user` in the SDKs, sent as `Authorization: Basic`), for the
+ * library's per-call `user`: the box of that command or file operation runs as it (an account
+ * of the image; the library refuses one it does not have). Undefined: the sandbox's own. */
+function requestUser(headers) {
+  return namedUser(headers.get ? headers.get('authorization') : headers.authorization) ?? undefined;
 }
 
 module.exports = { resolvePath, keptTree, requestUser, namedUser };

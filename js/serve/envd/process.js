@@ -61,8 +61,9 @@ function ptySize(pty) {
   return { cols: size && size.cols ? size.cols : 80, rows: size && size.rows ? size.rows : 24 };
 }
 
-/** Starts the process `req` asks for in sandbox `s`; its events go to `p`. */
-async function launch(s, req, p, ctx) {
+/** Starts the process `req` asks for in sandbox `s`, as `user` (undefined: the sandbox's
+ * account); its events go to `p`. */
+async function launch(s, req, p, ctx, user) {
   const cfg = req.process;
   const argv = [cfg.cmd, ...cfg.args];
   const env = s.callEnv(cfg.envs);
@@ -70,7 +71,7 @@ async function launch(s, req, p, ctx) {
   const timeoutS = deadlineS(ctx.requestHeader);
   let handle;
   if (req.pty) {
-    handle = await s.sandbox.terminal({ argv, env, cwd, ...ptySize(req.pty) });
+    handle = await s.sandbox.terminal({ argv, env, cwd, user, ...ptySize(req.pty) });
     handle.onData((data) => p.emit({ kind: 'pty', data }));
     if (timeoutS !== undefined) {
       const t = setTimeout(() => handle.kill('SIGKILL').catch(() => {}), timeoutS * 1000);
@@ -81,6 +82,7 @@ async function launch(s, req, p, ctx) {
     handle = await s.sandbox.spawn(argv, {
       env,
       cwd,
+      user,
       timeoutS,
       onStdout: (data) => p.emit({ kind: 'stdout', data }),
       onStderr: (data) => p.emit({ kind: 'stderr', data }),
@@ -107,7 +109,7 @@ function processService() {
 
     async *start(req, ctx) {
       const s = ctx.values.get(SANDBOX);
-      await requestUser(s, ctx.requestHeader);
+      const user = requestUser(ctx.requestHeader);
       if (!req.process || !req.process.cmd) throw new ConnectError('process.cmd is required', Code.InvalidArgument);
       if (req.tag !== undefined && s.findProcess({ case: 'tag', value: req.tag })) {
         throw new ConnectError(`a process tagged ${req.tag} already runs`, Code.AlreadyExists);
@@ -117,7 +119,7 @@ function processService() {
       // Subscribed before the start, so no output is lost; ends with the client's call only.
       const events = p.subscribe(ctx.signal, keepaliveMs(ctx.requestHeader));
       try {
-        await launch(s, req, p, ctx);
+        await launch(s, req, p, ctx, user);
       } catch (e) {
         s.processes.delete(p.pid);
         await events.return();
