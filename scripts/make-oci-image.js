@@ -252,7 +252,18 @@ async function writeLayer(layout, entries, compression, annotations) {
   };
 }
 
-/** Entries of a rootfs directory tree, sorted, with hardlinks detected. Skips device nodes/sockets. */
+/** What the image tests never run, left out of the image made from the test rootfs: they need
+ * python and coreutils, and every test that pulls it pulls these bytes again (Node and ICU, the
+ * locales and the docs were half of the layer, and of the image suites' time). */
+const TRIMMED = [
+  /^usr\/lib\/x86_64-linux-gnu\/(libnode|libicu|libuv)[^/]*$/,
+  /^usr\/share\/(nodejs|locale|doc|man|info)(\/|$)/,
+  /^usr\/include\/node(\/|$)/,
+  /^usr\/bin\/(node|nodejs)$/,
+];
+
+/** Entries of a rootfs directory tree, sorted, with hardlinks detected. Skips device nodes/sockets
+ * and what `TRIMMED` names. */
 async function* walkRootfs(root, skipped) {
   const seen = new Map(); // dev:ino -> first path, for hardlinks
   const skipTop = new Set(['.kern-test-rootfs']); // the rootfs stamp is harness metadata, not image content
@@ -262,6 +273,7 @@ async function* walkRootfs(root, skipped) {
     for (const n of names) {
       if (!rel && skipTop.has(n)) continue;
       const r = rel ? `${rel}/${n}` : n;
+      if (TRIMMED.some((re) => re.test(r))) continue;
       const p = path.join(root, r);
       const st = fs.lstatSync(p);
       const base = { mode: st.mode, uid: st.uid, gid: st.gid, mtime: Math.floor(st.mtimeMs / 1000) };
