@@ -1,0 +1,107 @@
+'use strict';
+// `kern mcp` / `npx kern-sandbox mcp`: a Model Context Protocol server over the library (stdio,
+// or Streamable HTTP with --http), or with --wrap a box around another stdio MCP server.
+// Flags are checked, and the Sandbox options tried, before anything starts: a mistake exits 2.
+// stdout is the protocol's (stdio): everything we say goes to stderr.
+
+const { parseArgs, McpConfigError } = require('./config.js');
+const { loadSdk, SdkMissing } = require('./sdk.js');
+const { Sandbox, SandboxError } = require('../index.js');
+
+const log = (msg) => process.stderr.write(`kern mcp: ${msg}\n`);
+
+/** Resolves at SIGTERM, SIGINT or (stdio) the end of stdin. */
+function stopped(onStdinEnd) {
+  return new Promise((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+    if (onStdinEnd) {
+      process.stdin.once('end', () => resolve('stdin ended'));
+      process.stdin.once('close', () => resolve('stdin closed'));
+    }
+  });
+}
+
+async function serveStdio(sdk, cfg) {
+  const { Session } = require('./session.js');
+  const { createServer } = require('./server.js');
+  const session = new Session(cfg.sandbox);
+  const server = createServer(sdk, session);
+  const transport = new sdk.StdioServerTransport();
+  let ended;
+  const closed = new Promise((resolve) => (ended = resolve));
+  // oxlint-disable-next-line unicorn/prefer-add-event-listener -- the SDK has only this hook
+  server.onclose = () => ended('transport closed');
+  await server.connect(transport);
+  await Promise.race([stopped(true), closed]);
+  // The client went away or we were told to stop: every box of the session ends with it.
+  await session.close();
+  await server.close().catch(() => {});
+  return 0;
+}
+
+async function serveHttpMain(sdk, cfg) {
+  const crypto = require('crypto');
+  const { serveHttp } = require('./http.js');
+  if (!cfg.token) cfg.token = crypto.randomBytes(24).toString('hex');
+  let srv;
+  try {
+    srv = await serveHttp(sdk, cfg, log);
+  } catch (e) {
+    log(`can't listen on ${cfg.http.host}:${cfg.http.port}: ${e.message}`);
+    return 1;
+  }
+  const a = srv.address;
+  const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
+  log(`listening on http://${host}:${a.port}/mcp`);
+  if (!cfg.tokenGiven) log(`token (send as Authorization: Bearer <token>): ${cfg.token}`);
+  await stopped(false);
+  await srv.close();
+  return 0;
+}
+
+/** The Sandbox options checked now (the constructor checks them and starts nothing), so a bad
+ * one is a startup error, not every tool call's. */
+function checkSandboxOptions(opts) {
+  return new Sandbox(opts);
+}
+
+async function main(argv) {
+  let cfg;
+  try {
+    cfg = parseArgs(argv);
+    checkSandboxOptions(cfg.sandbox);
+  } catch (e) {
+    if (!(e instanceof McpConfigError) && !(e instanceof SandboxError)) throw e;
+    log(e.message);
+    return e.message.startsWith('usage:') ? 0 : 2;
+  }
+  if (cfg.wrap) {
+    const { wrap } = require('./wrap.js');
+    try {
+      return await wrap(cfg, log);
+    } catch (e) {
+      if (!(e instanceof SandboxError)) throw e;
+      log(`can't start ${cfg.wrap[0]} in a box: ${e.message}`);
+      return 1;
+    }
+  }
+  let sdk;
+  try {
+    sdk = loadSdk();
+  } catch (e) {
+    if (!(e instanceof SdkMissing)) throw e;
+    log(e.message);
+    return 2;
+  }
+  return cfg.http ? serveHttpMain(sdk, cfg) : serveStdio(sdk, cfg);
+}
+
+module.exports = { main };
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then((code) => process.exit(code), (e) => {
+    process.stderr.write(`kern mcp: ${e && e.stack ? e.stack : e}\n`);
+    process.exit(1);
+  });
+}

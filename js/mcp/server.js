@@ -1,0 +1,92 @@
+'use strict';
+// One MCP server per session, on the SDK's low-level `Server` with hand-written JSON schemas (no
+// zod needed by users): tools/list, tools/call, resources/list and resources/read. A tool's
+// failure is a result with isError; progress notifications carry a long call's output lines
+// when the request has a progressToken; a cancelled request aborts the library call's `signal`.
+
+const { tools: codeTools } = require('./tools/code.js');
+const { tools: fileTools, listResources, readResource } = require('./tools/files.js');
+const { tools: processTools } = require('./tools/processes.js');
+const { checkArgs } = require('./tools/args.js');
+const { errorResult, ToolError } = require('./results.js');
+const { version } = require('../index.js');
+
+const TOOLS = [...codeTools, ...fileTools, ...processTools];
+const BY_NAME = new Map(TOOLS.map((t) => [t.name, t]));
+/** The most progress notifications one call sends (each is an output line). */
+const MAX_PROGRESS = 1000;
+/** A silent long call still says it is alive this often, when the client asked for progress. */
+const HEARTBEAT_MS = 10_000;
+
+const INSTRUCTIONS = 'Tools that run code and commands in isolated Linux boxes (kern-sandbox). Each call is a fresh box; files in the '
+  + 'workspace (the working directory) persist for this session, variables do not: use start_kernel and run_cell for a stateful '
+  + 'interpreter, start_process for servers and long-running programs.';
+
+/** What a handler gets besides its arguments: the cancellation signal and output streaming. */
+function callContext(request, extra) {
+  const meta = request.params['_meta'];
+  const token = meta ? meta.progressToken : undefined;
+  let sent = 0;
+  let timer = null;
+  const progress = (message) => {
+    if (token === undefined || sent >= MAX_PROGRESS || extra.signal.aborted) return;
+    sent++;
+    extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: sent, message } }).catch(() => {});
+  };
+  if (token !== undefined) {
+    timer = setInterval(() => progress('still running'), HEARTBEAT_MS);
+    timer.unref();
+  }
+  const line = (stream) => (chunk) => progress(`${stream}: ${chunk.toString('utf8').replace(/\n$/, '')}`);
+  return {
+    signal: extra.signal,
+    /** Call options that stream output lines as progress, when the client asked for it. */
+    streaming: () => (token === undefined ? {} : { lineBuffered: true, onStdout: line('stdout'), onStderr: line('stderr') }),
+    done: () => timer && clearInterval(timer),
+  };
+}
+
+/** A thrown error as the tool result the model reads. */
+function asToolError(name, e) {
+  if (e instanceof ToolError) return errorResult(e.message);
+  if (e && e.name === 'SandboxError') return errorResult(`${name}: ${e.message}`, { code: e.code });
+  if (e && e.name === 'AbortError') return errorResult(`${name}: cancelled`);
+  return errorResult(`${name}: ${e && e.message ? e.message : String(e)}`);
+}
+
+/** A new SDK `Server` for `session`. `sdk`: the lazily loaded SDK modules (sdk.js). */
+function createServer(sdk, session) {
+  const { Server, types } = sdk;
+  const server = new Server(
+    { name: 'kern-sandbox', title: 'kern-sandbox', version },
+    { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
+  );
+  server.setRequestHandler(types.ListToolsRequestSchema, async () => ({
+    tools: TOOLS.map(({ name, title, description, inputSchema, annotations }) => ({ name, title, description, inputSchema, annotations })),
+  }));
+  server.setRequestHandler(types.CallToolRequestSchema, async (request, extra) => {
+    const { name, arguments: args } = request.params;
+    const tool = BY_NAME.get(name);
+    if (!tool) return errorResult(`unknown tool ${JSON.stringify(name)}; the tools are ${TOOLS.map((t) => t.name).join(', ')}`);
+    const ctx = callContext(request, extra);
+    try {
+      return await tool.handler(session, checkArgs(tool, args), ctx);
+    } catch (e) {
+      return asToolError(name, e);
+    } finally {
+      ctx.done();
+    }
+  });
+  server.setRequestHandler(types.ListResourcesRequestSchema, async () => ({ resources: await listResources(session) }));
+  server.setRequestHandler(types.ReadResourceRequestSchema, async (request) => {
+    try {
+      return { contents: await readResource(session, request.params.uri) };
+    } catch (e) {
+      if (e instanceof ToolError) throw new types.McpError(types.ErrorCode.InvalidParams, e.message);
+      throw e;
+    }
+  });
+  return server;
+}
+
+module.exports = { createServer, TOOLS };
