@@ -112,7 +112,10 @@ function parseArgs(argv, env = process.env) {
       case '--image': flags.image = value(); break;
       case '--network': flags.network = true; break;
       case '--egress-allow': egress.push(value()); break;
-      case '--memory-mb': flags.memoryMb = positiveNumber(value(), flag, 16777216, true); break;
+      case '--memory-mb':
+        flags.memoryMb = positiveNumber(value(), flag, 16777216, true);
+        if (flags.memoryMb < 32) throw new McpConfigError('--memory-mb: at least 32');
+        break;
       case '--timeout-s': flags.timeoutS = positiveNumber(value(), flag, 604800, false); break;
       case '--mount': mounts.push(parseMount(value())); break;
       case '--secret': secrets.push(parseSecret(value(), env)); break;

@@ -6,7 +6,6 @@
 
 const { parseArgs, McpConfigError } = require('./config.js');
 const { loadSdk, SdkMissing } = require('./sdk.js');
-const { Sandbox, SandboxError } = require('../index.js');
 
 const log = (msg) => process.stderr.write(`kern mcp: ${msg}\n`);
 
@@ -26,6 +25,8 @@ async function serveStdio(sdk, cfg) {
   const { Session } = require('./session.js');
   const { createServer } = require('./server.js');
   const session = new Session(cfg.sandbox);
+  const refused = await checkSandboxOptions(session);
+  if (refused !== null) return refused;
   const server = createServer(sdk, session);
   const transport = new sdk.StdioServerTransport();
   let ended;
@@ -43,6 +44,12 @@ async function serveStdio(sdk, cfg) {
 async function serveHttpMain(sdk, cfg) {
   const crypto = require('crypto');
   const { serveHttp } = require('./http.js');
+  const { Session } = require('./session.js');
+  // Each session opens its own Sandbox; this one only checks the options (and pulls the image).
+  const probe = new Session(cfg.sandbox);
+  const refused = await checkSandboxOptions(probe);
+  if (refused !== null) return refused;
+  await probe.close();
   if (!cfg.token) cfg.token = crypto.randomBytes(24).toString('hex');
   let srv;
   try {
@@ -60,39 +67,55 @@ async function serveHttpMain(sdk, cfg) {
   return 0;
 }
 
-/** The Sandbox options checked now (the constructor checks them and starts nothing), so a bad
- * one is a startup error, not every tool call's. */
-function checkSandboxOptions(opts) {
-  return new Sandbox(opts);
+/** Codes of a SandboxError that mean the flags or the config file are wrong. */
+const BAD_OPTION_CODES = ['ERR_INVALID_OPTION', 'ERR_MOUNT_REFUSED', 'ERR_IMAGE', 'ERR_FILE'];
+
+/** The Sandbox options checked now, by opening one Sandbox of them (an image is pulled here,
+ * once), so a bad one is a startup error, not every tool call's. Returns the exit status for
+ * a refusal, or null. */
+async function checkSandboxOptions(session) {
+  const { SandboxError } = require('../index.js');
+  try {
+    await session.sandbox();
+    return null;
+  } catch (e) {
+    if (!(e instanceof SandboxError)) throw e;
+    log(e.message);
+    await session.close();
+    return BAD_OPTION_CODES.includes(e.code) ? 2 : 1;
+  }
 }
 
 async function main(argv) {
   let cfg;
   try {
     cfg = parseArgs(argv);
-    checkSandboxOptions(cfg.sandbox);
   } catch (e) {
-    if (!(e instanceof McpConfigError) && !(e instanceof SandboxError)) throw e;
+    if (!(e instanceof McpConfigError)) throw e;
     log(e.message);
     return e.message.startsWith('usage:') ? 0 : 2;
   }
+  // The SDK first: without it nothing else is worth checking (--wrap does not use it).
+  let sdk = null;
+  if (!cfg.wrap) {
+    try {
+      sdk = loadSdk();
+    } catch (e) {
+      if (!(e instanceof SdkMissing)) throw e;
+      log(e.message);
+      return 2;
+    }
+  }
   if (cfg.wrap) {
     const { wrap } = require('./wrap.js');
+    const { SandboxError } = require('../index.js');
     try {
       return await wrap(cfg, log);
     } catch (e) {
       if (!(e instanceof SandboxError)) throw e;
       log(`can't start ${cfg.wrap[0]} in a box: ${e.message}`);
-      return 1;
+      return BAD_OPTION_CODES.includes(e.code) ? 2 : 1;
     }
-  }
-  let sdk;
-  try {
-    sdk = loadSdk();
-  } catch (e) {
-    if (!(e instanceof SdkMissing)) throw e;
-    log(e.message);
-    return 2;
   }
   return cfg.http ? serveHttpMain(sdk, cfg) : serveStdio(sdk, cfg);
 }
