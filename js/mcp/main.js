@@ -33,6 +33,8 @@ async function serveStdio(sdk, cfg) {
   const closed = new Promise((resolve) => (ended = resolve));
   // oxlint-disable-next-line unicorn/prefer-add-event-listener -- the SDK has only this hook
   server.onclose = () => ended('transport closed');
+  // A client that died closes our stdout: a write then fails with EPIPE, which is its end.
+  process.stdout.on('error', () => ended('stdout closed'));
   await server.connect(transport);
   await Promise.race([stopped(true), closed]);
   // The client went away or we were told to stop: every box of the session ends with it.

@@ -37,7 +37,10 @@ function callContext(request, extra) {
     timer = setInterval(() => progress('still running'), HEARTBEAT_MS);
     timer.unref();
   }
-  const line = (stream) => (chunk) => progress(`${stream}: ${chunk.toString('utf8').replace(/\n$/, '')}`);
+  // A chunk is whole lines (lineBuffered), maybe several: one notification per line.
+  const line = (stream) => (chunk) => {
+    for (const l of chunk.toString('utf8').replace(/\n$/, '').split('\n')) progress(`${stream}: ${l}`);
+  };
   return {
     signal: extra.signal,
     /** Call options that stream output lines as progress, when the client asked for it. */
