@@ -62,8 +62,9 @@ async function serveHttpMain(sdk, cfg) {
   }
   const a = srv.address;
   const host = a.family === 'IPv6' ? `[${a.address}]` : a.address;
-  log(`listening on http://${host}:${a.port}/mcp`);
-  if (!cfg.tokenGiven) log(`token (send as Authorization: Bearer <token>): ${cfg.token}`);
+  // One write: a reader that waits for "listening" has the token with it.
+  process.stderr.write((cfg.tokenGiven ? '' : `kern mcp: token (send as Authorization: Bearer <token>): ${cfg.token}\n`)
+    + `kern mcp: listening on http://${host}:${a.port}/mcp\n`);
   await stopped(false);
   await srv.close();
   return 0;
