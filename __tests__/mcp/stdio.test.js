@@ -8,8 +8,8 @@
 const fs = require('fs');
 const path = require('path');
 const { spawn } = require('child_process');
-const { requireRootfs, hostProcessesMatching, uniqueName, waitFor, isAlive, sleep } = require('../helpers.js');
-const { SCI, tmpDir, workspacesIn, connectStdio, exited, textOf } = require('./mcp-helpers.js');
+const { requireRootfs, ROOTFS, hostProcessesMatching, uniqueName, waitFor, isAlive, sleep } = require('../helpers.js');
+const { KERN_JS, SCI, tmpDir, workspacesIn, connectStdio, exited, textOf } = require('./mcp-helpers.js');
 
 const TOOL_NAMES = [
   'close_kernel', 'kill_process', 'list_files', 'read_file', 'read_process_output', 'remove_file', 'run_cell', 'run_code',
@@ -189,11 +189,48 @@ test('background processes: output since the last read, stdin, exit; kill ends i
   expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 10000)).toBe(true);
 });
 
-test('progress: a call with a progressToken gets its output lines as notifications/progress', async () => {
-  const seen = [];
-  const r = await call('run_command', { command: 'for i in 1 2 3; do echo "line $i"; done' }, { onprogress: (p) => seen.push(p.message) });
-  expect(r.isError).toBe(false);
-  expect(seen).toEqual(expect.arrayContaining(['stdout: line 1', 'stdout: line 2', 'stdout: line 3']));
+test('progress: a call with a progressToken gets each output line as notifications/progress, before its result', async () => {
+  // Read off the wire: the SDK's client may drop progress that reaches it in the same read as
+  // the result (it handles notifications a microtask late), so the order is checked here.
+  const child = spawn(process.execPath, [KERN_JS, 'mcp', '--image', ROOTFS], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const messages = [];
+  let buf = '';
+  const got = (pred) => new Promise((resolve) => {
+    const check = () => {
+      if (messages.some(pred)) resolve();
+      else child.stdout.once('data', check);
+    };
+    check();
+  });
+  child.stdout.on('data', (c) => {
+    buf += c;
+    let nl;
+    while ((nl = buf.indexOf('\n')) >= 0) {
+      messages.push(JSON.parse(buf.slice(0, nl)));
+      buf = buf.slice(nl + 1);
+    }
+  });
+  const send = (m) => child.stdin.write(`${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`);
+  try {
+    send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+    await got((m) => m.id === 1);
+    send({ method: 'notifications/initialized' });
+    send({ id: 2, method: 'tools/call', params: { name: 'run_command', arguments: { command: 'for i in 1 2 3; do echo "line $i"; done; echo oops >&2' }, _meta: { progressToken: 'tok' } } });
+    await got((m) => m.id === 2);
+    const progress = messages.filter((m) => m.method === 'notifications/progress');
+    expect(progress.map((m) => m.params.message)).toEqual(expect.arrayContaining(['stdout: line 1', 'stdout: line 2', 'stdout: line 3', 'stderr: oops']));
+    expect(progress.every((m) => m.params.progressToken === 'tok')).toBe(true);
+    expect(progress.map((m) => m.params.progress)).toEqual(progress.map((_, i) => i + 1));
+    const result = messages.findIndex((m) => m.id === 2);
+    expect(messages.findLastIndex((m) => m.method === 'notifications/progress')).toBeLessThan(result);
+    // Without a token, no progress.
+    send({ id: 3, method: 'tools/call', params: { name: 'run_command', arguments: { command: 'echo quiet' } } });
+    await got((m) => m.id === 3);
+    expect(messages.slice(result + 1).filter((m) => m.method === 'notifications/progress')).toEqual([]);
+  } finally {
+    child.stdin.end();
+    await exited(child);
+  }
 });
 
 test('cancellation: notifications/cancelled aborts the call and its box ends on the host', async () => {

@@ -7,6 +7,9 @@
 const { parseArgs, McpConfigError } = require('./config.js');
 const { loadSdk, SdkMissing } = require('./sdk.js');
 
+/** How long calls still running when stdin ends may take to answer before the session ends. */
+const EOF_GRACE_MS = 5000;
+
 const log = (msg) => process.stderr.write(`kern mcp: ${msg}\n`);
 
 /** Resolves at SIGTERM, SIGINT or (stdio) the end of stdin. */
@@ -27,7 +30,8 @@ async function serveStdio(sdk, cfg) {
   const session = new Session(cfg.sandbox);
   const refused = await checkSandboxOptions(session);
   if (refused !== null) return refused;
-  const server = createServer(sdk, session);
+  const inflight = new Set();
+  const server = createServer(sdk, session, inflight);
   const transport = new sdk.StdioServerTransport();
   let ended;
   const closed = new Promise((resolve) => (ended = resolve));
@@ -36,7 +40,15 @@ async function serveStdio(sdk, cfg) {
   // A client that died closes our stdout: a write then fails with EPIPE, which is its end.
   process.stdout.on('error', () => ended('stdout closed'));
   await server.connect(transport);
-  await Promise.race([stopped(true), closed]);
+  const why = await Promise.race([stopped(true), closed]);
+  // stdin ended (`printf ... | kern mcp`): the calls it asked for may still answer, for a while;
+  // a client that died gets no longer than that either.
+  if (why.startsWith('stdin') && inflight.size) {
+    let timer;
+    const grace = new Promise((resolve) => (timer = setTimeout(resolve, EOF_GRACE_MS)));
+    await Promise.race([Promise.allSettled([...inflight]), grace, closed]);
+    clearTimeout(timer);
+  }
   // The client went away or we were told to stop: every box of the session ends with it.
   await session.close();
   await server.close().catch(() => {});

@@ -28,24 +28,35 @@ function callContext(request, extra) {
   const token = meta ? meta.progressToken : undefined;
   let sent = 0;
   let timer = null;
+  // Sends not yet written: the result waits for them, as a client drops progress that comes
+  // after the result.
+  const pending = new Set();
   const progress = (message) => {
-    if (token === undefined || sent >= MAX_PROGRESS || extra.signal.aborted) return;
+    if (token === undefined || sent >= MAX_PROGRESS || extra.signal.aborted) return Promise.resolve();
     sent++;
-    extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: sent, message } }).catch(() => {});
+    const p = extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: sent, message } }).catch(() => {});
+    pending.add(p);
+    p.finally(() => pending.delete(p));
+    return p;
   };
   if (token !== undefined) {
     timer = setInterval(() => progress('still running'), HEARTBEAT_MS);
     timer.unref();
   }
   // A chunk is whole lines (lineBuffered), maybe several: one notification per line.
-  const line = (stream) => (chunk) => {
-    for (const l of chunk.toString('utf8').replace(/\n$/, '').split('\n')) progress(`${stream}: ${l}`);
-  };
+  // (The box's output waits for the sends: a flood of lines is paced by the client.)
+  const line = (stream) => (chunk) => Promise.all(chunk.toString('utf8').replace(/\n$/, '').split('\n').map((l) => progress(`${stream}: ${l}`)));
   return {
     signal: extra.signal,
     /** Call options that stream output lines as progress, when the client asked for it. */
     streaming: () => (token === undefined ? {} : { lineBuffered: true, onStdout: line('stdout'), onStderr: line('stderr') }),
-    done: () => timer && clearInterval(timer),
+    async done() {
+      if (timer) clearInterval(timer);
+      await Promise.all([...pending]);
+      // The SDK's client handles a notification a microtask late but a result at once, so
+      // progress read in the same chunk as the result is dropped: the result goes a turn later.
+      if (sent) await new Promise((resolve) => setImmediate(resolve));
+    },
   };
 }
 
@@ -57,8 +68,9 @@ function asToolError(name, e) {
   return errorResult(`${name}: ${e && e.message ? e.message : String(e)}`);
 }
 
-/** A new SDK `Server` for `session`. `sdk`: the lazily loaded SDK modules (sdk.js). */
-function createServer(sdk, session) {
+/** A new SDK `Server` for `session`. `sdk`: the lazily loaded SDK modules (sdk.js); `inflight`:
+ * a Set that holds each tool call's promise while it runs. */
+function createServer(sdk, session, inflight = new Set()) {
   const { Server, types } = sdk;
   const server = new Server(
     { name: 'kern-sandbox', title: 'kern-sandbox', version },
@@ -72,13 +84,18 @@ function createServer(sdk, session) {
     const tool = BY_NAME.get(name);
     if (!tool) return errorResult(`unknown tool ${JSON.stringify(name)}; the tools are ${TOOLS.map((t) => t.name).join(', ')}`);
     const ctx = callContext(request, extra);
-    try {
-      return await tool.handler(session, checkArgs(tool, args), ctx);
-    } catch (e) {
-      return asToolError(name, e);
-    } finally {
-      ctx.done();
-    }
+    const call = (async () => {
+      try {
+        return await tool.handler(session, checkArgs(tool, args), ctx);
+      } catch (e) {
+        return asToolError(name, e);
+      } finally {
+        await ctx.done();
+      }
+    })();
+    inflight.add(call);
+    call.finally(() => inflight.delete(call));
+    return call;
   });
   server.setRequestHandler(types.ListResourcesRequestSchema, async () => ({ resources: await listResources(session) }));
   server.setRequestHandler(types.ReadResourceRequestSchema, async (request) => {
