@@ -101,6 +101,22 @@ test('DELETE of a session ends its boxes and its temp workspace; the session id 
   await client.close();
 });
 
+test('--max-sessions: past it a new session is 503; ending one makes room', async () => {
+  const own = await startHttp(['--image', ROOTFS, '--max-sessions', '1'], { env: { KERN_MCP_TOKEN: TOKEN } });
+  try {
+    const first = await connectHttp(own.url, TOKEN);
+    await expect(connectHttp(own.url, TOKEN)).rejects.toThrow(/503|sessions are open/);
+    await first.transport.terminateSession();
+    await first.client.close();
+    const next = await connectHttp(own.url, TOKEN);
+    expect((await next.client.listTools()).tools).toHaveLength(13);
+    await next.client.close();
+  } finally {
+    own.child.kill('SIGTERM');
+    await exited(own.child);
+  }
+});
+
 test('without a token it makes one, prints it on stderr, and accepts only it; SIGTERM ends every session', async () => {
   const dir = tmpDir();
   const own = await startHttp(['--image', ROOTFS], { env: { KERN_MCP_TOKEN: '' }, tmp: dir });

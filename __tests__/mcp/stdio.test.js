@@ -64,6 +64,32 @@ test('run_code: python\'s output and final value, node and shells; code failing 
   expect(err.structuredContent.error).toEqual({ name: 'ZeroDivisionError', value: 'division by zero' });
 });
 
+test('R where the image has it: run_code with Rscript, and an IRkernel kernel keeping its state', async () => {
+  const r = await call('run_code', { code: 'cat(6 * 7, "\\n")', language: 'r' });
+  expect(textOf(r)).toContain('stdout:\n42');
+  const k = await call('start_kernel', { language: 'r' });
+  expect(k.isError).toBeFalsy();
+  const id = k.structuredContent.kernel_id;
+  try {
+    await call('run_cell', { kernel_id: id, code: 'x <- 20' });
+    expect(textOf(await call('run_cell', { kernel_id: id, code: 'x * 2 + 2' }))).toMatch(/42/);
+  } finally {
+    await call('close_kernel', { kernel_id: id });
+  }
+});
+
+test('openWorldHint: false while the boxes have no network; true for the tools that run code under --network', async () => {
+  const { tools } = await mcp.client.listTools();
+  expect(tools.filter((t) => t.annotations.openWorldHint)).toEqual([]);
+  const open = await connectStdio(['--image', ROOTFS, '--network']);
+  try {
+    const hinted = (await open.client.listTools()).tools.filter((t) => t.annotations.openWorldHint).map((t) => t.name).sort();
+    expect(hinted).toEqual(['run_cell', 'run_code', 'run_command', 'start_kernel', 'start_process']);
+  } finally {
+    await open.client.close();
+  }
+});
+
 test('a matplotlib figure comes back as PNG image content, with its chart summarised as text', async () => {
   const r = await call('run_code', { code: 'import matplotlib.pyplot as plt\nplt.bar(["a", "b"], [3, 5]); plt.title("Sales")' });
   const images = r.content.filter((c) => c.type === 'image');

@@ -10,7 +10,7 @@ class McpConfigError extends Error {}
 const USAGE = `usage: kern mcp [--http [HOST:]PORT] [--token-file FILE] [--config FILE]
                 [--image IMAGE] [--network] [--egress-allow HOST]... [--memory-mb N]
                 [--timeout-s N] [--mount HOST:BOX[:ro|:rw]]... [--secret NAME=HOST[,HOST]]...
-                [--workspace DIR] [--session-idle-s N]
+                [--workspace DIR] [--session-idle-s N] [--max-sessions N]
        kern mcp --wrap [sandbox flags] -- CMD [ARGS...]
 
 A Model Context Protocol server whose tools run code, commands, kernels, files and background
@@ -82,7 +82,7 @@ function readConfigFile(file) {
 
 /** Reads `argv` (after `mcp`) and `env` into { mode, sandbox, http, token, wrap, ... }. */
 function parseArgs(argv, env = process.env) {
-  const cfg = { http: null, tokenFile: null, token: null, tokenGiven: false, wrap: null, sessionIdleS: 1800 };
+  const cfg = { http: null, tokenFile: null, token: null, tokenGiven: false, wrap: null, sessionIdleS: 1800, maxSessions: 64 };
   const flags = {};
   const mounts = [];
   const egress = [];
@@ -126,6 +126,7 @@ function parseArgs(argv, env = process.env) {
         break;
       }
       case '--session-idle-s': cfg.sessionIdleS = positiveNumber(value(), flag, 604800, true); break;
+      case '--max-sessions': cfg.maxSessions = positiveNumber(value(), flag, 100000, true); break;
       case '--wrap': wrap = true; break;
       case '-h':
       case '--help': throw new McpConfigError(USAGE);

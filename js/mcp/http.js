@@ -83,6 +83,10 @@ async function serveHttp(sdk, cfg, log) {
         return await s.transport.handleRequest(req, res);
       }
       if (req.method !== 'POST') return reply(res, 400, rpcError(-32000, 'no Mcp-Session-Id: initialize a session with a POST first'));
+      // Each session holds a Sandbox: past the cap a new one waits for another to end.
+      if (sessions.size >= cfg.maxSessions) {
+        return reply(res, 503, rpcError(-32000, `${cfg.maxSessions} sessions are open (--max-sessions): end one (DELETE) or try later`), { 'retry-after': '10' });
+      }
       return await newSession(req, res);
     } catch (e) {
       log(`request failed: ${e && e.stack ? e.stack : e}`);

@@ -76,8 +76,12 @@ function createServer(sdk, session, inflight = new Set()) {
     { name: 'kern-sandbox', title: 'kern-sandbox', version },
     { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS },
   );
+  // Code reaches the outside world only where the flags gave the boxes a network.
+  const networked = session.networked;
   server.setRequestHandler(types.ListToolsRequestSchema, async () => ({
-    tools: TOOLS.map(({ name, title, description, inputSchema, annotations }) => ({ name, title, description, inputSchema, annotations })),
+    tools: TOOLS.map(({ name, title, description, inputSchema, annotations, runsCode }) => ({
+      name, title, description, inputSchema, annotations: { ...annotations, openWorldHint: !!runsCode && networked },
+    })),
   }));
   server.setRequestHandler(types.CallToolRequestSchema, async (request, extra) => {
     const { name, arguments: args } = request.params;

@@ -21,6 +21,8 @@ class Session {
     this.processes = new Map();
     /** Where the boxes see the workspace: tool paths may be relative to it or under it. */
     this.mount = (opts.workspaceMount || '/workspace').replace(/\/+$/, '') || '/';
+    /** Whether code in its boxes may reach other hosts (the MCP tools' openWorldHint). */
+    this.networked = opts.network === true || (Array.isArray(opts.egressAllow) && opts.egressAllow.length > 0);
   }
 
   /** The session's open Sandbox; opened once, on first use. */

@@ -36,6 +36,7 @@ const tools = [
       additionalProperties: false,
     },
     annotations: { title: 'Run code', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    runsCode: true,
     async handler(session, args, ctx) {
       const sb = await session.sandbox();
       const r = await runCode(sb, args.code, args.language || 'python', { timeoutS: args.timeout_s, signal: ctx.signal, ...ctx.streaming() });
@@ -63,6 +64,7 @@ const tools = [
       additionalProperties: false,
     },
     annotations: { title: 'Run a command', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    runsCode: true,
     async handler(session, args, ctx) {
       const sb = await session.sandbox();
       const argv = typeof args.command === 'string' ? ['sh', '-c', args.command] : args.command;
@@ -85,6 +87,7 @@ const tools = [
       additionalProperties: false,
     },
     annotations: { title: 'Start a kernel', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
+    runsCode: true,
     async handler(session, args) {
       const id = session.newId('kernel');
       const sb = await session.sandbox();
@@ -110,6 +113,7 @@ const tools = [
       additionalProperties: false,
     },
     annotations: { title: 'Run a cell', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    runsCode: true,
     async handler(session, args, ctx) {
       const k = kernelOf(session, args.kernel_id);
       const r = await k.runCode(args.code, { timeoutS: args.timeout_s, signal: ctx.signal, ...ctx.streaming() });

@@ -64,6 +64,7 @@ const tools = [
       additionalProperties: false,
     },
     annotations: { title: 'Start a background process', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
+    runsCode: true,
     async handler(session, args) {
       const id = session.newId('proc');
       const sb = await session.sandbox();
