@@ -38,6 +38,7 @@ test('bad flags: exit 2 with a message naming the flag and the fix, before any b
     [['--mount', '/etc:/x'], /refused source "\/etc"/],
     [['--secret', 'KERN_MCP_UNSET_VAR=api.example.com'], /the environment variable KERN_MCP_UNSET_VAR is not set/],
     [['--secret', 'NOHOSTS'], /--secret "NOHOSTS": give NAME=HOST/],
+    [['--secret', 'KERN_MCP_SET_VAR=api.example.com'], /`secrets` needs `egressAllow`/, { KERN_MCP_SET_VAR: 'sekrit' }],
     [['--workspace', 'rel/dir'], /--workspace "rel\/dir": give an absolute directory/],
     [['--http', 'nope'], /--http "nope": give PORT or HOST:PORT/],
     [['--http', '0.0.0.0:0'], /not a loopback address\) needs a token you chose/],

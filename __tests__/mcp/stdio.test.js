@@ -215,6 +215,28 @@ test('background processes: output since the last read, stdin, exit; kill ends i
   expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 10000)).toBe(true);
 });
 
+test('a session holds at most 16 live kernels and processes; an ended one makes room', async () => {
+  const marker = uniqueName('mcpcap');
+  const ids = [];
+  try {
+    for (let i = 0; i < 16; i++) {
+      const p = await call('start_process', { command: `sleep 300; : ${marker}` });
+      expect(p.isError).toBeFalsy();
+      ids.push(p.structuredContent.process_id);
+    }
+    const over = await call('start_kernel', {});
+    expect(over.isError).toBe(true);
+    expect(textOf(over)).toMatch(/already holds 16 kernels and running processes/);
+    await call('kill_process', { process_id: ids.pop(), signal: 'SIGKILL' });
+    const room = await call('start_process', { command: `sleep 300; : ${marker}` });
+    expect(room.isError).toBeFalsy();
+    ids.push(room.structuredContent.process_id);
+  } finally {
+    for (const id of ids) await call('kill_process', { process_id: id, signal: 'SIGKILL' });
+  }
+  expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 10000)).toBe(true);
+});
+
 test('progress: a call with a progressToken gets each output line as notifications/progress, before its result', async () => {
   // Read off the wire: the SDK's client may drop progress that reaches it in the same read as
   // the result (it handles notifications a microtask late), so the order is checked here.

@@ -54,11 +54,15 @@ class Session {
     return rel;
   }
 
-  /** A new id for a kernel or process, checking the session's cap. */
+  /** A new id for a kernel or process, checking the session's cap on live ones. */
   newId(prefix) {
-    if (this.kernels.size + this.processes.size >= MAX_LIVE) {
-      throw new ToolError(`this session already holds ${MAX_LIVE} kernels and processes: close_kernel or kill_process one first`);
+    const ended = [...this.processes].filter(([, p]) => p.result);
+    const running = this.processes.size - ended.length;
+    if (this.kernels.size + running >= MAX_LIVE) {
+      throw new ToolError(`this session already holds ${MAX_LIVE} kernels and running processes: close_kernel or kill_process one first`);
     }
+    // Ended processes wait for their last read_process_output, but not for ever: the oldest go.
+    for (const [id] of ended.slice(0, Math.max(0, ended.length - MAX_LIVE))) this.processes.delete(id);
     return `${prefix}-${crypto.randomBytes(6).toString('hex')}`;
   }
 
