@@ -101,6 +101,25 @@ test('DELETE of a session ends its boxes and its temp workspace; the session id 
   await client.close();
 });
 
+test('--session-idle-s: a session with no request for that long ends, and its boxes', async () => {
+  const own = await startHttp(['--image', ROOTFS, '--session-idle-s', '1'], { env: { KERN_MCP_TOKEN: TOKEN } });
+  const marker = uniqueName('mcpidle');
+  try {
+    const { client } = await connectHttp(own.url, TOKEN);
+    // A call running past the idle time keeps its session.
+    const long = await client.callTool({ name: 'run_command', arguments: { command: 'sleep 3; echo still here' } });
+    expect(textOf(long)).toContain('still here');
+    await client.callTool({ name: 'start_process', arguments: { command: `sleep 300; : ${marker}` } });
+    expect(await waitFor(() => hostProcessesMatching(marker).length > 0, 10000)).toBe(true);
+    expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 20000)).toBe(true);
+    expect(own.stderr()).toMatch(/session \S+ idle for 1 s: ended/);
+    await client.close();
+  } finally {
+    own.child.kill('SIGTERM');
+    await exited(own.child);
+  }
+});
+
 test('--max-sessions: past it a new session is 503; ending one makes room', async () => {
   const own = await startHttp(['--image', ROOTFS, '--max-sessions', '1'], { env: { KERN_MCP_TOKEN: TOKEN } });
   try {

@@ -113,3 +113,13 @@ test('the client closing ends the wrapped server and its box; the server exiting
   expect(r.stdout).toBe('{}\n');
   expect(r.stderr).toContain('to-stderr');
 });
+
+test('a wrapped server that ignores the end of its stdin is stopped, its box with it', () => {
+  const marker = uniqueName('mcpstuck');
+  const { spawnSync } = require('child_process');
+  const r = spawnSync(process.execPath, [path.join(REPO, 'bin', 'kern.js'), 'mcp', '--wrap', '--image', ROOTFS, '--', 'sh', '-c', `sleep 300; : ${marker}`], { input: '', encoding: 'utf8', timeout: 60_000 });
+  expect(r.error).toBeUndefined();
+  expect(r.stderr).toContain('stdin ended and the server did not exit: stopping the wrapped server');
+  expect(r.status).not.toBe(0);
+  expect(hostProcessesMatching(marker)).toEqual([]);
+});

@@ -33,6 +33,8 @@ async function serveHttp(sdk, cfg, log) {
   const touch = (s, id) => {
     clearTimeout(s.idle);
     s.idle = setTimeout(() => {
+      // A call still running is not idleness.
+      if (s.inflight.size) return touch(s, id);
       log(`session ${id} idle for ${cfg.sessionIdleS} s: ended`);
       end(id);
     }, cfg.sessionIdleS * 1000);
@@ -41,7 +43,7 @@ async function serveHttp(sdk, cfg, log) {
 
   async function newSession(req, res) {
     const session = new Session(cfg.sandbox);
-    const entry = { session, transport: null, idle: null };
+    const entry = { session, transport: null, idle: null, inflight: new Set() };
     const transport = new sdk.StreamableHTTPServerTransport({
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (id) => {
@@ -56,7 +58,7 @@ async function serveHttp(sdk, cfg, log) {
       if (transport.sessionId) end(transport.sessionId);
       else session.close().catch(() => {});
     };
-    const server = createServer(sdk, session);
+    const server = createServer(sdk, session, entry.inflight);
     await server.connect(transport);
     await transport.handleRequest(req, res);
     // A request that did not initialize a session leaves nothing behind.
