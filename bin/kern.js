@@ -7,7 +7,7 @@ const { spawn } = require('child_process');
 const platform = require('../js/platform.js');
 
 // Subcommands written in JS run here, in this Node process.
-const JS_COMMANDS = { serve: '../js/serve/main.js' };
+const JS_COMMANDS = { serve: '../js/serve/main.js', mcp: '../js/mcp/main.js' };
 if (Object.hasOwn(JS_COMMANDS, process.argv[2])) {
   require(JS_COMMANDS[process.argv[2]]).main(process.argv.slice(3)).then((code) => process.exit(code), (e) => {
     process.stderr.write(`kern ${process.argv[2]}: ${e && e.stack ? e.stack : e}\n`);

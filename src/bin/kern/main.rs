@@ -59,8 +59,9 @@ use std::process::ExitCode;
 mod doctor;
 mod images;
 mod interactive;
+mod js_command;
+mod resident_cli;
 mod scratch;
-mod serve;
 mod stdio;
 
 use interactive::{Mode, Relay};
@@ -95,6 +96,15 @@ enum Command {
     #[command(disable_help_flag = true)]
     Serve {
         /// kern serve's own flags (kern serve --help lists them).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// A Model Context Protocol server whose tools run in boxes, or with --wrap a box around
+    /// another stdio MCP server (docs/mcp.md). Written in JS, in the npm package: this execs
+    /// `node` on it with the same arguments.
+    #[command(disable_help_flag = true)]
+    Mcp {
+        /// kern mcp's own flags (kern mcp --help lists them).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
@@ -271,11 +281,12 @@ fn main() -> ExitCode {
             ))
         }
         Command::Doctor { workspace, json } => doctor::doctor(workspace, json),
-        Command::Ps => report(ps()),
-        Command::Stop { name } => report(stop(&name)),
+        Command::Ps => report(resident_cli::ps()),
+        Command::Stop { name } => report(resident_cli::stop(&name)),
         Command::Pull { reference, quiet } => report(images::pull(&reference, quiet)),
         Command::Images => report(images::list()),
-        Command::Serve { args } => serve::exec_node(&args),
+        Command::Serve { args } => js_command::exec_node("serve", &args),
+        Command::Mcp { args } => js_command::exec_node("mcp", &args),
         Command::Rmi { images } => report(images::rmi(&images)),
         Command::Prune => report(images::prune()),
     }
@@ -746,39 +757,6 @@ fn check_timeout(seconds: f64) -> Result<(), String> {
             config::MIN_TIMEOUT_S,
             config::MAX_TIMEOUT_S
         ));
-    }
-    Ok(())
-}
-
-fn ps() -> Result<(), String> {
-    let dir = resident::state_dir().map_err(|e| e.to_string())?;
-    let now = resident::now_unix_ms();
-    let secs = |ms: u64| format!("{}s", ms / 1000);
-    println!(
-        "{:<24} {:>8} {:>8} {:>9}  WORKSPACE",
-        "NAME", "PID", "AGE", "TTL LEFT"
-    );
-    for s in resident::list(&dir) {
-        println!(
-            "{:<24} {:>8} {:>8} {:>9}  {}",
-            s.name,
-            s.pid1.pid,
-            secs(now.saturating_sub(s.created_unix_ms)),
-            secs(s.deadline_unix_ms.saturating_sub(now)),
-            s.workspace.display()
-        );
-    }
-    Ok(())
-}
-
-fn stop(name: &str) -> Result<(), String> {
-    let dir = resident::state_dir().map_err(|e| e.to_string())?;
-    let stopped = resident::stop(&dir, name, None, std::time::Duration::from_secs(30))
-        .map_err(|e| e.to_string())?;
-    if stopped {
-        println!("stopped {name}");
-    } else {
-        println!("no live resident box named {name}");
     }
     Ok(())
 }
