@@ -37,7 +37,8 @@ function checkMaxOutput(n) {
 function checkEncoding(encoding) {
   if (encoding === undefined) return 'utf-8';
   try {
-    return new TextDecoder(encoding).encoding;
+    // The label as given: TextDecoder names latin1 windows-1252, which encode() would not take.
+    return new TextDecoder(encoding) && encoding;
   } catch {
     throw badInput(`unsupported text encoding ${JSON.stringify(encoding)}`);
   }
