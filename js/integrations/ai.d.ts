@@ -1,7 +1,8 @@
 // Types of kern-sandbox/ai: an AI SDK 7 sandbox session on a kern Sandbox, and a code
 // interpreter tool. The whole map (what each member runs, what is not supported): docs/integrations.md.
 
-import type { Experimental_SandboxSession, Tool } from "@ai-sdk/provider-utils";
+// The AI SDK is ESM-only: its types are imported as an ES module from this CommonJS package.
+import type { Experimental_SandboxSession, Tool } from "@ai-sdk/provider-utils" with { "resolution-mode": "import" };
 import type { Chart, Sandbox, SandboxOptions } from "../../index";
 
 /** Options of `createKernSandbox`: the Sandbox options, or `{ sandbox }`, an opened Sandbox to

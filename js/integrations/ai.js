@@ -36,12 +36,15 @@ function checkMaxOutput(n) {
 
 function checkEncoding(encoding) {
   if (encoding === undefined) return 'utf-8';
+  let known;
   try {
-    // The label as given: TextDecoder names latin1 windows-1252, which encode() would not take.
-    return new TextDecoder(encoding) && encoding;
+    known = new TextDecoder(encoding);
   } catch {
-    throw badInput(`unsupported text encoding ${JSON.stringify(encoding)}`);
+    known = null;
   }
+  if (!known) throw badInput(`unsupported text encoding ${JSON.stringify(encoding)}`);
+  // The label as given: TextDecoder names latin1 windows-1252, which encode() would not take.
+  return encoding;
 }
 
 function encode(text, encoding) {

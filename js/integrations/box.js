@@ -51,6 +51,7 @@ class Box {
   #opening = null;
   #owned;
   #closed = false;
+  #openedOk = false;
 
   /**
    * @param {object} options Sandbox options, or `{ sandbox }`: an opened Sandbox to use (not
@@ -81,6 +82,11 @@ class Box {
     return this.#closed;
   }
 
+  /** Whether the Sandbox is open (opened here or given opened) and not closed. */
+  get running() {
+    return !this.#closed && (!this.#owned || (this.#opening !== null && this.#openedOk));
+  }
+
   /** The opened Sandbox; the first call opens it (once, however many calls race for it). */
   async sandbox() {
     if (this.#closed) throw new SandboxError('this sandbox is closed', { code: 'ERR_CLOSED' });
@@ -92,6 +98,7 @@ class Box {
       });
     }
     await this.#opening;
+    this.#openedOk = true;
     return this.#sandbox;
   }
 
@@ -212,6 +219,13 @@ class Box {
     if (r.exitCode === 4) throw new SandboxError(`write ${JSON.stringify(p)}: is a directory`, { code: 'ERR_FILE' });
     if (r.exitCode !== 0 || r.fault) throw fileError('write', p, r);
     return undefined;
+  }
+
+  /** Makes directories (and their parents) in a box; nothing for none. */
+  async mkdirs(paths) {
+    if (paths.length === 0) return;
+    const r = await this.sh('mkdir -p -- "$@"', paths.map((p) => this.abs(p)));
+    if (r.exitCode !== 0 || r.fault) throw fileError('mkdir', paths.join(' '), r);
   }
 
   /** A description of the box for a model's instructions. */
