@@ -59,6 +59,17 @@ describe('a tool call travels generateText -> tool -> session -> box', () => {
     expect(out.text).toBe('done');
   });
 
+  test('an image result reaches the model as an image file part, not as base64 in the text', () => {
+    const r = out.toolResults.find((t) => t.id === 'c6');
+    expect(r.output.results[0].data['image/png']).toMatch(/^iVBORw0KGgo/);
+    expect(out.imageToModel).toEqual([
+      { type: 'text', text: expect.objectContaining({ exitCode: 0, results: [expect.objectContaining({ isMainResult: true, data: expect.objectContaining({ 'image/png': '(image/png, attached)' }) })] }) },
+      { type: 'file', mediaType: 'image/png', bytes: '89504e470d0a1a0a' },
+    ]);
+    // Without images, the output goes as the JSON it is.
+    expect(out.textToModel).toEqual({ type: 'json', value: expect.objectContaining({ stdout: '45\n' }) });
+  });
+
   test('a ToolLoopAgent with the session runs its tool in the same workspace', () => {
     expect(out.agent).toEqual(['42\n']);
   });

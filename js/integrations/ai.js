@@ -282,12 +282,32 @@ function resultJson(x) {
   return { isMainResult: x.isMainResult, data: { ...x.data }, chart: x.chart };
 }
 
+const IMAGE_TYPES = ['image/png', 'image/jpeg'];
+
+/** What the model sees of a run: the output as JSON text without image payloads, and each
+ * image as a file part, so a vision model looks at a figure instead of reading base64. */
+function toModelOutput({ output }) {
+  const images = [];
+  const results = output.results.map((r) => {
+    const data = { ...r.data };
+    for (const t of IMAGE_TYPES) {
+      if (typeof data[t] !== 'string') continue;
+      images.push({ type: 'file', mediaType: t, data: { type: 'data', data: data[t] } });
+      data[t] = `(${t}, attached)`;
+    }
+    return { ...r, data };
+  });
+  if (images.length === 0) return { type: 'json', value: output };
+  return { type: 'content', value: [{ type: 'text', text: JSON.stringify({ ...output, results }) }, ...images] };
+}
+
 function interpreter(pick) {
   return {
     description: 'Run Python, Node.js, TypeScript or shell code in an isolated sandbox and get back what it printed, '
       + 'its rich results (the last expression, figures as base64 PNG) and the error it raised. Each call starts '
       + 'fresh: only files in the working directory persist between calls, not variables.',
     inputSchema,
+    toModelOutput,
     async execute({ code, language }, opts) {
       const box = pick(opts);
       const sb = await box.sandbox();

@@ -26,6 +26,15 @@ const settle = async (p) => {
 const text = async (stream) => Buffer.from(await new Response(stream).arrayBuffer()).toString('utf8');
 
 const out = {};
+// A cell whose value is a valid 1x1 PNG (as matplotlib's would be), built without matplotlib.
+const PNG_CELL = [
+  'import struct, zlib',
+  'def chunk(t, d): return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))',
+  'png = b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(b"\\x00\\xff\\x00\\x00")) + chunk(b"IEND", b"")',
+  'class Figure:',
+  '    def _repr_png_(self): return png',
+  'Figure()',
+].join('\n');
 const sandbox = createKernSandbox({ image, workspace });
 
 // 1. A tool call travels model -> AI SDK -> tool -> session -> box.
@@ -42,6 +51,7 @@ const model = new MockLanguageModelV4({
       call('c3', 'codeInterpreter', { code: '1 / 0' }),
       call('c4', 'codeInterpreter', { code: 'print(1)', language: 'cobol' }),
       call('c5', 'codeInterpreter', { code: 'console.log([1, 2].map((x) => x * 3).join(","))', language: 'node' }),
+      call('c6', 'codeInterpreter', { code: PNG_CELL }),
     ], 'tool-calls'),
     step([{ type: 'text', text: 'done' }], 'stop'),
   ],
@@ -58,6 +68,11 @@ out.toolResults = r.steps[0].content
   .filter((c) => c.type === 'tool-result' || c.type === 'tool-error')
   .map((c) => ({ id: c.toolCallId, type: c.type, output: c.output, error: c.error && String(c.error.message || c.error) }));
 out.secondCallSawResults = model.doGenerateCalls[1].prompt.filter((m) => m.role === 'tool').length;
+// What the model was given for the image cell: text without the payload, the image as a file part.
+const parts = model.doGenerateCalls[1].prompt.filter((m) => m.role === 'tool').flatMap((m) => m.content);
+const c6 = parts.find((p) => p.toolCallId === 'c6');
+out.imageToModel = c6 && c6.output.type === 'content' ? c6.output.value.map((v) => (v.type === 'text' ? { type: 'text', text: JSON.parse(v.text) } : { type: v.type, mediaType: v.mediaType, bytes: Buffer.from(typeof v.data === 'string' ? v.data : v.data.data instanceof Uint8Array ? Buffer.from(v.data.data).toString('base64') : v.data.data, 'base64').subarray(0, 8).toString('hex') })) : c6;
+out.textToModel = (parts.find((p) => p.toolCallId === 'c2') || {}).output;
 
 // 2. An agent: ToolLoopAgent.generate with the session.
 const agentModel = new MockLanguageModelV4({
