@@ -1,7 +1,7 @@
 'use strict';
 // rootless: no — no box: the python driver on the host's python3
-// The python driver (src/lang/driver.py and its rich part driver_rich.py, put together as
-// src/lang/driver.rs does) on the host's python3, without a box: cells go in as frames on fd 3 (a
+// The python driver (src/lang/driver.py and its rich part, charts.py and driver_rich.py, put
+// together as src/lang/driver.rs does) on the host's python3, without a box: cells go in as frames on fd 3 (a
 // socketpair: Node's extra 'pipe'), results come back as frames; stdout and stderr are the
 // user's. KERN_TEST_PYTHON picks another interpreter (e.g. one with matplotlib);
 // KERN_TEST_DRIVER another whole driver file (to check that a broken driver fails these tests).
@@ -13,7 +13,7 @@ const { spawn, spawnSync } = require('child_process');
 const LANG = path.join(__dirname, '..', '..', 'src', 'lang');
 const DRIVER = process.env.KERN_TEST_DRIVER
   ? fs.readFileSync(process.env.KERN_TEST_DRIVER, 'utf8')
-  : `${fs.readFileSync(path.join(LANG, 'driver.py'), 'utf8')}\n_RICH = r'''\n${fs.readFileSync(path.join(LANG, 'driver_rich.py'), 'utf8')}'''\n\n_kern_driver(_RICH, globals().get("_kern_zygote"))\n`;
+  : `${fs.readFileSync(path.join(LANG, 'driver.py'), 'utf8')}\n_RICH = r'''\n${fs.readFileSync(path.join(LANG, 'charts.py'), 'utf8')}\n${fs.readFileSync(path.join(LANG, 'driver_rich.py'), 'utf8')}'''\n\n_kern_driver(_RICH, globals().get("_kern_zygote"))\n`;
 const PYTHON = process.env.KERN_TEST_PYTHON || 'python3';
 const WAIT_MS = 30000;
 

@@ -80,6 +80,32 @@ describe('IPython (ipykernel)', () => {
     expect(r.results[2].text).toBe("'last'");
   });
 
+  test('a figure carries its chart data as the driver\'s do: bar and line charts, titles, units, ticks; no name of ours in the namespace', async () => {
+    const r = await k.runCode(
+      [
+        'import matplotlib.pyplot as plt',
+        'fig, ax = plt.subplots()',
+        'ax.bar(["a", "b", "c"], [3, 5, 2], label="sales")',
+        'ax.set_title("Sales"); ax.set_xlabel("Region"); ax.set_ylabel("Revenue (USD)")',
+        'plt.show()',
+        'plt.plot([0, 1, 2], [1, 4, 9]); plt.title("Squares")',
+        'plt.show()',
+        'sorted(n for n in dir() if "kern" in n.lower())',
+      ].join('\n')
+    );
+    expectOk(r);
+    const charts = r.results.filter((x) => x.chart).map((x) => x.chart);
+    expect(charts.map((c) => [c.type, c.title])).toEqual([['bar', 'Sales'], ['line', 'Squares']]);
+    expect(charts[0]).toMatchObject({ xLabel: 'Region', yLabel: 'Revenue (USD)', yUnit: 'USD' });
+    expect(charts[0].elements.map((e) => [e.label, e.value, e.group])).toEqual([['a', 3, 'sales'], ['b', 5, 'sales'], ['c', 2, 'sales']]);
+    expect(charts[1].elements[0].points).toEqual([[0, 1], [1, 4], [2, 9]]);
+    expect(charts[1].xTicks.length).toBeGreaterThan(0);
+    // The chart's MIME type is not one of the result's formats; the png still is.
+    expect(r.results[0].formats()).toContain('image/png');
+    expect(r.results[0].formats().some((f) => f.includes('kern'))).toBe(false);
+    expect(r.results[r.results.length - 1].text).toBe('[]');
+  });
+
   test('an inline matplotlib figure whose base64 comes in MIME-style lines is a decoded PNG', async () => {
     const r = await k.runCode(
       [
@@ -295,6 +321,24 @@ describe('R (IRkernel)', () => {
     expect(r.fault.message).toMatch(/interrupted it and the kernel kept its state/);
     expect((await k.runCode('y')).results[0].text).toBe('[1] 1');
   });
+});
+
+test('a PYTHONSTARTUP of the caller\'s own runs instead of the chart formatter', async () => {
+  const sb = await new Sandbox(opts({ image: SCI, env: { PYTHONSTARTUP: '/workspace/startup.py' } })).open();
+  try {
+    await sb.writeFile('startup.py', 'FROM_STARTUP = "mine"\n');
+    const k = await sb.kernel({ jupyter: 'python3' });
+    try {
+      expect((await k.runCode('FROM_STARTUP')).results[0].text).toBe("'mine'");
+      const r = await k.runCode('import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()');
+      expect(r.results[0].formats()).toContain('image/png');
+      expect(r.results[0].chart).toBeNull();
+    } finally {
+      await k.close();
+    }
+  } finally {
+    await sb.close();
+  }
 });
 
 test('interrupt keeps state: x = 1, a cell that never ends, then x is still 1', async () => {

@@ -14,9 +14,25 @@ use serde_json::{Map, Value};
 pub const DRIVER: &str = concat!(
     include_str!("driver.py"),
     "\n_RICH = r'''\n",
+    include_str!("charts.py"),
+    "\n",
     include_str!("driver_rich.py"),
     "'''\n\n_kern_driver(_RICH, globals().get(\"_kern_zygote\"))\n",
 );
+
+/// A Jupyter python kernel's PYTHONSTARTUP (`session::kernel::jupyter::start`): a display
+/// formatter giving each matplotlib figure its chart data, read by `charts.py` as the driver's
+/// are, under `CHART_MIME`.
+pub const JUPYTER_CHARTS: &str = concat!(
+    include_str!("jupyter_charts.py"),
+    "\n_KERN_CHARTS = r'''\n",
+    include_str!("charts.py"),
+    "'''\n\n_kern_charts(_KERN_CHARTS)\ndel _kern_charts, _KERN_CHARTS\n",
+);
+
+/// The MIME type a Jupyter kernel's figure carries its chart data under (`JUPYTER_CHARTS`);
+/// the host moves it into the result's `chart`.
+pub const CHART_MIME: &str = "application/vnd.kern.chart+json";
 
 /// The zygote (issue 21), run in front of the driver (`session::zygote`): it forks a box per
 /// call, and only a call's workload goes on into the driver.
@@ -519,10 +535,14 @@ mod tests {
 
     #[test]
     fn the_driver_is_its_core_then_its_rich_part_as_a_string_then_the_start() {
-        // driver_rich.py becomes one r'''...''' string: three quotes in it would end it early.
+        // charts.py and driver_rich.py become one r'''...''' string: three quotes in either
+        // would end it early.
         assert!(!include_str!("driver_rich.py").contains("'''"));
+        assert!(!include_str!("charts.py").contains("'''"));
         assert!(DRIVER.starts_with(include_str!("driver.py")));
         assert_eq!(DRIVER.matches("'''").count(), 2);
+        assert_eq!(JUPYTER_CHARTS.matches("'''").count(), 2);
+        assert!(include_str!("jupyter_charts.py").contains(CHART_MIME));
         assert!(DRIVER.ends_with("_kern_driver(_RICH, globals().get(\"_kern_zygote\"))\n"));
     }
     use serde_json::json;

@@ -6,7 +6,7 @@
 
 use super::wire::Message;
 use crate::engine::addon::launch::Stream;
-use crate::lang::driver::{CellError, Item, Results};
+use crate::lang::driver::{CellError, Item, Results, CHART_MIME};
 use serde_json::{json, Value};
 
 /// One stream's text, kept up to a cap.
@@ -104,6 +104,20 @@ impl Cell {
         let Some(data) = content.get("data").and_then(Value::as_object) else {
             return;
         };
+        // A figure's chart data (a python kernel's formatter: `driver::JUPYTER_CHARTS`) is the
+        // result's `chart`, not one of its formats.
+        let chart = data.get(CHART_MIME).filter(|c| c.is_object()).cloned();
+        let own;
+        let data = if data.contains_key(CHART_MIME) {
+            own = data
+                .iter()
+                .filter(|(k, _)| k.as_str() != CHART_MIME)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect::<serde_json::Map<_, _>>();
+            &own
+        } else {
+            data
+        };
         let id = content
             .pointer("/transient/display_id")
             .and_then(Value::as_str)
@@ -119,7 +133,7 @@ impl Cell {
                 return;
             }
         }
-        if self.results.push(data, main, None).is_some() {
+        if self.results.push(data, main, chart.as_ref()).is_some() {
             self.display_ids.push(id);
         }
     }

@@ -49,6 +49,9 @@ pub(crate) struct Started {
 /// Finds kernelspec `name` (in the image under `root`, or in the host's `workspace`) and fits
 /// the box `spec` to run it: its argv and env (the caller's `env` on top), and the socket
 /// directory with the connection file bound at `kernelspec::SOCKET_DIR`.
+/// The chart formatter's file in the socket directory (`driver::JUPYTER_CHARTS`).
+const CHARTS_FILE: &str = "kern_charts.py";
+
 pub(crate) async fn prepare(
     spec: &mut BoxSpec,
     root: PathBuf,
@@ -133,6 +136,19 @@ pub(crate) async fn prepare(
     for (k, v) in ks.env.iter().chain(caller_env) {
         spec.env.retain(|(ek, _)| ek != k);
         spec.env.push((k.clone(), v.clone()));
+    }
+    // An IPython kernel shows each figure's chart data too, as the driver does: a display
+    // formatter added by the kernel's PYTHONSTARTUP, unless the caller or the image set one of
+    // their own (theirs runs, without charts).
+    let ipython = ks.argv.iter().any(|a| a.contains("ipykernel"));
+    if ipython && !spec.env.iter().any(|(k, _)| k == "PYTHONSTARTUP") {
+        let file = dir.path().join(CHARTS_FILE);
+        std::fs::write(&file, crate::lang::driver::JUPYTER_CHARTS)
+            .map_err(|e| runtime("write the kernel's chart formatter", e))?;
+        spec.env.push((
+            "PYTHONSTARTUP".into(),
+            format!("{}/{CHARTS_FILE}", kernelspec::SOCKET_DIR),
+        ));
     }
     Ok(Prepared {
         name: name.to_string(),
