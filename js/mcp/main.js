@@ -46,7 +46,7 @@ async function serveStdio(sdk, cfg) {
   if (why.startsWith('stdin') && inflight.size) {
     let timer;
     const grace = new Promise((resolve) => (timer = setTimeout(resolve, EOF_GRACE_MS)));
-    await Promise.race([Promise.allSettled([...inflight]), grace, closed]);
+    await Promise.race([Promise.allSettled(inflight), grace, closed]);
     clearTimeout(timer);
   }
   // The client went away or we were told to stop: every box of the session ends with it.

@@ -52,7 +52,7 @@ function callContext(request, extra) {
     streaming: () => (token === undefined ? {} : { lineBuffered: true, onStdout: line('stdout'), onStderr: line('stderr') }),
     async done() {
       if (timer) clearInterval(timer);
-      await Promise.all([...pending]);
+      await Promise.all(pending);
       // The SDK's client handles a notification a microtask late but a result at once, so
       // progress read in the same chunk as the result is dropped: the result goes a turn later.
       if (sent) await new Promise((resolve) => setImmediate(resolve));
