@@ -126,7 +126,8 @@ describe('a call\'s own `user` (an addition)', () => {
   test('a bad or unknown account is a SandboxError before any box; a persist Sandbox refuses it', async () => {
     await withSandbox(opts(), async (sb) => {
       await expectSandboxError(() => sb.run(['true'], { user: 'ghost' }), SandboxError, /no user "ghost" in the image's \/etc\/passwd/);
-      await expectSandboxError(() => sb.run(['true'], { user: 7 }), SandboxError, /option `user` must be an account of the image/);
+      await expectSandboxError(() => sb.run(['true'], { user: 7 }), SandboxError, /option `user` must be "<user>\[:<group>\]" or null, got/);
+      await expectSandboxError(() => sb.run(['true'], { user: '--privileged' }), SandboxError, /<user>\[:<group>\]/);
       await expectSandboxError(() => sb.spawn(['true'], { user: '70000' }), SandboxError, /65536 ids/);
     });
     const res = new Sandbox(opts({ persist: true, name: uniqueName('calluser'), workspace: temp.temp('kern-calluser-res-') }));

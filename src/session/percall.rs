@@ -141,14 +141,9 @@ impl PerCall {
             }
             None => None,
         };
+        // The Sandbox option's checks; resolved in the image by `prepare`.
         let user = match req.user.as_ref().filter(|v| !v.is_null()) {
-            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-            Some(other) => {
-                return crate::invalid!(
-                    "option `user` must be an account of the image as \"<user>[:<group>]\", each a name or number (\"root\", \"1000:1000\"), got {}",
-                    crate::config::describe(other)
-                )
-            }
+            Some(v) => Some(super::options::account(v)?),
             None => None,
         };
         Ok(PerCall { env, cwd, user })

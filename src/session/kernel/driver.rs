@@ -240,7 +240,7 @@ impl Kind for Driver {
             // `cwd` it could not enter; a node driver's setup frame is too large to sit in the
             // socket's buffer of a box that never started).
             Ok(false) => ended = Some(self.box_end(k, live).await),
-            Err(stop) => ended = Some(self.stop_box(k, live, stop, timeout).await),
+            Err(stop) => ended = Some(k.end_stopped(live, stop, timeout, false).await),
         }
         // Waits for a slow consumer (`ChunkSender`): the box's output waits with it.
         let show = |s: &Option<ChunkSender>, stream, data: Vec<u8>| {
@@ -294,19 +294,13 @@ impl Kind for Driver {
                         super::signal::interrupt(live.monitor).await;
                         next_interrupt = now + INTERRUPT_REPEAT;
                     } else {
-                        ended = Some(self.stop_box(k, live, stop, timeout).await);
+                        ended = Some(k.end_stopped(live, stop, timeout, false).await);
                     }
                 }
                 () = tokio::time::sleep_until(next_interrupt), if stopping.is_some() => {
                     let Some((stop, from)) = stopping else { continue };
                     if tokio::time::Instant::now() >= from + INTERRUPT_GRACE {
-                        let mut fault = self.stop_box(k, live, stop, timeout).await;
-                        fault.message = format!(
-                            "{} and did not stop within {}s of an interrupt; kern killed the kernel's box and every process in it",
-                            stop.what(timeout),
-                            INTERRUPT_GRACE.as_secs()
-                        );
-                        ended = Some(fault);
+                        ended = Some(k.end_stopped(live, stop, timeout, true).await);
                     } else {
                         super::signal::interrupt(live.monitor).await;
                         next_interrupt = (next_interrupt + INTERRUPT_REPEAT).min(from + INTERRUPT_GRACE);
@@ -541,25 +535,6 @@ impl Driver {
     /// refuses it for Node, which can't stop a running script without ending).
     fn interruptible(&self, live: &Live) -> bool {
         self.interrupt && self.lang == Language::Python && live.monitor.is_some()
-    }
-
-    /// Ends the kernel's box for a cell that timed out or was aborted; the cell's fault.
-    async fn stop_box(
-        &self,
-        k: &Lifecycle<Driver>,
-        live: &mut Live,
-        stop: Stop,
-        timeout: Duration,
-    ) -> Fault {
-        k.stop.send_replace(true);
-        let _ = self.box_end(k, live).await;
-        Fault::new(
-            stop.fault_kind(),
-            format!(
-                "{}; kern killed the kernel's box and every process in it",
-                stop.what(timeout)
-            ),
-        )
     }
 }
 

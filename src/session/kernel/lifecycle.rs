@@ -67,6 +67,26 @@ impl Stop {
         }
     }
 
+    /// The fault of a stopped cell whose box kern ended: at once, or once `INTERRUPT_GRACE`
+    /// after an interrupt had passed.
+    pub(crate) fn killed(self, timeout: Duration, after_interrupt: bool) -> Fault {
+        let grace = if after_interrupt {
+            format!(
+                " and did not stop within {}s of an interrupt",
+                INTERRUPT_GRACE.as_secs()
+            )
+        } else {
+            String::new()
+        };
+        Fault::new(
+            self.fault_kind(),
+            format!(
+                "{}{grace}; kern killed the kernel's box and every process in it",
+                self.what(timeout)
+            ),
+        )
+    }
+
     pub(crate) fn fault_kind(self) -> FaultKind {
         match self {
             Stop::Timeout => FaultKind::Timeout,
@@ -288,6 +308,19 @@ impl<K: Kind> Lifecycle<K> {
             self.kind.on_dead();
         }
         Ok(result)
+    }
+
+    /// Ends the box of a cell stopped for `stop` and waits for it; the cell's fault (`killed`).
+    pub(crate) async fn end_stopped(
+        &self,
+        live: &mut K::Live,
+        stop: Stop,
+        timeout: Duration,
+        after_interrupt: bool,
+    ) -> Fault {
+        self.stop.send_replace(true);
+        let _ = self.kind.box_end(self, live).await;
+        stop.killed(timeout, after_interrupt)
     }
 
     /// Ends the box (after the kind's goodbye) and waits for it. Idempotent.

@@ -19,6 +19,7 @@ pub use limits::timeout_ms;
 pub use network::{egress_list, egress_policy};
 /// A call's `env` follows the Sandbox's rules (`session::percall`).
 pub(crate) use runtime::parse_env;
+pub(crate) use security::account;
 
 use crate::error::Result;
 use serde_json::{Map, Value};

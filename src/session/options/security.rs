@@ -21,10 +21,7 @@ pub(super) fn posture(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
         cfg.seccomp = Some(programs.clone());
     }
     if let Some(v) = get("user").filter(|v| !v.is_null()) {
-        let account = v
-            .as_str()
-            .ok_or_else(|| type_err("user", "\"<user>[:<group>]\" or null", v))?;
-        cfg.user = Some(check_account(account)?.to_string());
+        cfg.user = Some(account(v)?);
     }
     if let Some(v) = get("apparmor").filter(|v| !v.is_null()) {
         let name = v
@@ -59,6 +56,14 @@ pub(super) fn posture(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> 
 }
 
 /// `"<user>[:<group>]"`, each part a name or a number; names are looked up at open().
+/// `user` (the Sandbox's, or a call's own): an account as `"<user>[:<group>]"`, checked.
+pub(crate) fn account(v: &Value) -> Result<String> {
+    let account = v
+        .as_str()
+        .ok_or_else(|| type_err("user", "\"<user>[:<group>]\" or null", v))?;
+    Ok(check_account(account)?.to_string())
+}
+
 fn check_account(account: &str) -> Result<&str> {
     let part_ok = |p: &str| {
         !p.is_empty()

@@ -200,15 +200,9 @@ impl Kind for Jupyter {
         let mut input_reinterrupt: Option<tokio::time::Instant> = None;
         while !dead && !cell.done() {
             if let (Some((stop, _)), false) = (stopping, self.interrupt) {
-                k.stop.send_replace(true);
-                let _ = self.box_end(k, live).await;
-                fault = Some(Fault::new(
-                    stop.fault_kind(),
-                    format!(
-                        "{}; kern killed the kernel's box and every process in it (onTimeout: \"teardown\")",
-                        stop.what(timeout)
-                    ),
-                ));
+                let mut f = k.end_stopped(live, stop, timeout, false).await;
+                f.message.push_str(" (onTimeout: \"teardown\")");
+                fault = Some(f);
                 dead = true;
                 break;
             }
@@ -265,16 +259,7 @@ impl Kind for Jupyter {
                         interrupted = true;
                         self.interrupt(live).await;
                     } else if let Some((stop, _)) = stopping {
-                        k.stop.send_replace(true);
-                        let _ = self.box_end(k, live).await;
-                        fault = Some(Fault::new(
-                            stop.fault_kind(),
-                            format!(
-                                "{} and did not stop within {}s of an interrupt; kern killed the kernel's box and every process in it",
-                                stop.what(timeout),
-                                INTERRUPT_GRACE.as_secs()
-                            ),
-                        ));
+                        fault = Some(k.end_stopped(live, stop, timeout, true).await);
                         dead = true;
                     }
                 }
