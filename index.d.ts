@@ -654,6 +654,25 @@ export class Sandbox {
    * to start deny-all, `["*"]` to start open). */
   setEgressAllow(list: readonly string[]): Promise<void>;
 
+  /** ADDITION: `count` (1 to 64, default 1) new open Sandboxes with this one's options, each
+   * with a copy of this workspace as it is now: files (reflinked where the filesystem can),
+   * directories and symlinks (as links), modes without set-id bits, `.deps` made again by their
+   * own `setup`. A kept `workspace` stays this Sandbox's: each copy gets a temporary one. Refused
+   * while a call or a kernel may write the workspace, and for `persist` (running processes are
+   * not copied). Close each copy as any Sandbox. */
+  fork(opts?: { count?: number | undefined }): Promise<Sandbox[]>;
+
+  /** ADDITION: freezes a `persist` Sandbox's resident box, processes its calls left running
+   * included, until `resume()` (as `Kernel.pause()`: memory kept, no CPU). Calls into it throw
+   * meanwhile, from any process (`kern pause NAME`/`kern resume NAME` do the same by name).
+   * Without `persist` it throws: nothing runs between calls. */
+  pause(): Promise<void>;
+  /** ADDITION: lets a paused resident box run again. */
+  resume(): Promise<void>;
+  /** ADDITION: whether this Sandbox paused its resident box (and it was not resumed since,
+   * here or by `kern resume`). */
+  readonly paused: boolean;
+
   /** ADDITION: runs `argv` (default: the image's `bash`, else `sh`) on a new pseudo-terminal of a
    * fresh box, `cols` x `rows` (default 80 x 24, each 1 to 1000); it is the program's
    * controlling terminal and stdio. Lives as long as the program, `kill()` or `close()`. */
@@ -753,6 +772,16 @@ export class Kernel {
      * or deleted, which keeps the cell's change. A Jupyter kernel refuses a non-empty `env`. */
     env?: Record<string, string> | undefined;
   }): Promise<ExecutionResult>;
+  /** ADDITION: freezes the kernel's box with the cgroup freezer: every process in it stops at
+   * once, a running cell too (its timeout stands still while paused), memory kept, no CPU used,
+   * until `resume()`. Cells called meanwhile throw. Idempotent. Needs a cgroup of the box's own:
+   * as root, or on cgroup v2 under a systemd user session or `KERN_CGROUP_PARENT` (`kern doctor`,
+   * "pause"); elsewhere it throws `ERR_HOST_UNSUPPORTED` naming the fix. */
+  pause(): Promise<void>;
+  /** ADDITION: lets a paused kernel run again; a paused cell goes on where it stopped. */
+  resume(): Promise<void>;
+  /** ADDITION: whether the kernel is paused. */
+  readonly paused: boolean;
   /** Shut the kernel down: close its input, kill its process group and clean up (a Jupyter
    * kernel gets a `shutdown_request` first). */
   close(): Promise<void>;

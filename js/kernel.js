@@ -44,6 +44,8 @@ class Kernel {
 
   async runCode(code, opts) {
     if (typeof code !== 'string') throw new SandboxError('runCode(code) takes the code as a string');
+    // Refused at once: queued behind a paused cell, it would wait for resume().
+    if (this.#native.paused) throw new SandboxError('the kernel is paused: call resume() first (a paused box runs nothing until then)');
     opts = checkOptions(opts, OPTIONS.cell, 'per-cell options must be an object',
       (k) => `unknown per-cell option \`${k}\`; a kernel cell takes ${OPTIONS.cell.join(', ')}`);
     checkCallback('onResult', opts.onResult);
@@ -76,6 +78,22 @@ class Kernel {
       err.flush();
     }
     return new ExecutionResult(r, errors);
+  }
+
+  /** Addition: freezes the kernel's box (a running cell too, its timeout standing still)
+   * until resume(); memory kept, no CPU. Cells called meanwhile are refused. */
+  async pause() {
+    await callNative(() => this.#native.pause());
+  }
+
+  /** Addition: lets a paused kernel run again; a paused cell goes on where it stopped. */
+  async resume() {
+    await callNative(() => this.#native.resume());
+  }
+
+  /** Addition: whether the kernel is paused. */
+  get paused() {
+    return this.#native.paused;
   }
 
   async close() {

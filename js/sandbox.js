@@ -43,6 +43,8 @@ class Sandbox {
   #onStderr;
   #processes = new Set();
   #streams = new Set();
+  // The options as given (fork() opens its copies with them), the allowlist as it now stands.
+  #opts;
 
   constructor(opts) {
     if (opts === undefined || opts === null) opts = {};
@@ -54,6 +56,7 @@ class Sandbox {
     checkCallback('onStderr', onStderr);
     this.#onStdout = onStdout;
     this.#onStderr = onStderr;
+    this.#opts = { ...opts };
     try {
       this.#native = new native.NativeSandbox(toWire(rest, 'option'), platform.kernPath());
     } catch (e) {
@@ -94,6 +97,21 @@ class Sandbox {
     await callNative(() => this.#native.destroy());
   }
 
+  /** Addition: freezes a `persist` Sandbox's resident box (its processes too) until resume(). */
+  async pause() {
+    await callNative(() => this.#native.pause());
+  }
+
+  /** Addition: lets a paused resident box run again. */
+  async resume() {
+    await callNative(() => this.#native.resume());
+  }
+
+  /** Addition: whether the resident box is paused. */
+  get paused() {
+    return this.#native.paused;
+  }
+
   /** Addition: a background process in a fresh box of this Sandbox (see index.d.ts). */
   async spawn(argv, opts) {
     if (!Array.isArray(argv) || argv.some((a) => typeof a !== 'string')) {
@@ -117,6 +135,34 @@ class Sandbox {
       throw new SandboxError('setEgressAllow(list) takes an array of strings, as option `egressAllow` does, e.g. ["pypi.org", ".example.com"] ([] denies everything)');
     }
     await callNative(() => this.#native.setEgressAllow(JSON.stringify(list)));
+    this.#opts.egressAllow = [...list];
+  }
+
+  /** Addition: `count` new open Sandboxes with this one's options, each with a copy of this
+   * workspace as it is now (see index.d.ts). */
+  async fork(opts) {
+    const { count = 1 } = checkOptions(opts, ['count'], 'fork(opts) takes an options object, such as { count: 4 }',
+      (k) => `unknown fork() option \`${k}\` (fork() takes { count })`);
+    if (!Number.isInteger(count) || count < 1 || count > 64) {
+      throw new SandboxError(`fork({ count }) takes a whole number from 1 to 64, got ${JSON.stringify(count)}`);
+    }
+    if (this.#opts.persist) {
+      throw new SandboxError('fork() of a `persist` Sandbox is not available: its resident box\'s running processes can\'t be copied into a new box safely yet; fork a Sandbox without persist (its workspace is copied)');
+    }
+    // A kept `workspace` stays this Sandbox's: each copy gets a temporary one of its own.
+    const { workspace: _kept, ...childOpts } = this.#opts;
+    const opened = await Promise.allSettled(Array.from({ length: count }, () => new Sandbox(childOpts).open()));
+    const kids = opened.filter((o) => o.status === 'fulfilled').map((o) => o.value);
+    try {
+      const failed = opened.find((o) => o.status === 'rejected');
+      if (failed) throw failed.reason;
+      // One at a time: each copy holds this workspace still while it reads it.
+      for (const kid of kids) await callNative(() => this.#native.copyWorkspaceTo(kid.#native));
+    } catch (e) {
+      await Promise.all(kids.map((k) => k.close().catch(() => {})));
+      throw e;
+    }
+    return kids;
   }
 
   /** Addition: the background processes started by spawn() that still run. */

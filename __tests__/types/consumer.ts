@@ -254,8 +254,23 @@ async function sandboxApi(): Promise<void> {
   inspectResult(await k.runCode('x + 4', { env: { A: '1' } }));
   inspectResult(await k.runCode('x + 5', { env: undefined }));
   inspectResult(await k3.runCode('x', { signal: AbortSignal.timeout(1000) }));
+  const paused: void = await k.pause();
+  const kernelPaused: boolean = k.paused;
+  await k.resume();
+  // @ts-expect-error paused is read-only
+  k.paused = true;
+  void paused; void kernelPaused;
   await k.close();
   await k2.close();
+
+  const forks: Sandbox[] = await sb.fork({ count: 2 });
+  const one: Sandbox[] = await sb.fork();
+  // @ts-expect-error fork takes { count }
+  await sb.fork(2);
+  await sb.pause();
+  const sbPaused: boolean = sb.paused;
+  await sb.resume();
+  void forks; void one; void sbPaused;
 
   const widened: void = await sb.setEgressAllow(['pypi.org', '.example.com']);
   void widened;

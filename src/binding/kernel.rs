@@ -72,6 +72,24 @@ impl NativeKernel {
         finish(result, forwarder).await
     }
 
+    /// Freezes the kernel's box until `resume` (`Kernel.pause`, an addition).
+    #[napi]
+    pub async fn pause(&self) -> napi::Result<()> {
+        self.inner.pause().await.map_err(to_napi)
+    }
+
+    /// Lets a paused kernel run again (`Kernel.resume`).
+    #[napi]
+    pub async fn resume(&self) -> napi::Result<()> {
+        self.inner.resume().await.map_err(to_napi)
+    }
+
+    /// Whether the kernel is paused (`Kernel.paused`).
+    #[napi(getter)]
+    pub fn paused(&self) -> bool {
+        self.inner.is_paused()
+    }
+
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {
         self.inner.close().await.map_err(to_napi)

@@ -9,7 +9,8 @@ use super::result::{finish, NativeResult};
 use super::streams::{NativeReadStream, NativeWriteStream};
 use crate::error::Error;
 use crate::session::{CallInput, ExecRequest, Sandbox};
-use napi::bindgen_prelude::Buffer;
+use napi::bindgen_prelude::{AsyncTask, Buffer};
+use napi::{Env, Task};
 use napi_derive::napi;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -114,6 +115,34 @@ impl NativeSandbox {
         let list: serde_json::Value = serde_json::from_str(&list_json)
             .map_err(|e| to_napi(Error::Invalid(format!("setEgressAllow(list): {e}"))))?;
         self.inner.set_egress_allow(&list).await.map_err(to_napi)
+    }
+
+    /// `fork()`'s copy (an addition): this Sandbox's workspace into `child`'s, on a worker
+    /// thread; resolves to `[files, bytes, reflinked, ...skipped paths]`.
+    #[napi(ts_return_type = "Promise<Array<number | string>>")]
+    pub fn copy_workspace_to(&self, child: &NativeSandbox) -> AsyncTask<CopyWorkspace> {
+        AsyncTask::new(CopyWorkspace {
+            from: self.inner.clone(),
+            to: child.inner.clone(),
+        })
+    }
+
+    /// `pause()` (an addition): freezes a `persist` Sandbox's resident box.
+    #[napi]
+    pub async fn pause(&self) -> napi::Result<()> {
+        self.inner.set_paused(true).await.map_err(to_napi)
+    }
+
+    /// `resume()` (an addition): thaws a paused resident box.
+    #[napi]
+    pub async fn resume(&self) -> napi::Result<()> {
+        self.inner.set_paused(false).await.map_err(to_napi)
+    }
+
+    /// `paused` (an addition): whether the resident box is paused.
+    #[napi(getter)]
+    pub fn paused(&self) -> bool {
+        self.inner.is_paused()
     }
 
     /// Stops the resident box of a `persist` sandbox; a no-op otherwise.
@@ -273,5 +302,26 @@ impl NativeSandbox {
     pub async fn begin_write(&self, path: String) -> napi::Result<NativeWriteStream> {
         let s = self.inner.begin_write(path).await.map_err(to_napi)?;
         Ok(NativeWriteStream { inner: s })
+    }
+}
+
+/// `copyWorkspaceTo`'s work: a blocking tree copy, on libuv's worker pool.
+pub struct CopyWorkspace {
+    from: Arc<Sandbox>,
+    to: Arc<Sandbox>,
+}
+
+impl Task for CopyWorkspace {
+    type Output = crate::workspace::copy::CopyReport;
+    type JsValue = Vec<serde_json::Value>;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        self.from.copy_workspace_to(&self.to).map_err(to_napi)
+    }
+
+    fn resolve(&mut self, _env: Env, r: Self::Output) -> napi::Result<Self::JsValue> {
+        let mut out = vec![r.files.into(), r.bytes.into(), r.reflinked.into()];
+        out.extend(r.skipped.into_iter().map(serde_json::Value::from));
+        Ok(out)
     }
 }

@@ -104,6 +104,29 @@ impl Seen<'_> {
     }
 }
 
+impl Seen<'_> {
+    /// This very regular file, opened for reading without following a symlink swapped in for
+    /// it, checked to be the inode the walk saw.
+    pub fn open_file(&self) -> nix::Result<OwnedFd> {
+        let fd = openat(
+            self.parent.as_fd(),
+            self.name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let now = fstat(&fd)?;
+        if now.st_ino != self.stat.st_ino || now.st_dev != self.stat.st_dev {
+            return Err(Errno::ESTALE);
+        }
+        Ok(fd)
+    }
+
+    /// This symlink's target, as written (never followed).
+    pub fn read_link(&self) -> nix::Result<OsString> {
+        nix::fcntl::readlinkat(self.parent.as_fd(), self.name)
+    }
+}
+
 /// One directory on the way down: its names still to visit, and its fd while it holds one.
 struct Frame {
     fd: Option<OwnedFd>,

@@ -6,7 +6,7 @@ use super::opened::Opened;
 use super::writers::{Active, Exclusive};
 use crate::error::{Error, Result};
 use crate::workspace::track::FileInfo;
-use crate::workspace::{archive, files};
+use crate::workspace::{archive, copy, files};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -199,6 +199,20 @@ pub(super) fn restore(opened: &Opened, src: &Path) -> Result<archive::RestoreRep
     let ws = opened.workspace_path()?;
     let owner = workspace_owner(&ws)?;
     archive::restore(&ws, src, &archive::Limits::default(), owner)
+}
+
+/// `fork()`'s copy: this session's workspace (but `.deps`, which the fork's own `setup` made)
+/// into `child`'s, taken while no box of either runs (refused otherwise).
+pub(super) fn copy_workspace(from: &Opened, child: &Opened) -> Result<copy::CopyReport> {
+    if from.resident.get().is_some() || child.resident.get().is_some() {
+        return crate::invalid!("fork() of a `persist` Sandbox is not available: its resident box's running processes can't be copied into a new box safely yet (see docs/reference.md, \"Live state\"); fork a Sandbox without persist (its workspace is copied)");
+    }
+    let _still = Exclusive::take(&from.writers, "fork()")?;
+    let _child = Exclusive::take(&child.writers, "fork()")?;
+    let src = from.workspace_path()?;
+    let dst = child.workspace_path()?;
+    let owner = workspace_owner(&dst)?;
+    copy::copy_tree(&src, &dst, &[".deps"], owner)
 }
 
 /// Runs blocking filesystem work off the async threads.

@@ -279,6 +279,7 @@ pub(super) fn start_driver(
         started.stop,
         timeout_ms,
         max_output,
+        started.monitor,
     ))
 }
 

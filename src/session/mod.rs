@@ -33,6 +33,7 @@ pub mod network;
 mod open;
 mod opened;
 pub mod options;
+mod pause;
 mod percall;
 mod prepared;
 mod prewarm;
@@ -176,6 +177,26 @@ impl Sandbox {
         }
     }
 
+    /// ADDITION: `pause()` (`frozen`) / `resume()` of a `persist` Sandbox: its resident box,
+    /// with the processes its calls left running, frozen (memory kept, no CPU) or thawed.
+    pub async fn set_paused(&self, frozen: bool) -> Result<()> {
+        let opened = self.opened().await?;
+        match opened.resident.get() {
+            Some(a) => a.set_paused(frozen).await,
+            None => crate::invalid!(
+                "pause() and resume() are for a `persist` Sandbox (its resident box) and for kernels: without persist, each call's box ends with the call and nothing runs between calls; pause a kernel instead (`await (await sb.kernel()).pause()`)"
+            ),
+        }
+    }
+
+    /// ADDITION: whether a `persist` Sandbox's resident box is paused.
+    pub fn is_paused(&self) -> bool {
+        self.opened_now()
+            .ok()
+            .and_then(|o| o.resident.get().map(|a| a.is_paused()))
+            .unwrap_or(false)
+    }
+
     /// `readFile`: host-direct, no symlink followed anywhere in the path (see `workspace::files`).
     pub async fn read_file(&self, path: String, max_bytes: Option<u64>) -> Result<Vec<u8>> {
         host_files::read_file(self.opened().await?, path, max_bytes).await
@@ -230,6 +251,12 @@ impl Sandbox {
     /// refuses otherwise, and calls made meanwhile wait for it).
     pub fn snapshot(&self, dest: &std::path::Path) -> Result<archive::SnapshotReport> {
         host_files::snapshot(&*self.opened_now()?, dest)
+    }
+
+    /// ADDITION: `fork()`'s copy: this Sandbox's workspace into `child`'s (a Sandbox just opened
+    /// with the same options), while no box of either runs.
+    pub fn copy_workspace_to(&self, child: &Sandbox) -> Result<crate::workspace::copy::CopyReport> {
+        host_files::copy_workspace(&*self.opened_now()?, &*child.opened_now()?)
     }
 
     /// `restore`: an archive from snapshot() unpacked into the workspace, every member checked

@@ -20,16 +20,68 @@ pub(crate) struct Attached {
     pub target: CallTarget,
     /// The first call says what a resident box is not (a fresh one).
     noted: AtomicBool,
+    /// pause() froze the box (calls are refused until resume(), or until it is found thawed
+    /// from outside: `kern resume`), and its freezer.
+    paused: AtomicBool,
+    freezer: std::sync::Mutex<Option<crate::engine::monitor::freezer::Freezer>>,
+    /// One pause() or resume() at a time.
+    pausing: tokio::sync::Mutex<()>,
 }
 
 impl Attached {
-    /// `Err` with the clear message when the box is gone (destroyed, or past its TTL).
+    /// `Err` with the clear message when the box is gone (destroyed, or past its TTL) or paused.
     pub fn check(&self) -> Result<()> {
-        if self.target.pid1.alive() {
-            Ok(())
-        } else {
-            Err(gone(&self.target.name))
+        if !self.target.pid1.alive() {
+            return Err(gone(&self.target.name));
         }
+        if self.is_paused() {
+            return Err(crate::session::pause::paused_error(&format!(
+                "the resident box {}",
+                self.target.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the box is paused: this Sandbox paused it and it was not resumed since, here or
+    /// from outside.
+    pub fn is_paused(&self) -> bool {
+        if !self.paused.load(Ordering::SeqCst) {
+            return false;
+        }
+        let frozen = self
+            .freezer
+            .lock()
+            .map(|f| f.as_ref().is_some_and(|f| f.is_frozen()))
+            .unwrap_or(true);
+        if !frozen {
+            self.paused.store(false, Ordering::SeqCst);
+        }
+        frozen
+    }
+
+    /// Freezes (`frozen`) or thaws the box, processes its calls left running included.
+    pub async fn set_paused(&self, frozen: bool) -> Result<()> {
+        let _one = self.pausing.lock().await;
+        if !self.target.pid1.alive() {
+            return Err(gone(&self.target.name));
+        }
+        let name = self.target.name.clone();
+        let live = tokio::task::spawn_blocking(move || res::find(&state_dir()?, &name))
+            .await
+            .map_err(|e| Error::Runtime(format!("pause: {e}")))??
+            .filter(|l| l.state.pid1 == self.target.pid1)
+            .ok_or_else(|| gone(&self.target.name))?;
+        let target = crate::session::pause::Target {
+            monitor: live.state.monitor.pid as u32,
+            init: Some(live.state.pid1.pid),
+        };
+        let f = crate::session::pause::set(target, frozen, "the resident box").await?;
+        if let Ok(mut slot) = self.freezer.lock() {
+            *slot = Some(f);
+        }
+        self.paused.store(frozen, Ordering::SeqCst);
+        Ok(())
     }
 
     /// The runtime note of the first call only.
@@ -159,6 +211,9 @@ pub(super) async fn meet(
             pid1: s.pid1,
         },
         noted: AtomicBool::new(false),
+        paused: AtomicBool::new(false),
+        freezer: std::sync::Mutex::new(None),
+        pausing: tokio::sync::Mutex::new(()),
     }))
 }
 
@@ -188,6 +243,9 @@ pub(super) fn started(outcome: Outcome, name: String, lock: res::Lock) -> Result
     Ok(Attached {
         target: CallTarget { name, pid1 },
         noted: AtomicBool::new(false),
+        paused: AtomicBool::new(false),
+        freezer: std::sync::Mutex::new(None),
+        pausing: tokio::sync::Mutex::new(()),
     })
 }
 

@@ -1,6 +1,7 @@
 //! The workspace on the host: creation of a temporary one, and change tracking.
 
 pub mod archive;
+pub mod copy;
 pub mod files;
 mod owner;
 pub mod setid;

@@ -5,6 +5,7 @@
 use kern_sandbox::engine::addon::launch;
 use kern_sandbox::engine::boxside::{apparmor, landlock};
 use kern_sandbox::engine::monitor::cgroup::{self, BoxCgroup, Version};
+use kern_sandbox::engine::monitor::freezer;
 use kern_sandbox::engine::monitor::idmap;
 use kern_sandbox::engine::shared::spec::Limits;
 use kern_sandbox::engine::shared::{container, sys};
@@ -337,9 +338,51 @@ fn cgroups(root: bool) -> Vec<Check> {
     let id = format!("box-{}-doctor", std::process::id());
     let probe = BoxCgroup::create(&limits, &id);
     let fallback = "caps fall back to rlimits: memory (RLIMIT_DATA) and pids (RLIMIT_NPROC, per account) are best-effort, cpu is not capped, and requireLimits refuses to run";
+    // pause()/resume() and `kern pause`: the freezer of a box's own cgroup.
+    let mut pause = match (version, root) {
+        (Some(Version::V1 { .. }), true) if cgroup::v1_mount("freezer").is_some() => Check::new(
+            "pause",
+            Status::Ok,
+            "the cgroup v1 freezer hierarchy is mounted: pause() freezes kernels and resident boxes",
+        ),
+        (Some(Version::V1 { .. }), true) => Check::new(
+            "pause",
+            Status::Missing,
+            "no cgroup v1 freezer hierarchy is mounted: pause() is refused",
+        )
+        .fix("mount it: mkdir -p /sys/fs/cgroup/freezer && mount -t cgroup -o freezer freezer /sys/fs/cgroup/freezer"),
+        (Some(Version::V1 { .. }), false) => Check::new(
+            "pause",
+            Status::Missing,
+            "unprivileged on cgroup v1, kern has no freezer: pause() is refused",
+        )
+        .fix(freezer::V1_ROOTLESS),
+        _ => Check::new(
+            "pause",
+            Status::Missing,
+            "boxes get no cgroup of their own here, so pause() is refused",
+        )
+        .fix("as for caps above: run as root, under a systemd user session, or set KERN_CGROUP_PARENT"),
+    };
     let caps = match probe {
         Ok(cg) => {
             let e = cg.enforced;
+            if let Some(leaf) = cg.v2_leaf() {
+                pause = if leaf.join("cgroup.freeze").exists() {
+                    Check::new(
+                        "pause",
+                        Status::Ok,
+                        "a box's cgroup v2 leaf has cgroup.freeze: pause() freezes kernels and resident boxes",
+                    )
+                } else {
+                    Check::new(
+                        "pause",
+                        Status::Missing,
+                        "a box's cgroup v2 leaf has no cgroup.freeze (Linux before 5.2): pause() is refused",
+                    )
+                    .fix("a Linux 5.2 or later kernel")
+                };
+            }
             cg.remove();
             let missing: Vec<&str> = [("memory", e.memory), ("pids", e.pids), ("cpu", e.cpu)]
                 .iter()
@@ -394,6 +437,7 @@ fn cgroups(root: bool) -> Vec<Check> {
         },
     };
     out.push(caps.blocking());
+    out.push(pause);
     if let Some(p) = parent {
         out.push(cgroup_parent(&p, version));
     }

@@ -148,6 +148,10 @@ enum Command {
     Ps,
     /// Stop a resident box (and remove its state and cgroup); no box by that name is not an error.
     Stop { name: String },
+    /// Freeze a resident box (every process in it; memory kept, no CPU) until `kern resume`.
+    Pause { name: String },
+    /// Let a paused resident box run again.
+    Resume { name: String },
     /// Check this host for what kern-sandbox needs (user namespaces, cgroups, seccomp, ...),
     /// with the fix for each thing missing. Exits 1 when a box can't run with enforced caps.
     Doctor {
@@ -283,6 +287,8 @@ fn main() -> ExitCode {
         Command::Doctor { workspace, json } => doctor::doctor(workspace, json),
         Command::Ps => report(resident_cli::ps()),
         Command::Stop { name } => report(resident_cli::stop(&name)),
+        Command::Pause { name } => report(resident_cli::pause(&name, true)),
+        Command::Resume { name } => report(resident_cli::pause(&name, false)),
         Command::Pull { reference, quiet } => report(images::pull(&reference, quiet)),
         Command::Images => report(images::list()),
         Command::Serve { args } => js_command::exec_node("serve", &args),

@@ -1,4 +1,4 @@
-//! `kern ps` and `kern stop`: the resident boxes (`persist` Sandboxes) this user has, found
+//! `kern ps`, `kern stop`, `kern pause` and `kern resume`: the resident boxes (`persist` Sandboxes) this user has, found
 //! through `engine::monitor::resident`'s state files.
 
 use kern_sandbox::engine::monitor::resident;
@@ -34,6 +34,27 @@ pub fn stop(name: &str) -> Result<(), String> {
         println!("stopped {name}");
     } else {
         println!("no live resident box named {name}");
+    }
+    Ok(())
+}
+
+/// Freezes (`frozen`) or thaws the resident box `name`.
+pub fn pause(name: &str, frozen: bool) -> Result<(), String> {
+    let dir = resident::state_dir().map_err(|e| e.to_string())?;
+    let live = resident::find(&dir, name)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no live resident box named {name}"))?;
+    let f = kern_sandbox::engine::monitor::freezer::Freezer::for_box(
+        live.state.monitor.pid,
+        live.state.pid1.pid,
+    )
+    .map_err(|e| format!("{name} can't be paused here: {e}"))?;
+    if frozen {
+        f.freeze().map_err(|e| format!("pause {name}: {e}"))?;
+        println!("paused {name}");
+    } else {
+        f.thaw().map_err(|e| format!("resume {name}: {e}"))?;
+        println!("resumed {name}");
     }
     Ok(())
 }

@@ -64,8 +64,6 @@ pub fn version() -> Option<Version> {
 pub struct BoxCgroup {
     layout: Layout,
     pub enforced: Enforced,
-    /// This process already moved itself into the leaf while creating it.
-    inside: bool,
 }
 
 impl BoxCgroup {
@@ -76,6 +74,14 @@ impl BoxCgroup {
             Some(Version::V2) => create_v2(limits, id),
             Some(Version::V1 { .. }) => create_v1(limits, id),
             None => Err(format!("no cgroup filesystem is mounted at {CGROUP_ROOT}")),
+        }
+    }
+
+    /// The v2 leaf (the box's freezer there); None on v1.
+    pub fn v2_leaf(&self) -> Option<&Path> {
+        match &self.layout {
+            Layout::V2 { leaf, .. } => Some(leaf),
+            Layout::V1 { .. } => None,
         }
     }
 
@@ -142,20 +148,16 @@ impl BoxCgroup {
     }
 
     /// The v2 leaf opened for `clone3(CLONE_INTO_CGROUP)`, so the box's PID 1 is born in it
-    /// without this process moving (see `leaf_outside_self`). None on v1, or when this process
-    /// is already inside.
+    /// without this process moving. None on v1.
     pub fn open_leaf(&self) -> Option<io::Result<OwnedFd>> {
         match &self.layout {
-            Layout::V2 { leaf, .. } if !self.inside => Some(open_for_birth(leaf)),
-            _ => None,
+            Layout::V2 { leaf, .. } => Some(open_for_birth(leaf)),
+            Layout::V1 { .. } => None,
         }
     }
 
     /// Moves `pid` (and so every process it will start) into the box's cgroup.
     pub fn add(&self, pid: libc::pid_t) -> io::Result<()> {
-        if self.inside && pid as u32 == std::process::id() {
-            return Ok(());
-        }
         let pid = pid.to_string();
         for dir in self.dirs() {
             fs::write(dir.join("cgroup.procs"), &pid)?;
@@ -206,10 +208,6 @@ impl BoxCgroup {
     /// can't be removed is left for the next run of the same parent to find, never an error for
     /// the caller's result.
     pub fn remove(&self) {
-        if self.inside && matches!(self.layout, Layout::V2 { origin: None, .. }) {
-            // Still inside our own delegated scope: systemd removes it after we exit.
-            return;
-        }
         if let Layout::V2 { leaf, .. } = &self.layout {
             let _ = fs::write(leaf.join("cgroup.kill"), "1");
         }
@@ -271,7 +269,7 @@ fn own_path(controller: &str) -> Option<String> {
     })
 }
 
-fn v1_mount(controller: &str) -> Option<PathBuf> {
+pub fn v1_mount(controller: &str) -> Option<PathBuf> {
     let direct = Path::new(CGROUP_ROOT).join(controller);
     if direct.is_dir() {
         return Some(direct);
@@ -286,7 +284,7 @@ fn v1_mount(controller: &str) -> Option<PathBuf> {
 /// Removes leaves of boxes whose `kern` died without cleaning up (killed with SIGKILL): the
 /// leaf's name carries the kern pid, and a leaf is removed only when that pid is gone and the
 /// leaf holds no process.
-fn sweep_stale(parent: &Path) {
+pub(crate) fn sweep_stale(parent: &Path) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
     };
@@ -374,7 +372,6 @@ fn create_v1(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
     let cg = BoxCgroup {
         layout: Layout::V1 { memory, pids, cpu },
         enforced,
-        inside: false,
     };
     if !errors.is_empty() && cg.dirs().is_empty() {
         return Err(format!("cgroup v1: {}", errors.join("; ")));
@@ -392,12 +389,16 @@ fn create_v2(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
         v2_parent(own.as_deref()).map_err(|e| format!("cgroup v2: {e}"))?;
     sweep_stale(&parent);
     let leaf = parent.join(id);
+    let beside = parent.join(format!("{id}{MONITOR_SUFFIX}"));
     fs::create_dir(&leaf).map_err(|e| format!("cgroup v2: mkdir {}: {e}", leaf.display()))?;
     if delegated_self {
-        // Our own delegated scope: leave it for the leaf first, since controllers can only be
-        // enabled for a cgroup's children while it holds no process itself.
-        fs::write(leaf.join("cgroup.procs"), std::process::id().to_string())
-            .map_err(|e| format!("cgroup v2: move into {}: {e}", leaf.display()))?;
+        // Our own delegated scope: leave it first, since controllers can only be enabled for a
+        // cgroup's children while it holds no process itself. Into a sibling of the leaf, not
+        // the leaf: the box is then born alone in its leaf (`open_leaf`), so its pids cap
+        // counts only the box and the leaf can be frozen (`freezer`) without its monitor.
+        fs::create_dir(&beside)
+            .and_then(|()| fs::write(beside.join("cgroup.procs"), std::process::id().to_string()))
+            .map_err(|e| format!("cgroup v2: move into {}: {e}", beside.display()))?;
         enable_controllers(&parent).map_err(|e| format!("cgroup v2: enable controllers: {e}"))?;
     }
     let available = fs::read_to_string(parent.join("cgroup.subtree_control")).unwrap_or_default();
@@ -417,12 +418,11 @@ fn create_v2(limits: &Limits, id: &str) -> Result<BoxCgroup, String> {
     Ok(BoxCgroup {
         layout: Layout::V2 {
             leaf,
-            // In our own scope there is nowhere to go back to: systemd removes the scope and
-            // everything under it once kern has exited.
-            origin: if delegated_self { None } else { own },
+            // In our own scope, back to kern's own cgroup beside the leaf (systemd removes the
+            // scope and everything under it once kern has exited).
+            origin: if delegated_self { Some(beside) } else { own },
         },
         enforced,
-        inside: delegated_self,
     })
 }
 
@@ -480,13 +480,8 @@ fn open_for_birth(dir: &Path) -> io::Result<OwnedFd> {
     fs::File::open(dir).map(OwnedFd::from)
 }
 
-/// Whether a box's v2 leaf is made where this process need not enter it, so the box's PID 1
-/// can be born inside with `clone3(CLONE_INTO_CGROUP)`: under `KERN_CGROUP_PARENT` or as root
-/// (see `v2_parent`). In its own delegated scope, kern must leave the scope for the leaf anyway
-/// (the no-internal-process rule), so the box simply inherits it there.
-pub fn leaf_outside_self() -> bool {
-    std::env::var_os("KERN_CGROUP_PARENT").is_some() || nix::unistd::geteuid().is_root()
-}
+/// The name kern's own cgroup gets beside a box's leaf, in its own delegated scope.
+pub(crate) const MONITOR_SUFFIX: &str = "-kern";
 
 /// Whether a process can be born in a cgroup here (`sys::clone_fork_into`): cgroup v2 and a
 /// kernel with `CLONE_INTO_CGROUP` (5.7+). `KERN_NO_CLONE_INTO_CGROUP=1` turns it off, to

@@ -5,7 +5,8 @@
 //!   cap is in force); `parent`: the sources, clone its PID 1, write its id maps, enforce the
 //!   deadline and report; also the calls forked by a zygote.
 //! - `idmap`: who the box's root is on the host; `trees`: the idmapped source trees made before
-//!   "go"; `cgroup`: the box's resource caps; `faults`: how a box (or a call) ended.
+//!   "go"; `cgroup`: the box's resource caps; `freezer`: pausing a live box; `faults`: how a
+//!   box (or a call) ended.
 //! - `resident`: boxes that outlive their call: state files (read by the addon too), the
 //!   monitor's keep-alive and the calls into a live box.
 //! - `zygote`: kern's side of a call forked by a zygote (the plans its fork carries out are
@@ -13,6 +14,7 @@
 
 pub mod cgroup;
 pub mod faults;
+pub mod freezer;
 pub mod idmap;
 pub mod parent;
 pub mod prepare;

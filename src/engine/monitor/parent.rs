@@ -10,6 +10,7 @@ use crate::engine::boxside::mounts::{self, Sources, Trees};
 use crate::engine::boxside::rootfs::{top_component, RootPlan};
 use crate::engine::monitor::cgroup::BoxCgroup;
 use crate::engine::monitor::faults;
+use crate::engine::monitor::freezer;
 use crate::engine::monitor::idmap::Mapping;
 use crate::engine::monitor::prepare::Prepared;
 use crate::engine::monitor::resident::keep::{keep_resident, ResidentStart};
@@ -152,6 +153,7 @@ pub fn run_box(spec: &BoxSpec, prepared: Prepared, caller: Caller<'_>) {
         r(&report);
     }
     prepared.release();
+    freezer::remove_own();
 }
 
 /// A startup failure a container's runtime explains (its seccomp profile, masked `/proc`...)
@@ -458,6 +460,10 @@ fn supervise(
             posture,
             pid,
             start,
+            cgroup_leaf: cgroup
+                .as_ref()
+                .and_then(BoxCgroup::v2_leaf)
+                .map(std::path::Path::to_path_buf),
         };
         return keep_resident(spec, r, pidfd, init_r, fallback, reporter);
     }
@@ -554,6 +560,8 @@ fn supervise(
             }
         }
     }
+    // A paused box is thawed first: on cgroup v1 its frozen tasks would not die until then.
+    freezer::thaw_own(cgroup.as_ref().and_then(BoxCgroup::v2_leaf));
     let init_status = waitpid(Pid::from_raw(pid), None);
     // Every box process is gone now: no set-id file it made outlives it.
     let unswept = faults::sweep_setid(spec);

@@ -40,7 +40,7 @@ pub fn prepare(limits: &Limits) -> Prepared {
     let mut birth = None;
     let mut reason = String::from("enforceLimits is false");
     let mut oom_adj = None;
-    let born = l.enforce && any && cgroup::leaf_outside_self() && cgroup::birth_possible();
+    let born = l.enforce && any && cgroup::birth_possible();
     // Written as: a monitor inside the box's cgroup is one more task in its pids cap.
     let written = Limits {
         pids: l.pids.map(|p| p + u64::from(!born)),

@@ -11,8 +11,8 @@
 //! prewarmed `Prewarmed` is this kernel used for one cell.
 
 use super::lifecycle::{
-    cell_signal, cell_stop, end_fault, end_reading, Abort, CellInput, CellSinks, Ended, Kind,
-    Lifecycle, Stop, INTERRUPT_GRACE,
+    cell_signal, cell_stop, end_fault, end_reading, Abort, CellClock, CellInput, CellSinks, Ended,
+    Kind, Lifecycle, Stop, INTERRUPT_GRACE,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -226,13 +226,13 @@ impl Kind for Driver {
         let mut buf = vec![0u8; 256 * 1024];
         live.reader.skipped = 0;
         let mut ended: Option<Fault> = None;
-        let deadline = tokio::time::Instant::now() + timeout;
+        let mut clock = CellClock::start(timeout, &k.paused);
         // Under the cell's deadline too: a frame larger than the socket's buffer waits for the
         // driver to read it, and a driver kept busy (a node kernel's timer spinning since an
         // earlier cell) never does.
         let wrote = tokio::select! {
             r = live.tx.write_all(&cell) => Ok(r.is_ok()),
-            stop = cell_stop(deadline, abort) => Err(stop),
+            stop = cell_stop(&mut clock, abort) => Err(stop),
         };
         match wrote {
             Ok(true) => {}
@@ -254,7 +254,7 @@ impl Kind for Driver {
         // Once stopping (why, and from when), the cell is interrupted each second until it ends,
         // and its box ended if it has not INTERRUPT_GRACE after the first.
         let mut stopping: Option<(Stop, tokio::time::Instant)> = None;
-        let mut next_interrupt = deadline;
+        let mut next_interrupt = tokio::time::Instant::now();
         while ended.is_none() && !(done.is_some() && out.done && err.done) {
             tokio::select! {
                 r = live.rx.read(&mut buf) => match r {
@@ -287,7 +287,7 @@ impl Kind for Driver {
                     }
                 },
                 // Timed out or aborted: a python cell is interrupted; any other ends with its box.
-                stop = cell_stop(deadline, abort), if stopping.is_none() => {
+                stop = cell_stop(&mut clock, abort), if stopping.is_none() => {
                     if self.interruptible(live) {
                         let now = tokio::time::Instant::now();
                         stopping = Some((stop, now));

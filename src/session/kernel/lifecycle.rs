@@ -96,11 +96,68 @@ impl Stop {
     }
 }
 
-/// Resolves when a running cell must stop: at `deadline`, or once `abort` turns true.
-pub(crate) async fn cell_stop(deadline: tokio::time::Instant, abort: &mut Abort) -> Stop {
+/// Resolves when a running cell must stop: at its clock's deadline, or once `abort` turns true.
+pub(crate) async fn cell_stop(clock: &mut CellClock, abort: &mut Abort) -> Stop {
     tokio::select! {
-        () = tokio::time::sleep_until(deadline) => Stop::Timeout,
+        () = clock.expired() => Stop::Timeout,
         () = percall::abort_requested(abort) => Stop::Aborted,
+    }
+}
+
+/// Whether a kernel is paused (since when), and how long it has been paused in all.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Paused {
+    since: Option<tokio::time::Instant>,
+    total: Duration,
+}
+
+/// A cell's deadline, which stands still while its kernel is paused: a paused cell does not
+/// run, so its time does not count.
+pub(crate) struct CellClock {
+    base: tokio::time::Instant,
+    total_at_start: Duration,
+    paused: watch::Receiver<Paused>,
+}
+
+impl CellClock {
+    /// The clock of a cell that starts now, with `timeout`.
+    pub(crate) fn start(timeout: Duration, paused: &watch::Sender<Paused>) -> CellClock {
+        let mut paused = paused.subscribe();
+        let total_at_start = paused.borrow_and_update().total;
+        CellClock {
+            base: tokio::time::Instant::now() + timeout,
+            total_at_start,
+            paused,
+        }
+    }
+
+    /// The deadline as it stands now; None while the kernel is paused.
+    pub(crate) fn deadline(&mut self) -> Option<tokio::time::Instant> {
+        let p = *self.paused.borrow_and_update();
+        match p.since {
+            Some(_) => None,
+            None => Some(self.base + p.total.saturating_sub(self.total_at_start)),
+        }
+    }
+
+    /// Resolves once the kernel is paused or resumed.
+    pub(crate) async fn changed(&mut self) {
+        if self.paused.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// Resolves at the deadline, however it moves meanwhile.
+    pub(crate) async fn expired(&mut self) {
+        loop {
+            match self.deadline() {
+                Some(at) => tokio::select! {
+                    () = tokio::time::sleep_until(at) => return,
+                    () = self.changed() => {}
+                },
+                None => self.changed().await,
+            }
+        }
     }
 }
 
@@ -188,6 +245,12 @@ pub(crate) struct Lifecycle<K: Kind> {
     active: std::sync::Mutex<Option<Active>>,
     /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
     quota: Option<(PathBuf, u64)>,
+    /// The host pid of the box's monitor (`kern`): what pause() finds the box by.
+    monitor: Option<u32>,
+    /// pause()/resume(): whether the box is frozen, which cells' clocks follow.
+    pub(crate) paused: watch::Sender<Paused>,
+    /// One pause() or resume() at a time.
+    pausing: Mutex<()>,
     pub(crate) kind: K,
 }
 
@@ -206,6 +269,7 @@ impl<K: Kind> Lifecycle<K> {
         stop: watch::Sender<bool>,
         timeout_ms: u64,
         max_output: usize,
+        monitor: Option<u32>,
     ) -> Lifecycle<K> {
         Lifecycle {
             state: Mutex::new(State::Live(Box::new(live))),
@@ -215,7 +279,61 @@ impl<K: Kind> Lifecycle<K> {
             max_output,
             active: std::sync::Mutex::new(None),
             quota: None,
+            monitor,
+            paused: watch::channel(Paused::default()).0,
+            pausing: Mutex::new(()),
             kind,
+        }
+    }
+
+    /// Whether the kernel is paused.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused.borrow().since.is_some()
+    }
+
+    /// Freezes the kernel's box, a running cell too (its clock stands still). Idempotent.
+    pub(crate) async fn pause(&self) -> Result<()> {
+        let _one = self.pausing.lock().await;
+        if self.is_paused() {
+            return Ok(());
+        }
+        let target = self.pause_target()?;
+        crate::session::pause::set(target, true, "the kernel").await?;
+        self.paused
+            .send_modify(|p| p.since = Some(tokio::time::Instant::now()));
+        Ok(())
+    }
+
+    /// Thaws the kernel's box; a running cell goes on where it stopped. Idempotent.
+    pub(crate) async fn resume(&self) -> Result<()> {
+        let _one = self.pausing.lock().await;
+        if !self.is_paused() {
+            return Ok(());
+        }
+        let target = self.pause_target()?;
+        crate::session::pause::set(target, false, "the kernel").await?;
+        self.mark_resumed();
+        Ok(())
+    }
+
+    fn mark_resumed(&self) {
+        self.paused.send_modify(|p| {
+            if let Some(since) = p.since.take() {
+                p.total += since.elapsed();
+            }
+        });
+    }
+
+    fn pause_target(&self) -> Result<crate::session::pause::Target> {
+        let gone = *self.stop.borrow() || *self.session_closing.borrow();
+        match (self.monitor, gone) {
+            (Some(monitor), false) => Ok(crate::session::pause::Target {
+                monitor,
+                init: None,
+            }),
+            _ => Err(Error::Closed(
+                "the kernel was closed or torn down; there is nothing to pause or resume".into(),
+            )),
         }
     }
 
@@ -258,6 +376,10 @@ impl<K: Kind> Lifecycle<K> {
         mut abort: Abort,
     ) -> Result<ExecResult> {
         self.kind.check_cell(&cell)?;
+        // Refused at once, not queued behind a paused cell that holds the kernel.
+        if self.is_paused() {
+            return Err(crate::session::pause::paused_error("the kernel"));
+        }
         let mut state = self.state.lock().await;
         // Aborted before its turn: nothing runs.
         if percall::aborted(abort.as_ref()) {
@@ -267,6 +389,9 @@ impl<K: Kind> Lifecycle<K> {
             State::Dead(why) => return Err(self.kind.torn_down(why)),
             State::Live(l) => l,
         };
+        if self.is_paused() {
+            return Err(crate::session::pause::paused_error("the kernel"));
+        }
         // Gone between cells (the session closed, the box ended, the kernel stopped answering):
         // nothing runs, and the caller hears why.
         let gone = if *self.session_closing.borrow() {
@@ -333,6 +458,12 @@ impl<K: Kind> Lifecycle<K> {
     /// how the box's caps were applied from it).
     pub(crate) async fn close_outcome(&self) -> Option<Outcome> {
         let mut outcome = None;
+        // A paused box is thawed first: its goodbye needs it running, and its monitor thaws it
+        // anyway before it ends it.
+        if self.is_paused() {
+            let _ = self.resume().await;
+            self.mark_resumed();
+        }
         if K::STOP_BEFORE_CLOSE {
             self.stop.send_replace(true);
         }
@@ -415,19 +546,37 @@ mod tests {
     use super::*;
 
     #[tokio::test]
+    async fn a_cells_deadline_has_none_while_paused_and_moves_by_the_pause() {
+        let paused = watch::channel(Paused::default()).0;
+        // A pause before the cell started does not move its deadline.
+        paused.send_modify(|p| p.total = Duration::from_secs(7));
+        let mut clock = CellClock::start(Duration::from_secs(60), &paused);
+        let first = clock.deadline().expect("running");
+        paused.send_modify(|p| p.since = Some(tokio::time::Instant::now()));
+        assert_eq!(clock.deadline(), None);
+        paused.send_modify(|p| {
+            p.since = None;
+            p.total += Duration::from_secs(5);
+        });
+        assert_eq!(clock.deadline(), Some(first + Duration::from_secs(5)));
+    }
+
+    #[tokio::test]
     async fn a_cell_stops_at_its_abort_or_its_deadline_and_a_dropped_abort_is_no_stop() {
-        let far = tokio::time::Instant::now() + Duration::from_secs(3600);
+        let paused = watch::channel(Paused::default()).0;
+        let mut far = CellClock::start(Duration::from_secs(3600), &paused);
         let (tx, rx) = watch::channel(false);
         let mut abort = Some(rx);
         tx.send_replace(true);
-        assert_eq!(cell_stop(far, &mut abort).await, Stop::Aborted);
+        assert_eq!(cell_stop(&mut far, &mut abort).await, Stop::Aborted);
 
         // No abort, or one whose sender is gone (the call's registration ended): the deadline.
-        let soon = tokio::time::Instant::now() + Duration::from_millis(10);
-        assert_eq!(cell_stop(soon, &mut None).await, Stop::Timeout);
+        let mut soon = CellClock::start(Duration::from_millis(10), &paused);
+        assert_eq!(cell_stop(&mut soon, &mut None).await, Stop::Timeout);
         let (tx, rx) = watch::channel(false);
         drop(tx);
-        assert_eq!(cell_stop(soon, &mut Some(rx)).await, Stop::Timeout);
+        let mut soon = CellClock::start(Duration::from_millis(10), &paused);
+        assert_eq!(cell_stop(&mut soon, &mut Some(rx)).await, Stop::Timeout);
 
         assert_eq!(
             Stop::Aborted.what(Duration::from_secs(1)),

@@ -7,7 +7,7 @@
 pub(crate) mod driver;
 pub(crate) mod jupyter;
 pub(crate) mod lifecycle;
-mod signal;
+pub(crate) mod signal;
 
 use super::result::ExecResult;
 use crate::engine::addon::launch::ChunkSender;
@@ -49,6 +49,31 @@ impl OpenKernel {
         match &self.0 {
             Open::Driver(k) => k.run_code(cell, timeout_ms, sink, results, abort).await,
             Open::Jupyter(k) => k.run_code(cell, timeout_ms, sink, results, abort).await,
+        }
+    }
+
+    /// Freezes the kernel's box (a running cell too: its timeout stands still) until
+    /// `resume`; its memory is kept. Idempotent.
+    pub async fn pause(&self) -> Result<()> {
+        match &self.0 {
+            Open::Driver(k) => k.pause().await,
+            Open::Jupyter(k) => k.pause().await,
+        }
+    }
+
+    /// Lets a paused kernel run again. Idempotent.
+    pub async fn resume(&self) -> Result<()> {
+        match &self.0 {
+            Open::Driver(k) => k.resume().await,
+            Open::Jupyter(k) => k.resume().await,
+        }
+    }
+
+    /// Whether the kernel is paused.
+    pub fn is_paused(&self) -> bool {
+        match &self.0 {
+            Open::Driver(k) => k.is_paused(),
+            Open::Jupyter(k) => k.is_paused(),
         }
     }
 

@@ -174,6 +174,17 @@ fn call(
             }
         }
     };
+    // Paused (`pause()`, `kern pause`): a call would sit frozen; it is refused, saying so.
+    // Checked here, when the call comes, not when this kern was prepared ahead of it.
+    let frozen =
+        crate::engine::monitor::freezer::Freezer::for_box(state.monitor.pid, state.pid1.pid)
+            .is_ok_and(|f| f.is_frozen());
+    if frozen {
+        let name = &prepared.target.name;
+        return BoxReport::startup_failed(format!(
+            "the resident box {name} is paused (pause(), or `kern pause {name}`): resume it first (resume(), or `kern resume {name}`)"
+        ));
+    }
     match &spec.resident {
         Some(Resident::Exec { name, pid1 })
             if *name == prepared.target.name && *pid1 == prepared.target.pid1 => {}

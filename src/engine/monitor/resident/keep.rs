@@ -26,6 +26,8 @@ pub(in crate::engine) struct ResidentStart<'a> {
     pub(in crate::engine) posture: &'a std::collections::BTreeMap<String, String>,
     pub(in crate::engine) pid: libc::pid_t,
     pub(in crate::engine) start: Instant,
+    /// The box's v2 leaf, thawed before the box is killed (`freezer::thaw_own`).
+    pub(in crate::engine) cgroup_leaf: Option<std::path::PathBuf>,
 }
 
 /// A resident box's life after its clone: wait for PID 1's "ready", write the state file (the
@@ -163,6 +165,8 @@ pub(in crate::engine) fn keep_resident(
         }
     }
     let _ = sys::pidfd_kill(pidfd.as_fd(), libc::SIGKILL);
+    // Paused (`kern pause`): thawed, or on cgroup v1 its frozen tasks would not die.
+    crate::engine::monitor::freezer::thaw_own(r.cgroup_leaf.as_deref());
     let _ = waitpid(Pid::from_raw(r.pid), None);
     // Nobody reads this report: a sweep that fails has said so on kern's stderr.
     let _ = faults::sweep_setid(spec);

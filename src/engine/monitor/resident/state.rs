@@ -230,6 +230,13 @@ pub fn stop(dir: &Path, name: &str, only: Option<&ProcId>, wait: Duration) -> Re
     let monitor = state.monitor.pidfd();
     sys::pidfd_kill(pid1.as_fd(), libc::SIGKILL)
         .map_err(|e| Error::Runtime(format!("stop the resident box {name}: {e}")))?;
+    // A paused box is thawed, or on cgroup v1 its frozen tasks would not die (and the monitor,
+    // waiting for PID 1, would not clean up).
+    if let Ok(f) =
+        crate::engine::monitor::freezer::Freezer::for_box(state.monitor.pid, state.pid1.pid)
+    {
+        let _ = f.thaw();
+    }
     let deadline = Instant::now() + wait;
     if let Some(m) = &monitor {
         let mut fds = [nix::poll::PollFd::new(

@@ -19,8 +19,8 @@ mod sockets;
 pub(crate) mod start;
 
 use super::lifecycle::{
-    cell_signal, end_fault, end_reading, Abort, CellInput, CellSinks, Ended, Kind, Lifecycle, Stop,
-    INTERRUPT_GRACE,
+    cell_signal, end_fault, end_reading, Abort, CellClock, CellInput, CellSinks, Ended, Kind,
+    Lifecycle, Stop, INTERRUPT_GRACE,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -191,7 +191,7 @@ impl Kind for Jupyter {
         // runs it (an interrupt that lands before would be ignored and the cell would then run
         // on), or a second later in any case; torn down if it has not stopped INTERRUPT_GRACE
         // after. `stopping`: why, and from when.
-        let deadline = tokio::time::Instant::now() + timeout;
+        let mut clock = CellClock::start(timeout, &k.paused);
         let mut stopping: Option<(Stop, tokio::time::Instant)> = None;
         let mut interrupted = false;
         // A cell that asked for input is interrupted again each INPUT_REINTERRUPT until it ends:
@@ -211,7 +211,10 @@ impl Kind for Jupyter {
                 self.interrupt(live).await;
             }
             let wake = match (stopping, interrupted) {
-                (None, _) => deadline,
+                // Paused: no deadline until it resumes (`clock.changed()` below).
+                (None, _) => clock
+                    .deadline()
+                    .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(86_400)),
                 (Some((_, from)), false) => from + Duration::from_secs(1),
                 (Some((_, from)), true) => from + INTERRUPT_GRACE,
             };
@@ -245,6 +248,8 @@ impl Kind for Jupyter {
                     Some(c) => show(cell.on_output(c.stream, &c.data)).await,
                     None => dead = true,
                 },
+                // Paused or resumed: the deadline moved.
+                () = clock.changed(), if stopping.is_none() => {}
                 // An abort starts the stop a deadline would, from now.
                 () = crate::session::percall::abort_requested(abort), if stopping.is_none() => {
                     stopping = Some((Stop::Aborted, tokio::time::Instant::now()));
@@ -254,7 +259,7 @@ impl Kind for Jupyter {
                         self.interrupt(live).await;
                         input_reinterrupt = Some(tokio::time::Instant::now() + INPUT_REINTERRUPT);
                     } else if stopping.is_none() {
-                        stopping = Some((Stop::Timeout, deadline));
+                        stopping = Some((Stop::Timeout, tokio::time::Instant::now()));
                     } else if !interrupted {
                         interrupted = true;
                         self.interrupt(live).await;

@@ -244,6 +244,7 @@ pub(crate) async fn connect_started(
         ended,
         monitor,
     };
+    let pause_by = monitor;
     let kind = Jupyter {
         spec: ks,
         readers,
@@ -257,6 +258,7 @@ pub(crate) async fn connect_started(
         stop,
         timeout_ms,
         max_output,
+        pause_by,
     ))
 }
 
