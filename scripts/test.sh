@@ -6,14 +6,15 @@
 # Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> lints (oxlint,
 # py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust), while the test rootfs, images,
 # Node 24 and the Podman test container are made in the background -> Jest as root (with
-# the container tests: kern-sandbox inside Podman) -> Jest again as the unprivileged user
-# `kerntest` for the files marked `// rootless: yes` (the rootless path;
-# scripts/rootless-tests.sh), and meanwhile the core, limits, isolation, lifecycle, process,
+# the container tests: kern-sandbox inside Podman; the image and Jupyter suites in a second Jest
+# beside it) -> Jest again as the unprivileged user `kerntest` for the files marked
+# `// rootless: yes` (the rootless path; scripts/rootless-tests.sh; its image and Jupyter suites
+# beside it too), and meanwhile the core, pause, limits, isolation, lifecycle, process,
 # isolation-report and zygote suites in a cgroup-v2 + systemd guest, as root and rootless
 # (scripts/test-cgv2.sh); the fuzz run (scripts/fuzz.sh) goes on at nice 19 beside the Jest runs
 # -> summary. A build failure stops at once; every other failure is recorded and the remaining
 # steps still run, so one report shows everything. The very last line is always
-# `N passed, N failed`, summed over all four Jest runs.
+# `N passed, N failed`, summed over all the Jest runs.
 #
 # Environment:
 #   KERN_SKIP_ROOTLESS=1     skip the run as `kerntest` (quick local runs)
@@ -37,9 +38,17 @@ skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 
 # The suites that run in the cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh).
-cgv2_tests=(__tests__/sandbox/core.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js)
+cgv2_tests=(__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js)
+
+# The two longest suites (the image pulls, each into a store of its own; the Jupyter kernels)
+# run in a second Jest beside each run's main one: both mostly wait on boxes and pulls, neither
+# looks at host-wide state (process or mount tables, cgroup listings) that the other run's boxes
+# change, and one after the other they were a third of each run.
+side_tests=(__tests__/images/images.test.js __tests__/kernels/jupyter.test.js)
+side_ignore=(--testPathIgnorePatterns '/__tests__/images/images\.test\.js$' '/__tests__/kernels/jupyter\.test\.js$')
 
 root_report="$repo/.jest-results.json"
+root_side_report="$repo/.jest-results-side.json"
 cgv2_out="$repo/.cgv2-results" # the guest runs' reports and logs (scripts/test-cgv2.sh)
 cgv2_expected=0        # 1 when the guest runs are part of this invocation
 rootless_report=""     # set once the rootless run has an output location
@@ -53,7 +62,14 @@ images_log=""
 fuzz_pid=""            # the background fuzz run, and its output
 fuzz_log=""
 root_rc=""             # Jest exit statuses, for the summary
+root_side_rc=""
 rootless_rc=""
+rootless_side_rc=""
+rootless_side_report=""
+root_side_expected=0   # 1 when the side runs are part of this invocation
+rootless_side_run=()   # the rootless suites of the side run, and of the main one
+rootless_main=()
+side_pid=""            # a side Jest, while it runs in the background
 failures=()
 
 # Each step's line says how long the one before it took, and the time since the start, so a
@@ -78,6 +94,7 @@ cleanup() {
   [[ -n "$fuzz_pid" ]] && kill -- "-$fuzz_pid" 2>/dev/null
   [[ -n "$fuzz_log" ]] && rm -f "$fuzz_log"
   [[ -n "$cgv2_pid" ]] && kill -- "-$cgv2_pid" 2>/dev/null
+  [[ -n "$side_pid" ]] && kill "$side_pid" 2>/dev/null
   [[ -n "$cgv2_log" ]] && rm -f "$cgv2_log" "$cgv2_log.rc"
   [[ -n "$rootless_copy" ]] && rm -rf "$rootless_copy"
   [[ -n "$rootless_outdir" ]] && rm -rf "$rootless_outdir"
@@ -88,7 +105,11 @@ trap cleanup EXIT
 # was expected but left no report, or whose suites failed to run, counts as failed.
 summary() {
   local counts g runs=(root "$root_report" "$root_rc" 0)
-  [[ "$rootless_expected" == 1 ]] && runs+=(rootless "$rootless_report" "$rootless_rc" 0)
+  [[ "$root_side_expected" == 1 ]] && runs+=("root (side)" "$root_side_report" "$root_side_rc" 0)
+  [[ "$rootless_expected" == 1 && ${#rootless_main[@]} -gt 0 ]] &&
+    runs+=(rootless "$rootless_report" "$rootless_rc" 0)
+  [[ "$rootless_expected" == 1 && ${#rootless_side_run[@]} -gt 0 ]] &&
+    runs+=("rootless (side)" "$rootless_side_report" "$rootless_side_rc" 0)
   if [[ "$cgv2_expected" == 1 ]]; then
     # Strict (the last field): a test skipped in the guest was not run there, so it counts as failed.
     for g in root rootless; do
@@ -143,7 +164,7 @@ abort() {
   exit 1
 }
 
-rm -f "$root_report"
+rm -f "$root_report" "$root_side_report"
 # The suites of a run that this invocation runs: all of them, or those the filter matches.
 matching() {
   local t
@@ -251,12 +272,29 @@ case "$images_rc" in
   *) abort "the test images (see the lines above)" ;;
 esac
 
-step "jest (root): npx jest${filter:+ $filter}"
-jest_args=(--json "--outputFile=$root_report")
-[[ -n "$filter" ]] && jest_args+=("$filter")
+mapfile -t side_run < <(matching "${side_tests[@]}")
+if ((${#side_run[@]})); then
+  root_side_expected=1
+  step "jest (root, side): npx jest ${side_run[*]}, in the background beside the main run"
+  npx jest "${side_run[@]}" --json "--outputFile=$root_side_report" >"$root_side_report.log" 2>&1 </dev/null &
+  side_pid=$!
+fi
+step "jest (root): npx jest${filter:+ $filter} (but ${side_tests[*]})"
+jest_args=(--json "--outputFile=$root_report" "${side_ignore[@]}")
+# A filter may match only side suites.
+[[ -n "$filter" ]] && jest_args+=(--passWithNoTests "$filter")
 npx jest "${jest_args[@]}"
 root_rc=$?
 ((root_rc == 0)) || fail "jest (root)"
+if [[ -n "$side_pid" ]]; then
+  step "jest (root, side): waiting for it, then its output"
+  wait "$side_pid"
+  root_side_rc=$?
+  side_pid=""
+  cat "$root_side_report.log"
+  rm -f "$root_side_report.log"
+  ((root_side_rc == 0)) || fail "jest (root, side)"
+fi
 
 # The guest runs go alongside the rootless run: the guest is one CPU busy in a VM, the
 # rootless Jest mostly waits on boxes, and one after the other they were 15 of CI's 37 minutes.
@@ -323,12 +361,35 @@ if [[ "$rootless_expected" == 1 ]]; then
     [[ -n "${KERN_TEST_IMAGES:-}" ]] && rootless_env+=(KERN_TEST_IMAGES="$KERN_TEST_IMAGES")
     [[ -n "${KERN_TEST_ROOTFS_SCI:-}" ]] && rootless_env+=(KERN_TEST_ROOTFS_SCI="$KERN_TEST_ROOTFS_SCI")
     [[ -n "${KERN_TEST_NODE_TS:-}" ]] && rootless_env+=(KERN_TEST_NODE_TS="$KERN_TEST_NODE_TS")
-    # shellcheck disable=SC2016
-    su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
-      kern-rootless "$run_dir" "${rootless_env[@]}" \
-      npx jest "${rootless_run[@]}" --json "--outputFile=$rootless_report" </dev/null
-    rootless_rc=$?
+    as_rootless() {
+      # shellcheck disable=SC2016
+      su "$rootless_user" -s /bin/bash -c 'cd "$1" && shift && exec env -i "$@"' -- \
+        kern-rootless "$run_dir" "${rootless_env[@]}" "$@" </dev/null
+    }
+    # The side suites in a Jest of their own beside the main one, as for root.
+    for t in "${rootless_run[@]}"; do
+      if [[ " ${side_tests[*]} " == *" $t "* ]]; then rootless_side_run+=("$t"); else rootless_main+=("$t"); fi
+    done
+    if ((${#rootless_side_run[@]})); then
+      rootless_side_report="$rootless_outdir/jest-rootless-side.json"
+      echo "rootless (side): npx jest ${rootless_side_run[*]}, in the background beside the main run"
+      as_rootless npx jest "${rootless_side_run[@]}" --json "--outputFile=$rootless_side_report" >"$rootless_outdir/side.log" 2>&1 &
+      side_pid=$!
+    fi
+    rootless_rc=0
+    if ((${#rootless_main[@]})); then
+      as_rootless npx jest "${rootless_main[@]}" --json "--outputFile=$rootless_report"
+      rootless_rc=$?
+    fi
     ((rootless_rc == 0)) || fail "jest (rootless, as $rootless_user)"
+    if [[ -n "$side_pid" ]]; then
+      echo "rootless (side): waiting for it, then its output"
+      wait "$side_pid"
+      rootless_side_rc=$?
+      side_pid=""
+      cat "$rootless_outdir/side.log"
+      ((rootless_side_rc == 0)) || fail "jest (rootless, side, as $rootless_user)"
+    fi
   fi
 elif [[ "$skip_rootless" == 1 ]]; then
   step "jest (rootless): skipped (KERN_SKIP_ROOTLESS=1)"

@@ -54,9 +54,12 @@ test('a deep agent\'s tool calls run in the box: execute, write_file, read_file,
       { name: 'edit_file', args: { file_path: '/workspace/notes/plan.md', old_string: 'two', new_string: 'TWO' }, id: 'e1' },
       { name: 'ls', args: { path: '/workspace' }, id: 'l1' },
       { name: 'glob', args: { pattern: '**/*.md', path: '/workspace' }, id: 'g1' },
-      { name: 'grep', args: { pattern: 'step', path: '/workspace/notes' }, id: 'q1' },
       { name: 'execute', args: { command: 'echo oops >&2; exit 7' }, id: 'x2' },
       { name: 'read_file', args: { file_path: '/workspace/missing.txt' }, id: 'r2' },
+    ])
+    // A turn of its own: the tool calls of one turn run concurrently, and grep must see the edit.
+    .respondWithTools([
+      { name: 'grep', args: { pattern: 'step', path: '/workspace/notes' }, id: 'q1' },
     ])
     .respond(new AIMessage('done'));
   const agent = createDeepAgent({ model, backend });
