@@ -131,6 +131,30 @@ if (canPause) describe('pause() and resume()', () => {
     expect(hostProcessesMatching(marker)).toEqual([]);
   });
 
+  // The sci rootfs (ipykernel) is built for the host runs; the cgroup-v2 guest has only the base one.
+  const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+  if (fs.existsSync(`${SCI}/.kern-test-rootfs`)) {
+    test('a Jupyter kernel pauses too: a paused cell waits, later cells are refused, and it goes on with its state', async () => {
+      const ws = busyWorkspace();
+      await withKernel({ image: SCI, workspace: ws }, { jupyter: 'python3' }, async (k) => {
+        await k.runCode('x = 1');
+        const marker = uniqueName('jpause');
+        const cell = k.runCode(`import subprocess, time\np = subprocess.Popen(["python3", "busy.py", "f-${marker}", "${marker}"])\ntime.sleep(1)\np.kill()\nx += 1\nprint("jupyter done")`, { timeoutS: 2 });
+        const pid = await hostPid(marker);
+        const host = path.join(ws, `f-${marker}`);
+        await waitFor(() => fs.existsSync(host), 10000, 10);
+        await k.pause();
+        for (let i = 0; i < 5; i++) expect(await movement(pid, host)).toEqual({ cpu: false, grew: false });
+        await expectSandboxError(() => k.runCode('x'), SandboxError, /paused/);
+        await k.resume();
+        const r = await cell;
+        expect({ out: r.stdout, fault: r.fault, error: r.error }).toEqual({ out: 'jupyter done\n', fault: null, error: null });
+        expect((await k.runCode('print(x)')).stdout).toBe('2\n');
+      });
+      fs.rmSync(ws, { recursive: true, force: true });
+    });
+  }
+
   test('a persist Sandbox pauses its resident box (a process a call left running too); calls are refused until resume(); kern pause/resume by name', async () => {
     const ws = busyWorkspace();
     const name = uniqueName('pauseres');

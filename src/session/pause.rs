@@ -14,9 +14,8 @@ pub(crate) struct Target {
     pub(crate) init: Option<i32>,
 }
 
-/// Freezes (`frozen`) or thaws the box; `what` names it in errors ("the kernel"). The box's
-/// freezer, to read its state by later.
-pub(crate) async fn set(target: Target, frozen: bool, what: &'static str) -> Result<Freezer> {
+/// The box's freezer, found once (the box's init from its monitor reads `/proc`).
+pub(crate) async fn freezer(target: Target, what: &'static str) -> Result<Freezer> {
     tokio::task::spawn_blocking(move || {
         let init = target
             .init
@@ -26,11 +25,18 @@ pub(crate) async fn set(target: Target, frozen: bool, what: &'static str) -> Res
                     "{what}'s box has ended; there is nothing to pause or resume"
                 ))
             })?;
-        let f =
-            Freezer::for_box(target.monitor as libc::pid_t, init).map_err(|e| error(e, what))?;
+        Freezer::for_box(target.monitor as libc::pid_t, init).map_err(|e| error(e, what))
+    })
+    .await
+    .map_err(|e| Error::Runtime(format!("pause: {e}")))?
+}
+
+/// Freezes (`frozen`) or thaws the box; `what` names it in errors ("the kernel").
+pub(crate) async fn set(f: &Freezer, frozen: bool, what: &'static str) -> Result<()> {
+    let f = f.clone();
+    tokio::task::spawn_blocking(move || {
         let done = if frozen { f.freeze() } else { f.thaw() };
-        done.map_err(|e| error(e, what))?;
-        Ok(f)
+        done.map_err(|e| error(e, what))
     })
     .await
     .map_err(|e| Error::Runtime(format!("pause: {e}")))?

@@ -76,7 +76,8 @@ impl Attached {
             monitor: live.state.monitor.pid as u32,
             init: Some(live.state.pid1.pid),
         };
-        let f = crate::session::pause::set(target, frozen, "the resident box").await?;
+        let f = crate::session::pause::freezer(target, "the resident box").await?;
+        crate::session::pause::set(&f, frozen, "the resident box").await?;
         if let Ok(mut slot) = self.freezer.lock() {
             *slot = Some(f);
         }

@@ -47,7 +47,7 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 pub const V1_ROOTLESS: &str = "pausing a box needs a cgroup freezer kern can write: on cgroup v1 only root has one (run as root), or use cgroup v2 with a systemd user session (delegation) or KERN_CGROUP_PARENT";
 
 /// One box's freezer.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Freezer {
     dir: PathBuf,
     /// v1: the box's processes must be swept into `dir` before it is frozen.
@@ -72,6 +72,15 @@ impl Freezer {
                 return Err(FreezerError::Unsupported(format!(
                     "the box has no cgroup of its own to freeze (it is in {path:?}): its caps are not in a cgroup here (enforceLimits: false, or no delegated cgroup: run as root, under a systemd user session, or set KERN_CGROUP_PARENT)"
                 )));
+            }
+            // Its monitor must stay out, or it would freeze with the box and could not end it.
+            let monitor_in = fs::read_to_string(format!("/proc/{monitor}/cgroup"))
+                .ok()
+                .and_then(|t| line_path(&t, ""));
+            if monitor_in.as_deref() == Some(path.as_str()) {
+                return Err(FreezerError::Unsupported(
+                    "the box's monitor shares its cgroup here (the box could not be born in its own: KERN_NO_CLONE_INTO_CGROUP, or a kernel before 5.7), and would freeze with it".into(),
+                ));
             }
             return Ok(Freezer {
                 dir: Path::new(CGROUP_ROOT).join(path.trim_start_matches('/')),

@@ -249,8 +249,8 @@ pub(crate) struct Lifecycle<K: Kind> {
     monitor: Option<u32>,
     /// pause()/resume(): whether the box is frozen, which cells' clocks follow.
     pub(crate) paused: watch::Sender<Paused>,
-    /// One pause() or resume() at a time.
-    pausing: Mutex<()>,
+    /// One pause() or resume() at a time; the box's freezer, once found.
+    pausing: Mutex<Option<crate::engine::monitor::freezer::Freezer>>,
     pub(crate) kind: K,
 }
 
@@ -281,7 +281,7 @@ impl<K: Kind> Lifecycle<K> {
             quota: None,
             monitor,
             paused: watch::channel(Paused::default()).0,
-            pausing: Mutex::new(()),
+            pausing: Mutex::new(None),
             kind,
         }
     }
@@ -293,12 +293,17 @@ impl<K: Kind> Lifecycle<K> {
 
     /// Freezes the kernel's box, a running cell too (its clock stands still). Idempotent.
     pub(crate) async fn pause(&self) -> Result<()> {
-        let _one = self.pausing.lock().await;
+        let mut one = self.pausing.lock().await;
         if self.is_paused() {
             return Ok(());
         }
         let target = self.pause_target()?;
-        crate::session::pause::set(target, true, "the kernel").await?;
+        let f = match one.as_ref() {
+            Some(f) => f.clone(),
+            None => crate::session::pause::freezer(target, "the kernel").await?,
+        };
+        crate::session::pause::set(&f, true, "the kernel").await?;
+        *one = Some(f);
         self.paused
             .send_modify(|p| p.since = Some(tokio::time::Instant::now()));
         Ok(())
@@ -306,12 +311,14 @@ impl<K: Kind> Lifecycle<K> {
 
     /// Thaws the kernel's box; a running cell goes on where it stopped. Idempotent.
     pub(crate) async fn resume(&self) -> Result<()> {
-        let _one = self.pausing.lock().await;
+        let one = self.pausing.lock().await;
         if !self.is_paused() {
             return Ok(());
         }
-        let target = self.pause_target()?;
-        crate::session::pause::set(target, false, "the kernel").await?;
+        self.pause_target()?;
+        if let Some(f) = one.as_ref() {
+            crate::session::pause::set(f, false, "the kernel").await?;
+        }
         self.mark_resumed();
         Ok(())
     }
