@@ -131,6 +131,24 @@ if (canPause) describe('pause() and resume()', () => {
     expect(hostProcessesMatching(marker)).toEqual([]);
   });
 
+  test('a cell aborted while paused runs again to stop: an interrupted python kernel keeps its state and is not paused after', async () => {
+    await withKernel({}, { onTimeout: 'interrupt' }, async (k) => {
+      await k.runCode('x = 7');
+      const marker = uniqueName('kabortpaused');
+      const ac = new AbortController();
+      const cell = k.runCode(`import subprocess, time\nsubprocess.Popen(["sh", "-c", "sleep 60", "${marker}"])\ntime.sleep(60)\nx = 8`, { signal: ac.signal, timeoutS: 100 })
+        .then((r) => ({ r }), (e) => ({ e }));
+      await hostPid(marker);
+      await k.pause();
+      ac.abort();
+      const { r, e } = await cell;
+      expect(r).toBeUndefined();
+      expect(e.name).toBe('AbortError');
+      expect(k.paused).toBe(false);
+      expect((await k.runCode('print(x)')).stdout).toBe('7\n');
+    });
+  });
+
   // The sci rootfs (ipykernel) is built for the host runs; the cgroup-v2 guest has only the base one.
   const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
   if (fs.existsSync(`${SCI}/.kern-test-rootfs`)) {

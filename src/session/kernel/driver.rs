@@ -288,6 +288,8 @@ impl Kind for Driver {
                 },
                 // Timed out or aborted: a python cell is interrupted; any other ends with its box.
                 stop = cell_stop(&mut clock, abort), if stopping.is_none() => {
+                    // Aborted while paused: a frozen cell can't stop, so it runs again first.
+                    k.resume_for_stop().await;
                     if self.interruptible(live) {
                         let now = tokio::time::Instant::now();
                         stopping = Some((stop, now));

@@ -286,9 +286,9 @@ impl<K: Kind> Lifecycle<K> {
         }
     }
 
-    /// Whether the kernel is paused.
+    /// Whether the kernel is paused (a kernel whose box was ended is not).
     pub(crate) fn is_paused(&self) -> bool {
-        self.paused.borrow().since.is_some()
+        self.paused.borrow().since.is_some() && self.pause_target().is_ok()
     }
 
     /// Freezes the kernel's box, a running cell too (its clock stands still). Idempotent.
@@ -321,6 +321,15 @@ impl<K: Kind> Lifecycle<K> {
         }
         self.mark_resumed();
         Ok(())
+    }
+
+    /// A cell being stopped (aborted) while paused runs again, so it can stop; a box ended
+    /// meanwhile is no longer paused either way.
+    pub(crate) async fn resume_for_stop(&self) {
+        if self.paused.borrow().since.is_some() {
+            let _ = self.resume().await;
+            self.mark_resumed();
+        }
     }
 
     fn mark_resumed(&self) {
@@ -396,9 +405,6 @@ impl<K: Kind> Lifecycle<K> {
             State::Dead(why) => return Err(self.kind.torn_down(why)),
             State::Live(l) => l,
         };
-        if self.is_paused() {
-            return Err(crate::session::pause::paused_error("the kernel"));
-        }
         // Gone between cells (the session closed, the box ended, the kernel stopped answering):
         // nothing runs, and the caller hears why.
         let gone = if *self.session_closing.borrow() {
@@ -412,7 +418,11 @@ impl<K: Kind> Lifecycle<K> {
             let e = self.kind.torn_down(&why);
             *state = State::Dead(why);
             self.kind.on_dead();
+            self.mark_resumed();
             return Err(e);
+        }
+        if self.is_paused() {
+            return Err(crate::session::pause::paused_error("the kernel"));
         }
         if let Some(refused) = over_quota(&self.quota).await {
             return Ok(refused);
@@ -438,6 +448,8 @@ impl<K: Kind> Lifecycle<K> {
         if let Some(why) = dead {
             *state = State::Dead(why);
             self.kind.on_dead();
+            // A box that ended is not paused (its monitor thaws it before the end).
+            self.mark_resumed();
         }
         Ok(result)
     }
@@ -452,6 +464,8 @@ impl<K: Kind> Lifecycle<K> {
     ) -> Fault {
         self.stop.send_replace(true);
         let _ = self.kind.box_end(self, live).await;
+        // Its monitor thawed it before the end.
+        self.mark_resumed();
         stop.killed(timeout, after_interrupt)
     }
 
@@ -467,10 +481,7 @@ impl<K: Kind> Lifecycle<K> {
         let mut outcome = None;
         // A paused box is thawed first: its goodbye needs it running, and its monitor thaws it
         // anyway before it ends it.
-        if self.is_paused() {
-            let _ = self.resume().await;
-            self.mark_resumed();
-        }
+        self.resume_for_stop().await;
         if K::STOP_BEFORE_CLOSE {
             self.stop.send_replace(true);
         }

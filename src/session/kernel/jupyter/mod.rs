@@ -252,6 +252,8 @@ impl Kind for Jupyter {
                 () = clock.changed(), if stopping.is_none() => {}
                 // An abort starts the stop a deadline would, from now.
                 () = crate::session::percall::abort_requested(abort), if stopping.is_none() => {
+                    // Aborted while paused: a frozen cell can't stop, so it runs again first.
+                    k.resume_for_stop().await;
                     stopping = Some((Stop::Aborted, tokio::time::Instant::now()));
                 }
                 _ = tokio::time::sleep_until(wake) => {
