@@ -1,6 +1,7 @@
 'use strict';
-// rootless: yes — unprivileged on cgroup v1 there is no freezer kern may use: there the tests
-// assert the clear refusal instead (the cgroup-v2 guest runs them rootless for real).
+// rootless: yes
+// Unprivileged on cgroup v1 there is no freezer kern may use: there the tests assert the clear
+// refusal instead (the cgroup-v2 guest runs them rootless for real).
 // pause()/resume() (issue 33, ADDITIONS in index.d.ts) of kernels and `persist` Sandboxes, and
 // `kern pause`/`kern resume`: the box is frozen (no CPU, memory kept) until resumed. "Frozen" is
 // read on the host: the CPU time of a busy box process stops moving, and the file it appends to
