@@ -79,8 +79,12 @@ class DirWatch {
     const at = `/proc/self/fd/${fd}`;
     const w = fs.watch(at, { persistent: false }, (kind, name) => this.on(sub, fd, kind, name));
     w.on('error', () => this.drop(sub));
-    this.watches.set(sub, { w, fd });
-    for (const d of this.recursive || announce ? fs.readdirSync(at, { withFileTypes: true }) : []) {
+    const entries = fs.readdirSync(at, { withFileTypes: true });
+    // Node's 'rename' says neither create nor delete: an entry is told by whether it exists when
+    // the event is read, and by these names (present as last reported; reported created and
+    // removed at once because it was gone by then, so its own delete event is already told).
+    this.watches.set(sub, { w, fd, known: new Set(entries.map((d) => d.name)), vanished: new Set() });
+    for (const d of this.recursive || announce ? entries : []) {
       const rel = sub ? `${sub}/${d.name}` : d.name;
       if (announce) this.report(rel, d.name, fd, EVENT.create);
       if (!d.isDirectory() || !this.recursive) continue;
@@ -110,10 +114,23 @@ class DirWatch {
     } catch {
       // It is gone.
     }
+    const entry = this.watches.get(sub);
     let type;
     if (kind === 'change') type = EVENT.write;
-    else if (st) type = EVENT.create;
-    else {
+    else if (st) {
+      type = EVENT.create;
+      entry?.known.add(name);
+      entry?.vanished.delete(name);
+    } else if (entry?.vanished.delete(name)) {
+      // The delete of an entry already reported created and removed.
+      return;
+    } else {
+      if (entry && !entry.known.has(name)) {
+        // Made and gone before this event was read: it was created, then removed.
+        entry.vanished.add(name);
+        this.report(rel, name, fd, EVENT.create, st);
+      }
+      entry?.known.delete(name);
       type = EVENT.remove;
       for (const w of Array.from(this.watches.keys())) if (w === rel || w.startsWith(`${rel}/`)) this.drop(w);
     }
