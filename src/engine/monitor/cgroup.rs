@@ -254,7 +254,11 @@ fn read_keyed(file: &Path, key: &str) -> Option<u64> {
 
 /// This process's cgroup path for one v1 controller, or the v2 path (`controller` = "").
 fn own_path(controller: &str) -> Option<String> {
-    let text = fs::read_to_string("/proc/self/cgroup").ok()?;
+    line_path(&fs::read_to_string("/proc/self/cgroup").ok()?, controller)
+}
+
+/// The path of `controller`'s line in a `/proc/<pid>/cgroup` text ("" for the v2 line).
+pub(crate) fn line_path(text: &str, controller: &str) -> Option<String> {
     text.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
         let _id = parts.next()?;

@@ -61,7 +61,7 @@ impl Freezer {
         let cgroup = format!("/proc/{pid1}/cgroup");
         let text = fs::read_to_string(&cgroup).map_err(io("read", Path::new(&cgroup)))?;
         if Path::new(CGROUP_ROOT).join("cgroup.controllers").exists() {
-            let path = line_path(&text, "").unwrap_or_default();
+            let path = super::cgroup::line_path(&text, "").unwrap_or_default();
             let is_box = Path::new(&path)
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -76,7 +76,7 @@ impl Freezer {
             // Its monitor must stay out, or it would freeze with the box and could not end it.
             let monitor_in = fs::read_to_string(format!("/proc/{monitor}/cgroup"))
                 .ok()
-                .and_then(|t| line_path(&t, ""));
+                .and_then(|t| super::cgroup::line_path(&t, ""));
             if monitor_in.as_deref() == Some(path.as_str()) {
                 return Err(FreezerError::Unsupported(
                     "the box's monitor shares its cgroup here (the box could not be born in its own: KERN_NO_CLONE_INTO_CGROUP, or a kernel before 5.7), and would freeze with it".into(),
@@ -160,26 +160,12 @@ fn v1_leaf(monitor: libc::pid_t) -> Result<PathBuf, FreezerError> {
     })?;
     let own = fs::read_to_string(format!("/proc/{monitor}/cgroup"))
         .ok()
-        .and_then(|t| line_path(&t, "freezer"))
+        .and_then(|t| super::cgroup::line_path(&t, "freezer"))
         .unwrap_or_else(|| "/".into());
     Ok(mount
         .join(own.trim_start_matches('/'))
         .join("kern-sandbox")
         .join(format!("box-{monitor}-frozen")))
-}
-
-/// The path of `controller`'s line in a `/proc/<pid>/cgroup` text ("" for the v2 line).
-fn line_path(text: &str, controller: &str) -> Option<String> {
-    text.lines().find_map(|line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, ctrls, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let hit = if controller.is_empty() {
-            ctrls.is_empty()
-        } else {
-            ctrls.split(',').any(|c| c == controller)
-        };
-        hit.then(|| path.to_string())
-    })
 }
 
 /// Moves every process in `pid1`'s PID namespace into `dir`, pass after pass until a pass finds
