@@ -57,7 +57,8 @@ test('a sandbox ends at its timeout, with its running command; setTimeout moves 
   expect(await waitFor(() => hostProcessesMatching(marker).length > 0, 10_000)).toBeTruthy();
   // Ended by the server, not by any client: the process is gone from the host, the files too.
   expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 20_000)).toBeTruthy();
-  expect(fs.existsSync(path.join(srv.stateDir, made.id))).toBe(false);
+  // The files go after the processes (the box's close() first, then its directory): wait for both.
+  expect(await waitFor(() => !fs.existsSync(path.join(srv.stateDir, made.id)), 10_000)).toBeTruthy();
   const after = await sdk(`return await Sandbox.getInfo('${made.id}');`);
   expect(after.thrown.name).toBe('SandboxNotFoundError');
 });
