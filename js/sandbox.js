@@ -12,7 +12,7 @@ const {
   ASYNC_DISPOSE, toWire, checkOptions, underSignal, resolvesOnAbort, checkCallback, guard, checkLineBuffered,
   toBuffer, stdinBuffer, callRequest, checkRelPath, byteCount,
 } = require('./calls.js');
-const { KERNEL_TOKEN, KERNEL_LANGUAGES, Kernel } = require('./kernel.js');
+const { KERNEL_TOKEN, KERNEL_LANGUAGES, Kernel, forkCount } = require('./kernel.js');
 const { PROCESS_TOKEN, SandboxProcess, Terminal } = require('./processes.js');
 
 // 'typescript' is an addition (run by the node driver where the box's Node strips types).
@@ -45,6 +45,8 @@ class Sandbox {
   #streams = new Set();
   // The options as given (fork() opens its copies with them), the allowlist as it now stands.
   #opts;
+  // The id of the checkpoint whose workspace this Sandbox's holds (fromCheckpoint, restoreKernel).
+  #fromCheckpoint = null;
 
   constructor(opts) {
     if (opts === undefined || opts === null) opts = {};
@@ -141,11 +143,11 @@ class Sandbox {
   /** Addition: `count` new open Sandboxes with this one's options, each with a copy of this
    * workspace as it is now (see index.d.ts). */
   async fork(opts) {
-    const { count = 1 } = checkOptions(opts, ['count'], 'fork(opts) takes an options object, such as { count: 4 }',
-      (k) => `unknown fork() option \`${k}\` (fork() takes { count })`);
-    if (!Number.isInteger(count) || count < 1 || count > 64) {
-      throw new SandboxError(`fork({ count }) takes a whole number from 1 to 64, got ${JSON.stringify(count)}`);
-    }
+    return this.#forkCopies(forkCount(opts, 'fork'), null);
+  }
+
+  /** fork()'s work; `frozen`: a paused kernel of this Sandbox, whose fork this is. */
+  async #forkCopies(count, frozen) {
     if (this.#opts.persist) {
       throw new SandboxError('fork() of a `persist` Sandbox is not available: its resident box\'s running processes can\'t be copied into a new box safely yet; fork a Sandbox without persist (its workspace is copied)');
     }
@@ -157,12 +159,74 @@ class Sandbox {
       const failed = opened.find((o) => o.status === 'rejected');
       if (failed) throw failed.reason;
       // One at a time: each copy holds this workspace still while it reads it.
-      for (const kid of kids) await callNative(() => this.#native.copyWorkspaceTo(kid.#native));
+      for (const kid of kids) await callNative(() => this.#native.copyWorkspaceTo(kid.#native, frozen));
     } catch (e) {
       await Promise.all(kids.map((k) => k.close().catch(() => {})));
       throw e;
     }
     return kids;
+  }
+
+  /** Addition: writes this Sandbox's workspace to the new host directory `dir` (see
+   * index.d.ts); `Sandbox.fromCheckpoint(dir)` opens a Sandbox with it again. */
+  async checkpoint(dir) {
+    const at = checkpointDir(dir);
+    const m = JSON.parse(await callNative(() => this.#native.writeCheckpoint(at, null, null, this.#checkpointMeta(null))));
+    return { dir: at, id: m.id, bytes: m.workspace.bytes, notCarried: [] };
+  }
+
+  /** Addition: a new open Sandbox with the workspace of the checkpoint in `dir` (a kernel's or
+   * a Sandbox's), in the image it was taken in unless `options.image` says otherwise. */
+  static async fromCheckpoint(dir, options) {
+    const at = checkpointDir(dir);
+    if (options !== undefined && (options === null || typeof options !== 'object' || Array.isArray(options))) {
+      throw new SandboxError('Sandbox.fromCheckpoint(dir, options) takes the Sandbox options as an object, e.g. { memoryMb: 512 }');
+    }
+    const ckpt = await callNative(() => native.readCheckpoint(at));
+    const m = JSON.parse(ckpt.manifest);
+    const opts = { ...options };
+    if (opts.image === undefined && m.image !== null) opts.image = m.image;
+    const sb = new Sandbox(opts);
+    await sb.open();
+    try {
+      await sb.#restoreFiles(ckpt, m);
+    } catch (e) {
+      await sb.close().catch(() => {});
+      throw e;
+    }
+    return sb;
+  }
+
+  /** Addition: a kernel of this Sandbox with the state of the kernel checkpoint in `dir`, and
+   * its workspace (into an empty workspace; one made by fromCheckpoint(dir) has it already). */
+  async restoreKernel(dir, opts) {
+    const at = checkpointDir(dir);
+    opts = checkOptions(opts, OPTIONS.kernel, 'restoreKernel(dir, opts) takes kernel options as an object, e.g. { env: { TOKEN: "…" } }',
+      (k) => `unknown restoreKernel() option \`${k}\`; it takes the kernel options ${OPTIONS.kernel.join(', ')}`);
+    const ckpt = await callNative(() => native.readCheckpoint(at));
+    const m = JSON.parse(ckpt.manifest);
+    const state = ckpt.state;
+    if (!state) throw new SandboxError(`${at} is a Sandbox's checkpoint (sandbox.checkpoint()), which holds no kernel: open it with Sandbox.fromCheckpoint(dir)`);
+    await this.#restoreFiles(ckpt, m);
+    const k = await this.kernel({ ...m.kernel, ...opts });
+    try {
+      return await Kernel.load(k, state, m.left.map(([name, reason]) => ({ name, reason })), false);
+    } catch (e) {
+      await k.close().catch(() => {});
+      throw e;
+    }
+  }
+
+  /** The checkpoint's workspace into this one, once (a Sandbox made from it has it). */
+  async #restoreFiles(ckpt, m) {
+    if (this.#fromCheckpoint === m.id) return;
+    await callNative(() => this.#native.restoreCheckpointWorkspace(ckpt));
+    this.#fromCheckpoint = m.id;
+  }
+
+  #checkpointMeta(kernel) {
+    const image = this.#opts.image;
+    return JSON.stringify({ image: typeof image === 'string' ? image : null, kernel });
   }
 
   /** Addition: the background processes started by spawn() that still run. */
@@ -332,8 +396,37 @@ class Sandbox {
     }
     const wire = { timeoutS: opts.timeoutS, jupyter, language, cwd: opts.cwd, env: opts.env, onTimeout };
     const nk = await callNative(() => this.#native.kernel(toWire(wire, 'kernel option')));
-    return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr);
+    return new Kernel(KERNEL_TOKEN, nk, this.#onStdout, this.#onStderr, this.#kernelOrigin(wire));
   }
+
+  /** What a kernel opened with `wire` needs of this Sandbox to fork and checkpoint itself. */
+  #kernelOrigin(wire) {
+    // A checkpoint keeps the kernel's options but `env`, which may hold secrets: restoreKernel()
+    // takes it again.
+    const { env: _env, ...kept } = wire;
+    return {
+      sandbox: this,
+      fork: (count, frozen) => this.#forkCopies(count, frozen),
+      adopt: async (sb, state, left) => {
+        const k = await sb.kernel(wire);
+        try {
+          return await Kernel.load(k, state, left, true);
+        } catch (e) {
+          await k.close().catch(() => {});
+          throw e;
+        }
+      },
+      checkpointDir,
+      writeCheckpoint: async (dir, state, frozen) =>
+        JSON.parse(await callNative(() => this.#native.writeCheckpoint(dir, state, frozen, this.#checkpointMeta(kept)))),
+    };
+  }
+}
+
+/** A checkpoint's directory as given, checked and made absolute. */
+function checkpointDir(dir) {
+  if (typeof dir !== 'string' || dir === '') throw new SandboxError('a checkpoint\'s directory is a path, as a string, e.g. "/var/tmp/ckpt-1"');
+  return path.resolve(dir);
 }
 
 async function withSandbox(optsOrFn, maybeFn) {

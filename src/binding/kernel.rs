@@ -72,6 +72,24 @@ impl NativeKernel {
         finish(result, forwarder).await
     }
 
+    /// Saves the kernel's state (`Kernel.fork`, `checkpoint`: additions), in turn with its
+    /// cells; it stays on the host, in the object returned.
+    #[napi]
+    pub async fn save_state(&self) -> napi::Result<NativeKernelState> {
+        let state = self.inner.save_state().await.map_err(to_napi)?;
+        Ok(NativeKernelState {
+            inner: Arc::new(state),
+        })
+    }
+
+    /// Loads a saved state into this kernel; resolves to what the driver wrote on stderr
+    /// meanwhile (a directory that is not here).
+    #[napi]
+    pub async fn load_state(&self, state: &NativeKernelState) -> napi::Result<String> {
+        let state = state.inner.clone();
+        self.inner.load_state(&state).await.map_err(to_napi)
+    }
+
     /// Freezes the kernel's box until `resume` (`Kernel.pause`, an addition).
     #[napi]
     pub async fn pause(&self) -> napi::Result<()> {
@@ -93,5 +111,26 @@ impl NativeKernel {
     #[napi]
     pub async fn close(&self) -> napi::Result<()> {
         self.inner.close().await.map_err(to_napi)
+    }
+}
+
+/// A kernel's state, saved (`NativeKernel::save_state`): held on the host, loaded into forks.
+#[napi]
+pub struct NativeKernelState {
+    pub(crate) inner: Arc<crate::lang::driver::KernelState>,
+}
+
+#[napi]
+impl NativeKernelState {
+    /// Its size in bytes.
+    #[napi(getter)]
+    pub fn bytes(&self) -> f64 {
+        self.inner.data.len() as f64
+    }
+
+    /// The names left out, with why, as JSON `[[name, reason], ...]`.
+    #[napi(getter)]
+    pub fn left(&self) -> String {
+        serde_json::to_string(&self.inner.left()).unwrap_or_else(|_| "[]".into())
     }
 }

@@ -118,12 +118,53 @@ impl NativeSandbox {
     }
 
     /// `fork()`'s copy (an addition): this Sandbox's workspace into `child`'s, on a worker
-    /// thread; resolves to `[files, bytes, reflinked, ...skipped paths]`.
+    /// thread; resolves to `[files, bytes, reflinked, ...skipped paths]`. `frozen`: a paused
+    /// kernel of this Sandbox, whose fork this is (it may stay open meanwhile).
     #[napi(ts_return_type = "Promise<Array<number | string>>")]
-    pub fn copy_workspace_to(&self, child: &NativeSandbox) -> AsyncTask<CopyWorkspace> {
+    pub fn copy_workspace_to(
+        &self,
+        child: &NativeSandbox,
+        frozen: Option<&crate::binding::kernel::NativeKernel>,
+    ) -> AsyncTask<CopyWorkspace> {
         AsyncTask::new(CopyWorkspace {
             from: self.inner.clone(),
             to: child.inner.clone(),
+            frozen: frozen.map(|k| k.inner.clone()),
+        })
+    }
+
+    /// `checkpoint(dir)` (an addition; a kernel's too, with its saved `state` and the kernel,
+    /// paused): writes the checkpoint on a worker thread; resolves to its manifest as JSON.
+    /// `meta_json`: `{ image, kernel }`.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn write_checkpoint(
+        &self,
+        dir: String,
+        state: Option<&crate::binding::kernel::NativeKernelState>,
+        frozen: Option<&crate::binding::kernel::NativeKernel>,
+        meta_json: String,
+    ) -> napi::Result<AsyncTask<WriteCheckpoint>> {
+        let meta = serde_json::from_str(&meta_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("checkpoint meta: {e}"))))?;
+        Ok(AsyncTask::new(WriteCheckpoint {
+            sandbox: self.inner.clone(),
+            dir: dir.into(),
+            state: state.map(|s| s.inner.clone()),
+            frozen: frozen.map(|k| k.inner.clone()),
+            meta: Some(meta),
+        }))
+    }
+
+    /// A checkpoint's workspace (`readCheckpoint`) into this Sandbox's empty one, checked as it
+    /// lands (`restoreKernel`, `fromCheckpoint`).
+    #[napi(ts_return_type = "Promise<void>")]
+    pub fn restore_checkpoint_workspace(
+        &self,
+        ckpt: &NativeCheckpoint,
+    ) -> AsyncTask<RestoreCheckpoint> {
+        AsyncTask::new(RestoreCheckpoint {
+            sandbox: self.inner.clone(),
+            ckpt: ckpt.inner.clone(),
         })
     }
 
@@ -309,6 +350,7 @@ impl NativeSandbox {
 pub struct CopyWorkspace {
     from: Arc<Sandbox>,
     to: Arc<Sandbox>,
+    frozen: Option<Arc<crate::session::OpenKernel>>,
 }
 
 impl Task for CopyWorkspace {
@@ -316,12 +358,115 @@ impl Task for CopyWorkspace {
     type JsValue = Vec<serde_json::Value>;
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
-        self.from.copy_workspace_to(&self.to).map_err(to_napi)
+        self.from
+            .copy_workspace_to(&self.to, self.frozen.as_deref())
+            .map_err(to_napi)
     }
 
     fn resolve(&mut self, _env: Env, r: Self::Output) -> napi::Result<Self::JsValue> {
         let mut out = vec![r.files.into(), r.bytes.into(), r.reflinked.into()];
         out.extend(r.skipped.into_iter().map(serde_json::Value::from));
         Ok(out)
+    }
+}
+
+/// `writeCheckpoint`'s work, on libuv's worker pool.
+pub struct WriteCheckpoint {
+    sandbox: Arc<Sandbox>,
+    dir: std::path::PathBuf,
+    state: Option<Arc<crate::lang::driver::KernelState>>,
+    frozen: Option<Arc<crate::session::OpenKernel>>,
+    meta: Option<crate::session::checkpoint::Meta>,
+}
+
+impl Task for WriteCheckpoint {
+    type Output = String;
+    type JsValue = String;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        let manifest = self
+            .sandbox
+            .write_checkpoint(
+                &self.dir,
+                self.state.as_deref(),
+                self.frozen.as_deref(),
+                self.meta.take().unwrap_or_default(),
+            )
+            .map_err(to_napi)?;
+        serde_json::to_string(&manifest).map_err(|e| to_napi(Error::Runtime(e.to_string())))
+    }
+
+    fn resolve(&mut self, _env: Env, out: String) -> napi::Result<String> {
+        Ok(out)
+    }
+}
+
+/// A checkpoint read and checked (`readCheckpoint`): its manifest and, for a kernel's, its
+/// state, held on the host.
+#[napi]
+pub struct NativeCheckpoint {
+    inner: Arc<crate::session::checkpoint::Checkpoint>,
+}
+
+#[napi]
+impl NativeCheckpoint {
+    /// The manifest, as JSON.
+    #[napi(getter)]
+    pub fn manifest(&self) -> String {
+        serde_json::to_string(&self.inner.manifest).unwrap_or_else(|_| "{}".into())
+    }
+
+    /// A kernel's checkpoint's state; null for a Sandbox's.
+    #[napi(getter)]
+    pub fn state(&self) -> Option<crate::binding::kernel::NativeKernelState> {
+        self.inner
+            .state
+            .clone()
+            .map(|inner| crate::binding::kernel::NativeKernelState { inner })
+    }
+}
+
+/// Reads the checkpoint in `dir` and checks it (its MAC under this host's key, its state's
+/// hash), on a worker thread.
+#[napi(ts_return_type = "Promise<NativeCheckpoint>")]
+pub fn read_checkpoint(dir: String) -> AsyncTask<ReadCheckpoint> {
+    AsyncTask::new(ReadCheckpoint { dir: dir.into() })
+}
+
+pub struct ReadCheckpoint {
+    dir: std::path::PathBuf,
+}
+
+impl Task for ReadCheckpoint {
+    type Output = crate::session::checkpoint::Checkpoint;
+    type JsValue = NativeCheckpoint;
+
+    fn compute(&mut self) -> napi::Result<Self::Output> {
+        crate::session::checkpoint::read(&self.dir).map_err(to_napi)
+    }
+
+    fn resolve(&mut self, _env: Env, c: Self::Output) -> napi::Result<NativeCheckpoint> {
+        Ok(NativeCheckpoint { inner: Arc::new(c) })
+    }
+}
+
+pub struct RestoreCheckpoint {
+    sandbox: Arc<Sandbox>,
+    ckpt: Arc<crate::session::checkpoint::Checkpoint>,
+}
+
+impl Task for RestoreCheckpoint {
+    type Output = ();
+    type JsValue = ();
+
+    fn compute(&mut self) -> napi::Result<()> {
+        self.sandbox
+            .restore_checkpoint_workspace(&self.ckpt)
+            .map(|_| ())
+            .map_err(to_napi)
+    }
+
+    fn resolve(&mut self, _env: Env, (): ()) -> napi::Result<()> {
+        Ok(())
     }
 }

@@ -16,7 +16,13 @@
 #                   {"type": "error", "ename": ..., "evalue": ..., "traceback": "..."}
 #                   {"type": "done", "id": N, "status": "ok" | "error", "exit": int | null}   last
 # "status" is "error" when the cell raised (or exited non-zero); "exit" is set when it raised
-# SystemExit. The driver answers cells until fd 3 reaches EOF, or exits after one cell that says
+# SystemExit. A kernel's state (kernel.fork(), checkpoints; driver_state.py, the string _STATE):
+#   host -> driver  {"type": "save", "id": N, "marker": "..."}
+#   driver -> host  {"type": "state", "python", "parts": [sizes], "left", "cwd", ...}, then raw
+#                   frames holding the parts, then done (or an error frame, then done)
+#   host -> driver  {"type": "load", "id": N, "marker": "...", <a state frame's fields>}, then raw
+#                   frames holding its parts; the driver answers as to a cell
+# A raw frame is a length, the byte 0 (no JSON object starts with it), then up to 64 MiB of data. The driver answers cells until fd 3 reaches EOF, or exits after one cell that says
 # "once": true (exit code 0, 1 if the cell raised, or the SystemExit code). A broken channel or a
 # malformed frame ends it with exit code 70 and a line on stderr.
 #
@@ -30,7 +36,7 @@
 # os.write, sys.stdout or builtins.display cannot break the delivery of results.
 
 
-def _kern_driver(rich_source, zygote=None):
+def _kern_driver(rich_source, zygote=None, state_source=None):
     import builtins, io, os, sys, _thread, binascii
 
     CHANNEL_FD = 3
@@ -61,6 +67,7 @@ def _kern_driver(rich_source, zygote=None):
         loop = None  # asyncio loop for top-level await, made on first need
         format_exception = None  # traceback.format_exception, captured on first use
         single = False  # this cell is the box's only one (a prewarmed box)
+        state_mod = None  # the state part (driver_state.py), once compiled
 
     st = State()
     lock = allocate_lock()
@@ -195,6 +202,50 @@ def _kern_driver(rich_source, zygote=None):
 
     def send(obj):
         send_raw(utf8(dumps(obj)))
+
+    RAW_PIECE = 64 << 20
+
+    def send_blob(parts):
+        """Sends buffers (memoryviews of bytes) as raw frames: a length, the tag byte 0, then up to
+        RAW_PIECE bytes of them, written from the buffers themselves (a kernel's state)."""
+        if st.fd < 0:
+            return
+        flush_std()
+        main = get_ident() == st.main_thread
+        with lock:
+            if main:
+                st.writing = True
+            try:
+                for p in parts:
+                    for at in range(0, p.nbytes, RAW_PIECE):
+                        piece = p[at:at + RAW_PIECE]
+                        for view in (memoryview((piece.nbytes + 1).to_bytes(4, "big") + b"\0"), piece):
+                            while view:
+                                view = view[write(st.fd, view):]
+            except OSError as e:
+                die("the result channel broke: %s" % e)
+            finally:
+                if main:
+                    st.writing = False
+
+    def recv_blob(total):
+        """Reads raw frames (send_blob's) holding `total` bytes, into one bytearray."""
+        blob = bytearray(total)
+        view, at = memoryview(blob), 0
+        while at < total:
+            size = int.from_bytes(read_exact(4, False), "big")
+            if size < 2 or size - 1 > total - at or read_exact(1, False) != b"\0":
+                die("expected a raw frame of at most %d bytes" % (total - at))
+            end = at + size - 1
+            while at < end:
+                try:
+                    n = os.readv(st.fd, [view[at:end]])
+                except OSError as e:
+                    die("reading the channel failed: %s" % e)
+                if not n:
+                    die("the channel closed in the middle of a frame")
+                at += n
+        return blob
 
     def read_exact(n, at_boundary):
         buf = bytearray()
@@ -469,6 +520,35 @@ def _kern_driver(rich_source, zygote=None):
             rich()["flush_figures"](shown)
         return ("error" if failed or exit_code else "ok"), exit_code
 
+    # ---- the kernel's state as data (kernel.fork(), checkpoints): the state part
+    def state_part():
+        if st.state_mod is None:
+            m = type(sys)("_kern_state")
+            m.__dict__.update(ns=ns, st=st, sources=sources, register=register, send=send, send_blob=send_blob,
+                              safe_str=safe_str)
+            _exec(_compile(state_source, DRIVER_FILE, "exec", dont_inherit=True), m.__dict__)
+            st.state_mod = m
+        modules["_kern_state"] = st.state_mod  # where the pickle finds its helpers
+        return st.state_mod
+
+    def state_op(kind, frame, blob):
+        """A save (the state out, as a `state` frame and a blob) or a load; runs as a cell does
+        (an interrupt stops it, an error is shown). Returns the status."""
+        st.pending = False
+        st.in_cell = True
+        try:
+            if kind == "save":
+                state_part().save()
+            else:
+                state_part().load(frame, blob)
+            return "ok"
+        except BaseException as e:
+            st.in_cell = False
+            rich()["show_error"](e, None)
+            return "error"
+        finally:
+            st.in_cell = False
+
     def cell_env(cell_vars):
         """Sets a cell's own variables (the host checked them); returns what restore_env needs."""
         saved = []
@@ -514,6 +594,22 @@ def _kern_driver(rich_source, zygote=None):
         frame = recv()
         if frame is None:
             return
+        if isinstance(frame, dict) and frame.get("type") in ("save", "load"):
+            kind, cell_id, marker, parts = frame["type"], frame.get("id"), frame.get("marker"), frame.get("parts")
+            if type(cell_id) is not int or not isinstance(marker, str) or (kind == "load" and not (
+                    isinstance(parts, list) and all(type(n) is int and n >= 0 for n in parts))):
+                die("a %s frame needs an int id, a str marker (and a load, its parts' sizes): %.200r" % (kind, frame))
+            blob = recv_blob(sum(parts)) if kind == "load" else None
+            status = state_op(kind, frame, blob)
+            blob = None
+            flush_std()
+            for fd in (1, 2):
+                try:
+                    write(fd, marker.encode("utf-8"))
+                except OSError:
+                    pass
+            send({"type": "done", "id": cell_id, "status": status, "exit": None})
+            continue
         if not isinstance(frame, dict) or frame.get("type") != "cell":
             die("expected a cell frame, got %.200r" % (frame,))
         cell_id, code, once = frame.get("id"), frame.get("code"), frame.get("once", False)
@@ -551,5 +647,6 @@ def _kern_driver(rich_source, zygote=None):
             raise SystemExit(exit_code if exit_code is not None else int(status != "ok"))
 
 
-# The rich part (driver_rich.py) follows as the string _RICH, then the call that starts the driver:
+# The rich part (driver_rich.py) follows as the string _RICH, the state part as _STATE, then the call
+# that starts the driver:
 # src/lang/driver.rs puts the three together.

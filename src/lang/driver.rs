@@ -17,7 +17,9 @@ pub const DRIVER: &str = concat!(
     include_str!("charts.py"),
     "\n",
     include_str!("driver_rich.py"),
-    "'''\n\n_kern_driver(_RICH, globals().get(\"_kern_zygote\"))\n",
+    "'''\n_STATE = r'''\n",
+    include_str!("driver_state.py"),
+    "'''\n\n_kern_driver(_RICH, globals().get(\"_kern_zygote\"), _STATE)\n",
 );
 
 /// A Jupyter python kernel's PYTHONSTARTUP (`session::kernel::jupyter::start`): a display
@@ -145,9 +147,92 @@ pub fn json_values_bound(json: &[u8]) -> usize {
     n
 }
 
+/// The tag byte a raw frame's body opens with (no JSON object does): its data follows.
+pub const RAW_TAG: u8 = 0;
+
+/// A raw frame carries at most this much data (the driver's `RAW_PIECE`).
+pub const RAW_PIECE: usize = 64 << 20;
+
+/// The largest kernel state kern takes from a driver or gives one (`KernelState`).
+pub const MAX_STATE: u64 = 1 << 30;
+
+/// A kernel's state as its driver saved it (driver_state.py): the fields of its `state` frame
+/// (what the parts are, the Python that wrote them, the names left out) and the parts' bytes.
+/// Untrusted: it came from the box, and goes only into another box of the same kind.
+#[derive(Clone)]
+pub struct KernelState {
+    pub head: Map<String, Value>,
+    pub data: Vec<u8>,
+}
+
+impl std::fmt::Debug for KernelState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelState({} bytes)", self.data.len())
+    }
+}
+
+impl KernelState {
+    /// The state of a `state` frame `head` and the raw data read after it: None unless the
+    /// frame names its parts and they add up to `data`.
+    pub fn of(mut head: Map<String, Value>, data: Vec<u8>) -> Option<KernelState> {
+        head.remove("type");
+        head.remove("id");
+        let total = parts_total(&head)?;
+        (total == data.len() as u64).then_some(KernelState { head, data })
+    }
+
+    /// The names the driver left out, with why (values that could not be pickled).
+    pub fn left(&self) -> Vec<(String, String)> {
+        let Some(items) = self.head.get("left").and_then(Value::as_array) else {
+            return Vec::new();
+        };
+        items
+            .iter()
+            .filter_map(|i| {
+                let pair = i.as_array()?;
+                Some((
+                    bounded(pair.first()?.as_str()?),
+                    bounded(pair.get(1)?.as_str()?),
+                ))
+            })
+            .collect()
+    }
+
+    /// The frames that load this state into a driver: the `load` frame, then raw frames.
+    pub fn load_head(&self, id: u64, marker: &str) -> Vec<u8> {
+        let mut body = self.head.clone();
+        body.insert("type".into(), "load".into());
+        body.insert("id".into(), id.into());
+        body.insert("marker".into(), marker.into());
+        frame(&Value::Object(body))
+    }
+}
+
+/// The sum of a state frame's `parts`, if they are sizes and within `MAX_STATE`.
+fn parts_total(head: &Map<String, Value>) -> Option<u64> {
+    let parts = head.get("parts")?.as_array()?;
+    let mut total = 0u64;
+    for p in parts {
+        total = total.checked_add(p.as_u64()?)?;
+    }
+    (total <= MAX_STATE).then_some(total)
+}
+
+/// The `save` frame: the driver answers with the kernel's state (`KernelState`).
+pub fn save_frame(id: u64, marker: &str) -> Vec<u8> {
+    frame(&serde_json::json!({"type": "save", "id": id, "marker": marker}))
+}
+
+/// A raw frame's length and tag, before `len` bytes of its data.
+pub fn raw_header(len: usize) -> [u8; 5] {
+    let [a, b, c, d] = ((len + 1) as u32).to_be_bytes();
+    [a, b, c, d, RAW_TAG]
+}
+
 /// Reads the driver's frames as their bytes arrive, holding at most one frame: a frame longer
 /// than the caller's limit (what the results may still take) is skipped as it streams past,
-/// never buffered, and counted.
+/// never buffered, and counted. Raw frames are kept only while armed (`arm_raw`, a kernel's
+/// state being saved), up to the armed cap; otherwise skipped.
 #[derive(Debug, Default)]
 pub struct FrameReader {
     buf: Vec<u8>,
@@ -155,6 +240,8 @@ pub struct FrameReader {
     skipping: usize,
     /// Frames skipped for their size (bytes, or JSON values: `MAX_FRAME_VALUES`).
     pub skipped: usize,
+    /// Raw data kept while armed, and how much more may come.
+    raw: Option<(Vec<u8>, u64)>,
 }
 
 impl FrameReader {
@@ -180,7 +267,12 @@ impl FrameReader {
             data = &data[n..];
             if self.buf.len() == 4 {
                 let len = self.body_len();
-                if len > MAX_FRAME.min(limit().max(ALWAYS_READ)) {
+                let mut allowed = limit().max(ALWAYS_READ);
+                if let Some((_, room)) = &self.raw {
+                    allowed = allowed
+                        .max(usize::try_from(*room).unwrap_or(usize::MAX).min(RAW_PIECE) + 1);
+                }
+                if len > MAX_FRAME.min(allowed) {
                     self.skipped += 1;
                     self.skipping = len;
                     self.buf.clear();
@@ -189,7 +281,16 @@ impl FrameReader {
                 self.buf.reserve_exact(len);
             }
             if self.buf.len() >= 4 && self.buf.len() == 4 + self.body_len() {
-                if json_values_bound(&self.buf[4..]) > MAX_FRAME_VALUES {
+                if self.buf.get(4) == Some(&RAW_TAG) {
+                    let data = &self.buf[5..];
+                    match &mut self.raw {
+                        Some((kept, room)) if data.len() as u64 <= *room => {
+                            kept.extend_from_slice(data);
+                            *room -= data.len() as u64;
+                        }
+                        _ => self.skipped += 1,
+                    }
+                } else if json_values_bound(&self.buf[4..]) > MAX_FRAME_VALUES {
                     self.skipped += 1;
                 } else if let Ok(v) = serde_json::from_slice::<Value>(&self.buf[4..]) {
                     out.push(v);
@@ -202,6 +303,16 @@ impl FrameReader {
 
     fn body_len(&self) -> usize {
         u32::from_be_bytes([self.buf[0], self.buf[1], self.buf[2], self.buf[3]]) as usize
+    }
+
+    /// Keeps the data of raw frames from now on, up to `cap` bytes in all.
+    pub fn arm_raw(&mut self, cap: u64) {
+        self.raw = Some((Vec::new(), cap));
+    }
+
+    /// The raw data kept since `arm_raw`; raw frames are skipped again from now on.
+    pub fn take_raw(&mut self) -> Vec<u8> {
+        self.raw.take().map(|(kept, _)| kept).unwrap_or_default()
     }
 
     /// Whether the stream stopped inside a frame (the box died mid-frame).
@@ -540,10 +651,11 @@ mod tests {
         assert!(!include_str!("driver_rich.py").contains("'''"));
         assert!(!include_str!("charts.py").contains("'''"));
         assert!(DRIVER.starts_with(include_str!("driver.py")));
-        assert_eq!(DRIVER.matches("'''").count(), 2);
+        assert!(!include_str!("driver_state.py").contains("'''"));
+        assert_eq!(DRIVER.matches("'''").count(), 4);
         assert_eq!(JUPYTER_CHARTS.matches("'''").count(), 2);
         assert!(include_str!("jupyter_charts.py").contains(CHART_MIME));
-        assert!(DRIVER.ends_with("_kern_driver(_RICH, globals().get(\"_kern_zygote\"))\n"));
+        assert!(DRIVER.ends_with("_kern_driver(_RICH, globals().get(\"_kern_zygote\"), _STATE)\n"));
     }
     use serde_json::json;
 

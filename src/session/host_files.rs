@@ -2,6 +2,7 @@
 //! listFiles (counted as writers, off the async threads), snapshot() and restore() (with the
 //! workspace held still).
 
+use super::kernel::OpenKernel;
 use super::opened::Opened;
 use super::writers::{Active, Exclusive};
 use crate::error::{Error, Result};
@@ -202,17 +203,33 @@ pub(super) fn restore(opened: &Opened, src: &Path) -> Result<archive::RestoreRep
 }
 
 /// `fork()`'s copy: this session's workspace (but `.deps`, which the fork's own `setup` made)
-/// into `child`'s, taken while no box of either runs (refused otherwise).
-pub(super) fn copy_workspace(from: &Opened, child: &Opened) -> Result<copy::CopyReport> {
+/// into `child`'s, taken while no box of either runs (refused otherwise) but `frozen`, a
+/// kernel of this session the caller paused (a kernel's fork).
+pub(super) fn copy_workspace(
+    from: &Opened,
+    child: &Opened,
+    frozen: Option<&OpenKernel>,
+) -> Result<copy::CopyReport> {
     if from.resident.get().is_some() || child.resident.get().is_some() {
         return crate::invalid!("fork() of a `persist` Sandbox is not available: its resident box's running processes can't be copied into a new box safely yet (see docs/reference.md, \"Live state\"); fork a Sandbox without persist (its workspace is copied)");
     }
-    let _still = Exclusive::take(&from.writers, "fork()")?;
+    let _still = Exclusive::take_beside(&from.writers, "fork()", frozen_count(from, frozen)?)?;
     let _child = Exclusive::take(&child.writers, "fork()")?;
     let src = from.workspace_path()?;
     let dst = child.workspace_path()?;
     let owner = workspace_owner(&dst)?;
     copy::copy_tree(&src, &dst, &[".deps"], owner)
+}
+
+/// 1 for a kernel of `opened` that is paused, 0 for none; an error for another.
+fn frozen_count(opened: &Opened, frozen: Option<&OpenKernel>) -> Result<usize> {
+    match frozen {
+        None => Ok(0),
+        Some(k) if k.frozen_in(&opened.writers) => Ok(1),
+        Some(_) => Err(Error::Runtime(
+            "the kernel being forked is not a paused kernel of this Sandbox".into(),
+        )),
+    }
 }
 
 /// Runs blocking filesystem work off the async threads.
@@ -225,7 +242,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
 /// Who files the host creates in the workspace should belong to: as root, the workspace's
 /// owner (so the box, whose account the owner appears as, can change them); unprivileged, we
 /// are the owner already.
-fn workspace_owner(ws: &Path) -> Result<Option<(u32, u32)>> {
+pub(super) fn workspace_owner(ws: &Path) -> Result<Option<(u32, u32)>> {
     use std::os::unix::fs::MetadataExt;
     if !nix::unistd::geteuid().is_root() {
         return Ok(None);

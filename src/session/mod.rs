@@ -23,6 +23,7 @@
 //!   `profiles` (`kern.toml`) make the `crate::config::Config` a session opens with.
 
 mod call;
+pub mod checkpoint;
 mod deps;
 pub mod host_binds;
 mod host_files;
@@ -47,7 +48,7 @@ mod route;
 pub mod setup;
 mod spares;
 pub mod stderr;
-mod writers;
+pub(crate) mod writers;
 pub(crate) mod zygote;
 mod zygote_start;
 
@@ -254,9 +255,38 @@ impl Sandbox {
     }
 
     /// ADDITION: `fork()`'s copy: this Sandbox's workspace into `child`'s (a Sandbox just opened
-    /// with the same options), while no box of either runs.
-    pub fn copy_workspace_to(&self, child: &Sandbox) -> Result<crate::workspace::copy::CopyReport> {
-        host_files::copy_workspace(&*self.opened_now()?, &*child.opened_now()?)
+    /// with the same options), while no box of either runs but `frozen` (a paused kernel of this
+    /// Sandbox: a kernel's fork).
+    pub fn copy_workspace_to(
+        &self,
+        child: &Sandbox,
+        frozen: Option<&OpenKernel>,
+    ) -> Result<crate::workspace::copy::CopyReport> {
+        host_files::copy_workspace(&*self.opened_now()?, &*child.opened_now()?, frozen)
+    }
+
+    /// ADDITION: a checkpoint of this Sandbox's workspace, and of a kernel's saved `state`
+    /// (`frozen`: that kernel, paused), into the host directory `dir` (see `checkpoint`).
+    pub fn write_checkpoint(
+        &self,
+        dir: &std::path::Path,
+        state: Option<&crate::lang::driver::KernelState>,
+        frozen: Option<&OpenKernel>,
+        meta: checkpoint::Meta,
+    ) -> Result<checkpoint::Manifest> {
+        let opened = self.opened_now()?;
+        if opened.resident.get().is_some() {
+            return crate::invalid!("checkpoint() of a `persist` Sandbox is not available: its resident box's running processes can't be written to disk safely yet (see docs/reference.md, \"Live state\"); checkpoint a Sandbox without persist, or a kernel");
+        }
+        checkpoint::write(&opened, dir, state, frozen, meta)
+    }
+
+    /// ADDITION: a checkpoint's workspace copied into this Sandbox's, which must be empty.
+    pub fn restore_checkpoint_workspace(
+        &self,
+        ckpt: &checkpoint::Checkpoint,
+    ) -> Result<crate::workspace::copy::CopyReport> {
+        checkpoint::restore_workspace(&*self.opened_now()?, ckpt)
     }
 
     /// `restore`: an archive from snapshot() unpacked into the workspace, every member checked

@@ -33,6 +33,13 @@ impl Active {
     }
 }
 
+impl Active {
+    /// Whether this box counts among `writers`' (a kernel of that session).
+    pub(crate) fn counts_in(&self, writers: &Arc<Writers>) -> bool {
+        Arc::ptr_eq(&self.0, writers)
+    }
+}
+
 impl Drop for Active {
     fn drop(&mut self) {
         self.0.active.fetch_sub(1, Ordering::SeqCst);
@@ -45,10 +52,20 @@ pub(crate) struct Exclusive<'a>(&'a Writers);
 
 impl<'a> Exclusive<'a> {
     pub(crate) fn take(writers: &'a Writers, what: &str) -> Result<Exclusive<'a>> {
+        Exclusive::take_beside(writers, what, 0)
+    }
+
+    /// `take`, with `frozen` writers left counted: kernels of the session whose boxes the
+    /// caller has paused, so they write nothing while this is held (a kernel's fork).
+    pub(crate) fn take_beside(
+        writers: &'a Writers,
+        what: &str,
+        frozen: usize,
+    ) -> Result<Exclusive<'a>> {
         if writers.exclusive.swap(true, Ordering::SeqCst) {
             return crate::invalid!("{what} can't run while another snapshot() or restore() does");
         }
-        let n = writers.active.load(Ordering::SeqCst);
+        let n = writers.active.load(Ordering::SeqCst).saturating_sub(frozen);
         if n > 0 {
             writers.exclusive.store(false, Ordering::SeqCst);
             return crate::invalid!(

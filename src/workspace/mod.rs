@@ -2,6 +2,7 @@
 
 pub mod archive;
 pub mod copy;
+pub mod digest;
 pub mod files;
 mod owner;
 pub mod setid;

@@ -11,8 +11,8 @@
 //! prewarmed `Prewarmed` is this kernel used for one cell.
 
 use super::lifecycle::{
-    cell_signal, cell_stop, end_fault, end_reading, Abort, CellClock, CellInput, CellSinks, Ended,
-    Kind, Lifecycle, Stop, INTERRUPT_GRACE,
+    cell_signal, cell_stop, end_fault, end_reading, Abort, CellClock, CellInput, CellOp, CellSinks,
+    Ended, Kind, Lifecycle, Stop, INTERRUPT_GRACE,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -170,6 +170,12 @@ impl Kind for Driver {
     }
 
     fn check_cell(&self, cell: &CellInput<'_>) -> Result<()> {
+        if !matches!(cell.op, CellOp::Run) && self.lang != Language::Python {
+            return crate::invalid!(
+                "fork() and checkpoint() take a python kernel's state; a {} kernel's is not carried yet (its values, closures and modules have no form kern can move into a fresh box); open the kernel with language \"python\", or fork the Sandbox (sandbox.fork()) to copy its workspace",
+                lang_name(self.lang)
+            );
+        }
         self.lang.check_cell(cell.code)
     }
 
@@ -202,20 +208,33 @@ impl Kind for Driver {
         let CellSinks {
             output: sink,
             results: live_results,
+            saved,
         } = sinks;
         let start = Instant::now();
         let id = live.next_id;
         live.next_id += 1;
         let marker = random_marker();
         let mut cell = live.setup.take().unwrap_or_default();
-        cell.extend(driver::cell_frame(
-            id,
-            input.code,
-            false,
-            Some(&marker),
-            self.single,
-            input.env,
-        ));
+        let mut blob: &[u8] = &[];
+        match input.op {
+            CellOp::Run => cell.extend(driver::cell_frame(
+                id,
+                input.code,
+                false,
+                Some(&marker),
+                self.single,
+                input.env,
+            )),
+            CellOp::Save => {
+                cell.extend(driver::save_frame(id, &marker));
+                live.reader.arm_raw(driver::MAX_STATE);
+            }
+            CellOp::Load(state) => {
+                cell.extend(state.load_head(id, &marker));
+                blob = &state.data;
+            }
+        }
+        let mut state_head: Option<serde_json::Map<String, Value>> = None;
         let marker = marker.as_bytes();
         let [c0, c1] = std::mem::take(&mut live.carry);
         let mut out = Split::new(c0);
@@ -230,8 +249,17 @@ impl Kind for Driver {
         // Under the cell's deadline too: a frame larger than the socket's buffer waits for the
         // driver to read it, and a driver kept busy (a node kernel's timer spinning since an
         // earlier cell) never does.
+        let tx = &mut live.tx;
+        let write = async {
+            tx.write_all(&cell).await?;
+            for piece in blob.chunks(driver::RAW_PIECE) {
+                tx.write_all(&driver::raw_header(piece.len())).await?;
+                tx.write_all(piece).await?;
+            }
+            std::io::Result::Ok(())
+        };
         let wrote = tokio::select! {
-            r = live.tx.write_all(&cell) => Ok(r.is_ok()),
+            r = write => Ok(r.is_ok()),
             stop = cell_stop(&mut clock, abort) => Err(stop),
         };
         match wrote {
@@ -264,6 +292,10 @@ impl Kind for Driver {
                                 && f.get("id").and_then(Value::as_u64) == Some(id)
                             {
                                 done = Some(f);
+                            } else if matches!(input.op, CellOp::Save)
+                                && f.get("type").and_then(Value::as_str) == Some("state")
+                            {
+                                state_head = f.as_object().cloned();
                             } else {
                                 results.frame(&f);
                             }
@@ -336,6 +368,20 @@ impl Kind for Driver {
                 })
                 .unwrap_or(1),
         };
+        if matches!(input.op, CellOp::Save) {
+            let data = live.reader.take_raw();
+            let ok = ended.is_none()
+                && done
+                    .as_ref()
+                    .and_then(|f| f.get("status"))
+                    .and_then(Value::as_str)
+                    == Some("ok");
+            if let (true, Some(head), Some(saved)) = (ok, state_head, saved) {
+                if let Some(state) = driver::KernelState::of(head, data) {
+                    let _ = saved.send(state);
+                }
+            }
+        }
         results.lost(live.reader.skipped);
         // An interrupted cell's KeyboardInterrupt is its fault, not an error.
         let error = results

@@ -9,6 +9,7 @@
 use crate::engine::addon::launch::{ChunkSender, Outcome};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
+use crate::lang::driver::KernelState;
 use crate::session::percall;
 use crate::session::result::{self, ExecResult};
 use crate::session::writers::Active;
@@ -209,24 +210,53 @@ pub(crate) trait Kind: Send + Sync + Sized + 'static {
 }
 
 /// One cell as its caller gave it: its code, and the variables set for it alone (`runCode`'s
-/// `env`, checked), over the kernel's own.
+/// `env`, checked), over the kernel's own; or, for a driver kernel, one of its state
+/// operations (`op`), which run in turn as cells do.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CellInput<'a> {
     pub(crate) code: &'a str,
     pub(crate) env: &'a [(String, String)],
+    pub(crate) op: CellOp<'a>,
+}
+
+/// What a cell does.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CellOp<'a> {
+    /// Runs its code.
+    Run,
+    /// Saves the kernel's state (kernel.fork(), checkpoint()), sent to `CellSinks::saved`.
+    Save,
+    /// Loads a saved state into the kernel (a fork, a restore).
+    Load(&'a KernelState),
 }
 
 impl<'a> CellInput<'a> {
     /// A cell with no variables of its own.
     pub(crate) fn code(code: &'a str) -> CellInput<'a> {
-        CellInput { code, env: &[] }
+        CellInput {
+            code,
+            env: &[],
+            op: CellOp::Run,
+        }
+    }
+
+    /// A state operation, not code.
+    pub(crate) fn op(op: CellOp<'a>) -> CellInput<'a> {
+        CellInput {
+            code: "",
+            env: &[],
+            op,
+        }
     }
 }
 
-/// Where a cell's output chunks and its results go as they come (the caller's callbacks).
+/// Where a cell's output chunks and its results go as they come (the caller's callbacks), and
+/// a saved state (`CellOp::Save`).
+#[derive(Default)]
 pub(crate) struct CellSinks {
     pub(crate) output: Option<ChunkSender>,
     pub(crate) results: Option<crate::lang::driver::ResultSink>,
+    pub(crate) saved: Option<tokio::sync::oneshot::Sender<KernelState>>,
 }
 
 /// One kernel of kind `K`, from its start to close().
@@ -359,6 +389,17 @@ impl<K: Kind> Lifecycle<K> {
         self.quota = quota;
     }
 
+    /// Whether this is a caller's kernel of the session whose writers are `writers`.
+    pub(crate) fn counts_in(
+        &self,
+        writers: &std::sync::Arc<crate::session::writers::Writers>,
+    ) -> bool {
+        self.active
+            .lock()
+            .map(|a| a.as_ref().is_some_and(|a| a.counts_in(writers)))
+            .unwrap_or(false)
+    }
+
     /// The live part, while no cell runs: for a kind's own step before the kernel is handed
     /// out (a node kernel's greeting). None once the kernel is dead.
     pub(crate) async fn live(&self) -> Option<tokio::sync::MappedMutexGuard<'_, K::Live>> {
@@ -389,6 +430,22 @@ impl<K: Kind> Lifecycle<K> {
         timeout_ms: Option<u64>,
         sink: Option<ChunkSender>,
         results: Option<crate::lang::driver::ResultSink>,
+        abort: Abort,
+    ) -> Result<ExecResult> {
+        let sinks = CellSinks {
+            output: sink,
+            results,
+            saved: None,
+        };
+        self.run_cell_with(cell, timeout_ms, sinks, abort).await
+    }
+
+    /// `run_code` with its sinks (a state operation's `saved`).
+    pub(crate) async fn run_cell_with(
+        &self,
+        cell: CellInput<'_>,
+        timeout_ms: Option<u64>,
+        sinks: CellSinks,
         mut abort: Abort,
     ) -> Result<ExecResult> {
         self.kind.check_cell(&cell)?;
@@ -430,17 +487,7 @@ impl<K: Kind> Lifecycle<K> {
         let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
         let (result, dead) = self
             .kind
-            .run_cell(
-                self,
-                live,
-                &cell,
-                timeout,
-                CellSinks {
-                    output: sink,
-                    results,
-                },
-                &mut abort,
-            )
+            .run_cell(self, live, &cell, timeout, sinks, &mut abort)
             .await;
         // Aborted, the cell has stopped (or the kernel is gone): its result, whose fault says
         // so, goes back (the JS layer rejects with the signal's reason instead, unless the

@@ -11,10 +11,36 @@ pub(crate) mod signal;
 
 use super::result::ExecResult;
 use crate::engine::addon::launch::ChunkSender;
+use crate::error::Error;
 use crate::error::Result;
+use crate::lang::driver::KernelState;
 use driver::Driver;
 use jupyter::Jupyter;
-use lifecycle::{CellInput, Lifecycle};
+use lifecycle::{CellInput, CellOp, CellSinks, Lifecycle};
+
+/// A state operation's result as an error, if it failed: the box's end, the driver's error.
+fn state_outcome(r: &ExecResult, what: &str) -> Result<()> {
+    if let Some(f) = &r.fault {
+        return Err(Error::Runtime(format!(
+            "the kernel's state could not be {what}: {}",
+            f.message
+        )));
+    }
+    if let Some(e) = &r.error {
+        return Err(Error::Runtime(format!(
+            "the kernel's state could not be {what}: {}: {}",
+            e.name, e.value
+        )));
+    }
+    if r.exit_code != 0 {
+        return Err(Error::Runtime(format!(
+            "the kernel's state could not be {what} (exit {}): {}",
+            r.exit_code,
+            r.stderr.code().trim()
+        )));
+    }
+    Ok(())
+}
 
 /// A kernel a caller opened: our python driver's, or a Jupyter kernel of the image.
 pub struct OpenKernel(Open);
@@ -45,11 +71,62 @@ impl OpenKernel {
         results: Option<crate::lang::driver::ResultSink>,
         abort: Option<tokio::sync::watch::Receiver<bool>>,
     ) -> Result<ExecResult> {
-        let cell = CellInput { code, env };
+        let cell = CellInput {
+            code,
+            env,
+            op: lifecycle::CellOp::Run,
+        };
         match &self.0 {
             Open::Driver(k) => k.run_code(cell, timeout_ms, sink, results, abort).await,
             Open::Jupyter(k) => k.run_code(cell, timeout_ms, sink, results, abort).await,
         }
+    }
+
+    /// Saves the kernel's state (a python driver kernel's: `kernel.fork()`, `checkpoint()`): in
+    /// turn with its cells, and bounded by the kernel's cell timeout as a cell is.
+    pub async fn save_state(&self) -> Result<KernelState> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sinks = CellSinks {
+            saved: Some(tx),
+            ..CellSinks::default()
+        };
+        let r = self.run_op(CellInput::op(CellOp::Save), sinks).await?;
+        state_outcome(&r, "saved")?;
+        rx.await.map_err(|_| {
+            Error::Runtime(
+                "the kernel's driver said its state was saved but sent none that adds up (a cell may have replaced the driver's channel); the kernel goes on, unforked".into(),
+            )
+        })
+    }
+
+    /// Loads a saved state into this kernel (a fork's, a restored checkpoint's); what the
+    /// driver wrote meanwhile (a directory that is not here) comes back, as stderr text.
+    pub async fn load_state(&self, state: &KernelState) -> Result<String> {
+        let r = self
+            .run_op(CellInput::op(CellOp::Load(state)), CellSinks::default())
+            .await?;
+        state_outcome(&r, "loaded")?;
+        Ok(r.stderr.code().to_string())
+    }
+
+    async fn run_op(&self, cell: CellInput<'_>, sinks: CellSinks) -> Result<ExecResult> {
+        match &self.0 {
+            Open::Driver(k) => k.run_cell_with(cell, None, sinks, None).await,
+            Open::Jupyter(k) => k.run_cell_with(cell, None, sinks, None).await,
+        }
+    }
+
+    /// Whether this kernel is one of the session whose writers are `writers`, and paused: its
+    /// box writes nothing to the workspace until resumed.
+    pub(crate) fn frozen_in(
+        &self,
+        writers: &std::sync::Arc<crate::session::writers::Writers>,
+    ) -> bool {
+        self.is_paused()
+            && match &self.0 {
+                Open::Driver(k) => k.counts_in(writers),
+                Open::Jupyter(k) => k.counts_in(writers),
+            }
     }
 
     /// Freezes the kernel's box (a running cell too: its timeout stands still) until

@@ -19,8 +19,8 @@ mod sockets;
 pub(crate) mod start;
 
 use super::lifecycle::{
-    cell_signal, end_fault, end_reading, Abort, CellClock, CellInput, CellSinks, Ended, Kind,
-    Lifecycle, Stop, INTERRUPT_GRACE,
+    cell_signal, end_fault, end_reading, Abort, CellClock, CellInput, CellOp, CellSinks, Ended,
+    Kind, Lifecycle, Stop, INTERRUPT_GRACE,
 };
 use crate::engine::addon::launch::{Chunk, ChunkReceiver};
 use crate::engine::shared::status::{Fault, FaultKind};
@@ -84,6 +84,12 @@ impl Kind for Jupyter {
     /// A cell's `env` is refused: the wire has no environment for a cell, and setting one
     /// would take code in the kernel's own language (R, Julia...), which kern does not write.
     fn check_cell(&self, cell: &CellInput<'_>) -> Result<()> {
+        if !matches!(cell.op, CellOp::Run) {
+            return crate::invalid!(
+                "fork() and checkpoint() are not available for a Jupyter kernel (\"{}\"): its state lives in the image's own kernel process, which has no way to hand it out that kern could load into a fresh box; open a driver kernel (sandbox.kernel() without `jupyter`, language \"python\") to fork or checkpoint it",
+                self.spec.name
+            );
+        }
         if !cell.env.is_empty() {
             return crate::invalid!(
                 "per-cell option `env` is not taken by a Jupyter kernel (\"{}\"): give the variables to the kernel as it starts, sandbox.kernel({{ jupyter: \"{}\", env }}), or set them in the cell's own code",
@@ -145,6 +151,7 @@ impl Kind for Jupyter {
         let CellSinks {
             output: sink,
             results: live_results,
+            ..
         } = sinks;
         // What earlier cells left behind (late output after their idle) is not this cell's.
         for q in [
