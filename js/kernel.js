@@ -203,8 +203,7 @@ class Kernel {
   static async load(k, state, left, owns) {
     k.#owns = owns;
     k.#notCarried = left;
-    const said = await callNative(() => k.#native.loadState(state));
-    if (said.trim() !== '') process.emitWarning(`the kernel's state was loaded with a note: ${said.trim()}`, { code: 'KERN_STATE_LOADED' });
+    await callNative(() => k.#native.loadState(state));
     return k;
   }
 

@@ -225,8 +225,7 @@ class Sandbox {
   }
 
   #checkpointMeta(kernel) {
-    const image = this.#opts.image;
-    return JSON.stringify({ image: typeof image === 'string' ? image : null, kernel });
+    return JSON.stringify({ kernel });
   }
 
   /** Addition: the background processes started by spawn() that still run. */

@@ -82,10 +82,10 @@ impl NativeKernel {
         })
     }
 
-    /// Loads a saved state into this kernel; resolves to what the driver wrote on stderr
-    /// meanwhile (a directory that is not here).
+    /// Loads a saved state into this kernel (what the driver wrote meanwhile opens the next
+    /// cell's output).
     #[napi]
-    pub async fn load_state(&self, state: &NativeKernelState) -> napi::Result<String> {
+    pub async fn load_state(&self, state: &NativeKernelState) -> napi::Result<()> {
         let state = state.inner.clone();
         self.inner.load_state(&state).await.map_err(to_napi)
     }

@@ -91,11 +91,12 @@ pub struct Checkpoint {
     dir: PathBuf,
 }
 
-/// What the caller knows of the Sandbox a checkpoint is taken in: its `image` option, and a
-/// kernel's options.
+/// What a checkpoint says of where it was taken: the Sandbox's `image` option (None: the
+/// default), and a kernel's options (as the JS layer gives them).
 #[derive(Deserialize, Debug, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Meta {
+    #[serde(skip)]
     pub image: Option<String>,
     pub kernel: Option<serde_json::Value>,
 }
@@ -123,10 +124,10 @@ pub(super) fn write(
     let result = (|| {
         let frozen = match frozen {
             None => 0,
-            Some(k) if k.frozen_in(&opened.writers) => 1,
+            Some(k) if k.still_in(&opened.writers) => 1,
             Some(_) => {
                 return Err(Error::Runtime(
-                    "the kernel being checkpointed is not a paused kernel of this Sandbox".into(),
+                    "the kernel being checkpointed is not a kernel of this Sandbox held still (paused, or between cells)".into(),
                 ))
             }
         };
@@ -225,35 +226,34 @@ pub fn read(dir: &Path) -> Result<Checkpoint> {
 
 /// Copies a checkpoint's workspace into `opened`'s, which must be empty (but `.deps`), then
 /// checks the copy against the manifest; a copy that does not match is removed again.
-pub(super) fn restore_workspace(opened: &Opened, ckpt: &Checkpoint) -> Result<copy::CopyReport> {
+/// `image`: this Sandbox's `image` option. The image must be the checkpoint's: the same digest
+/// for an image of the store, else the same `image` option (the host's root, a directory).
+pub(super) fn restore_workspace(
+    opened: &Opened,
+    image: Option<&str>,
+    ckpt: &Checkpoint,
+) -> Result<copy::CopyReport> {
     let m = &ckpt.manifest;
     let here = opened.image.digest.as_ref().map(|d| d.to_string());
-    if m.image_digest.is_some() && m.image_digest != here {
+    let same = match &m.image_digest {
+        Some(_) => m.image_digest == here,
+        None => here.is_none() && m.image.as_deref() == image,
+    };
+    if !same {
         return crate::invalid!(
-            "the checkpoint in {} was taken in image {} ({}), and this Sandbox runs {}: open the Sandbox with image {:?} (Sandbox.fromCheckpoint(dir) does)",
+            "the checkpoint in {} was taken in image {} ({}), and this Sandbox runs {} ({}): open the Sandbox with the checkpoint's image (Sandbox.fromCheckpoint(dir) does)",
             ckpt.dir.display(),
             m.image.as_deref().unwrap_or("(the default)"),
-            m.image_digest.as_deref().unwrap_or("-"),
-            here.as_deref().unwrap_or("another image"),
-            m.image.as_deref().unwrap_or("")
+            m.image_digest.as_deref().unwrap_or("no digest"),
+            image.unwrap_or("(the default)"),
+            here.as_deref().unwrap_or("no digest"),
         );
     }
     let ws = opened.workspace_path()?;
+    // Looked at before and after the workspace is held still: the first for the clearer error.
+    must_be_empty(&ws)?;
     let _still = Exclusive::take(&opened.writers, "restoring a checkpoint")?;
-    let present: Vec<String> = fs::read_dir(&ws)
-        .map_err(|e| Error::Runtime(format!("read the workspace {}: {e}", ws.display())))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !SKIP.contains(&n.as_str()))
-        .collect();
-    if !present.is_empty() {
-        return crate::invalid!(
-            "a checkpoint's workspace is restored into an empty workspace, and this one holds {} entr{} ({}); use Sandbox.fromCheckpoint(dir), or a Sandbox whose workspace is empty",
-            present.len(),
-            if present.len() == 1 { "y" } else { "ies" },
-            present.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
-        );
-    }
+    must_be_empty(&ws)?;
     let owner = super::host_files::workspace_owner(&ws)?;
     let report = copy::copy_tree(&ckpt.dir.join(WORKSPACE), &ws, &[], owner)?;
     let got: TreeInfo = digest::tree_digest(&ws, SKIP)?.into();
@@ -262,6 +262,24 @@ pub(super) fn restore_workspace(opened: &Opened, ckpt: &Checkpoint) -> Result<co
         return Err(bad(&ckpt.dir, "its workspace does not match its manifest"));
     }
     Ok(report)
+}
+
+fn must_be_empty(ws: &Path) -> Result<()> {
+    let present: Vec<String> = fs::read_dir(ws)
+        .map_err(|e| Error::Runtime(format!("read the workspace {}: {e}", ws.display())))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !SKIP.contains(&n.as_str()))
+        .collect();
+    if present.is_empty() {
+        return Ok(());
+    }
+    crate::invalid!(
+        "a checkpoint's workspace is restored into an empty workspace, and this one holds {} entr{} ({}); use Sandbox.fromCheckpoint(dir), or a Sandbox whose workspace is empty",
+        present.len(),
+        if present.len() == 1 { "y" } else { "ies" },
+        present.iter().take(3).cloned().collect::<Vec<_>>().join(", ")
+    )
 }
 
 /// Empties a workspace a failed restore wrote into (but `.deps`).

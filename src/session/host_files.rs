@@ -225,9 +225,9 @@ pub(super) fn copy_workspace(
 fn frozen_count(opened: &Opened, frozen: Option<&OpenKernel>) -> Result<usize> {
     match frozen {
         None => Ok(0),
-        Some(k) if k.frozen_in(&opened.writers) => Ok(1),
+        Some(k) if k.still_in(&opened.writers) => Ok(1),
         Some(_) => Err(Error::Runtime(
-            "the kernel being forked is not a paused kernel of this Sandbox".into(),
+            "the kernel being forked is not a kernel of this Sandbox held still (paused, or between cells)".into(),
         )),
     }
 }

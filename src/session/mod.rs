@@ -278,6 +278,10 @@ impl Sandbox {
         if opened.resident.get().is_some() {
             return crate::invalid!("checkpoint() of a `persist` Sandbox is not available: its resident box's running processes can't be written to disk safely yet (see docs/reference.md, \"Live state\"); checkpoint a Sandbox without persist, or a kernel");
         }
+        let meta = checkpoint::Meta {
+            image: self.image_option(),
+            ..meta
+        };
         checkpoint::write(&opened, dir, state, frozen, meta)
     }
 
@@ -286,7 +290,15 @@ impl Sandbox {
         &self,
         ckpt: &checkpoint::Checkpoint,
     ) -> Result<crate::workspace::copy::CopyReport> {
-        checkpoint::restore_workspace(&*self.opened_now()?, ckpt)
+        checkpoint::restore_workspace(&*self.opened_now()?, self.image_option().as_deref(), ckpt)
+    }
+
+    /// The `image` option as given (None: the default image).
+    fn image_option(&self) -> Option<String> {
+        self.options
+            .get("image")
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_string)
     }
 
     /// `restore`: an archive from snapshot() unpacked into the workspace, every member checked

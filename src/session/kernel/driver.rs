@@ -351,6 +351,15 @@ impl Kind for Driver {
             }
         }
         live.carry = [std::mem::take(&mut out.rest), std::mem::take(&mut err.rest)];
+        if !matches!(input.op, CellOp::Run) && ended.is_none() {
+            // What a state operation wrote (kern's notes on a new box, a directory the loaded
+            // state names that is not here, an object's own prints) opens the next cell's output.
+            for (carry, split) in live.carry.iter_mut().zip([&out, &err]) {
+                let mut before = split.kept.clone();
+                before.append(carry);
+                *carry = before;
+            }
+        }
         let exit_code = match &ended {
             // The box was killed, by the cell's deadline or otherwise.
             Some(_) => 137,
@@ -405,7 +414,12 @@ impl Kind for Driver {
         // The first cell's output opens with what kern wrote while preparing the box; kern sent
         // those lines before the box existed, so they are here by now (the bound is only for a
         // kern that never sends them: it must not hold the cell).
-        if let Some(prepared) = live.prepared.take() {
+        // (A state operation leaves them to the first cell, whose they are.)
+        let prepared = match input.op {
+            CellOp::Run => live.prepared.take(),
+            CellOp::Save | CellOp::Load(_) => None,
+        };
+        if let Some(prepared) = prepared {
             if let Ok(Ok(notes)) = tokio::time::timeout(RESULTS_GRACE, prepared).await {
                 stderr.open_with(&notes);
             }

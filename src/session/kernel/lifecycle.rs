@@ -400,6 +400,11 @@ impl<K: Kind> Lifecycle<K> {
             .unwrap_or(false)
     }
 
+    /// Whether no cell (nor state operation) is running now.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.state.try_lock().is_ok()
+    }
+
     /// The live part, while no cell runs: for a kind's own step before the kernel is handed
     /// out (a node kernel's greeting). None once the kernel is dead.
     pub(crate) async fn live(&self) -> Option<tokio::sync::MappedMutexGuard<'_, K::Live>> {

@@ -100,13 +100,12 @@ impl OpenKernel {
     }
 
     /// Loads a saved state into this kernel (a fork's, a restored checkpoint's); what the
-    /// driver wrote meanwhile (a directory that is not here) comes back, as stderr text.
-    pub async fn load_state(&self, state: &KernelState) -> Result<String> {
+    /// driver wrote meanwhile (a directory that is not here) opens the next cell's output.
+    pub async fn load_state(&self, state: &KernelState) -> Result<()> {
         let r = self
             .run_op(CellInput::op(CellOp::Load(state)), CellSinks::default())
             .await?;
-        state_outcome(&r, "loaded")?;
-        Ok(r.stderr.code().to_string())
+        state_outcome(&r, "loaded")
     }
 
     async fn run_op(&self, cell: CellInput<'_>, sinks: CellSinks) -> Result<ExecResult> {
@@ -116,17 +115,19 @@ impl OpenKernel {
         }
     }
 
-    /// Whether this kernel is one of the session whose writers are `writers`, and paused: its
-    /// box writes nothing to the workspace until resumed.
-    pub(crate) fn frozen_in(
+    /// Whether this kernel is one of the session whose writers are `writers`, and held still:
+    /// paused (its box writes nothing until resumed), or, where kern can't pause a box
+    /// (unprivileged on cgroup v1), between cells, its caller holding its turn (a thread an
+    /// earlier cell left running may still write: docs/reference.md, "Live state").
+    pub(crate) fn still_in(
         &self,
         writers: &std::sync::Arc<crate::session::writers::Writers>,
     ) -> bool {
-        self.is_paused()
-            && match &self.0 {
-                Open::Driver(k) => k.counts_in(writers),
-                Open::Jupyter(k) => k.counts_in(writers),
-            }
+        let (ours, idle) = match &self.0 {
+            Open::Driver(k) => (k.counts_in(writers), k.is_idle()),
+            Open::Jupyter(k) => (k.counts_in(writers), k.is_idle()),
+        };
+        ours && (self.is_paused() || idle)
     }
 
     /// Freezes the kernel's box (a running cell too: its timeout stands still) until
