@@ -5,8 +5,10 @@ and passes ruff (ruff.toml: its rules, and syntax no newer than the images' olde
 driver_rich.py is the driver's rich part, compiled in the box on first need with the globals
 driver.py hands it (the keywords of the `dict(...)` in rich()) and the names charts.py defines
 (compiled with it): ruff checks it with those names declared as builtins. charts.py itself gets
-the three names both its hosts give it (the driver's rich part, jupyter_charts.py). Neither may
-hold three single quotes in a row: driver.rs puts each in a raw string.
+the three names both its hosts give it (the driver's rich part, jupyter_charts.py).
+driver_state.py, the state part, gets the names state_part() in driver.py gives its module (the
+keywords of its `.update(...)`). None may hold three single quotes in a row: driver.rs puts each
+in a raw string.
 
     python3 scripts/check-python.py [RUFF]    # RUFF: default target/tools/ruff (setup-deps.sh)
 
@@ -24,6 +26,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVER = os.path.join("src", "lang", "driver.py")
 RICH = os.path.join("src", "lang", "driver_rich.py")
 CHARTS = os.path.join("src", "lang", "charts.py")
+STATE = os.path.join("src", "lang", "driver_state.py")
 CHARTS_GIVEN = ["modules", "report", "safe_str"]
 
 
@@ -36,18 +39,19 @@ def python_files():
     return found
 
 
-def rich_names(path):
-    """The names rich() in driver.py hands the rich part."""
+def given_names(path, function, callee):
+    """The keywords of the calls to `callee` (a name, or an attribute such as `update`) in
+    `function` of driver.py: the names it hands a part."""
     with open(os.path.join(REPO, path), encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
     names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.FunctionDef) and node.name == "rich":
+        if isinstance(node, ast.FunctionDef) and node.name == function:
             for call in ast.walk(node):
-                if isinstance(call, ast.Call) and getattr(call.func, "id", None) == "dict":
+                if isinstance(call, ast.Call) and callee in (getattr(call.func, "id", None), getattr(call.func, "attr", None)):
                     names.update(k.arg for k in call.keywords)
     if not names:
-        raise SystemExit("check-python: %s has no dict(...) in rich(): update this script" % path)
+        raise SystemExit("check-python: %s has no %s(...) in %s(): update this script" % (path, callee, function))
     return sorted(names)
 
 
@@ -75,8 +79,8 @@ def main():
             except py_compile.PyCompileError as e:
                 print(e.msg, file=sys.stderr)
                 failed = True
-    names = sorted(set(rich_names(DRIVER)) | set(top_level_names(CHARTS)))
-    for path in (RICH, CHARTS):
+    names = sorted(set(given_names(DRIVER, "rich", "dict")) | set(top_level_names(CHARTS)))
+    for path in (RICH, CHARTS, STATE):
         with open(os.path.join(REPO, path), encoding="utf-8") as f:
             if "\'\'\'" in f.read():
                 print("%s: three single quotes in a row would end the string driver.rs makes of it" % path, file=sys.stderr)
@@ -86,15 +90,16 @@ def main():
         return 1
     base = [ruff, "check", "--no-cache", "--quiet", "--output-format", "concise"]
     runs = [
-        base + [f for f in files if f not in (RICH, CHARTS)],
+        base + [f for f in files if f not in (RICH, CHARTS, STATE)],
         base + ["--config", "builtins = %s" % json.dumps(names), RICH],
+        base + ["--config", "builtins = %s" % json.dumps(given_names(DRIVER, "state_part", "update")), STATE],
         base + ["--config", "builtins = %s" % json.dumps(CHARTS_GIVEN), CHARTS],
     ]
     for argv in runs:
         if subprocess.run(argv, cwd=REPO).returncode != 0:
             failed = True
     if not failed:
-        print("check-python: %d files compile and pass ruff (%s and %s with the names they are given)" % (len(files), RICH, CHARTS))
+        print("check-python: %d files compile and pass ruff (%s, %s and %s with the names they are given)" % (len(files), RICH, CHARTS, STATE))
     return 1 if failed else 0
 
 

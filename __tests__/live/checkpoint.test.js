@@ -248,6 +248,6 @@ describe('tampered checkpoints are refused before any of them is used', () => {
 
 afterAll(() => {
   for (const d of fs.readdirSync(os.tmpdir())) {
-    if (/^kern-ckpt-/.test(d)) fs.rmSync(path.join(os.tmpdir(), d), { recursive: true, force: true });
+    if (d.startsWith('kern-ckpt-')) fs.rmSync(path.join(os.tmpdir(), d), { recursive: true, force: true });
   }
 });

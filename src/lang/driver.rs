@@ -748,6 +748,64 @@ mod tests {
         assert_eq!(frames[0]["type"], "done");
     }
 
+    fn raw(data: &[u8]) -> Vec<u8> {
+        let mut out = raw_header(data.len()).to_vec();
+        out.extend_from_slice(data);
+        out
+    }
+
+    #[test]
+    fn raw_frames_are_kept_only_while_armed_and_only_up_to_the_cap() {
+        let mut bytes = raw(b"never kept");
+        bytes.extend(frame(&json!({"type": "state", "parts": [5, 3]})));
+        let mut r = FrameReader::default();
+        let frames = r.feed(&bytes, || 1 << 20);
+        assert_eq!((frames.len(), r.skipped), (1, 1));
+        // Armed: pieces in any split add up; a piece past the cap is skipped, not kept.
+        r.arm_raw(8);
+        let mut armed = raw(b"abcde");
+        armed.extend(raw(b"fgh"));
+        armed.extend(raw(b"over"));
+        armed.extend(frame(&json!({"type": "done"})));
+        for piece in armed.chunks(3) {
+            r.feed(piece, || 1 << 20);
+        }
+        assert_eq!(r.skipped, 2);
+        let data = r.take_raw();
+        assert_eq!(data, b"abcdefgh");
+        let head = frames[0].as_object().unwrap().clone();
+        let state = KernelState::of(head.clone(), data).unwrap();
+        assert_eq!(state.data.len(), 8);
+        assert!(KernelState::of(head, b"short".to_vec()).is_none());
+        // Disarmed again.
+        assert!(r.feed(&raw(b"late"), || 1 << 20).is_empty());
+        assert_eq!((r.skipped, r.take_raw().len()), (3, 0));
+    }
+
+    #[test]
+    fn a_state_names_what_it_left_out_and_loads_with_its_fields() {
+        let head = json!({"type": "state", "id": 4, "parts": [2], "python": 1,
+            "left": [["lock", "TypeError: cannot pickle"], ["bad"], 7]});
+        let s = KernelState::of(head.as_object().unwrap().clone(), vec![1, 2]).unwrap();
+        assert_eq!(
+            s.left(),
+            vec![("lock".to_string(), "TypeError: cannot pickle".to_string())]
+        );
+        let f = s.load_head(9, "M");
+        let v: Value = serde_json::from_slice(&f[4..]).unwrap();
+        assert_eq!(
+            (
+                v["type"].as_str(),
+                v["id"].as_u64(),
+                v["marker"].as_str(),
+                v["python"].as_u64()
+            ),
+            (Some("load"), Some(9), Some("M"), Some(1))
+        );
+        let over = json!({"parts": [crate::lang::driver::MAX_STATE, 1]});
+        assert!(KernelState::of(over.as_object().unwrap().clone(), Vec::new()).is_none());
+    }
+
     fn results(frames: &[Value]) -> (Vec<Item>, Vec<String>) {
         let mut r = Results::default();
         frames.iter().for_each(|f| r.frame(f));

@@ -1,0 +1,87 @@
+'use strict';
+// rootless: yes
+// kernel.fork() and checkpoints of a kernel holding numpy data (issue 33), on the test image
+// with numpy and Jupyter kernels (scripts/build-test-rootfs-sci.sh): arrays travel out of band,
+// arrive equal and writable; node and Jupyter kernels are refused with why.
+
+const fs = require('fs');
+const path = require('path');
+const { Sandbox, SandboxError } = require('../..');
+const { opts, makeTempDir, expectSandboxError } = require('../helpers');
+
+const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+beforeAll(() => {
+  if (!fs.existsSync(`${SCI}/.kern-test-rootfs`)) {
+    throw new Error(`test rootfs (sci) missing at ${SCI}: build it with scripts/build-test-rootfs-sci.sh`);
+  }
+});
+
+const NOTE = /^warning: (memory|pids|cpu) cap .* is best-effort/;
+const py = async (k, code) => {
+  const r = await k.runCode(code);
+  const stderr = r.stderr.split('\n').filter((l) => l && !NOTE.test(l));
+  expect({ error: r.error && `${r.error.name}: ${r.error.value}`, stderr }).toEqual({ error: null, stderr: [] });
+  return r.stdout;
+};
+
+const SETUP = [
+  'import numpy as np, pandas as pd',
+  'rng = np.random.default_rng(7)',
+  'a = rng.random((100 << 20) // 8)',
+  'view = a[::2]',
+  'frame = pd.DataFrame({"x": np.arange(5), "y": list("abcde")})',
+  'digest = float(a.sum())',
+].join('\n');
+const CHECK = 'print(a.nbytes, float(a.sum()) == digest, a.flags.writeable, np.array_equal(view, a[::2]), frame.y.tolist(), np.__name__)';
+const CHECKED = "104857600 True True True ['a', 'b', 'c', 'd', 'e'] numpy\n";
+
+test('100 MiB of numpy data, a view of it and a DataFrame arrive equal and writable in forks and restores', async () => {
+  const sb = await new Sandbox(opts({ image: SCI, memoryMb: 1024 })).open();
+  const forks = [];
+  try {
+    const k = await sb.kernel({ timeoutS: 120 });
+    await py(k, SETUP);
+    expect(await py(k, CHECK)).toBe(CHECKED);
+    forks.push(...await k.fork({ count: 2 }));
+    for (const f of forks) expect(await py(f, CHECK)).toBe(CHECKED);
+    // As pickle carries them: a view arrives as an array of its own (docs/reference.md).
+    expect(await py(forks[0], 'print(np.shares_memory(view, a))')).toBe('False\n');
+    // Writes stay in the fork that made them; the global generator differs per fork.
+    await py(forks[0], 'a[0] = -1.0');
+    const draws = await Promise.all([k, ...forks].map((x) => py(x, 'print(a[0] == -1.0, np.random.random())')));
+    expect(draws.map((d) => d.split(' ')[0])).toEqual(['False', 'True', 'False']);
+    expect(new Set(draws.map((d) => d.split(' ')[1])).size).toBe(3);
+    const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
+    await k.checkpoint(dir, { keepRunning: true });
+    const back = await Sandbox.fromCheckpoint(dir, { memoryMb: 1024 });
+    try {
+      const r = await back.restoreKernel(dir);
+      expect(await py(r, CHECK)).toBe(CHECKED);
+    } finally {
+      await back.close();
+    }
+    fs.rmSync(path.dirname(dir), { recursive: true, force: true });
+  } finally {
+    await Promise.all(forks.map((f) => f.close().catch(() => {})));
+    await sb.close();
+  }
+});
+
+test('node and Jupyter kernels are refused with why, and run on', async () => {
+  const sb = await new Sandbox(opts({ image: SCI })).open();
+  try {
+    const node = await sb.kernel({ language: 'node' });
+    await expectSandboxError(() => node.fork(), SandboxError, /a node kernel's is not carried yet/);
+    expect((await node.runCode('console.log(1 + 1)')).stdout).toBe('2\n');
+    const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
+    await expectSandboxError(() => node.checkpoint(dir), SandboxError, /a node kernel's is not carried yet/);
+    expect(fs.existsSync(dir)).toBe(false);
+    await node.close();
+    const jup = await sb.kernel({ jupyter: 'python3' });
+    await expectSandboxError(() => jup.fork({ count: 2 }), SandboxError, /not available for a Jupyter kernel .*its state lives in the image's own kernel process/);
+    expect((await jup.runCode('print(3)')).stdout).toBe('3\n');
+    await jup.close();
+  } finally {
+    await sb.close();
+  }
+});
