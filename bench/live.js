@@ -21,6 +21,13 @@
 // 1 and 8 fresh Sandboxes of the same options (what a fork costs beyond its open()), and `cp -a`
 // of the same tree (what a copy costs on this filesystem). Every
 // Sandbox made is closed outside the timing.
+//
+// Kernel state (on the test image with numpy, KERN_TEST_ROOTFS_SCI; BENCH_KN iterations, default
+// 5): a python kernel imports numpy, pandas and json and holds 100 MiB of numpy data; timed, each
+// to the first cell of the new kernel(s) returning (`a.shape`): kernel.fork({ count: 1 }),
+// kernel.fork({ count: 8 }), checkpoint(dir, { keepRunning: true }), Sandbox.fromCheckpoint(dir)
+// + restoreKernel(dir), and beside them a fresh Sandbox and kernel that rebuild the same state by
+// running the same cell. A fork's memory is its python's VmRSS, read in the fork.
 'use strict';
 
 const fs = require('fs');
@@ -31,6 +38,64 @@ const { REPO, KERN, OUT, ROOTFS, dieFor, parsePositiveInt: positiveInt, median, 
 
 const die = dieFor('bench:live');
 const N = positiveInt(process.env.BENCH_N, 20, 'BENCH_N', die);
+const KN = positiveInt(process.env.BENCH_KN, 5, 'BENCH_KN', die);
+const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
+const STATE_CELL = 'import numpy as np, pandas as pd, json\na = np.random.default_rng(1).random((100 << 20) // 8)\nframe = pd.DataFrame({"x": range(1000)})';
+
+/** The kernel-state timings (see the header), in ms, and a fork's RSS in MiB. */
+async function kernelState(Sandbox) {
+  const t = { kfork1: [], kfork8: [], ckpt: [], restore: [], rebuild: [], rss: [] };
+  const first = async (k) => {
+    const r = await k.runCode('a.shape');
+    const text = r.results[0] && r.results[0].text;
+    if (r.error || r.fault || text !== '(13107200,)') die(`a kernel lost its state: ${JSON.stringify(r.error || r.fault || text)}`);
+  };
+  const sb = await new Sandbox({ image: SCI, memoryMb: 2048 }).open();
+  const dirs = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-bench-ckpt-'));
+  try {
+    const k = await sb.kernel({ timeoutS: 300 });
+    const made = await k.runCode(STATE_CELL);
+    if (made.error || made.fault) die(`the state cell failed: ${JSON.stringify(made.error || made.fault)}`);
+    for (let i = 0; i < KN; i++) {
+      for (const [count, key] of [[1, 'kfork1'], [8, 'kfork8']]) {
+        const [ms, forks] = await timed(async () => {
+          const made = await k.fork({ count });
+          await Promise.all(made.map(first));
+          return made;
+        });
+        t[key].push(ms);
+        if (count === 1) {
+          const rss = await forks[0].runCode('print(int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) // 1024)');
+          t.rss.push(Number(rss.stdout));
+        }
+        for (const f of forks) await f.close();
+      }
+      const dir = path.join(dirs, `c${i}`);
+      t.ckpt.push((await timed(() => k.checkpoint(dir, { keepRunning: true })))[0]);
+      const [rms, back] = await timed(async () => {
+        const b = await Sandbox.fromCheckpoint(dir, { memoryMb: 2048 });
+        await first(await b.restoreKernel(dir));
+        return b;
+      });
+      t.restore.push(rms);
+      await back.close();
+      fs.rmSync(dir, { recursive: true, force: true });
+      const [bms, fresh] = await timed(async () => {
+        const f = await new Sandbox({ image: SCI, memoryMb: 2048 }).open();
+        const fk = await f.kernel({ timeoutS: 300 });
+        await fk.runCode(STATE_CELL);
+        await first(fk);
+        return f;
+      });
+      t.rebuild.push(bms);
+      await fresh.close();
+    }
+  } finally {
+    await sb.close();
+    fs.rmSync(dirs, { recursive: true, force: true });
+  }
+  return t;
+}
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function timed(fn) {
@@ -85,7 +150,10 @@ async function main() {
     await sb.close();
     fs.rmSync(ws, { recursive: true, force: true });
   }
+  const haveSci = fs.existsSync(path.join(SCI, '.kern-test-rootfs'));
+  if (haveSci) Object.assign(t, await kernelState(Sandbox));
   const s = (k) => {
+    if (!t[k]) return 'n/a';
     const v = [...t[k]].sort((a, b) => a - b);
     return `${median(v).toFixed(1)} (p90 ${percentile(v, 0.9).toFixed(1)})`;
   };
@@ -111,6 +179,20 @@ async function main() {
     `| \`cp -a\` of the same workspace (beside it) | ${s('cp')} | |`,
     `| \`fork({ count: 8 })\` | ${s('fork8')} | |`,
     `| opening 8 fresh Sandboxes (beside it) | ${s('open8')} | |`,
+    '',
+    haveSci ? `A python kernel holding 100 MiB of numpy data, numpy and pandas imported; N = ${KN}; to the new kernels' first cell:` : `(Kernel state: no test image with numpy at ${SCI}; build it with scripts/build-test-rootfs-sci.sh.)`,
+    '',
+    '| step | ms | goal (issue 33) |',
+    '|---|---:|---|',
+    `| \`kernel.fork({ count: 1 })\` | ${s('kfork1')} | <= 100 |`,
+    `| \`kernel.fork({ count: 8 })\` | ${s('kfork8')} | <= 400 |`,
+    `| \`checkpoint(dir, { keepRunning: true })\` | ${s('ckpt')} | <= 300 |`,
+    `| \`Sandbox.fromCheckpoint(dir)\` + \`restoreKernel(dir)\` | ${s('restore')} | <= 150 |`,
+    `| a fresh Sandbox and kernel rebuilding the state (beside them) | ${s('rebuild')} | |`,
+    `| a fork's memory (its python's RSS, MiB) | ${s('rss')} | |`,
+    '',
+    'A fork is a fresh process: its state arrives as data (pickle protocol 5, the arrays out of',
+    'band), so it holds its own copy of the 100 MiB, and re-imports the modules the state names.',
     '',
     'On cgroup v1 the first pause of a box moves its processes into a freezer leaf (each move waits',
     'for an RCU grace period); on cgroup v2 the box is born in its own leaf and every pause is the',

@@ -242,6 +242,8 @@ pub struct FrameReader {
     pub skipped: usize,
     /// Raw data kept while armed, and how much more may come.
     raw: Option<(Vec<u8>, u64)>,
+    /// Bytes of a kept raw frame still to come.
+    streaming: usize,
 }
 
 impl FrameReader {
@@ -256,9 +258,22 @@ impl FrameReader {
                 data = &data[n..];
                 continue;
             }
-            // The length first (4 bytes), then the body up to that length.
+            if self.streaming > 0 {
+                // A kept raw frame's data, straight into what is kept (never through `buf`).
+                let n = self.streaming.min(data.len());
+                if let Some((kept, _)) = &mut self.raw {
+                    kept.extend_from_slice(&data[..n]);
+                }
+                self.streaming -= n;
+                data = &data[n..];
+                continue;
+            }
+            // The length first (4 bytes), then the body up to that length; while raw frames are
+            // kept, the body's first byte alone first, which says whether the frame is raw.
             let need = if self.buf.len() < 4 {
                 4 - self.buf.len()
+            } else if self.raw.is_some() && self.buf.len() == 4 && self.body_len() > 0 {
+                1
             } else {
                 4 + self.body_len() - self.buf.len()
             };
@@ -278,21 +293,38 @@ impl FrameReader {
                     self.buf.clear();
                     continue;
                 }
-                self.buf.reserve_exact(len);
+                if self.raw.is_none() {
+                    self.buf.reserve_exact(len);
+                }
+            }
+            if self.buf.len() == 5 && self.buf[4] == RAW_TAG {
+                let len = self.body_len() - 1;
+                if let Some((_, room)) = &mut self.raw {
+                    if len as u64 <= *room {
+                        *room -= len as u64;
+                        self.streaming = len;
+                    } else {
+                        self.skipped += 1;
+                        self.skipping = len;
+                    }
+                    self.buf.clear();
+                    continue;
+                }
             }
             if self.buf.len() >= 4 && self.buf.len() == 4 + self.body_len() {
                 if self.buf.get(4) == Some(&RAW_TAG) {
-                    let data = &self.buf[5..];
-                    match &mut self.raw {
-                        Some((kept, room)) if data.len() as u64 <= *room => {
-                            kept.extend_from_slice(data);
-                            *room -= data.len() as u64;
-                        }
-                        _ => self.skipped += 1,
-                    }
+                    // A raw frame while none are kept.
+                    self.skipped += 1;
                 } else if json_values_bound(&self.buf[4..]) > MAX_FRAME_VALUES {
                     self.skipped += 1;
                 } else if let Ok(v) = serde_json::from_slice::<Value>(&self.buf[4..]) {
+                    // A state frame says how much raw data follows: room for it all at once.
+                    if let (Some((kept, room)), Some(head)) = (&mut self.raw, v.as_object()) {
+                        if head.get("type").and_then(Value::as_str) == Some("state") {
+                            let total = parts_total(head).unwrap_or(0).min(*room);
+                            kept.reserve_exact(usize::try_from(total).unwrap_or(0));
+                        }
+                    }
                     out.push(v);
                 }
                 self.buf = Vec::new();
@@ -312,12 +344,13 @@ impl FrameReader {
 
     /// The raw data kept since `arm_raw`; raw frames are skipped again from now on.
     pub fn take_raw(&mut self) -> Vec<u8> {
+        self.skipping += std::mem::take(&mut self.streaming);
         self.raw.take().map(|(kept, _)| kept).unwrap_or_default()
     }
 
     /// Whether the stream stopped inside a frame (the box died mid-frame).
     pub fn cut(&self) -> bool {
-        !self.buf.is_empty() || self.skipping > 0
+        !self.buf.is_empty() || self.skipping > 0 || self.streaming > 0
     }
 }
 

@@ -288,9 +288,26 @@ pub fn notes(decisions: Vec<Decision>) -> Vec<String> {
 
 /// A socket to something in a box (`what`: the driver, the egress relay): our end for tokio,
 /// the box's end to send to kern.
+/// What a driver channel's ends may hold in flight, each way.
+const CHANNEL_SNDBUF: usize = 4 << 20;
+
+/// Raises `end`'s send buffer to `CHANNEL_SNDBUF`: beyond `net.core.wmem_max` as root
+/// (SO_SNDBUFFORCE), up to it otherwise. Best effort: the default only makes large states slower.
+fn bigger_send_buffer(end: &std::os::unix::net::UnixStream) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    if setsockopt(end, sockopt::SndBufForce, &CHANNEL_SNDBUF).is_err() {
+        let _ = setsockopt(end, sockopt::SndBuf, &CHANNEL_SNDBUF);
+    }
+}
+
 pub(super) fn box_socketpair(what: &str) -> Result<(tokio::net::UnixStream, OwnedFd)> {
     let fail = |e: std::io::Error| Error::Runtime(format!("socketpair for the {what}: {e}"));
     let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(fail)?;
+    // Large send buffers both ways: a kernel's state (100 MiB and more) crosses this socket, and
+    // with the default (208 KiB) each side waits on the other some thousand times.
+    for end in [&ours, &theirs] {
+        bigger_send_buffer(end);
+    }
     ours.set_nonblocking(true).map_err(fail)?;
     let ours = tokio::net::UnixStream::from_std(ours).map_err(fail)?;
     Ok((ours, OwnedFd::from(theirs)))
