@@ -18,6 +18,8 @@ import {
   SandboxError,
   SandboxErrorCode,
   IsolationReport,
+  NotCarried,
+  Checkpoint,
   IsolationControl,
   SandboxFault,
   SandboxFaultType,
@@ -260,6 +262,18 @@ async function sandboxApi(): Promise<void> {
   // @ts-expect-error paused is read-only
   k.paused = true;
   void paused; void kernelPaused;
+  const kids: Kernel[] = await k.fork({ count: 2 });
+  const left: NotCarried[] = kids[0]!.notCarried;
+  const home: Sandbox = kids[0]!.sandbox;
+  const written: Checkpoint = await k.checkpoint('/var/tmp/ck', { keepRunning: true });
+  const sbWritten: Checkpoint = await sb.checkpoint('/var/tmp/ck2');
+  const back: Kernel = await sb.restoreKernel(written.dir, { env: { TOKEN: 'x' } });
+  const fresh: Sandbox = await Sandbox.fromCheckpoint(sbWritten.dir, { memoryMb: 512 });
+  // @ts-expect-error checkpoint takes a directory
+  await k.checkpoint();
+  // @ts-expect-error notCarried is read-only
+  k.notCarried = [];
+  void left; void home; void back; void fresh; void written.bytes; void written.id;
   await k.close();
   await k2.close();
 
