@@ -35,7 +35,7 @@ mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
 # and the isolation report, which must read every cap back as cgroup-enforced v2 there; and the
 # zygote, whose forks a kern moves into their cgroups from another scope's; and pause(), whose
 # freezer is the box's own leaf there).
-default_suites="__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js"
+default_suites="__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/live/kernel-fork.test.js __tests__/live/checkpoint.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js"
 read -ra suites <<<"${KERN_CGV2_SUITES:-$default_suites}"
 rootfs="${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}"
 # Per guest run: boot (~5-15 s), copy (~20 s), the suites (several times slower than here).

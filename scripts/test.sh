@@ -38,7 +38,7 @@ skip_rootless="${KERN_SKIP_ROOTLESS:-0}"
 rootless_user=kerntest
 
 # The suites that run in the cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh).
-cgv2_tests=(__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js)
+cgv2_tests=(__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/live/kernel-fork.test.js __tests__/live/checkpoint.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js)
 
 # The two longest suites (the image pulls, each into a store of its own; the Jupyter kernels)
 # run in a second Jest beside each run's main one: both mostly wait on boxes and pulls, neither

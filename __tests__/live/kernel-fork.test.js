@@ -97,6 +97,21 @@ describe('kernel.fork', () => {
     });
   });
 
+  test('a fork\'s cells count on from its parent\'s, so tracebacks through carried functions show their own lines', async () => {
+    await withParent({}, {}, async (k, _sb, forks) => {
+      await py(k, 'def boom():\n    raise ValueError("from the first cell")');
+      const second = await k.runCode('x = 2');
+      expect(second.executionCount).toBe(2);
+      forks.push(...await k.fork());
+      const r = await forks[0].runCode('y = 3\nboom()');
+      expect(r.executionCount).toBe(3);
+      expect(r.error.traceback).toMatch(/<cell-1>.*\n.*raise ValueError\("from the first cell"\)/);
+      expect(r.error.traceback).toMatch(/<cell-3>.*\n.*boom\(\)/);
+      // The parent's count is its own.
+      expect((await k.runCode('z = 4')).executionCount).toBe(3);
+    });
+  });
+
   test('values that cannot be pickled are named with why, warned about, and the rest is carried', async () => {
     await withParent({}, {}, async (k, _sb, forks) => {
       await py(k, 'import threading, socket\nlock = threading.Lock()\ns = socket.socket()\nkept = 5');

@@ -68,6 +68,7 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
         format_exception = None  # traceback.format_exception, captured on first use
         single = False  # this cell is the box's only one (a prewarmed box)
         state_mod = None  # the state part (driver_state.py), once compiled
+        cells = 0  # the highest cell id run (a saved state carries it)
 
     st = State()
     lock = allocate_lock()
@@ -486,6 +487,7 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
     def run_cell(cell_id, code, once):
         """Runs one cell and sends its frames; returns (status, exit code or None)."""
         fname = "<cell>" if once or st.single else "<cell-%d>" % cell_id
+        st.cells = max(st.cells, cell_id)
         register(fname, code)
         if getattr(builtins, "display", None) is None:
             builtins.display = display

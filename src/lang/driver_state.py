@@ -164,6 +164,7 @@ def save():
         "cwd": os.getcwd(),
         "path": [p for p in sys.path if isinstance(p, str)],
         "future": st.future,
+        "cells": st.cells,
         "sources": {k: "".join(v[2]) for k, v in sources.items()},
     }
     send(head)
@@ -187,6 +188,7 @@ def load(head, blob):
     for fname, text in head["sources"].items():
         register(fname, text)
     st.future |= head["future"]
+    st.cells = max(st.cells, head.get("cells", 0))
     view = memoryview(blob)
     parts, at = [], 0
     for n in head["parts"]:

@@ -211,8 +211,14 @@ impl Kind for Driver {
             saved,
         } = sinks;
         let start = Instant::now();
-        let id = live.next_id;
-        live.next_id += 1;
+        // A state operation is not a cell: id 0 (cells count from 1), and the count goes on.
+        let id = match input.op {
+            CellOp::Run => {
+                live.next_id += 1;
+                live.next_id - 1
+            }
+            CellOp::Save | CellOp::Load(_) => 0,
+        };
         let marker = random_marker();
         let mut cell = live.setup.take().unwrap_or_default();
         let mut blob: &[u8] = &[];
@@ -377,6 +383,12 @@ impl Kind for Driver {
                 })
                 .unwrap_or(1),
         };
+        if let (CellOp::Load(state), None) = (input.op, &ended) {
+            // A loaded kernel's cells go on from the count of the kernel it came from, so their
+            // names (`<cell-N>`, in tracebacks) are not those of the cells it carries.
+            let cells = state.head.get("cells").and_then(Value::as_u64).unwrap_or(0);
+            live.next_id = live.next_id.max(cells.saturating_add(1));
+        }
         if matches!(input.op, CellOp::Save) {
             let data = live.reader.take_raw();
             let ok = ended.is_none()
