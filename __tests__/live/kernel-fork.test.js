@@ -258,6 +258,39 @@ describe('kernel.fork attacks: a fork reaches neither its parent nor its sibling
     });
   });
 
+  test('a fork and a restored kernel run under the posture of a fresh box, in namespaces of their own', async () => {
+    const probe = [
+      'import os, re',
+      'st = open("/proc/self/status").read()',
+      'keep = {k: re.search(k + r":\\s*(.*)", st).group(1) for k in ("CapEff", "CapPrm", "CapBnd", "NoNewPrivs", "Seccomp")}',
+      'keep["uid_map"] = " ".join(open("/proc/self/uid_map").read().split())',
+      'keep["ns"] = {n: os.readlink("/proc/self/ns/" + n) for n in ("pid", "mnt", "net", "ipc", "uts", "user")}',
+      'import json; print(json.dumps(keep))',
+    ].join('\n');
+    const dir = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'kern-ckpt-posture-')), 'ck');
+    await withParent({}, {}, async (k, sb, forks) => {
+      const parent = JSON.parse(await py(k, probe));
+      expect(parent.NoNewPrivs).toBe('1');
+      expect(parent.Seccomp).toBe('2');
+      forks.push(...await k.fork());
+      await k.checkpoint(dir, { keepRunning: true });
+      const other = await Sandbox.fromCheckpoint(dir);
+      try {
+        const restored = await other.restoreKernel(dir);
+        for (const kid of [forks[0], restored]) {
+          const seen = JSON.parse(await py(kid, probe));
+          const { ns, ...posture } = seen;
+          const { ns: parentNs, ...parentPosture } = parent;
+          expect(posture).toEqual(parentPosture);
+          for (const n of Object.keys(parentNs)) expect(ns[n]).not.toBe(parentNs[n]);
+        }
+      } finally {
+        await other.close();
+      }
+    });
+    fs.rmSync(path.dirname(dir), { recursive: true, force: true });
+  });
+
   test('code a pickled value runs as it loads runs in the fork\'s box alone, never on the host', async () => {
     const canary = path.join(os.tmpdir(), uniqueName('forkreduce'));
     await withParent({}, {}, async (k, _sb, forks) => {
