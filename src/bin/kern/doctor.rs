@@ -343,24 +343,24 @@ fn cgroups(root: bool) -> Vec<Check> {
         (Some(Version::V1 { .. }), true) if cgroup::v1_mount("freezer").is_some() => Check::new(
             "pause",
             Status::Ok,
-            "the cgroup v1 freezer hierarchy is mounted: pause() freezes kernels and resident boxes",
+            "the cgroup v1 freezer hierarchy is mounted: pause() freezes kernels and resident boxes, and a kernel while fork() or checkpoint() copies its workspace",
         ),
         (Some(Version::V1 { .. }), true) => Check::new(
             "pause",
             Status::Missing,
-            "no cgroup v1 freezer hierarchy is mounted: pause() is refused",
+            "no cgroup v1 freezer hierarchy is mounted: pause() is refused; kernel.fork() and checkpoint() hold the kernel between cells instead, where a thread it left running may still write",
         )
         .fix("mount it: mkdir -p /sys/fs/cgroup/freezer && mount -t cgroup -o freezer freezer /sys/fs/cgroup/freezer"),
         (Some(Version::V1 { .. }), false) => Check::new(
             "pause",
             Status::Missing,
-            "unprivileged on cgroup v1, kern has no freezer: pause() is refused",
+            "unprivileged on cgroup v1, kern has no freezer: pause() is refused; kernel.fork() and checkpoint() hold the kernel between cells instead, where a thread it left running may still write",
         )
         .fix(freezer::V1_ROOTLESS),
         _ => Check::new(
             "pause",
             Status::Missing,
-            "boxes get no cgroup of their own here, so pause() is refused",
+            "boxes get no cgroup of their own here, so pause() is refused; kernel.fork() and checkpoint() hold the kernel between cells instead, where a thread it left running may still write",
         )
         .fix("as for caps above: run as root, under a systemd user session, or set KERN_CGROUP_PARENT"),
     };
@@ -372,13 +372,13 @@ fn cgroups(root: bool) -> Vec<Check> {
                     Check::new(
                         "pause",
                         Status::Ok,
-                        "a box's cgroup v2 leaf has cgroup.freeze: pause() freezes kernels and resident boxes",
+                        "a box's cgroup v2 leaf has cgroup.freeze: pause() freezes kernels and resident boxes, and a kernel while fork() or checkpoint() copies its workspace",
                     )
                 } else {
                     Check::new(
                         "pause",
                         Status::Missing,
-                        "a box's cgroup v2 leaf has no cgroup.freeze (Linux before 5.2): pause() is refused",
+                        "a box's cgroup v2 leaf has no cgroup.freeze (Linux before 5.2): pause() is refused; kernel.fork() and checkpoint() hold the kernel between cells instead, where a thread it left running may still write",
                     )
                     .fix("a Linux 5.2 or later kernel")
                 };
