@@ -183,7 +183,11 @@ pub(super) fn write(
 /// Reads the checkpoint in `dir` and checks its manifest and state (its workspace is checked
 /// as it is restored: `restore_workspace`).
 pub fn read(dir: &Path) -> Result<Checkpoint> {
-    let bytes = read_capped(&dir.join(MANIFEST), 64 << 20).map_err(|e| bad(dir, e))?;
+    let bytes = read_capped(
+        &dir.join(MANIFEST),
+        2 * crate::lang::driver::MAX_FRAME as u64,
+    )
+    .map_err(|e| bad(dir, e))?;
     let mac = read_capped(&dir.join(MAC), 1024).map_err(|e| bad(dir, e))?;
     let mac = String::from_utf8(mac).map_err(|_| bad(dir, "its MAC is not text"))?;
     let sig = hex::decode(mac.trim()).map_err(|_| bad(dir, "its MAC is not hex"))?;
