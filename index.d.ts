@@ -755,7 +755,7 @@ export class Terminal extends SteeredProcess implements AsyncIterable<Buffer> {
 // ---------------------------------------------------------------------------------------------
 
 /** ADDITION: a name of a kernel's namespace that a fork or checkpoint did not carry (a value
- * that could not be pickled), and why. */
+ * that could not be pickled or cloned), and why. */
 export interface NotCarried {
   name: string;
   reason: string;
@@ -820,14 +820,15 @@ export class Kernel {
   readonly paused: boolean;
   /** ADDITION: `count` (1 to 64, default 1) new kernels, each in a fresh box of a new Sandbox
    * (this kernel's Sandbox's options, a copy of its workspace as `Sandbox.fork()` makes it),
-   * holding this kernel's state: its variables and objects (pickled), the modules it names
-   * (imported again), functions and classes defined in cells, the current directory and
-   * `sys.path`. A fork is a fresh process, as isolated from its parent and siblings as two fresh
-   * boxes are; its randomness is its own. Not carried: threads, child processes, open files and
-   * sockets, and each module's own globals; a value that can't be pickled is left out, named in
-   * `notCarried` and a `KERN_STATE_LEFT_OUT` warning. Runs in turn with cells, within the
+   * holding this kernel's state: its variables and objects (python: pickled; node: structured
+   * clone), the modules it names (imported again), functions and classes defined in cells, the
+   * current directory (and python's `sys.path`). A fork is a fresh process, as isolated from its
+   * parent and siblings as two fresh boxes are; its randomness is its own. Not carried: threads,
+   * child processes, open files and sockets, each module's own globals, and (node) closures over
+   * local variables and instances of classes; a value that can't be carried is left out, named
+   * in `notCarried` and a `KERN_STATE_LEFT_OUT` warning. Runs in turn with cells, within the
    * kernel's cell timeout; this kernel is paused while its workspace is copied (where kern can't
-   * pause, it is held between cells), then goes on. Python driver kernels only: a node or
+   * pause, it is held between cells), then goes on. Python, node and typescript driver kernels: a
    * Jupyter kernel throws, saying why. Closing a fork closes its Sandbox (`kernel.sandbox`).
    * Measured here (release, 100 MiB of numpy data, numpy and pandas imported): 597 ms to the
    * fork's first cell, beside 513 ms for a fresh kernel that rebuilds the same state. */

@@ -36,7 +36,7 @@ function leftOf(state) {
 function warnLeft(what, left) {
   if (left.length === 0) return;
   const shown = left.slice(0, 5).map((l) => `${l.name} (${l.reason})`).join(', ');
-  process.emitWarning(`${what} left out ${left.length} name${left.length === 1 ? '' : 's'} of the kernel that could not be pickled: ${shown}${left.length > 5 ? ', …' : ''} (see notCarried)`, { code: 'KERN_STATE_LEFT_OUT' });
+  process.emitWarning(`${what} left out ${left.length} name${left.length === 1 ? '' : 's'} of the kernel that could not be carried: ${shown}${left.length > 5 ? ', …' : ''} (see notCarried)`, { code: 'KERN_STATE_LEFT_OUT' });
 }
 
 /** `{ count }` of fork(), checked. */

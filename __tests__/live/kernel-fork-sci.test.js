@@ -2,7 +2,7 @@
 // rootless: yes
 // kernel.fork() and checkpoints of a kernel holding numpy data (issue 33), on the test image
 // with numpy and Jupyter kernels (scripts/build-test-rootfs-sci.sh): arrays travel out of band,
-// arrive equal and writable; node and Jupyter kernels are refused with why.
+// arrive equal and writable; a node kernel's state too; a Jupyter kernel is refused with why.
 
 const fs = require('fs');
 const path = require('path');
@@ -67,18 +67,68 @@ test('100 MiB of numpy data, a view of it and a DataFrame arrive equal and writa
   }
 });
 
-test('node and Jupyter kernels are refused with why, and run on', async () => {
+test('a node kernel forks and checkpoints: values, functions, classes and modules; what a clone would change is named', async () => {
+  const sb = await new Sandbox(opts({ image: SCI })).open();
+  const forks = [];
+  try {
+    const k = await sb.kernel({ language: 'node' });
+    const setup = [
+      "import path from 'node:path';",
+      "const fs = require('fs');",
+      'let n = 41;',
+      "const data = { list: [1, 2, 3], m: new Map([['a', 1]]), when: new Date(0), buf: Buffer.from('hi'), big: 10n };",
+      'class Point { constructor(x, y) { this.x = x; this.y = y; } norm() { return Math.hypot(this.x, this.y); } }',
+      'function sq(v) { return v * v; }',
+      "var g = 'global var';",
+      'const arrow = (z) => sq(z) + n;',
+      'const p = new Point(3, 4);',
+      'function counter() { let c = 0; return () => ++c; }',
+      'const tick = counter();',
+      "const sym = Symbol('s');",
+      "fs.mkdirSync('sub', { recursive: true }); process.chdir('sub');",
+    ].join('\n');
+    const made = await k.runCode(setup);
+    expect(made.error).toBeNull();
+    const check = "JSON.stringify([n + 1, data.list, data.m.get('a'), data.when.getTime(), data.buf.toString(), String(data.big), new Point(6, 8).norm(), sq(3), g, arrow(2), typeof fs.readFileSync, path.join('a', 'b'), process.cwd()])";
+    const want = JSON.stringify([42, [1, 2, 3], 1, 0, 'hi', '10', 10, 9, 'global var', 45, 'function', 'a/b', '/workspace/sub']);
+    forks.push(...await k.fork({ count: 2 }));
+    for (const f of forks) {
+      expect(f.notCarried.map((l) => l.name).sort()).toEqual(['p', 'sym', 'tick']);
+      const r = await f.runCode(check);
+      expect(r.error).toBeNull();
+      expect(JSON.parse(r.results[0].text.replace(/^'|'$/g, ''))).toEqual(JSON.parse(want));
+    }
+    const reasons = Object.fromEntries(forks[0].notCarried.map((l) => [l.name, l.reason]));
+    expect(reasons.p).toMatch(/instance of Point/);
+    expect(reasons.tick).toMatch(/closes over local variables/);
+    // Math.random is each fork's own.
+    const draws = await Promise.all([k, ...forks].map(async (x) => (await x.runCode('Math.random()')).results[0].text));
+    expect(new Set(draws).size).toBe(3);
+    const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
+    await k.checkpoint(dir);
+    const back = await Sandbox.fromCheckpoint(dir);
+    try {
+      const r = await back.restoreKernel(dir);
+      const got = await r.runCode(check);
+      expect(JSON.parse(got.results[0].text.replace(/^'|'$/g, ''))).toEqual(JSON.parse(want));
+    } finally {
+      await back.close();
+    }
+    fs.rmSync(path.dirname(dir), { recursive: true, force: true });
+  } finally {
+    await Promise.all(forks.map((f) => f.close().catch(() => {})));
+    await sb.close();
+  }
+});
+
+test('a Jupyter kernel is refused with why, and runs on', async () => {
   const sb = await new Sandbox(opts({ image: SCI })).open();
   try {
-    const node = await sb.kernel({ language: 'node' });
-    await expectSandboxError(() => node.fork(), SandboxError, /a node kernel's is not carried yet/);
-    expect((await node.runCode('console.log(1 + 1)')).stdout).toBe('2\n');
-    const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
-    await expectSandboxError(() => node.checkpoint(dir), SandboxError, /a node kernel's is not carried yet/);
-    expect(fs.existsSync(dir)).toBe(false);
-    await node.close();
     const jup = await sb.kernel({ jupyter: 'python3' });
     await expectSandboxError(() => jup.fork({ count: 2 }), SandboxError, /not available for a Jupyter kernel .*its state lives in the image's own kernel process/);
+    const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
+    await expectSandboxError(() => jup.checkpoint(dir), SandboxError, /not available for a Jupyter kernel/);
+    expect(fs.existsSync(dir)).toBe(false);
     expect((await jup.runCode('print(3)')).stdout).toBe('3\n');
     await jup.close();
   } finally {

@@ -121,7 +121,7 @@ describe('kernel.fork', () => {
       try {
         forks.push(...await k.fork());
         expect(spy.mock.calls.map((c) => c[1] && c[1].code)).toEqual(['KERN_STATE_LEFT_OUT']);
-        expect(spy.mock.calls[0][0]).toMatch(/fork\(\) left out 2 names .*lock.* \(see notCarried\)/);
+        expect(spy.mock.calls[0][0]).toMatch(/fork\(\) left out 2 names .*could not be carried: .*lock.* \(see notCarried\)/);
       } finally {
         spy.mockRestore();
       }

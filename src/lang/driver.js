@@ -34,7 +34,9 @@
   const inspector = require('inspector');
   const { pathToFileURL } = require('url');
   const nodeModule = require('module');
+  const v8 = require('v8');
   const MAX_FRAME = 256 << 20;
+  const RAW_PIECE = 64 << 20;
   const TAKE = Symbol.for('kern.driver.take');
   const IMPORT = Symbol.for('kern.import');
   const DISPLAY_HOOK = Symbol.for('Jupyter.display');
@@ -147,7 +149,11 @@
     value: (spec, opts) => {
       const s = String(spec);
       const rel = s.startsWith('./') || s.startsWith('../') || s.startsWith('/');
-      return import(rel ? pathToFileURL(path.resolve(process.cwd(), s)).href : s, opts);
+      const target = rel ? pathToFileURL(path.resolve(process.cwd(), s)).href : s;
+      return import(target, opts).then((ns) => {
+        imported.set(ns, target);
+        return ns;
+      });
     },
     configurable: true,
   });
@@ -271,9 +277,187 @@
     }
   };
 
+  // ---- a kernel's state as data (kernel.fork(), checkpoints; the python side: driver_state.py)
+  // Carried: the cells' let/const/class bindings (as let) and the globals they made; values by
+  // structured clone (v8.serialize), functions and classes by their source, modules by name
+  // (builtins, require()d files, import()ed specifiers); the current directory. Left out, by
+  // name, with why: closures over local variables, native and bound functions, symbols, and
+  // values holding instances of classes (a clone would make them plain objects).
+  const GIVE = Symbol.for('kern.driver.give');
+  const baseGlobals = new Set(Object.getOwnPropertyNames(globalThis));
+  const imported = new Map();
+  let cells = 0;
+  const PLAIN = new Set([
+    null, Object.prototype, Array.prototype, Map.prototype, Set.prototype, Date.prototype, RegExp.prototype,
+    ArrayBuffer.prototype, DataView.prototype, Buffer.prototype, Boolean.prototype, Number.prototype,
+    String.prototype, BigInt.prototype,
+    ...[Error, EvalError, RangeError, ReferenceError, SyntaxError, TypeError, URIError].map((c) => c.prototype),
+    ...[Int8Array, Uint8Array, Uint8ClampedArray, Int16Array, Uint16Array, Int32Array, Uint32Array, Float32Array,
+      Float64Array, BigInt64Array, BigUint64Array].map((c) => c.prototype),
+  ]);
+  // The first object in `v` a structured clone would change (one of a class), or null.
+  const foreign = (v, seen) => {
+    if (v === null || typeof v !== 'object' || seen.has(v)) return null;
+    seen.add(v);
+    if (!PLAIN.has(Object.getPrototypeOf(v))) return v;
+    if (ArrayBuffer.isView(v) || v instanceof ArrayBuffer) return null;
+    const items = v instanceof Map ? [...v.keys(), ...v.values()] : v instanceof Set ? [...v] : Object.values(v);
+    for (const x of items) {
+      const f = foreign(x, seen);
+      if (f !== null) return f;
+    }
+    return null;
+  };
+  let builtins = null;
+  const moduleOf = (v) => {
+    if (v === null || (typeof v !== 'object' && typeof v !== 'function')) return null;
+    if (imported.has(v)) return { kind: 'import', spec: imported.get(v) };
+    if (builtins === null) {
+      builtins = new Map();
+      for (const b of nodeModule.builtinModules) {
+        try {
+          builtins.set(require(b), b);
+        } catch {}
+      }
+    }
+    if (builtins.has(v)) return { kind: 'require', spec: builtins.get(v) };
+    for (const [id, m] of Object.entries(require.cache)) {
+      if (m && m.exports === v) return { kind: 'require', spec: id };
+    }
+    return null;
+  };
+  // Whether function `fn` closes over anything but the kernel's globals (its [[Scopes]], as the
+  // inspector shows them: Script and Global are the kernel's own).
+  const closesOver = async (fn) => {
+    globalThis[GIVE] = fn;
+    const { result } = await post('Runtime.evaluate', { expression: 'globalThis[Symbol.for("kern.driver.give")]' });
+    delete globalThis[GIVE];
+    try {
+      const own = await post('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });
+      const scopes = (own.internalProperties || []).find((p) => p.name === '[[Scopes]]');
+      if (!scopes || !scopes.value || !scopes.value.objectId) return false;
+      const list = await post('Runtime.getProperties', { objectId: scopes.value.objectId, ownProperties: true });
+      return list.result.some((p) => p.value && !/^(Script|Global)$/.test(p.value.description || ''));
+    } finally {
+      post('Runtime.releaseObject', { objectId: result.objectId }).catch(() => {});
+    }
+  };
+  const bind = async (e, value) => {
+    if (e.scope === 'global') {
+      globalThis[e.name] = value;
+      return;
+    }
+    globalThis[GIVE] = value;
+    try {
+      const r = await post('Runtime.evaluate', {
+        expression: `let ${e.name} = globalThis[Symbol.for("kern.driver.give")];`,
+        replMode: true,
+      });
+      if (r.exceptionDetails) throw new Error(r.exceptionDetails.exception ? r.exceptionDetails.exception.description : r.exceptionDetails.text);
+    } finally {
+      delete globalThis[GIVE];
+    }
+  };
+  const sendBlob = (parts) => {
+    for (const p of parts) {
+      for (let at = 0; at < p.length; at += RAW_PIECE) {
+        const piece = p.subarray(at, at + RAW_PIECE);
+        const head = Buffer.alloc(5);
+        head.writeUInt32BE(piece.length + 1);
+        sock.write(head);
+        sock.write(piece);
+      }
+    }
+  };
+  const saveState = async () => {
+    const { names } = await post('Runtime.globalLexicalScopeNames', {});
+    const globals = Object.getOwnPropertyNames(globalThis).filter((n) => !baseGlobals.has(n));
+    const entries = [];
+    const parts = [];
+    const left = [];
+    for (const [scope, name] of [...names.map((n) => ['let', n]), ...globals.map((n) => ['global', n])]) {
+      try {
+        let value;
+        if (scope === 'let') {
+          const r = await post('Runtime.evaluate', { expression: name, replMode: true });
+          if (r.exceptionDetails) throw new Error('it has no value yet');
+          value = await valueOf(r.result);
+        } else {
+          value = globalThis[name];
+        }
+        const e = { name, scope };
+        const mod = moduleOf(value);
+        if (mod !== null) {
+          Object.assign(e, mod);
+        } else if (typeof value === 'function') {
+          const src = Function.prototype.toString.call(value);
+          if (/\{\s*\[native code\]\s*\}$/.test(src)) throw new Error('a native or bound function, not one a cell defined');
+          if (await closesOver(value)) throw new Error("a function that closes over local variables: what it captured can't be carried");
+          Object.assign(e, { kind: 'source', src });
+        } else {
+          const f = foreign(value, new Set());
+          if (f !== null) {
+            const c = Object.getPrototypeOf(f) && Object.getPrototypeOf(f).constructor;
+            throw new Error(`it holds an instance of ${(c && c.name) || 'a class'}, which a structured clone would make a plain object`);
+          }
+          parts.push(v8.serialize(value));
+          Object.assign(e, { kind: 'value', part: parts.length - 1 });
+        }
+        entries.push(e);
+      } catch (err) {
+        left.push([name, `${(err && err.name) || 'Error'}: ${(err && err.message) || String(err)}`.slice(0, 300)]);
+      }
+    }
+    send({
+      type: 'state', node: process.version, implementation: 'node', parts: parts.map((p) => p.length),
+      left, cwd: process.cwd(), cells, entries,
+    });
+    sendBlob(parts);
+  };
+  const loadState = async (head, blob) => {
+    if (head.implementation !== 'node' || head.node !== process.version) {
+      throw new Error(`this state was saved by ${head.implementation} ${head.node || head.python}, and this kernel runs node ${process.version}: restore it into a box of the image it was taken in`);
+    }
+    try {
+      process.chdir(head.cwd);
+    } catch (e) {
+      writeSync(2, `kern: the kernel's directory ${head.cwd} is not here (${e.code}); it stays in ${process.cwd()}\n`);
+    }
+    cells = Math.max(cells, head.cells || 0);
+    const parts = [];
+    let at = 0;
+    for (const n of head.parts) {
+      parts.push(blob.subarray(at, at + n));
+      at += n;
+    }
+    // Classes and functions first: nothing else needs them to load, and a later cell may.
+    const order = [...head.entries].sort((a, b) => (a.kind === 'source' ? 0 : 1) - (b.kind === 'source' ? 0 : 1));
+    for (const e of order) {
+      try {
+        let value;
+        if (e.kind === 'source') {
+          const r = await post('Runtime.evaluate', { expression: `(${e.src}\n)`, replMode: true });
+          if (r.exceptionDetails) throw new Error(r.exceptionDetails.exception ? r.exceptionDetails.exception.description : r.exceptionDetails.text);
+          value = await valueOf(r.result);
+        } else if (e.kind === 'require') {
+          value = require(e.spec);
+        } else if (e.kind === 'import') {
+          value = await import(e.spec);
+          imported.set(value, e.spec);
+        } else {
+          value = v8.deserialize(parts[e.part]);
+        }
+        await bind(e, value);
+      } catch (err) {
+        writeSync(2, `kern: ${e.name} could not be loaded: ${(err && err.message) || String(err)}\n`);
+      }
+    }
+  };
+
   let kernel = false;
   const runCell = async (id, source, once) => {
     const name = once ? '[eval]' : `[cell-${id}]`;
+    if (!once) cells = Math.max(cells, id);
     // `throw null` is an error too: whether the cell threw is its own flag.
     let threw = false;
     let failed = null;
@@ -345,6 +529,21 @@
       }
       return;
     }
+    if (obj.type === 'save' || obj.type === 'load') {
+      const load = obj.type === 'load';
+      if (typeof obj.id !== 'number' || typeof obj.marker !== 'string' ||
+          (load && !(Array.isArray(obj.parts) && obj.parts.every((n) => Number.isInteger(n) && n >= 0)))) {
+        die(`a ${obj.type} frame needs an id, a marker (and a load, its parts' sizes): ${stringify(obj).slice(0, 200)}`);
+      }
+      if (!kernel) {
+        kernel = true;
+        kernelMode();
+      }
+      const total = load ? obj.parts.reduce((a, b) => a + b, 0) : 0;
+      pending = { obj, blob: Buffer.allocUnsafe(total), got: 0 };
+      if (!load || total === 0) stateOp();
+      return;
+    }
     if (obj.type !== 'cell' || typeof obj.id !== 'number' || typeof obj.code !== 'string') {
       die(`a frame must be a setup or a cell frame: ${stringify(obj).slice(0, 200)}`);
     }
@@ -380,11 +579,62 @@
       }
     });
   };
-  sock.on('data', (chunk) => {
-    buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+  // A save or load, once its raw frames (a load's state) are in: run in turn with the cells.
+  let pending = null;
+  let rawLeft = 0;
+  const stateOp = () => {
+    const { obj, blob } = pending;
+    pending = null;
+    queue = queue.then(async () => {
+      let ok = true;
+      try {
+        if (obj.type === 'save') await saveState();
+        else await loadState(obj, blob);
+      } catch (e) {
+        ok = false;
+        const text = inspect(e);
+        writeSync(2, `${text}\n`);
+        send(errorFrame(e, text));
+      }
+      writeSync(1, obj.marker);
+      writeSync(2, obj.marker);
+      send({ type: 'done', id: obj.id, status: ok ? 'ok' : 'error', exit: null });
+    });
+  };
+  sock.on('data', (data) => {
+    let chunk = data;
+    while (chunk.length) {
+      if (rawLeft > 0) {
+        // A raw frame's data, straight into the load's buffer.
+        const n = Math.min(rawLeft, chunk.length);
+        chunk.copy(pending.blob, pending.got, 0, n);
+        pending.got += n;
+        rawLeft -= n;
+        chunk = chunk.subarray(n);
+        if (rawLeft === 0 && pending.got === pending.blob.length) stateOp();
+        continue;
+      }
+      buf = buf.length ? Buffer.concat([buf, chunk]) : chunk;
+      chunk = Buffer.alloc(0);
+      frames();
+      if (rawLeft > 0) {
+        chunk = buf;
+        buf = Buffer.alloc(0);
+      }
+    }
+  });
+  const frames = () => {
     while (buf.length >= 4) {
       const len = buf.readUInt32BE(0);
       if (len > MAX_FRAME) die(`a frame of ${len} bytes is over the limit`);
+      if (len > 1 && buf.length >= 5 && buf[4] === 0) {
+        if (pending === null || pending.obj.type !== 'load' || pending.got + len - 1 > pending.blob.length) {
+          die('a raw frame that no load asked for');
+        }
+        rawLeft = len - 1;
+        buf = buf.subarray(5);
+        return;
+      }
       if (buf.length < 4 + len) break;
       let obj;
       try {
@@ -395,7 +645,7 @@
       buf = buf.subarray(4 + len);
       frame(obj);
     }
-  });
+  };
   sock.on('end', () => {
     if (kernel) queue.then(() => process.exit(0));
   });

@@ -170,12 +170,6 @@ impl Kind for Driver {
     }
 
     fn check_cell(&self, cell: &CellInput<'_>) -> Result<()> {
-        if !matches!(cell.op, CellOp::Run) && self.lang != Language::Python {
-            return crate::invalid!(
-                "fork() and checkpoint() take a python kernel's state; a {} kernel's is not carried yet (its values, closures and modules have no form kern can move into a fresh box); open the kernel with language \"python\", or fork the Sandbox (sandbox.fork()) to copy its workspace",
-                lang_name(self.lang)
-            );
-        }
         self.lang.check_cell(cell.code)
     }
 
