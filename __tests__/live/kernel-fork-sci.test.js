@@ -74,7 +74,10 @@ test('a node kernel forks and checkpoints: values, functions, classes and module
     const k = await sb.kernel({ language: 'node' });
     const setup = [
       "import path from 'node:path';",
+      "import * as P from 'node:path';",
       "const fs = require('fs');",
+      "fs.writeFileSync('mod.mjs', 'export const v = 7;');",
+      "import * as M from './mod.mjs';",
       'let n = 41;',
       "const data = { list: [1, 2, 3], m: new Map([['a', 1]]), when: new Date(0), buf: Buffer.from('hi'), big: 10n };",
       'class Point { constructor(x, y) { this.x = x; this.y = y; } norm() { return Math.hypot(this.x, this.y); } }',
@@ -89,8 +92,8 @@ test('a node kernel forks and checkpoints: values, functions, classes and module
     ].join('\n');
     const made = await k.runCode(setup);
     expect(made.error).toBeNull();
-    const check = "JSON.stringify([n + 1, data.list, data.m.get('a'), data.when.getTime(), data.buf.toString(), String(data.big), new Point(6, 8).norm(), sq(3), g, arrow(2), typeof fs.readFileSync, path.join('a', 'b'), process.cwd()])";
-    const want = JSON.stringify([42, [1, 2, 3], 1, 0, 'hi', '10', 10, 9, 'global var', 45, 'function', 'a/b', '/workspace/sub']);
+    const check = "JSON.stringify([n + 1, data.list, data.m.get('a'), data.when.getTime(), data.buf.toString(), String(data.big), new Point(6, 8).norm(), sq(3), g, arrow(2), typeof fs.readFileSync, path.join('a', 'b'), process.cwd(), P.sep, M.v])";
+    const want = JSON.stringify([42, [1, 2, 3], 1, 0, 'hi', '10', 10, 9, 'global var', 45, 'function', 'a/b', '/workspace/sub', '/', 7]);
     forks.push(...await k.fork({ count: 2 }));
     for (const f of forks) {
       expect(f.notCarried.map((l) => l.name).sort()).toEqual(['p', 'sym', 'tick']);
