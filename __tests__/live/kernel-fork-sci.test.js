@@ -132,6 +132,7 @@ test('a Jupyter kernel is refused with why, and runs on', async () => {
     const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
     await expectSandboxError(() => jup.checkpoint(dir), SandboxError, /not available for a Jupyter kernel/);
     expect(fs.existsSync(dir)).toBe(false);
+    fs.rmSync(path.dirname(dir), { recursive: true, force: true });
     expect((await jup.runCode('print(3)')).stdout).toBe('3\n');
     await jup.close();
   } finally {
