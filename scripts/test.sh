@@ -6,10 +6,10 @@
 # Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> lints (oxlint,
 # py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust), while the test rootfs, images,
 # Node 24 and the Podman test container are made in the background -> Jest as root (with
-# the container tests: kern-sandbox inside Podman; the image and Jupyter suites in a second Jest
-# beside it) -> Jest again as the unprivileged user `kerntest` for the files marked
-# `// rootless: yes` (the rootless path; scripts/rootless-tests.sh; its image and Jupyter suites
-# beside it too), and meanwhile the core, pause, limits, isolation, lifecycle, process,
+# the container tests: kern-sandbox inside Podman; the longest suites, `side_tests`, in a second
+# Jest beside it) -> Jest again as the unprivileged user `kerntest` for the files marked
+# `// rootless: yes` (the rootless path; scripts/rootless-tests.sh; its side suites beside it
+# too), and meanwhile the core, pause, fork, checkpoint, limits, isolation, lifecycle, process,
 # isolation-report and zygote suites in a cgroup-v2 + systemd guest, as root and rootless
 # (scripts/test-cgv2.sh); the fuzz run (scripts/fuzz.sh) goes on at nice 19 beside the Jest runs
 # -> summary. A build failure stops at once; every other failure is recorded and the remaining
@@ -40,12 +40,16 @@ rootless_user=kerntest
 # The suites that run in the cgroup-v2 + systemd guest, as root and rootless (scripts/test-cgv2.sh).
 cgv2_tests=(__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/live/kernel-fork.test.js __tests__/live/checkpoint.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js)
 
-# The two longest suites (the image pulls, each into a store of its own; the Jupyter kernels)
-# run in a second Jest beside each run's main one: both mostly wait on boxes and pulls, neither
-# looks at host-wide state (process or mount tables, cgroup listings) that the other run's boxes
-# change, and one after the other they were a third of each run.
-side_tests=(__tests__/images/images.test.js __tests__/kernels/jupyter.test.js)
-side_ignore=(--testPathIgnorePatterns '/__tests__/images/images\.test\.js$' '/__tests__/kernels/jupyter\.test\.js$')
+# The longest suites run in a second Jest beside each run's main one: the image pulls (each into
+# a store of its own), the Jupyter kernels, and (root only: they are not rootless suites) the
+# README and guide examples, the package's install and the integrations' type checks. They mostly
+# wait on boxes, pulls, npm and tsc, none looks at host-wide state (process or mount tables,
+# cgroup listings) that the other run's boxes change, and one after the other they were well over
+# a third of the root run (and the whole run went past 35 minutes with them in it).
+side_tests=(__tests__/images/images.test.js __tests__/kernels/jupyter.test.js __tests__/packaging/readme.test.js
+  __tests__/packaging/install.test.js __tests__/integrations/types.test.js)
+side_ignore=(--testPathIgnorePatterns '/__tests__/images/images\.test\.js$' '/__tests__/kernels/jupyter\.test\.js$'
+  '/__tests__/packaging/readme\.test\.js$' '/__tests__/packaging/install\.test\.js$' '/__tests__/integrations/types\.test\.js$')
 
 root_report="$repo/.jest-results.json"
 root_side_report="$repo/.jest-results-side.json"

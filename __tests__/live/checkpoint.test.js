@@ -218,6 +218,21 @@ describe('tampered checkpoints are refused before any of them is used', () => {
     });
   }
 
+  test('a .deps planted in a checkpoint\'s workspace is never copied over the Sandbox\'s own', async () => {
+    const dir = await kernelCheckpoint();
+    fs.mkdirSync(path.join(dir, 'workspace/.deps/bin'), { recursive: true });
+    fs.writeFileSync(path.join(dir, 'workspace/.deps/bin/planted'), '#!/bin/sh\necho planted\n', { mode: 0o755 });
+    const ws = makeTempDir('kern-ckpt-ws-');
+    const sb = await new Sandbox(opts({ workspace: ws })).open();
+    try {
+      const k = await sb.restoreKernel(dir);
+      expect(await py(k, CHECK)).toBe(CHECKED);
+      expect(fs.existsSync(path.join(ws, '.deps/bin/planted'))).toBe(false);
+    } finally {
+      await sb.close();
+    }
+  });
+
   test('a checkpoint sealed under another host key is refused', async () => {
     const dir = await kernelCheckpoint();
     const home = makeTempDir('kern-ckpt-home-');

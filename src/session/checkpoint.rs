@@ -259,13 +259,19 @@ pub(super) fn restore_workspace(
     let _still = Exclusive::take(&opened.writers, "restoring a checkpoint")?;
     must_be_empty(&ws)?;
     let owner = super::host_files::workspace_owner(&ws)?;
-    let report = copy::copy_tree(&ckpt.dir.join(WORKSPACE), &ws, &[], owner)?;
-    let got: TreeInfo = digest::tree_digest(&ws, SKIP)?.into();
-    if got != m.workspace {
+    // A `.deps` in the checkpoint (none is written there) is never copied over the Sandbox's own;
+    // whatever fails, nothing of a copy that did not check out stays.
+    let copied = copy::copy_tree(&ckpt.dir.join(WORKSPACE), &ws, SKIP, owner).and_then(|report| {
+        let got: TreeInfo = digest::tree_digest(&ws, SKIP)?.into();
+        if got != m.workspace {
+            return Err(bad(&ckpt.dir, "its workspace does not match its manifest"));
+        }
+        Ok(report)
+    });
+    if copied.is_err() {
         wipe(&ws);
-        return Err(bad(&ckpt.dir, "its workspace does not match its manifest"));
     }
-    Ok(report)
+    copied
 }
 
 fn must_be_empty(ws: &Path) -> Result<()> {
