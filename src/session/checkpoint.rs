@@ -109,7 +109,7 @@ fn bad(dir: &Path, why: impl std::fmt::Display) -> Error {
 }
 
 /// Writes a checkpoint into `dir` (which must not exist, or be an empty directory): the
-/// workspace of `opened`, held still (but `frozen`, a paused kernel of it, may stay open), and
+/// workspace of `opened`, held still (but `frozen`, a kernel of it held still, may stay open), and
 /// `state`, a kernel's. `dir` may not lie inside the workspace, where the Sandbox's boxes could
 /// change it.
 pub(super) fn write(

@@ -204,7 +204,7 @@ pub(super) fn restore(opened: &Opened, src: &Path) -> Result<archive::RestoreRep
 
 /// `fork()`'s copy: this session's workspace (but `.deps`, which the fork's own `setup` made)
 /// into `child`'s, taken while no box of either runs (refused otherwise) but `frozen`, a
-/// kernel of this session the caller paused (a kernel's fork).
+/// kernel of this session the caller holds still (`OpenKernel::still_in`: a kernel's fork).
 pub(super) fn copy_workspace(
     from: &Opened,
     child: &Opened,
@@ -221,7 +221,7 @@ pub(super) fn copy_workspace(
     copy::copy_tree(&src, &dst, &[".deps"], owner)
 }
 
-/// 1 for a kernel of `opened` that is paused, 0 for none; an error for another.
+/// 1 for a kernel of `opened` held still, 0 for none; an error for another.
 fn frozen_count(opened: &Opened, frozen: Option<&OpenKernel>) -> Result<usize> {
     match frozen {
         None => Ok(0),

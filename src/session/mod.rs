@@ -255,8 +255,8 @@ impl Sandbox {
     }
 
     /// ADDITION: `fork()`'s copy: this Sandbox's workspace into `child`'s (a Sandbox just opened
-    /// with the same options), while no box of either runs but `frozen` (a paused kernel of this
-    /// Sandbox: a kernel's fork).
+    /// with the same options), while no box of either runs but `frozen` (a kernel of this
+    /// Sandbox held still: a kernel's fork).
     pub fn copy_workspace_to(
         &self,
         child: &Sandbox,

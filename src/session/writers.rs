@@ -31,9 +31,7 @@ impl Active {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
     }
-}
 
-impl Active {
     /// Whether this box counts among `writers`' (a kernel of that session).
     pub(crate) fn counts_in(&self, writers: &Arc<Writers>) -> bool {
         Arc::ptr_eq(&self.0, writers)
@@ -55,8 +53,8 @@ impl<'a> Exclusive<'a> {
         Exclusive::take_beside(writers, what, 0)
     }
 
-    /// `take`, with `frozen` writers left counted: kernels of the session whose boxes the
-    /// caller has paused, so they write nothing while this is held (a kernel's fork).
+    /// `take`, with `frozen` writers left counted: kernels of the session the caller holds
+    /// still (paused, or between cells: a kernel's fork or checkpoint).
     pub(crate) fn take_beside(
         writers: &'a Writers,
         what: &str,

@@ -11,8 +11,7 @@ pub(crate) mod signal;
 
 use super::result::ExecResult;
 use crate::engine::addon::launch::ChunkSender;
-use crate::error::Error;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::lang::driver::KernelState;
 use driver::Driver;
 use jupyter::Jupyter;
@@ -82,8 +81,9 @@ impl OpenKernel {
         }
     }
 
-    /// Saves the kernel's state (a python driver kernel's: `kernel.fork()`, `checkpoint()`): in
-    /// turn with its cells, and bounded by the kernel's cell timeout as a cell is.
+    /// Saves the kernel's state (a driver kernel's, python or node: `kernel.fork()`,
+    /// `checkpoint()`): in turn with its cells, and bounded by the kernel's cell timeout as a
+    /// cell is.
     pub async fn save_state(&self) -> Result<KernelState> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let sinks = CellSinks {
