@@ -163,12 +163,20 @@ describe('a Sandbox with a zygote', () => {
     // A deadline the slow guest's python meets; the cell sleeps well past it.
     const m = uniqueName('zygto');
     let seen = 0;
-    const r = await z.runCode(`import subprocess, time\nsubprocess.Popen(["sh", "-c", "sleep 300; : ${m}"])\nprint("started", flush=True)\ntime.sleep(60)`, {
-      timeoutS: 5,
-      // Popen has returned (its child exec'd) once "started" is out (sh's fork for sleep shows
-      // sh's argv until it execs: one or two).
-      onStdout: () => (seen = Math.max(seen, hostProcessesMatching(m).length)),
-    });
+    const look = () => (seen = Math.max(seen, hostProcessesMatching(m).length));
+    // Looked for on the host when "started" is out (Popen has returned: its child exec'd; sh's
+    // fork for sleep shows sh's argv until it execs: one or two), and every 100 ms while the call
+    // runs: a loaded host may deliver the chunk late.
+    const poll = setInterval(look, 100);
+    let r;
+    try {
+      r = await z.runCode(`import subprocess, time\nsubprocess.Popen(["sh", "-c", "sleep 300; : ${m}"])\nprint("started", flush=True)\ntime.sleep(60)`, {
+        timeoutS: 5,
+        onStdout: look,
+      });
+    } finally {
+      clearInterval(poll);
+    }
     expect(seen).toBeGreaterThan(0);
     expect(r.fault).toMatchObject({ type: 'timeout' });
     expect(r.exitCode).toBe(137);
