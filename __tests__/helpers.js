@@ -36,10 +36,26 @@ function requireRootfs() {
  * a file capability box root sets in the workspace would be one the host honours). */
 const KEEP_ALL_CAPS = isRoot ? ['SETFCAP'] : [];
 
-/** A result's runtime notes less the warnings an unprivileged run adds on cgroup v1 (caps that
- * are best-effort there), so one expectation holds root and rootless. */
+/** The warning an unprivileged run adds on cgroup v1 for each cap that is best-effort there. */
+const BEST_EFFORT = /^warning: (memory|pids|cpu) cap .* is best-effort/;
+
+/** A result's runtime notes less the best-effort warnings, so one expectation holds root and
+ * rootless. */
 function notesOf(r) {
-  return r.runtimeNotes.filter((n) => !/^warning: (memory|pids|cpu) cap .* is best-effort/.test(n));
+  return r.runtimeNotes.filter((n) => !BEST_EFFORT.test(n));
+}
+
+/** A result's stderr lines less the best-effort warnings (they open a box's first output). */
+function stderrLinesOf(r) {
+  return r.stderr.split('\n').filter((l) => l && !BEST_EFFORT.test(l));
+}
+
+/** Runs `code` as a cell of `kernel`, expects no error and no stderr (but the best-effort
+ * warnings), and gives its stdout. */
+async function cellStdout(kernel, code) {
+  const r = await kernel.runCode(code);
+  expect({ error: r.error && `${r.error.name}: ${r.error.value}`, stderr: stderrLinesOf(r) }).toEqual({ error: null, stderr: [] });
+  return r.stdout;
 }
 
 /** Sandbox options on the test image, plus overrides. */
@@ -469,6 +485,8 @@ async function withKernel(sbOpts, kOpts, fn) {
 }
 
 module.exports = {
+  stderrLinesOf,
+  cellStdout,
   KEEP_ALL_CAPS,
   notesOf,
   unseal,

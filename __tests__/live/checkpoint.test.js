@@ -11,7 +11,7 @@ const path = require('path');
 const { execFileSync } = require('child_process');
 const { Sandbox, SandboxError } = require('../..');
 const helpers = require('../helpers');
-const { opts, makeCanaryFile, expectSandboxError, uniqueName, requireRootfs, unseal } = helpers;
+const { opts, makeCanaryFile, expectSandboxError, uniqueName, requireRootfs, unseal, cellStdout: py } = helpers;
 
 // The directories this file made, removed after it (only these: other files run beside it).
 const made = [];
@@ -22,15 +22,6 @@ const makeTempDir = (prefix) => {
 };
 
 const ROOT = path.join(__dirname, '..', '..');
-const NOTE = /^warning: (memory|pids|cpu) cap .* is best-effort/;
-
-const py = async (k, code) => {
-  const r = await k.runCode(code);
-  const stderr = r.stderr.split('\n').filter((l) => l && !NOTE.test(l));
-  expect({ error: r.error && `${r.error.name}: ${r.error.value}`, stderr }).toEqual({ error: null, stderr: [] });
-  return r.stdout;
-};
-
 const STATE = `
 import os
 class Acc:

@@ -8,12 +8,11 @@
 const fs = require('fs');
 const path = require('path');
 const { Sandbox, SandboxError } = require('../..');
-const { opts, makeTempDir, makeCanaryFile, uniqueName, expectSandboxError, isRoot, unseal } = require('../helpers');
+const { opts, makeTempDir, makeCanaryFile, uniqueName, expectSandboxError, isRoot, unseal, stderrLinesOf } = require('../helpers');
 
 const sh = async (sb, script) => {
   const r = await sb.run(['sh', '-c', script]);
-  // Rootless on cgroup v1 the caps' best-effort warnings open stderr.
-  const err = r.stderr.split('\n').filter((l) => l && !/^warning: (memory|pids|cpu) cap .* is best-effort/.test(l));
+  const err = stderrLinesOf(r);
   expect({ code: r.exitCode, err }).toEqual({ code: 0, err: [] });
   return r.stdout;
 };

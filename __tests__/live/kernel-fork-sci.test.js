@@ -7,7 +7,7 @@
 const fs = require('fs');
 const path = require('path');
 const { Sandbox, SandboxError } = require('../..');
-const { opts, makeTempDir, expectSandboxError } = require('../helpers');
+const { opts, makeTempDir, expectSandboxError, cellStdout: py } = require('../helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 beforeAll(() => {
@@ -16,13 +16,17 @@ beforeAll(() => {
   }
 });
 
-const NOTE = /^warning: (memory|pids|cpu) cap .* is best-effort/;
-const py = async (k, code) => {
-  const r = await k.runCode(code);
-  const stderr = r.stderr.split('\n').filter((l) => l && !NOTE.test(l));
-  expect({ error: r.error && `${r.error.name}: ${r.error.value}`, stderr }).toEqual({ error: null, stderr: [] });
-  return r.stdout;
-};
+/** `fn(kernel)` on the kernel of the checkpoint in `dir`, restored in a Sandbox made from it
+ * (`sbOpts` beside the checkpoint's image); then the Sandbox and the checkpoint go. */
+async function restored(dir, sbOpts, fn) {
+  const back = await Sandbox.fromCheckpoint(dir, sbOpts);
+  try {
+    await fn(await back.restoreKernel(dir));
+  } finally {
+    await back.close();
+  }
+  fs.rmSync(path.dirname(dir), { recursive: true, force: true });
+}
 
 const SETUP = [
   'import numpy as np, pandas as pd',
@@ -53,14 +57,7 @@ test('100 MiB of numpy data, a view of it and a DataFrame arrive equal and writa
     expect(new Set(draws.map((d) => d.split(' ')[1])).size).toBe(3);
     const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
     await k.checkpoint(dir, { keepRunning: true });
-    const back = await Sandbox.fromCheckpoint(dir, { memoryMb: 1024 });
-    try {
-      const r = await back.restoreKernel(dir);
-      expect(await py(r, CHECK)).toBe(CHECKED);
-    } finally {
-      await back.close();
-    }
-    fs.rmSync(path.dirname(dir), { recursive: true, force: true });
+    await restored(dir, { memoryMb: 1024 }, async (r) => expect(await py(r, CHECK)).toBe(CHECKED));
   } finally {
     await Promise.all(forks.map((f) => f.close().catch(() => {})));
     await sb.close();
@@ -109,15 +106,10 @@ test('a node kernel forks and checkpoints: values, functions, classes and module
     expect(new Set(draws).size).toBe(3);
     const dir = path.join(makeTempDir('kern-ckpt-sci-'), 'ck');
     await k.checkpoint(dir);
-    const back = await Sandbox.fromCheckpoint(dir);
-    try {
-      const r = await back.restoreKernel(dir);
+    await restored(dir, {}, async (r) => {
       const got = await r.runCode(check);
       expect(JSON.parse(got.results[0].text.replace(/^'|'$/g, ''))).toEqual(JSON.parse(want));
-    } finally {
-      await back.close();
-    }
-    fs.rmSync(path.dirname(dir), { recursive: true, force: true });
+    });
   } finally {
     await Promise.all(forks.map((f) => f.close().catch(() => {})));
     await sb.close();

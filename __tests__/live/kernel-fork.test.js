@@ -9,15 +9,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { Sandbox, SandboxError } = require('../..');
-const { opts, uniqueName, expectSandboxError, capsEnforced, hostProcessesMatching, waitFor } = require('../helpers');
-
-const py = async (k, code) => {
-  const r = await k.runCode(code);
-  // Rootless on cgroup v1 the caps' best-effort warnings open a box's first cell's stderr.
-  const stderr = r.stderr.split('\n').filter((l) => l && !/^warning: (memory|pids|cpu) cap .* is best-effort/.test(l));
-  expect({ error: r.error && `${r.error.name}: ${r.error.value}`, stderr }).toEqual({ error: null, stderr: [] });
-  return r.stdout;
-};
+const { opts, uniqueName, expectSandboxError, capsEnforced, hostProcessesMatching, waitFor, cellStdout: py } = require('../helpers');
 
 async function withParent(sbOpts, kOpts, fn) {
   const sb = await new Sandbox(opts(sbOpts)).open();

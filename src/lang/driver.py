@@ -180,7 +180,9 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
             return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace").encode("utf-8")
 
     # ---- frames
-    def send_raw(payload):
+    def write_frames(views):
+        """Writes whole frames (memoryviews) to the channel, under the lock. A SIGINT that came
+        while the main thread wrote is raised after, if a cell runs."""
         if st.fd < 0:
             return
         flush_std()
@@ -189,9 +191,9 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
             if main:
                 st.writing = True
             try:
-                view = memoryview(len(payload).to_bytes(4, "big") + payload)
-                while view:
-                    view = view[write(st.fd, view):]
+                for view in views:
+                    while view:
+                        view = view[write(st.fd, view):]
             except OSError as e:
                 die("the result channel broke: %s" % e)
             finally:
@@ -201,33 +203,25 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
             st.pending = False
             raise KeyboardInterrupt
 
+    def send_raw(payload):
+        write_frames((memoryview(len(payload).to_bytes(4, "big") + payload),))
+
     def send(obj):
         send_raw(utf8(dumps(obj)))
 
     RAW_PIECE = 64 << 20
 
+    def raw_frames(parts):
+        for p in parts:
+            for at in range(0, p.nbytes, RAW_PIECE):
+                piece = p[at:at + RAW_PIECE]
+                yield memoryview((piece.nbytes + 1).to_bytes(4, "big") + b"\0")
+                yield piece
+
     def send_blob(parts):
         """Sends buffers (memoryviews of bytes) as raw frames: a length, the tag byte 0, then up to
         RAW_PIECE bytes of them, written from the buffers themselves (a kernel's state)."""
-        if st.fd < 0:
-            return
-        flush_std()
-        main = get_ident() == st.main_thread
-        with lock:
-            if main:
-                st.writing = True
-            try:
-                for p in parts:
-                    for at in range(0, p.nbytes, RAW_PIECE):
-                        piece = p[at:at + RAW_PIECE]
-                        for view in (memoryview((piece.nbytes + 1).to_bytes(4, "big") + b"\0"), piece):
-                            while view:
-                                view = view[write(st.fd, view):]
-            except OSError as e:
-                die("the result channel broke: %s" % e)
-            finally:
-                if main:
-                    st.writing = False
+        write_frames(raw_frames(parts))
 
     def recv_blob(total):
         """Reads raw frames (send_blob's) holding `total` bytes, into one bytearray."""
