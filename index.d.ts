@@ -344,9 +344,9 @@ export interface SandboxOptions {
   /** Mount what `setup` installed (`/workspace/.deps`) read-only in every box, so one call
    * cannot tamper with dependencies later calls load. Default true. */
   depsReadonly?: boolean | undefined;
-  /** Byte-compile the image's Python library once per image and mount it read-only in every
-   * box, so an image shipped without `.pyc` files doesn't recompile what it imports at each
-   * start. Built in the background after the first `open()` from the image alone; results are
+  /** Byte-compile the image's Python library (and the results driver) once per image and
+   * mount it read-only in every box, so an image shipped without `.pyc` files doesn't recompile
+   * what it imports at each start, nor python `runCode` its driver. Built in the background after the first `open()` from the image alone; results are
    * the same either way. Default true. */
   pycCache?: boolean | undefined;
   /** true (default): `result.files` lists what each call created or modified, by scanning the

@@ -354,12 +354,13 @@ describe('state and errors', () => {
     expect(await d.close()).toEqual({ code: 0, signal: null });
   });
 
-  test('a prewarmed box\'s only cell ("single": true) is named <cell>, like a once-cell', async () => {
+  test('a prewarmed box\'s only cell ("single": true) is named <cell>, and ends the driver as a once-cell does', async () => {
     const d = startDriver();
     const frames = await d.cell('def f():\n    raise OSError("x")\nf()', { id: 3, single: true });
     expect(frames[0].traceback).toContain('File "<cell>", line 2, in f\n    raise OSError("x")');
     expect(frames[0].traceback).not.toContain('<cell-3>');
-    expect(await d.close()).toEqual({ code: 0, signal: null });
+    // Its exit status is a once-cell's: 1, the cell raised.
+    expect(await d.close()).toEqual({ code: 1, signal: null });
   });
 
   test('__future__ imports carry to later cells', async () => {

@@ -22,6 +22,58 @@ pub const DRIVER: &str = concat!(
     "'''\n\n_kern_driver(_RICH, globals().get(\"_kern_zygote\"), _STATE)\n",
 );
 
+/// How a box starts the python driver: `python3 -c PY_LOADER`, which reads the driver from the
+/// channel (`python_start`) before its first frame and runs it as `python3 -c DRIVER` would. The
+/// driver arrives compiled when the image's own python has compiled it (`session::pyc`, once per
+/// image and driver): compiling its source cost 7 ms of every cold start here (0.25 ms per KB of
+/// source). Its source comes too, and is compiled where the code can't be used (not built yet,
+/// or another python's bytecode). A small argv also keeps the spec small (it was 44 KB).
+pub const PY_LOADER: &str = r#"def _kern_driver_load():
+    import marshal, os, sys
+    def take(n):
+        b = bytearray()
+        while len(b) < n:
+            try:
+                c = os.read(3, min(n - len(b), 1 << 20))
+            except OSError as e:
+                c, why = b"", e.strerror
+            else:
+                why = "closed"
+            if not c:
+                os.write(2, ("kern driver: fd 3 (the channel) %s before the driver came\n" % why).encode())
+                os._exit(70)
+            b += c
+        return bytes(b)
+    head = take(8)
+    code, source = take(int.from_bytes(head[:4], "big")), take(int.from_bytes(head[4:], "big"))
+    if code[:4] == sys.modules["_frozen_importlib_external"].MAGIC_NUMBER:
+        try:
+            return marshal.loads(code[4:])
+        except Exception:
+            pass
+    return compile(source.decode(), "<string>", "exec", dont_inherit=True)
+exec(_kern_driver_load())
+"#;
+
+/// What the box's channel carries first for `PY_LOADER`: the driver as the image's python
+/// compiled it (its magic number and marshalled code, or nothing), then its source; each a
+/// 4-byte big-endian length and the bytes.
+pub fn python_start(code: Option<&[u8]>) -> Vec<u8> {
+    let code = code.unwrap_or_default();
+    let mut b = Vec::with_capacity(8 + code.len() + DRIVER.len());
+    b.extend((code.len() as u32).to_be_bytes());
+    b.extend((DRIVER.len() as u32).to_be_bytes());
+    b.extend(code);
+    b.extend(DRIVER.as_bytes());
+    b
+}
+
+/// Names this build's driver source: its compiled form is kept under this name.
+pub fn driver_id() -> String {
+    use sha2::Digest as _;
+    hex::encode(&sha2::Sha256::digest(DRIVER.as_bytes())[..12])
+}
+
 /// A Jupyter python kernel's PYTHONSTARTUP (`session::kernel::jupyter::start`): a display
 /// formatter giving each matplotlib figure its chart data, read by `charts.py` as the driver's
 /// are, under `CHART_MIME`.

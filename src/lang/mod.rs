@@ -111,7 +111,8 @@ impl Language {
         if self == Language::Python {
             check_cell(code)?;
             return Ok(Launch {
-                argv: vec!["python3".into(), "-c".into(), driver::DRIVER.into()],
+                // The driver itself comes on the channel (`driver::python_start`).
+                argv: vec!["python3".into(), "-c".into(), driver::PY_LOADER.into()],
                 // Unbuffered, so onStdout sees prints as they happen rather than at exit.
                 env: vec![("PYTHONUNBUFFERED".into(), "1".into())],
                 cell: Some(code.to_string()),

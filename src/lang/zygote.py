@@ -82,7 +82,7 @@ _kern_zygote_info, _kern_zygote_check = _kern_zygote_guard()
 
 
 def _kern_zygote(channel):
-    import base64, ctypes, json, os, signal, socket, struct, sys
+    import base64, ctypes, gc, json, os, signal, socket, struct, sys
 
     libc = ctypes.CDLL(None, use_errno=True)
     syscall = libc.syscall
@@ -275,12 +275,28 @@ def _kern_zygote(channel):
             os.close(keep)
         keep = os.dup(3)
         os.close(3)
+        # The channel holds the driver first, for a fresh box's loader (driver.rs, PY_LOADER):
+        # read past it, so a call's channel is the same whichever box takes it.
+        skip_driver(keep)
         try:
             as_fresh()
         except Exception as e:
             os.write(2, ("kern zygote: the call's interpreter: %s: %s\n" % (type(e).__name__, e)).encode("utf-8", "replace"))
             os._exit(70)
         return keep
+
+    def skip_driver(fd):
+        def take(n):
+            b = bytearray()
+            while len(b) < n:
+                c = os.read(fd, min(n - len(b), 1 << 20))
+                if not c:
+                    os.write(2, b"kern zygote: the call's channel closed before its first frame\n")
+                    os._exit(70)
+                b += c
+            return b
+        head = take(8)
+        take(int.from_bytes(head[:4], "big") + int.from_bytes(head[4:], "big"))
 
     def as_fresh():
         """W, in the call's box, with nothing of the zygote's left but its memory: what a fresh
@@ -359,6 +375,10 @@ def _kern_zygote(channel):
             for fd in fds:
                 os.close(fd)
             continue
+        # What the zygote made so far is left out of every later collection: a fork's GC then
+        # never writes to the pages it shares with the zygote (copied on write), and its end
+        # (the driver's the_end) collects and scans only what the call made.
+        gc.freeze()
         try:
             forked = os.fork()
         except OSError:

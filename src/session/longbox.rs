@@ -51,7 +51,8 @@ pub fn start(
     place: &PerCall,
 ) -> Result<DriverBox> {
     let p = prepare(&opened, Workload::Driver(lang), LIFETIME_MS, place.clone())?;
-    let (sock, channel) = super::network::box_socketpair("driver")?;
+    let (sock, channel) =
+        super::network::box_socketpair("driver", p.first.as_deref().map(|v| &v[..]))?;
     let b = spawn(opened, kern_path, p.spec, Some(channel), sink)?;
     Ok(DriverBox {
         sock,

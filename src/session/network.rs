@@ -171,7 +171,7 @@ pub struct Line {
 
 impl Line {
     pub fn open(proxy: &Arc<Proxy>) -> Result<Line> {
-        let (ours, theirs) = box_socketpair("egress relay")?;
+        let (ours, theirs) = box_socketpair("egress relay", None)?;
         tokio::spawn(serve_box(ours, proxy.clone()));
         Ok(Line { theirs })
     }
@@ -286,8 +286,6 @@ pub fn notes(decisions: Vec<Decision>) -> Vec<String> {
     notes
 }
 
-/// A socket to something in a box (`what`: the driver, the egress relay): our end for tokio,
-/// the box's end to send to kern.
 /// What a driver channel's ends may hold in flight, each way.
 const CHANNEL_SNDBUF: usize = 4 << 20;
 
@@ -300,15 +298,32 @@ fn bigger_send_buffer(end: &std::os::unix::net::UnixStream) {
     }
 }
 
-pub(super) fn box_socketpair(what: &str) -> Result<(tokio::net::UnixStream, OwnedFd)> {
+/// A socket to something in a box (`what`: the driver, the egress relay): our end for tokio,
+/// the box's end to send to kern; `first`, what the box finds on it before anything else.
+pub(super) fn box_socketpair(
+    what: &str,
+    first: Option<&[u8]>,
+) -> Result<(tokio::net::UnixStream, OwnedFd)> {
+    use std::io::Write as _;
     let fail = |e: std::io::Error| Error::Runtime(format!("socketpair for the {what}: {e}"));
-    let (ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(fail)?;
+    let (mut ours, theirs) = std::os::unix::net::UnixStream::pair().map_err(fail)?;
     // Large send buffers both ways: a kernel's state (100 MiB and more) crosses this socket, and
     // with the default (208 KiB) each side waits on the other some thousand times.
     for end in [&ours, &theirs] {
         bigger_send_buffer(end);
     }
     ours.set_nonblocking(true).map_err(fail)?;
+    // What the box reads first (the python driver, 160 KB) waits there from now, while the box
+    // starts: the buffer holds it (416 KiB at least, unprivileged), so it never waits for the
+    // box; were it ever to, the call fails here rather than hang.
+    if let Some(bytes) = first {
+        ours.write_all(bytes).map_err(|e| {
+            Error::Runtime(format!(
+                "the {what}'s first {} bytes do not fit its socket's buffer: {e}",
+                bytes.len()
+            ))
+        })?;
+    }
     let ours = tokio::net::UnixStream::from_std(ours).map_err(fail)?;
     Ok((ours, OwnedFd::from(theirs)))
 }

@@ -84,13 +84,15 @@ impl Opened {
         ws.dispose()
     }
 
-    /// Builds the image's compiled stdlib in the background, if it isn't built yet; calls
-    /// started meanwhile run without it. The session's close() ends the build.
+    /// Builds the image's compiled python driver and stdlib in the background, if they aren't
+    /// built yet; calls started meanwhile run without them. The session's close() ends the
+    /// builds.
     pub(super) fn start_pyc_build(&self, me: &Arc<Opened>, kern: &Path) {
         let Some(cache) = self.pyc.clone() else {
             return;
         };
-        if cache.bind().is_some() || cache.failure().is_some() {
+        let stdlib = cache.bind().is_none() && cache.failure().is_none();
+        if !stdlib && !cache.needs_driver() {
             return;
         }
         // The builder replaces the workspace and everything else a box could have written
@@ -103,9 +105,27 @@ impl Opened {
             if *cancel.borrow() {
                 return;
             }
-            // A failure is recorded in the cache and named in python calls' notes.
-            let _ = cache.build(&kern, template, cancel).await;
+            // The driver first: a few ms off every cold python start, and a box of 50 ms to
+            // build. A failure of the stdlib's is recorded in the cache and named in python
+            // calls' notes; the driver's only means its source is compiled at each start.
+            let _ = cache
+                .build_driver(&kern, template.clone(), cancel.clone())
+                .await;
+            if stdlib {
+                let _ = cache.build(&kern, template, cancel).await;
+            }
         });
+    }
+
+    /// What a python driver's channel carries first (`driver::PY_LOADER` reads it): the driver
+    /// as the image's python compiled it once `pycCache` has built that, else its source.
+    pub(super) fn python_start(&self) -> Arc<Vec<u8>> {
+        static SOURCE: std::sync::LazyLock<Arc<Vec<u8>>> =
+            std::sync::LazyLock::new(|| Arc::new(crate::lang::driver::python_start(None)));
+        self.pyc
+            .as_ref()
+            .and_then(pyc::Cache::python_start)
+            .unwrap_or_else(|| SOURCE.clone())
     }
 
     pub(super) fn workspace_path(&self) -> Result<PathBuf> {

@@ -21,6 +21,7 @@ use crate::lang::Language;
 use crate::workspace::track;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::Arc;
 use tokio::sync::watch;
 
 /// What a box runs.
@@ -60,6 +61,9 @@ pub(super) struct Prepared {
     pub(super) cell: Option<String>,
     /// The language of `runCode`, a kernel or a prewarmed box.
     pub(super) lang: Option<Language>,
+    /// What the box's channel holds before anything else: the python driver, which
+    /// `driver::PY_LOADER` reads (none in a zygote's fork, whose driver is running already).
+    pub(super) first: Option<Arc<Vec<u8>>>,
     /// Where the box's stdin comes from (`set_stdin`, which the spec announces); none: /dev/null.
     stdin: Option<Stdin>,
     /// The call's abort signal (`run`/`runCode`), checked by `check_abort`.
@@ -222,6 +226,7 @@ pub(super) fn prepare(
         workspace,
         timeout_ms,
         place,
+        first: (l.lang == Some(Language::Python) && l.channel).then(|| opened.python_start()),
         cell: l.cell,
         lang: l.lang,
         stdin: None,
@@ -272,20 +277,21 @@ impl Prepared {
     /// proxy. A `Stdin::Bytes` is fed from now on: what the pipe holds waits for the box.
     pub(super) fn ends(&mut self, opened: &Opened) -> Result<(BoxEnds, OurEnds)> {
         let line = opened.egress_line(&self.spec)?;
-        ends_for(&self.spec, self.stdin.take(), line)
+        ends_for(&self.spec, self.first.as_deref(), self.stdin.take(), line)
     }
 }
 
 /// The descriptors `spec` announces, beside the egress line (`Prepared::ends`).
 fn ends_for(
     spec: &BoxSpec,
+    first: Option<&Vec<u8>>,
     stdin: Option<Stdin>,
     line: Option<Line>,
 ) -> Result<(BoxEnds, OurEnds)> {
     let mut ours = OurEnds::default();
     let mut fds = BoxFds::default();
     if spec.channel {
-        let (driver, theirs) = network::box_socketpair("driver")?;
+        let (driver, theirs) = network::box_socketpair("driver", first.map(|v| &v[..]))?;
         ours.driver = Some(driver);
         fds.channel = Some(theirs);
     }
@@ -408,7 +414,7 @@ mod tests {
         ];
         for (spec, stdin) in cases {
             let bytes = matches!(stdin, Some(Stdin::Bytes(_)));
-            let (theirs, ours) = ends_for(&spec, stdin, None).expect("ends");
+            let (theirs, ours) = ends_for(&spec, None, stdin, None).expect("ends");
             assert_eq!(ours.driver.is_some(), spec.channel);
             assert_eq!(ours.feeder.is_some(), bytes);
             assert_eq!(ours.stdin.is_some(), spec.stdin && !bytes);
@@ -429,7 +435,8 @@ mod tests {
         use std::io::Read;
         use tokio::io::AsyncWriteExt;
         let s = spec(false, true, false, false);
-        let (theirs, ours) = ends_for(&s, Some(Stdin::Bytes(b"fed".to_vec())), None).expect("ends");
+        let (theirs, ours) =
+            ends_for(&s, None, Some(Stdin::Bytes(b"fed".to_vec())), None).expect("ends");
         let (fds, _) = theirs.hand_over().expect("hand over");
         let mut read = std::fs::File::from(fds.stdin.expect("stdin"));
         let got = tokio::task::spawn_blocking(move || {
@@ -439,7 +446,7 @@ mod tests {
         assert_eq!(got.await.expect("join").expect("read"), b"fed");
         ours.feeder.expect("feeder").await.expect("fed");
 
-        let (theirs, ours) = ends_for(&s, Some(Stdin::Pipe), None).expect("ends");
+        let (theirs, ours) = ends_for(&s, None, Some(Stdin::Pipe), None).expect("ends");
         let (fds, _) = theirs.hand_over().expect("hand over");
         let mut read = std::fs::File::from(fds.stdin.expect("stdin"));
         let mut write = ours.stdin.expect("writer");

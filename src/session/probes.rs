@@ -192,7 +192,7 @@ async fn zygote(opened: &Arc<Opened>, kern: &Path) -> Result<Option<Isolation>> 
         &workspace,
     );
     spec.zygote = true;
-    let (ours, theirs) = network::box_socketpair("driver")?;
+    let (ours, theirs) = network::box_socketpair("driver", Some(&opened.python_start()))?;
     let results = super::call::driver_io_on(ours, None, PROBE_PY, None)?;
     let _running = opened.running.read().await;
     let line = opened.egress_line(&spec)?;

@@ -29,6 +29,7 @@ use crate::image::store::Store;
 use sha2::Digest as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 /// Where the cache appears in the box.
 pub const TARGET: &str = "/.kern-pyc";
@@ -86,10 +87,26 @@ sys.pycache_prefix = None
 py_compile.compile(hook, cfile=importlib.util.cache_from_source(hook), doraise=True)
 print(f'copied {copied}, compiled {compiled}, failed {failed}')
 "#;
+/// Compiles the python driver (`driver.py`, written by the host beside it) with the image's
+/// python, as `python3 -c` would compile it, to `driver.code`: its magic number and marshalled
+/// code, what `driver::PY_LOADER` reads.
+const DRIVER_SCRIPT: &str = r#"
+import importlib.util, marshal
+with open('/.kern-pyc/driver.py', encoding='utf-8') as f:
+    code = compile(f.read(), '<string>', 'exec', dont_inherit=True)
+with open('/.kern-pyc/driver.code', 'wb') as f:
+    f.write(importlib.util.MAGIC_NUMBER + marshal.dumps(code))
+"#;
+/// The largest compiled driver read back (it is 60 KB).
+const MAX_DRIVER_CODE: u64 = 4 << 20;
+
 /// The cache of one image: where it lives and whether it is built.
 #[derive(Debug, Clone)]
 pub struct Cache {
     dir: PathBuf,
+    /// What a python driver's channel carries first, with the driver compiled by this image's
+    /// python, once that is built (read once).
+    start: Arc<OnceLock<Arc<Vec<u8>>>>,
 }
 
 impl Cache {
@@ -119,6 +136,7 @@ impl Cache {
         };
         Ok(Some(Cache {
             dir: Store::default_root()?.join("pyc").join(key),
+            start: Default::default(),
         }))
     }
 
@@ -149,6 +167,54 @@ impl Cache {
         std::fs::read_to_string(self.dir.join("failed")).ok()
     }
 
+    /// The compiled driver of this build (`driver::driver_id`), once built.
+    fn driver_path(&self) -> PathBuf {
+        self.dir
+            .join(format!("driver-{}.code", crate::lang::driver::driver_id()))
+    }
+
+    /// Why the driver's compile failed, for a reason of the image's (so it isn't retried).
+    fn driver_failure(&self) -> PathBuf {
+        self.dir.join(format!(
+            "driver-{}.failed",
+            crate::lang::driver::driver_id()
+        ))
+    }
+
+    /// Whether `build_driver` has something to do.
+    pub fn needs_driver(&self) -> bool {
+        self.failure().is_none() && !self.driver_path().exists() && !self.driver_failure().exists()
+    }
+
+    /// What a python driver's channel carries first (`driver::python_start`) with the driver
+    /// as this image's python compiled it; None until that is built. Read once: a regular
+    /// file of ours that nobody can write, as `build_driver` leaves it.
+    pub fn python_start(&self) -> Option<Arc<Vec<u8>>> {
+        if let Some(s) = self.start.get() {
+            return Some(s.clone());
+        }
+        let code = read_sealed(&self.driver_path(), MAX_DRIVER_CODE)?;
+        Some(
+            self.start
+                .get_or_init(|| Arc::new(crate::lang::driver::python_start(Some(&code))))
+                .clone(),
+        )
+    }
+
+    /// The lock two sessions building the same image's cache take in turn.
+    async fn lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>> {
+        std::fs::create_dir_all(&self.dir)
+            .map_err(|e| Error::Runtime(format!("create {}: {e}", self.dir.display())))?;
+        let lock = std::fs::File::create(self.dir.join("lock"))
+            .map_err(|e| Error::Runtime(format!("pyc lock: {e}")))?;
+        tokio::task::spawn_blocking(move || {
+            nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).map_err(|_| ())
+        })
+        .await
+        .map_err(|e| Error::Runtime(format!("pyc lock: {e}")))?
+        .map_err(|_| Error::Runtime("cannot lock the pyc cache".into()))
+    }
+
     /// Builds the cache unless it is built or failed before. Two sessions never build the same
     /// cache at once (a lock file); the result appears by an atomic rename.
     /// `cancel` turning true (the session closing) ends the build without recording a failure.
@@ -161,19 +227,104 @@ impl Cache {
         if self.bind().is_some() || self.failure().is_some() {
             return Ok(());
         }
-        std::fs::create_dir_all(&self.dir)
-            .map_err(|e| Error::Runtime(format!("create {}: {e}", self.dir.display())))?;
-        let lock = std::fs::File::create(self.dir.join("lock"))
-            .map_err(|e| Error::Runtime(format!("pyc lock: {e}")))?;
-        let lock = tokio::task::spawn_blocking(move || {
-            nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).map_err(|_| ())
-        })
-        .await
-        .map_err(|e| Error::Runtime(format!("pyc lock: {e}")))?
-        .map_err(|_| Error::Runtime("cannot lock the pyc cache".into()))?;
+        let lock = self.lock().await?;
         if self.bind().is_some() || self.failure().is_some() {
             return Ok(());
         }
+        let argv = [
+            "-X".to_string(),
+            format!("pycache_prefix={TARGET}/lib"),
+            "-c".into(),
+            BUILD_SCRIPT.into(),
+        ];
+        // The hook goes in first, so the builder compiles it too: compiling it at every python
+        // start (its directory is read-only in boxes) cost 2 ms.
+        let run = Builder {
+            kern,
+            template,
+            argv: &argv,
+            failed: self.dir.join("failed"),
+            cancel,
+        };
+        let out = self.run_builder(run, install_hook).await?;
+        let published = seal(out.path()).and_then(|()| {
+            std::fs::rename(out.path(), self.ready_dir())
+                .map_err(|e| Error::Runtime(format!("publish the pyc cache: {e}")))
+        });
+        discard(out);
+        published?;
+        // The unsealed cache of earlier versions goes.
+        let old = self.dir.join("ready");
+        if std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir()) {
+            crate::workspace::make_deletable(&old);
+            let _ = std::fs::remove_dir_all(&old);
+        }
+        drop(lock);
+        Ok(())
+    }
+
+    /// Compiles this build's python driver with the image's python (`DRIVER_SCRIPT`), unless
+    /// done or failed before; published as a 0444 file by an atomic rename. As `build`, in a
+    /// builder box that sees nothing any box wrote.
+    pub async fn build_driver(
+        &self,
+        kern: &Path,
+        template: BoxSpec,
+        cancel: tokio::sync::watch::Receiver<bool>,
+    ) -> Result<()> {
+        if !self.needs_driver() {
+            return Ok(());
+        }
+        let lock = self.lock().await?;
+        if !self.needs_driver() {
+            return Ok(());
+        }
+        let argv = ["-c".to_string(), DRIVER_SCRIPT.into()];
+        let run = Builder {
+            kern,
+            template,
+            argv: &argv,
+            failed: self.driver_failure(),
+            cancel,
+        };
+        let out = self
+            .run_builder(run, |out| {
+                std::fs::write(out.join("driver.py"), crate::lang::driver::DRIVER)
+                    .map_err(|e| Error::Runtime(format!("write the driver to compile: {e}")))
+            })
+            .await?;
+        let code = read_bounded(&out.path().join("driver.code"), MAX_DRIVER_CODE);
+        discard(out);
+        let code = code
+            .filter(|c| c.len() > 4)
+            .ok_or_else(|| Error::Runtime("the driver's compile left no code behind".into()))?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix("tmp-driver-")
+            .tempfile_in(&self.dir)
+            .map_err(|e| Error::Runtime(format!("store the compiled driver: {e}")))?;
+        use std::io::Write as _;
+        tmp.write_all(&code)
+            .and_then(|()| {
+                tmp.as_file()
+                    .set_permissions(std::fs::Permissions::from_mode(0o444))
+            })
+            .map_err(|e| Error::Runtime(format!("store the compiled driver: {e}")))?;
+        tmp.persist(self.driver_path())
+            .map_err(|e| Error::Runtime(format!("publish the compiled driver: {}", e.error)))?;
+        drop(lock);
+        Ok(())
+    }
+
+    /// Runs `b.argv` with the image's python (`python3 -I ...`) in a builder box whose only
+    /// mount, at `TARGET`, is a fresh private directory that `fill` puts the host's inputs in
+    /// first; returns that directory once the box succeeded. A failure the image causes (no
+    /// python3, a compile that fails) is recorded at `b.failed`; anything else (a kill, a full
+    /// disk, a closing session) is tried again next session.
+    async fn run_builder(
+        &self,
+        b: Builder<'_>,
+        fill: impl FnOnce(&Path) -> Result<()>,
+    ) -> Result<tempfile::TempDir> {
         // Private to this build (0700, fresh names): nothing else writes into them, and a half
         // built or failed tree is never where a box looks. The output sits next to where it
         // is published: a rename within one directory needs no write access to the (by then
@@ -186,15 +337,15 @@ impl Cache {
                 .map_err(|e| Error::Runtime(format!("create a pyc build dir: {e}")))
         };
         let (out, workspace) = (scratch("build-")?, scratch("ws-")?);
-        // The hook goes in first, so the builder compiles it too: compiling it at every python
-        // start (its directory is read-only in boxes) cost 2 ms.
-        install_hook(out.path())?;
-        let spec = builder_spec(template, workspace.path(), out.path())?;
-        let outcome = Kern::spawn(kern, &spec.limits)?
-            .run(&spec, 1 << 20, None, cancel.clone(), Default::default())
+        if let Err(e) = fill(out.path()) {
+            discard(out);
+            discard(workspace);
+            return Err(e);
+        }
+        let spec = builder_spec(b.template, b.argv, workspace.path(), out.path())?;
+        let outcome = Kern::spawn(b.kern, &spec.limits)?
+            .run(&spec, 1 << 20, None, b.cancel.clone(), Default::default())
             .await?;
-        // Only what the image itself causes is recorded (no python3, a compile that fails);
-        // anything else (a kill, a full disk, a closing session) is tried again next session.
         let (why, lasting) = match &outcome {
             None => (
                 Some("the kern runtime exited before it read the spec".to_string()),
@@ -219,30 +370,48 @@ impl Cache {
                 None => (None, false),
             },
         };
+        discard(workspace);
         if let Some(why) = why {
-            if lasting && !*cancel.borrow() {
-                let _ = std::fs::write(self.dir.join("failed"), &why);
+            if lasting && !*b.cancel.borrow() {
+                let _ = std::fs::write(&b.failed, &why);
             }
             discard(out);
-            discard(workspace);
             return Err(Error::Runtime(why));
         }
-        discard(workspace);
-        let published = seal(out.path()).and_then(|()| {
-            std::fs::rename(out.path(), self.ready_dir())
-                .map_err(|e| Error::Runtime(format!("publish the pyc cache: {e}")))
-        });
-        discard(out);
-        published?;
-        // The unsealed cache of earlier versions goes.
-        let old = self.dir.join("ready");
-        if std::fs::symlink_metadata(&old).is_ok_and(|m| m.is_dir()) {
-            crate::workspace::make_deletable(&old);
-            let _ = std::fs::remove_dir_all(&old);
-        }
-        drop(lock);
-        Ok(())
+        Ok(out)
     }
+}
+
+/// One run of the builder box (`Cache::run_builder`).
+struct Builder<'a> {
+    kern: &'a Path,
+    /// The session's box, whose image and limits the builder keeps.
+    template: BoxSpec,
+    /// python3's arguments after `-I`.
+    argv: &'a [String],
+    /// Where a failure of the image's is recorded.
+    failed: PathBuf,
+    cancel: tokio::sync::watch::Receiver<bool>,
+}
+
+/// A file of at most `max` bytes, read whole; None if it is anything else.
+fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let f = std::fs::File::open(path).ok()?;
+    let mut data = Vec::new();
+    f.take(max + 1).read_to_end(&mut data).ok()?;
+    (data.len() as u64 <= max).then_some(data)
+}
+
+/// As `read_bounded`, for a file published here: a regular file (not a link to one) of ours
+/// that nobody can write.
+fn read_sealed(path: &Path, max: u64) -> Option<Vec<u8>> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    let ours = m.uid() == nix::unistd::geteuid().as_raw();
+    if !m.is_file() || m.mode() & 0o222 != 0 || !ours {
+        return None;
+    }
+    read_bounded(path, max)
 }
 
 /// The builder box: of the session's posture it keeps only the image, the limits, the scratch
@@ -250,21 +419,22 @@ impl Cache {
 /// workspace is `workspace` (empty, private), its only mount the output, its account box root
 /// (reads all of the image), no capabilities, no devices, no network, the image's environment
 /// without `PYTHON*`, and python runs `-I`.
-fn builder_spec(template: BoxSpec, workspace: &Path, out: &Path) -> Result<BoxSpec> {
+fn builder_spec(
+    template: BoxSpec,
+    args: &[String],
+    workspace: &Path,
+    out: &Path,
+) -> Result<BoxSpec> {
     let m = std::fs::metadata(out)
         .map_err(|e| Error::Runtime(format!("stat {}: {e}", out.display())))?;
     let mut spec = template;
     spec.workspace = workspace.to_path_buf();
     // The cache is every Sandbox's of the image: built the same whatever this one's mount.
     spec.workspace_target = DEFAULT_WORKSPACE_TARGET.into();
-    spec.argv = vec![
-        "python3".into(),
-        "-I".into(),
-        "-X".into(),
-        format!("pycache_prefix={TARGET}/lib"),
-        "-c".into(),
-        BUILD_SCRIPT.into(),
-    ];
+    spec.argv = ["python3".to_string(), "-I".into()]
+        .into_iter()
+        .chain(args.iter().cloned())
+        .collect();
     spec.timeout_ms = BUILD_TIMEOUT_MS;
     spec.channel = false;
     spec.user = None;
