@@ -68,8 +68,9 @@ describe('the driver kernel', () => {
       const marker = uniqueName('kcellintr');
       const { outcome, after } = await abortOnceUp(k, stoppableCell(marker, 20), { timeoutS: 100 }, marker);
       expect(outcome.rejected).toMatchObject({ name: 'AbortError' });
-      // The cell's child got the interrupt too.
-      expect(after).toEqual([]);
+      // The cell's child got the interrupt too (it ends as the signal reaches it, which may be
+      // just after the call settled: bounded, so a child the interrupt missed fails this).
+      expect(after.length === 0 || (await waitFor(() => hostProcessesMatching(marker).length === 0, 10000, 20))).toBe(true);
       expect((await k.runCode('print(x)')).stdout).toBe('1\n');
       expect(await files(sb)).not.toContain(`done-${marker}`);
     });

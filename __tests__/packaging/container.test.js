@@ -77,8 +77,10 @@ beforeAll(() => {
   app = path.join(tmp, 'app');
   fs.mkdirSync(app);
   fs.writeFileSync(path.join(app, 'package.json'), JSON.stringify({ name: 'app', private: true }));
-  // As a user installs it: the packed tarballs, through npm.
-  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--offline', ...tarballs], { cwd: app, encoding: 'utf8', timeout: 300000 });
+  // As a user installs it: the packed tarballs, through npm. Their dependencies come from npm's
+  // cache where it has them; a fresh machine's cache has their tarballs (npm ci) but not the
+  // registry's listings a range needs, which npm then fetches.
+  const npm = spawnSync('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', ...tarballs], { cwd: app, encoding: 'utf8', timeout: 300000 });
   if (npm.status !== 0) throw new Error(`npm install of the packed package failed:\n${npm.stdout}\n${npm.stderr}`);
   fs.copyFileSync(path.join(__dirname, '..', 'support', 'container-probe.js'), path.join(app, 'probe.js'));
   // The container's users (app = 1000, and root of the --uidmap container = host 200000) read it.

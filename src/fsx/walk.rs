@@ -84,16 +84,7 @@ impl Seen<'_> {
     /// Sets the permission bits of this very entry (never a symlink's target): it is opened
     /// O_PATH|O_NOFOLLOW, checked to be the inode we saw, and changed through its fd.
     pub fn chmod(&self, mode: u32) -> nix::Result<()> {
-        let fd = openat(
-            self.parent.as_fd(),
-            self.name,
-            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )?;
-        let now = fstat(&fd)?;
-        if now.st_ino != self.stat.st_ino || now.st_dev != self.stat.st_dev {
-            return Err(Errno::ESTALE);
-        }
+        let fd = self.open_path()?;
         // An O_PATH fd can't be fchmod'ed; its /proc magic link names the inode itself.
         nix::sys::stat::fchmodat(
             nix::fcntl::AT_FDCWD,
@@ -105,6 +96,22 @@ impl Seen<'_> {
 }
 
 impl Seen<'_> {
+    /// This very entry as an O_PATH handle (never a symlink's target), checked to be the inode
+    /// the walk saw: its `/proc/self/fd` link names that inode to path-taking calls.
+    pub fn open_path(&self) -> nix::Result<OwnedFd> {
+        let fd = openat(
+            self.parent.as_fd(),
+            self.name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let now = fstat(&fd)?;
+        if now.st_ino != self.stat.st_ino || now.st_dev != self.stat.st_dev {
+            return Err(Errno::ESTALE);
+        }
+        Ok(fd)
+    }
+
     /// This very regular file, opened for reading without following a symlink swapped in for
     /// it, checked to be the inode the walk saw.
     pub fn open_file(&self) -> nix::Result<OwnedFd> {
@@ -185,7 +192,7 @@ fn frame(fd: OwnedFd, rel: PathBuf) -> Result<Frame, WalkError> {
 pub fn walk_all(
     root: &Path,
     closed: Closed,
-    mut visit: impl FnMut(&Seen<'_>) -> Visit,
+    visit: impl FnMut(&Seen<'_>) -> Visit,
 ) -> Result<bool, WalkError> {
     let top = match open(
         root,
@@ -201,7 +208,18 @@ pub fn walk_all(
             })
         }
     };
-    let mut stack = vec![frame(top, PathBuf::new())?];
+    walk_below(top, PathBuf::new(), closed, visit)
+}
+
+/// As `walk_all`, below the directory `top` (opened O_RDONLY|O_DIRECTORY by the caller, without
+/// following symlinks), whose entries are named `rel/...`.
+pub fn walk_below(
+    top: OwnedFd,
+    rel: PathBuf,
+    closed: Closed,
+    mut visit: impl FnMut(&Seen<'_>) -> Visit,
+) -> Result<bool, WalkError> {
+    let mut stack = vec![frame(top, rel)?];
     let mut open_dirs = 1usize;
     while let Some(depth) = stack.len().checked_sub(1) {
         let Some(name) = stack[depth].names.next() else {

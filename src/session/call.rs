@@ -122,7 +122,7 @@ fn workload(req: &ExecRequest) -> Result<Workload> {
 struct InBox<'a> {
     /// Its route: a zygote fork (its kern already holds the box), the resident box, or fresh.
     route: BoxRoute,
-    before: Option<track::Snapshot>,
+    before: Option<track::Before>,
     attached: Option<&'a resident::Attached>,
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: Option<ChunkSender>,

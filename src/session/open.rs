@@ -114,6 +114,7 @@ pub(super) async fn open(
         isolation: tokio::sync::OnceCell::new(),
         isolation_routes: tokio::sync::OnceCell::new(),
         zygote: std::sync::OnceLock::new(),
+        tracker: std::sync::OnceLock::new(),
     });
     // A resident session's spare kerns wait until its box is known.
     if opened.config.resident.is_none() {
@@ -185,6 +186,7 @@ async fn start(
         opened.check_limits(kern).await?;
     }
     opened.start_pyc_build(opened, kern);
+    opened.watch_workspace().await;
     prewarm::fill(opened, kern);
     if opened.config.zygote {
         let z = super::zygote_start::start(opened.clone(), kern).await?;

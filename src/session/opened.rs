@@ -62,6 +62,9 @@ pub(super) struct Opened {
     >,
     /// ADDITION (issue 21): the zygote that forks python cells (`zygote`), once started.
     pub(super) zygote: std::sync::OnceLock<super::zygote::Zygote>,
+    /// The watched workspace (`trackFiles` without `workspaceMaxBytes`), once its first walk is
+    /// done: calls then find their changes without walking it.
+    pub(super) tracker: std::sync::OnceLock<Arc<crate::workspace::watch::Tracker>>,
 }
 
 impl Opened {
@@ -76,6 +79,9 @@ impl Opened {
         self.kerns.retire_all();
         if let Some(z) = self.zygote.get() {
             z.retire();
+        }
+        if let Some(t) = self.tracker.get() {
+            t.stop();
         }
         let mut ws = self
             .workspace
@@ -115,6 +121,22 @@ impl Opened {
                 let _ = cache.build(&kern, template, cancel).await;
             }
         });
+    }
+
+    /// Watches the workspace (one walk), when calls track files and no quota needs the walk's
+    /// byte count anyway; where it can't be watched, calls walk it.
+    pub(super) async fn watch_workspace(&self) {
+        if !self.config.track_files || self.config.workspace_max_bytes.is_some() {
+            return;
+        }
+        let Ok(ws) = self.workspace_path() else {
+            return;
+        };
+        let started =
+            tokio::task::spawn_blocking(move || crate::workspace::watch::Tracker::start(&ws));
+        if let Ok(Some(t)) = started.await {
+            let _ = self.tracker.set(t);
+        }
     }
 
     /// What a python driver's channel carries first (`driver::PY_LOADER` reads it): the driver

@@ -241,11 +241,17 @@ impl Prepared {
     pub(super) async fn before(
         &self,
         opened: &Opened,
-    ) -> std::result::Result<Option<track::Snapshot>, Fault> {
+    ) -> std::result::Result<Option<track::Before>, Fault> {
         let cfg = &opened.config;
         let quota = cfg.workspace_max_bytes;
         if !cfg.track_files && quota.is_none() {
             return Ok(None);
+        }
+        // A watched workspace: a mark, no walk (the tracker exists only without a quota).
+        if let Some(t) = opened.tracker.get().cloned() {
+            if let Ok(Some(mark)) = tokio::task::spawn_blocking(move || t.begin()).await {
+                return Ok(Some(track::Before::Watched(mark)));
+            }
         }
         let ws = self.workspace.clone();
         let before = tokio::task::spawn_blocking(move || track::snapshot(&ws, quota))
@@ -254,7 +260,7 @@ impl Prepared {
         if let Some(fault) = quota.and_then(|cap| over_quota(&before, cap)) {
             return Err(fault);
         }
-        Ok(cfg.track_files.then_some(before))
+        Ok(cfg.track_files.then_some(track::Before::Walked(before)))
     }
 
     /// Gives the box a stdin from `from` (none: /dev/null), as its spec announces.

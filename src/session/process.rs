@@ -460,7 +460,7 @@ struct Kept {
 async fn finish(
     opened: &Opened,
     mut outcome: Outcome,
-    before: Option<track::Snapshot>,
+    before: Option<track::Before>,
     workspace: &Path,
 ) -> Result<ExecResult> {
     result::refusal(&mut outcome)?;
@@ -544,7 +544,7 @@ struct BoxRun {
     kern: Kern,
     spec: BoxSpec,
     workspace: PathBuf,
-    before: Option<track::Snapshot>,
+    before: Option<track::Before>,
     /// The box's ends, handed over: `run_steered` closes them once sent.
     fds: BoxFds,
     /// The egress line, kept until the box has ended.
@@ -613,7 +613,7 @@ async fn finished(
     mut o: Outcome,
     mut term: watch::Receiver<Option<Kept>>,
     shared: &Shared,
-    before: Option<track::Snapshot>,
+    before: Option<track::Before>,
     workspace: &Path,
 ) -> Result<ExecResult> {
     if let Ok(mut a) = shared.applied.lock() {

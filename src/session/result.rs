@@ -80,7 +80,7 @@ pub(super) async fn of_box(
     outcome: Outcome,
     notes: &[String],
     results: Vec<driver::Item>,
-    before: Option<track::Snapshot>,
+    before: Option<track::Before>,
     workspace: &std::path::Path,
 ) -> ExecResult {
     let mut stderr = Stderr::of_box(
@@ -108,27 +108,35 @@ pub(super) async fn of_box(
     }
 }
 
-/// What a call changed in the workspace, from the walk before it (none when `trackFiles` is off).
+/// What a call changed in the workspace, from the walk or the mark before it (none when
+/// `trackFiles` is off).
 pub(super) async fn workspace_changes(
-    before: Option<track::Snapshot>,
+    before: Option<track::Before>,
     workspace: &std::path::Path,
     stderr: &mut Stderr,
 ) -> Vec<FileInfo> {
-    let Some(before) = before else {
-        return Vec::new();
+    let (files, capped) = match before {
+        None => return Vec::new(),
+        Some(track::Before::Watched(mark)) => tokio::task::spawn_blocking(move || mark.end())
+            .await
+            .unwrap_or((Vec::new(), true)),
+        Some(track::Before::Walked(before)) => {
+            let ws = workspace.to_path_buf();
+            let after = tokio::task::spawn_blocking(move || track::snapshot(&ws, None))
+                .await
+                .unwrap_or_default();
+            let capped = before.capped || after.capped;
+            (track::diff(&before, &after), capped)
+        }
     };
-    let ws = workspace.to_path_buf();
-    let after = tokio::task::spawn_blocking(move || track::snapshot(&ws, None))
-        .await
-        .unwrap_or_default();
-    if before.capped || after.capped {
+    if capped {
         stderr.push_note(&format!(
                 "note: the workspace has more than {} entries; result.files covers only the first ones walked (trackFiles: false skips the walk)",
                 track::MAX_ENTRIES
             ),
         );
     }
-    track::diff(&before, &after)
+    files
 }
 
 /// The fault of a call refused because the workspace is over `workspaceMaxBytes`.

@@ -7,6 +7,7 @@ pub mod files;
 mod owner;
 pub mod setid;
 pub mod track;
+pub mod watch;
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

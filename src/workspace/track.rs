@@ -1,6 +1,7 @@
 //! `result.files`: which regular files a call created or modified, found by walking the
 //! workspace before and after the call. O(N) in the number of files each time; `trackFiles:
-//! false` skips it.
+//! false` skips it. A Sandbox whose workspace is watched (`watch`) walks only where its
+//! watches can't serve.
 
 use crate::fsx::walk;
 use serde::Serialize;
@@ -11,11 +12,22 @@ use std::path::Path;
 /// amount per call; a runtime note says when it was reached.
 pub const MAX_ENTRIES: usize = 100_000;
 
+/// What says a file changed: its size, modification time and inode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    size: u64,
+pub(crate) struct Stamp {
+    pub(crate) size: u64,
     mtime_ns: i128,
     ino: u64,
+}
+
+impl Stamp {
+    pub(crate) fn of(st: &nix::sys::stat::FileStat) -> Stamp {
+        Stamp {
+            size: st.st_size as u64,
+            mtime_ns: st.st_mtime as i128 * 1_000_000_000 + st.st_mtime_nsec as i128,
+            ino: st.st_ino,
+        }
+    }
 }
 
 /// What each entry costs against `workspaceMaxBytes` at the least: one 4 KiB block, what a
@@ -44,8 +56,15 @@ pub struct FileInfo {
     pub change: &'static str,
 }
 
+/// A call's workspace as it was before the call: a walk's snapshot, or a mark in the watched
+/// workspace (`watch`).
+pub enum Before {
+    Walked(Snapshot),
+    Watched(super::watch::Mark),
+}
+
 /// Never reported: `setup`'s dependency directory.
-const EXCLUDED: &str = ".deps";
+pub(crate) const EXCLUDED: &str = ".deps";
 
 impl Snapshot {
     /// A walk that did not happen (its task failed): nothing measured, so a quota fails closed.
@@ -78,15 +97,8 @@ pub fn snapshot(root: &Path, quota: Option<u64>) -> Snapshot {
             .saturating_add((e.stat.st_blocks as u64 * 512).max(MIN_ENTRY_BYTES));
         if e.is_file() {
             if snap.files.len() < MAX_ENTRIES {
-                snap.files.insert(
-                    e.rel.to_string_lossy().into_owned(),
-                    Stamp {
-                        size: e.stat.st_size as u64,
-                        mtime_ns: e.stat.st_mtime as i128 * 1_000_000_000
-                            + e.stat.st_mtime_nsec as i128,
-                        ino: e.stat.st_ino,
-                    },
-                );
+                snap.files
+                    .insert(e.rel.to_string_lossy().into_owned(), Stamp::of(e.stat));
             } else {
                 snap.capped = true;
             }
