@@ -349,9 +349,11 @@ export interface SandboxOptions {
    * what it imports at each start, nor python `runCode` its driver. Built in the background after the first `open()` from the image alone; results are
    * the same either way. Default true. */
   pycCache?: boolean | undefined;
-  /** true (default): `result.files` lists what each call created or modified, by scanning the
-   * workspace before and after (cost grows with the file count; stops at 100,000 entries).
-   * false: `result.files` is always `[]` and no scan happens. */
+  /** true (default): `result.files` lists what each call created or modified: the workspace is
+   * watched from `open()` (inotify), so a call costs what it changed (a 10,000-file workspace:
+   * 3 ms, where walks cost 100 ms and more); with `workspaceMaxBytes`, or where watches can't
+   * be had, it is scanned before and after each call (stops at 100,000 entries).
+   * false: `result.files` is always `[]`, and nothing is watched or scanned. */
   trackFiles?: boolean | undefined;
   /** Number of boxes started ahead, each with an idle interpreter, so a python `runCode` takes
    * one instead of starting its own. Each serves one call and is discarded, so isolation is

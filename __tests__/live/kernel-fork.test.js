@@ -163,7 +163,8 @@ describe('kernel.fork', () => {
       await expectSandboxError(() => a.runCode('1'), SandboxError, /torn down/);
       expect(await py(b, 'print(state)')).toBe('kept\n');
       if (capsEnforced) {
-        const r = await b.runCode('hog = bytearray(400 << 20)\nfor i in range(0, len(hog), 4096): hog[i] = 1');
+        // Its own deadline: reclaim before the OOM can take seconds in a slow guest.
+        const r = await b.runCode('hog = bytearray(400 << 20)\nfor i in range(0, len(hog), 4096): hog[i] = 1', { timeoutS: 120 });
         expect(r.fault && r.fault.type).toBe('oom');
       }
       expect(await py(k, 'print(state)')).toBe('kept\n');

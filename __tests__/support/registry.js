@@ -163,7 +163,12 @@ function tail(file, n = 30) {
 const ROOT_BIC = '/var/lib/containers/cache';
 let privateCacheWorks = null;
 function skopeoCommand(args, cacheDir) {
-  const env = { ...process.env, XDG_DATA_HOME: cacheDir };
+  // Its own (empty) credentials too: without XDG_RUNTIME_DIR an unprivileged skopeo reads
+  // /run/containers/<uid>/auth.json, and fails on EACCES once root's podman has made
+  // /run/containers (0700) on this machine.
+  const auth = path.join(cacheDir, 'auth.json');
+  fs.writeFileSync(auth, '{}');
+  const env = { ...process.env, XDG_DATA_HOME: cacheDir, REGISTRY_AUTH_FILE: auth };
   if (process.getuid() !== 0) return { cmd: 'skopeo', argv: args, env };
   if (privateCacheWorks === null) {
     try {
