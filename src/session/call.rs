@@ -74,14 +74,24 @@ pub(super) async fn exec(
         Route::Prewarm(prewarmed) => {
             let code = p.cell.as_deref().unwrap_or_default();
             let r = prewarmed.run(code, p.timeout_ms, input.results).await;
-            // The prewarmed spares refill after the call, so starting the next box doesn't
-            // compete with this one for the CPU.
-            prewarm::fill(&opened, kern_path);
-            let mut r = r?;
+            // The prewarmed spares refill once the call's result is whole, on a thread beside
+            // it: starting the next box (a kern spawned) is not on the call's path.
+            let refill = || {
+                let (me, kern) = (opened.clone(), kern_path.to_path_buf());
+                tokio::task::spawn_blocking(move || prewarm::fill(&me, &kern));
+            };
+            let mut r = match r {
+                Ok(r) => r,
+                Err(e) => {
+                    refill();
+                    return Err(e);
+                }
+            };
             for n in opened.session_notes() {
                 r.stderr.push_note(&n);
             }
             r.files = workspace_changes(before, &p.workspace, &mut r.stderr).await;
+            refill();
             return Ok(r);
         }
         Route::Box(b) => b,

@@ -14,14 +14,13 @@ pub(super) fn take(opened: &Opened) -> Option<Prewarmed> {
     opened.prewarmed.take()
 }
 
-/// Tops the spares up to `prewarm` boxes.
+/// Tops the spares up to `prewarm` boxes, unless the session is closing (checked under the lock
+/// `shut_down` retires them under: a fill beside a call's end never outlives close()).
 pub(super) fn fill(opened: &Arc<Opened>, kern: &Path) {
-    if *opened.closing.borrow() {
-        return;
-    }
-    opened
-        .prewarmed
-        .top_up(|| true, || start(opened.clone(), kern).ok());
+    opened.prewarmed.top_up(
+        || !*opened.closing.borrow(),
+        || start(opened.clone(), kern).ok(),
+    );
 }
 
 /// Starts a prewarmed box: a driver kernel that will run one cell under the session's timeout and
