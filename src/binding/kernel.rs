@@ -117,7 +117,7 @@ impl NativeKernel {
 /// A kernel's state, saved (`NativeKernel::save_state`): held on the host, loaded into forks.
 #[napi]
 pub struct NativeKernelState {
-    pub(crate) inner: Arc<crate::lang::driver::KernelState>,
+    pub(crate) inner: Arc<crate::lang::state::KernelState>,
 }
 
 #[napi]

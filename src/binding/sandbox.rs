@@ -374,7 +374,7 @@ impl Task for CopyWorkspace {
 pub struct WriteCheckpoint {
     sandbox: Arc<Sandbox>,
     dir: std::path::PathBuf,
-    state: Option<Arc<crate::lang::driver::KernelState>>,
+    state: Option<Arc<crate::lang::state::KernelState>>,
     frozen: Option<Arc<crate::session::OpenKernel>>,
     meta: Option<crate::session::checkpoint::Meta>,
 }

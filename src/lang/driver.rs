@@ -1,6 +1,5 @@
-//! The python driver's side in the addon: the driver source shipped in the binary, the frames
-//! it speaks on the box's channel (fd 3), and turning its display/result frames into checked
-//! rich results.
+//! The drivers' side in the addon: the frames they speak on the box's channel (fd 3), and
+//! turning their display/result frames into checked rich results (their sources: `sources`).
 //!
 //! A frame is a 4-byte big-endian length and that many bytes of UTF-8 JSON. The host sends
 //! `{"type": "cell", "id", "code", "once"}`; the driver answers, in order, `display` and
@@ -9,112 +8,6 @@
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
-
-/// The driver, run as `python3 -c DRIVER`: stdlib only, it reads cells from fd 3.
-pub const DRIVER: &str = concat!(
-    include_str!("driver.py"),
-    "\n_RICH = r'''\n",
-    include_str!("charts.py"),
-    "\n",
-    include_str!("driver_rich.py"),
-    "'''\n_STATE = r'''\n",
-    include_str!("driver_state.py"),
-    "'''\n\n_kern_driver(_RICH, globals().get(\"_kern_zygote\"), _STATE)\n",
-);
-
-/// How a box starts the python driver: `python3 -c PY_LOADER`, which reads the driver from the
-/// channel (`python_start`) before its first frame and runs it as `python3 -c DRIVER` would. The
-/// driver arrives compiled when the image's own python has compiled it (`session::pyc`, once per
-/// image and driver): compiling its source cost 7 ms of every cold start here (0.25 ms per KB of
-/// source). Its source comes too, and is compiled where the code can't be used (not built yet,
-/// or another python's bytecode). A small argv also keeps the spec small (it was 44 KB).
-pub const PY_LOADER: &str = r#"def _kern_driver_load():
-    import marshal, os, sys
-    def take(n):
-        b = bytearray()
-        while len(b) < n:
-            try:
-                c = os.read(3, min(n - len(b), 1 << 20))
-            except OSError as e:
-                c, why = b"", e.strerror
-            else:
-                why = "closed"
-            if not c:
-                os.write(2, ("kern driver: fd 3 (the channel) %s before the driver came\n" % why).encode())
-                os._exit(70)
-            b += c
-        return bytes(b)
-    head = take(8)
-    code, source = take(int.from_bytes(head[:4], "big")), take(int.from_bytes(head[4:], "big"))
-    if code[:4] == sys.modules["_frozen_importlib_external"].MAGIC_NUMBER:
-        try:
-            return marshal.loads(code[4:])
-        except Exception:
-            pass
-    return compile(source.decode(), "<string>", "exec", dont_inherit=True)
-exec(_kern_driver_load())
-"#;
-
-/// What the box's channel carries first for `PY_LOADER`: the driver as the image's python
-/// compiled it (its magic number and marshalled code, or nothing), then its source; each a
-/// 4-byte big-endian length and the bytes.
-pub fn python_start(code: Option<&[u8]>) -> Vec<u8> {
-    let code = code.unwrap_or_default();
-    let mut b = Vec::with_capacity(8 + code.len() + DRIVER.len());
-    b.extend((code.len() as u32).to_be_bytes());
-    b.extend((DRIVER.len() as u32).to_be_bytes());
-    b.extend(code);
-    b.extend(DRIVER.as_bytes());
-    b
-}
-
-/// Names this build's driver source: its compiled form is kept under this name.
-pub fn driver_id() -> String {
-    use sha2::Digest as _;
-    hex::encode(&sha2::Sha256::digest(DRIVER.as_bytes())[..12])
-}
-
-/// A Jupyter python kernel's PYTHONSTARTUP (`session::kernel::jupyter::start`): a display
-/// formatter giving each matplotlib figure its chart data, read by `charts.py` as the driver's
-/// are, under `CHART_MIME`.
-pub const JUPYTER_CHARTS: &str = concat!(
-    include_str!("jupyter_charts.py"),
-    "\n_KERN_CHARTS = r'''\n",
-    include_str!("charts.py"),
-    "'''\n\n_kern_charts(_KERN_CHARTS)\ndel _kern_charts, _KERN_CHARTS\n",
-);
-
-/// The MIME type a Jupyter kernel's figure carries its chart data under (`JUPYTER_CHARTS`);
-/// the host moves it into the result's `chart`.
-pub const CHART_MIME: &str = "application/vnd.kern.chart+json";
-
-/// The zygote (issue 21), run in front of the driver (`session::zygote`): it forks a box per
-/// call, and only a call's workload goes on into the driver.
-pub const ZYGOTE: &str = include_str!("zygote.py");
-
-/// The node driver, run as `node -e NODE_DRIVER`: it reads cells from fd 3 as the python driver
-/// does, after a setup frame (`node_setup_frame`).
-pub const NODE_DRIVER: &str = include_str!("driver.js");
-
-/// acorn (npm `acorn`, MIT, `dist/acorn.js` as published: `vendor/acorn`, with its version and
-/// checksums), the parser Node itself vendors: the node driver finds a cell's `import`
-/// declarations and last statement with it. It travels in the setup frame, since it is too large
-/// for an argv string (128 KiB).
-const ACORN: &str = include_str!("../../vendor/acorn/acorn.js");
-
-/// The node driver's first frame: its parser, and whether its cells are TypeScript.
-pub fn node_setup_frame(typescript: bool) -> Vec<u8> {
-    frame(&serde_json::json!({"type": "setup", "acorn": ACORN, "typescript": typescript}))
-}
-
-/// A kernel's setup frame: the driver answers it with a `ready` frame naming its Node
-/// (`process.version`) and whether that Node strips types, so `kernel()` can refuse a Node that
-/// cannot run its cells before it resolves.
-pub fn node_greeting_frame(typescript: bool) -> Vec<u8> {
-    frame(
-        &serde_json::json!({"type": "setup", "acorn": ACORN, "typescript": typescript, "ack": true}),
-    )
-}
 
 /// The driver refuses frames above this; so do we.
 pub const MAX_FRAME: usize = 256 << 20;
@@ -204,76 +97,6 @@ pub const RAW_TAG: u8 = 0;
 
 /// A raw frame carries at most this much data (the driver's `RAW_PIECE`).
 pub const RAW_PIECE: usize = 64 << 20;
-
-/// The largest kernel state kern takes from a driver or gives one (`KernelState`).
-pub const MAX_STATE: u64 = 1 << 30;
-
-/// A kernel's state as its driver saved it (driver_state.py): the fields of its `state` frame
-/// (what the parts are, the Python that wrote them, the names left out) and the parts' bytes.
-/// Untrusted: it came from the box, and goes only into another box of the same kind.
-#[derive(Clone)]
-pub struct KernelState {
-    pub head: Map<String, Value>,
-    pub data: Vec<u8>,
-}
-
-impl std::fmt::Debug for KernelState {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KernelState({} bytes)", self.data.len())
-    }
-}
-
-impl KernelState {
-    /// The state of a `state` frame `head` and the raw data read after it: None unless the
-    /// frame names its parts and they add up to `data`.
-    pub fn of(mut head: Map<String, Value>, data: Vec<u8>) -> Option<KernelState> {
-        head.remove("type");
-        head.remove("id");
-        let total = parts_total(&head)?;
-        (total == data.len() as u64).then_some(KernelState { head, data })
-    }
-
-    /// The names the driver left out, with why (values that could not be pickled).
-    pub fn left(&self) -> Vec<(String, String)> {
-        let Some(items) = self.head.get("left").and_then(Value::as_array) else {
-            return Vec::new();
-        };
-        items
-            .iter()
-            .filter_map(|i| {
-                let pair = i.as_array()?;
-                Some((
-                    bounded(pair.first()?.as_str()?),
-                    bounded(pair.get(1)?.as_str()?),
-                ))
-            })
-            .collect()
-    }
-
-    /// The frames that load this state into a driver: the `load` frame, then raw frames.
-    pub fn load_head(&self, id: u64, marker: &str) -> Vec<u8> {
-        let mut body = self.head.clone();
-        body.insert("type".into(), "load".into());
-        body.insert("id".into(), id.into());
-        body.insert("marker".into(), marker.into());
-        frame(&Value::Object(body))
-    }
-}
-
-/// The sum of a state frame's `parts`, if they are sizes and within `MAX_STATE`.
-fn parts_total(head: &Map<String, Value>) -> Option<u64> {
-    let parts = head.get("parts")?.as_array()?;
-    let mut total = 0u64;
-    for p in parts {
-        total = total.checked_add(p.as_u64()?)?;
-    }
-    (total <= MAX_STATE).then_some(total)
-}
-
-/// The `save` frame: the driver answers with the kernel's state (`KernelState`).
-pub fn save_frame(id: u64, marker: &str) -> Vec<u8> {
-    frame(&serde_json::json!({"type": "save", "id": id, "marker": marker}))
-}
 
 /// A raw frame's length and tag, before `len` bytes of its data.
 pub fn raw_header(len: usize) -> [u8; 5] {
@@ -373,7 +196,7 @@ impl FrameReader {
                     // A state frame says how much raw data follows: room for it all at once.
                     if let (Some((kept, room)), Some(head)) = (&mut self.raw, v.as_object()) {
                         if head.get("type").and_then(Value::as_str) == Some("state") {
-                            let total = parts_total(head).unwrap_or(0).min(*room);
+                            let total = super::state::parts_total(head).unwrap_or(0).min(*room);
                             kept.reserve_exact(usize::try_from(total).unwrap_or(0));
                         }
                     }
@@ -438,7 +261,7 @@ pub const MAX_CHART_BYTES: usize = 4 << 20;
 /// One field of an error, bounded: a box could send megabytes of evalue.
 const MAX_ERROR_FIELD: usize = 1 << 20;
 
-fn bounded(s: &str) -> String {
+pub(crate) fn bounded(s: &str) -> String {
     if s.len() <= MAX_ERROR_FIELD {
         return s.to_string();
     }
@@ -729,19 +552,6 @@ fn verify_image(bytes: &[u8], format: image::ImageFormat) -> Result<(), String> 
 mod tests {
     use super::*;
 
-    #[test]
-    fn the_driver_is_its_core_then_its_rich_part_as_a_string_then_the_start() {
-        // charts.py and driver_rich.py become one r'''...''' string: three quotes in either
-        // would end it early.
-        assert!(!include_str!("driver_rich.py").contains("'''"));
-        assert!(!include_str!("charts.py").contains("'''"));
-        assert!(DRIVER.starts_with(include_str!("driver.py")));
-        assert!(!include_str!("driver_state.py").contains("'''"));
-        assert_eq!(DRIVER.matches("'''").count(), 4);
-        assert_eq!(JUPYTER_CHARTS.matches("'''").count(), 2);
-        assert!(include_str!("jupyter_charts.py").contains(CHART_MIME));
-        assert!(DRIVER.ends_with("_kern_driver(_RICH, globals().get(\"_kern_zygote\"), _STATE)\n"));
-    }
     use serde_json::json;
 
     fn png(w: u32, h: u32) -> String {
@@ -859,36 +669,12 @@ mod tests {
         let data = r.take_raw();
         assert_eq!(data, b"abcdefgh");
         let head = frames[0].as_object().unwrap().clone();
-        let state = KernelState::of(head.clone(), data).unwrap();
+        let state = crate::lang::state::KernelState::of(head.clone(), data).unwrap();
         assert_eq!(state.data.len(), 8);
-        assert!(KernelState::of(head, b"short".to_vec()).is_none());
+        assert!(crate::lang::state::KernelState::of(head, b"short".to_vec()).is_none());
         // Disarmed again.
         assert!(r.feed(&raw(b"late"), || 1 << 20).is_empty());
         assert_eq!((r.skipped, r.take_raw().len()), (3, 0));
-    }
-
-    #[test]
-    fn a_state_names_what_it_left_out_and_loads_with_its_fields() {
-        let head = json!({"type": "state", "id": 4, "parts": [2], "python": 1,
-            "left": [["lock", "TypeError: cannot pickle"], ["bad"], 7]});
-        let s = KernelState::of(head.as_object().unwrap().clone(), vec![1, 2]).unwrap();
-        assert_eq!(
-            s.left(),
-            vec![("lock".to_string(), "TypeError: cannot pickle".to_string())]
-        );
-        let f = s.load_head(9, "M");
-        let v: Value = serde_json::from_slice(&f[4..]).unwrap();
-        assert_eq!(
-            (
-                v["type"].as_str(),
-                v["id"].as_u64(),
-                v["marker"].as_str(),
-                v["python"].as_u64()
-            ),
-            (Some("load"), Some(9), Some("M"), Some(1))
-        );
-        let over = json!({"parts": [crate::lang::driver::MAX_STATE, 1]});
-        assert!(KernelState::of(over.as_object().unwrap().clone(), Vec::new()).is_none());
     }
 
     fn results(frames: &[Value]) -> (Vec<Item>, Vec<String>) {

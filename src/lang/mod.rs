@@ -2,6 +2,8 @@
 
 pub mod driver;
 pub mod jupyter;
+pub mod sources;
+pub mod state;
 
 use crate::error::{Error, Result};
 
@@ -90,8 +92,8 @@ impl Language {
     /// and whether cells are TypeScript).
     pub fn setup_frame(self) -> Option<Vec<u8>> {
         match self {
-            Language::Node => Some(driver::node_setup_frame(false)),
-            Language::TypeScript => Some(driver::node_setup_frame(true)),
+            Language::Node => Some(sources::node_setup_frame(false)),
+            Language::TypeScript => Some(sources::node_setup_frame(true)),
             _ => None,
         }
     }
@@ -111,8 +113,8 @@ impl Language {
         if self == Language::Python {
             check_cell(code)?;
             return Ok(Launch {
-                // The driver itself comes on the channel (`driver::python_start`).
-                argv: vec!["python3".into(), "-c".into(), driver::PY_LOADER.into()],
+                // The driver itself comes on the channel (`sources::python_start`).
+                argv: vec!["python3".into(), "-c".into(), sources::PY_LOADER.into()],
                 // Unbuffered, so onStdout sees prints as they happen rather than at exit.
                 env: vec![("PYTHONUNBUFFERED".into(), "1".into())],
                 cell: Some(code.to_string()),
@@ -123,7 +125,7 @@ impl Language {
             // The node driver (driver.js) reads its cells, as python's does, from the channel:
             // it gives a cell's last value as a result, display(), and `import` in a cell.
             return Ok(Launch {
-                argv: vec!["node".into(), "-e".into(), driver::NODE_DRIVER.into()],
+                argv: vec!["node".into(), "-e".into(), sources::NODE_DRIVER.into()],
                 env: Vec::new(),
                 cell: Some(code.to_string()),
             });

@@ -18,7 +18,7 @@ use super::kernel::OpenKernel;
 use super::opened::Opened;
 use super::writers::Exclusive;
 use crate::error::{Error, Result};
-use crate::lang::driver::KernelState;
+use crate::lang::state::KernelState;
 use crate::workspace::{copy, digest};
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
@@ -208,7 +208,7 @@ pub fn read(dir: &Path) -> Result<Checkpoint> {
     let state = match &manifest.state {
         None => None,
         Some(info) => {
-            if info.bytes > crate::lang::driver::MAX_STATE {
+            if info.bytes > crate::lang::state::MAX_STATE {
                 return Err(bad(dir, "its state is over the size kern takes"));
             }
             let data = read_capped(&dir.join(STATE), info.bytes).map_err(|e| bad(dir, e))?;

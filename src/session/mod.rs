@@ -270,7 +270,7 @@ impl Sandbox {
     pub fn write_checkpoint(
         &self,
         dir: &std::path::Path,
-        state: Option<&crate::lang::driver::KernelState>,
+        state: Option<&crate::lang::state::KernelState>,
         frozen: Option<&OpenKernel>,
         meta: checkpoint::Meta,
     ) -> Result<checkpoint::Manifest> {

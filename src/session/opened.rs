@@ -139,11 +139,11 @@ impl Opened {
         }
     }
 
-    /// What a python driver's channel carries first (`driver::PY_LOADER` reads it): the driver
+    /// What a python driver's channel carries first (`sources::PY_LOADER` reads it): the driver
     /// as the image's python compiled it once `pycCache` has built that, else its source.
     pub(super) fn python_start(&self) -> Arc<Vec<u8>> {
         static SOURCE: std::sync::LazyLock<Arc<Vec<u8>>> =
-            std::sync::LazyLock::new(|| Arc::new(crate::lang::driver::python_start(None)));
+            std::sync::LazyLock::new(|| Arc::new(crate::lang::sources::python_start(None)));
         self.pyc
             .as_ref()
             .and_then(pyc::Cache::python_start)

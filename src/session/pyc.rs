@@ -89,7 +89,7 @@ print(f'copied {copied}, compiled {compiled}, failed {failed}')
 "#;
 /// Compiles the python driver (`driver.py`, written by the host beside it) with the image's
 /// python, as `python3 -c` would compile it, to `driver.code`: its magic number and marshalled
-/// code, what `driver::PY_LOADER` reads.
+/// code, what `sources::PY_LOADER` reads.
 const DRIVER_SCRIPT: &str = r#"
 import importlib.util, marshal
 with open('/.kern-pyc/driver.py', encoding='utf-8') as f:
@@ -167,17 +167,17 @@ impl Cache {
         std::fs::read_to_string(self.dir.join("failed")).ok()
     }
 
-    /// The compiled driver of this build (`driver::driver_id`), once built.
+    /// The compiled driver of this build (`sources::driver_id`), once built.
     fn driver_path(&self) -> PathBuf {
         self.dir
-            .join(format!("driver-{}.code", crate::lang::driver::driver_id()))
+            .join(format!("driver-{}.code", crate::lang::sources::driver_id()))
     }
 
     /// Why the driver's compile failed, for a reason of the image's (so it isn't retried).
     fn driver_failure(&self) -> PathBuf {
         self.dir.join(format!(
             "driver-{}.failed",
-            crate::lang::driver::driver_id()
+            crate::lang::sources::driver_id()
         ))
     }
 
@@ -186,7 +186,7 @@ impl Cache {
         self.failure().is_none() && !self.driver_path().exists() && !self.driver_failure().exists()
     }
 
-    /// What a python driver's channel carries first (`driver::python_start`) with the driver
+    /// What a python driver's channel carries first (`sources::python_start`) with the driver
     /// as this image's python compiled it; None until that is built. Read once: a regular
     /// file of ours that nobody can write, as `build_driver` leaves it.
     pub fn python_start(&self) -> Option<Arc<Vec<u8>>> {
@@ -196,7 +196,7 @@ impl Cache {
         let code = read_sealed(&self.driver_path(), MAX_DRIVER_CODE)?;
         Some(
             self.start
-                .get_or_init(|| Arc::new(crate::lang::driver::python_start(Some(&code))))
+                .get_or_init(|| Arc::new(crate::lang::sources::python_start(Some(&code))))
                 .clone(),
         )
     }
@@ -289,7 +289,7 @@ impl Cache {
         };
         let out = self
             .run_builder(run, |out| {
-                std::fs::write(out.join("driver.py"), crate::lang::driver::DRIVER)
+                std::fs::write(out.join("driver.py"), crate::lang::sources::DRIVER)
                     .map_err(|e| Error::Runtime(format!("write the driver to compile: {e}")))
             })
             .await?;

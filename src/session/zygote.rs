@@ -11,13 +11,13 @@
 use super::spares::Spares;
 use crate::engine::addon::launch::{Kern, Outcome};
 use crate::error::Result;
-use crate::lang::driver;
+use crate::lang::sources;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::Path;
 
 /// The zygote's python: its source in front of the driver's, which hands over to it.
 pub(super) fn source() -> String {
-    format!("{}\n{}", driver::ZYGOTE, driver::DRIVER)
+    format!("{}\n{}", sources::ZYGOTE, sources::DRIVER)
 }
 
 pub(super) struct Zygote {

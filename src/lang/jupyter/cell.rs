@@ -6,7 +6,8 @@
 
 use super::wire::Message;
 use crate::engine::addon::launch::Stream;
-use crate::lang::driver::{CellError, Item, Results, CHART_MIME};
+use crate::lang::driver::{CellError, Item, Results};
+use crate::lang::sources::CHART_MIME;
 use serde_json::{json, Value};
 
 /// One stream's text, kept up to a cap.
@@ -104,7 +105,7 @@ impl Cell {
         let Some(data) = content.get("data").and_then(Value::as_object) else {
             return;
         };
-        // A figure's chart data (a python kernel's formatter: `driver::JUPYTER_CHARTS`) is the
+        // A figure's chart data (a python kernel's formatter: `sources::JUPYTER_CHARTS`) is the
         // result's `chart`, not one of its formats.
         let chart = data.get(CHART_MIME).filter(|c| c.is_object()).cloned();
         let own;

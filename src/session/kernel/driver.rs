@@ -226,8 +226,8 @@ impl Kind for Driver {
                 input.env,
             )),
             CellOp::Save => {
-                cell.extend(driver::save_frame(id, &marker));
-                live.reader.arm_raw(driver::MAX_STATE);
+                cell.extend(crate::lang::state::save_frame(id, &marker));
+                live.reader.arm_raw(crate::lang::state::MAX_STATE);
             }
             CellOp::Load(state) => {
                 cell.extend(state.load_head(id, &marker));
@@ -392,7 +392,7 @@ impl Kind for Driver {
                     .and_then(Value::as_str)
                     == Some("ok");
             if let (true, Some(head), Some(saved)) = (ok, state_head, saved) {
-                if let Some(state) = driver::KernelState::of(head, data) {
+                if let Some(state) = crate::lang::state::KernelState::of(head, data) {
                     let _ = saved.send(state);
                 }
             }
@@ -482,7 +482,7 @@ impl Live {
         let typescript = lang == Language::TypeScript;
         // Sent now, so not again before the first cell.
         self.setup = None;
-        let hello = driver::node_greeting_frame(typescript);
+        let hello = crate::lang::sources::node_greeting_frame(typescript);
         let read = async {
             if self.tx.write_all(&hello).await.is_err() {
                 return None;

@@ -9,7 +9,7 @@
 use crate::engine::addon::launch::{ChunkSender, Outcome};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
-use crate::lang::driver::KernelState;
+use crate::lang::state::KernelState;
 use crate::session::percall;
 use crate::session::result::{self, ExecResult};
 use crate::session::writers::Active;

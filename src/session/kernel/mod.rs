@@ -12,7 +12,7 @@ pub(crate) mod signal;
 use super::result::ExecResult;
 use crate::engine::addon::launch::ChunkSender;
 use crate::error::{Error, Result};
-use crate::lang::driver::KernelState;
+use crate::lang::state::KernelState;
 use driver::Driver;
 use jupyter::Jupyter;
 use lifecycle::{CellInput, CellOp, CellSinks, Lifecycle};

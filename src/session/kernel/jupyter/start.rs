@@ -49,7 +49,7 @@ pub(crate) struct Started {
 /// Finds kernelspec `name` (in the image under `root`, or in the host's `workspace`) and fits
 /// the box `spec` to run it: its argv and env (the caller's `env` on top), and the socket
 /// directory with the connection file bound at `kernelspec::SOCKET_DIR`.
-/// The chart formatter's file in the socket directory (`driver::JUPYTER_CHARTS`).
+/// The chart formatter's file in the socket directory (`sources::JUPYTER_CHARTS`).
 const CHARTS_FILE: &str = "kern_charts.py";
 
 pub(crate) async fn prepare(
@@ -143,7 +143,7 @@ pub(crate) async fn prepare(
     let ipython = ks.argv.iter().any(|a| a.contains("ipykernel"));
     if ipython && !spec.env.iter().any(|(k, _)| k == "PYTHONSTARTUP") {
         let file = dir.path().join(CHARTS_FILE);
-        std::fs::write(&file, crate::lang::driver::JUPYTER_CHARTS)
+        std::fs::write(&file, crate::lang::sources::JUPYTER_CHARTS)
             .map_err(|e| runtime("write the kernel's chart formatter", e))?;
         spec.env.push((
             "PYTHONSTARTUP".into(),
