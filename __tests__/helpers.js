@@ -116,6 +116,18 @@ function treeRoots(pids) {
   });
 }
 
+/** Whether `pid` descends from this process (the boxes of its Sandboxes do): another Jest
+ * worker's boxes, beside it, do not. */
+function ourDescendant(pid) {
+  for (let p = pid, n = 0; p > 1 && n < 64; n++) {
+    if (p === process.pid) return true;
+    const st = procStat(p);
+    if (!st) return false;
+    p = st.ppid;
+  }
+  return false;
+}
+
 /** Direct children of `ppid` (default: this process) whose comm is `comm`. */
 function childrenNamed(comm, ppid = process.pid) {
   const out = [];
@@ -509,6 +521,7 @@ module.exports = {
   hostProcessesMatching,
   procStat,
   treeRoots,
+  ourDescendant,
   childrenNamed,
   isAlive,
   sleep,

@@ -8,7 +8,7 @@
 // exit code, the files it touched and what they hold, on every route.
 
 const { Sandbox } = require('../..');
-const { opts, hostProcessesMatching, procStat, waitFor } = require('../helpers');
+const { opts, hostProcessesMatching, ourDescendant, waitFor } = require('../helpers');
 
 // `@` becomes a tag of the route and scenario, so that no two runs share a file.
 const SCENARIOS = [
@@ -51,20 +51,9 @@ async function seen(sb, r, tag) {
   return { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, fault: r.fault, files };
 }
 
-/** Whether `pid` descends from this process (the boxes of this file's Sandboxes do). */
-function ours(pid) {
-  for (let p = pid, n = 0; p > 1 && n < 64; n++) {
-    if (p === process.pid) return true;
-    const st = procStat(p);
-    if (!st) return false;
-    p = st.ppid;
-  }
-  return false;
-}
-
 /** Idle prewarmed drivers of this file's Sandboxes (a zygote's processes hold the zygote). */
 const idleDrivers = () => hostProcessesMatching('_kern_driver')
-  .filter((p) => !p.cmdline.includes('def _kern_zygote(') && ours(p.pid))
+  .filter((p) => !p.cmdline.includes('def _kern_zygote(') && ourDescendant(p.pid))
   .map((p) => p.pid);
 
 describe('a python cell ends as python -c does, on every route', () => {
@@ -98,7 +87,7 @@ describe('a python cell ends as python -c does, on every route', () => {
     const [idle] = idleDrivers();
     const p = await warm.runCode(at('p'));
     // It served this call: it is gone (a call that took a fresh box would leave it idle).
-    expect(await waitFor(() => !idleDrivers().includes(idle), 30000, 20)).toBe(true);
+    expect(await waitFor(() => !hostProcessesMatching('_kern_driver').some((x) => x.pid === idle), 30000, 20)).toBe(true);
     expect(await seen(warm, p, `p${i}`)).toEqual(truth);
   });
 

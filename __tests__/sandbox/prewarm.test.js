@@ -5,14 +5,18 @@
 const { Sandbox } = require('../..');
 const helpers = require('../helpers');
 
-const { notesOf, opts, hostProcessesMatching } = helpers;
+const { notesOf, opts, hostProcessesMatching, ourDescendant } = helpers;
 
-/** Idle or running prewarmed drivers: their argv holds the driver's name. */
+/** Idle or running prewarmed drivers of this file's Sandboxes: their argv holds the driver's
+ * name (and so does every python runCode's, of other suites beside this one: those are not
+ * this process's descendants). */
 const driverPids = () => hostProcessesMatching('_kern_driver')
-  // A zygote (zygote.test.js, beside this file) holds the driver too, and is no pool's.
-  .filter((p) => !p.cmdline.includes('def _kern_zygote('))
+  // A zygote holds the driver too, and is no pool's.
+  .filter((p) => !p.cmdline.includes('def _kern_zygote(') && ourDescendant(p.pid))
   .map((p) => p.pid)
   .sort((a, b) => a - b);
+/** Every driver on the host: a leaked one may have lost its parent, and be nobody's descendant. */
+const anyDriverPids = () => hostProcessesMatching('_kern_driver').map((p) => p.pid);
 
 /** Waits for `pred` (polled, bounded at 30 s for a loaded machine), or fails naming `what`. */
 async function waitFor(pred, what) {
@@ -84,7 +88,7 @@ test('the pool refills; streaming and other languages take the ordinary path; cl
   } finally {
     await sb.close();
   }
-  await waitFor(() => driverPids().every((p) => !seen.includes(p)), 'no driver left after close()');
+  await waitFor(() => anyDriverPids().every((p) => !seen.includes(p)), 'no driver left after close()');
 });
 
 test('a prewarmed call past its timeout is a timeout fault', async () => {

@@ -704,6 +704,15 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
         except Exception as e:
             die("internal error: %s: %s" % (type(e).__name__, safe_str(e)))
         if last:
+            if not once:
+                # A prewarmed box's cell: the host ends the box once it has the cell's whole
+                # result (its frames and output up to the marker); until then this process stays,
+                # so its end is never taken for a kernel that died mid-cell.
+                try:
+                    while read(st.fd, 65536):
+                        pass
+                except OSError:
+                    pass
             close(st.fd)
             _exit(exit_code if exit_code is not None else int(status != "ok"))
 
