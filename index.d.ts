@@ -351,7 +351,7 @@ export interface SandboxOptions {
   pycCache?: boolean | undefined;
   /** true (default): `result.files` lists what each call created or modified: the workspace is
    * watched from `open()` (inotify), so a call costs what it changed (a 10,000-file workspace:
-   * 3 ms, where walks cost 100 ms and more); with `workspaceMaxBytes`, or where watches can't
+   * 0.5 ms a call here, where walks cost 50 ms and more); with `workspaceMaxBytes`, or where watches can't
    * be had, it is scanned before and after each call (stops at 100,000 entries).
    * false: `result.files` is always `[]`, and nothing is watched or scanned. */
   trackFiles?: boolean | undefined;
