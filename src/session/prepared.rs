@@ -62,7 +62,7 @@ pub(super) struct Prepared {
     /// The language of `runCode`, a kernel or a prewarmed box.
     pub(super) lang: Option<Language>,
     /// What the box's channel holds before anything else: the python driver, which
-    /// `sources::PY_LOADER` reads (none in a zygote's fork, whose driver is running already).
+    /// `sources::PY_LOADER` reads (a zygote's fork, whose driver runs already, reads past it).
     pub(super) first: Option<Arc<Vec<u8>>>,
     /// Where the box's stdin comes from (`set_stdin`, which the spec announces); none: /dev/null.
     stdin: Option<Stdin>,
