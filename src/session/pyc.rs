@@ -97,7 +97,7 @@ with open('/.kern-pyc/driver.py', encoding='utf-8') as f:
 with open('/.kern-pyc/driver.code', 'wb') as f:
     f.write(importlib.util.MAGIC_NUMBER + marshal.dumps(code))
 "#;
-/// The largest compiled driver read back (it is 60 KB).
+/// The largest compiled driver read back (it is 78 KB).
 const MAX_DRIVER_CODE: u64 = 4 << 20;
 
 /// The cache of one image: where it lives and whether it is built.
