@@ -13,7 +13,8 @@
 //! another hard link to a tracked file restats every known link of its inode; a new directory
 //! is watched, then walked (what was made in it before the watch is found by the walk); an
 //! event queue overflow, or a watched workspace replaced, makes the next `begin`/`end` walk the
-//! tree once and go on from there. Where watches can't be had (the user's inotify limit), or the
+//! tree once and go on from there. Where watches can't be had (the user's inotify limit, past
+//! `MAX_TRACKERS` workspaces in this process or `MAX_WATCHES` directories in one), or the
 //! workspace holds more than `MAX_ENTRIES` files, the Sandbox walks as before.
 //!
 //! Every path is opened beneath the workspace's own descriptor without following a symlink
@@ -30,7 +31,36 @@ use nix::sys::stat::{fstatat, FileStat, Mode, SFlag};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// At most this many workspaces are watched by one process: each holds an inotify instance, of
+/// the 128 a user has by default, and the user's other programs (editors, file managers) need
+/// theirs. Past it, a Sandbox walks.
+const MAX_TRACKERS: usize = 32;
+/// A workspace of more directories than this is walked: each is a watch, of the user's
+/// `max_user_watches`, which the user's other programs share.
+const MAX_WATCHES: usize = 16_384;
+static TRACKERS: AtomicUsize = AtomicUsize::new(0);
+
+/// One of at most so many (`MAX_TRACKERS` of `TRACKERS`), held while a tracker watches.
+struct Slot(&'static AtomicUsize);
+
+impl Slot {
+    fn take(count: &'static AtomicUsize, max: usize) -> Option<Slot> {
+        if count.fetch_add(1, Ordering::SeqCst) >= max {
+            count.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Slot(count))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// The events that can change a file's stamp, or the set of files, in a watched directory.
 fn mask() -> AddWatchFlags {
@@ -56,6 +86,8 @@ struct Inner {
     root: OwnedFd,
     /// The watches (none once stopped), by descriptor: each directory's workspace-relative path.
     inotify: Option<Inotify>,
+    /// This tracker's place among the process's (`MAX_TRACKERS`), let go when it stops.
+    slot: Option<Slot>,
     dirs: HashMap<WatchDescriptor, PathBuf>,
     /// Every regular file's stamp, `.deps` aside.
     files: HashMap<PathBuf, Stamp>,
@@ -91,10 +123,12 @@ impl Tracker {
             Mode::empty(),
         )
         .ok()?;
+        let slot = Slot::take(&TRACKERS, MAX_TRACKERS)?;
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
         let mut inner = Inner {
             root: fd,
             inotify: Some(inotify),
+            slot: Some(slot),
             dirs: HashMap::new(),
             files: HashMap::new(),
             links: HashMap::new(),
@@ -137,6 +171,7 @@ impl Tracker {
         if let Ok(mut inner) = self.inner.lock() {
             inner.given_up = true;
             inner.inotify = None;
+            inner.slot = None;
             inner.dirs.clear();
             inner.files.clear();
             inner.links.clear();
@@ -391,6 +426,9 @@ impl Inner {
     fn watch(&mut self, fd: &OwnedFd, rel: &Path) -> nix::Result<()> {
         // The descriptor's /proc link names the very inode opened, whatever is at `rel` now.
         let inotify = self.inotify.as_ref().ok_or(Errno::EBADF)?;
+        if self.dirs.len() >= MAX_WATCHES {
+            return Err(Errno::ENOSPC);
+        }
         let wd = inotify.add_watch(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(), mask())?;
         self.dirs.insert(wd, rel.to_path_buf());
         Ok(())
@@ -592,6 +630,22 @@ mod tests {
             changes(m),
             vec![("a".into(), "created"), ("b".into(), "created")]
         );
+    }
+
+    #[test]
+    fn one_process_watches_a_bounded_number_of_workspaces() {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let a = Slot::take(&COUNT, 2).unwrap();
+        let _b = Slot::take(&COUNT, 2).unwrap();
+        assert!(Slot::take(&COUNT, 2).is_none());
+        drop(a);
+        assert!(Slot::take(&COUNT, 2).is_some());
+        // A stopped tracker lets its place go.
+        let dir = tempfile::tempdir().unwrap();
+        let t = Tracker::start(dir.path()).unwrap();
+        assert!(t.inner.lock().unwrap().slot.is_some());
+        t.stop();
+        assert!(t.inner.lock().unwrap().slot.is_none());
     }
 
     #[test]
