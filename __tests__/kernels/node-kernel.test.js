@@ -10,25 +10,15 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { Sandbox, SandboxError } = require('../..');
-const { opts, sharedSandbox, withKernel, expectSandboxError, waitFor, uniqueName, hostProcessesMatching, procStat } = require('../helpers');
+const { opts, sharedSandbox, withKernel, expectSandboxError, waitFor, uniqueName, hostProcessesMatching, ourDescendant } = require('../helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 const hasIpykernel = () => fs.existsSync(path.join(SCI, 'usr/share/jupyter/kernels/python3/kernel.json'))
   || fs.existsSync(path.join(SCI, 'usr/local/share/jupyter/kernels/python3/kernel.json'));
 
-// Whether host process `pid` descends from this Jest worker (other workers' boxes are theirs).
-const ours = (pid) => {
-  for (let p = pid, n = 0; p > 1 && n < 64; n++) {
-    if (p === process.pid) return true;
-    const st = procStat(p);
-    if (!st) return false;
-    p = st.ppid;
-  }
-  return false;
-};
 // The node drivers of ours on the host: a node kernel's box seen from outside.
 const ourDrivers = () =>
-  hostProcessesMatching('kern-sandbox Node driver').filter((p) => ours(p.pid)).map((p) => p.cmdline.slice(0, 40));
+  hostProcessesMatching('kern-sandbox Node driver').filter((p) => ourDescendant(p.pid)).map((p) => p.cmdline.slice(0, 40));
 // Box cgroups (kern-sandbox/box-<monitor pid>-<n>, in any hierarchy) of our kern monitors that
 // hold a process besides the monitor: a box (a waiting spare's cgroup holds only its kern).
 const ourBoxCgroupsInUse = () => {
@@ -45,7 +35,7 @@ const ourBoxCgroupsInUse = () => {
     }
     for (const b of boxes) {
       const m = b.match(/^box-(\d+)-/);
-      if (!m || !ours(Number(m[1]))) continue;
+      if (!m || !ourDescendant(Number(m[1]))) continue;
       let procs = [];
       try {
         procs = fs.readFileSync(path.join(parent, b, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean);
