@@ -244,6 +244,7 @@ describe('temporary workspaces of a process that died', () => {
     const env = { ...realEnv, TMPDIR: tmp };
     const dead = start(owner('dead-token'), env);
     const live = start(owner('live-token'), env);
+    let next = null;
     try {
       await dead.ready;
       await live.ready;
@@ -261,7 +262,7 @@ describe('temporary workspaces of a process that died', () => {
       fs.symlinkSync(path.join(tmp, liveWs), path.join(tmp, 'kern-ws-linkto'));
 
       // Another process opens a Sandbox: the dead owner's workspace goes, nothing else.
-      const next = start(owner('next-token'), env);
+      next = start(owner('next-token'), env);
       await next.ready;
       const nextWs = holding(tmp, 'next-token');
       expect(fs.existsSync(path.join(tmp, deadWs))).toBe(false);
@@ -275,7 +276,7 @@ describe('temporary workspaces of a process that died', () => {
       // Their close() removed their own (and their owner records).
       expect(fs.readdirSync(tmp).sort()).toEqual(['kern-ws-linkto', 'kern-ws-notours']);
     } finally {
-      for (const c of [dead, live]) if (c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
+      for (const c of [dead, live, next]) if (c && c.child.exitCode === null && c.child.signalCode === null) c.child.kill('SIGKILL');
     }
   }, 120000);
 });
