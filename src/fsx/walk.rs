@@ -72,6 +72,19 @@ pub struct Seen<'a> {
     name: &'a OsStr,
 }
 
+impl<'a> Seen<'a> {
+    /// One entry seen outside a walk: `name` in the directory `parent`, as `stat` (from
+    /// `fstatat(AT_SYMLINK_NOFOLLOW)`) found it, at `rel`.
+    pub fn at(parent: &'a OwnedFd, name: &'a OsStr, rel: &'a Path, stat: &'a FileStat) -> Self {
+        Seen {
+            rel,
+            stat,
+            parent,
+            name,
+        }
+    }
+}
+
 impl Seen<'_> {
     pub fn is_dir(&self) -> bool {
         SFlag::from_bits_truncate(self.stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR

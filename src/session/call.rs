@@ -90,7 +90,8 @@ pub(super) async fn exec(
             for n in opened.session_notes() {
                 r.stderr.push_note(&n);
             }
-            r.files = workspace_changes(before, &p.workspace, &mut r.stderr).await;
+            r.files =
+                workspace_changes(before, &p.workspace, &mut r.stderr, None, &mut r.fault).await;
             refill();
             return Ok(r);
         }

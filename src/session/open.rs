@@ -173,6 +173,7 @@ async fn start(
         }
         let attached = attach_or_start(opened, kern, sink).await?;
         let _ = opened.resident.set(attached);
+        opened.watch_workspace().await;
         if let Ok(k) = opened.spawn_kern(kern) {
             opened.kerns.put(k);
         }

@@ -235,6 +235,7 @@ impl Opened {
             cwd: None,
             serves_zygote: false,
             zygote: false,
+            setid_watched: false,
         };
         match &cfg.network {
             Network::None => {}

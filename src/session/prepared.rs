@@ -237,9 +237,10 @@ pub(super) fn prepare(
 impl Prepared {
     /// The workspace before the box, when the session tracks files or caps the workspace: the
     /// snapshot to compare with after (with `trackFiles`), or the fault of a workspace already
-    /// over `workspaceMaxBytes` (no box then).
+    /// over `workspaceMaxBytes` (no box then). A watched workspace's box is `setid_watched`:
+    /// the watch clears the set-id bits of what it changes (`result::workspace_changes`).
     pub(super) async fn before(
-        &self,
+        &mut self,
         opened: &Opened,
     ) -> std::result::Result<Option<track::Before>, Fault> {
         let cfg = &opened.config;
@@ -250,6 +251,7 @@ impl Prepared {
         // A watched workspace: a mark, no walk (the tracker exists only without a quota).
         if let Some(t) = opened.tracker.get().cloned() {
             if let Ok(Some(mark)) = tokio::task::spawn_blocking(move || t.begin()).await {
+                self.spec.setid_watched = true;
                 return Ok(Some(track::Before::Watched(mark)));
             }
         }

@@ -3,7 +3,7 @@
 
 use super::stderr::Stderr;
 use crate::config::show_bytes;
-use crate::engine::addon::launch::Outcome;
+use crate::engine::addon::launch::{Outcome, SweptAck};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::lang::driver;
 use crate::workspace::track::{self, FileInfo};
@@ -91,13 +91,14 @@ pub(super) async fn of_box(
     for n in notes {
         stderr.push_note(n);
     }
-    let files = workspace_changes(before, workspace, &mut stderr).await;
+    let mut fault = outcome.report.fault;
+    let files = workspace_changes(before, workspace, &mut stderr, outcome.swept, &mut fault).await;
     ExecResult {
         stdout: crate::lang::output_text(outcome.stdout),
         stderr,
         exit_code: outcome.report.exit_code,
         duration_ms: outcome.duration.as_secs_f64() * 1000.0,
-        fault: outcome.report.fault,
+        fault,
         files,
         stdout_truncated: outcome.stdout_truncated,
         stderr_truncated: outcome.stderr_truncated,
@@ -109,17 +110,41 @@ pub(super) async fn of_box(
 }
 
 /// What a call changed in the workspace, from the walk or the mark before it (none when
-/// `trackFiles` is off).
+/// `trackFiles` is off). A watched call's box (`setid_watched`) had its set-id bits cleared by
+/// the watch: kern is told so (`swept`), unless the watch lost track (kern then walks the
+/// workspace itself) or could not clear a file (the call fails closed: `fault`).
 pub(super) async fn workspace_changes(
     before: Option<track::Before>,
     workspace: &std::path::Path,
     stderr: &mut Stderr,
+    swept: Option<SweptAck>,
+    fault: &mut Option<Fault>,
 ) -> Vec<FileInfo> {
     let (files, capped) = match before {
         None => return Vec::new(),
-        Some(track::Before::Watched(mark)) => tokio::task::spawn_blocking(move || mark.end())
-            .await
-            .unwrap_or((Vec::new(), true)),
+        Some(track::Before::Watched(mark)) => {
+            let ended = tokio::task::spawn_blocking(move || mark.end()).await.ok();
+            let Some(ended) = ended else {
+                return Vec::new();
+            };
+            match (&ended.unswept, swept) {
+                (Some(why), _) => {
+                    if fault.is_none() {
+                        *fault = Some(Fault::new(
+                            FaultKind::Killed,
+                            format!(
+                                "kern could not clear the set-id bits of a file the box left in the workspace {} ({why}), so the call is failed closed; remove what the box left there",
+                                workspace.display()
+                            ),
+                        ));
+                    }
+                }
+                (None, Some(ack)) if !ended.capped => ack.swept(),
+                // Dropped unsaid: kern sweeps the workspace itself.
+                (None, _) => {}
+            }
+            (ended.files, ended.capped)
+        }
         Some(track::Before::Walked(before)) => {
             let ws = workspace.to_path_buf();
             let after = tokio::task::spawn_blocking(move || track::snapshot(&ws, None))

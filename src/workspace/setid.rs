@@ -1,9 +1,14 @@
 //! The set-id sweep after every box: no regular file under a tree a box could write keeps a
 //! setuid or setgid bit. Walks with [`crate::fsx::walk`], so no symlink a box planted is followed.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 
-use crate::fsx::walk::{walk_all, Closed, Visit};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::{fstatat, Mode};
+
+use crate::fsx::walk::{walk_below, Closed, Seen, Visit};
 
 /// Clears the setuid/setgid bits of every regular file under `root`. The box's seccomp filter
 /// refuses set-id modes at the source (`engine::boxside::setid`); this sweep after every box is
@@ -23,8 +28,57 @@ pub fn strip_setid(root: &Path) -> Result<(), String> {
             return Ok(());
         }
     }
+    let top = match nix::fcntl::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(errno) => return Err(format!("{}: {errno}", root.display())),
+    };
+    strip_below(top, PathBuf::new())
+}
+
+/// As `strip_setid`, for only the directory `name` in `root`, never through a symlink: the part
+/// of a watched workspace its watch leaves out (`track::EXCLUDED`, which `watch::Tracker`
+/// neither watches nor reports), when the caller clears the rest (`BoxSpec::setid_watched`).
+pub fn strip_setid_in(root: &Path, name: &str) -> Result<(), String> {
+    let at = |e: Errno| format!("{}/{name}: {e}", root.display());
+    let parent = match nix::fcntl::open(
+        root,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok(()),
+        Err(errno) => return Err(at(errno)),
+    };
+    // A symlink (or a file) there is not a directory to enter: a file is still checked.
+    match nix::fcntl::openat(
+        &parent,
+        name,
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => strip_below(fd, PathBuf::from(name)),
+        Err(Errno::ENOENT) => Ok(()),
+        Err(Errno::ENOTDIR | Errno::ELOOP) => {
+            let st = fstatat(&parent, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(at)?;
+            let rel = Path::new(name);
+            let entry = Seen::at(&parent, OsStr::new(name), rel, &st);
+            if entry.is_file() && st.st_mode & 0o6000 != 0 {
+                entry.chmod(st.st_mode & 0o1777).map_err(at)?;
+            }
+            Ok(())
+        }
+        Err(errno) => Err(at(errno)),
+    }
+}
+
+fn strip_below(top: std::os::fd::OwnedFd, rel: PathBuf) -> Result<(), String> {
     let mut failed: Option<String> = None;
-    let walked = walk_all(root, Closed::PassOver, |e| {
+    let walked = walk_below(top, rel, Closed::PassOver, |e| {
         if e.is_file() && e.stat.st_mode & 0o6000 != 0 {
             if let Err(errno) = e.chmod(e.stat.st_mode & 0o1777) {
                 failed = Some(format!("{}: {errno}", e.rel.display()));
@@ -73,5 +127,39 @@ mod tests {
         assert_eq!(mode(&victim), 0o4755, "a file behind a symlink was changed");
         assert_eq!(mode(&deps.join("hid")), 0o755);
         assert_eq!(mode(&weird.join("hid")), 0o755);
+    }
+
+    #[test]
+    fn only_the_named_directory_is_swept_and_never_through_a_symlink() {
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let setid = |p: &Path| {
+            std::fs::write(p, "x").unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o4755)).unwrap();
+        };
+        let ws = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(ws.path().join(".deps/lib")).unwrap();
+        setid(&ws.path().join(".deps/lib/x"));
+        setid(&ws.path().join("elsewhere"));
+        strip_setid_in(ws.path(), ".deps").unwrap();
+        assert_eq!(mode(&ws.path().join(".deps/lib/x")), 0o755);
+        assert_eq!(
+            mode(&ws.path().join("elsewhere")),
+            0o4755,
+            "only .deps is this sweep's"
+        );
+        // `.deps` a symlink to a host directory: not entered; `.deps` a file: checked.
+        setid(&outside.path().join("victim"));
+        std::fs::remove_dir_all(ws.path().join(".deps")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), ws.path().join(".deps")).unwrap();
+        strip_setid_in(ws.path(), ".deps").unwrap();
+        assert_eq!(mode(&outside.path().join("victim")), 0o4755);
+        std::fs::remove_file(ws.path().join(".deps")).unwrap();
+        setid(&ws.path().join(".deps"));
+        strip_setid_in(ws.path(), ".deps").unwrap();
+        assert_eq!(mode(&ws.path().join(".deps")), 0o755);
+        // None there: nothing to do.
+        std::fs::remove_file(ws.path().join(".deps")).unwrap();
+        strip_setid_in(ws.path(), ".deps").unwrap();
     }
 }

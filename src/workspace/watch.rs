@@ -17,6 +17,11 @@
 //! `MAX_TRACKERS` workspaces in this process or `MAX_WATCHES` directories in one), or the
 //! workspace holds more than `MAX_ENTRIES` files, the Sandbox walks as before.
 //!
+//! It is also the set-id wall of the calls it watches (`BoxSpec::setid_watched`): every regular
+//! file it stats for an event, or finds in a walk, loses its setuid/setgid bits, so kern need
+//! not walk the workspace after each box for them. A file whose bits can't be cleared is tried
+//! again at every call's end, and each end says so (`Ended::unswept`) until it is gone.
+//!
 //! Every path is opened beneath the workspace's own descriptor without following a symlink
 //! (`fsx::open`, `fsx::walk`): a box that swaps a directory for a symlink to a host directory
 //! can't get a host file stat'ed or watched.
@@ -29,7 +34,7 @@ use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, WatchDescriptor};
 use nix::sys::stat::{fstatat, FileStat, Mode, SFlag};
 use std::collections::HashMap;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -103,6 +108,19 @@ struct Inner {
     lost: bool,
     /// Watches can't be had, or there are too many files: calls walk, as without a tracker.
     given_up: bool,
+    /// Files whose set-id bits could not be cleared, with why (retried at each `end`).
+    setid_left: HashMap<PathBuf, String>,
+}
+
+/// What a call's end found (`Mark::end`).
+pub struct Ended {
+    /// The regular files created or modified since the mark, sorted by path.
+    pub files: Vec<FileInfo>,
+    /// The workspace went past `MAX_ENTRIES` files (or its watches were lost) meanwhile: the
+    /// list is partial, and the set-id wall incomplete.
+    pub capped: bool,
+    /// A file that keeps a set-id bit the tracker could not clear, with why.
+    pub unswept: Option<String>,
 }
 
 /// Where one call started (`Tracker::begin`); `Tracker::end` gives its changes. Dropped
@@ -137,6 +155,7 @@ impl Tracker {
             marks: Vec::new(),
             lost: false,
             given_up: false,
+            setid_left: HashMap::new(),
         };
         inner.rescan();
         if inner.given_up {
@@ -175,19 +194,29 @@ impl Tracker {
             inner.dirs.clear();
             inner.files.clear();
             inner.links.clear();
+            inner.setid_left.clear();
         }
     }
 }
 
 impl Mark {
-    /// The regular files created or modified since this mark, sorted by path; and whether the
-    /// workspace went past `MAX_ENTRIES` files meanwhile (the list is then partial).
-    pub fn end(mut self) -> (Vec<FileInfo>, bool) {
+    /// What changed since this mark (`Ended`), every set-id bit of it cleared.
+    pub fn end(mut self) -> Ended {
         self.ended = true;
         let Ok(mut inner) = self.tracker.inner.lock() else {
-            return (Vec::new(), true);
+            return Ended {
+                files: Vec::new(),
+                capped: true,
+                unswept: None,
+            };
         };
         inner.sync();
+        // What could not be cleared before is tried again (it may be gone, or fixed).
+        let left: Vec<PathBuf> = inner.setid_left.keys().cloned().collect();
+        for rel in left {
+            inner.setid_left.remove(&rel);
+            inner.restat(&rel, false);
+        }
         let mut first: HashMap<&Path, &Option<Stamp>> = HashMap::new();
         for (seq, path, old) in &inner.undo {
             if *seq >= self.seq {
@@ -212,8 +241,17 @@ impl Mark {
             .collect();
         out.sort_by(|a, b| a.path.cmp(&b.path));
         let capped = inner.given_up;
+        let unswept = inner
+            .setid_left
+            .iter()
+            .min()
+            .map(|(rel, why)| format!("{}: {why}", rel.display()));
         inner.forget(self.seq);
-        (out, capped)
+        Ended {
+            files: out,
+            capped,
+            unswept,
+        }
     }
 }
 
@@ -318,8 +356,8 @@ impl Inner {
         }
     }
 
-    /// Stats `rel` again (never following a symlink anywhere on its path); with `links`, the
-    /// other known links of its inode too.
+    /// Stats `rel` again (never following a symlink anywhere on its path), clearing its set-id
+    /// bits; with `links`, the other known links of its inode too.
     fn restat(&mut self, rel: &Path, links: bool) {
         let now = self.stat(rel).filter(is_file);
         let stamp = now.as_ref().map(Stamp::of);
@@ -340,12 +378,13 @@ impl Inner {
         }
     }
 
-    fn stat(&self, rel: &Path) -> Option<FileStat> {
+    /// `rel`'s stat, without following a symlink; a regular file's set-id bits are cleared.
+    fn stat(&mut self, rel: &Path) -> Option<FileStat> {
         let name = rel.file_name()?;
         let parent = rel.parent().unwrap_or(Path::new(""));
         let fd;
         let dir = if parent.as_os_str().is_empty() {
-            self.root.as_fd()
+            &self.root
         } else {
             fd = open_beneath(
                 &self.root,
@@ -354,9 +393,14 @@ impl Inner {
                 Resolve::Strict,
             )
             .ok()?;
-            fd.as_fd()
+            &fd
         };
-        fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()
+        let st = fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+        let seen = walk::Seen::at(dir, name, rel, &st);
+        if let Err(why) = clear_setid(&seen) {
+            self.setid_left.insert(rel.to_path_buf(), why);
+        }
+        Some(st)
     }
 
     /// A directory that appeared at `rel`: watched, then walked (its files, its directories
@@ -382,9 +426,13 @@ impl Inner {
     fn walk(&mut self, fd: OwnedFd, rel: &Path) {
         let mut found: Vec<(PathBuf, Stamp, FileStat)> = Vec::new();
         let mut dirs: Vec<(PathBuf, OwnedFd)> = Vec::new();
+        let mut unswept: Vec<(PathBuf, String)> = Vec::new();
         let walked = walk::walk_below(fd, rel.to_path_buf(), Closed::PassOver, |e| {
             if e.rel == Path::new(EXCLUDED) {
                 return Visit::Skip;
+            }
+            if let Err(why) = clear_setid(e) {
+                unswept.push((e.rel.to_path_buf(), why));
             }
             if e.is_file() {
                 found.push((e.rel.to_path_buf(), Stamp::of(e.stat), *e.stat));
@@ -400,6 +448,7 @@ impl Inner {
                 Visit::Enter
             }
         });
+        self.setid_left.extend(unswept);
         for (rel, fd) in dirs {
             if self.watch(&fd, &rel).is_err() {
                 self.given_up = true;
@@ -498,6 +547,16 @@ impl Inner {
     }
 }
 
+/// Clears a regular file's setuid/setgid bits, through the very inode seen; an error says why
+/// it could not.
+fn clear_setid(e: &walk::Seen<'_>) -> Result<(), String> {
+    if !e.is_file() || e.stat.st_mode & 0o6000 == 0 {
+        return Ok(());
+    }
+    e.chmod(e.stat.st_mode & 0o1777)
+        .map_err(|errno| format!("cannot clear its set-id bits: {errno}"))
+}
+
 fn is_file(st: &FileStat) -> bool {
     SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT == SFlag::S_IFREG
 }
@@ -507,9 +566,14 @@ mod tests {
     use super::*;
 
     fn changes(mark: Mark) -> Vec<(String, &'static str)> {
-        let (files, capped) = mark.end();
-        assert!(!capped);
-        files.into_iter().map(|f| (f.path, f.change)).collect()
+        let ended = mark.end();
+        assert!(!ended.capped);
+        assert_eq!(ended.unswept, None);
+        ended
+            .files
+            .into_iter()
+            .map(|f| (f.path, f.change))
+            .collect()
     }
 
     #[test]
@@ -661,5 +725,40 @@ mod tests {
         std::os::unix::fs::symlink(outside.path(), root.join("d")).unwrap();
         std::fs::write(outside.path().join("secret"), "changed").unwrap();
         assert_eq!(changes(m), vec![]);
+    }
+
+    #[test]
+    fn set_id_bits_are_cleared_from_every_change_and_what_cannot_be_cleared_is_said() {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+        let chmod = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("there"), "x").unwrap();
+        chmod(&root.join("there"), 0o4755);
+        let t = Tracker::start(root).expect("tracker");
+        // The first walk clears what was there.
+        assert_eq!(mode(&root.join("there")), 0o755);
+        let m = t.begin().unwrap();
+        chmod(&root.join("there"), 0o6711);
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/new"), "x").unwrap();
+        chmod(&root.join("a/b/new"), 0o2755);
+        // A directory's set-gid bit is no privilege: it stays.
+        chmod(&root.join("a"), 0o2755);
+        let ended = m.end();
+        assert_eq!(ended.unswept, None);
+        assert_eq!(mode(&root.join("there")), 0o711);
+        assert_eq!(mode(&root.join("a/b/new")), 0o755);
+        assert_eq!(mode(&root.join("a")), 0o2755);
+        // Lost events: the walk that follows clears them too.
+        t.inner.lock().unwrap().lost = true;
+        std::fs::write(root.join("a/late"), "x").unwrap();
+        chmod(&root.join("a/late"), 0o4700);
+        let ended = t.begin().unwrap().end();
+        assert_eq!(ended.unswept, None);
+        assert_eq!(mode(&root.join("a/late")), 0o700);
     }
 }

@@ -20,7 +20,10 @@
 //!    addon -> kern meanwhile, `Command::Signal` lines for the workload's process group
 //!    (forwarded by the box's PID 1).
 //! 4. kern -> addon, `Said::Report`; then kern closes the socket and its stdio, so
-//!    the caller is done, and tears the cgroup down on its own time.
+//!    the caller is done, and tears the cgroup down on its own time. For a box whose workspace
+//!    the caller watches (`spec.setid_watched`), kern first waits for `Command::Swept`: the
+//!    caller cleared the set-id bits of what the box changed, and kern need not walk the
+//!    workspace; EOF instead, and kern sweeps it itself.
 //!
 //! Until the report, the addon's end of the socket is the box's lifeline: when it closes (the
 //! caller went away, or the Sandbox is closing), kern kills the box. A `persist` box's spec
@@ -386,7 +389,7 @@ fn boxed() -> ExitCode {
     run_box(
         &spec,
         prepared,
-        from_addon(passed, &mut send_report, &mut send_started),
+        from_addon(passed, &mut |r| send_report(r, &spec), &mut send_started),
     );
     ExitCode::SUCCESS
 }
@@ -402,7 +405,7 @@ fn resident_call(target: &CallTarget, control: &mut Control) -> ExitCode {
     call::run_call(
         &spec,
         prepared,
-        from_addon(passed, &mut send_report, &mut send_started),
+        from_addon(passed, &mut |r| send_report(r, &spec), &mut send_started),
     );
     ExitCode::SUCCESS
 }
@@ -431,7 +434,7 @@ fn zygote_call(
         prepared,
         arranged,
         inputs,
-        from_addon(passed, &mut send_report, &mut send_started),
+        from_addon(passed, &mut |r| send_report(r, &spec), &mut send_started),
     );
     ExitCode::SUCCESS
 }
@@ -479,7 +482,9 @@ fn send_started(pid: i32) {
     let _ = nix::unistd::write(control_fd(), &say(&Said::Started { pid }));
 }
 
-fn send_report(report: &BoxReport) {
+/// The report, then (a `setid_watched` box) the caller's word that it swept the workspace, or
+/// kern's own sweep; then the socket closes.
+fn send_report(report: &BoxReport, spec: &BoxSpec) {
     let report = BoxReport {
         notes: status::notes(),
         ..report.clone()
@@ -492,6 +497,7 @@ fn send_report(report: &BoxReport) {
     // for this process to be scheduled again (on a loaded host that took seconds).
     let _ = sys::detach_fds(&[1, 2]);
     let _ = nix::unistd::write(control_fd(), &out);
+    kern_sandbox::engine::monitor::faults::sweep_unless_swept(spec, control_fd());
     // The caller is done once this closes too: the cgroup teardown that follows is ours.
     let _ = sys::detach_fds(&[0]);
 }
@@ -628,6 +634,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         connector: false,
         serves_zygote: false,
         zygote: false,
+        setid_watched: false,
     };
     let prepared = prepare(&spec.limits);
     let (mut relay, side) = match Relay::new(mode) {

@@ -73,6 +73,24 @@ pub struct Outcome {
     /// kern's notes from before the box started, which open `stderr` (`Said::Prepared`);
     /// the rest of `report.notes` came after the box ended, at the end of `stderr`.
     pub prepared_notes: Vec<String>,
+    /// A `setid_watched` box's: kern waits, after its report, for the word that the caller's
+    /// watch cleared the set-id bits of what the box changed. Dropped unsaid, kern sweeps the
+    /// workspace itself.
+    pub swept: Option<SweptAck>,
+}
+
+/// The caller's word to kern that it swept a `setid_watched` box's workspace (`Outcome::swept`).
+#[derive(Debug)]
+pub struct SweptAck(tokio::net::unix::OwnedWriteHalf);
+
+impl SweptAck {
+    /// Tells kern the workspace is swept; kern then ends without walking it.
+    pub fn swept(self) {
+        if let Ok(line) = Command::Swept.encode() {
+            // A few bytes into a socket kern reads at once: it never fills.
+            let _ = self.0.try_write(&line);
+        }
+    }
 }
 
 /// A started `kern` that has its caps (line 1 of the protocol) and waits for a box spec. A
@@ -471,6 +489,9 @@ impl Kern {
             .map(|s| spawn_drain(s, Stream::Stderr, max_output, sink.clone()));
         // The report arrives on the control socket, which then closes; until then our end is
         // kern's lifeline.
+        // A `setid_watched` box's kern waits after its report for our `Command::Swept`: the
+        // report is the end here, not the socket's EOF.
+        let watched = spec.setid_watched;
         let mut status = tokio::spawn(async move {
             let mut heard = Transcript::default();
             let mut chunk = [0u8; 4096];
@@ -489,6 +510,9 @@ impl Kern {
                     if let Some(tx) = started.take() {
                         let _ = tx.send(pid);
                     }
+                }
+                if watched && heard.report.is_some() {
+                    break;
                 }
             }
             heard.finish();
@@ -576,6 +600,10 @@ impl Kern {
         let ((stdout, t1), (stderr, t2)) = tokio::join!(collect(out), collect(err));
 
         let prepared_notes = status.prepared.unwrap_or_default();
+        let swept = match (&status.report, watched) {
+            (Some(_), true) => lifeline.take().map(SweptAck),
+            _ => None,
+        };
         let mut child = self.child;
         let mut report = match status.report {
             Some(r) => {
@@ -604,6 +632,7 @@ impl Kern {
             report,
             duration: start.elapsed(),
             prepared_notes,
+            swept,
         }))
     }
 }

@@ -10,10 +10,18 @@ use nix::sys::wait::WaitStatus;
 
 /// Clears set-id bits in everything the box could write (the workspace, `"rw"` binds): the
 /// second wall behind the seccomp filter. A sweep that cannot finish is a fault, never a pass.
+/// Of a `setid_watched` workspace only `.deps` is swept here: the caller's watch clears the
+/// rest after the report (`sweep_unless_swept`).
 pub(in crate::engine) fn sweep_setid(spec: &BoxSpec) -> Option<Fault> {
+    let workspace = if spec.setid_watched {
+        crate::workspace::setid::strip_setid_in(&spec.workspace, crate::workspace::track::EXCLUDED)
+    } else {
+        crate::workspace::setid::strip_setid(&spec.workspace)
+    };
     let writable = spec.binds.iter().filter(|b| b.writable).map(|b| &b.source);
-    for root in std::iter::once(&spec.workspace).chain(writable) {
-        if let Err(why) = crate::workspace::setid::strip_setid(root) {
+    let rest = writable.map(|root| (root, crate::workspace::setid::strip_setid(root)));
+    for (root, swept) in std::iter::once((&spec.workspace, workspace)).chain(rest) {
+        if let Err(why) = swept {
             let message = format!(
                 "kern could not check every file the box left in {} for set-id bits ({why}), so the call is failed closed; remove what the box left there",
                 root.display()
@@ -24,6 +32,26 @@ pub(in crate::engine) fn sweep_setid(spec: &BoxSpec) -> Option<Fault> {
     }
     None
 }
+
+/// After the report of a `setid_watched` box: the whole workspace swept, unless the caller says
+/// within `SWEPT_BOUND` that its watch cleared it (`handoff::wait_swept`). Nobody is left to
+/// hear a failure here (the caller that would have is gone, or failed it already): it is only
+/// noted on kern's stderr.
+pub fn sweep_unless_swept(spec: &BoxSpec, lifeline: std::os::fd::BorrowedFd<'_>) {
+    if !spec.setid_watched || crate::engine::shared::handoff::wait_swept(lifeline, SWEPT_BOUND) {
+        return;
+    }
+    if let Err(why) = crate::workspace::setid::strip_setid(&spec.workspace) {
+        eprintln!(
+            "kern: could not clear the set-id bits the box may have left in {} ({why})",
+            spec.workspace.display()
+        );
+    }
+}
+
+/// How long kern waits for a live caller's `Command::Swept` (it comes once the caller has read
+/// the report and its watch's events: a few ms, more on a loaded host).
+const SWEPT_BOUND: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Puts a failed sweep's fault on the report, unless the sandbox already acted.
 pub(in crate::engine) fn fail_closed(report: &mut BoxReport, unswept: Option<Fault>) {

@@ -95,6 +95,8 @@ pub fn run_zygote_call(
             lifeline,
         ) {
             crate::engine::monitor::zygote::call::Ran::Report(mut report) => {
+                // The call's processes are all gone: as after a fresh box.
+                faults::fail_closed(&mut report, faults::sweep_setid(spec));
                 report.applied = Some(prepared.applied.clone());
                 on_report(&report);
                 prepared.release();
@@ -529,7 +531,10 @@ fn supervise(
                     match handoff::read_commands(l, &mut said) {
                         Some(commands) => {
                             // PID 1 forwards them to the workload's process group.
-                            for Command::Signal { signal } in commands {
+                            for command in commands {
+                                let Command::Signal { signal } = command else {
+                                    continue;
+                                };
                                 if handoff::SIGNALS.iter().any(|(_, n)| *n == signal)
                                     && signal != libc::SIGKILL
                                 {

@@ -40,6 +40,35 @@ pub fn read_commands(lifeline: BorrowedFd<'_>, pending: &mut Vec<u8>) -> Option<
     Some(out)
 }
 
+/// After the report of a `BoxSpec::setid_watched` box: whether the caller says, within `bound`,
+/// that it cleared the set-id bits of what the box changed (`Command::Swept`). False when it
+/// hung up first, or was silent that long: kern then sweeps the workspace itself.
+#[doc(hidden)]
+pub fn wait_swept(lifeline: BorrowedFd<'_>, bound: std::time::Duration) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let until = std::time::Instant::now() + bound;
+    let mut pending = Vec::new();
+    loop {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        let ms = u16::try_from(left.as_millis()).unwrap_or(u16::MAX);
+        if ms == 0 {
+            return false;
+        }
+        let mut fds = [PollFd::new(lifeline, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return false,
+        }
+        match read_commands(lifeline, &mut pending) {
+            None => return false,
+            Some(commands) if commands.contains(&Command::Swept) => return true,
+            Some(_) => {}
+        }
+    }
+}
+
 /// Whether a line that is no command was said already (once per kern is enough, and the notes
 /// are kept for the report).
 static GARBLED_SAID: AtomicBool = AtomicBool::new(false);
@@ -287,6 +316,24 @@ mod tests {
         assert!(pending.is_empty());
         drop(caller);
         assert!(read_commands(kern.as_fd(), &mut pending).is_none());
+    }
+
+    #[test]
+    fn swept_is_heard_among_other_lines_and_eof_or_silence_is_not_swept() {
+        use std::io::Write;
+        let short = std::time::Duration::from_millis(200);
+        let (mut caller, kern) = std::os::unix::net::UnixStream::pair().unwrap();
+        let signal = Command::Signal { signal: 15 }.encode().unwrap();
+        let swept = Command::Swept.encode().unwrap();
+        caller
+            .write_all(&[&signal[..], &swept[..]].concat())
+            .unwrap();
+        assert!(wait_swept(kern.as_fd(), short));
+        // Silence, then a hang-up: kern sweeps.
+        assert!(!wait_swept(kern.as_fd(), short));
+        caller.write_all(&signal).unwrap();
+        drop(caller);
+        assert!(!wait_swept(kern.as_fd(), short));
     }
 
     #[test]

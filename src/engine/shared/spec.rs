@@ -139,6 +139,13 @@ pub struct BoxSpec {
     /// instead of a box kern clones.
     #[serde(default)]
     pub zygote: bool,
+    /// ADDITION (issue 34): the caller watches the workspace (`workspace::watch`) and clears
+    /// the set-id bits of every file the box changed there, at the cost of what changed. kern's
+    /// own sweep then takes only `.deps` (which the watch leaves out) and the `"rw"` binds; after
+    /// its report it waits for the caller's `Command::Swept`, and sweeps the whole workspace
+    /// itself when that doesn't come (the caller died, or could not finish).
+    #[serde(default)]
+    pub setid_watched: bool,
 }
 
 /// A terminal's size in character cells.
@@ -263,6 +270,7 @@ impl BoxSpec {
             connector: false,
             serves_zygote: false,
             zygote: false,
+            setid_watched: false,
         }
     }
 

@@ -25,13 +25,17 @@ pub enum Ask {
     Call { target: CallTarget },
 }
 
-/// addon -> kern after the spec, while the box runs. EOF stays the lifeline's "kill the box".
+/// addon -> kern after the spec, while the box runs (and, for a `setid_watched` box, after its
+/// report). EOF stays the lifeline's "kill the box".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "command", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Command {
     /// A signal for the workload's process group (`SandboxProcess.kill`), forwarded by the box's
     /// PID 1 (`init::forward_signals`); one of `handoff::SIGNALS`.
     Signal { signal: i32 },
+    /// After the report of a `BoxSpec::setid_watched` box: the caller cleared the set-id bits
+    /// of everything the box changed in the workspace, so kern need not sweep it.
+    Swept,
 }
 
 /// kern -> addon, in this order: the notes kern wrote while preparing (they open the box's
@@ -209,11 +213,9 @@ mod tests {
         ] {
             round_trip(ask, Ask::encode, Ask::decode);
         }
-        round_trip(
-            Command::Signal { signal: 15 },
-            Command::encode,
-            Command::decode,
-        );
+        for command in [Command::Signal { signal: 15 }, Command::Swept] {
+            round_trip(command, Command::encode, Command::decode);
+        }
         let report = BoxReport {
             exit_code: 137,
             fault: Some(Fault::new(FaultKind::Timeout, "30 s")),
