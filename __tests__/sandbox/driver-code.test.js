@@ -105,3 +105,30 @@ test('the box runs the driver the image compiled; another python\'s code, or a w
   replace(file, marked, 0o666);
   expect(await plainCell()).toEqual(plain);
 }, 240_000);
+
+test('a build of the driver removes other builds\' drivers older than a week, and nothing else', async () => {
+  // (A Sandbox's close() ends its builds: each waits open.)
+  const built = async () => {
+    const sb = await new Sandbox(opts()).open();
+    try {
+      return await waitFor(codeFile, 120_000, 100);
+    } finally {
+      await sb.close();
+    }
+  };
+  const file = codeFile() || (await built());
+  expect(file).toBeTruthy();
+  const dir = path.dirname(file);
+  const weekAgo = new Date(Date.now() - 8 * 24 * 3600 * 1000);
+  // (Other builds' names, not hex: `codeFile` finds only this build's.)
+  const old = ['driver-oldbuild.code', 'driver-oldbuild.failed'].map((n) => path.join(dir, n));
+  const kept = ['driver-newbuild.code', 'not-a-driver-oldbuild.code'].map((n) => path.join(dir, n));
+  for (const p of [...old, ...kept]) fs.writeFileSync(p, 'x');
+  for (const p of old) fs.utimesSync(p, weekAgo, weekAgo);
+  fs.utimesSync(kept[1], weekAgo, weekAgo);
+  // This build's driver gone: the next open() builds it again, and prunes.
+  fs.rmSync(file);
+  expect(await built()).toBe(file);
+  expect(old.filter((p) => fs.existsSync(p))).toEqual([]);
+  expect(kept.filter((p) => fs.existsSync(p))).toEqual(kept);
+}, 240_000);

@@ -311,8 +311,43 @@ impl Cache {
             .map_err(|e| Error::Runtime(format!("store the compiled driver: {e}")))?;
         tmp.persist(self.driver_path())
             .map_err(|e| Error::Runtime(format!("publish the compiled driver: {}", e.error)))?;
+        self.prune_drivers();
         drop(lock);
         Ok(())
+    }
+
+    /// Removes the compiled drivers (and recorded failures) of other builds of kern-sandbox
+    /// older than `STALE_DRIVER`: each upgrade leaves one behind. A build still in use that
+    /// finds its own gone only reads the driver's source until its next `open()` rebuilds it
+    /// (a 50 ms box, off the call's path), at most once a `STALE_DRIVER`.
+    fn prune_drivers(&self) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        let id = crate::lang::sources::driver_id();
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            let Some(rest) = name.strip_prefix("driver-") else {
+                continue;
+            };
+            let other = rest
+                .strip_suffix(".code")
+                .or_else(|| rest.strip_suffix(".failed"))
+                .is_some_and(|other| other != id);
+            let stale = e
+                .metadata()
+                .ok()
+                .filter(std::fs::Metadata::is_file)
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= STALE_DRIVER);
+            if other && stale {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 
     /// Runs `b.argv` with the image's python (`python3 -I ...`) in a builder box whose only
@@ -405,6 +440,9 @@ fn read_bounded(path: &Path, max: u64) -> Option<Vec<u8>> {
 
 /// As `read_bounded`, for a file published here: a regular file (not a link to one) of ours
 /// that nobody can write.
+/// How long another build's compiled driver is kept unrebuilt (`Cache::prune_drivers`).
+const STALE_DRIVER: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
 fn read_sealed(path: &Path, max: u64) -> Option<Vec<u8>> {
     let m = std::fs::symlink_metadata(path).ok()?;
     let ours = m.uid() == nix::unistd::geteuid().as_raw();
