@@ -421,7 +421,7 @@ def kern_seeds():
         + b"\n" + json.dumps(dict(SPEC, resident={"mode": "exec", "name": "r1", "pid1": {"pid": 42, "start": 123}})).encode())
     put(t, "zygote-spec", b"\x00" + json.dumps({"ask": "zygote", "limits": LIMITS, "inputs": {
         "tmpfs": [{"target": "/tmp", "size_bytes": 67108864}], "hostname": "box"}}).encode() + b"\n" + json.dumps(SPEC).encode())
-    put(t, "commands", b'\x01{"command":"signal","signal":15}\n{"command":"signal","signal":2}\n{"signal":1}\n{"command":')
+    put(t, "commands", b'\x01{"command":"signal","signal":15}\n{"command":"signal","signal":2}\n{"signal":1}\n{"command":"swept"}\n{"command":')
     report = {"exit_code": 137, "fault": {"type": "timeout", "message": "30 s"}, "signal": "SIGKILL",
               "started": {"pid": 1, "start": 5}, "notes": ["note: x"]}
     put(t, "status", b"\x02\x07" + json.dumps({"said": "prepared", "notes": ["note: a"]}).encode() + b"\n"

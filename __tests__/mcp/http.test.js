@@ -112,6 +112,8 @@ test('--session-idle-s: a session with no request for that long ends, and its bo
     await client.callTool({ name: 'start_process', arguments: { command: `sleep 300; : ${marker}` } });
     expect(await waitFor(() => hostProcessesMatching(marker).length > 0, 10000)).toBe(true);
     expect(await waitFor(() => hostProcessesMatching(marker).length === 0, 20000)).toBe(true);
+    // Said before the boxes went; the pipe may not have been read yet when they are seen gone.
+    await waitFor(() => /session \S+ idle for 1 s: ended/.test(own.stderr()), 10000, 20);
     expect(own.stderr()).toMatch(/session \S+ idle for 1 s: ended/);
     await client.close();
   } finally {

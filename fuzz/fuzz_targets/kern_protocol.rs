@@ -64,8 +64,10 @@ fuzz_target!(|data: &[u8]| {
             let mut pending = Vec::new();
             use std::os::fd::AsFd;
             while let Some(commands) = handoff::read_commands(r.as_fd(), &mut pending) {
-                for Command::Signal { signal } in commands {
-                    let _ = handoff::signal_number(&signal.to_string());
+                for command in commands {
+                    if let Command::Signal { signal } = command {
+                        let _ = handoff::signal_number(&signal.to_string());
+                    }
                 }
             }
         }
