@@ -2,6 +2,7 @@
 //! setuid or setgid bit. Walks with [`crate::fsx::walk`], so no symlink a box planted is followed.
 
 use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 
 use nix::errno::Errno;
@@ -28,16 +29,32 @@ pub fn strip_setid(root: &Path) -> Result<(), String> {
             return Ok(());
         }
     }
-    let top = match nix::fcntl::open(
+    match open_dir(root).map_err(|errno| format!("{}: {errno}", root.display()))? {
+        Some(top) => strip_below(top, PathBuf::new()),
+        None => Ok(()),
+    }
+}
+
+/// The directory `root`, opened to walk; None when it is missing (nothing to sweep).
+fn open_dir(root: &Path) -> nix::Result<Option<OwnedFd>> {
+    match nix::fcntl::open(
         root,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     ) {
-        Ok(fd) => fd,
-        Err(Errno::ENOENT) => return Ok(()),
-        Err(errno) => return Err(format!("{}: {errno}", root.display())),
-    };
-    strip_below(top, PathBuf::new())
+        Ok(fd) => Ok(Some(fd)),
+        Err(Errno::ENOENT) => Ok(None),
+        Err(errno) => Err(errno),
+    }
+}
+
+/// Clears one entry's setuid/setgid bits if it is a regular file with any, through the very
+/// inode seen (`Seen::chmod`): the rule every sweep and the workspace's watch apply.
+pub fn clear_setid(e: &Seen<'_>) -> nix::Result<()> {
+    if !e.is_file() || e.stat.st_mode & 0o6000 == 0 {
+        return Ok(());
+    }
+    e.chmod(e.stat.st_mode & 0o1777)
 }
 
 /// As `strip_setid`, for only the directory `name` in `root`, never through a symlink: the part
@@ -45,14 +62,8 @@ pub fn strip_setid(root: &Path) -> Result<(), String> {
 /// neither watches nor reports), when the caller clears the rest (`BoxSpec::setid_watched`).
 pub fn strip_setid_in(root: &Path, name: &str) -> Result<(), String> {
     let at = |e: Errno| format!("{}/{name}: {e}", root.display());
-    let parent = match nix::fcntl::open(
-        root,
-        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    ) {
-        Ok(fd) => fd,
-        Err(Errno::ENOENT) => return Ok(()),
-        Err(errno) => return Err(at(errno)),
+    let Some(parent) = open_dir(root).map_err(at)? else {
+        return Ok(());
     };
     // A symlink (or a file) there is not a directory to enter: a file is still checked.
     match nix::fcntl::openat(
@@ -66,24 +77,18 @@ pub fn strip_setid_in(root: &Path, name: &str) -> Result<(), String> {
         Err(Errno::ENOTDIR | Errno::ELOOP) => {
             let st = fstatat(&parent, name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(at)?;
             let rel = Path::new(name);
-            let entry = Seen::at(&parent, OsStr::new(name), rel, &st);
-            if entry.is_file() && st.st_mode & 0o6000 != 0 {
-                entry.chmod(st.st_mode & 0o1777).map_err(at)?;
-            }
-            Ok(())
+            clear_setid(&Seen::at(&parent, OsStr::new(name), rel, &st)).map_err(at)
         }
         Err(errno) => Err(at(errno)),
     }
 }
 
-fn strip_below(top: std::os::fd::OwnedFd, rel: PathBuf) -> Result<(), String> {
+fn strip_below(top: OwnedFd, rel: PathBuf) -> Result<(), String> {
     let mut failed: Option<String> = None;
     let walked = walk_below(top, rel, Closed::PassOver, |e| {
-        if e.is_file() && e.stat.st_mode & 0o6000 != 0 {
-            if let Err(errno) = e.chmod(e.stat.st_mode & 0o1777) {
-                failed = Some(format!("{}: {errno}", e.rel.display()));
-                return Visit::Stop;
-            }
+        if let Err(errno) = clear_setid(e) {
+            failed = Some(format!("{}: {errno}", e.rel.display()));
+            return Visit::Stop;
         }
         Visit::Enter
     });

@@ -550,11 +550,7 @@ impl Inner {
 /// Clears a regular file's setuid/setgid bits, through the very inode seen; an error says why
 /// it could not.
 fn clear_setid(e: &walk::Seen<'_>) -> Result<(), String> {
-    if !e.is_file() || e.stat.st_mode & 0o6000 == 0 {
-        return Ok(());
-    }
-    e.chmod(e.stat.st_mode & 0o1777)
-        .map_err(|errno| format!("cannot clear its set-id bits: {errno}"))
+    super::setid::clear_setid(e).map_err(|errno| format!("cannot clear its set-id bits: {errno}"))
 }
 
 fn is_file(st: &FileStat) -> bool {
