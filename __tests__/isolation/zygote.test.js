@@ -8,10 +8,11 @@
 const fs = require('fs');
 const path = require('path');
 const { Sandbox, SandboxError } = require('../..');
-const { opts, hostProcessesMatching, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir, uniqueName, procStat, treeRoots } = require('../helpers');
+const { opts, hostProcessesMatching, ourDescendant, capsEnforced, waitFor, expectRefusedBeforeAnyBox, makeTempDir, uniqueName, procStat, treeRoots } = require('../helpers');
 
-/** The host pids of this process's zygotes and their forks (their argv holds the zygote). */
-const zygoteTree = () => hostProcessesMatching('def _kern_zygote(').map((p) => p.pid);
+/** The host pids of this process's zygotes and their forks (their argv holds the zygote; the
+ * side Jest's, beside this one, are not this process's descendants). */
+const zygoteTree = () => hostProcessesMatching('def _kern_zygote(').map((p) => p.pid).filter(ourDescendant);
 
 /** A process's parent on the host, -1 once it has ended. */
 const ppid = (pid) => (procStat(pid) || { ppid: -1 }).ppid;

@@ -4,12 +4,15 @@ const fs = require('fs');
 // The warm kernel: one long-lived box running the python driver, through the public API.
 
 const { Sandbox, SandboxError } = require('../..');
-const { notesOf, opts, hostProcessesMatching, sleep, isRoot, withKernel } = require('../helpers');
+const { notesOf, opts, hostProcessesMatching, ourDescendant, sleep, isRoot, withKernel } = require('../helpers');
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 
-/** The kernel's python is `python3 -c <driver source>`: its argv holds the driver's name. */
-const driverProcesses = () => hostProcessesMatching('_kern_driver');
+/** The kernel's python is `python3 -c <driver source>`: its argv holds the driver's name. So does
+ * every python runCode's of the side Jest running beside this one: those are not this process's
+ * descendants, and a zygote (which holds the driver too) is no kernel. */
+const driverProcesses = () => hostProcessesMatching('_kern_driver')
+  .filter((p) => !p.cmdline.includes('def _kern_zygote(') && ourDescendant(p.pid));
 const driverPids = () => driverProcesses().map((p) => p.pid);
 
 /** Waits until none of `pids` is a driver any more; returns those still there. */

@@ -8,7 +8,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, waitFor, isAlive, makeTempDir, treeRoots, expectRefusedBeforeAnyBox } = require('../../helpers');
+const { requireRootfs, opts, capsEnforced, uniqueName, hostProcessesMatching, ourDescendant, waitFor, isAlive, makeTempDir, treeRoots, expectRefusedBeforeAnyBox } = require('../../helpers');
 const { hostGuard, runJson, PY_PRELUDE } = require('../host');
 const { Sandbox, SandboxError } = require('../../..');
 
@@ -39,10 +39,11 @@ afterAll(async () => {
   }
 });
 
-/** The host pids of this process's zygotes (their argv holds the zygote's source), forks aside
- * (a fork that ended between the scan and the read of its parent is not a zygote). */
+/** The host pids of this process's zygotes (their argv holds the zygote's source; the side
+ * Jest's, beside this one, are not this process's descendants), forks aside (a fork that ended
+ * between the scan and the read of its parent is not a zygote). */
 function zygotePids() {
-  return treeRoots(hostProcessesMatching('def _kern_zygote(').map((p) => p.pid)).sort();
+  return treeRoots(hostProcessesMatching('def _kern_zygote(').map((p) => p.pid).filter(ourDescendant)).sort();
 }
 
 test('out of the posture: nested user namespaces, unmounting the call\'s /proc or /tmp (the zygote\'s are under them), open_tree, setns, mount, sysctls: refused as in a fresh box', async () => {
