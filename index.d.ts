@@ -253,8 +253,8 @@ export type SandboxErrorCode =
   | "ERR_RUNTIME"
   | "ERR_INTERNAL";
 
-/** Thrown when a requested host mount is unsafe: a sensitive host source, or a target path that
- * is relative or escapes. */
+/** Thrown when a requested host mount is unsafe: a sensitive host source, a `workspace` the box
+ * must not write, or a target path that is relative or escapes. */
 export class MountRefused extends SandboxError {}
 
 // ---------------------------------------------------------------------------------------------
@@ -371,7 +371,9 @@ export interface SandboxOptions {
 
   /** An absolute host directory to use as the persistent workspace, created if missing and never
    * removed. Omitted: a temporary one, made by `open()` and removed by `close()` (or by a later
-   * `open()` if its process died). A symlink or non-directory is refused. */
+   * `open()` if its process died). A symlink or non-directory is refused; so, with `MountRefused`,
+   * is a directory the box must not write: what `mounts` refuses, `/usr`, `/var/lib` and the like,
+   * a home itself, the shared `/tmp` itself (a directory of its own inside one is fine). */
   workspace?: string | undefined;
   /** ADDITION: where the boxes see the workspace, their default cwd (relative `cwd`s and `.deps`
    * follow it), e.g. `"/home/user"` for an E2B template. An absolute, normalised box path, not
@@ -384,8 +386,9 @@ export interface SandboxOptions {
   workspaceMaxBytes?: number | null | undefined;
   /** Extra host-to-box bind mounts, `{ hostSrc: boxTarget }` or
    * `{ hostSrc: [boxTarget, "ro" | "rw"] }`, read-only unless `"rw"`, at most 16. LOOSENS
-   * ISOLATION by what you bind. Sensitive sources (`/`, `/etc`, homes, `.ssh`, sockets, ...) and
-   * bad targets throw `MountRefused` at `open()`. */
+   * ISOLATION by what you bind. Sensitive sources (`/`, `/etc`, homes, `.ssh`, sockets, the shared
+   * `/tmp`, ...; `/usr`, `/var/lib` and the like as `"rw"`) and bad targets throw `MountRefused`
+   * at `open()`. */
   mounts?: Record<string, MountSpec> | undefined;
   /** In-box scratch filesystems, `{ "/path": "64m" }` or `["/path"]`. By default `/tmp` gets a
    * tmpfs of `DEFAULT_TMPFS_MB` MiB (`{}` for none), fresh in every box (in a kernel it lasts,

@@ -95,10 +95,18 @@ test('KERN_CGROUP_PARENT on a directory kern cannot write is reported as not wri
 
 test('kern doctor --workspace checks idmapped mounts where the workspace would be', () => {
   if (!isRoot) return;
-  const r = doctor(['--workspace', '/proc']);
-  expect(r.stdout).toMatch(/^missing +idmap +\/proc \(proc, kernel .*\) can't be an idmapped mount/m);
-  expect(r.stdout).toMatch(/see: idmap$/m);
-  expect(r.code).toBe(1);
+  // ramfs has no idmapped mounts (tmpfs and the disk filesystems have).
+  const dir = fs.mkdtempSync(path.join(require('os').tmpdir(), 'kern-doctor-ramfs-'));
+  expect(spawnSync('mount', ['-t', 'ramfs', 'none', dir]).status).toBe(0);
+  try {
+    const r = doctor(['--workspace', dir]);
+    expect(r.stdout).toMatch(new RegExp(`^missing +idmap +${dir} \\(ramfs, kernel .*\\) can't be an idmapped mount`, 'm'));
+    expect(r.stdout).toMatch(/see: idmap$/m);
+    expect(r.code).toBe(1);
+  } finally {
+    spawnSync('umount', [dir]);
+    fs.rmdirSync(dir);
+  }
 });
 
 test('a workspace that is not a real directory is refused by doctor, by open() and by kern run, alike', async () => {

@@ -72,11 +72,13 @@ struct Report {
 
 pub fn doctor(workspace: Option<PathBuf>, json: bool) -> ExitCode {
     let root = nix::unistd::geteuid().is_root();
+    // By default, where temporary workspaces are made (inside it; itself it is no workspace).
+    let given = workspace.is_some();
     let workspace = workspace.unwrap_or_else(std::env::temp_dir);
     // The namespace and idmap probes fork: they come first, while kern is single-threaded.
     let mut checks = vec![userns(root)];
     checks.extend(in_container());
-    checks.push(idmapped(&workspace, root));
+    checks.push(idmapped(&workspace, given, root));
     checks.extend(cgroups(root));
     checks.push(seccomp());
     checks.push(landlock_check());
@@ -585,12 +587,21 @@ fn openat2() -> Check {
 
 /// As root, the workspace (and writable mounts) reach the box as idmapped mounts; unprivileged,
 /// the box maps the caller's own ids and needs none.
-fn idmapped(workspace: &Path, root: bool) -> Check {
+fn idmapped(workspace: &Path, given: bool, root: bool) -> Check {
     let ws = workspace.display();
     // What a Sandbox's `open()` accepts as its workspace, by the same check.
     let looked = std::path::absolute(workspace)
         .map_err(|e| format!("{ws}: {e}"))
-        .and_then(|p| workspace::look_at(&p).map_err(|e| e.to_string()));
+        .and_then(|p| {
+            let ctx = kern_sandbox::session::host_binds::Context::from_host("");
+            let policy = match given {
+                true => kern_sandbox::session::host_binds::check_workspace(&p, &ctx),
+                false => Ok(()),
+            };
+            policy
+                .and_then(|()| workspace::look_at(&p))
+                .map_err(|e| e.to_string())
+        });
     match looked {
         Ok(Found::Dir) => {}
         Ok(Found::Missing) => {

@@ -1,11 +1,16 @@
-//! The host-side policy for `mounts`, the extra host paths a caller binds into the box. Every
-//! request is parsed and checked here, before any box exists:
+//! The host-side policy for the host directories a box gets: `mounts`, the extra host paths a
+//! caller binds into the box, and the workspace (`check_workspace`), which the box and kern
+//! itself write. Every request is parsed and checked here, before any box exists:
 //!
 //! - the source is resolved fully, then opened again from `/` with `openat2` and no symlinks
 //!   allowed, so what we check is what `canonicalize` named, and its device/inode is recorded;
 //! - sources that are, sit inside, or contain host secrets and control points (system
 //!   directories, home directories, credential files, engine and D-Bus sockets) are refused by
 //!   path and by device/inode identity, so a bind mount or hardlink alias is caught too;
+//! - what the box may write (the workspace, `"rw"` mounts) must also keep clear of the host's
+//!   software and system state (`/usr`, `/var/lib`...) and of a shared temporary directory as a
+//!   whole: kern writes `.deps` in a workspace and clears every set-id bit it finds there and in
+//!   `"rw"` mounts, which on `/usr` would strip the host's own `passwd` and `su`;
 //! - directories are scanned shallowly for engine and bus sockets;
 //! - targets must be normalised absolute box paths away from what the box mounts itself.
 //!
@@ -44,6 +49,30 @@ const SYSTEM: &[(&str, &str)] = &[
     ("/var/run", "runtime state and service sockets"),
     ("/run", "runtime state and service sockets"),
 ];
+
+/// Trees the host's own software runs from or trusts: refused for what a box may write (the
+/// workspace, `"rw"` mounts) when it is, is inside or contains one. Read-only they may be
+/// mounted (a host tool for the box).
+const SYSTEM_WRITABLE: &[(&str, &str)] = &[
+    ("/usr", "the host's installed software"),
+    ("/bin", "the host's programs"),
+    ("/sbin", "the host's system programs"),
+    ("/lib", "the host's libraries"),
+    ("/lib32", "the host's libraries"),
+    ("/lib64", "the host's libraries"),
+    ("/libx32", "the host's libraries"),
+    (
+        "/var/lib",
+        "system and service state, the package database among it",
+    ),
+    ("/var/spool", "cron, mail and print queues"),
+    ("/snap", "installed snaps"),
+];
+
+/// Shared temporary directories: every user's and process's scratch files and sockets (an
+/// ssh-agent's, an X server's). Refused as a whole and when contained; a directory inside one is
+/// fine (temporary workspaces live there).
+const SHARED_TEMP: &[&str] = &["/tmp", "/var/tmp"];
 
 /// Entries of a home directory that hold credentials.
 const HOME_SECRETS: &[&str] = &[
@@ -168,7 +197,7 @@ pub fn parse(value: &Value, ctx: &Context) -> Result<Vec<Mount>> {
             )));
         }
         seen.push((target.clone(), src.as_str()));
-        let (source, st) = check_source(src, &deny)?;
+        let (source, st) = check_source(src, &deny, Use::Mount { writable })?;
         let (dev, ino) = id_of(&st);
         out.push(Mount {
             source,
@@ -299,6 +328,8 @@ struct Denied {
     inside: bool,
     /// Refuse sources that contain it.
     ancestor: bool,
+    /// Only what a box may write is refused (`SYSTEM_WRITABLE`).
+    writable_only: bool,
 }
 
 impl Denied {
@@ -325,7 +356,18 @@ impl Denied {
             ancestor_ids,
             inside,
             ancestor,
+            writable_only: false,
         }
+    }
+
+    fn writable_only(mut self) -> Denied {
+        self.writable_only = true;
+        self
+    }
+
+    /// Whether this entry refuses a source the box may (or may not) write.
+    fn applies(&self, writable: bool) -> bool {
+        writable || !self.writable_only
     }
 }
 
@@ -360,6 +402,16 @@ fn deny_list(ctx: &Context) -> Vec<Denied> {
     for (p, why) in SYSTEM {
         list.push(Denied::new(Path::new(p), why.to_string(), true, true));
     }
+    for (p, why) in SYSTEM_WRITABLE {
+        list.push(Denied::new(Path::new(p), why.to_string(), true, true).writable_only());
+    }
+    let tmp = std::env::temp_dir();
+    for t in SHARED_TEMP.iter().map(PathBuf::from).chain([tmp]) {
+        if t.is_absolute() && !list.iter().any(|d| d.forms[0] == t) {
+            let what = "a temporary directory shared by every user and process on the host";
+            list.push(Denied::new(&t, what.into(), false, true));
+        }
+    }
     for home in &ctx.homes {
         // A project inside a home is what mounts are for; the home itself is not.
         list.push(Denied::new(home, "a home directory".into(), false, true));
@@ -386,9 +438,109 @@ fn deny_list(ctx: &Context) -> Vec<Denied> {
     list
 }
 
+/// What a checked host directory is for: the messages name it, and what the box may write
+/// meets more of the deny list.
+#[derive(Clone, Copy)]
+enum Use {
+    /// A `mounts` entry, `"rw"` or not.
+    Mount { writable: bool },
+    /// The workspace: the box and kern write it.
+    Workspace,
+}
+
+impl Use {
+    fn writable(self) -> bool {
+        match self {
+            Use::Mount { writable } => writable,
+            Use::Workspace => true,
+        }
+    }
+
+    /// The start of a message about `src`.
+    fn subject(self, src: &str) -> String {
+        match self {
+            Use::Mount { .. } => format!("mounts: source {src:?}"),
+            Use::Workspace => format!("option `workspace` {src:?}"),
+        }
+    }
+
+    /// A refusal by the deny list: `it {how} {path} ({what})`.
+    fn denied(self, src: &str, shown: &str, how: &str, path: &Path, d: &Denied) -> Error {
+        let what = &d.what;
+        let path = path.display();
+        match self {
+            Use::Mount { .. } if d.writable_only => Error::MountRefused(format!(
+                "mounts: refused source {src:?}{shown} as \"rw\": it {how} {path} ({what}), \
+                 which a box must not write; mount it read-only (\"ro\"), or mount a directory \
+                 that holds only what the box needs, such as a project directory"
+            )),
+            Use::Mount { .. } => Error::MountRefused(format!(
+                "mounts: refused source {src:?}{shown}: it {how} {path} ({what}), which must not \
+                 be exposed to the box; mount a directory that holds only what the box needs, \
+                 such as a project directory, instead"
+            )),
+            Use::Workspace => Error::MountRefused(format!(
+                "option `workspace` {src:?}{shown} is refused: it {how} {path} ({what}), which \
+                 the box would read and write (and kern clears every set-id bit in it); pass a \
+                 directory of its own, such as a project directory or a new one, or leave \
+                 `workspace` out for a temporary one"
+            )),
+        }
+    }
+}
+
+/// The first deny-list entry `canon` (a canonical path) is, is inside or contains, by path,
+/// with how.
+fn denied_by_path<'a>(
+    canon: &Path,
+    deny: &'a [Denied],
+    writable: bool,
+) -> Option<(&'static str, &'a Path, &'a Denied)> {
+    for d in deny.iter().filter(|d| d.applies(writable)) {
+        for f in &d.forms {
+            if canon == f.as_path() {
+                return Some(("is", f, d));
+            }
+            if d.inside && canon.starts_with(f) {
+                return Some(("is inside", f, d));
+            }
+            if d.ancestor && f.starts_with(canon) {
+                return Some(("contains", f, d));
+            }
+        }
+    }
+    None
+}
+
+/// The same by identity: a bind mount or hardlink of a denied path has another spelling but the
+/// same device and inode. `id` is the source's (None: it does not exist yet), `ancestor_ids`
+/// those of the directories above it.
+fn denied_by_id<'a>(
+    id: Option<Id>,
+    ancestor_ids: &[Id],
+    deny: &'a [Denied],
+    writable: bool,
+) -> Option<(&'static str, &'a Path, &'a Denied)> {
+    for d in deny.iter().filter(|d| d.applies(writable)) {
+        // The path as listed: an alias has no spelling of its own to show.
+        let path = d.forms[0].as_path();
+        if id.is_some() && d.id == id {
+            return Some(("is (by device and inode)", path, d));
+        }
+        if d.inside && d.id.is_some_and(|i| ancestor_ids.contains(&i)) {
+            return Some(("is inside another path to", path, d));
+        }
+        if d.ancestor && id.is_some_and(|i| d.ancestor_ids.contains(&i)) {
+            return Some(("is another path to a directory that contains", path, d));
+        }
+    }
+    None
+}
+
 /// The canonical path and stat of a permitted source.
-fn check_source(src: &str, deny: &[Denied]) -> Result<(PathBuf, FileStat)> {
-    let refuse = |why: String| Err(Error::MountRefused(format!("mounts: source {src:?} {why}")));
+fn check_source(src: &str, deny: &[Denied], use_: Use) -> Result<(PathBuf, FileStat)> {
+    let subject = use_.subject(src);
+    let refuse = |why: String| Err(Error::MountRefused(format!("{subject} {why}")));
     if src.contains('\0') {
         return refuse("contains a NUL byte; pass a plain absolute host path".into());
     }
@@ -411,52 +563,23 @@ fn check_source(src: &str, deny: &[Denied]) -> Result<(PathBuf, FileStat)> {
     } else {
         format!(" (which resolves to {})", canon.display())
     };
-    let instead = "mount a directory that holds only what the box needs, such as a project \
-                   directory, instead";
-    let deny_refuse = |how: &str, path: &Path, what: &str| {
-        Err(Error::MountRefused(format!(
-            "mounts: refused source {src:?}{shown}: it {how} {} ({what}), which must not be \
-             exposed to the box; {instead}",
-            path.display()
-        )))
-    };
-
-    if let Some(c) = canon.components().find_map(|c| match c {
-        Component::Normal(n) => SECRET_COMPONENTS.iter().find(|s| OsStr::new(s) == n),
-        _ => None,
-    }) {
-        return deny_refuse(
-            "goes through a directory named",
-            Path::new(c),
-            "credentials, whoever's home it is in",
-        );
-    }
-    for d in deny {
-        for f in &d.forms {
-            if canon == *f {
-                return deny_refuse("is", f, &d.what);
-            }
-            if d.inside && canon.starts_with(f) {
-                return deny_refuse("is inside", f, &d.what);
-            }
-            if d.ancestor && f.starts_with(&canon) {
-                return deny_refuse("contains", f, &d.what);
-            }
-        }
+    let writable = use_.writable();
+    secret_component(src, &shown, &canon, use_)?;
+    if let Some((how, path, d)) = denied_by_path(&canon, deny, writable) {
+        return Err(use_.denied(src, &shown, how, path, d));
     }
 
     let fd = crate::fsx::open_no_symlinks(&canon).map_err(|e| match e.errno() {
         Errno::ELOOP => Error::MountRefused(format!(
-            "mounts: source {src:?}{shown} changed while it was checked (a symlink appeared in \
-             its path); keep it in place and try again"
+            "{subject}{shown} changed while it was checked (a symlink appeared in its path); \
+             keep it in place and try again"
         )),
         e => Error::MountRefused(format!(
-            "mounts: source {src:?}{shown} cannot be opened ({e}); check that it still exists"
+            "{subject}{shown} cannot be opened ({e}); check that it still exists"
         )),
     })?;
-    let st = fstat(&fd).map_err(|e| {
-        Error::MountRefused(format!("mounts: source {src:?}{shown}: fstat failed ({e})"))
-    })?;
+    let st = fstat(&fd)
+        .map_err(|e| Error::MountRefused(format!("{subject}{shown}: fstat failed ({e})")))?;
     let k = kind(&st);
     if k != SFlag::S_IFDIR && k != SFlag::S_IFREG {
         let name = match k {
@@ -467,44 +590,85 @@ fn check_source(src: &str, deny: &[Denied]) -> Result<(PathBuf, FileStat)> {
             _ => "a special file",
         };
         return Err(Error::MountRefused(format!(
-            "mounts: source {src:?}{shown} is {name}; only directories and regular files can be \
-             mounted"
+            "{subject}{shown} is {name}; only directories and regular files can be mounted"
         )));
     }
 
-    // The same checks by identity: a bind mount or hardlink of a denied path has another
-    // spelling but the same device and inode.
     let id = id_of(&st);
     let ancestor_ids: Vec<Id> = canon.ancestors().skip(1).filter_map(stat_id).collect();
-    for d in deny {
-        // The path as listed: an alias has no spelling of its own to show.
-        let path = &d.forms[0];
-        if d.id == Some(id) {
-            return deny_refuse("is (by device and inode)", path, &d.what);
-        }
-        if d.inside && d.id.is_some_and(|i| ancestor_ids.contains(&i)) {
-            return deny_refuse("is inside another path to", path, &d.what);
-        }
-        if d.ancestor && d.ancestor_ids.contains(&id) {
-            return deny_refuse(
-                "is another path to a directory that contains",
-                path,
-                &d.what,
-            );
-        }
+    if let Some((how, path, d)) = denied_by_id(Some(id), &ancestor_ids, deny, writable) {
+        return Err(use_.denied(src, &shown, how, path, d));
     }
 
     if k == SFlag::S_IFDIR {
         if let Some(sock) = find_socket(&fd, &canon, id) {
+            let refused = match use_ {
+                Use::Mount { .. } => format!("mounts: refused source {src:?}"),
+                Use::Workspace => format!("option `workspace` {src:?} is refused"),
+            };
             return Err(Error::MountRefused(format!(
-                "mounts: refused source {src:?}{shown}: it contains the socket {}, which may be a \
-                 container-engine or D-Bus socket (whoever can talk to it controls the host); \
-                 mount a directory without it, or move the socket elsewhere",
+                "{refused}{shown}: it contains the socket {}, which may be a container-engine or \
+                 D-Bus socket (whoever can talk to it controls the host); use a directory \
+                 without it, or move the socket elsewhere",
                 canon.join(sock).display()
             )));
         }
     }
     Ok((canon, st))
+}
+
+/// Refuses a path through a directory named like a credential store, whoever's home it is in.
+fn secret_component(src: &str, shown: &str, canon: &Path, use_: Use) -> Result<()> {
+    let Some(c) = canon.components().find_map(|c| match c {
+        Component::Normal(n) => SECRET_COMPONENTS.iter().find(|s| OsStr::new(s) == n),
+        _ => None,
+    }) else {
+        return Ok(());
+    };
+    let d = Denied::new(
+        Path::new(c),
+        "credentials, whoever's home it is in".into(),
+        false,
+        false,
+    );
+    Err(use_.denied(
+        src,
+        shown,
+        "goes through a directory named",
+        Path::new(c),
+        &d,
+    ))
+}
+
+/// Checks a `workspace` before anything is made: a directory of its own, clear of what the
+/// policy denies to a writable bind (see the module doc). One that does not exist yet is
+/// checked where it would be created (its deepest existing ancestor, resolved, and the rest);
+/// what is there and is not a directory is `workspace::look_at`'s to refuse.
+pub fn check_workspace(path: &Path, ctx: &Context) -> Result<()> {
+    let src = path.to_string_lossy();
+    let deny = deny_list(ctx);
+    match crate::workspace::look_at(path)? {
+        crate::workspace::Found::Dir => check_source(&src, &deny, Use::Workspace).map(|_| ()),
+        crate::workspace::Found::Missing => {
+            let canon = resolve_existing(path);
+            let shown = if canon == path {
+                String::new()
+            } else {
+                format!(" (which resolves to {})", canon.display())
+            };
+            secret_component(&src, &shown, &canon, Use::Workspace)?;
+            if let Some((how, p, d)) = denied_by_path(&canon, &deny, true) {
+                return Err(Use::Workspace.denied(&src, &shown, how, p, d));
+            }
+            // It would be made inside its deepest existing ancestor: that one, and the
+            // directories above it, are its ancestors.
+            let ancestor_ids: Vec<Id> = canon.ancestors().skip(1).filter_map(stat_id).collect();
+            if let Some((how, p, d)) = denied_by_id(None, &ancestor_ids, &deny, true) {
+                return Err(Use::Workspace.denied(&src, &shown, how, p, d));
+            }
+            Ok(())
+        }
+    }
 }
 
 /// A socket with an engine or bus name: `bus`, `system_bus_socket`, or `*.sock` (which covers

@@ -304,3 +304,112 @@ fn a_mask_of_a_huge_directory_is_refused() {
     // An existing target needs no mask.
     assert!(target_in_image(&image, "/big/one-more", false).is_ok());
 }
+
+fn rw(src: impl AsRef<Path>, ctx: &Context) -> Result<Vec<Mount>> {
+    let src = src.as_ref().to_str().unwrap();
+    parse(&json!({ src: ["/data", "rw"] }), ctx)
+}
+
+fn ws_refused(p: impl AsRef<Path>, ctx: &Context) -> String {
+    match check_workspace(p.as_ref(), ctx) {
+        Err(Error::MountRefused(m)) => m,
+        other => panic!(
+            "{}: expected MountRefused, got {other:?}",
+            p.as_ref().display()
+        ),
+    }
+}
+
+#[test]
+fn system_trees_may_be_mounted_read_only_but_never_written() {
+    let f = fixture();
+    for (src, says) in [
+        ("/usr", "is /usr (the host's installed software)"),
+        ("/usr/bin", "is inside /usr"),
+        ("/usr/share/doc", "is inside /usr"),
+        ("/var/lib", "is /var/lib"),
+        ("/var/spool", "is /var/spool"),
+    ] {
+        if !Path::new(src).exists() {
+            continue;
+        }
+        assert_eq!(
+            one(src, &f.ctx).unwrap()[0].source,
+            std::fs::canonicalize(src).unwrap()
+        );
+        let m = refused(rw(src, &f.ctx));
+        assert!(m.contains(says) && m.contains("read-only"), "{src}: {m}");
+    }
+    // Merged /usr: /bin is a symlink to usr/bin, refused in either spelling.
+    let m = refused(rw("/bin", &f.ctx));
+    assert!(m.contains("/usr") || m.contains("is /bin"), "{m}");
+}
+
+#[test]
+fn a_shared_temporary_directory_is_refused_whole_but_not_what_is_inside() {
+    let f = fixture();
+    for src in ["/tmp", "/var/tmp"] {
+        let m = refused(one(src, &f.ctx));
+        assert!(m.contains("shared by every user"), "{src}: {m}");
+    }
+    let inside = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    assert!(one(inside.path(), &f.ctx).is_ok());
+    assert!(rw(inside.path(), &f.ctx).is_ok());
+}
+
+#[test]
+fn a_workspace_meets_the_writable_policy_before_anything_is_made() {
+    let f = fixture();
+    let link = f.root.join("to-usr");
+    std::os::unix::fs::symlink("/usr", &link).unwrap();
+    let docker = f.root.join("engine");
+    std::fs::create_dir(&docker).unwrap();
+    let _sock = UnixListener::bind(docker.join("docker.sock")).unwrap();
+    for (p, says) in [
+        (PathBuf::from("/"), "is / (the host's root directory)"),
+        (PathBuf::from("/usr"), "is /usr"),
+        (PathBuf::from("/usr/lib/kern-new"), "is inside /usr"),
+        (PathBuf::from("/etc"), "is /etc"),
+        (PathBuf::from("/etc/kern-new/deeper"), "is inside /etc"),
+        (PathBuf::from("/dev/shm"), "is inside /dev"),
+        (f.root.clone(), "contains"),
+        (PathBuf::from("/tmp"), "shared by every user"),
+        (PathBuf::from("/var/lib/kern-new"), "is inside /var/lib"),
+        (f.home.clone(), "a home directory"),
+        (f.home.join(".ssh/kern-new"), "credentials"),
+        (f.home.join(".config"), "credentials"),
+        (f.root.join("run-user/kern-new"), "XDG_RUNTIME_DIR"),
+        // Not yet there, below a symlink to /usr: where it would be made.
+        (link.join("kern-new"), "which resolves to /usr/kern-new"),
+        (docker.clone(), "docker.sock"),
+    ] {
+        let m = ws_refused(&p, &f.ctx);
+        assert!(
+            m.starts_with(&format!("option `workspace` {:?}", p.to_string_lossy())),
+            "{m}"
+        );
+        assert!(m.contains(says), "{}: {m}", p.display());
+        assert!(
+            m.contains("leave `workspace` out") || m.contains("docker.sock"),
+            "{m}"
+        );
+    }
+    // Nothing was made where a refused workspace would have been.
+    for p in [
+        "/usr/lib/kern-new",
+        "/etc/kern-new",
+        "/var/lib/kern-new",
+        "/usr/kern-new",
+    ] {
+        assert!(!Path::new(p).exists(), "{p}");
+    }
+    assert!(!f.home.join(".ssh/kern-new").exists());
+    // A project, and one still to be made, are fine; a symlink is look_at's to refuse.
+    check_workspace(&f.home.join("project"), &f.ctx).unwrap();
+    check_workspace(&f.home.join("project/new/deeper"), &f.ctx).unwrap();
+    check_workspace(&f.home.join("x"), &f.ctx).unwrap();
+    match check_workspace(&link, &f.ctx) {
+        Err(Error::Invalid(m)) => assert!(m.contains("is a symlink"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+}

@@ -22,7 +22,12 @@ pub(super) fn workspace(map: &Map<String, Value>, cfg: &mut Config) -> Result<()
             Value::String(s) if !s.starts_with('/') => {
                 return crate::invalid!("option `workspace` {s:?} is relative; pass an absolute path (e.g. path.resolve({s:?}))")
             }
-            Value::String(s) => cfg.workspace = Some(PathBuf::from(s)),
+            Value::String(s) => {
+                let path = PathBuf::from(s);
+                // Before anything is made there: kern itself writes a workspace.
+                host_binds::check_workspace(&path, &host_binds::Context::from_host(""))?;
+                cfg.workspace = Some(path);
+            }
             other => return Err(type_err("workspace", "an absolute directory path", other)),
         }
     }

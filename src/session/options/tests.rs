@@ -119,8 +119,9 @@ fn numbers_are_bounded() {
         let e = err(host(k, v.clone()));
         assert!(e.contains(k) && e.contains(want), "{k}={v}: {e}");
     }
+    let ws = tempfile::tempdir().unwrap();
     let ttl = err(
-        json!({"image": "host", "persist": true, "name": "a", "workspace": "/tmp", "persistTtlS": 1e12}),
+        json!({"image": "host", "persist": true, "name": "a", "workspace": ws.path(), "persistTtlS": 1e12}),
     );
     assert!(
         ttl.contains("persistTtlS") && ttl.contains("a year"),
@@ -171,7 +172,8 @@ fn an_env_the_kernel_cannot_exec_is_refused_early() {
 
 #[test]
 fn resident_options_are_checked() {
-    let ws = json!("/tmp");
+    let dir = tempfile::tempdir().unwrap();
+    let ws = json!(dir.path());
     assert!(err(json!({"image": "host", "persist": true})).contains("`name`"));
     assert!(err(json!({"image": "host", "persist": true, "name": "a"})).contains("`workspace`"));
     assert!(err(json!({"image": "host", "name": "a"})).contains("only used with `persist: true`"));
