@@ -20,10 +20,13 @@ const dirs = tempDirs();
 afterAll(() => dirs.removeAll());
 beforeAll(() => requireRootfs());
 
-/** Every set-id file of the host's system trees, with its mode: kern must never change one. */
+/** The set-id files of the host's system trees, found once: kern must never change one. */
+const SETID = spawnSync('find', ['/usr', '/bin', '/sbin', '/etc', '-xdev', '-type', 'f', '-perm', '/6000', '-print'], { encoding: 'utf8', maxBuffer: 16 << 20 })
+  .stdout.split('\n').filter(Boolean).sort();
+
+/** Each of them with its mode, as the host sees it now. */
 function hostSetid() {
-  const r = spawnSync('find', ['/usr', '/bin', '/sbin', '/etc', '-xdev', '-type', 'f', '-perm', '/6000', '-printf', '%m %p\n'], { encoding: 'utf8', maxBuffer: 16 << 20 });
-  return r.stdout.split('\n').filter(Boolean).sort();
+  return SETID.map((f) => `${(fs.statSync(f).mode & 0o7777).toString(8)} ${f}`);
 }
 
 /** What kern would have made at `p`: the directory itself, or its `.deps` and owner files. (Not
@@ -59,7 +62,9 @@ function systemDirs() {
 }
 
 test('a system directory, a home or the shared /tmp is refused as the workspace before anything is made, and the host\'s set-id programs keep their bits', async () => {
-  expect(setidBefore.length).toBeGreaterThan(0);
+  // The host has set-id programs to lose (passwd, su...), each set-id now.
+  expect(SETID.length).toBeGreaterThan(0);
+  expect(setidBefore.filter((l) => /^[246][0-7]{3} /.test(l))).toEqual(setidBefore);
   for (const [p, says] of systemDirs()) {
     const before = entries(p);
     const err = await expectRefusedBeforeAnyBox(Sandbox, SandboxError, opts({ workspace: p }), /^option `workspace` .* is refused: it /, says, /leave `workspace` out/);
