@@ -9,9 +9,10 @@
 # the container tests: kern-sandbox inside Podman; the longest suites, `side_tests`, in a second
 # Jest beside it) -> Jest again as the unprivileged user `kerntest` for the files marked
 # `// rootless: yes` (the rootless path; scripts/rootless-tests.sh; its side suites beside it
-# too), and meanwhile the core, pause, fork, checkpoint, limits, isolation, lifecycle, process,
-# isolation-report and zygote suites in a cgroup-v2 + systemd guest, as root and rootless
-# (scripts/test-cgv2.sh); the fuzz run (scripts/fuzz.sh) goes on at nice 19 beside the Jest runs
+# too), and all through both, from the root run's start, the core, pause, fork, checkpoint,
+# limits, isolation, lifecycle, process, isolation-report and zygote suites in a cgroup-v2 +
+# systemd guest, as root and rootless (scripts/test-cgv2.sh); the fuzz run (scripts/fuzz.sh)
+# goes on at nice 19 beside the Jest runs
 # -> summary. A build failure stops at once; every other failure is recorded and the remaining
 # steps still run, so one report shows everything. The very last line is always
 # `N passed, N failed`, summed over all the Jest runs.
@@ -50,6 +51,11 @@ side_tests=(__tests__/images/images.test.js __tests__/kernels/jupyter.test.js __
   __tests__/packaging/install.test.js __tests__/integrations/types.test.js)
 side_ignore=(--testPathIgnorePatterns '/__tests__/images/images\.test\.js$' '/__tests__/kernels/jupyter\.test\.js$'
   '/__tests__/packaging/readme\.test\.js$' '/__tests__/packaging/install\.test\.js$' '/__tests__/integrations/types\.test\.js$')
+
+# Beside the rootless main run only, also these long suites: they look at this user's own
+# processes and the host's mount table, which no rootless box changes (beside the root run, the
+# container suite's Podman mounts would show).
+rootless_side_extra=(__tests__/attack/forgery/results.test.js __tests__/sandbox/result-fields.test.js)
 
 root_report="$repo/.jest-results.json"
 root_side_report="$repo/.jest-results-side.json"
@@ -281,6 +287,29 @@ case "$images_rc" in
   *) abort "the test images (see the lines above)" ;;
 esac
 
+# The guest runs go alongside both Jest runs, from the start of the root one: the guest is one
+# CPU busy in a VM and the Jest runs mostly wait on boxes (half the CPU sat idle in the root run's
+# second half). Started with the rootless run, they were its critical path once it shrank.
+# Their output is shown after the rootless run. (The guest is a VM: its boxes, mounts and cgroups
+# are its own kernel's, which no host suite sees.)
+if [[ "$cgv2_expected" == 1 ]]; then
+  # Boots scripts/cgv2-vm.sh's guest twice (its first run on a machine builds the guest image).
+  step "jest (cgroup v2 + systemd guest, root and rootless): ${cgv2_run[*]} (scripts/test-cgv2.sh), started in the background beside the root and rootless runs; its output follows the rootless run"
+  cgv2_log="$(mktemp /tmp/kern-cgv2-step.XXXXXX)"
+  # A session of its own, so an early exit can end the guest and everything under it.
+  # shellcheck disable=SC2016
+  KERN_CGV2_SUITES="${cgv2_run[*]}" setsid bash -c '
+    t0=$(date +%s)
+    bash scripts/test-cgv2.sh "$1" >"$2" 2>&1
+    echo $? >"$2.rc"
+    echo "cgroup v2 guest runs: $(($(date +%s) - t0)) s" >>"$2"' -- "$cgv2_out" "$cgv2_log" </dev/null &
+  cgv2_pid=$!
+elif [[ "${KERN_SKIP_CGV2:-0}" == 1 ]]; then
+  step "jest (cgroup v2 guest): skipped (KERN_SKIP_CGV2=1)"
+else
+  step "jest (cgroup v2 guest): skipped (KERN_TEST_FILTER='$filter' matches none of ${cgv2_tests[*]})"
+fi
+
 mapfile -t side_run < <(matching "${side_tests[@]}")
 if ((${#side_run[@]})); then
   root_side_expected=1
@@ -303,27 +332,6 @@ if [[ -n "$side_pid" ]]; then
   cat "$root_side_report.log"
   rm -f "$root_side_report.log"
   ((root_side_rc == 0)) || fail "jest (root, side)"
-fi
-
-# The guest runs go alongside the rootless run: the guest is one CPU busy in a VM, the
-# rootless Jest mostly waits on boxes, and one after the other they were 15 of CI's 37 minutes.
-# Their output is shown once both are done.
-if [[ "$cgv2_expected" == 1 ]]; then
-  # Boots scripts/cgv2-vm.sh's guest twice (its first run on a machine builds the guest image).
-  step "jest (cgroup v2 + systemd guest, root and rootless): ${cgv2_run[*]} (scripts/test-cgv2.sh), started in the background; its output follows the rootless run"
-  cgv2_log="$(mktemp /tmp/kern-cgv2-step.XXXXXX)"
-  # A session of its own, so an early exit can end the guest and everything under it.
-  # shellcheck disable=SC2016
-  KERN_CGV2_SUITES="${cgv2_run[*]}" setsid bash -c '
-    t0=$(date +%s)
-    bash scripts/test-cgv2.sh "$1" >"$2" 2>&1
-    echo $? >"$2.rc"
-    echo "cgroup v2 guest runs: $(($(date +%s) - t0)) s" >>"$2"' -- "$cgv2_out" "$cgv2_log" </dev/null &
-  cgv2_pid=$!
-elif [[ "${KERN_SKIP_CGV2:-0}" == 1 ]]; then
-  step "jest (cgroup v2 guest): skipped (KERN_SKIP_CGV2=1)"
-else
-  step "jest (cgroup v2 guest): skipped (KERN_TEST_FILTER='$filter' matches none of ${cgv2_tests[*]})"
 fi
 
 if [[ "$rootless_expected" == 1 ]]; then
@@ -377,7 +385,7 @@ if [[ "$rootless_expected" == 1 ]]; then
     }
     # The side suites in a Jest of their own beside the main one, as for root.
     for t in "${rootless_run[@]}"; do
-      if [[ " ${side_tests[*]} " == *" $t "* ]]; then rootless_side_run+=("$t"); else rootless_main+=("$t"); fi
+      if [[ " ${side_tests[*]} ${rootless_side_extra[*]} " == *" $t "* ]]; then rootless_side_run+=("$t"); else rootless_main+=("$t"); fi
     done
     if ((${#rootless_side_run[@]})); then
       rootless_side_report="$rootless_outdir/jest-rootless-side.json"
