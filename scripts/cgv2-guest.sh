@@ -32,7 +32,10 @@ prep)
   umount "$host"
   /usr/local/bin/node --version >/dev/null || die "the host's node does not run in the guest"
   mkdir -p "$dest"
-  tar -C /share --exclude=./target --exclude=./.git -cf - . | tar -C "$dest" -xf -
+  # Not what the host's other runs write meanwhile (the fuzz run's corpora, the Jest reports):
+  # a file removed under tar fails the copy.
+  tar -C /share --exclude=./target --exclude=./.git --exclude=./fuzz/corpus-run --exclude=./fuzz/artifacts \
+    --exclude=./.cgv2-results --exclude='./.jest-results*' -cf - . | tar -C "$dest" -xf -
   chown -R "$owner:" "$dest"
   echo "cgv2-guest: prep (test rootfs, node, repo copied in) took ${SECONDS} s" >&2
   ;;

@@ -42,20 +42,22 @@ rootless_user=kerntest
 cgv2_tests=(__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/live/kernel-fork.test.js __tests__/live/checkpoint.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js)
 
 # The longest suites run in a second Jest beside each run's main one: the image pulls (each into
-# a store of its own), the Jupyter kernels, and (root only: they are not rootless suites) the
-# README and guide examples, the package's install and the integrations' type checks. They mostly
+# a store of its own), the Jupyter kernels, the result fields (its process checks are of this
+# Jest's own descendants), and (root only: they are not rootless suites) the README and guide
+# examples, the package's install and the integrations' type checks. They mostly
 # wait on boxes, pulls, npm and tsc, none looks at host-wide state (process or mount tables,
 # cgroup listings) that the other run's boxes change, and one after the other they were well over
 # a third of the root run (and the whole run went past 35 minutes with them in it).
 side_tests=(__tests__/images/images.test.js __tests__/kernels/jupyter.test.js __tests__/packaging/readme.test.js
-  __tests__/packaging/install.test.js __tests__/integrations/types.test.js)
+  __tests__/packaging/install.test.js __tests__/integrations/types.test.js __tests__/sandbox/result-fields.test.js)
 side_ignore=(--testPathIgnorePatterns '/__tests__/images/images\.test\.js$' '/__tests__/kernels/jupyter\.test\.js$'
-  '/__tests__/packaging/readme\.test\.js$' '/__tests__/packaging/install\.test\.js$' '/__tests__/integrations/types\.test\.js$')
+  '/__tests__/packaging/readme\.test\.js$' '/__tests__/packaging/install\.test\.js$' '/__tests__/integrations/types\.test\.js$'
+  '/__tests__/sandbox/result-fields\.test\.js$')
 
 # Beside the rootless main run only, also these long suites: they look at this user's own
 # processes and the host's mount table, which no rootless box changes (beside the root run, the
 # container suite's Podman mounts would show).
-rootless_side_extra=(__tests__/attack/forgery/results.test.js __tests__/sandbox/result-fields.test.js)
+rootless_side_extra=(__tests__/attack/forgery/results.test.js)
 
 root_report="$repo/.jest-results.json"
 root_side_report="$repo/.jest-results-side.json"

@@ -24,8 +24,11 @@ const HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(5);
 const SEEN_IDS: usize = 100_000;
 /// How many messages, and how many bytes of them, a socket's reader may have queued for the
 /// cell; past either it waits (and the kernel with it: IOPub then drops, as for any slow
-/// subscriber). One message larger than `QUEUE_BYTES` waits for the queue to be empty.
-const QUEUE_MESSAGES: usize = 1024;
+/// subscriber). One message larger than `QUEUE_BYTES` waits for the queue to be empty. The
+/// count holds a whole cell's worth of small results (a call keeps 10,000): at 1,024, a loaded
+/// host's consumer fell that far behind a `display()` loop and ipykernel dropped 28 of 10,003
+/// (CI, with the guest VMs beside it); the bytes still bound the memory.
+const QUEUE_MESSAGES: usize = 16_384;
 const QUEUE_BYTES: usize = 16 << 20;
 
 /// A count the readers keep, and how much of it a note already reported.
