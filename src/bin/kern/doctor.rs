@@ -593,9 +593,8 @@ fn idmapped(workspace: &Path, given: bool, root: bool) -> Check {
     let looked = std::path::absolute(workspace)
         .map_err(|e| format!("{ws}: {e}"))
         .and_then(|p| {
-            let ctx = kern_sandbox::session::host_binds::Context::from_host("");
             let policy = match given {
-                true => kern_sandbox::session::host_binds::check_workspace(&p, &ctx),
+                true => kern_sandbox::session::host_binds::check_workspace(&p),
                 false => Ok(()),
             };
             policy

@@ -563,9 +563,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         Some(w) => {
             let w =
                 std::path::absolute(&w).map_err(|e| format!("--workspace {}: {e}", w.display()))?;
-            let ctx = kern_sandbox::session::host_binds::Context::from_host("");
-            kern_sandbox::session::host_binds::check_workspace(&w, &ctx)
-                .map_err(|e| e.to_string())?;
+            kern_sandbox::session::host_binds::check_workspace(&w).map_err(|e| e.to_string())?;
             kern_sandbox::workspace::Workspace::existing(&w)
                 .map_err(|e| e.to_string())?
                 .path

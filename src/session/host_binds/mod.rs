@@ -625,12 +625,16 @@ fn secret_component(src: &str, shown: &str, canon: &Path, use_: Use) -> Result<(
     }) else {
         return Ok(());
     };
-    let d = Denied::new(
-        Path::new(c),
-        "credentials, whoever's home it is in".into(),
-        false,
-        false,
-    );
+    // Named, not a place: nothing to stat.
+    let d = Denied {
+        what: "credentials, whoever's home it is in".into(),
+        forms: vec![PathBuf::from(c)],
+        id: None,
+        ancestor_ids: Vec::new(),
+        inside: false,
+        ancestor: false,
+        writable_only: false,
+    };
     Err(use_.denied(
         src,
         shown,
@@ -643,8 +647,14 @@ fn secret_component(src: &str, shown: &str, canon: &Path, use_: Use) -> Result<(
 /// Checks a `workspace` before anything is made: a directory of its own, clear of what the
 /// policy denies to a writable bind (see the module doc). One that does not exist yet is
 /// checked where it would be created (its deepest existing ancestor, resolved, and the rest);
-/// what is there and is not a directory is `workspace::look_at`'s to refuse.
-pub fn check_workspace(path: &Path, ctx: &Context) -> Result<()> {
+/// what is there and is not a directory is `workspace::look_at`'s to refuse. The host's homes
+/// and runtime directory are read here (`Context::from_host`).
+pub fn check_workspace(path: &Path) -> Result<()> {
+    check_workspace_in(path, &Context::from_host(""))
+}
+
+/// `check_workspace` against a given host (the workspace's box path plays no part).
+fn check_workspace_in(path: &Path, ctx: &Context) -> Result<()> {
     let src = path.to_string_lossy();
     let deny = deny_list(ctx);
     match crate::workspace::look_at(path)? {

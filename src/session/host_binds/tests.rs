@@ -311,7 +311,7 @@ fn rw(src: impl AsRef<Path>, ctx: &Context) -> Result<Vec<Mount>> {
 }
 
 fn ws_refused(p: impl AsRef<Path>, ctx: &Context) -> String {
-    match check_workspace(p.as_ref(), ctx) {
+    match check_workspace_in(p.as_ref(), ctx) {
         Err(Error::MountRefused(m)) => m,
         other => panic!(
             "{}: expected MountRefused, got {other:?}",
@@ -405,10 +405,10 @@ fn a_workspace_meets_the_writable_policy_before_anything_is_made() {
     }
     assert!(!f.home.join(".ssh/kern-new").exists());
     // A project, and one still to be made, are fine; a symlink is look_at's to refuse.
-    check_workspace(&f.home.join("project"), &f.ctx).unwrap();
-    check_workspace(&f.home.join("project/new/deeper"), &f.ctx).unwrap();
-    check_workspace(&f.home.join("x"), &f.ctx).unwrap();
-    match check_workspace(&link, &f.ctx) {
+    check_workspace_in(&f.home.join("project"), &f.ctx).unwrap();
+    check_workspace_in(&f.home.join("project/new/deeper"), &f.ctx).unwrap();
+    check_workspace_in(&f.home.join("x"), &f.ctx).unwrap();
+    match check_workspace_in(&link, &f.ctx) {
         Err(Error::Invalid(m)) => assert!(m.contains("is a symlink"), "{m}"),
         other => panic!("{other:?}"),
     }

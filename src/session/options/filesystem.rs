@@ -25,7 +25,7 @@ pub(super) fn workspace(map: &Map<String, Value>, cfg: &mut Config) -> Result<()
             Value::String(s) => {
                 let path = PathBuf::from(s);
                 // Before anything is made there: kern itself writes a workspace.
-                host_binds::check_workspace(&path, &host_binds::Context::from_host(""))?;
+                host_binds::check_workspace(&path)?;
                 cfg.workspace = Some(path);
             }
             other => return Err(type_err("workspace", "an absolute directory path", other)),
