@@ -366,6 +366,12 @@ export interface SandboxOptions {
    * secret, ASLR layout and stack canary. Refused with `persist`, `untrusted`, `apparmor`, a
    * kept capability, `user`, `network`, `egressAllow` or a writable mount. Default false. */
   zygote?: boolean | undefined;
+  /** ADDITION: host memory, in MiB, for boxes kept ready beyond the minimum (two runtimes in
+   * their cgroups, and with `zygote` two forks). Each call that finds none ready raises the
+   * number kept, so N calls in flight soon find N ready; 2 s without a call brings it back to
+   * the minimum. A ready runtime counts 1.5 MiB, a zygote fork 4 MiB (half the budget
+   * each with `zygote`), at most 64 of a kind. Integer 0 to 4096, default 64. */
+  spareMemoryMb?: number | undefined;
 
   // -- filesystem (options/filesystem.rs): the workspace, binds, scratch -----------------------
 

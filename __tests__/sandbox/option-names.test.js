@@ -122,6 +122,7 @@ const NO_FLAG = {
   onStderr: 'a JS callback; the CLI streams to the terminal',
   prewarm: 'a pool of boxes for a session\'s later calls',
   zygote: 'a zygote serves a session\'s later calls; a `kern run` is one call',
+  spareMemoryMb: 'boxes kept ready for a session\'s later calls; a `kern run` is one call',
   requireIsolation: 'a session refusal at open(); the CLI box says what it could not enforce on stderr',
 };
 

@@ -25,6 +25,10 @@ pub const DEFAULT_MAX_OUTPUT: usize = 64 << 20;
 pub const MAX_MOUNTS: usize = 16;
 /// The most prewarmed boxes a session keeps.
 pub const MAX_PREWARM: usize = 64;
+/// ADDITION (issue 34): what a Sandbox may spend on spares beyond its minimum, by default
+/// (`spareMemoryMb`), and at most.
+pub const DEFAULT_SPARE_MEMORY_MB: u64 = 64;
+pub const MAX_SPARE_MEMORY_MB: u64 = 4096;
 /// The spec's default image, pulled from Docker Hub on first use.
 pub const DEFAULT_IMAGE: &str = "python:3.12-slim";
 
@@ -47,6 +51,8 @@ pub struct Config {
     pub prewarm: usize,
     /// ADDITION (issue 21): python cells forked by a zygote (`zygote`).
     pub zygote: bool,
+    /// ADDITION (issue 34): the memory spares may take beyond the minimum (`spareMemoryMb`).
+    pub spare_memory_mb: u64,
     /// Extra host binds, checked (`mounts`).
     pub mounts: Vec<crate::engine::shared::spec::BindSpec>,
     /// The `setup` command, run once at open() in a networked box.
@@ -136,6 +142,7 @@ impl Config {
             track_files: true,
             prewarm: 0,
             zygote: false,
+            spare_memory_mb: DEFAULT_SPARE_MEMORY_MB,
             mounts: Vec::new(),
             setup: None,
             workspace_max_bytes: None,

@@ -5,12 +5,12 @@
 use super::deps;
 use super::host_binds;
 use super::network;
-use super::opened::{Opened, SPARE_KERNS};
+use super::opened::{kern_share_mb, spare_max, Opened, KERN_SPARE_KIB, SPARE_KERNS};
 use super::prewarm;
 use super::pyc;
 use super::resident;
 use super::setup;
-use super::spares::Spares;
+use super::spares::{self, Spares};
 use crate::config::{Config, Network};
 use crate::engine::addon::launch::ChunkSender;
 use crate::engine::shared::spec::{Resident, RootSpec};
@@ -94,6 +94,7 @@ pub(super) async fn open(
         None
     };
     let prewarm = config.prewarm;
+    let spare_kerns = spare_max(SPARE_KERNS, kern_share_mb(&config), KERN_SPARE_KIB);
     let opened = Arc::new(Opened {
         option_notes: std::sync::Mutex::new(config.notes.clone()),
         config,
@@ -101,10 +102,10 @@ pub(super) async fn open(
         base_env,
         deps,
         workspace: std::sync::Mutex::new(workspace),
-        kerns: Spares::new(SPARE_KERNS),
+        kerns: Spares::new(SPARE_KERNS, spare_kerns),
         running: tokio::sync::RwLock::new(()),
         closing: tokio::sync::watch::channel(false).0,
-        prewarmed: Spares::new(prewarm),
+        prewarmed: Spares::new(prewarm, prewarm),
         pyc,
         writers: Default::default(),
         ca,
@@ -120,6 +121,7 @@ pub(super) async fn open(
     if opened.config.resident.is_none() {
         opened.top_up_kerns(kern);
     }
+    trim_spares_when_idle(&opened);
     let started = {
         let run = start(&opened, kern, sink, required);
         tokio::pin!(run);
@@ -143,6 +145,30 @@ pub(super) async fn open(
             Err(e)
         }
     }
+}
+
+/// Lets the spares that followed a burst of calls go once the session is idle (`spares::IDLE`),
+/// until it closes. Holds the session weakly: a Sandbox dropped unclosed is not kept alive.
+fn trim_spares_when_idle(opened: &Arc<Opened>) {
+    let me = Arc::downgrade(opened);
+    let mut closing = opened.closing.subscribe();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(spares::IDLE / 2) => {}
+                // Closing, or the session is gone (its sender dropped).
+                _ = closing.changed() => return,
+            }
+            let Some(o) = me.upgrade() else { return };
+            if *o.closing.borrow() {
+                return;
+            }
+            o.kerns.trim_idle(spares::IDLE);
+            if let Some(z) = o.zygote.get() {
+                z.trim_idle();
+            }
+        }
+    });
 }
 
 /// How long an aborted open() waits for the boxes it started to be reported gone.

@@ -17,10 +17,38 @@ use crate::workspace::Workspace;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// How many spare kerns a session keeps. Each has moved into its cgroup (an RCU grace period,
-/// 5-40 ms here) before a call takes it; with two, a call that follows another at once still
-/// finds one that finished its move during the call before.
+/// How many spare kerns a session keeps at least. Each has moved into its cgroup (an RCU grace
+/// period, 5-40 ms here) before a call takes it; with two, a call that follows another at once
+/// still finds one that finished its move during the call before. More follow the calls in
+/// flight, within `spareMemoryMb` (`spares`).
 pub(super) const SPARE_KERNS: usize = 2;
+
+/// What one spare costs the host, rounded up from what was measured here (private memory and
+/// page tables, `/proc/PID/smaps_rollup` and `VmPTE`, dev build, 2026-12-07): a kern waiting in
+/// its cgroups 1.0-1.3 MiB; a zygote fork set up as a call's box, its kern's 1 MiB and the two
+/// forked pythons' (the box's PID 1 and the workload) 1.5 MiB, the rest shared with the zygote.
+pub(super) const KERN_SPARE_KIB: u64 = 1536;
+pub(super) const ZYGOTE_SPARE_KIB: u64 = 4096;
+
+/// The most spares of one kind a session keeps, whatever the budget.
+const MAX_SPARES: usize = 64;
+
+/// How many spares of a kind costing `kib` each a session keeps at most: `min`, and what
+/// `share_mb` of `spareMemoryMb` pays for.
+pub(super) fn spare_max(min: usize, share_mb: u64, kib: u64) -> usize {
+    let extra = usize::try_from(share_mb.saturating_mul(1024) / kib.max(1)).unwrap_or(MAX_SPARES);
+    (min + extra).min(MAX_SPARES.max(min))
+}
+
+/// The share of `spareMemoryMb` the spare kerns get: all of it, or half when a zygote's forks
+/// take the other half.
+pub(super) fn kern_share_mb(config: &Config) -> u64 {
+    if config.zygote {
+        config.spare_memory_mb / 2
+    } else {
+        config.spare_memory_mb
+    }
+}
 
 pub(super) struct Opened {
     pub(super) config: Config,
@@ -362,7 +390,8 @@ impl Opened {
         Ok(kern)
     }
 
-    /// Starts spare kerns up to `SPARE_KERNS`, unless the session is closing.
+    /// Starts spare kerns up to as many as are wanted now (`SPARE_KERNS` at least), unless the
+    /// session is closing.
     pub(super) fn top_up_kerns(&self, path: &Path) {
         self.kerns
             .top_up(|| !*self.closing.borrow(), || self.spawn_kern(path).ok());

@@ -3,11 +3,20 @@
 //! forks set up as call boxes (`zygote`), and the prewarmed one-cell python boxes (`prewarm`).
 //! Each is taken oldest first, skipping any that died meanwhile (killed from outside), and
 //! topped up beside the call that took one.
+//!
+//! Kerns and zygote forks follow demand: each call that finds none ready raises how many are
+//! kept by one (up to `max`, the Sandbox's `spareMemoryMb` share), so a Sandbox with N calls in
+//! flight soon keeps about N ready; after `IDLE` with no call asking, `trim_idle` lets the extra
+//! ones go, back to the minimum. (Prewarmed boxes are the number the caller asked for.)
 
 use super::kernel::driver::Prewarmed;
 use crate::engine::addon::launch::Kern;
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// How long no call may ask for a spare before the extra ones go.
+pub(super) const IDLE: Duration = Duration::from_secs(2);
 
 /// Something made ahead of a call.
 pub(super) trait Spare {
@@ -36,59 +45,117 @@ impl Spare for Prewarmed {
     }
 }
 
-/// Up to `want` spares of one kind, oldest first.
-pub(super) struct Spares<T> {
-    items: Mutex<VecDeque<T>>,
+/// The spares of one kind, and how many are wanted now.
+struct Pool<T> {
+    items: VecDeque<T>,
+    /// Between `min` and `max`: raised by a call that found none.
     want: usize,
+    /// When a call last asked for one (taken or not).
+    asked: Instant,
+    /// Being made by a `top_up`, outside the lock.
+    making: usize,
+}
+
+/// From `min` up to `max` spares of one kind, oldest first.
+pub(super) struct Spares<T> {
+    pool: Mutex<Pool<T>>,
+    min: usize,
+    max: usize,
 }
 
 impl<T: Spare> Spares<T> {
-    /// Empty; `top_up` fills it to `want`.
-    pub(super) fn new(want: usize) -> Spares<T> {
+    /// Empty; `top_up` fills it to `want` (`min` to start with). A fixed number: `min == max`.
+    pub(super) fn new(min: usize, max: usize) -> Spares<T> {
         Spares {
-            items: Mutex::new(VecDeque::new()),
-            want,
+            pool: Mutex::new(Pool {
+                items: VecDeque::new(),
+                want: min,
+                asked: Instant::now(),
+                making: 0,
+            }),
+            min,
+            max: max.max(min),
         }
     }
 
-    /// Takes the oldest spare that still runs; a dead one is dropped.
+    /// Takes the oldest spare that still runs; a dead one is dropped. Finding none raises how
+    /// many are kept (the next `top_up` makes them).
     pub(super) fn take(&self) -> Option<T> {
-        let mut items = self.items.lock().ok()?;
-        while let Some(mut s) = items.pop_front() {
+        let mut pool = self.pool.lock().ok()?;
+        pool.asked = Instant::now();
+        while let Some(mut s) = pool.items.pop_front() {
             if s.is_alive() {
                 return Some(s);
             }
         }
+        pool.want = (pool.want + 1).min(self.max);
         None
     }
 
-    /// Drops the dead ones, then makes spares up to `want` while `go_on` holds (checked under
-    /// the lock `retire_all` drains under, so none is made after it) and `make` succeeds.
+    /// Drops the dead ones, then makes spares up to `want` while `go_on` holds and `make`
+    /// succeeds. Each is made outside the lock (a kern's start is milliseconds, and calls take
+    /// under it), in a slot reserved under it so that top-ups beside each other make no more
+    /// than wanted; `go_on` is checked again under the lock `retire_all` drains under before
+    /// one is added, so none outlives close().
     pub(super) fn top_up(&self, go_on: impl Fn() -> bool, mut make: impl FnMut() -> Option<T>) {
-        let Ok(mut items) = self.items.lock() else {
-            return;
-        };
-        items.retain_mut(Spare::is_alive);
-        while items.len() < self.want && go_on() {
-            match make() {
-                Some(s) => items.push_back(s),
-                None => break,
+        loop {
+            {
+                let Ok(mut pool) = self.pool.lock() else {
+                    return;
+                };
+                pool.items.retain_mut(Spare::is_alive);
+                if pool.items.len() + pool.making >= pool.want || !go_on() {
+                    return;
+                }
+                pool.making += 1;
+            }
+            let made = make();
+            let Ok(mut pool) = self.pool.lock() else {
+                if let Some(s) = made {
+                    s.retire();
+                }
+                return;
+            };
+            pool.making -= 1;
+            match made {
+                Some(s) if go_on() => pool.items.push_back(s),
+                Some(s) => {
+                    s.retire();
+                    return;
+                }
+                None => return,
             }
         }
     }
 
     /// Adds one made elsewhere (a resident session's first kern), within `want`.
     pub(super) fn put(&self, s: T) {
-        match self.items.lock() {
-            Ok(mut items) if items.len() < self.want => items.push_back(s),
+        match self.pool.lock() {
+            Ok(mut pool) if pool.items.len() < pool.want => pool.items.push_back(s),
             _ => s.retire(),
+        }
+    }
+
+    /// Once no call has asked for `idle`: back to `min`, the newest extra ones let go.
+    pub(super) fn trim_idle(&self, idle: Duration) {
+        let Ok(mut pool) = self.pool.lock() else {
+            return;
+        };
+        if pool.want == self.min || pool.asked.elapsed() < idle {
+            return;
+        }
+        pool.want = self.min;
+        while pool.items.len() > self.min {
+            if let Some(s) = pool.items.pop_back() {
+                s.retire();
+            }
         }
     }
 
     /// Lets every spare go unused (close()).
     pub(super) fn retire_all(&self) {
-        if let Ok(mut items) = self.items.lock() {
-            items.drain(..).for_each(Spare::retire);
+        if let Ok(mut pool) = self.pool.lock() {
+            pool.items.drain(..).for_each(Spare::retire);
         }
     }
 }
@@ -116,7 +183,7 @@ mod tests {
     }
 
     fn filled(alive: &[bool], retired: &Arc<AtomicUsize>) -> Spares<Probe> {
-        let spares = Spares::new(alive.len());
+        let spares = Spares::new(alive.len(), alive.len());
         for (id, a) in alive.iter().enumerate() {
             spares.put(Probe {
                 id: id as u32,
@@ -177,5 +244,66 @@ mod tests {
         spares.retire_all();
         assert_eq!(retired.load(Ordering::SeqCst), 3);
         assert!(spares.take().is_none());
+    }
+
+    fn probe(id: u32, retired: &Arc<AtomicUsize>) -> Probe {
+        Probe {
+            id,
+            alive: true,
+            retired: retired.clone(),
+        }
+    }
+
+    #[test]
+    fn a_call_that_finds_none_raises_the_count_up_to_max() {
+        let retired = Arc::new(AtomicUsize::new(0));
+        let spares: Spares<Probe> = Spares::new(1, 3);
+        let mut made = 0;
+        let mut fill = |spares: &Spares<Probe>| {
+            spares.top_up(
+                || true,
+                || {
+                    made += 1;
+                    Some(probe(made, &retired))
+                },
+            );
+        };
+        fill(&spares);
+        // Four calls at once: one finds a spare, three find none.
+        let taken: Vec<_> = (0..4).filter_map(|_| spares.take()).collect();
+        assert_eq!(taken.len(), 1);
+        fill(&spares);
+        let ready: Vec<_> = std::iter::from_fn(|| spares.take()).collect();
+        assert_eq!(ready.len(), 3, "raised by each miss, capped at max");
+    }
+
+    #[test]
+    fn idle_spares_go_back_to_the_minimum_and_busy_ones_stay() {
+        let retired = Arc::new(AtomicUsize::new(0));
+        let spares: Spares<Probe> = Spares::new(1, 4);
+        for _ in 0..3 {
+            assert!(spares.take().is_none());
+        }
+        let mut n = 0;
+        spares.top_up(
+            || true,
+            || {
+                n += 1;
+                Some(probe(n, &retired))
+            },
+        );
+        spares.trim_idle(Duration::from_secs(3600));
+        assert_eq!(retired.load(Ordering::SeqCst), 0, "asked for just now");
+        spares.trim_idle(Duration::ZERO);
+        assert_eq!(
+            retired.load(Ordering::SeqCst),
+            3,
+            "the newest extra ones go"
+        );
+        spares.top_up(
+            || true,
+            || panic!("want is back at the minimum, which is held"),
+        );
+        assert_eq!(spares.take().map(|p| p.id), Some(1), "the oldest stays");
     }
 }

@@ -36,8 +36,9 @@ pub(super) struct Zygote {
     end_told: std::sync::atomic::AtomicBool,
 }
 
-/// How many boxes a zygote keeps set up ahead of calls (each a kern, and a fork of the zygote
-/// sharing its memory until written).
+/// How many boxes a zygote keeps set up ahead of calls at least (each a kern, and a fork of the
+/// zygote sharing its memory until written); more follow the cells in flight, within half of
+/// `spareMemoryMb` (`spares`).
 const SPARES: usize = 2;
 
 impl Zygote {
@@ -47,13 +48,21 @@ impl Zygote {
         ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
         stop: tokio::sync::watch::Sender<bool>,
         inputs: crate::engine::plan::Inputs,
+        spare_memory_mb: u64,
     ) -> Zygote {
         Zygote {
             ctl,
             ended,
             _stop: stop,
             inputs,
-            spares: Spares::new(SPARES),
+            spares: Spares::new(
+                SPARES,
+                super::opened::spare_max(
+                    SPARES,
+                    spare_memory_mb / 2,
+                    super::opened::ZYGOTE_SPARE_KIB,
+                ),
+            ),
             end_told: Default::default(),
         }
     }
@@ -63,7 +72,7 @@ impl Zygote {
         !self.ended.is_finished()
     }
 
-    /// Starts spares up to `SPARES`, unless the session is `closing` (checked under the lock
+    /// Starts spares up to as many as are wanted now, unless the session is `closing` (checked under the lock
     /// `shut_down` retires them under).
     pub(super) fn top_up(
         &self,
@@ -107,6 +116,11 @@ impl Zygote {
             return None;
         }
         Some("note: zygote: the Sandbox's zygote has ended; python cells run in fresh boxes from now on (open a new Sandbox for a new zygote)".into())
+    }
+
+    /// Lets the spares beyond the minimum go once no cell has asked for one for a while.
+    pub(super) fn trim_idle(&self) {
+        self.spares.trim_idle(super::spares::IDLE);
     }
 
     /// Lets every spare go (close()): each kern ends its unused box and leaves.

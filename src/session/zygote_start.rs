@@ -130,7 +130,13 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         tmpfs: opened.config.tmpfs.clone(),
         hostname: crate::engine::shared::spec::DEFAULT_HOSTNAME.into(),
     };
-    let z = Zygote::new(ours, box_.ended, box_.stop, inputs);
+    let z = Zygote::new(
+        ours,
+        box_.ended,
+        box_.stop,
+        inputs,
+        opened.config.spare_memory_mb,
+    );
     z.top_up(&opened.closing, kern, &opened.config.limits);
     Ok(z)
 }

@@ -60,6 +60,7 @@ const KNOWN: &[&str] = &[
     "onStderr",
     "prewarm",
     "zygote",
+    "spareMemoryMb",
     "requireIsolation",
 ];
 

@@ -1,11 +1,11 @@
 //! What runs and how: `image`, `setup`, `persist` (with `name`, `persistTtlS`), `env`, the
-//! session's switches (`depsReadonly`, `setupNetwork`, `pycCache`, `trackFiles`, `prewarm`), and
-//! what a resident box can't combine with.
+//! session's switches (`depsReadonly`, `setupNetwork`, `pycCache`, `trackFiles`, `prewarm`,
+//! `zygote`, `spareMemoryMb`), and what a resident box can't combine with.
 
 use super::value::{boolean, positive_at_most, type_err};
 use crate::config::{
     check_env_size, Config, Network, ResidentOpts, DEFAULT_IMAGE, DEFAULT_PERSIST_TTL_S,
-    MAX_PERSIST_TTL_S, MAX_PREWARM,
+    MAX_PERSIST_TTL_S, MAX_PREWARM, MAX_SPARE_MEMORY_MB,
 };
 use crate::error::{Error, Result};
 use crate::image::Source;
@@ -116,7 +116,8 @@ pub(crate) fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
         .and_then(|env| check_env_size(&env).map(|()| env))
 }
 
-/// `depsReadonly`, `setupNetwork`, `pycCache`, `trackFiles` and `prewarm`.
+/// `depsReadonly`, `setupNetwork`, `pycCache`, `trackFiles`, `prewarm`, `zygote` and
+/// `spareMemoryMb`.
 pub(super) fn switches(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> {
     let get = |k: &str| map.get(k);
     if let Some(v) = get("depsReadonly") {
@@ -145,6 +146,16 @@ pub(super) fn switches(map: &Map<String, Value>, cfg: &mut Config) -> Result<()>
     }
     if let Some(v) = get("zygote") {
         cfg.zygote = boolean("zygote", v)?;
+    }
+    if let Some(v) = get("spareMemoryMb") {
+        let n = v
+            .as_f64()
+            .filter(|n| n.is_finite() && *n >= 0.0 && n.fract() == 0.0)
+            .ok_or_else(|| type_err("spareMemoryMb", "a non-negative integer", v))?;
+        if n > MAX_SPARE_MEMORY_MB as f64 {
+            return crate::invalid!("option `spareMemoryMb` is {n}; at most {MAX_SPARE_MEMORY_MB} MiB can go to spare boxes (0 keeps only the minimum)");
+        }
+        cfg.spare_memory_mb = n as u64;
     }
     Ok(())
 }

@@ -115,6 +115,9 @@ fn numbers_are_bounded() {
         ),
         ("prewarm", json!(65), "at most 64"),
         ("prewarm", json!(0.5), "non-negative integer"),
+        ("spareMemoryMb", json!(4097), "at most 4096 MiB"),
+        ("spareMemoryMb", json!(-1), "non-negative integer"),
+        ("spareMemoryMb", json!("64"), "non-negative integer"),
     ] {
         let e = err(host(k, v.clone()));
         assert!(e.contains(k) && e.contains(want), "{k}={v}: {e}");
