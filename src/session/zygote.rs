@@ -67,9 +67,24 @@ impl Zygote {
         }
     }
 
-    /// Whether the zygote's box still runs.
+    /// Whether the zygote's box still runs: its kern has not reported it ended, and the far end
+    /// of its channel is open. The channel says so first: it closes as the zygote dies (killed
+    /// from outside, OOM), before the forks it made are gone and well before its kern's report,
+    /// and a call given a fork of a dying zygote would end with it instead of running fresh.
     pub(super) fn alive(&self) -> bool {
-        !self.ended.is_finished()
+        if self.ended.is_finished() {
+            return false;
+        }
+        let mut fds = [nix::poll::PollFd::new(
+            self.ctl.as_fd(),
+            nix::poll::PollFlags::empty(),
+        )];
+        match nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO) {
+            Ok(n) if n > 0 => !fds[0].revents().is_some_and(|r| {
+                r.intersects(nix::poll::PollFlags::POLLHUP | nix::poll::PollFlags::POLLERR)
+            }),
+            _ => true,
+        }
     }
 
     /// Starts spares up to as many as are wanted now, unless the session is `closing` (checked under the lock
