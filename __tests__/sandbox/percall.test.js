@@ -146,8 +146,12 @@ async function abortOnceUp(marker, start, reason) {
   const ac = new AbortController();
   let up;
   const isUp = new Promise((resolve) => (up = resolve));
+  // "up" and its newline may come in two writes (python's print with an unbuffered stdout): the
+  // abort waits for the whole line, or the newline is (rightly) never written.
+  let seen = '';
   const call = start(ac.signal, (chunk) => {
-    if (chunk.toString().includes('up')) up();
+    seen += chunk.toString();
+    if (seen.includes('up\n')) up();
   });
   const settled = call.then(
     (r) => ({ resolved: r }),

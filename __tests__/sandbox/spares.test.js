@@ -14,8 +14,15 @@ const hasChild = (pid) => listPids().some((p) => {
   const st = procStat(p);
   return !!st && st.ppid === pid && st.state !== 'Z';
 });
-/** This process's `kern` children that wait with no box: the ready runtimes of its Sandboxes. */
-const ready = () => childrenNamed('kern').filter((pid) => isAlive(pid) && !hasChild(pid));
+/** `kern` children of this process that were there before the test's Sandbox: an earlier
+ * suite's of the same Jest worker (a resident box's, one still ending). */
+let others = new Set();
+beforeEach(() => {
+  others = new Set(childrenNamed('kern'));
+});
+/** This process's `kern` children that wait with no box, but `others`: the ready runtimes of the
+ * test's Sandbox. */
+const ready = () => childrenNamed('kern').filter((pid) => !others.has(pid) && isAlive(pid) && !hasChild(pid));
 
 /** Waits for `pred`, polling, bounded at 30 s for a loaded machine. */
 const waitFor = (pred) => helpers.waitFor(pred, 30000, 50);
