@@ -4,8 +4,9 @@
 #   bash scripts/test.sh
 #
 # Steps: install deps -> build (napi addon + kern binary) -> npm tarballs (dev) -> lints (oxlint,
-# py_compile + ruff, cargo fmt/clippy) -> cargo test (pure Rust), while the test rootfs, images,
-# Node 24 and the Podman test container are made in the background -> Jest as root (with
+# py_compile + ruff, cargo fmt), while the test rootfs, images, Node 24 and the Podman test
+# container are made in the background -> clippy, rustdoc and cargo test (pure Rust) started in
+# the background at nice 19, beside everything after -> Jest as root (with
 # the container tests: kern-sandbox inside Podman; the longest suites, `side_tests`, in a second
 # Jest beside it) -> Jest again as the unprivileged user `kerntest` for the files marked
 # `// rootless: yes` (the rootless path; scripts/rootless-tests.sh; its side suites beside it
@@ -48,16 +49,22 @@ cgv2_tests=(__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests_
 # wait on boxes, pulls, npm and tsc, none looks at host-wide state (process or mount tables,
 # cgroup listings) that the other run's boxes change, and one after the other they were well over
 # a third of the root run (and the whole run went past 35 minutes with them in it).
+# The workspace snapshot and file API suites, the python driver's (no box) and the output suite
+# joined them when the run grew past 35 minutes again: none of them lists processes, mounts or
+# cgroups, and they evened the two Jests out (the main one was 1010 s, the side one 875).
 side_tests=(__tests__/images/images.test.js __tests__/kernels/jupyter.test.js __tests__/packaging/readme.test.js
-  __tests__/packaging/install.test.js __tests__/integrations/types.test.js __tests__/sandbox/result-fields.test.js)
-side_ignore=(--testPathIgnorePatterns '/__tests__/images/images\.test\.js$' '/__tests__/kernels/jupyter\.test\.js$'
-  '/__tests__/packaging/readme\.test\.js$' '/__tests__/packaging/install\.test\.js$' '/__tests__/integrations/types\.test\.js$'
-  '/__tests__/sandbox/result-fields\.test\.js$')
+  __tests__/packaging/install.test.js __tests__/integrations/types.test.js __tests__/sandbox/result-fields.test.js
+  __tests__/files/snapshot.test.js __tests__/files/files.test.js __tests__/kernels/driver.test.js __tests__/sandbox/output.test.js)
+side_ignore=(--testPathIgnorePatterns)
+for t in "${side_tests[@]}"; do
+  side_ignore+=("/${t//./\\.}\$")
+done
 
-# Beside the rootless main run only, also these long suites: they look at this user's own
+# Beside the rootless main run only, also these suites: forgery/results looks at this user's own
 # processes and the host's mount table, which no rootless box changes (beside the root run, the
-# container suite's Podman mounts would show).
-rootless_side_extra=(__tests__/attack/forgery/results.test.js)
+# container suite's Podman mounts would show); the MCP inspector's and the E2B file routes' look
+# at neither, and even the two rootless Jests out (beside the root run they'd lengthen its side one).
+rootless_side_extra=(__tests__/attack/forgery/results.test.js __tests__/mcp/inspector.test.js __tests__/serve/files.test.js)
 
 root_report="$repo/.jest-results.json"
 root_side_report="$repo/.jest-results-side.json"
@@ -73,6 +80,9 @@ images_pid=""          # the background image builds, and their output
 images_log=""
 fuzz_pid=""            # the background fuzz run, and its output
 fuzz_log=""
+rust_pid=""            # the background Rust lints and unit tests, and their output
+rust_log=""
+rust_failed=""
 root_rc=""             # Jest exit statuses, for the summary
 root_side_rc=""
 rootless_rc=""
@@ -105,6 +115,8 @@ cleanup() {
   [[ -n "$images_log" ]] && rm -f "$images_log"
   [[ -n "$fuzz_pid" ]] && kill -- "-$fuzz_pid" 2>/dev/null
   [[ -n "$fuzz_log" ]] && rm -f "$fuzz_log"
+  [[ -n "$rust_pid" ]] && kill -- "-$rust_pid" 2>/dev/null
+  [[ -n "$rust_log" ]] && rm -f "$rust_log" "$rust_failed"
   [[ -n "$cgv2_pid" ]] && kill -- "-$cgv2_pid" 2>/dev/null
   [[ -n "$side_pid" ]] && kill "$side_pid" 2>/dev/null
   [[ -n "$cgv2_log" ]] && rm -f "$cgv2_log" "$cgv2_log.rc"
@@ -255,19 +267,32 @@ cargo fmt --check || fail "cargo fmt --check (run: cargo fmt)"
 # the lints and unit tests name it too and reuse the dependencies it built, instead of building
 # them all again under target/debug.
 host_triple="$(rustc -vV | sed -n 's/^host: //p')"
-step "lint: cargo clippy --all-targets --no-default-features -- -D warnings"
-cargo clippy --quiet --target "$host_triple" --all-targets --no-default-features -- -D warnings ||
-  fail "cargo clippy --all-targets --no-default-features"
 
-step "lint: cargo clippy --lib -- -D warnings"
-cargo clippy --quiet --target "$host_triple" --lib -- -D warnings || fail "cargo clippy --lib"
-
-step "lint: cargo doc --no-deps -D warnings (broken doc links, stray HTML in doc comments)"
-RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --target "$host_triple" --no-default-features ||
-  fail "cargo doc (RUSTDOCFLAGS=\"-D warnings\")"
-
-step "unit: cargo test --no-default-features"
-cargo test --target "$host_triple" --no-default-features || fail "cargo test --no-default-features"
+# clippy (twice: with and without the napi feature), rustdoc and the Rust unit tests need nothing
+# after them and nothing after them needs them: in the background at nice 19, beside the Jest
+# runs (whose boxes mostly wait), they took 4 of the run's minutes off its critical path. None of
+# them mounts, or starts a box or a kern: nothing a Jest suite's host-wide checks could see.
+# Their output, and each failure, comes before the summary.
+step "lint + unit (Rust): cargo clippy (--all-targets --no-default-features, --lib), cargo doc, cargo test, started in the background at nice 19; their output comes before the summary"
+rust_log="$(mktemp /tmp/kern-rust-step.XXXXXX)"
+rust_failed="$rust_log.failed"
+# shellcheck disable=SC2016
+setsid nice -n 19 bash -c '
+  triple="$1" failed="$2"
+  run() {
+    local name="$1" t0
+    shift
+    t0=$(date +%s)
+    echo "==> $name"
+    "$@" || { echo "!!! FAILED: $name"; echo "$name" >>"$failed"; }
+    echo "    (took $(($(date +%s) - t0)) s)"
+  }
+  run "cargo clippy --all-targets --no-default-features" cargo clippy --quiet --target "$triple" --all-targets --no-default-features -- -D warnings
+  run "cargo clippy --lib" cargo clippy --quiet --target "$triple" --lib -- -D warnings
+  run "cargo doc (RUSTDOCFLAGS=\"-D warnings\"): broken doc links, stray HTML in doc comments" env RUSTDOCFLAGS="-D warnings" cargo doc --quiet --no-deps --target "$triple" --no-default-features
+  run "cargo test --no-default-features" cargo test --target "$triple" --no-default-features
+  exit 0' -- "$host_triple" "$rust_failed" >"$rust_log" 2>&1 </dev/null &
+rust_pid=$!
 
 # The fuzz build (every dependency compiled again with coverage counters) and runs take many
 # minutes of CPU and need nothing after them: they go in the background at the lowest priority,
@@ -423,6 +448,16 @@ if [[ -n "$cgv2_pid" ]]; then
   cat "$cgv2_log"
   [[ "$(cat "$cgv2_log.rc" 2>/dev/null)" == 0 ]] ||
     fail "jest (cgroup v2 guest): see $cgv2_out/cgv2-*.log"
+fi
+
+if [[ -n "$rust_pid" ]]; then
+  step "lint + unit (Rust): waiting for the background run, then its output"
+  wait "$rust_pid" || fail "lint + unit (Rust): the background run itself failed"
+  rust_pid=""
+  cat "$rust_log"
+  if [[ -s "$rust_failed" ]]; then
+    while IFS= read -r what; do fail "$what"; done <"$rust_failed"
+  fi
 fi
 
 if [[ -n "$fuzz_pid" ]]; then
