@@ -5,7 +5,7 @@
 use super::deps;
 use super::host_binds;
 use super::network;
-use super::opened::{kern_share_mb, spare_max, Opened, KERN_SPARE_KIB, SPARE_KERNS};
+use super::opened::{spare_max, spare_share_mb, Opened, KERN_SPARE_KIB, SPARE_KERNS};
 use super::prewarm;
 use super::pyc;
 use super::resident;
@@ -94,7 +94,7 @@ pub(super) async fn open(
         None
     };
     let prewarm = config.prewarm;
-    let spare_kerns = spare_max(SPARE_KERNS, kern_share_mb(&config), KERN_SPARE_KIB);
+    let spare_kerns = spare_max(SPARE_KERNS, spare_share_mb(&config), KERN_SPARE_KIB);
     let opened = Arc::new(Opened {
         option_notes: std::sync::Mutex::new(config.notes.clone()),
         config,

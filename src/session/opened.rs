@@ -40,9 +40,9 @@ pub(super) fn spare_max(min: usize, share_mb: u64, kib: u64) -> usize {
     (min + extra).min(MAX_SPARES.max(min))
 }
 
-/// The share of `spareMemoryMb` the spare kerns get: all of it, or half when a zygote's forks
-/// take the other half.
-pub(super) fn kern_share_mb(config: &Config) -> u64 {
+/// The share of `spareMemoryMb` each kind of spare gets: the kerns all of it, or, with a zygote,
+/// the kerns and the zygote's forks half each.
+pub(super) fn spare_share_mb(config: &Config) -> u64 {
     if config.zygote {
         config.spare_memory_mb / 2
     } else {

@@ -48,7 +48,7 @@ impl Zygote {
         ended: tokio::task::JoinHandle<Result<Option<Outcome>>>,
         stop: tokio::sync::watch::Sender<bool>,
         inputs: crate::engine::plan::Inputs,
-        spare_memory_mb: u64,
+        spare_share_mb: u64,
     ) -> Zygote {
         Zygote {
             ctl,
@@ -57,11 +57,7 @@ impl Zygote {
             inputs,
             spares: Spares::new(
                 SPARES,
-                super::opened::spare_max(
-                    SPARES,
-                    spare_memory_mb / 2,
-                    super::opened::ZYGOTE_SPARE_KIB,
-                ),
+                super::opened::spare_max(SPARES, spare_share_mb, super::opened::ZYGOTE_SPARE_KIB),
             ),
             end_told: Default::default(),
         }
@@ -87,8 +83,8 @@ impl Zygote {
         }
     }
 
-    /// Starts spares up to as many as are wanted now, unless the session is `closing` (checked under the lock
-    /// `shut_down` retires them under).
+    /// Starts spares up to as many as are wanted now, unless the session is `closing` (checked
+    /// under the lock `shut_down` retires them under).
     pub(super) fn top_up(
         &self,
         closing: &tokio::sync::watch::Sender<bool>,

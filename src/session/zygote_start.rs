@@ -135,7 +135,7 @@ pub(super) async fn start(opened: Arc<Opened>, kern: &Path) -> Result<Zygote> {
         box_.ended,
         box_.stop,
         inputs,
-        opened.config.spare_memory_mb,
+        super::opened::spare_share_mb(&opened.config),
     );
     z.top_up(&opened.closing, kern, &opened.config.limits);
     Ok(z)
