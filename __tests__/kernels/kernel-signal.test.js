@@ -13,13 +13,17 @@ const { uniqueName, hostProcessesMatching, expectSandboxError, waitFor, withKern
 
 const SCI = process.env.KERN_TEST_ROOTFS_SCI || '/var/cache/kern-sandbox-test/rootfs-bookworm-sci';
 
-/** A cell that starts a `sleep 60` whose cmdline holds `marker` (so the host sees the cell
- * run), then `before` (python lines), sleeps `sleepS`, then sets x = 2 and writes
- * `done-<marker>`: what it does only if nothing stopped it. */
+/** A cell that starts a child sleeping 60 s whose cmdline holds `marker` (so the host sees the
+ * cell run), then `before` (python lines), sleeps `sleepS`, then sets x = 2 and writes
+ * `done-<marker>`: what it does only if nothing stopped it. The child is a python, which a
+ * SIGINT ends at any moment after its exec (the default action until its handler is in, then
+ * KeyboardInterrupt); not `sh -c "sleep 60"`: dash catches SIGINT under -c and waits for its
+ * foreground job, so a SIGINT between its fork of `sleep` and that exec is lost to the sleep and
+ * the shell outlives the interrupt by a minute. */
 const stoppableCell = (marker, sleepS, before = []) => [
-  'import subprocess, time',
+  'import subprocess, sys, time',
   ...before,
-  `subprocess.Popen(["sh", "-c", "sleep 60", "${marker}"])`,
+  `subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "${marker}"])`,
   `time.sleep(${sleepS})`,
   'x = 2',
   `open("done-${marker}", "w").close()`,
