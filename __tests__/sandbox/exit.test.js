@@ -30,6 +30,11 @@ const SCENARIOS = [
   // builtins; the driver's end tears __main__ down with the builtins whole.)
   ['__del__ of an object in __main__',
     'class Bye:\n    def __del__(self):\n        print("collected")\nb = Bye()\nprint("made")'],
+  // What the cell made is collected at the end (what was there before it is frozen, not this).
+  ['a reference cycle with a __del__, dropped by the cell',
+    'class C:\n    def __del__(self):\n        print("cycle collected")\na = C()\na.me = a\ndel a\nprint("dropped")'],
+  ['a reference cycle with a __del__, still held by __main__',
+    'class C:\n    def __del__(self):\n        print("held cycle collected")\nkept = [C()]\nkept[0].me = kept\nprint("held")'],
   ['SystemExit with a code, an atexit handler after it',
     'import atexit, sys\natexit.register(lambda: print("exit hook"))\nprint("before")\nsys.exit(3)'],
   ['a child process that outlives the cell ends with the box',

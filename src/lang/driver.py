@@ -38,12 +38,13 @@
 
 
 def _kern_driver(rich_source, zygote=None, state_source=None):
-    import builtins, io, os, sys, _thread, binascii
+    import builtins, gc, io, os, sys, _thread, binascii
 
     CHANNEL_FD = 3
     MAX_FRAME = 256 << 20
     CO_COROUTINE = 0x80
     write, read, close, getpid, _exit = os.write, os.read, os.close, os.getpid, os._exit
+    gc_freeze = gc.freeze
     environ = os.environ  # its methods too: a cell may patch os.environ's class
     env_get, env_set, env_del = (getattr(type(environ), m) for m in ("get", "__setitem__", "__delitem__"))
     b2a, BytesIO = binascii.b2a_base64, io.BytesIO
@@ -552,8 +553,6 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
                         ns[name] = None
                     except BaseException:
                         pass
-        import gc
-
         try:
             gc.collect()
         except BaseException:
@@ -685,6 +684,11 @@ def _kern_driver(rich_source, zygote=None, state_source=None):
         try:
             saved = cell_env(cell_vars)
             fds_before = open_fds() if last else None
+            if last:
+                # What exists before a box's only cell is the driver's and never garbage python's
+                # exit would collect: frozen, so the_end's collection walks only what the cell
+                # made (0.5-0.7 ms less per call here, as a zygote's fork already has it).
+                gc_freeze()
             try:
                 status, exit_code = run_cell(cell_id, code, once)
             finally:
