@@ -9,7 +9,7 @@ use super::result::{finish, NativeResult};
 use super::streams::{NativeReadStream, NativeWriteStream};
 use crate::error::Error;
 use crate::session::{CallInput, ExecRequest, Sandbox};
-use napi::bindgen_prelude::{AsyncTask, Buffer};
+use napi::bindgen_prelude::{AsyncTask, Buffer, PromiseRaw};
 use napi::{Env, Task};
 use napi_derive::napi;
 use std::path::PathBuf;
@@ -213,39 +213,47 @@ impl NativeSandbox {
 
     /// Runs one call; resolves to the result once every chunk was delivered. `stdin`: the
     /// bytes the workload reads on fd 0 (else /dev/null); `call_id`: its abort (`beginCall`).
-    #[napi]
-    pub async fn exec(
+    /// Not an `async fn`: the call learns, on the JS thread, when its result is handed over
+    /// (`CallInput::delivered`), which only a promise made here can say.
+    #[napi(ts_return_type = "Promise<NativeResult>")]
+    #[allow(clippy::too_many_arguments)]
+    pub fn exec<'env>(
         &self,
+        env: &'env Env,
         request_json: String,
         on_stdout: Option<ChunkFn>,
         on_stderr: Option<ChunkFn>,
         stdin: Option<Buffer>,
         call_id: Option<u32>,
         on_result: Option<ResultFn>,
-    ) -> napi::Result<NativeResult> {
-        let (_registered, abort) = self.aborts.of(call_id)?;
-        let req: ExecRequest = serde_json::from_str(&request_json)
-            .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
-        let input = CallInput {
-            stdin: match stdin {
-                Some(b) => {
-                    crate::session::check_stdin(b.len()).map_err(to_napi)?;
-                    Some(b.to_vec())
-                }
-                None => None,
-            },
-            abort,
-            results: None,
+    ) -> napi::Result<PromiseRaw<'env, NativeResult>> {
+        let (inner, aborts) = (self.inner.clone(), self.aborts.clone());
+        let stdin = stdin.map(|b| b.to_vec());
+        let (delivered, on_js) = tokio::sync::oneshot::channel();
+        let call = async move {
+            let (_registered, abort) = aborts.of(call_id)?;
+            let req: ExecRequest = serde_json::from_str(&request_json)
+                .map_err(|e| to_napi(Error::Invalid(format!("bad call request: {e}"))))?;
+            if let Some(b) = &stdin {
+                crate::session::check_stdin(b.len()).map_err(to_napi)?;
+            }
+            let (live, results) = LiveResults::new(on_result);
+            let input = CallInput {
+                stdin,
+                abort,
+                results: live,
+                delivered: Some(on_js),
+            };
+            let (tx, forwarder) = forwarder(on_stdout, on_stderr);
+            let result = inner.exec(req, input, tx).await;
+            results.done().await;
+            Ok((finish(result, forwarder).await?, delivered))
         };
-        let (live, results) = LiveResults::new(on_result);
-        let input = CallInput {
-            results: live,
-            ..input
-        };
-        let (tx, forwarder) = forwarder(on_stdout, on_stderr);
-        let result = self.inner.exec(req, input, tx).await;
-        results.done().await;
-        finish(result, forwarder).await
+        env.spawn_future_with_callback(call, |_, (result, delivered)| {
+            // On the JS thread, as the promise resolves: the call's leftover work may start.
+            let _ = delivered.send(());
+            Ok(result)
+        })
     }
 
     /// Starts a background process (`spawn`), or with `terminal` a program on a terminal of its

@@ -74,11 +74,18 @@ pub(super) async fn exec(
         Route::Prewarm(prewarmed) => {
             let code = p.cell.as_deref().unwrap_or_default();
             let r = prewarmed.run(code, p.timeout_ms, input.results).await;
-            // The prewarmed spares refill once the call's result is whole, on a thread beside
-            // it: starting the next box (a kern spawned) is not on the call's path.
+            // The prewarmed spares refill once the caller has the result, on a thread beside:
+            // the next box (a kern, its box, python's start) is not on the call's path, nor
+            // does it take the CPUs while the result is handed over (1-2 ms of a 4 ms call,
+            // measured here in the dev build, when it started as the result was whole).
             let refill = || {
                 let (me, kern) = (opened.clone(), kern_path.to_path_buf());
-                tokio::task::spawn_blocking(move || prewarm::fill(&me, &kern));
+                tokio::spawn(async move {
+                    if let Some(delivered) = input.delivered {
+                        let _ = delivered.await;
+                    }
+                    let _ = tokio::task::spawn_blocking(move || prewarm::fill(&me, &kern)).await;
+                });
             };
             let mut r = match r {
                 Ok(r) => r,

@@ -23,6 +23,10 @@ pub struct CallInput {
     pub abort: Option<tokio::sync::watch::Receiver<bool>>,
     /// Where a python cell's results go as they are kept (`onResult`).
     pub results: Option<crate::lang::driver::ResultSink>,
+    /// Fires (or is dropped) once the caller holds the result. Work the call leaves behind that
+    /// would take the CPUs from handing it over — the prewarm refill starts a box and an
+    /// interpreter — waits for it. None: that work starts as the result is whole.
+    pub delivered: Option<tokio::sync::oneshot::Receiver<()>>,
 }
 
 /// The message of a call that was aborted: the error of one aborted before its box, and the
