@@ -322,7 +322,10 @@ export interface SandboxOptions {
    * (`setupNetwork`), to install dependencies (`"pip install pandas"`); installers write into
    * `/workspace/.deps`, which later boxes find on `PYTHONPATH`, `NODE_PATH` and `PATH`. It
    * runs nothing a box could have written; its limit is 900 s (`KERN_SETUP_TIMEOUT_S`). A
-   * failure makes `open()` throw (`ERR_SETUP_FAILED`, with `exitCode` and `stderrTail`). */
+   * failure makes `open()` throw (`ERR_SETUP_FAILED`, with `exitCode` and `stderrTail`).
+   * Addition: skipped, with a note, when a kept `workspace`'s `.deps` still holds what the same
+   * setup installed (same command, image and options, the same content in the workspace or
+   * mount paths the command names, `.deps` unchanged since); remove `.deps` to force a run. */
   setup?: string | undefined;
   /** Keep a single resident box and run each call inside it (`kern exec`) instead of a fresh
    * box; requires `name` and `workspace`, outlives `close()`, ends by `destroy()`, `kern stop` or

@@ -204,6 +204,34 @@ pub struct Image {
     _in_use: Option<store::Hold>,
 }
 
+impl Image {
+    /// A name for this image's contents that changes when they do: the store's digest; for a
+    /// plain root directory (no digest), its path, identity and age, so a rebuilt directory gets
+    /// a new name; None for the host's own root.
+    pub fn identity(&self) -> std::io::Result<Option<String>> {
+        use sha2::Digest as _;
+        use std::os::unix::fs::MetadataExt;
+        Ok(match (&self.digest, &self.root) {
+            (Some(d), _) => Some(d.to_string().replace(':', "-")),
+            (None, RootSpec::Dir { path }) => {
+                let m = std::fs::metadata(path)?;
+                let id = format!(
+                    "{}\0{}\0{}\0{}",
+                    path.display(),
+                    m.dev(),
+                    m.ino(),
+                    m.mtime()
+                );
+                Some(format!(
+                    "dir-{}",
+                    hex::encode(&sha2::Sha256::digest(id.as_bytes())[..16])
+                ))
+            }
+            (None, RootSpec::Host) => None,
+        })
+    }
+}
+
 /// Resolves `source` to a root filesystem, pulling or importing it into the store when needed.
 pub fn open(
     source: &Source,

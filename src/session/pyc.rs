@@ -22,11 +22,10 @@
 //! without the cache.
 
 use crate::engine::addon::launch::Kern;
-use crate::engine::shared::spec::{BindSpec, BoxSpec, RootSpec, DEFAULT_WORKSPACE_TARGET};
+use crate::engine::shared::spec::{BindSpec, BoxSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::shared::status::FaultKind;
 use crate::error::{Error, Result};
 use crate::image::store::Store;
-use sha2::Digest as _;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
@@ -113,26 +112,11 @@ impl Cache {
     /// The cache for `image`'s root, or None where there is nothing to cache: the host image
     /// (the host's python already has its compiled stdlib, written by its package manager).
     pub fn for_image(image: &crate::image::Image) -> Result<Option<Cache>> {
-        let key = match (&image.digest, &image.root) {
-            (Some(d), _) => d.to_string().replace(':', "-"),
-            // A plain root directory has no digest: key it by its identity and age, so a
-            // rebuilt directory gets a new cache.
-            (None, RootSpec::Dir { path }) => {
-                let m = std::fs::metadata(path)
-                    .map_err(|e| Error::Runtime(format!("stat {}: {e}", path.display())))?;
-                let id = format!(
-                    "{}\0{}\0{}\0{}",
-                    path.display(),
-                    m.dev(),
-                    m.ino(),
-                    m.mtime()
-                );
-                format!(
-                    "dir-{}",
-                    hex::encode(&sha2::Sha256::digest(id.as_bytes())[..16])
-                )
-            }
-            (None, RootSpec::Host) => return Ok(None),
+        let Some(key) = image
+            .identity()
+            .map_err(|e| Error::Runtime(format!("stat the image's root: {e}")))?
+        else {
+            return Ok(None);
         };
         Ok(Some(Cache {
             dir: Store::default_root()?.join("pyc").join(key),

@@ -11,6 +11,8 @@
 //! networks that intercept TLS (corporate proxies, and this project's CI machine) present their
 //! own CA, and without it every `pip install` fails certificate verification.
 
+mod record;
+
 use super::deps::deps;
 use super::opened::Opened;
 use super::percall::PerCall;
@@ -136,7 +138,9 @@ fn listed(opened: &Opened) -> Policy {
 }
 
 /// Runs `setup` once; its output streams to `sink`. A setup that fails (or is ended by the
-/// sandbox) is an error carrying its exit code and last stderr lines.
+/// sandbox) is an error carrying its exit code and last stderr lines. In a kept workspace whose
+/// `.deps` still holds what the same setup installed (`record`), it is skipped, and a note on
+/// `sink` and on the first call's runtime notes says so.
 pub(super) async fn run(
     opened: &Opened,
     kern_path: &Path,
@@ -144,6 +148,28 @@ pub(super) async fn run(
     sink: Option<ChunkSender>,
 ) -> Result<()> {
     let spec = spec(opened, cmd)?;
+    // Its walks of `.deps` and reads of named files are off the async threads.
+    let record = match record::Record::of(opened, cmd) {
+        Some(r) => tokio::task::spawn_blocking(move || {
+            let done = r.done_at();
+            (r, done)
+        })
+        .await
+        .ok(),
+        None => None,
+    };
+    if let Some((r, done)) = &record {
+        if let Some(at) = done {
+            let note = format!(
+                "note: setup skipped: .deps holds what the same command installed at {} (same image, options and named files, and .deps unchanged since); remove {}/.deps, or change the command, to run it again",
+                humantime::format_rfc3339_seconds(*at),
+                opened.config.workspace_target
+            );
+            say(opened, sink.as_ref(), note).await;
+            return Ok(());
+        }
+        r.forget();
+    }
     let proxy = proxy(opened)?;
     let line = proxy.as_ref().map(super::network::Line::open).transpose()?;
     let cancel = opened.closing.subscribe();
@@ -151,7 +177,7 @@ pub(super) async fn run(
         .run(
             &spec,
             opened.config.max_output,
-            sink,
+            sink.clone(),
             cancel,
             super::network::fds(None, line.as_ref()),
         )
@@ -161,6 +187,16 @@ pub(super) async fn run(
         })?;
     let report = outcome.report;
     if report.exit_code == 0 && report.fault.is_none() {
+        let saved = match record {
+            Some((r, _)) => tokio::task::spawn_blocking(move || r.save())
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e))),
+            None => Ok(()),
+        };
+        if let Err(e) = saved {
+            let note = format!("note: setup: its result could not be recorded, so the next open() of this workspace runs it again: {e}");
+            say(opened, sink.as_ref(), note).await;
+        }
         return Ok(());
     }
     // The command's own lines: kern's notes (a cap it could only apply as an rlimit) are not
@@ -196,6 +232,23 @@ pub(super) async fn run(
         exit_code: report.exit_code,
         stderr_tail: tail,
     })
+}
+
+/// A note about setup: on `sink` (open()'s onStderr, where setup's own output goes) and with
+/// the session's first call.
+async fn say(opened: &Opened, sink: Option<&ChunkSender>, note: String) {
+    if let Some(s) = sink {
+        let data = format!("{note}\n").into_bytes();
+        let _ = s
+            .send(crate::engine::addon::launch::Chunk {
+                stream: crate::engine::addon::launch::Stream::Stderr,
+                data,
+            })
+            .await;
+    }
+    if let Ok(mut notes) = opened.option_notes.lock() {
+        notes.push(note);
+    }
 }
 
 #[cfg(test)]
