@@ -40,10 +40,11 @@ async function burst(sb, n, rounds) {
 
 let sb;
 afterEach(async () => {
-  await sb?.close();
+  if (!sb) return;
+  await sb.close();
   sb = undefined;
-  // Every runtime of the Sandbox ends with it.
-  expect(await waitFor(() => ready().length === 0)).toBe(true);
+  // Every runtime of the Sandbox has ended by the time close() returns: not one left to reap.
+  expect(childrenNamed('kern').filter((pid) => !others.has(pid))).toEqual([]);
 });
 
 test('calls in flight raise the runtimes kept ready; idle, they go back to two', async () => {
@@ -121,4 +122,26 @@ test('a bad spareMemoryMb is refused before any box starts', async () => {
     await expect(new Sandbox(opts({ spareMemoryMb: v })).open()).rejects.toThrow(msg);
   }
   expect(ready()).toEqual(before);
+});
+
+test('close() returns once the ready runtimes it let go have exited', async () => {
+  sb = await new Sandbox(opts()).open();
+  await sb.run(['true']);
+  expect(await waitFor(() => ready().length >= 1)).toBe(true);
+  const [held] = ready();
+  // Stopped, it can't see its lifeline close, nor exit: close() must wait for it.
+  process.kill(held, 'SIGSTOP');
+  let closed = false;
+  const closing = sb.close().then(() => {
+    closed = true;
+  });
+  try {
+    await sleep(500);
+    expect({ alive: isAlive(held), closed }).toEqual({ alive: true, closed: false });
+  } finally {
+    process.kill(held, 'SIGCONT');
+  }
+  await closing;
+  sb = undefined;
+  expect(childrenNamed('kern').filter((pid) => !others.has(pid))).toEqual([]);
 });

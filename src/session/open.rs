@@ -150,6 +150,10 @@ pub(super) async fn open(
 /// Lets the spares that followed a burst of calls go once the session is idle (`spares::IDLE`),
 /// until it closes. Holds the session weakly: a Sandbox dropped unclosed is not kept alive.
 fn trim_spares_when_idle(opened: &Arc<Opened>) {
+    // With no budget the spares never grow, and nothing wakes once a second for them.
+    if opened.config.spare_memory_mb == 0 {
+        return;
+    }
     let me = Arc::downgrade(opened);
     let mut closing = opened.closing.subscribe();
     tokio::spawn(async move {

@@ -32,6 +32,9 @@ pub(super) const ZYGOTE_SPARE_KIB: u64 = 4096;
 
 /// The most spares of one kind a session keeps, whatever the budget.
 const MAX_SPARES: usize = 64;
+/// How long close() waits for its retired spare kerns to exit (each takes milliseconds: it
+/// leaves its cgroup and removes it).
+const RETIRE_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How many spares of a kind costing `kib` each a session keeps at most: `min`, and what
 /// `share_mb` of `spareMemoryMb` pays for.
@@ -103,10 +106,22 @@ impl Opened {
         let _quiet = self.running.write().await;
         // Unused prewarmed boxes go (their tasks already saw `closing`).
         self.prewarmed.retire_all();
-        // A retired kern closes its lifeline: it leaves its cgroup and exits.
-        self.kerns.retire_all();
-        if let Some(z) = self.zygote.get() {
-            z.retire();
+        // A retired kern closes its lifeline: it leaves its cgroup and exits, and close()
+        // returns once it has, and once every top-up in flight has ended and retired what it
+        // made (bounded: a kern that hangs is reaped by its task later).
+        let by = tokio::time::Instant::now() + RETIRE_GRACE;
+        loop {
+            let zygote = self.zygote.get();
+            let mut gone = self.kerns.retire_all();
+            gone.extend(zygote.map(|z| z.retire()).unwrap_or_default());
+            for g in gone {
+                let _ = tokio::time::timeout_at(by, g).await;
+            }
+            let making = self.kerns.making() || zygote.is_some_and(|z| z.making());
+            if !making || tokio::time::Instant::now() >= by {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
         if let Some(t) = self.tracker.get() {
             t.stop();

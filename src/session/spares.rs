@@ -22,16 +22,20 @@ pub(super) const IDLE: Duration = Duration::from_secs(2);
 pub(super) trait Spare {
     /// Whether it can still serve a call (a kern reaps its dead child here).
     fn is_alive(&mut self) -> bool;
-    /// Lets it go unused (close()): it ends whatever it made.
-    fn retire(self);
+    /// Lets it go unused (close()): it ends whatever it made. A task that ends once it is gone,
+    /// for close() to wait on.
+    fn retire(self) -> Option<Gone>;
 }
+
+/// A task that ends once a retired spare's processes are gone.
+pub(super) type Gone = tokio::task::JoinHandle<()>;
 
 impl Spare for Kern {
     fn is_alive(&mut self) -> bool {
         Kern::is_alive(self)
     }
-    fn retire(self) {
-        Kern::retire(self);
+    fn retire(self) -> Option<Gone> {
+        Some(Kern::retire(self))
     }
 }
 
@@ -39,9 +43,11 @@ impl Spare for Prewarmed {
     fn is_alive(&mut self) -> bool {
         Prewarmed::is_alive(self)
     }
-    fn retire(self) {
-        // Dropping a prewarmed ends its box.
+    fn retire(self) -> Option<Gone> {
+        // Dropping a prewarmed ends its box; its session's `running` lock, which close() takes,
+        // is held until that box has ended.
         drop(self);
+        None
     }
 }
 
@@ -54,6 +60,8 @@ struct Pool<T> {
     asked: Instant,
     /// Being made by a `top_up`, outside the lock.
     making: usize,
+    /// Spares a `top_up` made after close() began, retired at once: close() waits for them.
+    gone: Vec<Gone>,
 }
 
 /// From `min` up to `max` spares of one kind, oldest first.
@@ -72,6 +80,7 @@ impl<T: Spare> Spares<T> {
                 want: min,
                 asked: Instant::now(),
                 making: 0,
+                gone: Vec::new(),
             }),
             min,
             max: max.max(min),
@@ -120,7 +129,7 @@ impl<T: Spare> Spares<T> {
             match made {
                 Some(s) if go_on() => pool.items.push_back(s),
                 Some(s) => {
-                    s.retire();
+                    pool.gone.extend(s.retire());
                     return;
                 }
                 None => return,
@@ -132,7 +141,9 @@ impl<T: Spare> Spares<T> {
     pub(super) fn put(&self, s: T) {
         match self.pool.lock() {
             Ok(mut pool) if pool.items.len() < pool.want => pool.items.push_back(s),
-            _ => s.retire(),
+            _ => {
+                s.retire();
+            }
         }
     }
 
@@ -152,11 +163,22 @@ impl<T: Spare> Spares<T> {
         }
     }
 
-    /// Lets every spare go unused (close()).
-    pub(super) fn retire_all(&self) {
-        if let Ok(mut pool) = self.pool.lock() {
-            pool.items.drain(..).for_each(Spare::retire);
+    /// Lets every spare go unused (close()); what to wait on for their ends, with those a
+    /// `top_up` retired since the last call.
+    pub(super) fn retire_all(&self) -> Vec<Gone> {
+        match self.pool.lock() {
+            Ok(mut pool) => {
+                let mut gone: Vec<Gone> = pool.items.drain(..).filter_map(Spare::retire).collect();
+                gone.append(&mut pool.gone);
+                gone
+            }
+            Err(_) => Vec::new(),
         }
+    }
+
+    /// Whether a `top_up` is making one now (close() waits for it to end).
+    pub(super) fn making(&self) -> bool {
+        self.pool.lock().is_ok_and(|p| p.making > 0)
     }
 }
 
@@ -177,8 +199,9 @@ mod tests {
         fn is_alive(&mut self) -> bool {
             self.alive
         }
-        fn retire(self) {
+        fn retire(self) -> Option<Gone> {
             self.retired.fetch_add(1, Ordering::SeqCst);
+            None
         }
     }
 

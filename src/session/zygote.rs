@@ -135,8 +135,13 @@ impl Zygote {
     }
 
     /// Lets every spare go (close()): each kern ends its unused box and leaves.
-    pub(super) fn retire(&self) {
-        self.spares.retire_all();
+    pub(super) fn retire(&self) -> Vec<super::spares::Gone> {
+        self.spares.retire_all()
+    }
+
+    /// Whether a spare is being made for it now.
+    pub(super) fn making(&self) -> bool {
+        self.spares.making()
     }
 }
 

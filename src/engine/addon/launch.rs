@@ -324,13 +324,13 @@ impl Kern {
     }
 
     /// Lets a spare go: closing the control socket tells kern to leave its cgroup and exit, and
-    /// a task reaps it so no zombie stays behind.
-    pub fn retire(self) {
+    /// a task reaps it so no zombie stays behind; the task ends once it has (close() waits).
+    pub fn retire(self) -> tokio::task::JoinHandle<()> {
         let mut child = self.child;
         drop(self.control);
         tokio::spawn(async move {
             let _ = child.wait().await;
-        });
+        })
     }
 
     /// False once the process has exited (a spare killed from outside).
