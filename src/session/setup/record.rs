@@ -90,14 +90,20 @@ impl Record {
             );
             h.part("mount", line.as_bytes());
         }
+        // Each named path under the workspace or a mount, by the deepest of them that holds it
+        // (a mount inside the workspace shows its own tree there).
+        let trees = std::iter::once((cfg.workspace_target.as_str(), &workspace))
+            .chain(cfg.mounts.iter().map(|m| (m.target.as_str(), &m.source)));
+        let trees: Vec<(&str, &PathBuf)> = trees.collect();
         let mut named = Vec::new();
         for token in absolute_paths(cmd) {
-            let target = cfg.workspace_target.as_str();
-            let under = |t: &str| at_or_under(&token, t).then(|| below(&token, t));
-            if let Some(rel) = under(target) {
-                named.push((token.clone(), workspace.clone(), rel));
-            } else if let Some(m) = cfg.mounts.iter().find(|m| at_or_under(&token, &m.target)) {
-                named.push((token.clone(), m.source.clone(), below(&token, &m.target)));
+            let deepest = trees
+                .iter()
+                .filter(|(target, _)| at_or_under(&token, target))
+                .max_by_key(|(target, _)| target.len());
+            if let Some((target, root)) = deepest {
+                let rel = below(&token, target);
+                named.push((token, (*root).clone(), rel));
             }
         }
         Some(Record {
