@@ -172,6 +172,16 @@ export interface ExecutionError {
   traceback: string;
 }
 
+/** ADDITION: a stream kept whole in the workspace (`spillOutput`). */
+export interface OutputSpill {
+  /** Workspace-relative: `readFile(path, { offset, length })` pages through it. */
+  path: string;
+  /** Its size: the stream's, from its first byte, when `complete`. */
+  bytes: number;
+  /** false: `workspaceMaxBytes` stopped the file at `bytes` (a `note:` says so). */
+  complete: boolean;
+}
+
 /** What one `runCode()`/`run()` call (or kernel cell, or process) produced. `fault` says whether
  * the sandbox intervened; `exitCode`, `stdout` and `stderr` say what the code did; `success` is
  * true only when both are clean. */
@@ -194,6 +204,11 @@ export class ExecutionResult {
   stdoutTruncated: boolean;
   /** ADDITION: stderr reached `maxOutputBytes` and the excess was dropped. */
   stderrTruncated: boolean;
+  /** ADDITION: with `spillOutput`, where stdout went whole once it passed `maxOutputBytes`;
+   * null when it did not, or when the file could not be written (a `warning:` says why). */
+  stdoutSpill: OutputSpill | null;
+  /** ADDITION: the same for stderr. */
+  stderrSpill: OutputSpill | null;
   /** ADDITION: the name of the signal that ended the process (`"SIGKILL"`, ...; `exitCode` is
    * then 128 + its number), or null when it exited by itself; a box kern ended (timeout, abort,
    * `close()`, memory cap) says `"SIGKILL"`. */
@@ -424,6 +439,12 @@ export interface SandboxOptions {
   /** Capture limit for stdout and for stderr, each, in bytes; the excess is dropped and
    * `truncated` set. Default 64 MiB, at most 256 MiB. */
   maxOutputBytes?: number | undefined;
+  /** ADDITION: keep a stream that passes `maxOutputBytes` whole in a workspace file
+   * (`.kern-output/...`), named by `stdoutSpill`/`stderrSpill`, on every route; written as it
+   * comes, so the host's memory stays flat (1 GiB of stdout: +4 MiB RSS here). At most
+   * `workspaceMaxBytes` bytes a file when set. Never through a symlink the box made. Default
+   * false. */
+  spillOutput?: boolean | undefined;
   /** true (default): the caps are held by a cgroup of the box's own, falling back to rlimits
    * (with a `warning:` note) where no cgroup can be written; false: rlimits only, with a note. */
   enforceLimits?: boolean | undefined;

@@ -57,6 +57,10 @@ function outputText(buf, notes, name) {
 }
 const MAX_STRING_BYTES = require('buffer').constants.MAX_STRING_LENGTH;
 
+function spillOf(s) {
+  return s ? { path: s.path, bytes: s.bytes, complete: s.complete } : null;
+}
+
 class ExecutionResult {
   // What kern knows it wrote, from the native result (never guessed from the text):
   // the workload's part of stderr, undecoded until asked for, and kern's own lines.
@@ -83,6 +87,9 @@ class ExecutionResult {
     this.stdoutTruncated = r.stdoutTruncated || stdoutCut;
     this.stderrTruncated = r.stderrTruncated || stderrCut;
     this.truncated = r.truncated || stdoutCut || stderrCut;
+    // Addition: where each stream went past maxOutputBytes, with `spillOutput`.
+    this.stdoutSpill = spillOf(r.stdoutSpill);
+    this.stderrSpill = spillOf(r.stderrSpill);
     this.signal = r.signal ?? null;
     this.results = r.results.map(toResult);
     // Addition: the exception a cell raised (see index.d.ts).

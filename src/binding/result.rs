@@ -34,6 +34,9 @@ pub struct NativeResult {
     pub truncated: bool,
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
+    /// Where each stream went past `maxOutputBytes`, with `spillOutput` (an addition).
+    pub stdout_spill: Option<NativeSpill>,
+    pub stderr_spill: Option<NativeSpill>,
     /// The name of the signal that ended the workload, if one did.
     pub signal: Option<String>,
     pub results: Vec<NativeBundle>,
@@ -41,6 +44,23 @@ pub struct NativeResult {
     pub error: Option<NativeCellError>,
     /// A kernel cell's number (an addition); absent for a one-shot call.
     pub execution_count: Option<u32>,
+}
+
+#[napi(object)]
+pub struct NativeSpill {
+    pub path: String,
+    pub bytes: f64,
+    pub complete: bool,
+}
+
+impl From<crate::engine::addon::capture::Spilled> for NativeSpill {
+    fn from(s: crate::engine::addon::capture::Spilled) -> NativeSpill {
+        NativeSpill {
+            path: s.path,
+            bytes: s.bytes as f64,
+            complete: s.complete,
+        }
+    }
 }
 
 #[napi(object)]
@@ -118,6 +138,8 @@ impl From<crate::session::ExecResult> for NativeResult {
             truncated: r.stdout_truncated || r.stderr_truncated,
             stdout_truncated: r.stdout_truncated,
             stderr_truncated: r.stderr_truncated,
+            stdout_spill: r.stdout_spill.map(NativeSpill::from),
+            stderr_spill: r.stderr_spill.map(NativeSpill::from),
             signal: r.signal,
             results: r.results.into_iter().map(native_bundle).collect(),
             error: r.error.map(|e| NativeCellError {

@@ -44,6 +44,8 @@ pub struct Config {
     pub limits: Limits,
     pub timeout_ms: u64,
     pub max_output: usize,
+    /// ADDITION (issue 35): output past `max_output` goes to a workspace file (`spillOutput`).
+    pub spill_output: bool,
     pub tmpfs: Vec<TmpfsSpec>,
     pub env: Vec<(String, String)>,
     pub track_files: bool,
@@ -134,6 +136,7 @@ impl Config {
             },
             timeout_ms: DEFAULT_TIMEOUT_MS,
             max_output: DEFAULT_MAX_OUTPUT,
+            spill_output: false,
             tmpfs: vec![TmpfsSpec {
                 target: "/tmp".into(),
                 size_bytes: DEFAULT_TMPFS_MB * MIB,

@@ -156,7 +156,6 @@ async fn in_box(
     mut p: Prepared,
     b: InBox<'_>,
 ) -> Result<ExecResult> {
-    let cfg = &opened.config;
     let (lang, attached) = (p.lang, b.attached);
     let (theirs, ours) = p.ends(opened)?;
     // A python or node cell goes to the driver on its own socket, which also brings the
@@ -173,14 +172,9 @@ async fn in_box(
     let spec = &p.spec;
     // A fresh or resident route's kern is taken only now that the call is sure to run.
     let kern = b.route.kern(opened, kern_path)?;
+    let keep = opened.keep()?;
     let first = kern
-        .run(
-            spec,
-            cfg.max_output,
-            b.sink.clone(),
-            b.cancel.clone(),
-            theirs.lent(),
-        )
+        .run(spec, &keep, b.sink.clone(), b.cancel.clone(), theirs.lent())
         .await?;
     let mut outcome = match first {
         Some(o) => o,
@@ -193,7 +187,7 @@ async fn in_box(
                     zygote: false,
                     ..spec.clone()
                 },
-                cfg.max_output,
+                &keep,
                 b.sink,
                 b.cancel,
                 theirs.lent(),

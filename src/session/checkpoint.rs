@@ -258,7 +258,7 @@ pub(super) fn restore_workspace(
     must_be_empty(&ws)?;
     let _still = Exclusive::take(&opened.writers, "restoring a checkpoint")?;
     must_be_empty(&ws)?;
-    let owner = super::host_files::workspace_owner(&ws)?;
+    let owner = crate::workspace::files::host_write_owner(&ws)?;
     // A `.deps` in the checkpoint (none is written there) is never copied over the Sandbox's own;
     // whatever fails, nothing of a copy that did not check out stays.
     let copied = copy::copy_tree(&ckpt.dir.join(WORKSPACE), &ws, SKIP, owner).and_then(|report| {

@@ -101,7 +101,7 @@ pub(super) async fn begin_write(opened: Arc<Opened>, path: String) -> Result<Wri
     let _active = Active::enter(&opened.writers).await;
     let ws = opened.workspace_path()?;
     let w = blocking(move || {
-        let owner = workspace_owner(&ws)?;
+        let owner = files::host_write_owner(&ws)?;
         files::AtomicWrite::begin(&ws, &path, owner)
     })
     .await?;
@@ -162,7 +162,7 @@ pub(super) async fn write_file(opened: Arc<Opened>, path: String, data: Vec<u8>)
     let _active = Active::enter(&opened.writers).await;
     let ws = opened.workspace_path()?;
     blocking(move || {
-        let owner = workspace_owner(&ws)?;
+        let owner = files::host_write_owner(&ws)?;
         files::write_file(&ws, &path, &data, owner)
     })
     .await
@@ -198,7 +198,7 @@ pub(super) fn snapshot(opened: &Opened, dest: &Path) -> Result<archive::Snapshot
 pub(super) fn restore(opened: &Opened, src: &Path) -> Result<archive::RestoreReport> {
     let _still = Exclusive::take(&opened.writers, "restore()")?;
     let ws = opened.workspace_path()?;
-    let owner = workspace_owner(&ws)?;
+    let owner = files::host_write_owner(&ws)?;
     archive::restore(&ws, src, &archive::Limits::default(), owner)
 }
 
@@ -217,7 +217,7 @@ pub(super) fn copy_workspace(
     let _child = Exclusive::take(&child.writers, "fork()")?;
     let src = from.workspace_path()?;
     let dst = child.workspace_path()?;
-    let owner = workspace_owner(&dst)?;
+    let owner = files::host_write_owner(&dst)?;
     copy::copy_tree(&src, &dst, &[".deps"], owner)
 }
 
@@ -237,17 +237,4 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'sta
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| Error::Runtime(format!("a workspace task failed: {e}")))?
-}
-
-/// Who files the host creates in the workspace should belong to: as root, the workspace's
-/// owner (so the box, whose account the owner appears as, can change them); unprivileged, we
-/// are the owner already.
-pub(super) fn workspace_owner(ws: &Path) -> Result<Option<(u32, u32)>> {
-    use std::os::unix::fs::MetadataExt;
-    if !nix::unistd::geteuid().is_root() {
-        return Ok(None);
-    }
-    let m = std::fs::metadata(ws)
-        .map_err(|e| Error::Runtime(format!("stat the workspace {}: {e}", ws.display())))?;
-    Ok(Some((m.uid(), m.gid())))
 }

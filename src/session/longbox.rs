@@ -13,6 +13,7 @@ use super::percall::PerCall;
 use super::prepared::{prepare, Workload};
 use super::result::ExecRequest;
 use super::writers::Active;
+use crate::engine::addon::capture::Keep;
 use crate::engine::addon::launch::{ChunkSender, Outcome};
 use crate::engine::shared::spec::RootSpec;
 use crate::error::{Error, Result};
@@ -216,7 +217,7 @@ pub(super) async fn open_kernel(
             "the Sandbox is closed; open a new Sandbox to run more code".into(),
         ));
     }
-    let max_output = opened.config.max_output;
+    let keep = opened.keep()?;
     let quota = match opened.config.workspace_max_bytes {
         Some(cap) => Some((opened.workspace_path()?, cap)),
         None => None,
@@ -228,7 +229,7 @@ pub(super) async fn open_kernel(
                 opened,
                 kern,
                 timeout_ms,
-                max_output,
+                keep,
                 name,
                 &plan.place,
                 plan.interrupt,
@@ -243,7 +244,7 @@ pub(super) async fn open_kernel(
                 lang: plan.lang,
                 interrupt: plan.interrupt,
             };
-            let mut k = start_driver(opened, kern, timeout_ms, max_output, d, &plan.place)?;
+            let mut k = start_driver(opened, kern, timeout_ms, keep, d, &plan.place)?;
             // A node kernel's Node is checked before kernel() resolves.
             k.greet().await?;
             k.attach(active, quota);
@@ -258,7 +259,7 @@ pub(super) fn start_driver(
     opened: Arc<Opened>,
     kern: &Path,
     timeout_ms: u64,
-    max_output: usize,
+    keep: Keep,
     d: Driver,
     place: &PerCall,
 ) -> Result<Lifecycle<Driver>> {
@@ -279,7 +280,7 @@ pub(super) fn start_driver(
         session_closing,
         started.stop,
         timeout_ms,
-        max_output,
+        keep,
         started.monitor,
     ))
 }
@@ -290,7 +291,7 @@ async fn start_jupyter(
     opened: Arc<Opened>,
     kern: &Path,
     timeout_ms: u64,
-    max_output: usize,
+    keep: Keep,
     name: &str,
     place: &PerCall,
     interrupt: bool,
@@ -331,5 +332,5 @@ async fn start_jupyter(
         chunks,
         session_closing,
     };
-    jupyter::start::connect_started(prepared, started, timeout_ms, max_output, interrupt).await
+    jupyter::start::connect_started(prepared, started, timeout_ms, keep, interrupt).await
 }

@@ -10,6 +10,7 @@ use super::resident;
 use super::spares::Spares;
 use super::writers::Writers;
 use crate::config::{Config, Network};
+use crate::engine::addon::capture::{Keep, SpillRoot};
 use crate::engine::addon::launch::{Kern, Outcome};
 use crate::engine::shared::spec::{BoxSpec, DEFAULT_HOSTNAME};
 use crate::error::{Error, Result};
@@ -335,13 +336,26 @@ impl Opened {
         }
     }
 
+    /// How a call keeps its output: `maxOutputBytes`, and with `spillOutput` the excess in the
+    /// workspace, up to `workspaceMaxBytes` a stream.
+    pub(super) fn keep(&self) -> Result<Keep> {
+        let spill = match self.config.spill_output {
+            true => Some(SpillRoot {
+                root: self.workspace_path()?,
+                limit: self.config.workspace_max_bytes.unwrap_or(u64::MAX),
+            }),
+            false => None,
+        };
+        Ok(Keep::new(self.config.max_output, spill))
+    }
+
     /// Runs a box of the session's own work (the requireLimits probe, the start of a resident
     /// box) in a fresh kern, its output bounded to 64 KiB, ended by the session's close().
     pub(super) async fn run_own(&self, kern: &Path, spec: &BoxSpec) -> Result<Outcome> {
         Kern::spawn(kern, &spec.limits)?
             .run(
                 spec,
-                1 << 16,
+                &Keep::new(1 << 16, None),
                 None,
                 self.closing.subscribe(),
                 Default::default(),

@@ -26,7 +26,7 @@ pub(super) fn fill(opened: &Arc<Opened>, kern: &Path) {
 /// Starts a prewarmed box: a driver kernel that will run one cell under the session's timeout and
 /// output cap.
 pub(super) fn start(opened: Arc<Opened>, kern: &Path) -> Result<Prewarmed> {
-    let (timeout_ms, max_output) = (opened.config.timeout_ms, opened.config.max_output);
+    let (timeout_ms, keep) = (opened.config.timeout_ms, opened.keep()?);
     let d = super::kernel::driver::Driver {
         single: true,
         lang: crate::lang::Language::Python,
@@ -34,6 +34,6 @@ pub(super) fn start(opened: Arc<Opened>, kern: &Path) -> Result<Prewarmed> {
     };
     let place = super::percall::PerCall::default();
     Ok(Prewarmed::new(longbox::start_driver(
-        opened, kern, timeout_ms, max_output, d, &place,
+        opened, kern, timeout_ms, keep, d, &place,
     )?))
 }

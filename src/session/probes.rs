@@ -15,6 +15,7 @@ use super::prepared::{prepare, Workload};
 use super::process::{Process, ProcessRequest};
 use super::route;
 use crate::config::Network;
+use crate::engine::addon::capture::Keep;
 use crate::engine::addon::launch::Outcome;
 use crate::error::{Error, Result};
 use crate::lang::Language;
@@ -88,7 +89,13 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let fds = network::fds(None, line.as_ref());
     let mut outcome = route
         .kern(opened, kern)?
-        .run(&spec, 1 << 16, None, opened.closing.subscribe(), fds)
+        .run(
+            &spec,
+            &Keep::new(1 << 16, None),
+            None,
+            opened.closing.subscribe(),
+            fds,
+        )
         .await?;
     // A call into the resident box runs under the box's caps, which its own report does not
     // restate: they are read back from the host, off the box's PID 1.
@@ -198,7 +205,13 @@ async fn zygote(opened: &Arc<Opened>, kern: &Path) -> Result<Option<Isolation>> 
     let line = opened.egress_line(&spec)?;
     let fds = network::fds(Some(&theirs), line.as_ref());
     let outcome = k
-        .run(&spec, 1 << 16, None, opened.closing.subscribe(), fds)
+        .run(
+            &spec,
+            &Keep::new(1 << 16, None),
+            None,
+            opened.closing.subscribe(),
+            fds,
+        )
         .await?;
     drop(theirs);
     results.abort();
@@ -232,7 +245,7 @@ async fn kernel(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
         opened.clone(),
         kern,
         PROBE_TIMEOUT_MS,
-        1 << 16,
+        Keep::new(1 << 16, None),
         d,
         &super::percall::PerCall::default(),
     )?;

@@ -12,6 +12,7 @@ use super::prepared::{self, OurEnds, Prepared, Stdin, Workload};
 use super::result::{self, ExecRequest, ExecResult};
 use super::route;
 use super::writers::Active;
+use crate::engine::addon::capture::{Capture, Keep, SpillEnd};
 use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Kern, Outcome, Stream};
 use crate::engine::boxside::connector;
 use crate::engine::shared::handoff::BoxFds;
@@ -110,7 +111,7 @@ impl Process {
         // The terminal's output as the result keeps it (its reader starts with the master).
         let (term_tx, term_rx) = watch::channel::<Option<Kept>>(None);
         let shared = Shared::default();
-        let max_output = opened.config.max_output;
+        let keep = opened.keep()?;
         let active = Active::enter(&opened.writers).await;
         let Prepared {
             spec, workspace, ..
@@ -145,7 +146,7 @@ impl Process {
             term: term_tx,
             shared,
         }
-        .wait_start(ours, sink, max_output)
+        .wait_start(ours, sink, keep)
         .await
     }
 
@@ -370,7 +371,7 @@ impl Process {
 async fn open_terminal(
     sock: OwnedFd,
     sink: ChunkSender,
-    max_output: usize,
+    capture: Capture,
     done: watch::Sender<Option<Kept>>,
 ) -> Result<Option<(Arc<OwnedFd>, tokio::net::unix::pipe::Sender)>> {
     let io = |e: std::io::Error| Error::Runtime(format!("the terminal: {e}"));
@@ -389,7 +390,7 @@ async fn open_terminal(
     let writer =
         tokio::net::unix::pipe::Sender::from_owned_fd_unchecked(master.try_clone().map_err(io)?)
             .map_err(io)?;
-    tokio::spawn(read_terminal(reader, sink, max_output, done));
+    tokio::spawn(read_terminal(reader, sink, capture, done));
     Ok(Some((Arc::new(master), writer)))
 }
 
@@ -419,24 +420,19 @@ fn set_nonblocking(fd: &OwnedFd) -> Result<()> {
 }
 
 /// Reads the terminal until its last slave closes (EIO), forwarding what it reads as the
-/// process's stdout, up to `cap` bytes like a call's stdout.
+/// process's stdout, kept (and spilled) like a call's stdout.
 async fn read_terminal(
     mut fd: tokio::net::unix::pipe::Receiver,
     sink: ChunkSender,
-    cap: usize,
+    mut capture: Capture,
     done: watch::Sender<Option<Kept>>,
 ) {
     use tokio::io::AsyncReadExt;
     let mut buf = vec![0u8; 64 * 1024];
-    let mut kept = Kept::default();
     // EIO once no process holds the terminal any more: its end.
     while let Ok(n @ 1..) = fd.read(&mut buf).await {
-        let take = n.min(cap.saturating_sub(kept.bytes.len()));
-        if take < n {
-            kept.truncated = true;
-        }
+        let take = capture.push(&buf[..n]).await;
         if take > 0 {
-            kept.bytes.extend_from_slice(&buf[..take]);
             // Bounded: a slow consumer holds the terminal's reader, and the box's writes.
             let _ = sink
                 .send(Chunk {
@@ -446,6 +442,12 @@ async fn read_terminal(
                 .await;
         }
     }
+    let c = capture.finish();
+    let kept = Kept {
+        bytes: c.kept,
+        truncated: c.truncated,
+        spill: c.spill.wait().await,
+    };
     done.send_replace(Some(kept));
 }
 
@@ -454,6 +456,7 @@ async fn read_terminal(
 struct Kept {
     bytes: Vec<u8>,
     truncated: bool,
+    spill: Option<SpillEnd>,
 }
 
 /// The process's `ExecResult` from its box's outcome.
@@ -584,10 +587,13 @@ impl BoxRun {
         // Held for the process's life: close() waits for it, and ends it first.
         let _running = opened.running.read().await;
         let (cancel, _joined) = percall::cancel_either(opened.closing.subscribe(), Some(stop));
-        let max_output = opened.config.max_output;
-        let r = kern
-            .run_steered(&spec, max_output, sink, cancel, fds, controls)
-            .await;
+        let r = match opened.keep() {
+            Ok(keep) => {
+                kern.run_steered(&spec, &keep, sink, cancel, fds, controls)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
         drop(line);
         let result = match r {
             Ok(Some(o)) => finished(&opened, o, term, &shared, before, &workspace).await,
@@ -630,6 +636,7 @@ async fn finished(
     if let Ok(Some(k)) = read {
         o.stdout = k.bytes;
         o.stdout_truncated = k.truncated;
+        o.stdout_spill = k.spill;
     }
     if shared.killed.load(std::sync::atomic::Ordering::SeqCst) {
         if let Some(f) = o
@@ -663,12 +670,7 @@ impl Steering {
     /// Waits for the workload's start (its pid), or for the box's end before it (an error that
     /// says why); then opens the terminal, and builds the `Process`, whose input, master and
     /// connector's line are let go as soon as it has ended.
-    async fn wait_start(
-        self,
-        ours: OurEnds,
-        sink: ChunkSender,
-        max_output: usize,
-    ) -> Result<Process> {
+    async fn wait_start(self, ours: OurEnds, sink: ChunkSender, keep: Keep) -> Result<Process> {
         let what = self.what;
         let mut ended_rx = self.ended.clone();
         let pid = tokio::select! {
@@ -694,7 +696,7 @@ impl Steering {
         };
         let terminal = self.terminal;
         let opened_terminal = match ours.tty {
-            Some(sock) => open_terminal(sock, sink, max_output, self.term).await,
+            Some(sock) => open_terminal(sock, sink, keep.captures().0, self.term).await,
             None => Ok(None),
         };
         let (master, input) = match opened_terminal {

@@ -21,6 +21,7 @@
 //! (the workspace, `/tmp`, `py_compile`, `compileall`) is written where python writes it
 //! without the cache.
 
+use crate::engine::addon::capture::Keep;
 use crate::engine::addon::launch::Kern;
 use crate::engine::shared::spec::{BindSpec, BoxSpec, DEFAULT_WORKSPACE_TARGET};
 use crate::engine::shared::status::FaultKind;
@@ -363,7 +364,13 @@ impl Cache {
         }
         let spec = builder_spec(b.template, b.argv, workspace.path(), out.path())?;
         let outcome = Kern::spawn(b.kern, &spec.limits)?
-            .run(&spec, 1 << 20, None, b.cancel.clone(), Default::default())
+            .run(
+                &spec,
+                &Keep::new(1 << 20, None),
+                None,
+                b.cancel.clone(),
+                Default::default(),
+            )
             .await?;
         let (why, lasting) = match &outcome {
             None => (

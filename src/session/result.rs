@@ -3,6 +3,7 @@
 
 use super::stderr::Stderr;
 use crate::config::show_bytes;
+use crate::engine::addon::capture::{SpillEnd, Spilled};
 use crate::engine::addon::launch::{Outcome, SweptAck};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::lang::driver;
@@ -40,6 +41,9 @@ pub struct ExecResult {
     /// Each stream reached `maxOutputBytes` and lost the rest (`truncated` is either).
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
+    /// ADDITION (issue 35): where each stream went past the cap, with `spillOutput`.
+    pub stdout_spill: Option<Spilled>,
+    pub stderr_spill: Option<Spilled>,
     /// The name of the signal that ended the workload (`"SIGKILL"`), if one did.
     pub signal: Option<String>,
     /// Rich results of a python cell, in order.
@@ -49,6 +53,20 @@ pub struct ExecResult {
     pub error: Option<driver::CellError>,
     /// A kernel cell's number (an addition: `executionCount`); None for a one-shot call.
     pub execution_count: Option<u32>,
+}
+
+impl ExecResult {
+    /// Takes each stream's spill (`spillOutput`): the result's field, and a note on its
+    /// stderr when the file is not the whole stream.
+    pub(super) fn take_spills(&mut self, (out, err): (Option<SpillEnd>, Option<SpillEnd>)) {
+        for (end, name) in [(&out, "stdout"), (&err, "stderr")] {
+            if let Some(note) = end.as_ref().and_then(|e| e.note(name)) {
+                self.stderr.push_note(&note);
+            }
+        }
+        self.stdout_spill = out.and_then(|e| e.spilled());
+        self.stderr_spill = err.and_then(|e| e.spilled());
+    }
 }
 
 /// How long to wait, after the box ended, for the last result bytes.
@@ -93,7 +111,7 @@ pub(super) async fn of_box(
     }
     let mut fault = outcome.report.fault;
     let files = workspace_changes(before, workspace, &mut stderr, outcome.swept, &mut fault).await;
-    ExecResult {
+    let mut result = ExecResult {
         stdout: crate::lang::output_text(outcome.stdout),
         stderr,
         exit_code: outcome.report.exit_code,
@@ -102,11 +120,15 @@ pub(super) async fn of_box(
         files,
         stdout_truncated: outcome.stdout_truncated,
         stderr_truncated: outcome.stderr_truncated,
+        stdout_spill: None,
+        stderr_spill: None,
         signal: outcome.report.signal,
         results,
         error: None,
         execution_count: None,
-    }
+    };
+    result.take_spills((outcome.stdout_spill, outcome.stderr_spill));
+    result
 }
 
 /// What a call changed in the workspace, from the walk or the mark before it (none when
@@ -201,6 +223,8 @@ impl ExecResult {
             fault: Some(fault),
             files: Vec::new(),
             stdout_truncated: false,
+            stdout_spill: None,
+            stderr_spill: None,
             stderr_truncated: false,
             signal: None,
             results: Vec::new(),

@@ -4,6 +4,7 @@
 //! memory: `ChunkSender`), and read kern's report. Runs on tokio in the addon's process; it never forks anything itself except
 //! through `Command`, which execs `kern` straight away.
 
+use super::capture::{Capture, Keep, SpillEnd};
 use crate::engine::shared::handoff::{BoxFds, CallTarget};
 use crate::engine::shared::protocol::{self, Ask, Command, ProtocolError, Transcript};
 use crate::engine::shared::spec::{BoxSpec, Limits};
@@ -68,6 +69,9 @@ pub struct Outcome {
     /// Each stream reached its cap and lost the rest.
     pub stdout_truncated: bool,
     pub stderr_truncated: bool,
+    /// Where each stream went past its cap, with `spillOutput`.
+    pub stdout_spill: Option<SpillEnd>,
+    pub stderr_spill: Option<SpillEnd>,
     pub report: BoxReport,
     pub duration: Duration,
     /// kern's notes from before the box started, which open `stderr` (`Said::Prepared`);
@@ -357,12 +361,12 @@ impl Kern {
     pub async fn run(
         self,
         spec: &BoxSpec,
-        max_output: usize,
+        keep: &Keep,
         sink: Option<ChunkSender>,
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<&OwnedFd>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, Some(max_output), sink, cancel, fds, None, None)
+        self.run_inner(spec, Some(keep), sink, cancel, fds, None, None)
             .await
     }
 
@@ -374,7 +378,7 @@ impl Kern {
     pub async fn run_steered(
         self,
         spec: &BoxSpec,
-        max_output: usize,
+        keep: &Keep,
         sink: ChunkSender,
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds,
@@ -382,7 +386,7 @@ impl Kern {
     ) -> Result<Option<Outcome>> {
         self.run_inner(
             spec,
-            Some(max_output),
+            Some(keep),
             Some(sink),
             cancel,
             fds,
@@ -412,7 +416,7 @@ impl Kern {
     async fn run_inner<F: AsFd>(
         mut self,
         spec: &BoxSpec,
-        max_output: Option<usize>,
+        keep: Option<&Keep>,
         sink: Option<ChunkSender>,
         mut cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<F>,
@@ -477,16 +481,20 @@ impl Kern {
             }
             Err(e) => return Err(Error::Runtime(format!("write the spec to kern: {e}"))),
         }
+        let (out_capture, err_capture) = match keep.map(Keep::captures) {
+            Some((o, e)) => (Some(o), Some(e)),
+            None => (None, None),
+        };
         let out = self
             .child
             .stdout
             .take()
-            .map(|s| spawn_drain(s, Stream::Stdout, max_output, sink.clone()));
+            .map(|s| spawn_drain(s, Stream::Stdout, out_capture, sink.clone()));
         let err = self
             .child
             .stderr
             .take()
-            .map(|s| spawn_drain(s, Stream::Stderr, max_output, sink.clone()));
+            .map(|s| spawn_drain(s, Stream::Stderr, err_capture, sink.clone()));
         // The report arrives on the control socket, which then closes; until then our end is
         // kern's lifeline.
         // A `setid_watched` box's kern waits after its report for our `Command::Swept`: the
@@ -569,7 +577,7 @@ impl Kern {
         };
         let collect = |h: Option<(tokio::task::JoinHandle<()>, SharedDrained)>| async move {
             let Some((mut task, into)) = h else {
-                return (Vec::new(), false);
+                return (Vec::new(), false, None);
             };
             // The grace is the reader's own time; what it spent waiting for a slow consumer
             // (`ChunkSender`) is added to it, so the output the box wrote before it ended is
@@ -593,11 +601,17 @@ impl Kern {
                 granted = blocked;
             };
             task.abort();
-            let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
+            let captured = {
+                let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
+                d.capture.as_mut().map(Capture::finish)
+            };
             // Given up on: what was read is kept, and the rest counts as cut.
-            (std::mem::take(&mut d.kept), d.truncated || !ended)
+            match captured {
+                Some(c) => (c.kept, c.truncated || !ended, c.spill.wait().await),
+                None => (Vec::new(), !ended, None),
+            }
         };
-        let ((stdout, t1), (stderr, t2)) = tokio::join!(collect(out), collect(err));
+        let ((stdout, t1, s1), (stderr, t2, s2)) = tokio::join!(collect(out), collect(err));
 
         let prepared_notes = status.prepared.unwrap_or_default();
         let swept = match (&status.report, watched) {
@@ -629,6 +643,8 @@ impl Kern {
             stderr,
             stdout_truncated: t1,
             stderr_truncated: t2,
+            stdout_spill: s1,
+            stderr_spill: s2,
             report,
             duration: start.elapsed(),
             prepared_notes,
@@ -691,16 +707,12 @@ fn crash_report(
     }
 }
 
-/// Reads a stream to EOF, keeping the first `cap` bytes and discarding the rest (but still
-/// reading, so the writer never blocks on a full pipe).
-/// Reads a stream to its end: keeps up to `cap` bytes and forwards what it keeps to `sink`; with
-/// no cap, keeps nothing and forwards everything.
 /// What a stream's reader kept so far, shared with the caller, so that a reader given up on at
-/// `DRAIN_GRACE` still hands over everything it read.
+/// `DRAIN_GRACE` still hands over everything it read. Without a capture (a kernel's box, whose
+/// output the kernel splits per cell) nothing is kept and everything is forwarded.
 #[derive(Default)]
 struct Drained {
-    kept: Vec<u8>,
-    truncated: bool,
+    capture: Option<Capture>,
     /// Time the reader spent waiting for the sink to take a chunk, and since when it waits now.
     waited: Duration,
     waiting: Option<Instant>,
@@ -719,18 +731,22 @@ type SharedDrained = std::sync::Arc<std::sync::Mutex<Drained>>;
 fn spawn_drain<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
     r: R,
     stream: Stream,
-    cap: Option<usize>,
+    capture: Option<Capture>,
     sink: Option<ChunkSender>,
 ) -> (tokio::task::JoinHandle<()>, SharedDrained) {
-    let into = SharedDrained::default();
-    let task = tokio::spawn(drain(r, stream, cap, sink, into.clone()));
+    let into = SharedDrained::new(std::sync::Mutex::new(Drained {
+        capture,
+        ..Default::default()
+    }));
+    let task = tokio::spawn(drain(r, stream, sink, into.clone()));
     (task, into)
 }
 
+/// Reads a stream to its end (past the cap too, so the writer never blocks on a full pipe),
+/// keeping what its capture keeps and forwarding that to `sink`.
 async fn drain<R: tokio::io::AsyncRead + Unpin>(
     mut r: R,
     stream: Stream,
-    cap: Option<usize>,
     sink: Option<ChunkSender>,
     into: SharedDrained,
 ) {
@@ -741,20 +757,17 @@ async fn drain<R: tokio::io::AsyncRead + Unpin>(
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let take = {
+        let (take, overflow) = {
             let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
-            match cap {
-                Some(cap) => {
-                    let take = n.min(cap.saturating_sub(d.kept.len()));
-                    if take < n {
-                        d.truncated = true;
-                    }
-                    d.kept.extend_from_slice(&buf[..take]);
-                    take
-                }
-                None => n,
+            match d.capture.as_mut() {
+                Some(c) => c.keep(&buf[..n]),
+                None => (n, None),
             }
         };
+        // Past the cap with `spillOutput`: waits while the spill's writer is behind.
+        if let Some(o) = overflow {
+            o.send().await;
+        }
         let Some(s) = sink.as_ref().filter(|_| take > 0) else {
             continue;
         };

@@ -1,6 +1,8 @@
 //! Runs in the caller's process: the Node addon (on tokio), or the `kern` CLI when it starts a
 //! box of its own. Nothing here forks except through `Command`, which execs `kern` at once.
 //!
+//! - `capture`: a stream's output as a call keeps it: capped, or spilled to the workspace.
 //! - `launch`: spawn `kern` with a `BoxSpec`, stream the workload's output, read the report.
 
+pub mod capture;
 pub mod launch;

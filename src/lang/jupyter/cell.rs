@@ -10,30 +10,10 @@ use crate::lang::driver::{CellError, Item, Results};
 use crate::lang::sources::CHART_MIME;
 use serde_json::{json, Value};
 
-/// One stream's text, kept up to a cap.
-#[derive(Debug, Default)]
-struct Kept {
-    bytes: Vec<u8>,
-    truncated: bool,
-}
-
-impl Kept {
-    fn push(&mut self, data: &[u8], cap: usize) {
-        let room = cap.saturating_sub(self.bytes.len());
-        if data.len() > room {
-            self.truncated = true;
-        }
-        self.bytes.extend_from_slice(&data[..data.len().min(room)]);
-    }
-}
-
 /// What a cell produced so far.
 #[derive(Debug)]
 pub struct Cell {
     msg_id: String,
-    max_output: usize,
-    stdout: Kept,
-    stderr: Kept,
     results: Results,
     /// The `transient.display_id` of each kept result, for `update_display_data`.
     display_ids: Vec<Option<String>>,
@@ -44,16 +24,13 @@ pub struct Cell {
     executing: bool,
 }
 
-/// Output to show the caller as it arrives.
+/// The cell's output, as it arrives: the caller keeps it (`capture::Capture`) and shows it.
 pub type Shown = Vec<(Stream, Vec<u8>)>;
 
 impl Cell {
-    pub fn new(msg_id: String, max_output: usize) -> Cell {
+    pub fn new(msg_id: String) -> Cell {
         Cell {
             msg_id,
-            max_output,
-            stdout: Kept::default(),
-            stderr: Kept::default(),
             results: Results::default(),
             display_ids: Vec::new(),
             failed: false,
@@ -90,11 +67,6 @@ impl Cell {
     }
 
     fn text(&mut self, stream: Stream, text: &[u8], shown: &mut Shown) {
-        let cap = self.max_output;
-        match stream {
-            Stream::Stdout => self.stdout.push(text, cap),
-            Stream::Stderr => self.stderr.push(text, cap),
-        }
         if !text.is_empty() {
             shown.push((stream, text.to_vec()));
         }
@@ -228,10 +200,6 @@ impl Cell {
         let error = self.results.take_error();
         let (results, notes) = self.results.finish();
         Parts {
-            stdout: crate::lang::output_text(self.stdout.bytes),
-            stderr: crate::lang::output_text(self.stderr.bytes),
-            stdout_truncated: self.stdout.truncated,
-            stderr_truncated: self.stderr.truncated,
             exit_code: i32::from(self.failed),
             results,
             error,
@@ -249,10 +217,6 @@ impl Cell {
 /// A finished (or abandoned) cell's output.
 #[derive(Debug)]
 pub struct Parts {
-    pub stdout: String,
-    pub stderr: String,
-    pub stdout_truncated: bool,
-    pub stderr_truncated: bool,
     pub exit_code: i32,
     pub results: Vec<Item>,
     /// The exception the cell raised, as the kernel named it.
@@ -297,6 +261,16 @@ mod tests {
     use super::*;
 
     /// A message as a kernel sends it (what `wire::decode` returns).
+    /// One stream's text of what a cell showed.
+    fn text(shown: &Shown, stream: Stream) -> String {
+        let bytes: Vec<u8> = shown
+            .iter()
+            .filter(|(s, _)| *s == stream)
+            .flat_map(|(_, d)| d.iter().copied())
+            .collect();
+        String::from_utf8(bytes).unwrap()
+    }
+
     fn msg(kind: &str, parent: &str, content: Value) -> Message {
         Message {
             header: json!({"msg_type": kind, "msg_id": format!("{kind}-reply")}),
@@ -311,7 +285,7 @@ mod tests {
     /// shaped as seen from a real kernel here (the fields we read; a tiny PNG for the figure).
     #[test]
     fn an_ipython_cell_maps_onto_a_result() {
-        let mut cell = Cell::new("req-1".into(), 1 << 20);
+        let mut cell = Cell::new("req-1".into());
         let mut shown = Vec::new();
         cell.on_iopub(&msg("status", "req-1", json!({"execution_state": "busy"})));
         assert!(
@@ -371,10 +345,7 @@ mod tests {
             ]
         );
         let p = cell.into_parts();
-        assert_eq!(
-            (p.stdout.as_str(), p.stderr.as_str(), p.exit_code),
-            ("hi\n", "warn\n", 0)
-        );
+        assert_eq!(p.exit_code, 0);
         assert_eq!(p.results.len(), 3);
         assert_eq!(p.results[0].data["text/html"], "<b>x</b>");
         assert_eq!(p.results[1].data["image/png"], PNG_1X1);
@@ -389,7 +360,7 @@ mod tests {
 
     #[test]
     fn an_error_gives_a_clean_traceback_and_a_failure() {
-        let mut cell = Cell::new("r".into(), 1 << 20);
+        let mut cell = Cell::new("r".into());
         let shown = cell.on_iopub(&msg(
             "error",
             "r",
@@ -399,17 +370,17 @@ mod tests {
                 "\u{1b}[0;31mZeroDivisionError\u{1b}[0m: division by zero"
             ]}),
         ));
-        cell.on_reply(&msg("execute_reply", "r", json!({"status": "error", "ename": "ZeroDivisionError", "evalue": "division by zero", "traceback": []})));
+        let reply = cell.on_reply(&msg("execute_reply", "r", json!({"status": "error", "ename": "ZeroDivisionError", "evalue": "division by zero", "traceback": []})));
         cell.on_iopub(&msg("status", "r", json!({"execution_state": "idle"})));
         assert!(cell.done() && cell.failed());
         let p = cell.into_parts();
         assert_eq!(p.exit_code, 1);
+        let stderr = text(&shown, Stream::Stderr);
         assert!(
-            p.stderr.ends_with("ZeroDivisionError: division by zero\n"),
-            "{}",
-            p.stderr
+            stderr.ends_with("ZeroDivisionError: division by zero\n"),
+            "{stderr}"
         );
-        assert!(!p.stderr.contains('\u{1b}'));
+        assert!(!stderr.contains('\u{1b}'));
         let e = p.error.as_ref().unwrap();
         assert_eq!(
             (e.name.as_str(), e.value.as_str()),
@@ -422,28 +393,31 @@ mod tests {
             e.traceback
         );
         // Shown once, not again for the reply.
-        assert_eq!(shown.len(), 1);
-        assert_eq!(p.stderr.matches("division by zero").count(), 1);
+        assert_eq!((shown.len(), reply.len()), (1, 0));
+        assert_eq!(stderr.matches("division by zero").count(), 1);
     }
 
     /// IRkernel reports an R error with an `error` message whose traceback is empty.
     #[test]
     fn an_r_error_without_traceback_says_what_failed() {
-        let mut cell = Cell::new("r".into(), 1 << 20);
-        cell.on_iopub(&msg(
+        let mut cell = Cell::new("r".into());
+        let mut shown = cell.on_iopub(&msg(
             "error",
             "r",
             json!({"ename": "ERROR", "evalue": "object 'y' not found", "traceback": []}),
         ));
-        cell.on_reply(&msg("execute_reply", "r", json!({"status": "error"})));
+        shown.extend(cell.on_reply(&msg("execute_reply", "r", json!({"status": "error"}))));
         let p = cell.into_parts();
-        assert_eq!(p.stderr, "ERROR: object 'y' not found\n");
+        assert_eq!(
+            text(&shown, Stream::Stderr),
+            "ERROR: object 'y' not found\n"
+        );
         assert_eq!(p.exit_code, 1);
     }
 
     #[test]
     fn a_failure_only_in_the_reply_is_reported() {
-        let mut cell = Cell::new("r".into(), 1 << 20);
+        let mut cell = Cell::new("r".into());
         let shown = cell.on_reply(&msg("execute_reply", "r", json!({"status": "aborted"})));
         assert_eq!(shown.len(), 1);
         assert!(cell.failed());
@@ -451,7 +425,7 @@ mod tests {
 
     #[test]
     fn updates_replace_their_display_and_bad_payloads_are_noted() {
-        let mut cell = Cell::new("r".into(), 1 << 20);
+        let mut cell = Cell::new("r".into());
         cell.on_iopub(&msg(
             "display_data",
             "r",
@@ -481,23 +455,6 @@ mod tests {
         assert_eq!(plain, ["100%", "elsewhere", "fig"]);
         assert!(p.results[2].data.get("image/png").is_none());
         assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
-    }
-
-    #[test]
-    fn output_is_capped_and_marked_truncated() {
-        let mut cell = Cell::new("r".into(), 4);
-        let shown = cell.on_iopub(&msg(
-            "stream",
-            "r",
-            json!({"name": "stdout", "text": "0123456789"}),
-        ));
-        // The caller still sees it live; the result keeps the cap.
-        assert_eq!(shown[0].1, b"0123456789");
-        let p = cell.into_parts();
-        assert_eq!(
-            (p.stdout.as_str(), p.stdout_truncated, p.stderr_truncated),
-            ("0123", true, false)
-        );
     }
 
     #[test]

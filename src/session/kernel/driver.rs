@@ -14,6 +14,7 @@ use super::lifecycle::{
     cell_signal, cell_stop, end_fault, end_reading, Abort, CellClock, CellInput, CellOp, CellSinks,
     Ended, Kind, Lifecycle, Stop, INTERRUPT_GRACE,
 };
+use crate::engine::addon::capture::Keep;
 use crate::engine::addon::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -49,8 +50,6 @@ pub(crate) struct Live {
 /// One stream of one cell: bytes up to the marker.
 struct Split {
     pending: Vec<u8>,
-    kept: Vec<u8>,
-    truncated: bool,
     done: bool,
     rest: Vec<u8>,
 }
@@ -59,21 +58,19 @@ impl Split {
     fn new(carry: Vec<u8>) -> Split {
         Split {
             pending: carry,
-            kept: Vec::new(),
-            truncated: false,
             done: false,
             rest: Vec::new(),
         }
     }
 
     /// Takes bytes; returns what may be shown now (never a piece of the marker).
-    fn feed(&mut self, data: &[u8], marker: &[u8], cap: usize) -> Vec<u8> {
+    fn feed(&mut self, data: &[u8], marker: &[u8]) -> Vec<u8> {
         if self.done {
             self.rest.extend_from_slice(data);
             return Vec::new();
         }
         self.pending.extend_from_slice(data);
-        let show = match find(&self.pending, marker) {
+        match find(&self.pending, marker) {
             Some(at) => {
                 self.done = true;
                 self.rest = self.pending.split_off(at + marker.len());
@@ -89,13 +86,7 @@ impl Split {
                 let tail = self.pending.split_off(cut);
                 std::mem::replace(&mut self.pending, tail)
             }
-        };
-        let room = cap.saturating_sub(self.kept.len());
-        if show.len() > room {
-            self.truncated = true;
         }
-        self.kept.extend_from_slice(&show[..show.len().min(room)]);
-        show
     }
 }
 
@@ -239,6 +230,11 @@ impl Kind for Driver {
         let [c0, c1] = std::mem::take(&mut live.carry);
         let mut out = Split::new(c0);
         let mut err = Split::new(c1);
+        // A state operation's output opens the next cell's: it never spills.
+        let (mut out_kept, mut err_kept) = match input.op {
+            CellOp::Run => k.keep.captures(),
+            CellOp::Save | CellOp::Load(_) => Keep::new(k.keep.cap, None).captures(),
+        };
         let mut results = driver::Results::default();
         results.live(live_results);
         let mut done: Option<Value> = None;
@@ -307,11 +303,13 @@ impl Kind for Driver {
                 },
                 c = live.chunks.recv() => match c {
                     Some(Chunk { stream: Stream::Stdout, data }) => {
-                        let s = out.feed(&data, marker, k.max_output);
+                        let s = out.feed(&data, marker);
+                        out_kept.push(&s).await;
                         show(&sink, Stream::Stdout, s).await;
                     }
                     Some(Chunk { stream: Stream::Stderr, data }) => {
-                        let s = err.feed(&data, marker, k.max_output);
+                        let s = err.feed(&data, marker);
+                        err_kept.push(&s).await;
                         show(&sink, Stream::Stderr, s).await;
                     }
                     None => {
@@ -343,19 +341,23 @@ impl Kind for Driver {
             }
         }
         // What is still pending when the box died is output too.
-        for (split, stream) in [(&mut out, Stream::Stdout), (&mut err, Stream::Stderr)] {
+        for (split, kept, stream) in [
+            (&mut out, &mut out_kept, Stream::Stdout),
+            (&mut err, &mut err_kept, Stream::Stderr),
+        ] {
             if !split.done {
                 let rest = std::mem::take(&mut split.pending);
-                split.kept.extend_from_slice(&rest);
+                kept.push(&rest).await;
                 show(&sink, stream, rest).await;
             }
         }
+        let (out_kept, err_kept) = (out_kept.finish(), err_kept.finish());
         live.carry = [std::mem::take(&mut out.rest), std::mem::take(&mut err.rest)];
         if !matches!(input.op, CellOp::Run) && ended.is_none() {
             // What a state operation wrote (kern's notes on a new box, a directory the loaded
             // state names that is not here, an object's own prints) opens the next cell's output.
-            for (carry, split) in live.carry.iter_mut().zip([&out, &err]) {
-                let mut before = split.kept.clone();
+            for (carry, kept) in live.carry.iter_mut().zip([&out_kept, &err_kept]) {
+                let mut before = kept.kept.clone();
                 before.append(carry);
                 *carry = before;
             }
@@ -413,7 +415,7 @@ impl Kind for Driver {
             _ => None,
         };
         let (results, notes) = results.finish();
-        let mut stderr = Stderr::of_code(crate::lang::output_text(std::mem::take(&mut err.kept)));
+        let mut stderr = Stderr::of_code(crate::lang::output_text(err_kept.kept));
         for n in &notes {
             stderr.push_note(n);
         }
@@ -431,21 +433,25 @@ impl Kind for Driver {
             }
         }
         let dead = ended.as_ref().map(|f| f.message.clone());
-        let result = ExecResult {
-            stdout: crate::lang::output_text(out.kept),
+        let spills = tokio::join!(out_kept.spill.wait(), err_kept.spill.wait());
+        let mut result = ExecResult {
+            stdout: crate::lang::output_text(out_kept.kept),
             stderr,
             exit_code,
             duration_ms: start.elapsed().as_secs_f64() * 1000.0,
             signal: cell_signal(exit_code, ended.as_ref().or(kept.as_ref())),
             fault: ended.or(kept),
             files: Vec::new(),
-            stdout_truncated: out.truncated,
-            stderr_truncated: err.truncated,
+            stdout_truncated: out_kept.truncated,
+            stderr_truncated: err_kept.truncated,
+            stdout_spill: None,
+            stderr_spill: None,
             results,
             error,
             // A prewarmed box's one cell is a one-shot call's.
             execution_count: (!self.single).then(|| u32::try_from(id).unwrap_or(u32::MAX)),
         };
+        result.take_spills(spills);
         (result, dead)
     }
 }
@@ -665,9 +671,9 @@ mod tests {
     fn output_streams_at_once_unless_it_may_be_the_markers_start() {
         let marker = b"\x1eEND\x1e".to_vec();
         let mut s = Split::new(Vec::new());
-        assert_eq!(s.feed(b"up\n", &marker, 1 << 20), b"up\n");
-        assert_eq!(s.feed(b"x\x1eE", &marker, 1 << 20), b"x");
-        assert_eq!(s.feed(b"Q", &marker, 1 << 20), b"\x1eEQ");
+        assert_eq!(s.feed(b"up\n", &marker), b"up\n");
+        assert_eq!(s.feed(b"x\x1eE", &marker), b"x");
+        assert_eq!(s.feed(b"Q", &marker), b"\x1eEQ");
         assert_eq!(partial_marker_len(b"ab\x1eEN", &marker), 3);
         assert_eq!(partial_marker_len(b"", &marker), 0);
     }
@@ -678,17 +684,10 @@ mod tests {
         let mut s = Split::new(b"left ".to_vec());
         let mut shown = Vec::new();
         for piece in [&b"hello \x1eE"[..], b"N", b"D\x1e after"] {
-            shown.extend(s.feed(piece, &marker, 1 << 20));
+            shown.extend(s.feed(piece, &marker));
         }
         assert!(s.done);
         assert_eq!(shown, b"left hello ");
-        assert_eq!(s.kept, b"left hello ");
         assert_eq!(s.rest, b" after");
-        let mut capped = Split::new(Vec::new());
-        capped.feed(b"0123456789\x1eEND\x1e", &marker, 4);
-        assert_eq!(
-            (capped.kept.as_slice(), capped.truncated),
-            (&b"0123"[..], true)
-        );
     }
 }

@@ -6,6 +6,7 @@
 //! the kind's (`Kind`): the python driver's (`driver`) or an image's Jupyter kernel's
 //! (`jupyter`).
 
+use crate::engine::addon::capture::Keep;
 use crate::engine::addon::launch::{ChunkSender, Outcome};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
@@ -268,8 +269,8 @@ pub(crate) struct Lifecycle<K: Kind> {
     pub(crate) stop: watch::Sender<bool>,
     /// The per-cell timeout when a call names none.
     pub(crate) timeout_ms: u64,
-    /// What a cell keeps of each stream.
-    pub(crate) max_output: usize,
+    /// What a cell keeps of each stream, and where the rest goes.
+    pub(crate) keep: Keep,
     /// A caller's kernel (not a prewarmed box) counts as a box writing to the workspace until it
     /// is closed, so snapshot() refuses meanwhile.
     active: std::sync::Mutex<Option<Active>>,
@@ -298,7 +299,7 @@ impl<K: Kind> Lifecycle<K> {
         session_closing: watch::Receiver<bool>,
         stop: watch::Sender<bool>,
         timeout_ms: u64,
-        max_output: usize,
+        keep: Keep,
         monitor: Option<u32>,
     ) -> Lifecycle<K> {
         Lifecycle {
@@ -306,7 +307,7 @@ impl<K: Kind> Lifecycle<K> {
             session_closing,
             stop,
             timeout_ms,
-            max_output,
+            keep,
             active: std::sync::Mutex::new(None),
             quota: None,
             monitor,

@@ -1,5 +1,5 @@
 //! The resource options: the cgroup caps (`memoryMb`, `cpus`, `pids`), time and output
-//! (`timeoutS`, `maxOutputBytes`) and how the caps are held (`enforceLimits`, `requireLimits`).
+//! (`timeoutS`, `maxOutputBytes`, `spillOutput`) and how the caps are held (`enforceLimits`, `requireLimits`).
 
 use super::value::{boolean, positive, positive_at_most};
 use crate::config::{
@@ -51,7 +51,7 @@ pub(super) fn caps(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> {
     Ok(())
 }
 
-/// `maxOutputBytes`, `enforceLimits` and `requireLimits`.
+/// `maxOutputBytes`, `spillOutput`, `enforceLimits` and `requireLimits`.
 pub(super) fn output_and_enforcement(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> {
     let get = |k: &str| map.get(k);
     if let Some(v) = get("maxOutputBytes") {
@@ -62,6 +62,9 @@ pub(super) fn output_and_enforcement(map: &Map<String, Value>, cfg: &mut Config)
             MAX_OUTPUT_BYTES as f64,
             "bytes (256 MiB per stream: what a JavaScript string of the output can hold)",
         )? as usize;
+    }
+    if let Some(v) = get("spillOutput") {
+        cfg.spill_output = boolean("spillOutput", v)?;
     }
     if let Some(v) = get("enforceLimits") {
         cfg.limits.enforce = boolean("enforceLimits", v)?;

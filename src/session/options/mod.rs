@@ -46,6 +46,7 @@ const KNOWN: &[&str] = &[
     "profiles",
     "env",
     "maxOutputBytes",
+    "spillOutput",
     "enforceLimits",
     "requireLimits",
     "securityProfile",

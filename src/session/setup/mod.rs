@@ -20,6 +20,7 @@ use super::prepared::{prepare, Workload};
 use super::stderr::push_line;
 use crate::config::at_or_under;
 use crate::config::{Network, SetupNetwork};
+use crate::engine::addon::capture::Keep;
 use crate::engine::addon::launch::{ChunkSender, Kern};
 use crate::engine::shared::spec::{BoxSpec, TmpfsSpec};
 use crate::error::{Error, Result};
@@ -176,7 +177,7 @@ pub(super) async fn run(
     let outcome = Kern::spawn(kern_path, &spec.limits)?
         .run(
             &spec,
-            opened.config.max_output,
+            &Keep::new(opened.config.max_output, None),
             sink.clone(),
             cancel,
             super::network::fds(None, line.as_ref()),

@@ -134,6 +134,19 @@ pub fn write_file(root: &Path, path: &str, data: &[u8], owner: Option<(u32, u32)
     write_with(root, path, data, owner, true)
 }
 
+/// Who files the host creates in the workspace `root` should belong to: as root, the
+/// workspace's owner (so the box, whose account the owner appears as, can change them);
+/// unprivileged, we are the owner already.
+pub fn host_write_owner(root: &Path) -> Result<Option<(u32, u32)>> {
+    use std::os::unix::fs::MetadataExt;
+    if !nix::unistd::geteuid().is_root() {
+        return Ok(None);
+    }
+    let m = std::fs::metadata(root)
+        .map_err(|e| Error::Runtime(format!("stat the workspace {}: {e}", root.display())))?;
+    Ok(Some((m.uid(), m.gid())))
+}
+
 /// One regular file found by [`list_files`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Listed {

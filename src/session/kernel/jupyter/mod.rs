@@ -22,7 +22,8 @@ use super::lifecycle::{
     cell_signal, end_fault, end_reading, Abort, CellClock, CellInput, CellOp, CellSinks, Ended,
     Kind, Lifecycle, Stop, INTERRUPT_GRACE,
 };
-use crate::engine::addon::launch::{Chunk, ChunkReceiver};
+use crate::engine::addon::capture::Capture;
+use crate::engine::addon::launch::{Chunk, ChunkReceiver, ChunkSender, Stream};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::jupyter::cell::{Cell, Shown};
@@ -172,19 +173,10 @@ impl Kind for Jupyter {
         let cell_id = id.clone();
         self.readers.want(Some(&id));
         let mut asked_input: Option<String> = None;
-        let mut cell = Cell::new(id, k.max_output);
+        let mut cell = Cell::new(id);
         cell.live(live_results);
-        // Waits for a slow consumer (`ChunkSender`): the kernel's output waits with it.
-        let show = |shown: Shown| {
-            let s = sink.clone();
-            async move {
-                if let Some(s) = s {
-                    for (stream, data) in shown {
-                        let _ = s.send(Chunk { stream, data }).await;
-                    }
-                }
-            }
-        };
+        let (o, e) = k.keep.captures();
+        let mut kept = [o, e];
         let mut fault: Option<Fault> = None;
         let mut dead = false;
         if send(&mut live.socks.shell, frames).await.is_err() {
@@ -228,11 +220,11 @@ impl Kind for Jupyter {
             let wake = input_reinterrupt.map_or(wake, |at| at.min(wake));
             tokio::select! {
                 m = live.socks.iopub.recv() => match m {
-                    Some(m) => show(cell.on_iopub(&m)).await,
+                    Some(m) => keep_and_show(&mut kept, &sink, cell.on_iopub(&m)).await,
                     None => dead = true,
                 },
                 m = live.socks.replies.recv() => match m {
-                    Some(m) => show(cell.on_reply(&m)).await,
+                    Some(m) => keep_and_show(&mut kept, &sink, cell.on_reply(&m)).await,
                     None => dead = true,
                 },
                 m = live.socks.stdin.recv() => match m {
@@ -252,7 +244,7 @@ impl Kind for Jupyter {
                 c = live.chunks.recv() => match c {
                     // Output the kernel process writes itself (an R `system()` call, a C
                     // library) during a cell is the cell's too.
-                    Some(c) => show(cell.on_output(c.stream, &c.data)).await,
+                    Some(c) => keep_and_show(&mut kept, &sink, cell.on_output(c.stream, &c.data)).await,
                     None => dead = true,
                 },
                 // Paused or resumed: the deadline moved.
@@ -296,7 +288,9 @@ impl Kind for Jupyter {
             ));
         }
         let parts = cell.into_parts();
-        let mut stderr = Stderr::of_code(parts.stderr);
+        let [out_kept, err_kept] = kept.map(|mut c| c.finish());
+        let spills = tokio::join!(out_kept.spill.wait(), err_kept.spill.wait());
+        let mut stderr = Stderr::of_code(crate::lang::output_text(err_kept.kept));
         for n in &parts.notes {
             stderr.push_note(n);
         }
@@ -323,20 +317,23 @@ impl Kind for Jupyter {
         });
         // A timeout interrupts the cell: its KeyboardInterrupt is the fault, not an error.
         let error = parts.error.filter(|_| fault.is_none());
-        let result = ExecResult {
-            stdout: parts.stdout,
+        let mut result = ExecResult {
+            stdout: crate::lang::output_text(out_kept.kept),
             stderr,
             exit_code,
             duration_ms: start.elapsed().as_secs_f64() * 1000.0,
             signal: cell_signal(exit_code, fault.as_ref()),
             fault,
             files: Vec::new(),
-            stdout_truncated: parts.stdout_truncated,
-            stderr_truncated: parts.stderr_truncated,
+            stdout_truncated: out_kept.truncated,
+            stderr_truncated: err_kept.truncated,
+            stdout_spill: None,
+            stderr_spill: None,
             results: parts.results,
             error,
             execution_count: parts.execution_count,
         };
+        result.take_spills(spills);
         (result, dead)
     }
 }
@@ -400,5 +397,20 @@ fn keep_tail(log: &mut Vec<u8>, data: &[u8]) {
     log.extend_from_slice(data);
     if log.len() > LOG_TAIL {
         log.drain(..log.len() - LOG_TAIL);
+    }
+}
+
+/// Keeps a cell's output (its cap, its spill) and shows it to the caller as it comes; a slow
+/// consumer (`ChunkSender`) makes the kernel's output wait with it.
+async fn keep_and_show(kept: &mut [Capture; 2], sink: &Option<ChunkSender>, shown: Shown) {
+    for (stream, data) in shown {
+        let c = match stream {
+            Stream::Stdout => &mut kept[0],
+            Stream::Stderr => &mut kept[1],
+        };
+        c.push(&data).await;
+        if let Some(s) = sink {
+            let _ = s.send(Chunk { stream, data }).await;
+        }
     }
 }

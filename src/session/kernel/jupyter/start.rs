@@ -5,6 +5,7 @@
 
 use super::sockets::{connect, runtime, Readers, Sockets, START_TIMEOUT};
 use super::{keep_tail, Jupyter, Live};
+use crate::engine::addon::capture::Keep;
 use crate::engine::addon::launch::ChunkReceiver;
 use crate::engine::shared::spec::{BindSpec, BoxSpec};
 use crate::error::{Error, Result};
@@ -164,7 +165,7 @@ pub(crate) async fn connect_started(
     prepared: Prepared,
     started: Started,
     timeout_ms: u64,
-    max_output: usize,
+    keep: Keep,
     interrupt: bool,
 ) -> Result<Lifecycle<Jupyter>> {
     let Prepared { name, ks, dir, key } = prepared;
@@ -257,7 +258,7 @@ pub(crate) async fn connect_started(
         session_closing,
         stop,
         timeout_ms,
-        max_output,
+        keep,
         pause_by,
     ))
 }
