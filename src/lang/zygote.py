@@ -94,6 +94,15 @@ def _kern_zygote(channel):
     class Failed(Exception):
         pass
 
+    def _fd_named(a):
+        """The saved fd an argument names (a `var`, a `beneath` rule's directory), if any."""
+        if isinstance(a, dict):
+            if "var" in a:
+                return a["var"]
+            if "beneath" in a:
+                return a["beneath"]["fd"]
+        return None
+
     def run(ops):
         saved = {}
         for op in ops:
@@ -110,7 +119,7 @@ def _kern_zygote(channel):
                 continue
             # A step on an fd an earlier, tolerated step did not make (no Landlock in this
             # kernel) has nothing to act on.
-            if any(isinstance(a, dict) and "var" in a and a["var"] not in saved for a in op["args"]):
+            if any(_fd_named(a) is not None and _fd_named(a) not in saved for a in op["args"]):
                 continue
             args, keep = [], []
             for a in op["args"]:
@@ -137,6 +146,12 @@ def _kern_zygote(channel):
                     args.append(ctypes.byref(f))
                 elif kind == "var":
                     args.append(ctypes.c_long(saved[v]))
+                elif kind == "beneath":
+                    # struct landlock_path_beneath_attr, packed: u64 allowed_access, s32 parent_fd.
+                    raw = struct.pack("=Qi", v["allowed"], saved[v["fd"]])
+                    b = ctypes.create_string_buffer(raw, len(raw))
+                    keep.append(b)
+                    args.append(b)
                 else:
                     raise Failed("%s: an argument of unknown kind %r" % (what, kind))
             ret = syscall(ctypes.c_long(op["nr"]), *args)

@@ -80,6 +80,12 @@ pub enum Arg {
     /// An fd an earlier step saved; a step whose fd was not made (its step failed with an
     /// error it tolerates) is skipped.
     Var(String),
+    /// A `struct landlock_path_beneath_attr` (packed: `allowed_access` u64, then `parent_fd`
+    /// i32) whose directory is the fd an earlier step saved as `fd` (skipped as `Var` is).
+    Beneath {
+        allowed: u64,
+        fd: String,
+    },
 }
 
 fn base64_bytes<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
@@ -182,6 +188,10 @@ mod tests {
             Arg::Fprog(vec![0; 8]),
             Arg::Null,
             Arg::Var("fd".into()),
+            Arg::Beneath {
+                allowed: 1 << 13,
+                fd: "root".into(),
+            },
         ];
         let step = saving(tolerating(sys("a step", 7, args), &[38]), "out");
         assert_eq!(
@@ -189,7 +199,8 @@ mod tests {
             json!({
                 "op": "sys", "what": "a step", "nr": 7,
                 "args": [{"int": -1}, {"str": "lo"}, {"bytes": "AQID"},
-                         {"fprog": "AAAAAAAAAAA="}, "null", {"var": "fd"}],
+                         {"fprog": "AAAAAAAAAAA="}, "null", {"var": "fd"},
+                         {"beneath": {"allowed": 8192, "fd": "root"}}],
                 "tolerate": [38], "save": "out"
             })
         );

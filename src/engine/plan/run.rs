@@ -126,6 +126,15 @@ impl Held {
                     Some(v) => Ready::Value(v as libc::c_long),
                     None => return Ok(None),
                 },
+                Arg::Beneath { allowed, fd } => match saved.get(fd) {
+                    Some(v) => {
+                        let fd = i32::try_from(v).map_err(|_| invalid("an fd out of range"))?;
+                        let mut attr = allowed.to_ne_bytes().to_vec();
+                        attr.extend_from_slice(&fd.to_ne_bytes());
+                        Ready::Bytes(attr)
+                    }
+                    None => return Ok(None),
+                },
                 Arg::Str(s) => Ready::Str(
                     CString::new(s.as_str()).map_err(|_| invalid("a string with a NUL byte"))?,
                 ),

@@ -6,7 +6,7 @@
 //! its AppArmor profile and signal dispositions before the filters); a zygote's fork runs them
 //! back to back (`Workload::into_ops`).
 
-use super::{bytes, fprog, int, saving, sys, tolerating, Arg, Op};
+use super::{bytes, fprog, int, s, saving, sys, tolerating, Arg, Op};
 use crate::engine::boxside::seccomp::Programs;
 use crate::engine::shared::handoff::Fallback;
 use crate::engine::shared::spec::BoxSpec;
@@ -278,25 +278,61 @@ fn privileges(p: &Posture) -> Vec<Op> {
 fn filters(p: &Posture) -> Vec<Op> {
     let mut ops = Vec::new();
     if p.landlock {
-        // A domain of its own that handles only MakeBlock and has no rule (`landlock`), where
-        // the kernel has Landlock (the call's kern said so if it has none).
+        // A domain of its own (`landlock`), where the kernel has Landlock (the call's kern said
+        // so if it has none). It handles MakeBlock, with no rule: denied, which a box can't do
+        // anyway. And Refer, granted beneath `/`: a domain denies moving or linking a file to
+        // another directory unless a rule grants Refer there (the kernel's rule for every
+        // domain, handled or not), which turned each such rename(2) in a box into EXDEV. A
+        // kernel without Refer (Landlock ABI 1, before 5.19) refuses the ruleset (EINVAL): no
+        // domain there, as without Landlock, rather than one that breaks renames.
         const LANDLOCK_ACCESS_FS_MAKE_BLOCK: u64 = 1 << 11;
+        const LANDLOCK_ACCESS_FS_REFER: u64 = 1 << 13;
+        const LANDLOCK_RULE_PATH_BENEATH: i64 = 1;
         ops.push(tolerating(
             saving(
                 sys(
                     "a Landlock ruleset",
                     libc::SYS_landlock_create_ruleset,
                     vec![
-                        bytes(&LANDLOCK_ACCESS_FS_MAKE_BLOCK.to_ne_bytes()),
+                        bytes(
+                            &(LANDLOCK_ACCESS_FS_MAKE_BLOCK | LANDLOCK_ACCESS_FS_REFER)
+                                .to_ne_bytes(),
+                        ),
                         int(8),
                         int(0),
                     ],
                 ),
                 "landlock",
             ),
-            &[libc::ENOSYS, libc::EOPNOTSUPP],
+            &[libc::ENOSYS, libc::EOPNOTSUPP, libc::EINVAL],
+        ));
+        ops.push(saving(
+            sys(
+                "open / for the Landlock rule",
+                libc::SYS_openat,
+                vec![
+                    int(libc::AT_FDCWD),
+                    s("/"),
+                    int(libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC),
+                    int(0),
+                ],
+            ),
+            "landlock-root",
         ));
         // Skipped where the kernel made no ruleset (`Arg::Var`).
+        ops.push(sys(
+            "grant Refer beneath /",
+            libc::SYS_landlock_add_rule,
+            vec![
+                Arg::Var("landlock".into()),
+                int(LANDLOCK_RULE_PATH_BENEATH),
+                Arg::Beneath {
+                    allowed: LANDLOCK_ACCESS_FS_REFER,
+                    fd: "landlock-root".into(),
+                },
+                int(0),
+            ],
+        ));
         ops.push(sys(
             "enter the Landlock domain",
             libc::SYS_landlock_restrict_self,
@@ -306,6 +342,11 @@ fn filters(p: &Posture) -> Vec<Op> {
             "close the ruleset",
             libc::SYS_close,
             vec![Arg::Var("landlock".into())],
+        ));
+        ops.push(sys(
+            "close /",
+            libc::SYS_close,
+            vec![Arg::Var("landlock-root".into())],
         ));
     }
     // Every workload: no set-id bit from a box, ever (see `setid`).
@@ -443,7 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn the_landlock_domain_handles_make_block_with_no_rule_and_is_best_effort() {
+    fn the_landlock_domain_denies_make_block_grants_refer_and_is_best_effort() {
         let w = of(&spec(), &Fallback::default(), 0);
         let f = &w.filters;
         let create = position(f, |o| o.nr() == Some(libc::SYS_landlock_create_ruleset));
@@ -459,14 +500,31 @@ mod tests {
         else {
             panic!("a syscall")
         };
-        // handled_access_fs = LANDLOCK_ACCESS_FS_MAKE_BLOCK, nothing else.
-        assert_eq!(args[0], Arg::Bytes((1u64 << 11).to_ne_bytes().to_vec()));
+        // handled_access_fs = MAKE_BLOCK | REFER, nothing else; a kernel without Refer
+        // (EINVAL) gets no domain.
+        assert_eq!(
+            args[0],
+            Arg::Bytes(((1u64 << 11) | (1u64 << 13)).to_ne_bytes().to_vec())
+        );
         assert_eq!(args[1], Arg::Int(8));
-        assert_eq!(tolerate, &vec![libc::ENOSYS, libc::EOPNOTSUPP]);
+        assert_eq!(
+            tolerate,
+            &vec![libc::ENOSYS, libc::EOPNOTSUPP, libc::EINVAL]
+        );
         assert_eq!(save.as_deref(), Some("landlock"));
-        assert!(!f
-            .iter()
-            .any(|o| o.nr() == Some(libc::SYS_landlock_add_rule)));
+        // One rule: Refer beneath /, before the domain is entered; MakeBlock stays denied.
+        let rules: Vec<usize> = (0..f.len())
+            .filter(|&i| f[i].nr() == Some(libc::SYS_landlock_add_rule))
+            .collect();
+        assert_eq!(rules.len(), 1);
+        assert!(create < rules[0] && rules[0] < restrict);
+        assert_eq!(
+            arg(&f[rules[0]], 2),
+            Some(&Arg::Beneath {
+                allowed: 1 << 13,
+                fd: "landlock-root".into()
+            })
+        );
         assert_eq!(arg(&f[restrict], 0), Some(&Arg::Var("landlock".into())));
         // A zygote's own box has none (its forks mount); each call's workload has its own.
         let zygote = BoxSpec {
