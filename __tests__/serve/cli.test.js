@@ -9,7 +9,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { spawn, spawnSync, execFileSync } = require('child_process');
-const { requireRootfs, ROOTFS, hostProcessesMatching, uniqueName, waitFor } = require('../helpers.js');
+const { requireRootfs, ROOTFS, hostProcessesMatching, uniqueName, waitFor, listPids, procStat, ourDescendant } = require('../helpers.js');
 const { sdk, KEY } = require('./serve-helpers.js');
 
 const KERN_JS = path.join(__dirname, '..', '..', 'bin', 'kern.js');
@@ -42,17 +42,36 @@ function startCli(args, env = {}) {
 
 const exited = (child) => new Promise((resolve) => child.on('exit', (code, signal) => resolve({ code, signal })));
 
-/** kern-sandbox's cgroup directories on this host (v1 controllers; none where it has none). */
-function kernCgroups() {
+/** kern-sandbox's cgroup directories on this host (v1 controllers; none where it has none) that
+ * belong to a kern `ours` has seen (a box's leaf is `box-<its kern's pid>-...`): the root run's
+ * side Jest makes boxes of its own beside this one. */
+function kernCgroups(ours) {
   const out = [];
   for (const root of ['/sys/fs/cgroup/memory/kern-sandbox', '/sys/fs/cgroup/pids/kern-sandbox', '/sys/fs/cgroup/cpu/kern-sandbox']) {
     try {
-      for (const d of fs.readdirSync(root)) out.push(path.join(root, d));
+      for (const d of fs.readdirSync(root)) {
+        const m = /^box-(\d+)-/.exec(d);
+        if (m && ours.has(Number(m[1]))) out.push(path.join(root, d));
+      }
     } catch {
       // not on this host
     }
   }
   return out;
+}
+
+/** The kern runtimes this process's descendants (the server's) run, sampled until stopped. */
+function kernsOfOurs() {
+  const seen = new Set();
+  const sample = () => {
+    for (const pid of listPids()) {
+      const st = procStat(pid);
+      if (st && st.comm === 'kern' && ourDescendant(pid)) seen.add(pid);
+    }
+  };
+  sample();
+  const timer = setInterval(sample, 50);
+  return { seen, stop: () => { sample(); clearInterval(timer); } };
 }
 
 test('refusals before it listens: no key, no auth off loopback, unknown or incomplete flags', () => {
@@ -84,7 +103,7 @@ test('refusals before it listens: no key, no auth off loopback, unknown or incom
 
 test('it prints the three variables; SIGTERM ends every sandbox and leaves nothing on the host', async () => {
   const stateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'kern-serve-cli-'));
-  const cgroupsBefore = new Set(kernCgroups());
+  const kerns = kernsOfOurs();
   const srv = await startCli(['--state-dir', stateDir], { KERN_API_KEYS: KEY });
   expect(srv.apiUrl).toBe(srv.sandboxUrl);
   expect(srv.apiUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
@@ -111,7 +130,10 @@ test('it prints the three variables; SIGTERM ends every sandbox and leaves nothi
   expect(fs.readdirSync(stateDir)).toEqual([]);
   const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8');
   expect(mounts).not.toContain(stateDir);
-  expect(await waitFor(() => kernCgroups().every((c) => cgroupsBefore.has(c)), 10_000)).toBeTruthy();
+  kerns.stop();
+  expect(kerns.seen.size).toBeGreaterThan(0);
+  await waitFor(() => kernCgroups(kerns.seen).length === 0, 10_000);
+  expect(kernCgroups(kerns.seen)).toEqual([]);
   const logs = srv.err().trim().split('\n').map((l) => JSON.parse(l));
   expect(logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['listening', 'sandbox created', 'stopping', 'sandbox ended', 'stopped']));
   expect(logs.filter((l) => l.msg === 'sandbox ended').map((l) => l.reason)).toEqual(['shutdown', 'shutdown']);
