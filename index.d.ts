@@ -172,6 +172,29 @@ export interface ExecutionError {
   traceback: string;
 }
 
+/** ADDITION: one change seen by `Sandbox.watch()`. */
+export interface WatchEvent {
+  /** `overflow`: events were lost here (the watch's queue or the kernel's was full). */
+  type: "create" | "modify" | "delete" | "rename" | "overflow";
+  /** Workspace-relative (`""` for an overflow). */
+  path: string;
+  /** A `rename`'s old path. */
+  oldPath?: string | undefined;
+  isDir: boolean;
+  /** An `overflow`'s count of lost events; null when the kernel's queue overflowed. */
+  dropped?: number | null | undefined;
+}
+
+/** ADDITION: an open `Sandbox.watch()`: iterate it with `for await`; leaving the loop,
+ * `close()` or the Sandbox's `close()` end it. */
+export class WorkspaceWatch implements AsyncIterable<WatchEvent> {
+  private constructor();
+  [Symbol.asyncIterator](): AsyncIterator<WatchEvent>;
+  /** Ends the watch: its inotify instance goes now; what was queued is still delivered. */
+  close(): void;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
 /** ADDITION: a stream kept whole in the workspace (`spillOutput`). */
 export interface OutputSpill {
   /** Workspace-relative: `readFile(path, { offset, length })` pages through it. */
@@ -599,6 +622,19 @@ export class Sandbox {
    * (until then nothing sees them; `destroy()`, an error or `close()` leaves `path` as it was),
    * under `writeFile`'s rules. */
   createWriteStream(path: string): import("stream").Writable;
+  /** ADDITION: what changes below the workspace-relative directory `path` (default `"."`), by a
+   * box or the host, as events (inotify, seen from the host; one instance while open). Never
+   * through a symlink; a missing or non-directory `path` is refused (`ERR_FILE`). Bounded: a
+   * reader that falls behind 65,536 events gets an `overflow` event, never a silent loss. */
+  watch(path?: string, opts?: {
+    /** Every directory below `path` too, each new one as it appears. Default true. */
+    recursive?: boolean | undefined;
+    /** Globs on the workspace-relative path (`*` within a component, `**` across): only
+     * matching events. */
+    include?: string | readonly string[] | undefined;
+    /** Globs whose matching events are left out. */
+    exclude?: string | readonly string[] | undefined;
+  }): Promise<WorkspaceWatch>;
   /** Stop the resident box of a `persist` sandbox ahead of its TTL, from any process; resolves
    * once it is gone. Idempotent; a no-op without `persist`; works without `open()`. */
   destroy(): Promise<void>;

@@ -10,6 +10,7 @@
 //   kernel.js     Kernel
 //   processes.js  SandboxProcess, Terminal
 //   streams.js    output chunks, workspace read/write streams
+//   watch.js      WorkspaceWatch (sandbox.watch())
 //   calls.js      what every call shares (checks, options as JSON, callbacks, signal)
 //   addon.js      the native binding, loaded once
 // Another surface (a server, an MCP endpoint) is another entry beside this one, built on
@@ -21,6 +22,7 @@ const { Result, ExecutionResult } = require('./results.js');
 const { Sandbox, withSandbox, runCode } = require('./sandbox.js');
 const { Kernel } = require('./kernel.js');
 const { SandboxProcess, Terminal } = require('./processes.js');
+const { WorkspaceWatch } = require('./watch.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/config/mod.rs. */
 const DEFAULT_TMPFS_MB = 64;
@@ -32,6 +34,7 @@ module.exports = {
   Kernel,
   SandboxProcess,
   Terminal,
+  WorkspaceWatch,
   Result,
   ExecutionResult,
   SandboxError,

@@ -21,6 +21,8 @@ module.exports = {
   spawn: ['env', 'cwd', 'user', 'signal', 'onStdout', 'onStderr', 'timeoutS', 'lineBuffered'],
   /** `terminal()` (an addition). */
   terminal: ['argv', 'cols', 'rows', 'env', 'cwd', 'user'],
+  /** `watch()` (an addition). */
+  watch: ['recursive', 'include', 'exclude'],
   /** A kernel's `runCode()`. */
   cell: ['timeoutS', 'signal', 'onAbort', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
 };

@@ -14,6 +14,7 @@ const {
 } = require('./calls.js');
 const { KERNEL_TOKEN, KERNEL_LANGUAGES, Kernel, forkCount } = require('./kernel.js');
 const { PROCESS_TOKEN, SandboxProcess, Terminal } = require('./processes.js');
+const { WATCH_TOKEN, WorkspaceWatch } = require('./watch.js');
 
 // 'typescript' is an addition (run by the node driver where the box's Node strips types).
 const LANGUAGES = ['python', 'bash', 'sh', 'node', 'typescript'];
@@ -377,6 +378,28 @@ class Sandbox {
       throw fromNative(e);
     }
   }
+  /** Addition: the workspace's changes below `dir` as events (see index.d.ts). */
+  async watch(dir = '.', opts) {
+    checkRelPath('watch', dir);
+    opts = checkOptions(opts, OPTIONS.watch, 'watch(path, opts): opts must be an object such as { recursive: true, include: ["**/*.py"] }',
+      (k) => `unknown watch() option \`${k}\`; it takes ${OPTIONS.watch.join(', ')}`);
+    if (opts.recursive !== undefined && typeof opts.recursive !== 'boolean') {
+      throw new SandboxError(`watch({ recursive }) takes true or false, got ${JSON.stringify(opts.recursive)}`);
+    }
+    const globs = (name) => {
+      const v = opts[name];
+      if (v === undefined) return undefined;
+      const list = typeof v === 'string' ? [v] : v;
+      if (!Array.isArray(list) || !list.every((g) => typeof g === 'string' && g !== '')) {
+        throw new SandboxError(`watch({ ${name} }) takes a glob or an array of globs, e.g. "**/*.py", got ${JSON.stringify(v)}`);
+      }
+      return list;
+    };
+    const wire = { recursive: opts.recursive, include: globs('include'), exclude: globs('exclude') };
+    const nw = await callNative(() => this.#native.watch(dir, toWire(wire, 'watch option')));
+    return new WorkspaceWatch(WATCH_TOKEN, nw);
+  }
+
   async kernel(opts) {
     opts = checkOptions(opts, OPTIONS.kernel, 'kernel(opts) takes an object, e.g. kernel({ timeoutS: 10 })',
       (k) => `unknown kernel() option \`${k}\`; it takes ${OPTIONS.kernel.join(', ')}`);

@@ -60,6 +60,7 @@ function declarations() {
     cell: method('Kernel', 'runCode'),
     spawn: method('Sandbox', 'spawn'),
     terminal: method('Sandbox', 'terminal'),
+    watch: method('Sandbox', 'watch'),
     oneShot: optsOf(functions.get('runCode')),
   };
 }
@@ -110,6 +111,7 @@ const NO_FLAG = {
   mounts: 'host mounts are checked by the session (MountRefused); the CLI binds only --workspace',
   profiles: 'profiles resolve to session options',
   maxOutputBytes: 'the CLI writes the box\'s output straight to the terminal: nothing is captured',
+  spillOutput: 'the CLI writes the box\'s output straight to the terminal: nothing is capped, so nothing spills',
   requireLimits: 'the CLI says a best-effort cap on stderr; refusing is for unattended callers',
   apparmor: 'a session hardening option; the CLI box uses the default',
   capDrop: 'a session hardening option; the CLI box uses the default',
@@ -153,6 +155,7 @@ describe('option names agree across index.d.ts, the JS layer, the native side an
     expect(sorted(d.cell)).toEqual(sorted(OPTIONS.cell));
     expect(sorted(d.spawn)).toEqual(sorted(OPTIONS.spawn));
     expect(sorted(d.terminal)).toEqual(sorted(OPTIONS.terminal));
+    expect(sorted(d.watch)).toEqual(sorted(OPTIONS.watch));
     // The one-shot runCode() takes a Sandbox's options and a call's language.
     expect(sorted(d.oneShot)).toEqual(sorted([...d.sandbox, 'language']));
   });

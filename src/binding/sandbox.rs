@@ -7,6 +7,7 @@ use super::kernel::NativeKernel;
 use super::process::NativeProcess;
 use super::result::{finish, NativeResult};
 use super::streams::{NativeReadStream, NativeWriteStream};
+use super::watch::NativeWatch;
 use crate::error::Error;
 use crate::session::{CallInput, ExecRequest, Sandbox};
 use napi::bindgen_prelude::{AsyncTask, Buffer, PromiseRaw};
@@ -344,6 +345,16 @@ impl NativeSandbox {
     pub async fn open_read(&self, path: String) -> napi::Result<NativeReadStream> {
         let s = self.inner.open_read(path).await.map_err(to_napi)?;
         Ok(NativeReadStream { inner: s })
+    }
+
+    /// A watch of the workspace's changes below `path` (`watch()`); `options_json` is
+    /// `{ recursive?, include?, exclude? }`.
+    #[napi]
+    pub async fn watch(&self, path: String, options_json: String) -> napi::Result<NativeWatch> {
+        let req: crate::session::WatchRequest = serde_json::from_str(&options_json)
+            .map_err(|e| to_napi(Error::Invalid(format!("watch() options: {e}"))))?;
+        let w = self.inner.watch(path, req).await.map_err(to_napi)?;
+        Ok(NativeWatch { inner: w })
     }
 
     /// A write that lands at `commit()` (`createWriteStream`).

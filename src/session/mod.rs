@@ -48,6 +48,7 @@ mod route;
 pub mod setup;
 mod spares;
 pub mod stderr;
+mod watching;
 pub(crate) mod writers;
 pub(crate) mod zygote;
 mod zygote_start;
@@ -59,6 +60,7 @@ pub use percall::{check_stdin, CallInput};
 pub use process::{Process, ProcessRequest};
 pub use result::{ExecRequest, ExecResult};
 pub use stderr::Stderr;
+pub use watching::{Watch, WatchRequest};
 
 use crate::engine::addon::launch::ChunkSender;
 use crate::error::{Error, Result};
@@ -231,6 +233,11 @@ impl Sandbox {
     /// ADDITION: `createReadStream`'s file, open for chunked reads.
     pub async fn open_read(&self, path: String) -> Result<ReadStream> {
         host_files::open_read(self.opened().await?, path).await
+    }
+
+    /// ADDITION (issue 35): `watch(path, opts)`: the workspace's changes below `path` as events.
+    pub async fn watch(&self, path: String, req: WatchRequest) -> Result<Watch> {
+        watching::start(self.opened().await?, path, req).await
     }
 
     /// ADDITION: `createWriteStream`'s temp file, put in place at commit.

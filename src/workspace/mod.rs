@@ -3,6 +3,7 @@
 pub mod archive;
 pub mod copy;
 pub mod digest;
+pub mod events;
 pub mod files;
 mod owner;
 pub mod setid;
