@@ -41,12 +41,22 @@ function richContent(results) {
   return out;
 }
 
+/** Where a stream that passed the capture limit went: its spill file, to page through with
+ * read_file, or nowhere. */
+function spillLine(name, spill) {
+  if (!spill) return `[${name} went past the capture limit; the rest was dropped]`;
+  const part = spill.complete ? `all of it (${spill.bytes} bytes)` : `its first ${spill.bytes} bytes`;
+  return `[${name} went past the capture limit: ${part} is in ${spill.path}; read_file it with offset/length or start_line/end_line]`;
+}
+
 /** An ExecutionResult (a call, a cell, a process) as a CallToolResult. */
 function executionResult(r) {
   const lines = [];
   const stderr = r.codeStderr;
   if (r.stdout) lines.push(`stdout:\n${cut(r.stdout)}`);
+  if (r.stdoutTruncated) lines.push(spillLine('stdout', r.stdoutSpill));
   if (stderr) lines.push(`stderr:\n${cut(stderr)}`);
+  if (r.stderrTruncated) lines.push(spillLine('stderr', r.stderrSpill));
   if (r.error) lines.push(`error: ${r.error.name}: ${r.error.value}`);
   if (r.fault) lines.push(`fault: ${r.fault.type}: ${r.fault.message}`);
   lines.push(`exit code: ${r.exitCode}${r.signal ? ` (${r.signal})` : ''}`);
@@ -58,6 +68,7 @@ function executionResult(r) {
     fault: r.fault ? { type: r.fault.type, message: r.fault.message } : null,
     error: r.error ? { name: r.error.name, value: r.error.value } : null,
   };
+  for (const k of ['stdoutSpill', 'stderrSpill']) if (r[k]) structuredContent[k] = { ...r[k] };
   if (r.files && r.files.length) structuredContent.files = r.files.map((f) => ({ path: f.path, size: f.size, change: f.change }));
   // The sandbox stopping the call, an exception or a failing exit: the model should see it failed.
   return { content, structuredContent, isError: !r.success || r.error !== null };

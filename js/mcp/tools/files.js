@@ -22,12 +22,44 @@ function utf8(buf) {
   }
 }
 
-/** Lines `start`..`end` (1-based, inclusive) of `s`. */
-function lineRange(s, start, end) {
+/** The byte offset where line `n` (1-based) of `rel` starts, found by reading the file a MiB
+ * at a time; null when the file has fewer lines. */
+async function lineStart(session, rel, n) {
+  let line = 1;
+  let offset = 0;
+  while (line < n) {
+    const buf = await readWorkspace(session, rel, { offset, length: MAX_READ });
+    if (buf.length === 0) return null;
+    let at = -1;
+    while (line < n && (at = buf.indexOf(10, at + 1)) !== -1) line++;
+    if (line === n) return offset + at + 1;
+    offset += buf.length;
+  }
+  return offset;
+}
+
+/** Lines `start`..`end` (1-based, inclusive) of `rel`, anywhere in it, at most MAX_READ bytes of
+ * them: `{ text, from, to, more }` (`more`: the range went on past what one read returns), or
+ * null when the file has fewer than `start` lines. */
+async function lineRange(session, rel, start, end) {
+  const from = start ?? 1;
+  const at = await lineStart(session, rel, from);
+  if (at === null) return null;
+  const buf = await readWorkspace(session, rel, { offset: at, length: MAX_READ + 1 });
+  if (buf.length === 0 && from > 1) return null;
+  const whole = buf.length <= MAX_READ;
+  let body = whole ? buf : buf.subarray(0, MAX_READ);
+  if (!whole) {
+    const cutAt = body.lastIndexOf(10);
+    if (cutAt >= 0) body = body.subarray(0, cutAt + 1);
+  }
+  const s = utf8(body);
+  if (s === null) return { binary: true };
   const lines = s.split('\n');
-  const from = Math.max(1, start ?? 1);
-  const to = Math.min(lines.length, end ?? lines.length);
-  return { text: lines.slice(from - 1, to).join('\n'), from, to, total: lines.length };
+  if (lines[lines.length - 1] === '' && (whole || s.endsWith('\n'))) lines.pop();
+  const want = end === undefined ? lines.length : end - from + 1;
+  const got = lines.slice(0, want);
+  return { text: got.join('\n'), from, to: from + got.length - 1, more: got.length < want && !whole };
 }
 
 async function readWorkspace(session, rel, opts) {
@@ -68,18 +100,27 @@ const tools = [
         throw new ToolError('read_file: end_line is before start_line');
       }
       const ranged = args.offset !== undefined || args.length !== undefined;
+      if (lines) {
+        const r = await lineRange(session, rel, args.start_line, args.end_line);
+        if (r === null) throw new ToolError(`read_file: ${args.path} has fewer than ${args.start_line} lines`);
+        if (r.binary) {
+          return { content: [text(`${args.path}: binary data (not UTF-8 text); use run_command (xxd, file, python) to inspect it`)], structuredContent: { path: rel, binary: true } };
+        }
+        const tail = r.more ? `\n[lines ${r.from}-${r.to} are ${MAX_READ} bytes at most; ask from start_line ${r.to + 1} for the rest]` : '';
+        return { content: [text(cut(r.text) + tail)], structuredContent: { path: rel, startLine: r.from, endLine: r.to } };
+      }
       let buf;
       if (ranged) {
         buf = await readWorkspace(session, rel, { offset: args.offset ?? 0, length: args.length ?? MAX_READ });
       } else {
         // One byte over the cap says the file is larger, without reading it all.
         buf = await readWorkspace(session, rel, { offset: 0, length: MAX_READ + 1 });
-        if (buf.length > MAX_READ && !lines) {
+        if (buf.length > MAX_READ) {
           throw new ToolError(`read_file: ${args.path} is larger than ${MAX_READ} bytes: read it in parts with offset and length, or a line range`);
         }
       }
       const mime = IMAGE_TYPES[path.extname(rel).toLowerCase()];
-      if (mime && !ranged && !lines) {
+      if (mime && !ranged) {
         return { content: [{ type: 'image', data: buf.toString('base64'), mimeType: mime }], structuredContent: { path: rel, size: buf.length } };
       }
       let s = utf8(buf);
@@ -87,11 +128,6 @@ const tools = [
       for (let k = 1; s === null && ranged && k <= 3 && k < buf.length; k++) s = utf8(buf.subarray(0, buf.length - k));
       if (s === null) {
         return { content: [text(`${args.path}: ${buf.length} bytes of binary data (not UTF-8 text); use run_command (xxd, file, python) to inspect it`)], structuredContent: { path: rel, size: buf.length, binary: true } };
-      }
-      if (lines) {
-        if (buf.length > MAX_READ) s = s.slice(0, s.lastIndexOf('\n') + 1);
-        const r = lineRange(s, args.start_line, args.end_line);
-        return { content: [text(cut(r.text))], structuredContent: { path: rel, startLine: r.from, endLine: r.to } };
       }
       return { content: [text(cut(s))], structuredContent: { path: rel, bytes: buf.length } };
     },

@@ -197,6 +197,7 @@ impl SpillWait {
                 path: String::new(),
                 bytes: 0,
                 complete: false,
+                cut_by: None,
                 error: Some(format!(
                     "its writer did not finish within {} s",
                     SPILL_GRACE.as_secs()
@@ -213,6 +214,8 @@ pub struct SpillEnd {
     pub path: String,
     pub bytes: u64,
     pub complete: bool,
+    /// Why it is not the whole stream, when it is not.
+    pub cut_by: Option<&'static str>,
     pub error: Option<String>,
 }
 
@@ -233,8 +236,10 @@ impl SpillEnd {
                 "warning: {stream} past maxOutputBytes could not be kept in the workspace ({why}); it was dropped"
             )),
             (None, false) => Some(format!(
-                "note: {stream} was kept in {} up to its first {} bytes (workspaceMaxBytes); the rest was dropped",
-                self.path, self.bytes
+                "note: {stream} was kept in {} up to its first {} bytes ({}); the rest was dropped",
+                self.path,
+                self.bytes,
+                self.cut_by.unwrap_or("cut short")
             )),
             (None, true) => None,
         }
@@ -257,6 +262,7 @@ fn write_spill(to: SpillTo, mut rx: mpsc::Receiver<Vec<u8>>) -> SpillEnd {
         path: to.rel.clone(),
         bytes: 0,
         complete: true,
+        cut_by: None,
         error: None,
     };
     let mut file = files::host_write_owner(&to.root.root)
@@ -271,6 +277,7 @@ fn write_spill(to: SpillTo, mut rx: mpsc::Receiver<Vec<u8>>) -> SpillEnd {
         let n = chunk.len().min(usize::try_from(room).unwrap_or(usize::MAX));
         if n < chunk.len() {
             end.complete = false;
+            end.cut_by = Some("workspaceMaxBytes");
         }
         if n == 0 {
             continue;

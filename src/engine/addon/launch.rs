@@ -607,7 +607,14 @@ impl Kern {
             };
             // Given up on: what was read is kept, and the rest counts as cut.
             match captured {
-                Some(c) => (c.kept, c.truncated || !ended, c.spill.wait().await),
+                Some(c) => {
+                    let mut spill = c.spill.wait().await;
+                    if let Some(s) = spill.as_mut().filter(|_| !ended) {
+                        s.complete = false;
+                        s.cut_by = Some("its reader gave up on it after the box ended");
+                    }
+                    (c.kept, c.truncated || !ended, spill)
+                }
                 None => (Vec::new(), !ended, None),
             }
         };
