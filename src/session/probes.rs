@@ -16,10 +16,13 @@ use super::process::{Process, ProcessRequest};
 use super::route;
 use crate::config::Network;
 use crate::engine::addon::capture::Keep;
-use crate::engine::addon::launch::Outcome;
+use crate::engine::addon::launch::{Kern, Outcome};
+use crate::engine::shared::handoff::BoxFds;
+use crate::engine::shared::spec::BoxSpec;
 use crate::error::{Error, Result};
 use crate::lang::Language;
 use std::collections::BTreeMap;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -87,16 +90,7 @@ async fn call_box(opened: &Arc<Opened>, kern: &Path) -> Result<Isolation> {
     let _running = opened.running.read().await;
     let line = opened.egress_line(&spec)?;
     let fds = network::fds(None, line.as_ref());
-    let mut outcome = route
-        .kern(opened, kern)?
-        .run(
-            &spec,
-            &Keep::new(1 << 16, None),
-            None,
-            opened.closing.subscribe(),
-            fds,
-        )
-        .await?;
+    let mut outcome = run_probe(route.kern(opened, kern)?, &spec, opened, fds).await?;
     // A call into the resident box runs under the box's caps, which its own report does not
     // restate: they are read back from the host, off the box's PID 1.
     if let (Some(a), Some(o)) = (opened.resident.get(), outcome.as_mut()) {
@@ -204,15 +198,7 @@ async fn zygote(opened: &Arc<Opened>, kern: &Path) -> Result<Option<Isolation>> 
     let _running = opened.running.read().await;
     let line = opened.egress_line(&spec)?;
     let fds = network::fds(Some(&theirs), line.as_ref());
-    let outcome = k
-        .run(
-            &spec,
-            &Keep::new(1 << 16, None),
-            None,
-            opened.closing.subscribe(),
-            fds,
-        )
-        .await?;
+    let outcome = run_probe(k, &spec, opened, fds).await?;
     drop(theirs);
     results.abort();
     // The spare died before it got the spec: nothing ran; such a call runs fresh.
@@ -449,4 +435,21 @@ pub(super) async fn require(opened: &Opened, kern: &Path, required: &[String]) -
         missing.len(),
         missing.join(" | ")
     )))
+}
+
+/// Runs a probe's box in `kern`: its output bounded to 64 KiB, ended by the session's close().
+async fn run_probe(
+    kern: Kern,
+    spec: &BoxSpec,
+    opened: &Opened,
+    fds: BoxFds<&OwnedFd>,
+) -> Result<Option<Outcome>> {
+    kern.run(
+        spec,
+        &Keep::new(1 << 16, None),
+        None,
+        opened.closing.subscribe(),
+        fds,
+    )
+    .await
 }
