@@ -134,7 +134,10 @@ describe('IPython (ipykernel)', () => {
   });
 
   test('a cell keeps at most 10,000 results, with a note', async () => {
-    const r = await k.runCode('from IPython.display import display\nfor i in range(10003):\n    display(i)', { timeoutS: 120 });
+    // Paced: IPython's IOPub is a ZeroMQ PUB socket, which drops past 1,000 unsent messages
+    // when this host's reader is starved of CPU (CI, beside the other runs: 13 of 10,003 lost);
+    // the cap is what this test is about.
+    const r = await k.runCode('import time\nfrom IPython.display import display\nfor i in range(10003):\n    display(i)\n    if i % 250 == 249: time.sleep(0.02)', { timeoutS: 120 });
     expectOk(r);
     expect(r.results.length).toBe(10000);
     expect(r.results[9999].text).toBe('9999');
