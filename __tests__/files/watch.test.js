@@ -1,5 +1,6 @@
 'use strict';
-// rootless: yes — inotify on the caller's own workspace
+// rootless: yes
+// (Rootless: inotify on the caller's own workspace.)
 // `sb.watch()` (issue 35): the workspace's changes as events seen from the host: what a box does
 // and what the host does, filtered, one directory or the tree, bounded (an overflow is said,
 // never a silent loss), never through a symlink a box planted, and let go when closed.

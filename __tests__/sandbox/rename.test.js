@@ -1,5 +1,6 @@
 'use strict';
-// rootless: yes — the workload's Landlock domain is the same for every caller
+// rootless: yes
+// (Rootless: the workload's Landlock domain is the same for every caller.)
 // A box moves and links files between workspace directories as any program does: the workload's
 // Landlock domain (which exists for resident boxes' cross-call isolation) grants Refer, without
 // which every rename(2) or link(2) into another directory failed with EXDEV and tools that

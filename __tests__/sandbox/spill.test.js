@@ -1,5 +1,6 @@
 'use strict';
-// rootless: yes — the spill is a file the host writes into the workspace as the caller's user
+// rootless: yes
+// (Rootless: the spill is a file the host writes into the workspace as the caller's user.)
 // `spillOutput` (issue 35): output past `maxOutputBytes` is kept whole in a workspace file that
 // the result names, on every route a call's output takes; bounded by `workspaceMaxBytes`; a box
 // can't turn the host's write elsewhere; a 1 GiB stream spills with the host's memory flat.
