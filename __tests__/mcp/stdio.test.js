@@ -171,16 +171,21 @@ test('files: write, read whole, by bytes and by lines, list, images, binary, rem
   expect(textOf(again)).toMatch(/no such file/);
 });
 
-test('long output is kept whole in the workspace and the result says where; read_file pages through it', async () => {
+test('long output is kept whole in the workspace and the result says where; read_file pages through it; a background process streams on', async () => {
   const r = await call('run_code', { code: 'for i in range(1, 400001): print(i)' });
   expect(r.isError).toBeFalsy();
   const spill = r.structuredContent.stdoutSpill;
   expect(spill).toEqual({ path: expect.stringMatching(/^\.kern-output\/.+\.stdout$/), bytes: 2_688_895, complete: true });
-  expect(textOf(r)).toContain(`all of it (2688895 bytes) is in ${spill.path}; read_file it`);
+  expect(textOf(r)).toContain(`[stdout is longer than shown here: all of it (2688895 bytes) is in ${spill.path}; read_file it`);
   // What the model was shown stops at the capture limit; the rest is a read away.
   expect(textOf(r)).not.toContain('\n400000\n');
   expect(textOf(await call('read_file', { path: spill.path, start_line: 399999, end_line: 400000 }))).toBe('399999\n400000');
   expect(textOf(await call('read_file', { path: spill.path, offset: 0, length: 6 }))).toBe('1\n2\n3\n');
+  // A background process's output is not held to what a result shows: it streams whole.
+  const p = await call('start_process', { command: 'seq 1 100000; echo done' });
+  const o = await call('read_process_output', { process_id: p.structuredContent.process_id, wait: true });
+  expect({ running: o.structuredContent.running, bytes: o.structuredContent.stdout.length }).toEqual({ running: false, bytes: 588895 + 5 });
+  expect(o.structuredContent.stdout.endsWith('99999\n100000\ndone\n')).toBe(true);
   const past = await call('read_file', { path: spill.path, start_line: 400001 });
   expect({ isError: past.isError, text: textOf(past) }).toEqual({ isError: true, text: expect.stringMatching(/fewer than 400001 lines/) });
 });

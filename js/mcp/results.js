@@ -4,6 +4,8 @@
 // and `structuredContent` with the exit code, the fault and the exception. A tool's failure is a
 // result with `isError: true` and a message, never a protocol error.
 
+const crypto = require('crypto');
+
 /** The most text of one stream a result carries back to the model; the rest is cut with a note. */
 const MAX_TEXT = 100_000;
 
@@ -41,22 +43,47 @@ function richContent(results) {
   return out;
 }
 
-/** Where a stream that passed the capture limit went: its spill file, to page through with
+/** Where a stream longer than a result shows went: a workspace file to page through with
  * read_file, or nowhere. */
 function spillLine(name, spill) {
   if (!spill) return `[${name} went past the capture limit; the rest was dropped]`;
   const part = spill.complete ? `all of it (${spill.bytes} bytes)` : `its first ${spill.bytes} bytes`;
-  return `[${name} went past the capture limit: ${part} is in ${spill.path}; read_file it with offset/length or start_line/end_line]`;
+  return `[${name} is longer than shown here: ${part} is in ${spill.path}; read_file it with offset/length or start_line/end_line]`;
 }
 
-/** An ExecutionResult (a call, a cell, a process) as a CallToolResult. */
-function executionResult(r) {
+/** For each stream of `r` longer than a result shows the model: the file that holds it whole,
+ * `{ path, bytes, complete }`. The Sandbox's spill when the stream passed `maxOutputBytes`; else
+ * the text kept in memory, written to the workspace now (it is whole). */
+async function keepWhole(session, r) {
+  const kept = {};
+  for (const [name, textOf, spill, truncated] of [
+    ['stdout', () => r.stdout, r.stdoutSpill, r.stdoutTruncated],
+    ['stderr', () => r.codeStderr, r.stderrSpill, r.stderrTruncated],
+  ]) {
+    if (spill) kept[name] = spill;
+    else if (!truncated && textOf().length > MAX_TEXT) {
+      const sb = await session.sandbox();
+      const path = `.kern-output/mcp-${crypto.randomUUID()}.${name}`;
+      const data = Buffer.from(textOf());
+      try {
+        await sb.writeFile(path, data);
+        kept[name] = { path, bytes: data.length, complete: true };
+      } catch {
+        // Refused (code made .kern-output a symlink, the disk is full): the cut stands alone.
+      }
+    }
+  }
+  return kept;
+}
+
+/** An ExecutionResult (a call, a cell, a process) as a CallToolResult; `kept`: `keepWhole`'s. */
+function executionResult(r, kept = {}) {
   const lines = [];
   const stderr = r.codeStderr;
   if (r.stdout) lines.push(`stdout:\n${cut(r.stdout)}`);
-  if (r.stdoutTruncated) lines.push(spillLine('stdout', r.stdoutSpill));
+  if (kept.stdout || r.stdoutTruncated) lines.push(spillLine('stdout', kept.stdout));
   if (stderr) lines.push(`stderr:\n${cut(stderr)}`);
-  if (r.stderrTruncated) lines.push(spillLine('stderr', r.stderrSpill));
+  if (kept.stderr || r.stderrTruncated) lines.push(spillLine('stderr', kept.stderr));
   if (r.error) lines.push(`error: ${r.error.name}: ${r.error.value}`);
   if (r.fault) lines.push(`fault: ${r.fault.type}: ${r.fault.message}`);
   lines.push(`exit code: ${r.exitCode}${r.signal ? ` (${r.signal})` : ''}`);
@@ -68,10 +95,11 @@ function executionResult(r) {
     fault: r.fault ? { type: r.fault.type, message: r.fault.message } : null,
     error: r.error ? { name: r.error.name, value: r.error.value } : null,
   };
-  for (const k of ['stdoutSpill', 'stderrSpill']) if (r[k]) structuredContent[k] = { ...r[k] };
+  if (kept.stdout) structuredContent.stdoutSpill = { ...kept.stdout };
+  if (kept.stderr) structuredContent.stderrSpill = { ...kept.stderr };
   if (r.files && r.files.length) structuredContent.files = r.files.map((f) => ({ path: f.path, size: f.size, change: f.change }));
   // The sandbox stopping the call, an exception or a failing exit: the model should see it failed.
   return { content, structuredContent, isError: !r.success || r.error !== null };
 }
 
-module.exports = { ToolError, errorResult, executionResult, text, cut, MAX_TEXT };
+module.exports = { ToolError, errorResult, executionResult, keepWhole, text, cut, MAX_TEXT };

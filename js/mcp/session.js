@@ -4,7 +4,7 @@
 
 const crypto = require('crypto');
 const { Sandbox } = require('../index.js');
-const { ToolError, MAX_TEXT } = require('./results.js');
+const { ToolError } = require('./results.js');
 
 /** The most kernels and processes one session may hold at once: each is a live box. */
 const MAX_LIVE = 16;
@@ -15,10 +15,11 @@ class Session {
   #closed = false;
 
   /** `opts`: the Sandbox options from the flags (config.js). Unless they say otherwise, a
-   * stream is captured up to what a result shows the model, and the rest is kept whole in the
-   * workspace (`spillOutput`), where read_file pages through it. */
+   * stream past `maxOutputBytes` is kept whole in the workspace (`spillOutput`), where
+   * read_file pages through it (`results.keepWhole` does the same for one past what a result
+   * shows the model). */
   constructor(opts) {
-    this.#opts = { maxOutputBytes: MAX_TEXT, spillOutput: true, ...opts };
+    this.#opts = { spillOutput: true, ...opts };
     this.kernels = new Map();
     this.processes = new Map();
     /** Where the boxes see the workspace: tool paths may be relative to it or under it. */

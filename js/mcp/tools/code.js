@@ -2,7 +2,7 @@
 // Tools that run code: run_code and run_command (each a fresh box), and the kernels
 // (start_kernel, run_cell, close_kernel: one live interpreter whose cells share state).
 
-const { executionResult, text, ToolError } = require('../results.js');
+const { executionResult, keepWhole, text, ToolError } = require('../results.js');
 
 const TIMEOUT = {
   type: 'number', exclusiveMinimum: 0, maximum: 604800,
@@ -40,7 +40,7 @@ const tools = [
     async handler(session, args, ctx) {
       const sb = await session.sandbox();
       const r = await runCode(sb, args.code, args.language || 'python', { timeoutS: args.timeout_s, signal: ctx.signal, ...ctx.streaming() });
-      return executionResult(r);
+      return executionResult(r, await keepWhole(session, r));
     },
   },
   {
@@ -69,7 +69,7 @@ const tools = [
       const sb = await session.sandbox();
       const argv = typeof args.command === 'string' ? ['sh', '-c', args.command] : args.command;
       const r = await sb.run(argv, { cwd: args.cwd, stdin: args.stdin, timeoutS: args.timeout_s, signal: ctx.signal, ...ctx.streaming() });
-      return executionResult(r);
+      return executionResult(r, await keepWhole(session, r));
     },
   },
   {
@@ -117,7 +117,7 @@ const tools = [
     async handler(session, args, ctx) {
       const k = kernelOf(session, args.kernel_id);
       const r = await k.runCode(args.code, { timeoutS: args.timeout_s, signal: ctx.signal, ...ctx.streaming() });
-      return executionResult(r);
+      return executionResult(r, await keepWhole(session, r));
     },
   },
   {
