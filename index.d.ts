@@ -201,7 +201,8 @@ export interface OutputSpill {
   path: string;
   /** Its size: the stream's, from its first byte, when `complete`. */
   bytes: number;
-  /** false: `workspaceMaxBytes` stopped the file at `bytes` (a `note:` says so). */
+  /** false: the file stops at `bytes` (`workspaceMaxBytes`, or output a resident box's
+   * processes wrote on after the call; a `note:` says which). */
   complete: boolean;
 }
 
