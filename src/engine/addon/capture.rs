@@ -90,6 +90,8 @@ enum Spill {
         tx: mpsc::Sender<Vec<u8>>,
         end: oneshot::Receiver<SpillEnd>,
     },
+    /// Could not start: its end, said at `finish`.
+    Failed(oneshot::Receiver<SpillEnd>),
     /// Handed to `finish`.
     Done,
 }
@@ -135,9 +137,25 @@ impl Capture {
             let to = to.clone();
             let (tx, rx) = mpsc::channel(SPILL_QUEUED);
             let (end_tx, end) = oneshot::channel();
-            std::thread::spawn(move || {
-                let _ = end_tx.send(write_spill(to, rx));
-            });
+            let path = to.rel.clone();
+            let started = std::thread::Builder::new()
+                .name("kern-spill".into())
+                .spawn(move || {
+                    let _ = end_tx.send(write_spill(to, rx));
+                });
+            if let Err(e) = started {
+                // No thread to be had (the process's limit): said as a spill that failed.
+                let (end_tx, end) = oneshot::channel();
+                let _ = end_tx.send(SpillEnd {
+                    path,
+                    bytes: 0,
+                    complete: false,
+                    cut_by: None,
+                    error: Some(format!("no thread to write it: {e}")),
+                });
+                self.spill = Spill::Failed(end);
+                return (take, None);
+            }
             // The file holds the whole stream, so its offsets are the stream's: the kept part
             // goes first (queued: the channel is empty).
             let _ = tx.try_send(self.kept.clone());
@@ -166,7 +184,7 @@ impl Capture {
     pub fn finish(&mut self) -> Captured {
         let spill = match std::mem::replace(&mut self.spill, Spill::Done) {
             // Dropping `tx` here ends the writer once the senders in flight are gone.
-            Spill::Writing { end, .. } => Some(end),
+            Spill::Writing { end, .. } | Spill::Failed(end) => Some(end),
             _ => None,
         };
         Captured {
