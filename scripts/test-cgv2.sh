@@ -20,7 +20,7 @@
 # `exit= boot= wall=` line) and OUTDIR/cgv2-*.rc. Exits non-zero if either run failed.
 #
 # Environment:
-#   KERN_CGV2_SUITES="a b"   the suites to run (default: the seven below); say which in the CI log
+#   KERN_CGV2_SUITES="a b"   the suites to run (default: those below); say which in the CI log
 #   KERN_TEST_ROOTFS=dir     the test rootfs to copy in (default: scripts/build-test-rootfs.sh's)
 #   CGV2_RIG_DIR=dir         the rig's cache (default /var/tmp/kern-cgv2-rig, see scripts/cgv2-vm.sh)
 set -uo pipefail
@@ -34,8 +34,9 @@ mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
 # steered process: its kern may start through systemd-run, and its signals cross kern's socket;
 # and the isolation report, which must read every cap back as cgroup-enforced v2 there; and the
 # zygote, whose forks a kern moves into their cgroups from another scope's; and pause(), whose
-# freezer is the box's own leaf there).
-default_suites="__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/live/kernel-fork.test.js __tests__/live/checkpoint.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js"
+# freezer is the box's own leaf there; and a ready kern killed as a call takes it, which there
+# may be systemd-run's process in its scope).
+default_suites="__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/live/kernel-fork.test.js __tests__/live/checkpoint.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js __tests__/sandbox/spare-killed.test.js"
 read -ra suites <<<"${KERN_CGV2_SUITES:-$default_suites}"
 rootfs="${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}"
 # Per guest run: boot (~5-15 s), copy (~20 s), the suites (several times slower than here).

@@ -194,7 +194,7 @@ async fn in_box(
             )
             .await?
             .ok_or_else(|| {
-                Error::Runtime("the kern runtime exited before it read the box spec".into())
+                Error::Runtime("the kern runtime died before it took the box spec".into())
             })?,
     };
     // Our copies of the box's ends go now: the driver's reader sees EOF once the box's copies

@@ -19,6 +19,7 @@ use crate::engine::shared::spec::RootSpec;
 use crate::error::{Error, Result};
 use crate::lang::Language;
 use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use tokio::sync::{oneshot, watch};
 
@@ -38,7 +39,7 @@ pub struct DriverBox {
     /// kern's notes from preparing the box, which open its stderr (`Kern::run_forwarding`).
     pub prepared: oneshot::Receiver<Vec<String>>,
     /// The host pid of the box's monitor (`kern`), to interrupt a cell by.
-    pub monitor: Option<u32>,
+    pub monitor: Monitor,
 }
 
 /// Starts a box running `lang`'s driver (python's or node's), in `place`'s directory and
@@ -64,6 +65,26 @@ pub fn start(
     })
 }
 
+/// The host pid of a long box's monitor (`kern`). Shared, because it can change once: a spare
+/// kern that died before it took the box's spec is replaced by a fresh one.
+#[derive(Debug, Clone, Default)]
+pub struct Monitor(Arc<AtomicU32>);
+
+impl Monitor {
+    fn new(pid: Option<u32>) -> Monitor {
+        Monitor(Arc::new(AtomicU32::new(pid.unwrap_or(0))))
+    }
+
+    /// The pid, if the kern had one.
+    pub fn get(&self) -> Option<u32> {
+        Some(self.0.load(Ordering::Relaxed)).filter(|p| *p != 0)
+    }
+
+    fn set(&self, pid: Option<u32>) {
+        self.0.store(pid.unwrap_or(0), Ordering::Relaxed);
+    }
+}
+
 /// A long-lived box started from `spec`.
 pub struct LongBox {
     /// Resolves when the box has ended.
@@ -71,7 +92,7 @@ pub struct LongBox {
     /// Turning true ends the box.
     pub stop: watch::Sender<bool>,
     /// The host pid of the box's monitor (`kern`), to find the box's processes by.
-    pub monitor: Option<u32>,
+    pub monitor: Monitor,
     /// kern's notes from preparing the box, which open its stderr (`Kern::run_forwarding`).
     pub prepared: oneshot::Receiver<Vec<String>>,
 }
@@ -97,8 +118,9 @@ pub fn spawn(
     });
     let line = opened.egress_line(&spec)?;
     let kern = opened.kern(kern_path)?;
-    let monitor = kern.pid();
+    let monitor = Monitor::new(kern.pid());
     let (prepared_tx, prepared) = oneshot::channel();
+    let (kern_path, now) = (kern_path.to_path_buf(), monitor.clone());
     let ended = tokio::spawn(async move {
         // Held for the box's life: the session's close() waits for it to end.
         let _running = opened.running.read().await;
@@ -107,15 +129,23 @@ pub fn spawn(
             kern.retire();
             return Ok(None);
         }
-        let r = kern
-            .run_forwarding(
-                &spec,
-                sink,
-                stop_rx,
-                super::network::fds(channel.as_ref(), line.as_ref()),
-                prepared_tx,
-            )
+        let fds = || super::network::fds(channel.as_ref(), line.as_ref());
+        let mut r = kern
+            .run_forwarding(&spec, sink.clone(), stop_rx.clone(), fds(), prepared_tx)
             .await;
+        if let Ok(None) = r {
+            // The spare died before it took the spec: nothing ran; once more in a fresh kern
+            // (its notes are the spare's kind, and already went to `prepared`).
+            r = match opened.spawn_kern(&kern_path) {
+                Ok(fresh) => {
+                    now.set(fresh.pid());
+                    fresh
+                        .run_forwarding(&spec, sink, stop_rx, fds(), oneshot::channel().0)
+                        .await
+                }
+                Err(e) => Err(e),
+            };
+        }
         drop(channel);
         drop(line);
         r
@@ -272,7 +302,7 @@ pub(super) fn start_driver(
         started.ended,
         started.prepared,
         d.lang.setup_frame(),
-        started.monitor,
+        started.monitor.clone(),
     );
     Ok(Lifecycle::new(
         d,

@@ -13,7 +13,7 @@ use super::result::{self, ExecRequest, ExecResult};
 use super::route;
 use super::writers::Active;
 use crate::engine::addon::capture::{Capture, Keep, SpillEnd};
-use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Kern, Outcome, Stream};
+use crate::engine::addon::launch::{Chunk, ChunkSender, Controls, Kern, Outcome, Stream, Untaken};
 use crate::engine::boxside::connector;
 use crate::engine::shared::handoff::BoxFds;
 use crate::engine::shared::handoff::{signal_number, SIGNALS};
@@ -119,6 +119,7 @@ impl Process {
         let run = BoxRun {
             opened,
             kern,
+            kern_path: kern_path.to_path_buf(),
             spec,
             workspace,
             before,
@@ -545,6 +546,8 @@ struct Shared {
 struct BoxRun {
     opened: Arc<Opened>,
     kern: Kern,
+    /// For a fresh kern, should the first one have died before it took the spec.
+    kern_path: PathBuf,
     spec: BoxSpec,
     workspace: PathBuf,
     before: Option<track::Before>,
@@ -571,6 +574,7 @@ impl BoxRun {
         let BoxRun {
             opened,
             kern,
+            kern_path,
             spec,
             workspace,
             before,
@@ -589,16 +593,37 @@ impl BoxRun {
         let (cancel, _joined) = percall::cancel_either(opened.closing.subscribe(), Some(stop));
         let r = match opened.keep() {
             Ok(keep) => {
-                kern.run_steered(&spec, &keep, sink, cancel, fds, controls)
-                    .await
+                let first = kern
+                    .run_steered(&spec, &keep, sink.clone(), cancel.clone(), fds, controls)
+                    .await;
+                match first {
+                    // The spare died before it took the spec: nothing ran; once more in a
+                    // fresh kern (and a fresh box, if it was the zygote's).
+                    Ok(Err(Untaken {
+                        fds,
+                        controls: Some(controls),
+                    })) => match opened.spawn_kern(&kern_path) {
+                        Ok(fresh) => {
+                            let spec = BoxSpec {
+                                zygote: false,
+                                ..spec.clone()
+                            };
+                            fresh
+                                .run_steered(&spec, &keep, sink, cancel, fds, controls)
+                                .await
+                        }
+                        Err(e) => Err(e),
+                    },
+                    other => other,
+                }
             }
             Err(e) => Err(e),
         };
         drop(line);
         let result = match r {
-            Ok(Some(o)) => finished(&opened, o, term, &shared, before, &workspace).await,
-            Ok(None) => Err(Error::Runtime(
-                "the kern runtime exited before it read the box spec".into(),
+            Ok(Ok(o)) => finished(&opened, o, term, &shared, before, &workspace).await,
+            Ok(Err(_)) => Err(Error::Runtime(
+                "the kern runtime died before it took the box spec".into(),
             )),
             Err(e) => Err(e),
         };

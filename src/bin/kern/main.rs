@@ -14,8 +14,10 @@
 //!    (SCM_RIGHTS, `handoff::BoxFds`, in this order): the channel that becomes the workload's fd 3
 //!    (`spec.channel`, the python driver's frames), the egress relay's line to the host's proxy
 //!    (`spec.egress`), the workload's stdin (`spec.stdin`), where its terminal's master goes
-//!    (`spec.tty`) and the connector's line (`spec.connector`). kern runs the box
-//!    (`monitor::parent::run_box`) or the call (`resident::call::run_call`).
+//!    (`spec.tty`) and the connector's line (`spec.connector`). kern answers `Said::Took` before
+//!    it acts on the spec (a kern killed before that line did nothing with the call: the addon
+//!    runs it in another), then runs the box (`monitor::parent::run_box`) or the call
+//!    (`resident::call::run_call`).
 //! 3. kern -> addon, once the workload is about to exec, `Said::Started` (its pid in the box);
 //!    addon -> kern meanwhile, `Command::Signal` lines for the workload's process group
 //!    (forwarded by the box's PID 1).
@@ -513,6 +515,8 @@ fn read_spec(control: &mut Control) -> Option<(BoxSpec, BoxFds)> {
         }
     };
     let fds = BoxFds::received(&spec, std::mem::take(&mut control.fds));
+    // Before anything is done with it: without this line the addon knows nothing ran.
+    let _ = nix::unistd::write(control_fd(), &say(&Said::Took));
     Some((spec, fds))
 }
 

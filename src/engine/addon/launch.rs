@@ -1,10 +1,11 @@
-//! The caller's side of a box: spawn the `kern` runtime with a `BoxSpec`, drain the workload's
-//! stdout/stderr (capped; past the cap read and dropped, never blocking the workload), stream
-//! chunks as they arrive (a consumer slower than the box holds the box's writes, not our
-//! memory: `ChunkSender`), and read kern's report. Runs on tokio in the addon's process; it never forks anything itself except
-//! through `Command`, which execs `kern` straight away.
+//! The caller's side of a box: spawn the `kern` runtime with a `BoxSpec`, read the workload's
+//! stdout/stderr (`drain::Reader`: capped, past the cap read and dropped, never blocking the
+//! workload; streamed as it comes, a consumer slower than the box holding the box's writes, not
+//! our memory: `ChunkSender`), and read kern's report. Runs on tokio in the addon's process; it
+//! never forks anything itself except through `Command`, which execs `kern` straight away.
 
-use super::capture::{Capture, Keep, SpillEnd};
+use super::capture::{Keep, SpillEnd};
+use super::drain::{Kept, Reader};
 use crate::engine::shared::handoff::{BoxFds, CallTarget};
 use crate::engine::shared::protocol::{self, Ask, Command, ProtocolError, Transcript};
 use crate::engine::shared::spec::{BoxSpec, Limits};
@@ -22,18 +23,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// Extra time past the box's own deadline before the caller gives up on `kern` itself.
 const BACKSTOP: Duration = Duration::from_secs(10);
-/// How long to keep reading output after `kern`'s report, for a resident box: a call's
-/// orphans, left in the box, keep that call's pipes. (The box's PID 1 lets go of its first
-/// kern's once it is ready.) A reader given up on keeps what it read, and the rest counts as
-/// cut.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
-/// The same for a fresh box. Every process of it is dead by the report and kern closed its own
-/// ends before it, so EOF is certain and only the reader's turn on a busy host is waited for
-/// (a fixed 2 s lost output under load); this bound is for a kern that broke its word.
-const DRAIN_BOUND: Duration = Duration::from_secs(60);
-/// The most a box's end waits, beyond its grace, for an output consumer that is slow to take
-/// the last chunks (a slow `onStdout`): past it, what is still unread counts as cut.
-const SLOW_CONSUMER_GRACE: Duration = Duration::from_secs(30);
 /// How long to wait for a `kern` that closed its end to be reaped, where its exit status is
 /// only read for what it says (systemd-run's refusal, a crash).
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -352,8 +341,8 @@ impl Kern {
     }
 
     /// Runs one box to the end. Everything that happens is in the `Outcome`; `Ok(None)` means
-    /// this kern had already died before it got the spec (a spare killed from outside), so
-    /// nothing ran and the caller may use another.
+    /// this kern died before it took the spec (a spare killed from outside), so nothing ran and
+    /// the caller may use another.
     ///
     /// `cancel` turning true (the session is closing) ends the box early: closing our end of
     /// the control socket is kern's signal to kill it.
@@ -366,15 +355,18 @@ impl Kern {
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds<&OwnedFd>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, Some(keep), sink, cancel, fds, None, None)
-            .await
+        let ran = self
+            .run_inner(spec, Some(keep), sink, cancel, fds, None, None)
+            .await?;
+        Ok(ran.ok())
     }
 
     /// As `run`, for a process the caller steers while it runs (`sb.spawn`, `sb.terminal`):
     /// `controls` gets the workload's pid in the box when it starts, and carries signals for
-    /// it to kern (`protocol::Command`). `fds` are closed here once sent, so the box holds the
-    /// only copies: a stdin the workload closed is EPIPE to its writer, a connector that is
-    /// gone is EOF to its caller, at once rather than at the box's end.
+    /// it to kern (`protocol::Command`). `fds` are closed here once kern took them, so the box
+    /// holds the only copies: a stdin the workload closed is EPIPE to its writer, a connector
+    /// that is gone is EOF to its caller, at once rather than at the box's end. A kern that
+    /// died before it took the spec gives them back, with the controls, for another.
     pub async fn run_steered(
         self,
         spec: &BoxSpec,
@@ -383,7 +375,7 @@ impl Kern {
         cancel: tokio::sync::watch::Receiver<bool>,
         fds: BoxFds,
         controls: Controls,
-    ) -> Result<Option<Outcome>> {
+    ) -> Result<std::result::Result<Outcome, Untaken>> {
         self.run_inner(
             spec,
             Some(keep),
@@ -408,8 +400,10 @@ impl Kern {
         fds: BoxFds<&OwnedFd>,
         prepared: tokio::sync::oneshot::Sender<Vec<String>>,
     ) -> Result<Option<Outcome>> {
-        self.run_inner(spec, None, Some(sink), cancel, fds, Some(prepared), None)
-            .await
+        let ran = self
+            .run_inner(spec, None, Some(sink), cancel, fds, Some(prepared), None)
+            .await?;
+        Ok(ran.ok())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -422,11 +416,7 @@ impl Kern {
         fds: BoxFds<F>,
         mut prepared: Option<tokio::sync::oneshot::Sender<Vec<String>>>,
         controls: Option<Controls>,
-    ) -> Result<Option<Outcome>> {
-        let (mut started, mut commands) = match controls {
-            Some(c) => (Some(c.started), Some(c.signals)),
-            None => (None, None),
-        };
+    ) -> Result<std::result::Result<Outcome, Untaken<F>>> {
         let start = Instant::now();
         let mut json = protocol::encode_spec(spec).map_err(protocol_error)?;
         let control = self.control;
@@ -446,7 +436,7 @@ impl Kern {
                 Err(e)
                     if matches!(e.raw_os_error(), Some(libc::EPIPE) | Some(libc::ECONNRESET)) =>
                 {
-                    return Ok(None)
+                    return Ok(Err(Untaken { fds, controls }))
                 }
                 Err(e) => {
                     return Err(Error::Runtime(format!(
@@ -455,8 +445,6 @@ impl Kern {
                 }
             }
         }
-        // Sent: owned ones are closed now (`run_steered`), borrowed ones stay the caller's.
-        drop(fds);
         control
             .set_nonblocking(true)
             .map_err(|e| Error::Runtime(format!("control socket: {e}")))?;
@@ -477,10 +465,18 @@ impl Kern {
                         }
                     }
                 }
-                return Ok(None);
+                return Ok(Err(Untaken { fds, controls }));
             }
             Err(e) => return Err(Error::Runtime(format!("write the spec to kern: {e}"))),
         }
+        // Kept until kern says it took them (`Said::Took`): given back if it never does.
+        let mut held = Some(fds);
+        let (took_tx, took_rx) = tokio::sync::oneshot::channel::<()>();
+        let (mut took_tx, mut took_rx) = (Some(took_tx), Some(took_rx));
+        let (mut started, mut commands) = match controls {
+            Some(c) => (Some(c.started), Some(c.signals)),
+            None => (None, None),
+        };
         let (out_capture, err_capture) = match keep.map(Keep::captures) {
             Some((o, e)) => (Some(o), Some(e)),
             None => (None, None),
@@ -489,12 +485,12 @@ impl Kern {
             .child
             .stdout
             .take()
-            .map(|s| spawn_drain(s, Stream::Stdout, out_capture, sink.clone()));
+            .map(|s| Reader::spawn(s, Stream::Stdout, out_capture, sink.clone()));
         let err = self
             .child
             .stderr
             .take()
-            .map(|s| spawn_drain(s, Stream::Stderr, err_capture, sink.clone()));
+            .map(|s| Reader::spawn(s, Stream::Stderr, err_capture, sink.clone()));
         // The report arrives on the control socket, which then closes; until then our end is
         // kern's lifeline.
         // A `setid_watched` box's kern waits after its report for our `Command::Swept`: the
@@ -514,6 +510,11 @@ impl Kern {
                         let _ = tx.send(heard.prepared.clone().unwrap_or_default());
                     }
                 }
+                if heard.took {
+                    if let Some(tx) = took_tx.take() {
+                        let _ = tx.send(());
+                    }
+                }
                 if let Some(pid) = heard.started {
                     if let Some(tx) = started.take() {
                         let _ = tx.send(pid);
@@ -524,7 +525,7 @@ impl Kern {
                 }
             }
             heard.finish();
-            heard
+            (heard, started)
         });
 
         // kern closes the control socket and its stdio as soon as the box has ended; its cgroup
@@ -536,6 +537,19 @@ impl Kern {
             loop {
                 tokio::select! {
                     r = &mut status => return r.unwrap_or_default(),
+                    // kern has the descriptors: ours are closed now (owned ones; borrowed ones
+                    // stay the caller's).
+                    took = async {
+                        match took_rx.as_mut() {
+                            Some(rx) => rx.await.is_ok(),
+                            None => std::future::pending().await,
+                        }
+                    }, if took_rx.is_some() && held.is_some() => {
+                        took_rx = None;
+                        if took {
+                            held = None;
+                        }
+                    }
                     // Dropping the write half shuts it down: kern sees EOF and kills the box.
                     // `wait_for` looks at the current value first, so a close() that came
                     // before this point is not missed.
@@ -558,7 +572,7 @@ impl Kern {
             }
         })
         .await;
-        let status = match waited {
+        let (status, started) = match waited {
             Ok(r) => r,
             Err(_) => {
                 let _ = self.child.start_kill();
@@ -569,63 +583,52 @@ impl Kern {
                 status.await.unwrap_or_default()
             }
         };
-
-        let grace = if spec.resident.is_some() {
-            DRAIN_GRACE
-        } else {
-            DRAIN_BOUND
+        let mut child = self.child;
+        // kern's exit, when it ended without a report: what it says goes in the fault.
+        let crashed = match status.report {
+            Some(_) => None,
+            None => tokio::time::timeout(EXIT_GRACE, child.wait())
+                .await
+                .ok()
+                .and_then(|r| r.ok()),
         };
-        let collect = |h: Option<(tokio::task::JoinHandle<()>, SharedDrained)>| async move {
-            let Some((mut task, into)) = h else {
-                return (Vec::new(), false, None);
+        // Killed before it took the spec (a spare killed from outside while it waited): it did
+        // nothing with the call, which may run in another kern. A kern that exited on its own
+        // before that is a bug of ours, reported as one.
+        if status.report.is_none()
+            && !status.took
+            && backstop_fault.is_none()
+            && crashed.is_some_and(|s| std::os::unix::process::ExitStatusExt::signal(&s).is_some())
+        {
+            for r in [out, err].into_iter().flatten() {
+                r.abort();
+            }
+            let controls = match (started, commands) {
+                (Some(started), Some(signals)) => Some(Controls { started, signals }),
+                _ => None,
             };
-            // The grace is the reader's own time; what it spent waiting for a slow consumer
-            // (`ChunkSender`) is added to it, so the output the box wrote before it ended is
-            // all delivered and kept, however slow the callback.
-            // Bounded: at most SLOW_CONSUMER_GRACE in all (a consumer that never reads must not
-            // hold the call for ever), and none for a resident box's call, whose pipes a
-            // process the call left may keep writing to.
-            let mut wait = grace;
-            let mut granted = Duration::ZERO;
-            let ended = loop {
-                if tokio::time::timeout(wait, &mut task).await.is_ok() {
-                    break true;
-                }
-                let blocked = into.lock().unwrap_or_else(|p| p.into_inner()).blocked();
-                if spec.resident.is_some() || blocked <= granted || granted >= SLOW_CONSUMER_GRACE {
-                    break false;
-                }
-                wait = (blocked - granted)
-                    .max(Duration::from_millis(100))
-                    .min(SLOW_CONSUMER_GRACE - granted);
-                granted = blocked;
-            };
-            task.abort();
-            let captured = {
-                let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
-                d.capture.as_mut().map(Capture::finish)
-            };
-            // Given up on: what was read is kept, and the rest counts as cut.
-            match captured {
-                Some(c) => {
-                    let mut spill = c.spill.wait().await;
-                    if let Some(s) = spill.as_mut().filter(|_| !ended) {
-                        s.complete = false;
-                        s.cut_by = Some("its reader gave up on it after the box ended");
-                    }
-                    (c.kept, c.truncated || !ended, spill)
-                }
-                None => (Vec::new(), !ended, None),
+            return Ok(Err(Untaken {
+                fds: held.unwrap_or_default(),
+                controls,
+            }));
+        }
+
+        // A resident box's call: a process the call left may keep its pipes; a fresh box's
+        // every process is dead by the report, so EOF is certain and only waited for.
+        let resident = spec.resident.is_some();
+        let collect = |r: Option<Reader>| async move {
+            match r {
+                Some(r) => r.finish(resident).await,
+                None => Kept::default(),
             }
         };
-        let ((stdout, t1, s1), (stderr, t2, s2)) = tokio::join!(collect(out), collect(err));
+        let (o, e) = tokio::join!(collect(out), collect(err));
 
         let prepared_notes = status.prepared.unwrap_or_default();
         let swept = match (&status.report, watched) {
             (Some(_), true) => lifeline.take().map(SweptAck),
             _ => None,
         };
-        let mut child = self.child;
         let mut report = match status.report {
             Some(r) => {
                 // Reap kern once it finished its teardown, off the caller's path.
@@ -634,30 +637,32 @@ impl Kern {
                 });
                 r
             }
-            None => crash_report(
-                tokio::time::timeout(EXIT_GRACE, child.wait())
-                    .await
-                    .ok()
-                    .and_then(|r| r.ok()),
-                status.garbled.first(),
-            ),
+            None => crash_report(crashed, status.garbled.first()),
         };
         if let Some(f) = backstop_fault {
             report.fault = Some(f);
         }
-        Ok(Some(Outcome {
-            stdout,
-            stderr,
-            stdout_truncated: t1,
-            stderr_truncated: t2,
-            stdout_spill: s1,
-            stderr_spill: s2,
+        Ok(Ok(Outcome {
+            stdout: o.bytes,
+            stderr: e.bytes,
+            stdout_truncated: o.truncated,
+            stderr_truncated: e.truncated,
+            stdout_spill: o.spill,
+            stderr_spill: e.spill,
             report,
             duration: start.elapsed(),
             prepared_notes,
             swept,
         }))
     }
+}
+
+/// A call a kern died before it took (`Said::Took`): nothing of it ran. What it was given, back,
+/// for another kern.
+pub struct Untaken<F = OwnedFd> {
+    pub fds: BoxFds<F>,
+    /// A steered process's, unless its steering side went away meanwhile.
+    pub controls: Option<Controls>,
 }
 
 /// A steered process's side channels (`Kern::run_steered`).
@@ -711,93 +716,6 @@ fn crash_report(
             },
         )),
         ..Default::default()
-    }
-}
-
-/// What a stream's reader kept so far, shared with the caller, so that a reader given up on at
-/// `DRAIN_GRACE` still hands over everything it read. Without a capture (a kernel's box, whose
-/// output the kernel splits per cell) nothing is kept and everything is forwarded.
-#[derive(Default)]
-struct Drained {
-    capture: Option<Capture>,
-    /// Time the reader spent waiting for the sink to take a chunk, and since when it waits now.
-    waited: Duration,
-    waiting: Option<Instant>,
-}
-
-impl Drained {
-    fn blocked(&self) -> Duration {
-        self.waited + self.waiting.map_or(Duration::ZERO, |t| t.elapsed())
-    }
-}
-
-type SharedDrained = std::sync::Arc<std::sync::Mutex<Drained>>;
-
-/// Starts reading one of kern's streams; the caller keeps the buffer, so it can take what was
-/// read even if it gives the reader up.
-fn spawn_drain<R: tokio::io::AsyncRead + Unpin + Send + 'static>(
-    r: R,
-    stream: Stream,
-    capture: Option<Capture>,
-    sink: Option<ChunkSender>,
-) -> (tokio::task::JoinHandle<()>, SharedDrained) {
-    let into = SharedDrained::new(std::sync::Mutex::new(Drained {
-        capture,
-        ..Default::default()
-    }));
-    let task = tokio::spawn(drain(r, stream, sink, into.clone()));
-    (task, into)
-}
-
-/// Reads a stream to its end (past the cap too, so the writer never blocks on a full pipe),
-/// keeping what its capture keeps and forwarding that to `sink`.
-async fn drain<R: tokio::io::AsyncRead + Unpin>(
-    mut r: R,
-    stream: Stream,
-    sink: Option<ChunkSender>,
-    into: SharedDrained,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut sink = sink;
-    loop {
-        let n = match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        let (take, overflow) = {
-            let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
-            match d.capture.as_mut() {
-                Some(c) => c.keep(&buf[..n]),
-                None => (n, None),
-            }
-        };
-        // Past the cap with `spillOutput`: waits while the spill's writer is behind.
-        if let Some(o) = overflow {
-            o.send().await;
-        }
-        let Some(s) = sink.as_ref().filter(|_| take > 0) else {
-            continue;
-        };
-        // Waits while the consumer is behind: this read stops, the pipe fills, and the box's
-        // next write blocks until the consumer catches up (past the cap, nothing is sent and
-        // the rest is read and dropped at once).
-        into.lock().unwrap_or_else(|p| p.into_inner()).waiting = Some(Instant::now());
-        let sent = s
-            .send(Chunk {
-                stream,
-                data: buf[..take].to_vec(),
-            })
-            .await;
-        {
-            let mut d = into.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(t) = d.waiting.take() {
-                d.waited += t.elapsed();
-            }
-        }
-        if sent.is_err() {
-            // Nobody listens any more: keep reading (and keeping) without forwarding.
-            sink = None;
-        }
     }
 }
 

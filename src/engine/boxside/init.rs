@@ -302,7 +302,7 @@ fn pid1(
         drop(tty);
         send(&init_pipe, &Pid1Msg::Ready);
         // It lives on past its first kern, which must not wait for these pipes' EOF (its
-        // caller did, `launch::DRAIN_GRACE`, on every open). It has nothing to say on them.
+        // caller did, `drain::DRAIN_GRACE`, on every open). It has nothing to say on them.
         let _ = sys::detach_fds(&[1, 2]);
         idle_reaper();
     }

@@ -20,6 +20,7 @@ use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::driver;
 use crate::lang::Language;
+use crate::session::longbox::Monitor;
 use crate::session::result::{ExecResult, RESULTS_GRACE};
 use crate::session::stderr::Stderr;
 use serde_json::Value;
@@ -44,7 +45,7 @@ pub(crate) struct Live {
     /// The driver's setup frame (the node driver's), sent before the first cell.
     setup: Option<Vec<u8>>,
     /// The host pid of the box's monitor, to interrupt a cell by.
-    monitor: Option<u32>,
+    monitor: Monitor,
 }
 
 /// One stream of one cell: bytes up to the marker.
@@ -130,7 +131,7 @@ impl Live {
         ended: Ended,
         prepared: tokio::sync::oneshot::Receiver<Vec<String>>,
         setup: Option<Vec<u8>>,
-        monitor: Option<u32>,
+        monitor: Monitor,
     ) -> Live {
         let (rx, tx) = sock.into_split();
         Live {
@@ -323,7 +324,7 @@ impl Kind for Driver {
                     if self.interruptible(live) {
                         let now = tokio::time::Instant::now();
                         stopping = Some((stop, now));
-                        super::signal::interrupt(live.monitor).await;
+                        super::signal::interrupt(live.monitor.get()).await;
                         next_interrupt = now + INTERRUPT_REPEAT;
                     } else {
                         ended = Some(k.end_stopped(live, stop, timeout, false).await);
@@ -334,7 +335,7 @@ impl Kind for Driver {
                     if tokio::time::Instant::now() >= from + INTERRUPT_GRACE {
                         ended = Some(k.end_stopped(live, stop, timeout, true).await);
                     } else {
-                        super::signal::interrupt(live.monitor).await;
+                        super::signal::interrupt(live.monitor.get()).await;
                         next_interrupt = (next_interrupt + INTERRUPT_REPEAT).min(from + INTERRUPT_GRACE);
                     }
                 }
@@ -608,7 +609,7 @@ impl Driver {
     /// python's (its driver turns SIGINT into KeyboardInterrupt in the cell; `KernelPlan`
     /// refuses it for Node, which can't stop a running script without ending).
     fn interruptible(&self, live: &Live) -> bool {
-        self.interrupt && self.lang == Language::Python && live.monitor.is_some()
+        self.interrupt && self.lang == Language::Python && live.monitor.get().is_some()
     }
 }
 

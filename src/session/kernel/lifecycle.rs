@@ -11,6 +11,7 @@ use crate::engine::addon::launch::{ChunkSender, Outcome};
 use crate::engine::shared::status::{Fault, FaultKind};
 use crate::error::{Error, Result};
 use crate::lang::state::KernelState;
+use crate::session::longbox::Monitor;
 use crate::session::percall;
 use crate::session::result::{self, ExecResult};
 use crate::session::writers::Active;
@@ -277,7 +278,7 @@ pub(crate) struct Lifecycle<K: Kind> {
     /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
     quota: Option<(PathBuf, u64)>,
     /// The host pid of the box's monitor (`kern`): what pause() finds the box by.
-    monitor: Option<u32>,
+    monitor: Monitor,
     /// pause()/resume(): whether the box is frozen, which cells' clocks follow.
     pub(crate) paused: watch::Sender<Paused>,
     /// One pause() or resume() at a time; the box's freezer, once found.
@@ -300,7 +301,7 @@ impl<K: Kind> Lifecycle<K> {
         stop: watch::Sender<bool>,
         timeout_ms: u64,
         keep: Keep,
-        monitor: Option<u32>,
+        monitor: Monitor,
     ) -> Lifecycle<K> {
         Lifecycle {
             state: Mutex::new(State::Live(Box::new(live))),
@@ -373,7 +374,7 @@ impl<K: Kind> Lifecycle<K> {
 
     fn pause_target(&self) -> Result<crate::session::pause::Target> {
         let gone = *self.stop.borrow() || *self.session_closing.borrow();
-        match (self.monitor, gone) {
+        match (self.monitor.get(), gone) {
             (Some(monitor), false) => Ok(crate::session::pause::Target {
                 monitor,
                 init: None,

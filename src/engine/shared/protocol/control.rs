@@ -39,12 +39,16 @@ pub enum Command {
 }
 
 /// kern -> addon, in this order: the notes kern wrote while preparing (they open the box's
-/// stderr), the workload's start (if it got that far), the report. kern then closes the socket.
+/// stderr), that it took the spec, the workload's start (if it got that far), the report. kern
+/// then closes the socket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "said", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Said {
     /// The notes written while preparing (`status::notes`).
     Prepared { notes: Vec<String> },
+    /// kern has read the spec and acts on it from here. A kern that dies before this line did
+    /// nothing with the call (a spare killed from outside): the caller may run it in another.
+    Took,
     /// The workload is about to exec, as this pid of the box (`SandboxProcess.pid`).
     Started { pid: i32 },
     /// How the box ended.
@@ -117,6 +121,8 @@ pub struct Transcript {
     lines: usize,
     /// The prepared notes, once kern sent them.
     pub prepared: Option<Vec<String>>,
+    /// kern said it took the spec.
+    pub took: bool,
     /// The workload's pid in the box, once it started.
     pub started: Option<i32>,
     /// The report: the last one kern sent.
@@ -155,6 +161,7 @@ impl Transcript {
             Ok(Said::Prepared { notes }) => {
                 self.prepared.get_or_insert(notes);
             }
+            Ok(Said::Took) => self.took = true,
             Ok(Said::Started { pid }) => {
                 self.started.get_or_insert(pid);
             }
@@ -227,6 +234,7 @@ mod tests {
             Said::Prepared {
                 notes: vec!["warning: a\nb".into()],
             },
+            Said::Took,
             Said::Started { pid: 7 },
             Said::Report {
                 report: Box::new(report),

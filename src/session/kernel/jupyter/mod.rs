@@ -29,6 +29,7 @@ use crate::error::{Error, Result};
 use crate::lang::jupyter::cell::{Cell, Shown};
 use crate::lang::jupyter::kernelspec::{Interrupt, KernelSpec};
 use crate::lang::jupyter::wire::Session;
+use crate::session::longbox::Monitor;
 use crate::session::result::ExecResult;
 use crate::session::stderr::Stderr;
 use serde_json::json;
@@ -67,7 +68,7 @@ pub(crate) struct Live {
     chunks: ChunkReceiver,
     log: Vec<u8>,
     ended: Ended,
-    monitor: Option<u32>,
+    monitor: Monitor,
 }
 
 impl Kind for Jupyter {
@@ -353,7 +354,7 @@ impl Jupyter {
                 let (_, frames) = live.session.request("interrupt_request", &json!({}));
                 let _ = send(&mut live.socks.control, frames).await;
             }
-            Interrupt::Signal => super::signal::interrupt(live.monitor).await,
+            Interrupt::Signal => super::signal::interrupt(live.monitor.get()).await,
         }
     }
 

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::lang::jupyter::kernelspec::{self, KernelSpec};
 use crate::lang::jupyter::wire::Session;
 use crate::session::kernel::lifecycle::{Ended, Lifecycle};
+use crate::session::longbox::Monitor;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -40,7 +41,7 @@ pub(crate) struct Started {
     pub stop: watch::Sender<bool>,
     pub ended: Ended,
     /// The host pid of the box's monitor, to signal the kernel's process group by.
-    pub monitor: Option<u32>,
+    pub monitor: Monitor,
     /// The kernel process's own output.
     pub chunks: ChunkReceiver,
     /// The session's closing signal.
@@ -243,7 +244,7 @@ pub(crate) async fn connect_started(
         chunks,
         log,
         ended,
-        monitor,
+        monitor: monitor.clone(),
     };
     let pause_by = monitor;
     let kind = Jupyter {
