@@ -75,8 +75,9 @@ impl Queue {
 /// Starts watching `path` (workspace-relative; `"."` or `""` the workspace itself).
 pub(super) async fn start(opened: Arc<Opened>, path: String, req: WatchRequest) -> Result<Watch> {
     let ws = opened.workspace_path()?;
+    // `parse_rel` reads "." as the workspace, and refuses "" (a file API's missing path).
     let comps = match path.as_str() {
-        "" | "." => Vec::new(),
+        "" => Vec::new(),
         p => files::parse_rel(p)?,
     };
     let filter = Filter::new(
