@@ -2,6 +2,7 @@
 # The cgroup-v2 + systemd runs (a step of scripts/test.sh; runnable alone after a build):
 #
 #   bash scripts/test-cgv2.sh OUTDIR
+#   bash scripts/test-cgv2.sh --list     (the suites it runs by default, one per line)
 #
 # Most users run cgroup v2 with systemd as PID 1; the CI machine may not. So this boots a
 # throw-away guest that does (scripts/cgv2-vm.sh: user-mode Linux, Debian bookworm, systemd 252,
@@ -26,8 +27,7 @@
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="${1:?usage: test-cgv2.sh OUTDIR}"
-mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
+out="${1:?usage: test-cgv2.sh OUTDIR | --list}"
 
 # The suites that run in the guest: what a cgroup, mount or systemd difference would break
 # (caps and their enforcement, isolation, a box's and a session's lifetime, the core API, and a
@@ -37,6 +37,11 @@ mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
 # freezer is the box's own leaf there; and a ready kern killed as a call takes it, which there
 # may be systemd-run's process in its scope).
 default_suites="__tests__/sandbox/core.test.js __tests__/live/pause.test.js __tests__/live/kernel-fork.test.js __tests__/live/checkpoint.test.js __tests__/sandbox/limits.test.js __tests__/isolation/isolation.test.js __tests__/sandbox/lifecycle.test.js __tests__/processes/process.test.js __tests__/isolation/isolation-report.test.js __tests__/isolation/zygote.test.js __tests__/sandbox/spare-killed.test.js"
+if [[ "$out" == --list ]]; then
+  tr ' ' '\n' <<<"$default_suites"
+  exit 0
+fi
+mkdir -p "$out" && out="$(cd "$out" && pwd)" || exit 1
 read -ra suites <<<"${KERN_CGV2_SUITES:-$default_suites}"
 rootfs="${KERN_TEST_ROOTFS:-/var/cache/kern-sandbox-test/rootfs-bookworm}"
 # Per guest run: boot (~5-15 s), copy (~20 s), the suites (several times slower than here).
