@@ -195,6 +195,36 @@ export class WorkspaceWatch implements AsyncIterable<WatchEvent> {
   [Symbol.asyncDispose](): Promise<void>;
 }
 
+/** ADDITION: a box's port published on the host (`publish()`): HTTP and WebSocket through a
+ * URL with a token. */
+export class PublishedPort {
+  private constructor();
+  /** `http://127.0.0.1:<port>/?kern_token=<token>`: `fetch(url)` or a browser works as is (the
+   * first answer sets a cookie, so the page's own requests need no token). Without the token
+   * (in the URL, the `X-Kern-Token` header or that cookie) a connection is refused with 403;
+   * the box's server never sees the token. */
+  readonly url: string;
+  /** 64 hex characters, new for each publish(). */
+  readonly token: string;
+  /** The host's address and port it listens on. */
+  readonly host: string;
+  readonly port: number;
+  /** Revokes it: the host's port closes and every connection through it ends. A process's
+   * port also closes when the process ends, and every port when its Sandbox closes. */
+  close(): Promise<void>;
+  [Symbol.asyncDispose](): Promise<void>;
+}
+
+/** ADDITION: `publish()`'s options. */
+export interface PublishOptions {
+  /** `"http"` (the default, and the only one): HTTP/1.1 and WebSocket. For raw TCP from this
+   * program, use `SandboxProcess.connect()`. */
+  protocol?: "http" | undefined;
+  /** The host's address to listen on: `"127.0.0.1"` (the default), `"::1"`, or `"0.0.0.0"` to
+   * let other machines in (each still needs the token). */
+  host?: string | undefined;
+}
+
 /** ADDITION: a stream kept whole in the workspace (`spillOutput`). */
 export interface OutputSpill {
   /** Workspace-relative: `readFile(path, { offset, length })` pages through it. */
@@ -636,6 +666,12 @@ export class Sandbox {
     /** Globs whose matching events are left out. */
     exclude?: string | readonly string[] | undefined;
   }): Promise<WorkspaceWatch>;
+  /** ADDITION: a URL on the host into `port` of the box of this Sandbox's newest running
+   * `spawn()` process that accepts on it, chosen for each connection (a server restarted in a
+   * new process keeps the URL). Nothing of the host opens to the boxes: each connection is
+   * dialled into the box by its connector, as `SandboxProcess.connect()` does; none accepting
+   * is a 502. Until `close()` or the Sandbox's. */
+  publish(port: number, opts?: PublishOptions): Promise<PublishedPort>;
   /** Stop the resident box of a `persist` sandbox ahead of its TTL, from any process; resolves
    * once it is gone. Idempotent; a no-op without `persist`; works without `open()`. */
   destroy(): Promise<void>;
@@ -808,6 +844,9 @@ export class SandboxProcess extends SteeredProcess {
    * rejects with `ERR_CONNECTION_REFUSED`; `waitS` (default 0, at most 3600) retries that long
    * for a server still starting. */
   connect(port: number, opts?: { waitS?: number | undefined }): Promise<import("net").Socket>;
+  /** A URL on the host into `port` of this process's box, with a token (see
+   * `PublishedPort`); it closes at `close()`, at the process's end or the Sandbox's. */
+  publish(port: number, opts?: PublishOptions): Promise<PublishedPort>;
 }
 
 /** ADDITION: a program on a terminal, from `Sandbox.terminal()`. */

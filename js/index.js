@@ -11,6 +11,7 @@
 //   processes.js  SandboxProcess, Terminal
 //   streams.js    output chunks, workspace read/write streams
 //   watch.js      WorkspaceWatch (sandbox.watch())
+//   publish.js    PublishedPort (sandbox.publish(), process.publish())
 //   calls.js      what every call shares (checks, options as JSON, callbacks, signal)
 //   addon.js      the native binding, loaded once
 // Another surface (a server, an MCP endpoint) is another entry beside this one, built on
@@ -23,6 +24,7 @@ const { Sandbox, withSandbox, runCode } = require('./sandbox.js');
 const { Kernel } = require('./kernel.js');
 const { SandboxProcess, Terminal } = require('./processes.js');
 const { WorkspaceWatch } = require('./watch.js');
+const { PublishedPort } = require('./publish.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/config/mod.rs. */
 const DEFAULT_TMPFS_MB = 64;
@@ -35,6 +37,7 @@ module.exports = {
   SandboxProcess,
   Terminal,
   WorkspaceWatch,
+  PublishedPort,
   Result,
   ExecutionResult,
   SandboxError,

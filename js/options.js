@@ -23,6 +23,8 @@ module.exports = {
   terminal: ['argv', 'cols', 'rows', 'env', 'cwd', 'user'],
   /** `watch()` (an addition). */
   watch: ['recursive', 'include', 'exclude'],
+  /** `publish()` (an addition). */
+  publish: ['protocol', 'host'],
   /** A kernel's `runCode()`. */
   cell: ['timeoutS', 'signal', 'onAbort', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
 };

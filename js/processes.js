@@ -5,6 +5,7 @@ const net = require('net');
 const { SandboxError, fromNative, callNative } = require('./errors.js');
 const { ExecutionResult } = require('./results.js');
 const { guard, toBuffer, checkSignalName } = require('./calls.js');
+const { publish } = require('./publish.js');
 
 /** Only Sandbox makes processes and terminals. */
 const PROCESS_TOKEN = Symbol('process');
@@ -95,6 +96,11 @@ class SandboxProcess extends Steered {
     }
     const fd = await callNative(() => this.native.connect(JSON.stringify({ port, waitS })));
     return new net.Socket({ fd, readable: true, writable: true });
+  }
+
+  /** Addition: a URL on the host into `port` of the process's box (see index.d.ts). */
+  publish(port, opts) {
+    return publish(this.native, port, opts);
   }
 }
 

@@ -15,6 +15,7 @@ const {
 const { KERNEL_TOKEN, KERNEL_LANGUAGES, Kernel, forkCount } = require('./kernel.js');
 const { PROCESS_TOKEN, SandboxProcess, Terminal } = require('./processes.js');
 const { WATCH_TOKEN, WorkspaceWatch } = require('./watch.js');
+const { publish } = require('./publish.js');
 
 // 'typescript' is an addition (run by the node driver where the box's Node strips types).
 const LANGUAGES = ['python', 'bash', 'sh', 'node', 'typescript'];
@@ -398,6 +399,11 @@ class Sandbox {
     const wire = { recursive: opts.recursive, include: globs('include'), exclude: globs('exclude') };
     const nw = await callNative(() => this.#native.watch(dir, toWire(wire, 'watch option')));
     return new WorkspaceWatch(WATCH_TOKEN, nw);
+  }
+
+  /** Addition: a URL on the host into `port` of the newest running process that accepts on it. */
+  async publish(port, opts) {
+    return publish(this.#native, port, opts);
   }
 
   async kernel(opts) {

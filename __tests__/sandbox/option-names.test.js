@@ -61,6 +61,7 @@ function declarations() {
     spawn: method('Sandbox', 'spawn'),
     terminal: method('Sandbox', 'terminal'),
     watch: method('Sandbox', 'watch'),
+    publish: method('Sandbox', 'publish'),
     oneShot: optsOf(functions.get('runCode')),
   };
 }
@@ -133,6 +134,7 @@ const NO_FLAG = {
 const CLI_ONLY = {
   interactive: 'relays kern\'s own stdin to the box; a Sandbox call takes `stdin` per call, and sb.terminal() is written to',
   tty: 'relays the terminal kern runs in; the Sandbox\'s terminal is sb.terminal(), which its caller drives',
+  publish: 'a Sandbox publishes a port with publish(), a method, for as long as it wants',
 };
 
 const sorted = (xs) => [...new Set(xs)].sort();
@@ -156,6 +158,7 @@ describe('option names agree across index.d.ts, the JS layer, the native side an
     expect(sorted(d.spawn)).toEqual(sorted(OPTIONS.spawn));
     expect(sorted(d.terminal)).toEqual(sorted(OPTIONS.terminal));
     expect(sorted(d.watch)).toEqual(sorted(OPTIONS.watch));
+    expect(sorted(d.publish)).toEqual(sorted(OPTIONS.publish));
     // The one-shot runCode() takes a Sandbox's options and a call's language.
     expect(sorted(d.oneShot)).toEqual(sorted([...d.sandbox, 'language']));
   });

@@ -10,6 +10,7 @@ import {
   FileInfo,
   Kernel,
   Language,
+  PublishedPort,
   MountRefused,
   MountSpec,
   PerCallOptions,
@@ -389,6 +390,15 @@ async function currentDefaults(passed: { signal?: AbortSignal | undefined; timeo
   await sb.run(argv, { signal: passed.signal });
   await sb.setEgressAllow(hosts);
   const p = await sb.spawn(argv, { signal: passed.signal, cwd: undefined });
+  const published: PublishedPort = await p.publish(8000, { protocol: 'http', host: undefined });
+  const url: string = published.url;
+  void url;
+  await published.close();
+  await using everywhere = await sb.publish(8000, { host: '0.0.0.0' });
+  const port: number = everywhere.port;
+  void port;
+  // @ts-expect-error only "http" is published
+  await sb.publish(22, { protocol: 'tcp' });
   await p.wait();
   const t = await sb.terminal({ argv, cols: undefined });
   void t;

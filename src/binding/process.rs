@@ -1,6 +1,7 @@
 //! `NativeProcess`: a background process or terminal (js/processes.js wraps it).
 
 use super::errors::to_napi;
+use super::publish::NativePublished;
 use super::result::{finish, NativeResult};
 use crate::error::Error;
 use napi::bindgen_prelude::Buffer;
@@ -63,6 +64,15 @@ impl NativeProcess {
             .await
             .map_err(to_napi)?;
         Ok(fd.into_raw_fd())
+    }
+
+    /// ADDITION: a URL on the host into the box's port (`publish()`); `request_json` is
+    /// `session::PublishRequest`.
+    #[napi]
+    pub async fn publish(&self, request_json: String) -> napi::Result<NativePublished> {
+        let req = super::publish::request(&request_json)?;
+        let inner = self.inner.publish(&req).await.map_err(to_napi)?;
+        Ok(NativePublished { inner })
     }
 
     /// Its result once it has ended and every chunk was delivered; the first call takes it.

@@ -5,6 +5,7 @@ use super::callbacks::{forwarder, ChunkFn, LiveResults, ResultFn};
 use super::errors::to_napi;
 use super::kernel::NativeKernel;
 use super::process::NativeProcess;
+use super::publish::{request, NativePublished};
 use super::result::{finish, NativeResult};
 use super::streams::{NativeReadStream, NativeWriteStream};
 use super::watch::NativeWatch;
@@ -355,6 +356,15 @@ impl NativeSandbox {
             .map_err(|e| to_napi(Error::Invalid(format!("watch() options: {e}"))))?;
         let w = self.inner.watch(path, req).await.map_err(to_napi)?;
         Ok(NativeWatch { inner: w })
+    }
+
+    /// A URL on the host into a port of the Sandbox's running processes (`publish()`);
+    /// `request_json` is `session::PublishRequest`.
+    #[napi]
+    pub async fn publish(&self, request_json: String) -> napi::Result<NativePublished> {
+        let req = request(&request_json)?;
+        let inner = self.inner.publish(&req).await.map_err(to_napi)?;
+        Ok(NativePublished { inner })
     }
 
     /// A write that lands at `commit()` (`createWriteStream`).

@@ -41,6 +41,7 @@ mod prewarm;
 mod probes;
 mod process;
 pub mod profiles;
+pub mod publish;
 mod pyc;
 mod resident;
 mod result;
@@ -333,6 +334,15 @@ impl Sandbox {
     ) -> Result<Process> {
         let opened = self.opened().await?;
         Process::start(opened, &self.kern, req, terminal, sink).await
+    }
+
+    /// ADDITION: a URL on the host into port `req.port` of the newest of the Sandbox's running
+    /// processes that accepts on it, chosen for each connection (`publish()`); until its
+    /// `close()` or the Sandbox's.
+    pub async fn publish(&self, req: &publish::PublishRequest) -> Result<publish::Published> {
+        let opened = self.opened().await?;
+        let closing = opened.closing.subscribe();
+        publish::publish(publish::Target::Sandbox(opened), closing, req, "publish()").await
     }
 
     /// `setEgressAllow`: the allowlist (JSON, checked as the option is) for every connection

@@ -116,6 +116,7 @@ pub(super) async fn open(
         isolation_routes: tokio::sync::OnceCell::new(),
         zygote: std::sync::OnceLock::new(),
         tracker: std::sync::OnceLock::new(),
+        dialers: Default::default(),
     });
     // A resident session's spare kerns wait until its box is known.
     if opened.config.resident.is_none() {

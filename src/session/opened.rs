@@ -97,9 +97,28 @@ pub(super) struct Opened {
     /// The watched workspace (`trackFiles` without `workspaceMaxBytes`), once its first walk is
     /// done: calls then find their changes without walking it.
     pub(super) tracker: std::sync::OnceLock<Arc<crate::workspace::watch::Tracker>>,
+    /// The connector lines of the background processes started (`spawn()`), oldest first: where
+    /// the Sandbox's published ports lead (`publish()`). Ended ones are let go as more come.
+    pub(super) dialers: std::sync::Mutex<Vec<super::publish::Dialer>>,
 }
 
 impl Opened {
+    /// Adds a started process's connector line (`dialers`).
+    pub(super) fn add_dialer(&self, d: super::publish::Dialer) {
+        if let Ok(mut all) = self.dialers.lock() {
+            all.retain(super::publish::Dialer::live);
+            all.push(d);
+        }
+    }
+
+    /// The lines of the processes still running, oldest first.
+    pub(super) fn dialers(&self) -> Vec<super::publish::Dialer> {
+        self.dialers
+            .lock()
+            .map(|all| all.iter().filter(|d| d.live()).cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// Ends every box of the session and waits for them (the workspace must not be deleted, or
     /// walked, while a box can still write to it), then deletes the workspace if it is ours.
     pub(super) async fn shut_down(&self) -> Result<()> {

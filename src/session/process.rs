@@ -9,6 +9,7 @@ use super::network::Line;
 use super::opened::Opened;
 use super::percall::{self, PerCall};
 use super::prepared::{self, OurEnds, Prepared, Stdin, Workload};
+use super::publish::{self, Dialer, PublishRequest, Published, Target};
 use super::result::{self, ExecRequest, ExecResult};
 use super::route;
 use super::writers::Active;
@@ -68,7 +69,9 @@ pub struct Process {
     signals: tokio::sync::mpsc::UnboundedSender<i32>,
     stop: watch::Sender<bool>,
     /// The connector's line into its box (a background process only).
-    connect: Option<Arc<Mutex<Option<connector::Line>>>>,
+    connect: Option<Dialer>,
+    /// Turns true when its session closes (a published port closes with it).
+    closing: watch::Receiver<bool>,
     /// Set by `kill()` before it ends the box, so the result says who did.
     killed: Arc<std::sync::atomic::AtomicBool>,
     /// Turns true when it has ended and `result` is set.
@@ -116,6 +119,8 @@ impl Process {
         let Prepared {
             spec, workspace, ..
         } = p;
+        let closing = opened.closing.subscribe();
+        let dialers = opened.clone();
         let run = BoxRun {
             opened,
             kern,
@@ -137,18 +142,24 @@ impl Process {
             ended: ended_tx,
         };
         tokio::spawn(run.run());
-        Steering {
+        let process = Steering {
             what,
             terminal,
             started,
             stop,
             signals,
             ended,
+            closing,
             term: term_tx,
             shared,
         }
         .wait_start(ours, sink, keep)
-        .await
+        .await?;
+        // The Sandbox's published ports reach it too.
+        if let Some(d) = &process.connect {
+            dialers.add_dialer(d.clone());
+        }
+        Ok(process)
     }
 
     /// Writes to its stdin (or its terminal); resolves once the bytes are in the pipe.
@@ -316,33 +327,27 @@ impl Process {
 
     /// One request to the box's connector.
     async fn dial(&self, port: u16) -> Result<OwnedFd> {
-        let Some(line) = &self.connect else {
-            return crate::invalid!("connect(): a terminal has no connect()");
-        };
-        if *self.ended.borrow() {
-            return Err(Error::Invalid(connector::DialError::Gone.to_string()));
+        match &self.connect {
+            Some(d) => d.dial(port).await,
+            None => crate::invalid!("connect(): a terminal has no connect()"),
         }
-        let line = line.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut line = line
-                .lock()
-                .map_err(|_| Error::Runtime("connect lock poisoned".into()))?;
-            // Let go of once the process ended.
-            let Some(line) = line.as_mut() else {
-                return Err(Error::Invalid(format!(
-                    "connect(): {}",
-                    connector::DialError::Gone
-                )));
-            };
-            line.dial(port).map_err(|e| match e {
-                connector::DialError::Io(e) => Error::Runtime(format!("connect(): {e}")),
-                // Said whole by connect(), which may try it again.
-                e @ connector::DialError::Refused { .. } => Error::ConnectionRefused(e.to_string()),
-                e => Error::Invalid(format!("connect(): {e}")),
-            })
-        })
+    }
+
+    /// ADDITION: a URL on the host into the box's `port` (`publish()`), until its `close()` or
+    /// the process's end.
+    pub async fn publish(&self, req: &PublishRequest) -> Result<Published> {
+        let Some(d) = &self.connect else {
+            return crate::invalid!(
+                "publish(): a terminal has no published ports; spawn() the server and publish its port"
+            );
+        };
+        publish::publish(
+            Target::Process(d.clone()),
+            self.closing.clone(),
+            req,
+            "publish()",
+        )
         .await
-        .map_err(|e| Error::Runtime(format!("connect(): {e}")))?
     }
 
     /// Its result, once it has ended; taken by the first caller (the JS layer keeps it).
@@ -686,6 +691,7 @@ struct Steering {
     stop: watch::Sender<bool>,
     signals: tokio::sync::mpsc::UnboundedSender<i32>,
     ended: watch::Receiver<bool>,
+    closing: watch::Receiver<bool>,
     /// Where the terminal's reader leaves what it kept.
     term: watch::Sender<Option<Kept>>,
     shared: Shared,
@@ -735,13 +741,14 @@ impl Steering {
         };
         let input = Arc::new(tokio::sync::Mutex::new(input));
         let master = Arc::new(Mutex::new(master));
-        let connect = ours
-            .connect
-            .map(|c| Arc::new(Mutex::new(Some(connector::Line::new(c)))));
+        let connect = ours.connect.map(|c| Dialer {
+            line: Arc::new(Mutex::new(Some(connector::Line::new(c)))),
+            ended: self.ended.clone(),
+        });
         let (i, m, c, mut e) = (
             input.clone(),
             master.clone(),
-            connect.clone(),
+            connect.as_ref().map(|d| d.line.clone()),
             self.ended.clone(),
         );
         tokio::spawn(async move {
@@ -763,6 +770,7 @@ impl Steering {
             signals: self.signals,
             stop: self.stop,
             connect,
+            closing: self.closing,
             killed: self.shared.killed,
             ended: self.ended,
             result: self.shared.result,

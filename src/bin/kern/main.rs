@@ -65,6 +65,7 @@ mod doctor;
 mod images;
 mod interactive;
 mod js_command;
+mod publishing;
 mod resident_cli;
 mod scratch;
 mod stdio;
@@ -241,6 +242,11 @@ struct RunArgs {
     /// while the box runs); with -i, an interactive shell: kern run -it -- bash.
     #[arg(long, short)]
     tty: bool,
+    /// Publish the box's 127.0.0.1:PORT (an HTTP or WebSocket server in it) on a URL of this
+    /// host with a token, printed on stderr (repeatable); nothing else of the host opens to
+    /// the box.
+    #[arg(long, short = 'p', value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    publish: Vec<u16>,
     /// The command to run.
     #[arg(trailing_var_arg = true, required = true)]
     argv: Vec<String>,
@@ -598,7 +604,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         }
     }
     config::check_exec_size(&a.argv, &env).map_err(|e| e.to_string())?;
-    let spec = BoxSpec {
+    let mut spec = BoxSpec {
         root,
         workspace,
         workspace_target: ws.clone(),
@@ -642,11 +648,19 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         setid_watched: false,
     };
     let prepared = prepare(&spec.limits);
-    let (mut relay, side) = match Relay::new(mode) {
+    let (mut relay, mut side) = match Relay::new(mode) {
         Ok(r) => r,
         Err(e) => {
             prepared.release();
             return Err(format!("set up the box's stdin or terminal: {e}"));
+        }
+    };
+    // -p: the box gets a connector; the URLs are said once its workload starts.
+    let mut published = match publishing::prepare(&a.publish, &mut spec, &mut side.fds) {
+        Ok(p) => p,
+        Err(e) => {
+            prepared.release();
+            return Err(e);
         }
     };
     let mut report = None;
@@ -654,9 +668,16 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         lifeline: side.lifeline.as_ref().map(|l| l.as_fd()),
         fds: side.fds,
         on_report: &mut |r| report = Some(r.clone()),
-        on_started: Some(&mut |_| relay.start()),
+        // Threads only from here: the box is cloned from this process before.
+        on_started: Some(&mut |_| {
+            relay.start();
+            if let Some(p) = published.as_mut() {
+                p.start();
+            }
+        }),
     };
     run_box(&spec, prepared, caller);
+    drop(published);
     Ok(conclude(&mut relay, report.as_ref()))
 }
 
