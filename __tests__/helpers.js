@@ -143,6 +143,18 @@ function isAlive(pid) {
   return !!st && st.state !== 'Z' && st.state !== 'X';
 }
 
+/** This process's `kern` children, but those in `others`, that wait with no box under them
+ * yet: a Sandbox's ready runtimes (`others`: an earlier suite's of the same Jest worker). */
+function readyKerns(others = new Set()) {
+  const pids = listPids();
+  const hasLiveChild = (pid) =>
+    pids.some((p) => {
+      const st = procStat(p);
+      return !!st && st.ppid === pid && st.state !== 'Z';
+    });
+  return childrenNamed('kern').filter((pid) => !others.has(pid) && isAlive(pid) && !hasLiveChild(pid));
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Polls `pred` until true or `ms` elapse; returns the last value. A grace period, not a timing assertion. */
@@ -523,6 +535,7 @@ module.exports = {
   treeRoots,
   ourDescendant,
   childrenNamed,
+  readyKerns,
   isAlive,
   sleep,
   waitFor,

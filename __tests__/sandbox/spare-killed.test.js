@@ -15,22 +15,16 @@ const { execFileSync } = require('child_process');
 const { Sandbox } = require('../..');
 const helpers = require('../helpers');
 
-const { opts, childrenNamed, isAlive, listPids, procStat, makeTempDir } = helpers;
+const { opts, childrenNamed, isAlive, makeTempDir } = helpers;
 
 beforeAll(() => helpers.requireRootfs());
 
-/** Whether `pid` has a live child (a ready runtime has none: its box is not made yet). */
-const hasChild = (pid) =>
-  listPids().some((p) => {
-    const st = procStat(p);
-    return !!st && st.ppid === pid && st.state !== 'Z';
-  });
 let others = new Set();
 beforeEach(() => {
   others = new Set(childrenNamed('kern'));
 });
 /** The test's Sandbox's ready runtimes: `kern` children of this process with no box yet. */
-const ready = () => childrenNamed('kern').filter((pid) => !others.has(pid) && isAlive(pid) && !hasChild(pid));
+const ready = () => helpers.readyKerns(others);
 
 /** Bytes waiting unread in `pid`'s control socket (its fd 0), or 0. */
 function unread(pid) {

@@ -7,13 +7,8 @@
 const { Sandbox } = require('../..');
 const helpers = require('../helpers');
 
-const { opts, childrenNamed, isAlive, listPids, procStat, sleep, hostProcessesMatching, ourDescendant } = helpers;
+const { opts, childrenNamed, isAlive, sleep, hostProcessesMatching, ourDescendant } = helpers;
 
-/** Whether `pid` has a live child. */
-const hasChild = (pid) => listPids().some((p) => {
-  const st = procStat(p);
-  return !!st && st.ppid === pid && st.state !== 'Z';
-});
 /** `kern` children of this process that were there before the test's Sandbox: an earlier
  * suite's of the same Jest worker (a resident box's, one still ending). */
 let others = new Set();
@@ -22,7 +17,7 @@ beforeEach(() => {
 });
 /** This process's `kern` children that wait with no box, but `others`: the ready runtimes of the
  * test's Sandbox. */
-const ready = () => childrenNamed('kern').filter((pid) => !others.has(pid) && isAlive(pid) && !hasChild(pid));
+const ready = () => helpers.readyKerns(others);
 
 /** Waits for `pred`, polling, bounded at 30 s for a loaded machine. */
 const waitFor = (pred) => helpers.waitFor(pred, 30000, 50);
