@@ -546,9 +546,19 @@ impl Request {
         };
         let upgrade = value("connection").any(|v| v.split(',').any(|t| t.trim() == "upgrade"))
             && value("upgrade").next().is_some();
+        let te: Vec<String> = value("transfer-encoding").collect();
+        // Framing the box could read otherwise than we do (a request smuggled past the
+        // stripping) is refused as unparsable: a transfer coding that does not end in chunked,
+        // or one beside a Content-Length.
+        if !te.is_empty()
+            && (!te.last().is_some_and(|v| v.trim().ends_with("chunked"))
+                || value("content-length").next().is_some())
+        {
+            return None;
+        }
         let body = if upgrade || method == "CONNECT" {
             Body::Rest
-        } else if value("transfer-encoding").any(|v| v.contains("chunked")) {
+        } else if !te.is_empty() {
             Body::Chunked
         } else {
             match value("content-length").next() {
@@ -708,9 +718,18 @@ mod tests {
             Some(Body::Rest)
         );
         assert_eq!(body(b"GET / HTTP/1.1\r\n\r\n"), Some(Body::None));
-        // Two lengths that differ: refused.
-        assert!(
-            body(b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n").is_none()
+        // Two lengths that differ, a length beside chunked, a coding that isn't chunked last:
+        // refused.
+        for smuggled in [
+            &b"POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"[..],
+            b"POST / HTTP/1.1\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+        ] {
+            assert!(body(smuggled).is_none());
+        }
+        assert_eq!(
+            body(b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
+            Some(Body::Chunked)
         );
     }
 
