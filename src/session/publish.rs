@@ -244,6 +244,13 @@ async fn serve(
     mut closing: watch::Receiver<bool>,
 ) {
     let mut stopped = stop.subscribe();
+    let door_now = door.clone();
+    // A Sandbox's port holds its session as a call does: close() returns once it is gone. (A
+    // process's port ends with the process, which holds the session itself.)
+    let _running = match &door_now.target {
+        Target::Sandbox(opened) => Some(opened.running.read().await),
+        Target::Process(_) => None,
+    };
     let mut ended = match &door.target {
         Target::Process(d) => Some(d.ended.clone()),
         Target::Sandbox(_) => None,
