@@ -209,8 +209,9 @@ export class PublishedPort {
   /** The host's address and port it listens on. */
   readonly host: string;
   readonly port: number;
-  /** Revokes it: the host's port closes and every connection through it ends. A process's
-   * port also closes when the process ends, and every port when its Sandbox closes. */
+  /** Revokes it: resolves once the host's port is closed and every connection through it
+   * ended. A process's port also closes when the process ends, and every port when its
+   * Sandbox closes. */
   close(): Promise<void>;
   [Symbol.asyncDispose](): Promise<void>;
 }

@@ -35,9 +35,10 @@ class PublishedPort {
     return this.#native.port;
   }
 
-  /** Revokes it: the host's port closes and every connection through it ends. */
+  /** Revokes it: resolves once the host's port is closed and every connection through it
+   * ended. */
   async close() {
-    this.#native.close();
+    await this.#native.close();
   }
 
   [ASYNC_DISPOSE]() {

@@ -39,8 +39,9 @@ impl NativePublished {
         u32::from(self.inner.address.port())
     }
 
+    /// Resolves once the port is closed and its connections ended.
     #[napi]
-    pub fn close(&self) {
-        self.inner.close();
+    pub async fn close(&self) {
+        self.inner.close().await;
     }
 }

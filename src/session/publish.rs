@@ -133,12 +133,17 @@ pub struct Published {
     /// Shared with the listener, so that the port stays until `close()` even if this handle
     /// is let go.
     stop: Arc<watch::Sender<bool>>,
+    /// The listener's task, until a `close()` has waited for it.
+    served: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Published {
-    /// Revokes it: the listener closes and every connection through it ends.
-    pub fn close(&self) {
+    /// Revokes it; returns once the listener is closed and every connection through it ended.
+    pub async fn close(&self) {
         self.stop.send_replace(true);
+        if let Some(task) = self.served.lock().await.take() {
+            let _ = task.await;
+        }
     }
 }
 
@@ -217,12 +222,13 @@ pub(super) async fn publish(
         cookie: format!("{TOKEN_PARAM}_{}", address.port()),
         token: token.clone(),
     });
-    tokio::spawn(serve(listener, door, stop.clone(), closing));
+    let served = tokio::spawn(serve(listener, door, stop.clone(), closing));
     Ok(Published {
         url,
         token,
         address,
         stop,
+        served: tokio::sync::Mutex::new(Some(served)),
     })
 }
 
@@ -280,7 +286,9 @@ async fn serve(
             }
         }
     }
-    // Revoked: the listener closes with this function, and every connection with the set.
+    // Revoked: the listener first (a connection that comes now is refused, not reset), then
+    // every connection.
+    drop(listener);
     connections.shutdown().await;
 }
 
