@@ -250,10 +250,9 @@ async fn serve(
     mut closing: watch::Receiver<bool>,
 ) {
     let mut stopped = stop.subscribe();
-    let door_now = door.clone();
     // A Sandbox's port holds its session as a call does: close() returns once it is gone. (A
     // process's port ends with the process, which holds the session itself.)
-    let _running = match &door_now.target {
+    let _running = match &door.target {
         Target::Sandbox(opened) => Some(opened.running.read().await),
         Target::Process(_) => None,
     };

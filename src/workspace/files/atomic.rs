@@ -1,8 +1,7 @@
 //! `createWriteStream`'s file: written in pieces, put in place whole (`AtomicWrite`).
 
 use super::{
-    check_replaceable, create_temp, make_dirs, names_workspace, open_root, parse_rel, random_u64,
-    runtime, seal, TEMP_PREFIX,
+    check_replaceable, create_temp, random_u64, replaceable_in, runtime, seal, TEMP_PREFIX,
 };
 use crate::error::{Error, Result};
 use nix::errno::Errno;
@@ -35,13 +34,7 @@ pub struct AtomicWrite {
 impl AtomicWrite {
     pub fn begin(root: &Path, path: &str, owner: Option<(u32, u32)>) -> Result<AtomicWrite> {
         const OP: &str = "createWriteStream";
-        let comps = parse_rel(path)?;
-        let Some((name, parents)) = comps.split_last() else {
-            return Err(names_workspace(OP, path));
-        };
-        let root_fd = open_root(root)?;
-        let dir = make_dirs(&root_fd, parents, owner, true, path)?;
-        check_replaceable(&dir, name, path)?;
+        let (dir, name) = replaceable_in(OP, root, path, owner, true)?;
         let unnamed = openat(
             &dir,
             ".",
@@ -65,7 +58,7 @@ impl AtomicWrite {
             dir,
             temp,
             file: Some(File::from(fd)),
-            name: name.clone(),
+            name,
             path: path.to_owned(),
             owner,
         })

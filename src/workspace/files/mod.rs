@@ -337,15 +337,27 @@ fn write_with(
     owner: Option<(u32, u32)>,
     use_openat2: bool,
 ) -> Result<()> {
-    const OP: &str = "writeFile";
+    let (dir, name) = replaceable_in("writeFile", root, path, owner, use_openat2)?;
+    place(&dir, &name, data, owner, path)
+}
+
+/// The directory `path` goes in (made as needed, owned by `owner`) and its name there, once what
+/// is there now may be replaced: `writeFile`'s and `createWriteStream`'s first steps.
+fn replaceable_in(
+    op: &str,
+    root: &Path,
+    path: &str,
+    owner: Option<(u32, u32)>,
+    use_openat2: bool,
+) -> Result<(OwnedFd, OsString)> {
     let comps = parse_rel(path)?;
     let Some((name, parents)) = comps.split_last() else {
-        return Err(names_workspace(OP, path));
+        return Err(names_workspace(op, path));
     };
     let root_fd = open_root(root)?;
     let dir = make_dirs(&root_fd, parents, owner, use_openat2, path)?;
     check_replaceable(&dir, name, path)?;
-    place(&dir, name, data, owner, path)
+    Ok((dir, name.clone()))
 }
 
 /// Opens the directory `comps` below `root`, creating what is missing one level at a time.
