@@ -1,4 +1,4 @@
-//! The control socket between the addon (`launch::Kern`) and `kern box` (`bin/kern/main.rs`):
+//! The control socket between the addon (`launch::Kern`) and `kern box` (`bin/kern/boxed.rs`):
 //! one JSON line per message, each a tagged enum.
 
 use super::ProtocolError;

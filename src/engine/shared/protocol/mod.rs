@@ -2,7 +2,7 @@
 //! types: one encoder and one decoder each, so the two sides of a boundary can't drift apart, and
 //! a line one side cannot read is a [`ProtocolError`] that says so, never a silent skip.
 //!
-//! On kern's control socket (`launch::Kern` <-> `bin/kern/main.rs`), one JSON line each:
+//! On kern's control socket (`launch::Kern` <-> `bin/kern/boxed.rs`), one JSON line each:
 //! - addon -> kern, line 1: an [`Ask`], what to prepare (a fresh box's caps, a zygote spare, a
 //!   call into a resident box); line 2: the `BoxSpec` ([`decode_spec`]); then [`Command`]s;
 //! - kern -> addon: [`Said`] lines, the prepared notes, the workload's start, the report
