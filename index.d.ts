@@ -226,6 +226,46 @@ export interface PublishOptions {
   host?: string | undefined;
 }
 
+/** ADDITION: a named volume (`Volume`), as `create()`, `inspect()` and `list()` show it. */
+export interface VolumeInfo {
+  readonly name: string;
+  /** The host directory boxes see at the volume's `path`. */
+  readonly path: string;
+  /** Its cap in MiB (`Volume.create(name, { sizeMb })`); null: none. */
+  readonly sizeMb: number | null;
+  /** When it was made, in milliseconds since the epoch. */
+  readonly createdAt: number;
+  /** What it holds as `du` counts (each entry at least 4 KiB), null when some of it could not
+   * be read. */
+  readonly usedBytes: number | null;
+  /** A Sandbox (or `kern run`) has it mounted now. */
+  readonly inUse: boolean;
+}
+
+/** ADDITION: named volumes: directories that outlive every box and Sandbox, kept per user
+ * (`$KERN_VOLUMES`, else `$KERN_HOME/volumes`, else `~/.local/share/kern-sandbox/volumes`),
+ * mounted by name with the `volumes` option (`kern volume` and `kern run --volume` on the
+ * command line). A box sees one as it sees a `"rw"` mount: nosuid, nodev, set-id bits cleared
+ * after each box, symlinks resolved in the box; nothing of the host beyond it. */
+export class Volume {
+  private constructor();
+  /** Makes an empty volume; rejects when the name is taken. `sizeMb` (a whole number, 1 to 8,589,934,591) caps what it
+   * holds: checked before each call of a Sandbox that writes it, as `workspaceMaxBytes` is (the
+   * call that crosses it completes; later ones get a `workspace_full` fault naming the volume).
+   * A name is 1-64 letters, digits, `_`, `.` or `-`, starting with a letter or digit. */
+  static create(name: string, opts?: { sizeMb?: number | null | undefined }): Promise<VolumeInfo>;
+  static inspect(name: string): Promise<VolumeInfo>;
+  /** Every volume of this user, by name. */
+  static list(): Promise<VolumeInfo[]>;
+  /** Removes the volume and what it holds; rejects while a Sandbox has it mounted. */
+  static remove(name: string): Promise<void>;
+}
+
+/** ADDITION: how a Sandbox mounts a volume (`volumes`): at `path`; read-write as its only
+ * writer (the default), `readonly` (any number, beside a writer: they see its writes), or
+ * `shared` (read-write beside other writers that all said `shared`). */
+export type VolumeMount = string | { path: string; readonly?: boolean | undefined; shared?: boolean | undefined };
+
 /** ADDITION: a stream kept whole in the workspace (`spillOutput`). */
 export interface OutputSpill {
   /** Workspace-relative: `readFile(path, { offset, length })` pages through it. */
@@ -469,6 +509,15 @@ export interface SandboxOptions {
    * `/tmp`, ...; `/usr`, `/var/lib` and the like as `"rw"`) and bad targets throw `MountRefused`
    * at `open()`. */
   mounts?: Record<string, MountSpec> | undefined;
+  /** ADDITION: named volumes (`Volume.create()`) to mount, `{ name: "/data" }` or `{ name:
+   * { path: "/data", readonly: true } }`; each must exist. Held from open() to close(): a second
+   * Sandbox writing a volume another writes alone is refused at its open() (unless every writer
+   * says `shared: true`), and `Volume.remove()` waits for close(). Targets follow the `mounts`
+   * rules; `mounts` and `volumes` together at most 16. Not with `persist` (a resident box
+   * outlives the Sandbox that holds the volume); read-only only with `zygote`. `fork()` copies
+   * mount the same volumes (one written alone can't be forked: mount it `shared`); a checkpoint
+   * doesn't hold a volume: pass `volumes` to `fromCheckpoint()` again. */
+  volumes?: Record<string, VolumeMount> | undefined;
   /** In-box scratch filesystems, `{ "/path": "64m" }` or `["/path"]`. By default `/tmp` gets a
    * tmpfs of `DEFAULT_TMPFS_MB` MiB (`{}` for none), fresh in every box (in a kernel it lasts,
    * and fills, across cells). Its pages count against `memoryMb`, so the real ceiling is the

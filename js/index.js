@@ -12,6 +12,7 @@
 //   streams.js    output chunks, workspace read/write streams
 //   watch.js      WorkspaceWatch (sandbox.watch())
 //   publish.js    PublishedPort (sandbox.publish(), process.publish())
+//   volume.js     Volume (named volumes, the `volumes` option)
 //   calls.js      what every call shares (checks, options as JSON, callbacks, signal)
 //   addon.js      the native binding, loaded once
 // Another surface (a server, an MCP endpoint) is another entry beside this one, built on
@@ -25,6 +26,7 @@ const { Kernel } = require('./kernel.js');
 const { SandboxProcess, Terminal } = require('./processes.js');
 const { WorkspaceWatch } = require('./watch.js');
 const { PublishedPort } = require('./publish.js');
+const { Volume } = require('./volume.js');
 
 /** MiB of the default /tmp scratch; mirrors DEFAULT_TMPFS_MB in src/config/mod.rs. */
 const DEFAULT_TMPFS_MB = 64;
@@ -38,6 +40,7 @@ module.exports = {
   Terminal,
   WorkspaceWatch,
   PublishedPort,
+  Volume,
   Result,
   ExecutionResult,
   SandboxError,

@@ -25,6 +25,8 @@ module.exports = {
   watch: ['recursive', 'include', 'exclude'],
   /** `publish()` (an addition). */
   publish: ['protocol', 'host'],
+  /** `Volume.create()` (an addition). */
+  volumeCreate: ['sizeMb'],
   /** A kernel's `runCode()`. */
   cell: ['timeoutS', 'signal', 'onAbort', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
 };

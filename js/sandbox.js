@@ -153,6 +153,11 @@ class Sandbox {
     if (this.#opts.persist) {
       throw new SandboxError('fork() of a `persist` Sandbox is not available: its resident box\'s running processes can\'t be copied into a new box safely yet; fork a Sandbox without persist (its workspace is copied)');
     }
+    // Its copies mount the same volumes: one this Sandbox writes alone can't have more writers.
+    const alone = Object.entries(this.#opts.volumes ?? {}).find(([, v]) => typeof v === 'string' || (v !== null && typeof v === 'object' && !v.readonly && !v.shared));
+    if (alone) {
+      throw new SandboxError(`fork() of a Sandbox that writes the volume "${alone[0]}" as its only writer: its copies would mount it too, and a volume has one writer unless every writer says so; open this Sandbox with { volumes: { "${alone[0]}": { path, shared: true } } } (or readonly) to fork it`);
+    }
     // A kept `workspace` stays this Sandbox's: each copy gets a temporary one of its own.
     const { workspace: _kept, ...childOpts } = this.#opts;
     const opened = await Promise.allSettled(Array.from({ length: count }, () => new Sandbox(childOpts).open()));

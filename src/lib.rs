@@ -16,6 +16,7 @@ pub mod image;
 pub mod lang;
 pub mod proxy;
 pub mod session;
+pub mod volume;
 pub mod workspace;
 
 #[cfg(feature = "napi-binding")]

@@ -93,6 +93,7 @@ const FLAG_OF = {
   cpus: 'cpus',
   timeoutS: 'timeout',
   tmpfs: 'tmpfs',
+  volumes: 'volume', // repeatable: one --volume NAME:PATH each
   env: 'env',
   enforceLimits: 'no-enforce-limits', // a flag turns the default (true) off
   securityProfile: 'security-profile',

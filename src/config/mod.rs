@@ -55,8 +55,11 @@ pub struct Config {
     pub zygote: bool,
     /// ADDITION (issue 34): the memory spares may take beyond the minimum (`spareMemoryMb`).
     pub spare_memory_mb: u64,
-    /// Extra host binds, checked (`mounts`).
+    /// Extra host binds, checked (`mounts`); the `volumes` among them too.
     pub mounts: Vec<crate::engine::shared::spec::BindSpec>,
+    /// ADDITION (issue 35): the named volumes mounted (`volumes`), each also in `mounts`;
+    /// open() takes them (`volume::acquire`) before any box.
+    pub volumes: Vec<crate::volume::Use>,
     /// The `setup` command, run once at open() in a networked box.
     pub setup: Option<String>,
     /// Cooperative cap on the workspace's disk usage (`workspaceMaxBytes`).
@@ -147,6 +150,7 @@ impl Config {
             zygote: false,
             spare_memory_mb: DEFAULT_SPARE_MEMORY_MB,
             mounts: Vec::new(),
+            volumes: Vec::new(),
             setup: None,
             workspace_max_bytes: None,
             deps_readonly: true,

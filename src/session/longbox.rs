@@ -252,6 +252,12 @@ pub(super) async fn open_kernel(
         Some(cap) => Some((opened.workspace_path()?, cap)),
         None => None,
     };
+    let caps = opened
+        .config
+        .volumes
+        .iter()
+        .filter_map(crate::volume::Use::cap)
+        .collect();
     let active = Active::enter(&opened.writers).await;
     Ok(match plan.jupyter.as_deref() {
         Some(name) => {
@@ -265,7 +271,7 @@ pub(super) async fn open_kernel(
                 plan.interrupt,
             )
             .await?;
-            k.attach(active, quota);
+            k.attach(active, quota, caps);
             OpenKernel::jupyter(k)
         }
         None => {
@@ -277,7 +283,7 @@ pub(super) async fn open_kernel(
             let mut k = start_driver(opened, kern, timeout_ms, keep, d, &plan.place)?;
             // A node kernel's Node is checked before kernel() resolves.
             k.greet().await?;
-            k.attach(active, quota);
+            k.attach(active, quota, caps);
             OpenKernel::driver(k)
         }
     })

@@ -38,6 +38,12 @@ pub(super) async fn open(
             kern.display()
         )));
     }
+    // Before anything is made or run: a volume another Sandbox writes alone fails open() at once.
+    let volumes = config
+        .volumes
+        .iter()
+        .map(|u| crate::volume::acquire(&u.volume, u.access))
+        .collect::<Result<Vec<_>>>()?;
     crate::engine::addon::launch::check_version(kern).await?;
     let source = config.image.clone();
     let pull = tokio::task::spawn_blocking(move || {
@@ -117,6 +123,7 @@ pub(super) async fn open(
         zygote: std::sync::OnceLock::new(),
         tracker: std::sync::OnceLock::new(),
         dialers: Default::default(),
+        volumes: std::sync::Mutex::new(volumes),
     });
     // A resident session's spare kerns wait until its box is known.
     if opened.config.resident.is_none() {

@@ -100,6 +100,9 @@ pub(super) struct Opened {
     /// The connector lines of the background processes started (`spawn()`), oldest first: where
     /// the Sandbox's published ports lead (`publish()`). Ended ones are let go as more come.
     pub(super) dialers: std::sync::Mutex<Vec<super::publish::Dialer>>,
+    /// ADDITION (issue 35): the volumes held for this session's boxes, let go once they are
+    /// gone (`shut_down`).
+    pub(super) volumes: std::sync::Mutex<Vec<crate::volume::Held>>,
 }
 
 impl Opened {
@@ -145,6 +148,9 @@ impl Opened {
         }
         if let Some(t) = self.tracker.get() {
             t.stop();
+        }
+        if let Ok(mut v) = self.volumes.lock() {
+            v.clear();
         }
         let mut ws = self
             .workspace

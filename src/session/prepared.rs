@@ -244,6 +244,14 @@ impl Prepared {
         opened: &Opened,
     ) -> std::result::Result<Option<track::Before>, Fault> {
         let cfg = &opened.config;
+        let caps: Vec<_> = cfg
+            .volumes
+            .iter()
+            .filter_map(crate::volume::Use::cap)
+            .collect();
+        if let Some(fault) = super::result::volumes_full(&caps).await {
+            return Err(fault);
+        }
         let quota = cfg.workspace_max_bytes;
         if !cfg.track_files && quota.is_none() {
             return Ok(None);

@@ -201,6 +201,40 @@ pub(super) fn over_quota(snap: &track::Snapshot, cap: u64) -> Option<Fault> {
     (snap.bytes > cap).then(|| workspace_full(snap.bytes, cap))
 }
 
+/// ADDITION (issue 35): the `workspace_full` refusal when a volume the session writes is past
+/// its `sizeMb` (or could not all be measured), checked before each call and cell.
+pub(super) async fn volumes_full(caps: &[crate::volume::Cap]) -> Option<Fault> {
+    if caps.is_empty() {
+        return None;
+    }
+    let caps = caps.to_vec();
+    let checked = tokio::task::spawn_blocking(move || crate::volume::check_caps(&caps))
+        .await
+        .unwrap_or_else(|e| {
+            Err(crate::volume::Full::Unmeasured {
+                name: "?".into(),
+                why: e.to_string(),
+            })
+        });
+    let message = match checked.err()? {
+        crate::volume::Full::Over {
+            name,
+            data,
+            used,
+            cap,
+        } => format!(
+            "the volume {name:?} holds {} (allocated blocks, and at least 4 KiB an entry), over its size ({}); the call was not run. Free space in it: its files are in {} on the host",
+            show_bytes(used),
+            show_bytes(cap),
+            data.display()
+        ),
+        crate::volume::Full::Unmeasured { name, why } => format!(
+            "kern could not measure the whole volume {name:?} against its size ({why}), so the call was not run; remove or fix what it names"
+        ),
+    };
+    Some(Fault::new(FaultKind::WorkspaceFull, message))
+}
+
 fn workspace_full(bytes: u64, cap: u64) -> Fault {
     Fault::new(
         FaultKind::WorkspaceFull,

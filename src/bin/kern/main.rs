@@ -68,6 +68,7 @@ mod publishing;
 mod resident_cli;
 mod scratch;
 mod stdio;
+mod volumes;
 
 use interactive::{Mode, Relay};
 
@@ -120,6 +121,9 @@ enum Command {
     },
     /// Remove blobs no image needs and abandoned partial work.
     Prune,
+    /// Named volumes, mounted by name in boxes (`--volume` of run, the `volumes` option).
+    #[command(subcommand)]
+    Volume(volumes::VolumeCommand),
     /// Run a command in a live resident box (a Sandbox opened with `persist`):
     /// kern exec NAME -- python3 -c 'print(1)'
     Exec {
@@ -246,6 +250,10 @@ struct RunArgs {
     /// the box.
     #[arg(long, short = 'p', value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
     publish: Vec<u16>,
+    /// Mount a named volume (`kern volume create`), NAME:PATH (read-write, its only writer),
+    /// NAME:PATH:ro or NAME:PATH:shared (repeatable); held until the box ends.
+    #[arg(long, short = 'v', value_name = "NAME:PATH[:ro|:shared]")]
+    volume: Vec<String>,
     /// The command to run.
     #[arg(trailing_var_arg = true, required = true)]
     argv: Vec<String>,
@@ -305,6 +313,7 @@ fn main() -> ExitCode {
         Command::Mcp { args } => js_command::exec_node("mcp", &args),
         Command::Rmi { images } => report(images::rmi(&images)),
         Command::Prune => report(images::prune()),
+        Command::Volume(cmd) => report(volumes::volume(cmd)),
     }
 }
 
@@ -384,6 +393,16 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         }
     };
     check_timeout(timeout)?;
+    let (binds, _volumes) = volumes::mounts(&a.volume, &ws)?;
+    for b in &binds {
+        let t = std::path::Path::new(&b.target);
+        if let Some(s) = tmpfs
+            .iter()
+            .find(|s| t.starts_with(&s.target) || std::path::Path::new(&s.target).starts_with(t))
+        {
+            return Err(format!("--volume at {}: over or inside the scratch tmpfs at {}; pick another path, or --tmpfs none", b.target, s.target));
+        }
+    }
     // The same bounds as the Sandbox options, before any box starts.
     let memory_bytes = (a.memory > 0).then(|| a.memory.saturating_mul(1 << 20));
     if let Some(why) = memory_bytes.and_then(config::memory_out_of_bounds) {
@@ -422,7 +441,7 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
         hostname: DEFAULT_HOSTNAME.into(),
         user: opened.user.clone(),
         channel: false,
-        binds: Vec::new(),
+        binds,
         host_network: false,
         etc: Vec::new(),
         readonly_in_workspace: Vec::new(),

@@ -190,7 +190,7 @@ pub fn parse(value: &Value, ctx: &Context) -> Result<Vec<Mount>> {
     let mut seen: Vec<(String, &str)> = Vec::new();
     for (src, spec) in map {
         let (target, writable) = entry_spec(src, spec)?;
-        let target = check_target(src, target, &ctx.workspace_target)?;
+        let target = check_target(&format!("mounts: {src:?}"), target, &ctx.workspace_target)?;
         if let Some((_, first)) = seen.iter().find(|(t, _)| *t == target) {
             return Err(Error::Invalid(format!(
                 "option `mounts`: {first:?} and {src:?} both target {target:?}; give each mount its own box path"
@@ -260,9 +260,10 @@ fn entry_spec<'a>(src: &str, spec: &'a Value) -> Result<(&'a str, bool)> {
 }
 
 /// `t` checked as a box path; returned as given, which is already normalised (anything else is
-/// refused rather than rewritten, so the caller sees exactly where the mount lands).
-fn check_target(src: &str, t: &str, workspace: &str) -> Result<String> {
-    let refuse = |why: String| Err(Error::MountRefused(format!("mounts: {src:?}: {why}")));
+/// refused rather than rewritten, so the caller sees exactly where the mount lands). `what`
+/// names the entry in messages (`mounts: "/src"`, `volumes: "name"`).
+pub fn check_target(what: &str, t: &str, workspace: &str) -> Result<String> {
+    let refuse = |why: String| Err(Error::MountRefused(format!("{what}: {why}")));
     let shown: String = t.chars().take(200).collect();
     if t.len() > MAX_TARGET_BYTES {
         return refuse(format!(

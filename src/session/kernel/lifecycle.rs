@@ -277,6 +277,8 @@ pub(crate) struct Lifecycle<K: Kind> {
     active: std::sync::Mutex<Option<Active>>,
     /// `workspaceMaxBytes`: the workspace and the cap, checked before each cell.
     quota: Option<(PathBuf, u64)>,
+    /// The caps of the volumes the kernel writes (`sizeMb`), checked before each cell too.
+    volume_caps: Vec<crate::volume::Cap>,
     /// The host pid of the box's monitor (`kern`): what pause() finds the box by.
     monitor: Monitor,
     /// pause()/resume(): whether the box is frozen, which cells' clocks follow.
@@ -311,6 +313,7 @@ impl<K: Kind> Lifecycle<K> {
             keep,
             active: std::sync::Mutex::new(None),
             quota: None,
+            volume_caps: Vec::new(),
             monitor,
             paused: watch::channel(Paused::default()).0,
             pausing: Mutex::new(None),
@@ -386,7 +389,13 @@ impl<K: Kind> Lifecycle<K> {
     }
 
     /// Makes this a caller's kernel: counted as a writer, and held to the workspace cap.
-    pub(crate) fn attach(&mut self, active: Active, quota: Option<(PathBuf, u64)>) {
+    pub(crate) fn attach(
+        &mut self,
+        active: Active,
+        quota: Option<(PathBuf, u64)>,
+        volume_caps: Vec<crate::volume::Cap>,
+    ) {
+        self.volume_caps = volume_caps;
         self.active = std::sync::Mutex::new(Some(active));
         self.quota = quota;
     }
@@ -490,6 +499,9 @@ impl<K: Kind> Lifecycle<K> {
         }
         if let Some(refused) = over_quota(&self.quota).await {
             return Ok(refused);
+        }
+        if let Some(fault) = result::volumes_full(&self.volume_caps).await {
+            return Ok(ExecResult::refused(fault));
         }
         let timeout = Duration::from_millis(timeout_ms.unwrap_or(self.timeout_ms));
         let (result, dead) = self

@@ -67,6 +67,9 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
             );
         }
     }
+    if let Some(v) = get("volumes").filter(|v| !v.is_null()) {
+        volumes(v, cfg)?;
+    }
     let explicit_tmpfs = get("tmpfs").is_some_and(|v| !v.is_null());
     if explicit_tmpfs {
         cfg.tmpfs = parse_tmpfs(get("tmpfs").unwrap_or(&Value::Null), &cfg.workspace_target)?;
@@ -82,6 +85,89 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
                 return crate::invalid!("the mount at {} and the tmpfs at {} overlap; drop one of them (a mount at /tmp replaces the default /tmp scratch by itself)", m.target, t.target);
             }
         }
+    }
+    Ok(())
+}
+
+/// ADDITION (issue 35): `volumes`, `{ name: "/data" | { path, readonly, shared } }`: each
+/// named volume resolved (it must exist) and added to the mounts, where the mounts' rules on
+/// targets apply; open() takes them.
+fn volumes(v: &Value, cfg: &mut Config) -> Result<()> {
+    use crate::volume::Access;
+    let key = "volumes";
+    let Some(map) = v.as_object() else {
+        return Err(type_err(
+            key,
+            "an object { name: \"/data\" } or { name: { path: \"/data\", readonly: true } }",
+            v,
+        ));
+    };
+    for (name, spec) in map {
+        crate::volume::check_name(name)
+            .map_err(|e| Error::Invalid(format!("option `volumes`: {e}")))?;
+        let shape = || {
+            Error::Invalid(format!("option `volumes`: the value for {name:?} must be a box path such as \"/data\" or {{ path: \"/data\", readonly?: boolean, shared?: boolean }}, got {}", crate::config::describe(spec)))
+        };
+        let (path, access) = match spec {
+            Value::String(p) => (p.as_str(), Access::Exclusive),
+            Value::Object(o) => {
+                if let Some(k) = o
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "path" | "readonly" | "shared"))
+                {
+                    return crate::invalid!("option `volumes`: {name:?} has the unknown key `{k}`; a volume takes path, readonly and shared");
+                }
+                let flag = |k: &str| match o.get(k) {
+                    None | Some(Value::Null) => Ok(false),
+                    Some(Value::Bool(b)) => Ok(*b),
+                    Some(other) => {
+                        Err(type_err(&format!("volumes.{name}.{k}"), "a boolean", other))
+                    }
+                };
+                let (readonly, shared) = (flag("readonly")?, flag("shared")?);
+                let access = match (readonly, shared) {
+                    (true, true) => return crate::invalid!("option `volumes`: {name:?} is both readonly and shared; `shared` is for writers that write it together: drop one"),
+                    (true, false) => Access::ReadOnly,
+                    (false, true) => Access::Shared,
+                    (false, false) => Access::Exclusive,
+                };
+                (
+                    o.get("path").and_then(Value::as_str).ok_or_else(shape)?,
+                    access,
+                )
+            }
+            _ => return Err(shape()),
+        };
+        let target =
+            host_binds::check_target(&format!("volumes: {name:?}"), path, &cfg.workspace_target)?;
+        if let Some(m) = cfg
+            .mounts
+            .iter()
+            .find(|m| at_or_under(&m.target, &target) || at_or_under(&target, &m.target))
+        {
+            return Err(Error::MountRefused(format!("volumes: {name:?}: target {target:?} is over, inside or at another mount or volume ({:?}); give each its own box path", m.target)));
+        }
+        let volume = crate::volume::resolve(name)?;
+        cfg.mounts.push(crate::engine::shared::spec::BindSpec {
+            source: volume.data.clone(),
+            target: target.clone(),
+            writable: access.writable(),
+            dir: true,
+            dev: volume.dev,
+            ino: volume.ino,
+        });
+        cfg.volumes.push(crate::volume::Use {
+            volume,
+            target,
+            access,
+        });
+    }
+    cfg.mounts.sort_by_key(|m| m.target.matches('/').count());
+    if cfg.mounts.len() > MAX_MOUNTS {
+        return crate::invalid!(
+            "options `mounts` and `volumes` have {} entries together; at most {MAX_MOUNTS} are allowed",
+            cfg.mounts.len()
+        );
     }
     Ok(())
 }

@@ -42,6 +42,7 @@ const KNOWN: &[&str] = &[
     "egressAllow",
     "secrets",
     "mounts",
+    "volumes",
     "tmpfs",
     "profiles",
     "env",

@@ -192,6 +192,9 @@ fn zygote_places(cfg: &Config) -> Result<()> {
     {
         return crate::invalid!("option `zygote` can't be combined with the environment variable {k} in `env`: python or its loader reads it only at start, from a place a box could write, and the zygote's python starts before any call and runs nothing a box could have written; leave `zygote` out, or {k} out of `env`");
     }
+    if let Some(v) = cfg.volumes.iter().find(|v| v.access.writable()) {
+        return crate::invalid!("option `zygote` can't be combined with a writable volume (`volumes`: {:?} at {}): a box could write there, and the zygote's python reads the image's own paths at its start; leave `zygote` out, or mount it read-only ({{ path, readonly: true }})", v.volume.name, v.target);
+    }
     if let Some(m) = cfg.mounts.iter().find(|m| m.writable) {
         return crate::invalid!("option `zygote` can't be combined with a writable mount (`mounts`: {} as \"rw\"): a box could write there, and the zygote's python reads the image's own paths at its start; leave `zygote` out, or mount it read-only", m.target);
     }
@@ -208,6 +211,9 @@ pub(super) fn resident_limits(map: &Map<String, Value>, cfg: &mut Config) -> Res
         }
         if cfg.zygote {
             return crate::invalid!("options `persist` and `zygote` can't be combined: a resident box runs every call itself; leave `zygote` out");
+        }
+        if let Some(v) = cfg.volumes.first() {
+            return crate::invalid!("options `persist` and `volumes` can't be combined yet: a volume is held by the process that opened the Sandbox (so no other writer takes it, and nobody removes it, while a box has it mounted), and a resident box outlives that process; mount the volume {:?} in a Sandbox without persist, or its directory ({}) with `mounts`", v.volume.name, v.volume.data.display());
         }
         if cfg.prewarm > 0 {
             return crate::invalid!("options `persist` and `prewarm` can't be combined: a resident box runs every call itself (each call still starts a fresh interpreter); leave `prewarm` out");

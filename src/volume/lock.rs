@@ -1,0 +1,147 @@
+//! Who has a volume: flocks on two files in its directory, held by the process that mounts
+//! it (a Sandbox's host program, `kern run`) for as long as it may. The kernel drops them when
+//! that process ends, however it ends.
+//!
+//! - `use.lock`: shared by every user; `remove` takes it exclusively, so it never removes a
+//!   volume a box has mounted. Users wait for it (only `remove`'s rename and `in_use`'s probe
+//!   hold it exclusively, each for an instant), never fail on it.
+//! - `write.lock`: exclusive for the one writer, shared among writers that all said `shared`.
+//!   Never waited for: a conflict is the caller's to resolve.
+
+use crate::error::Error;
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::File;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+
+const USE: &str = "use.lock";
+const WRITE: &str = "write.lock";
+
+/// How a Sandbox mounts a volume.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Read-only in the box; any number at once, beside a writer (they see its writes live).
+    ReadOnly,
+    /// Read-write, the only writer.
+    Exclusive,
+    /// Read-write beside other writers that said `shared` too (they coordinate themselves).
+    Shared,
+}
+
+impl Access {
+    pub fn writable(self) -> bool {
+        self != Access::ReadOnly
+    }
+}
+
+/// A volume held for a Sandbox: dropped, the volume is free again.
+#[derive(Debug)]
+pub struct Held {
+    _use: Flock<File>,
+    _write: Option<Flock<File>>,
+}
+
+#[derive(Debug)]
+pub(super) enum LockError {
+    Missing,
+    /// `remove` found it mounted.
+    InUse,
+    /// A writer that excludes this one holds it.
+    WriterBusy(Access),
+    Io(String),
+}
+
+impl LockError {
+    pub(super) fn into_error(self, name: &str) -> Error {
+        let msg = match self {
+            LockError::Missing => format!("there is no volume named {name:?}"),
+            LockError::InUse => format!("the volume {name:?} is mounted by a Sandbox (or `kern run`) now; close it first, then remove the volume"),
+            LockError::WriterBusy(Access::Shared) => format!("the volume {name:?} is mounted read-write by another Sandbox as its only writer; mount it read-only ({{ path, readonly: true }}), or close that Sandbox, or have every writer say {{ path, shared: true }}"),
+            LockError::WriterBusy(_) => format!("the volume {name:?} is mounted read-write by another Sandbox; a volume has one writer at a time: mount it read-only ({{ path, readonly: true }}), close the other Sandbox, or have every writer say {{ path, shared: true }} to write it together"),
+            LockError::Io(why) => format!("the volume {name:?}: {why}"),
+        };
+        Error::Invalid(msg)
+    }
+}
+
+/// The lock files of a new volume (before it is renamed into place).
+pub(super) fn make_files(dir: &Path) -> crate::error::Result<()> {
+    for f in [USE, WRITE] {
+        open(dir, f, true).map_err(|e| {
+            Error::Invalid(format!("volumes: making {}: {e:?}", dir.join(f).display()))
+        })?;
+    }
+    Ok(())
+}
+
+fn open(dir: &Path, file: &str, create: bool) -> Result<File, LockError> {
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    if create {
+        o.create_new(true);
+    }
+    o.open(dir.join(file)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => LockError::Missing,
+        _ => LockError::Io(format!("{}: {e}", dir.join(file).display())),
+    })
+}
+
+fn flock(mut f: File, how: FlockArg) -> Result<Flock<File>, Errno> {
+    loop {
+        match Flock::lock(f, how) {
+            Ok(l) => return Ok(l),
+            Err((back, Errno::EINTR)) => f = back,
+            Err((_, e)) => return Err(e),
+        }
+    }
+}
+
+/// Holds the volume in `dir` as `access` says.
+pub(super) fn take(dir: &Path, access: Access) -> Result<Held, LockError> {
+    let using = open(dir, USE, false)?;
+    let using = flock(using, FlockArg::LockShared)
+        .map_err(|e| LockError::Io(format!("locking {USE}: {e}")))?;
+    let write = match access {
+        Access::ReadOnly => None,
+        Access::Exclusive | Access::Shared => {
+            let how = if access == Access::Exclusive {
+                FlockArg::LockExclusiveNonblock
+            } else {
+                FlockArg::LockSharedNonblock
+            };
+            Some(flock(open(dir, WRITE, false)?, how).map_err(|e| match e {
+                Errno::EWOULDBLOCK => LockError::WriterBusy(access),
+                e => LockError::Io(format!("locking {WRITE}: {e}")),
+            })?)
+        }
+    };
+    Ok(Held {
+        _use: using,
+        _write: write,
+    })
+}
+
+/// The lock `remove` holds while it renames the volume away. Tried a few times: `in_use`'s
+/// probe holds it for an instant.
+pub(super) fn for_removal(dir: &Path) -> Result<Flock<File>, LockError> {
+    for _ in 0..10 {
+        match flock(open(dir, USE, false)?, FlockArg::LockExclusiveNonblock) {
+            Ok(l) => return Ok(l),
+            Err(Errno::EWOULDBLOCK) => std::thread::sleep(std::time::Duration::from_millis(20)),
+            Err(e) => return Err(LockError::Io(format!("locking {USE}: {e}"))),
+        }
+    }
+    Err(LockError::InUse)
+}
+
+/// Whether some process holds the volume now (a probe: true also when it can't tell).
+pub(super) fn in_use(dir: &Path) -> bool {
+    match open(dir, USE, false) {
+        Ok(f) => flock(f, FlockArg::LockExclusiveNonblock).is_err(),
+        Err(_) => false,
+    }
+}
