@@ -168,7 +168,9 @@ test('bad requests get E2B\'s error shape with a reason, never a 500, and start 
     ['/v2/sandboxes', { method: 'POST', body: JSON.stringify({ templateID: 'base', pad: 'x'.repeat(2 << 20) }) }, 413, /over/],
     ['/sandboxes/nope/pause', { method: 'POST', body: '{}' }, 404, /not found/],
     ['/snapshots', { method: 'GET' }, 501, /not supported/],
-    ['/volumes', { method: 'GET' }, 501, /not supported/],
+    ['/secrets', { method: 'GET' }, 501, /not supported/],
+    ['/volumes/nope', { method: 'GET' }, 404, /not found/],
+    ['/volumecontent/nope/dir?path=/', { method: 'GET' }, 401, /volume token/],
     ['/nowhere', { method: 'GET' }, 404, /no route/],
   ];
   for (const [p, init, status, msg] of cases) {

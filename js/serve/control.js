@@ -15,8 +15,6 @@ const NOT_YET = [
   [/^\/snapshots/, 'snapshots'],
   [/^\/sandboxes\/[^/]+\/metrics$/, 'sandbox metrics'],
   [/^\/sandboxes\/metrics$/, 'sandbox metrics'],
-  [/^\/volumes/, 'volumes'],
-  [/^\/volumecontent/, 'volumes'],
   [/^\/(v[0-9]+\/)?templates/, 'building templates (map template names to images with --template NAME=IMAGE)'],
   [/^\/secrets/, 'secrets'],
 ];
@@ -64,11 +62,33 @@ async function handle(ctx, req, res) {
     return 'GET /metrics';
   }
 
+  // A volume's content routes take the volume's own token, not an API key.
+  if (p.startsWith('/volumecontent/')) return ctx.volumes.content(ctx, req, res, url);
+
   const header = req.headers['x-api-key'] ?? (req.headers.authorization || '').replace(/^Bearer\s+/i, '');
   const owner = ctx.keys.check(header);
   if (owner === null) {
     ctx.log.info('refused: no valid API key', { path: p });
     throw new ApiError(401, 'Invalid API key: give one of kern serve\'s keys in E2B_API_KEY');
+  }
+
+  if (p === '/volumes' && m === 'POST') {
+    ctx.sendJson(res, 201, await ctx.volumes.create(owner, await ctx.readJson(req)));
+    return 'POST /volumes';
+  }
+  if (p === '/volumes' && m === 'GET') {
+    ctx.sendJson(res, 200, await ctx.volumes.list(owner));
+    return 'GET /volumes';
+  }
+  const volume = /^\/volumes\/([^/]+)$/.exec(p);
+  if (volume && m === 'GET') {
+    ctx.sendJson(res, 200, await ctx.volumes.get(decodeURIComponent(volume[1]), owner));
+    return 'GET /volumes/:id';
+  }
+  if (volume && m === 'DELETE') {
+    await ctx.volumes.remove(decodeURIComponent(volume[1]), owner);
+    res.writeHead(204).end();
+    return 'DELETE /volumes/:id';
   }
 
   const sandbox = /^(?:\/v2)?\/sandboxes\/([^/]+)(\/[a-z]+)?$/.exec(p);

@@ -99,7 +99,7 @@ function networkPolicy(cfg, allowInternet, net) {
  * workspace is the sandbox's home (`/home/user` in the box) and a second directory its `/tmp`.
  * It opens deny-all, behind the egress proxy: create then sets the list its request asks for
  * (`setEgressAllow`), so a Sandbox opened ahead serves any network request. */
-async function openBox(stateDir, id, image, memoryMb) {
+async function openBox(stateDir, id, image, memoryMb, volumes = null) {
   const dir = path.join(stateDir, id);
   const home = path.join(dir, 'home');
   const tmp = path.join(dir, 'tmp');
@@ -116,6 +116,7 @@ async function openBox(stateDir, id, image, memoryMb) {
     trackFiles: false,
     env: { HOME, E2B_SANDBOX: 'true' },
     egressAllow: [],
+    ...(volumes ? { volumes } : {}),
   });
   try {
     await sandbox.open();
@@ -184,8 +185,9 @@ class ServedProcess {
 
 class ServedSandbox {
   /** `box`: the opened library Sandbox and its directories (`openBox`), named by `id`. */
-  constructor({ id, owner, template, metadata, envs, timeoutS, memoryMb, box, net }) {
+  constructor({ id, owner, template, metadata, envs, timeoutS, memoryMb, box, net, volumeMounts = [] }) {
     this.id = id;
+    this.volumeMounts = volumeMounts;
     this.owner = owner;
     this.template = template;
     this.metadata = metadata;
@@ -283,7 +285,7 @@ class ServedSandbox {
       metadata: this.metadata,
       state: 'running',
       envdVersion: ENVD_VERSION,
-      volumeMounts: [],
+      volumeMounts: this.volumeMounts,
       allowInternetAccess: this.net.allowInternetAccess,
       network: this.net.network,
     };
@@ -342,7 +344,6 @@ class Sandboxes {
     const metadata = validStringMap(body.metadata, 'metadata');
     const envs = validStringMap(body.envVars, 'envVars');
     if (body.autoPause || body.autoResume?.enabled) throw new ApiError(400, 'pausing a sandbox (onTimeout: "pause", autoResume) is not supported by kern serve yet: its sandboxes are killed at their timeout');
-    if (Array.isArray(body.volumeMounts) && body.volumeMounts.length) throw new ApiError(400, 'volumes are not supported by kern serve yet');
     if (body.mcp) throw new ApiError(400, 'the MCP gateway template option is not supported by kern serve');
     if (body.iam) throw new ApiError(400, 'iam tokens are not supported by kern serve');
     const net = networkPolicy(this.cfg, body.allow_internet_access, body.network);
@@ -358,9 +359,11 @@ class Sandboxes {
     }
 
     const image = imageFor(this.cfg, template);
+    const volumes = await this.volumes.mounts(owner, body.volumeMounts);
     let box;
     try {
-      box = await this.takePooled(image) ?? await openBox(this.stateDir, this.newId(), image, memoryMb);
+      // A pooled box was opened without volumes.
+      box = (volumes ? null : await this.takePooled(image)) ?? await openBox(this.stateDir, this.newId(), image, memoryMb, volumes);
       await box.sandbox.setEgressAllow(net.egressAllow);
     } catch (e) {
       if (box) await box.sandbox.close().finally(() => fs.rmSync(box.dir, { recursive: true, force: true }));
@@ -368,7 +371,8 @@ class Sandboxes {
       if (e && (e.code === 'ERR_IMAGE' || e.code === 'ERR_MOUNT_REFUSED')) throw new ApiError(400, `template ${template}: ${e.message}`);
       throw e;
     }
-    const s = new ServedSandbox({ id: box.id, owner, template, metadata, envs, timeoutS, memoryMb, box, net });
+    const volumeMounts = volumes ? body.volumeMounts.map((v) => ({ name: v.name, path: v.path })) : [];
+    const s = new ServedSandbox({ id: box.id, owner, template, metadata, envs, timeoutS, memoryMb, box, net, volumeMounts });
     s.onExpire = (sb) => this.kill(sb, 'timeout');
     this.byId.set(s.id, s);
     const id = s.id;

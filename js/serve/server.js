@@ -14,6 +14,7 @@ const { Process } = require('./gen/process/process_pb.js');
 const { Filesystem } = require('./gen/filesystem/filesystem_pb.js');
 const { Keys, tokenMatches } = require('./auth.js');
 const { ApiError, toHttpError } = require('./errors.js');
+const { Volumes } = require('./volumes.js');
 const { Sandboxes } = require('./sandboxes.js');
 const { createLogger } = require('./log.js');
 const { createMetrics } = require('./metrics.js');
@@ -81,7 +82,9 @@ function readJson(req, max = 1 << 20) {
 function createServe(cfg, { log = createLogger(cfg.logLevel), metrics = createMetrics() } = {}) {
   const keys = new Keys(cfg.keys, cfg.insecureNoAuth);
   const sandboxes = new Sandboxes(cfg, log, metrics);
-  const ctx = { cfg, keys, sandboxes, log, metrics, sendJson, sendError, readJson };
+  const volumes = new Volumes(cfg);
+  sandboxes.volumes = volumes;
+  const ctx = { cfg, keys, sandboxes, volumes, log, metrics, sendJson, sendError, readJson };
 
   // connect's router and its Node request/response bridge; the few lines of connectNodeAdapter
   // that join them are ours, so a client that went away mid-stream (a command's disconnect())
