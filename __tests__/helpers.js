@@ -161,6 +161,8 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 async function waitFor(pred, ms = 5000, step = 100) {
   const end = Date.now() + ms;
   let v = pred();
+  // A promise is truthy: an async predicate would pass at once, whatever it resolves to.
+  if (v && typeof v.then === 'function') throw new Error('waitFor takes a synchronous predicate');
   while (!v && Date.now() < end) {
     await sleep(step);
     v = pred();

@@ -68,8 +68,8 @@ function networkPolicy(cfg, allowInternet, net) {
   for (const k of ['rules', 'egressProxy']) {
     if (net[k] !== undefined && net[k] !== null) throw new ApiError(400, `network.${k} is not supported by kern serve`);
   }
-  if (net.allowPublicTraffic === false || net.maskRequestHost) {
-    throw new ApiError(400, 'network.allowPublicTraffic and maskRequestHost are not supported by kern serve (sandbox ports are not exposed)');
+  if (net.maskRequestHost) {
+    throw new ApiError(400, 'network.maskRequestHost is not supported by kern serve (a request reaches a sandbox\'s port with its own Host)');
   }
   const other = denyOut.find((d) => d !== ALL_TRAFFIC);
   if (other !== undefined) {
@@ -88,9 +88,13 @@ function networkPolicy(cfg, allowInternet, net) {
   } catch (e) {
     throw new ApiError(400, `network.allowOut: ${e.message}`);
   }
+  if (net.allowPublicTraffic !== undefined && net.allowPublicTraffic !== null && typeof net.allowPublicTraffic !== 'boolean') {
+    throw new ApiError(400, 'network.allowPublicTraffic must be true or false');
+  }
   return {
     allowInternetAccess: open,
-    network: { allowOut, denyOut },
+    // false: a request to the sandbox's ports (getHost) needs its traffic token (ports.js).
+    network: { allowOut, denyOut, ...(net.allowPublicTraffic === false ? { allowPublicTraffic: false } : {}) },
     egressAllow,
   };
 }
@@ -217,6 +221,8 @@ class ServedSandbox {
   async setNetwork(cfg, body) {
     if (!body || typeof body !== 'object' || Array.isArray(body)) throw new ApiError(400, 'the request body must be a JSON object');
     const { allow_internet_access: allowInternet, ...net } = body;
+    // An update that doesn't name it never makes private ports public.
+    if (net.allowPublicTraffic === undefined && this.net.network.allowPublicTraffic === false) net.allowPublicTraffic = false;
     const next = networkPolicy(cfg, allowInternet, net);
     await this.sandbox.setEgressAllow(next.egressAllow);
     this.net = next;

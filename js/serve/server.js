@@ -15,6 +15,7 @@ const { Filesystem } = require('./gen/filesystem/filesystem_pb.js');
 const { Keys, tokenMatches } = require('./auth.js');
 const { ApiError, toHttpError } = require('./errors.js');
 const { Volumes } = require('./volumes.js');
+const ports = require('./ports.js');
 const { Sandboxes } = require('./sandboxes.js');
 const { createLogger } = require('./log.js');
 const { createMetrics } = require('./metrics.js');
@@ -146,7 +147,14 @@ function createServe(cfg, { log = createLogger(cfg.logLevel), metrics = createMe
       log.debug('request', { surface, route, method: req.method, status: res.statusCode });
     });
     try {
-      route = id === undefined ? await control.handle(ctx, req, res) : await sandboxTraffic(req, res, String(id));
+      // getHost(port): a Host of `<port>-<id>.<domain>`; envd's and the interpreter's ports
+      // that way are the sandbox traffic they always are.
+      const at = ports.portHost(req);
+      if (at && (String(at.port) === ENVD_PORT || String(at.port) === INTERPRETER_PORT)) {
+        req.headers['e2b-sandbox-port'] = String(at.port);
+        route = await sandboxTraffic(req, res, at.id);
+      } else if (at) route = await ports.proxy(sandboxes, req, res, at);
+      else route = id === undefined ? await control.handle(ctx, req, res) : await sandboxTraffic(req, res, String(id));
     } catch (e) {
       sendError(res, e, log);
     }
@@ -155,6 +163,15 @@ function createServe(cfg, { log = createLogger(cfg.logLevel), metrics = createMe
   const server = cfg.tlsCert
     ? https.createServer({ cert: fs.readFileSync(cfg.tlsCert), key: fs.readFileSync(cfg.tlsKey) }, handler)
     : http.createServer(handler);
+  // A WebSocket to a sandbox's own port (getHost); no other route upgrades.
+  server.on('upgrade', (req, socket, head) => {
+    const at = ports.portHost(req);
+    if (!at) {
+      socket.end('HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n');
+      return;
+    }
+    ports.upgrade(sandboxes, req, socket, head, at).catch(() => socket.destroy());
+  });
   // Streams (a long command, a watched directory) stay open as long as they need.
   server.requestTimeout = 0;
   server.headersTimeout = 30_000;
