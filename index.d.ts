@@ -249,11 +249,14 @@ export interface VolumeInfo {
  * after each box, symlinks resolved in the box; nothing of the host beyond it. */
 export class Volume {
   private constructor();
-  /** Makes an empty volume; rejects when the name is taken. `sizeMb` (a whole number, 1 to 8,589,934,591) caps what it
+  /** Makes an empty volume, or with `from` a copy of the volume of that name: taken while no
+   * Sandbox writes it (refused otherwise), files reflinked where the filesystem can, symlinks
+   * as links, never set-id bits, devices, FIFOs and sockets left out; a branch to try something
+   * destructive on. Rejects when the name is taken. `sizeMb` (a whole number, 1 to 8,589,934,591) caps what it
    * holds: checked before each call of a Sandbox that writes it, as `workspaceMaxBytes` is (the
    * call that crosses it completes; later ones get a `workspace_full` fault naming the volume).
    * A name is 1-64 letters, digits, `_`, `.` or `-`, starting with a letter or digit. */
-  static create(name: string, opts?: { sizeMb?: number | null | undefined }): Promise<VolumeInfo>;
+  static create(name: string, opts?: { sizeMb?: number | null | undefined; from?: string | null | undefined }): Promise<VolumeInfo>;
   static inspect(name: string): Promise<VolumeInfo>;
   /** Every volume of this user, by name. */
   static list(): Promise<VolumeInfo[]>;

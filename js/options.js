@@ -26,7 +26,7 @@ module.exports = {
   /** `publish()` (an addition). */
   publish: ['protocol', 'host'],
   /** `Volume.create()` (an addition). */
-  volumeCreate: ['sizeMb'],
+  volumeCreate: ['sizeMb', 'from'],
   /** A kernel's `runCode()`. */
   cell: ['timeoutS', 'signal', 'onAbort', 'onResult', 'lineBuffered', 'env', 'onStdout', 'onStderr'],
 };

@@ -24,8 +24,9 @@ class Volume {
     throw new TypeError('Volume has only statics: Volume.create(name), Volume.list(), Volume.inspect(name), Volume.remove(name)');
   }
 
-  /** Makes an empty volume; `sizeMb` caps what it may hold (checked before each call that
-   * writes it, as `workspaceMaxBytes` is). Rejects when the name is taken. */
+  /** Makes an empty volume, or with `from` a copy of another (taken while nobody writes it);
+   * `sizeMb` caps what it may hold (checked before each call that writes it, as
+   * `workspaceMaxBytes` is). Rejects when the name is taken. */
   static async create(name, opts) {
     checkName(name, 'Volume.create(name, opts)');
     opts = checkOptions(opts, OPTIONS.volumeCreate, 'Volume.create(name, opts): opts must be an object such as { sizeMb: 1024 }',
@@ -34,7 +35,10 @@ class Volume {
     if (size !== undefined && size !== null && typeof size !== 'number') {
       throw new SandboxError(`Volume.create({ sizeMb }) takes a whole number of MiB, got ${JSON.stringify(size)}`);
     }
-    return info(await callNative(() => native.volumeCreate(name, size ?? null)));
+    if (opts.from !== undefined && opts.from !== null && (typeof opts.from !== 'string' || opts.from === '')) {
+      throw new SandboxError(`Volume.create({ from }) takes the name of the volume to copy, got ${JSON.stringify(opts.from)}`);
+    }
+    return info(await callNative(() => native.volumeCreate(name, size ?? null, opts.from ?? null)));
   }
 
   /** The volume `name`: where it is, its cap, what it holds, whether a Sandbox has it now. */

@@ -184,6 +184,34 @@ test('the size cap: the call that crosses it completes, later calls and cells ge
   }
 });
 
+test('create({ from }): a copy of one moment, independent after; refused while a Sandbox writes the source', async () => {
+  const src = fresh();
+  const v = await Volume.create(src);
+  const w = await open({ volumes: { [src]: '/data' } });
+  await sh(w, 'mkdir -p /data/d && echo one > /data/d/f && ln -s /etc/hostname /data/link && mkfifo /data/fifo');
+  await expectSandboxError(() => Volume.create(fresh(), { from: src }), SandboxError, /mounted read-write by a Sandbox/, /close the Sandboxes that write it/);
+  await w.close();
+  // A reader may stay.
+  const r = await open({ volumes: { [src]: { path: '/ro', readonly: true } } });
+  const name = fresh();
+  const copy = await Volume.create(name, { from: src, sizeMb: 16 });
+  await r.close();
+  expect(copy).toMatchObject({ name, sizeMb: 16, inUse: false });
+  expect(fs.readFileSync(path.join(copy.path, 'd/f'), 'utf8')).toBe('one\n');
+  // The link as a link (never followed), the FIFO left out.
+  expect(fs.readlinkSync(path.join(copy.path, 'link'))).toBe('/etc/hostname');
+  expect(fs.existsSync(path.join(copy.path, 'fifo'))).toBe(false);
+  // Independent: a write in the copy is not in the source.
+  const c = await open({ volumes: { [name]: '/data' } });
+  await sh(c, 'echo two > /data/d/f && echo new > /data/n');
+  await c.close();
+  expect(fs.readFileSync(path.join(v.path, 'd/f'), 'utf8')).toBe('one\n');
+  expect(fs.existsSync(path.join(v.path, 'n'))).toBe(false);
+  await expectSandboxError(() => Volume.create(fresh(), { from: 'nosuch' }), SandboxError, /no volume named "nosuch"/);
+  await expectSandboxError(() => Volume.create(name, { from: src }), SandboxError, /already exists/);
+  await expectSandboxError(() => Volume.create(fresh(), { from: 5 }), SandboxError, /takes the name of the volume to copy/);
+});
+
 test('bad `volumes` options are refused at open(), before any box, with what to do', async () => {
   const name = fresh();
   await Volume.create(name);

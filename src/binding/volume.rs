@@ -9,7 +9,7 @@ use napi_derive::napi;
 /// What a volume operation hands back: a volume's `Info` (or a list of them) as JSON; null for
 /// a removal.
 pub enum Op {
-    Create(String, Option<f64>),
+    Create(String, Option<f64>, Option<String>),
     Inspect(String),
     List,
     Remove(String),
@@ -23,12 +23,12 @@ impl Task for VolumeTask {
 
     fn compute(&mut self) -> napi::Result<Self::Output> {
         match &self.0 {
-            Op::Create(name, size) => {
+            Op::Create(name, size, from) => {
                 let size = size
                     .map(crate::volume::check_size)
                     .transpose()
                     .map_err(to_napi)?;
-                json(&crate::volume::create(name, size).map_err(to_napi)?)
+                json(&crate::volume::create(name, size, from.as_deref()).map_err(to_napi)?)
             }
             Op::Inspect(name) => json(&crate::volume::inspect(name).map_err(to_napi)?),
             Op::List => json(&crate::volume::list().map_err(to_napi)?),
@@ -48,10 +48,15 @@ fn json<T: serde::Serialize>(v: &T) -> napi::Result<Option<String>> {
         .map_err(|e| to_napi(Error::Runtime(e.to_string())))
 }
 
-/// Makes the volume `name` (`sizeMb`: its cap; null: none): its `Info` as JSON.
+/// Makes the volume `name` (`sizeMb`: its cap; null: none; `from`: a volume to copy): its
+/// `Info` as JSON.
 #[napi(ts_return_type = "Promise<string | null>")]
-pub fn volume_create(name: String, size_mb: Option<f64>) -> AsyncTask<VolumeTask> {
-    AsyncTask::new(VolumeTask(Op::Create(name, size_mb)))
+pub fn volume_create(
+    name: String,
+    size_mb: Option<f64>,
+    from: Option<String>,
+) -> AsyncTask<VolumeTask> {
+    AsyncTask::new(VolumeTask(Op::Create(name, size_mb, from)))
 }
 
 /// The volume `name`'s `Info` as JSON.

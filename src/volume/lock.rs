@@ -49,6 +49,8 @@ pub(super) enum LockError {
     InUse,
     /// A writer that excludes this one holds it.
     WriterBusy(Access),
+    /// A Sandbox writes it: it can't be copied now.
+    BeingWritten,
     Io(String),
 }
 
@@ -59,6 +61,7 @@ impl LockError {
             LockError::InUse => format!("the volume {name:?} is mounted by a Sandbox (or `kern run`) now; close it first, then remove the volume"),
             LockError::WriterBusy(Access::Shared) => format!("the volume {name:?} is mounted read-write by another Sandbox as its only writer; mount it read-only ({{ path, readonly: true }}), or close that Sandbox, or have every writer say {{ path, shared: true }}"),
             LockError::WriterBusy(_) => format!("the volume {name:?} is mounted read-write by another Sandbox; a volume has one writer at a time: mount it read-only ({{ path, readonly: true }}), close the other Sandbox, or have every writer say {{ path, shared: true }} to write it together"),
+            LockError::BeingWritten => format!("the volume {name:?} is mounted read-write by a Sandbox, so a copy of it would be of no one moment; close the Sandboxes that write it (readers may stay), then copy it"),
             LockError::Io(why) => format!("the volume {name:?}: {why}"),
         };
         Error::Invalid(msg)
@@ -136,6 +139,21 @@ pub(super) fn for_removal(dir: &Path) -> Result<Flock<File>, LockError> {
         }
     }
     Err(LockError::InUse)
+}
+
+/// What `create(.., from)` holds of the volume it copies: its use (so it isn't removed) and its
+/// write lock exclusively (so nobody writes it while it is read: the copy is of one moment).
+pub(super) fn for_copy(dir: &Path) -> Result<Held, LockError> {
+    let held = take(dir, Access::ReadOnly)?;
+    let write =
+        flock(open(dir, WRITE, false)?, FlockArg::LockExclusiveNonblock).map_err(|e| match e {
+            Errno::EWOULDBLOCK => LockError::BeingWritten,
+            e => LockError::Io(format!("locking {WRITE}: {e}")),
+        })?;
+    Ok(Held {
+        _use: held._use,
+        _write: Some(write),
+    })
 }
 
 /// Whether some process holds the volume now (a probe: true also when it can't tell).

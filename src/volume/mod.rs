@@ -195,9 +195,14 @@ fn missing(name: &str) -> Error {
     ))
 }
 
-/// Makes an empty volume, `size_mb` its cap. Refused when the name is taken.
-pub fn create(name: &str, size_mb: Option<u64>) -> Result<Info> {
+/// Makes a volume, `size_mb` its cap: empty, or with a copy of what the volume `from` holds
+/// (taken while nobody writes it; reflinked where the filesystem can, symlinks as links, never
+/// set-id bits; devices, FIFOs and sockets left out). Refused when the name is taken.
+pub fn create(name: &str, size_mb: Option<u64>, from: Option<&str>) -> Result<Info> {
     check_name(name)?;
+    if let Some(f) = from {
+        check_name(f)?;
+    }
     let root = root()?;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -224,6 +229,20 @@ pub fn create(name: &str, size_mb: Option<u64>) -> Result<Info> {
         .create(new.path().join(DATA))
         .map_err(|e| io_err("making the volume's data directory", e))?;
     lock::make_files(new.path())?;
+    // Held until the copy is in place.
+    let _source = match from {
+        Some(f) => {
+            let src = root.join(f);
+            let held = lock::for_copy(&src).map_err(|e| match e {
+                lock::LockError::Missing => missing(f),
+                other => other.into_error(f),
+            })?;
+            crate::workspace::copy::copy_tree(&src.join(DATA), &new.path().join(DATA), &[], None)
+                .map_err(|e| Error::Invalid(format!("copying the volume {f:?}: {e}")))?;
+            Some(held)
+        }
+        None => None,
+    };
     let at = root.join(name);
     match renameat2(
         AT_FDCWD,

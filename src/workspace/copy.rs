@@ -38,7 +38,7 @@ pub fn copy_tree(
     // Directory modes are set once their contents are in (a read-only one would refuse them).
     let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
     let fail = |what: &str, rel: &Path, e: &dyn std::fmt::Display| {
-        Error::Runtime(format!("fork: {what} {}: {e}", rel.display()))
+        Error::Runtime(format!("copying: {what} {}: {e}", rel.display()))
     };
     let complete = walk_all(src, Closed::Fail, |seen| {
         let rel = seen.rel;

@@ -13,6 +13,9 @@ pub enum VolumeCommand {
         /// Cap on what it holds, in MiB (checked before each call that writes it).
         #[arg(long, value_name = "MIB")]
         size: Option<f64>,
+        /// Start as a copy of this volume (taken while nobody writes it).
+        #[arg(long, value_name = "VOLUME")]
+        from: Option<String>,
     },
     /// List this user's volumes.
     Ls {
@@ -31,12 +34,12 @@ pub enum VolumeCommand {
 
 pub fn volume(cmd: VolumeCommand) -> Result<(), String> {
     match cmd {
-        VolumeCommand::Create { name, size } => {
+        VolumeCommand::Create { name, size, from } => {
             let size = size
                 .map(volume::check_size)
                 .transpose()
                 .map_err(|e| e.to_string())?;
-            let info = volume::create(&name, size).map_err(|e| e.to_string())?;
+            let info = volume::create(&name, size, from.as_deref()).map_err(|e| e.to_string())?;
             println!("{}", info.name);
             Ok(())
         }
