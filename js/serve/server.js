@@ -49,34 +49,38 @@ function sendError(res, e, log) {
   sendJson(res, status, body);
 }
 
-/** Reads a JSON body of at most `max` bytes ({} when empty). */
-function readJson(req, max = 1 << 20) {
+/** Reads a body of at most `max` bytes whole. Past the limit the rest is read and dropped (so
+ * the client gets the 413, not a reset), up to a hard stop. */
+function readBody(req, max) {
   return new Promise((resolve, reject) => {
     const chunks = [];
     let n = 0;
     req.on('data', (c) => {
       n += c.length;
-      // Past the limit the rest is read and dropped (so the client gets the answer, not a
-      // reset), up to a hard stop.
       if (n > max) {
         chunks.length = 0;
-        if (n > DRAIN_MAX_BYTES) req.destroy();
+        if (n > Math.max(DRAIN_MAX_BYTES, max)) req.destroy();
         return;
       }
       chunks.push(c);
     });
     req.on('end', () => {
       if (n > max) return reject(new ApiError(413, `the request body is over ${max} bytes`));
-      const text = Buffer.concat(chunks).toString('utf8');
-      if (!text.trim()) return resolve({});
-      try {
-        resolve(JSON.parse(text));
-      } catch {
-        reject(new ApiError(400, 'the request body is not JSON'));
-      }
+      resolve(Buffer.concat(chunks));
     });
     req.on('error', reject);
   });
+}
+
+/** Reads a JSON body of at most `max` bytes ({} when empty). */
+async function readJson(req, max = 1 << 20) {
+  const text = (await readBody(req, max)).toString('utf8');
+  if (!text.trim()) return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError(400, 'the request body is not JSON');
+  }
 }
 
 /** Builds the server; `listen()` starts it, `close()` ends every sandbox and stops it. */
@@ -85,7 +89,7 @@ function createServe(cfg, { log = createLogger(cfg.logLevel), metrics = createMe
   const sandboxes = new Sandboxes(cfg, log, metrics);
   const volumes = new Volumes(cfg);
   sandboxes.volumes = volumes;
-  const ctx = { cfg, keys, sandboxes, volumes, log, metrics, sendJson, sendError, readJson };
+  const ctx = { cfg, keys, sandboxes, volumes, log, metrics, sendJson, sendError, readJson, readBody };
 
   // connect's router and its Node request/response bridge; the few lines of connectNodeAdapter
   // that join them are ours, so a client that went away mid-stream (a command's disconnect())

@@ -158,7 +158,7 @@ class Volumes {
           break;
         }
         case 'PUT file': {
-          const data = await body(req);
+          const data = await ctx.readBody(req, MAX_WRITE);
           const parent = q.get('force') === 'true' ? 'mkdir -p -- "$(dirname -- "$1")" && ' : '';
           await inBox(box, `${parent}[ -d "$(dirname -- "$1")" ] || exit 2; [ ! -d "$1" ] || exit 21; cat > "$1"`, [p], data);
           ctx.sendJson(res, 200, await change(box, p, ':', q));
@@ -186,24 +186,6 @@ function boxPath(p) {
     parts.push(c);
   }
   return [AT, ...parts].join('/');
-}
-
-function body(req) {
-  return new Promise((resolve, reject) => {
-    const chunks = [];
-    let n = 0;
-    req.on('data', (c) => {
-      n += c.length;
-      if (n > MAX_WRITE) {
-        req.destroy();
-        reject(new ApiError(413, `a volume file write holds at most ${MAX_WRITE} bytes through kern serve`));
-        return;
-      }
-      chunks.push(c);
-    });
-    req.on('end', () => resolve(Buffer.concat(chunks)));
-    req.on('error', reject);
-  });
 }
 
 /** Runs `script` (sh, `args` as $1…) in the content box; exit codes name the refusal. */

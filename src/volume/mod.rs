@@ -189,6 +189,21 @@ pub fn check_size(size_mb: f64) -> Result<u64> {
     Ok(size_mb as u64)
 }
 
+/// The volume `name`'s directory and `volume.json`: a clear error when there is none, or it is
+/// damaged.
+fn find(name: &str) -> Result<(PathBuf, Meta)> {
+    check_name(name)?;
+    let dir = root()?.join(name);
+    let meta = Meta::read(&dir).map_err(|e| match e {
+        meta::ReadError::Missing => missing(name),
+        meta::ReadError::Bad(why) => Error::Invalid(format!(
+            "the volume {name:?} at {} is damaged ({why}); remove it with `kern volume rm {name}`",
+            dir.display()
+        )),
+    })?;
+    Ok((dir, meta))
+}
+
 fn missing(name: &str) -> Error {
     Error::Invalid(format!(
         "there is no volume named {name:?}; make it first with Volume.create({name:?}) or `kern volume create {name}` (`kern volume ls` lists them)"
@@ -270,15 +285,7 @@ pub fn create(name: &str, size_mb: Option<u64>, from: Option<&str>) -> Result<In
 
 /// The volume named `name`, with what it holds now.
 pub fn inspect(name: &str) -> Result<Info> {
-    check_name(name)?;
-    let dir = root()?.join(name);
-    let meta = Meta::read(&dir).map_err(|e| match e {
-        meta::ReadError::Missing => missing(name),
-        meta::ReadError::Bad(why) => Error::Invalid(format!(
-            "the volume {name:?} at {} is damaged ({why}); remove it with `kern volume rm {name}`",
-            dir.display()
-        )),
-    })?;
+    let (dir, meta) = find(name)?;
     let data = dir.join(DATA);
     Ok(Info {
         name: name.to_string(),
@@ -335,14 +342,7 @@ pub fn remove(name: &str) -> Result<()> {
 
 /// The volume `name` for a mount: it must exist; its data directory a real directory.
 pub fn resolve(name: &str) -> Result<Resolved> {
-    check_name(name)?;
-    let dir = root()?.join(name);
-    let meta = Meta::read(&dir).map_err(|e| match e {
-        meta::ReadError::Missing => missing(name),
-        meta::ReadError::Bad(why) => Error::Invalid(format!(
-            "the volume {name:?} is damaged ({why}); remove it with `kern volume rm {name}`"
-        )),
-    })?;
+    let (dir, meta) = find(name)?;
     let data = dir.join(DATA);
     let st = std::fs::symlink_metadata(&data).map_err(|_| missing(name))?;
     if !st.is_dir() {
