@@ -9,7 +9,8 @@ const os = require('os');
 const path = require('path');
 const { spawnSync } = require('child_process');
 const { requireRootfs, ROOTFS } = require('../helpers.js');
-const { REPO, KERN_JS, tmpDir, workspacesIn } = require('./mcp-helpers.js');
+const { REPO, KERN_JS, tmpDir, workspacesIn, connectStdio, textOf } = require('./mcp-helpers.js');
+const { Volume } = require('../..');
 
 beforeAll(() => requireRootfs());
 
@@ -52,6 +53,9 @@ test('bad flags: exit 2 with a message naming the flag and the fix, before any b
     [['--wrap'], /--wrap needs the server's command after "--"/],
     [['--wrap', '--http', '0', '--', 'true'], /--wrap relays stdio: it does not take --http/],
     [['--', 'true'], /"--" is for --wrap/],
+    [['--volume', 'novol'], /--volume "novol": give NAME:BOX/],
+    [['--volume', 'v:/d:rw'], /--volume "v:\/d:rw": give NAME:BOX/],
+    [['--volume', 'kern-mcp-no-such-volume:/data'], /no volume named "kern-mcp-no-such-volume"/],
   ];
   try {
     for (const [args, message, env] of cases) {
@@ -118,5 +122,27 @@ test('the native kern mcp execs node on the same server', async () => {
     expect(r.content[0].text).toContain('native');
   } finally {
     await client.close();
+  }
+});
+
+test('--volume: what a session\'s code keeps in a named volume is there for the next session, and on the host', async () => {
+  const name = `kmcp${process.pid}`;
+  const tmp = tmpDir();
+  const v = await Volume.create(name);
+  try {
+    for (const [i, script] of [[1, 'echo kept > /data/f'], [2, 'cat /data/f']]) {
+      const mcp = await connectStdio(['--image', ROOTFS, '--volume', `${name}:/data`], { tmp });
+      try {
+        const r = await mcp.client.callTool({ name: 'run_command', arguments: { command: script } });
+        expect({ i, error: r.isError ?? false }).toEqual({ i, error: false });
+        if (i === 2) expect(textOf(r)).toContain('kept');
+      } finally {
+        await mcp.client.close();
+      }
+    }
+    expect(fs.readFileSync(path.join(v.path, 'f'), 'utf8')).toBe('kept\n');
+  } finally {
+    await Volume.remove(name);
+    fs.rmSync(tmp, { recursive: true, force: true });
   }
 });

@@ -9,7 +9,8 @@ class McpConfigError extends Error {}
 
 const USAGE = `usage: kern mcp [--http [HOST:]PORT] [--token-file FILE] [--config FILE]
                 [--image IMAGE] [--network] [--egress-allow HOST]... [--memory-mb N]
-                [--timeout-s N] [--mount HOST:BOX[:ro|:rw]]... [--secret NAME=HOST[,HOST]]...
+                [--timeout-s N] [--mount HOST:BOX[:ro|:rw]]... [--volume NAME:BOX[:ro|:shared]]...
+                [--secret NAME=HOST[,HOST]]...
                 [--workspace DIR] [--session-idle-s N] [--max-sessions N]
        kern mcp --wrap [sandbox flags] -- CMD [ARGS...]
 
@@ -50,6 +51,21 @@ function parseMount(v) {
   return [parts[0], [parts[1], mode]];
 }
 
+/** `--volume NAME:BOX[:ro|:shared]` -> [name, spec] of the `volumes` option (as `kern run -v`):
+ * read-write as the only writer unless `:ro` or `:shared`. */
+function parseVolume(v) {
+  const parts = v.split(':');
+  let how = null;
+  if (parts.length === 3 && (parts[2] === 'ro' || parts[2] === 'shared')) how = parts.pop();
+  if (parts.length !== 2 || !parts[0] || !parts[1].startsWith('/')) {
+    throw new McpConfigError(`--volume ${JSON.stringify(v)}: give NAME:BOX, NAME:BOX:ro or NAME:BOX:shared, such as data:/data (make the volume first: kern volume create data)`);
+  }
+  const [name, box] = parts;
+  if (how === 'ro') return [name, { path: box, readonly: true }];
+  if (how === 'shared') return [name, { path: box, shared: true }];
+  return [name, box];
+}
+
 /** `--secret NAME=HOST[,HOST]`: the value is the host's environment variable NAME. */
 function parseSecret(v, env) {
   const eq = v.indexOf('=');
@@ -85,6 +101,7 @@ function parseArgs(argv, env = process.env) {
   const cfg = { http: null, tokenFile: null, token: null, tokenGiven: false, wrap: null, sessionIdleS: 1800, maxSessions: 64 };
   const flags = {};
   const mounts = [];
+  const volumes = [];
   const egress = [];
   const secrets = [];
   let configFile = null;
@@ -118,6 +135,7 @@ function parseArgs(argv, env = process.env) {
         break;
       case '--timeout-s': flags.timeoutS = positiveNumber(value(), flag, 604800, false); break;
       case '--mount': mounts.push(parseMount(value())); break;
+      case '--volume': volumes.push(parseVolume(value())); break;
       case '--secret': secrets.push(parseSecret(value(), env)); break;
       case '--workspace': {
         const v = value();
@@ -138,6 +156,7 @@ function parseArgs(argv, env = process.env) {
   const sandbox = configFile ? readConfigFile(configFile) : {};
   Object.assign(sandbox, flags);
   if (mounts.length) sandbox.mounts = { ...sandbox.mounts, ...Object.fromEntries(mounts) };
+  if (volumes.length) sandbox.volumes = { ...sandbox.volumes, ...Object.fromEntries(volumes) };
   if (egress.length) sandbox.egressAllow = egress;
   if (secrets.length) sandbox.secrets = { ...sandbox.secrets, ...Object.fromEntries(secrets) };
   cfg.sandbox = sandbox;
