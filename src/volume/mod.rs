@@ -421,3 +421,45 @@ fn sweep_left(root: &Path) {
 fn io_err(what: &str, e: std::io::Error) -> Error {
     Error::Invalid(format!("volumes: {what}: {e}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{check_name, check_size, MAX_SIZE_MB};
+
+    #[test]
+    fn names_are_single_plain_file_names() {
+        for good in ["a", "data", "v1.2_x-y", &"x".repeat(64)] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            ".x",
+            "-x",
+            "_x",
+            "a/b",
+            "a\0b",
+            "sp ace",
+            &"x".repeat(65),
+        ] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_are_whole_mib_within_bounds() {
+        assert_eq!(check_size(1.0).ok(), Some(1));
+        assert_eq!(check_size(MAX_SIZE_MB as f64).ok(), Some(MAX_SIZE_MB));
+        for bad in [
+            0.0,
+            -1.0,
+            1.5,
+            f64::NAN,
+            f64::INFINITY,
+            MAX_SIZE_MB as f64 + 1.0,
+        ] {
+            assert!(check_size(bad).is_err(), "{bad}");
+        }
+    }
+}
