@@ -515,7 +515,9 @@ export interface SandboxOptions {
   /** ADDITION: named volumes (`Volume.create()`) to mount, `{ name: "/data" }` or `{ name:
    * { path: "/data", readonly: true } }`; each must exist. Held from open() to close(): a second
    * Sandbox writing a volume another writes alone is refused at its open() (unless every writer
-   * says `shared: true`), and `Volume.remove()` waits for close(). Targets follow the `mounts`
+   * says `shared: true`), and `Volume.remove()` waits for close(). Read-write, a volume is swept
+   * for set-id bits after each box, a walk: 10,000 files took a call from 17 to 59 ms here
+   * (read-only: no cost). Targets follow the `mounts`
    * rules; `mounts` and `volumes` together at most 16. Not with `persist` (a resident box
    * outlives the Sandbox that holds the volume); read-only only with `zygote`. `fork()` copies
    * mount the same volumes (one written alone can't be forked: mount it `shared`); a checkpoint
