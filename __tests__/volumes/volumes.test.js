@@ -7,7 +7,7 @@
 
 const fs = require('fs');
 const path = require('path');
-const { spawnSync } = require('child_process');
+const { spawn, spawnSync } = require('child_process');
 const { requireRootfs, opts, makeTempDir, expectSandboxError, expectRefusedBeforeAnyBox } = require('../helpers');
 const { KERN_BIN } = require('../attack/host');
 const { Sandbox, Volume, SandboxError, MountRefused } = require('../..');
@@ -210,6 +210,34 @@ test('create({ from }): a copy of one moment, independent after; refused while a
   await expectSandboxError(() => Volume.create(fresh(), { from: 'nosuch' }), SandboxError, /no volume named "nosuch"/);
   await expectSandboxError(() => Volume.create(name, { from: src }), SandboxError, /already exists/);
   await expectSandboxError(() => Volume.create(fresh(), { from: 5 }), SandboxError, /takes the name of the volume to copy/);
+});
+
+test('a volume still being made or removed is never swept as left over, however old; what a dead process left is', async () => {
+  fs.mkdirSync(store, { recursive: true });
+  const making = path.join(store, `.new-${prefix}m-x`);
+  const left = path.join(store, `.gone-${prefix}g-x`);
+  for (const d of [making, left]) {
+    fs.mkdirSync(d, { recursive: true });
+    fs.writeFileSync(path.join(d, 'use.lock'), '');
+  }
+  // A maker at work holds its use.lock (here flock(1), as create() does).
+  // -o: only flock itself holds the lock (its `sleep` doesn't), so killing it frees the lock.
+  const holder = spawn('flock', ['-o', '-x', path.join(making, 'use.lock'), 'sleep', '120'], { stdio: 'ignore', detached: true });
+  try {
+    const held = () => spawnSync('flock', ['-n', '-x', path.join(making, 'use.lock'), 'true']).status !== 0;
+    for (let i = 0; i < 100 && !held(); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(held()).toBe(true);
+    // Both two hours old: past the age a sweep looks at.
+    for (const d of [making, left]) spawnSync('touch', ['-d', '2 hours ago', d]);
+    await Volume.list();
+    expect({ making: fs.existsSync(making), left: fs.existsSync(left) }).toEqual({ making: true, left: false });
+  } finally {
+    process.kill(-holder.pid, 'SIGKILL');
+  }
+  await new Promise((r) => (holder.exitCode !== null || holder.signalCode !== null ? r() : holder.once('exit', r)));
+  spawnSync('touch', ['-d', '2 hours ago', making]);
+  await Volume.list();
+  expect(fs.existsSync(making)).toBe(false);
 });
 
 test('bad `volumes` options are refused at open(), before any box, with what to do', async () => {

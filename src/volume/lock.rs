@@ -3,8 +3,9 @@
 //! that process ends, however it ends.
 //!
 //! - `use.lock`: shared by every user; `remove` takes it exclusively, so it never removes a
-//!   volume a box has mounted. Users wait for it (only `remove`'s rename and `in_use`'s probe
-//!   hold it exclusively, each for an instant), never fail on it.
+//!   volume a box has mounted, and holds it until the volume is deleted; `create` holds a new
+//!   volume's until it is in place, so a long copy is never taken for one a dead process left.
+//!   `in_use`'s probe holds it exclusively for an instant, which users wait out.
 //! - `write.lock`: exclusive for the one writer, shared among writers that all said `shared`.
 //!   Never waited for: a conflict is the caller's to resolve.
 
@@ -51,6 +52,8 @@ pub(super) enum LockError {
     WriterBusy(Access),
     /// A Sandbox writes it: it can't be copied now.
     BeingWritten,
+    /// `remove` has it.
+    BeingRemoved,
     Io(String),
 }
 
@@ -61,6 +64,7 @@ impl LockError {
             LockError::InUse => format!("the volume {name:?} is mounted by a Sandbox (or `kern run`) now; close it first, then remove the volume"),
             LockError::WriterBusy(Access::Shared) => format!("the volume {name:?} is mounted read-write by another Sandbox as its only writer; mount it read-only ({{ path, readonly: true }}), or close that Sandbox, or have every writer say {{ path, shared: true }}"),
             LockError::WriterBusy(_) => format!("the volume {name:?} is mounted read-write by another Sandbox; a volume has one writer at a time: mount it read-only ({{ path, readonly: true }}), close the other Sandbox, or have every writer say {{ path, shared: true }} to write it together"),
+            LockError::BeingRemoved => format!("the volume {name:?} is being removed; make it again (Volume.create) to use the name"),
             LockError::BeingWritten => format!("the volume {name:?} is mounted read-write by a Sandbox, so a copy of it would be of no one moment; close the Sandboxes that write it (readers may stay), then copy it"),
             LockError::Io(why) => format!("the volume {name:?}: {why}"),
         };
@@ -105,9 +109,10 @@ fn flock(mut f: File, how: FlockArg) -> Result<Flock<File>, Errno> {
 
 /// Holds the volume in `dir` as `access` says.
 pub(super) fn take(dir: &Path, access: Access) -> Result<Held, LockError> {
-    let using = open(dir, USE, false)?;
-    let using = flock(using, FlockArg::LockShared)
-        .map_err(|e| LockError::Io(format!("locking {USE}: {e}")))?;
+    let using = exclusive_or_shared(dir, FlockArg::LockSharedNonblock).map_err(|e| match e {
+        LockError::InUse => LockError::BeingRemoved,
+        other => other,
+    })?;
     let write = match access {
         Access::ReadOnly => None,
         Access::Exclusive | Access::Shared => {
@@ -128,17 +133,24 @@ pub(super) fn take(dir: &Path, access: Access) -> Result<Held, LockError> {
     })
 }
 
-/// The lock `remove` holds while it renames the volume away. Tried a few times: `in_use`'s
-/// probe holds it for an instant.
-pub(super) fn for_removal(dir: &Path) -> Result<Flock<File>, LockError> {
+/// `use.lock` of `dir` taken as `how` says (non-blocking), tried a few times: `in_use`'s probe
+/// holds it exclusively for an instant. Still held by another: `InUse`.
+fn exclusive_or_shared(dir: &Path, how: FlockArg) -> Result<Flock<File>, LockError> {
     for _ in 0..10 {
-        match flock(open(dir, USE, false)?, FlockArg::LockExclusiveNonblock) {
+        match flock(open(dir, USE, false)?, how) {
             Ok(l) => return Ok(l),
             Err(Errno::EWOULDBLOCK) => std::thread::sleep(std::time::Duration::from_millis(20)),
             Err(e) => return Err(LockError::Io(format!("locking {USE}: {e}"))),
         }
     }
     Err(LockError::InUse)
+}
+
+/// The lock `remove` holds while it renames the volume away and deletes it, and `create` while
+/// it makes one (copies included): held, the volume is nobody else's, and `sweep_left` leaves
+/// its directory be however old it is.
+pub(super) fn for_removal(dir: &Path) -> Result<Flock<File>, LockError> {
+    exclusive_or_shared(dir, FlockArg::LockExclusiveNonblock)
 }
 
 /// What `create(.., from)` holds of the volume it copies: its use (so it isn't removed) and its

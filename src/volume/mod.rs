@@ -244,6 +244,9 @@ pub fn create(name: &str, size_mb: Option<u64>, from: Option<&str>) -> Result<In
         .create(new.path().join(DATA))
         .map_err(|e| io_err("making the volume's data directory", e))?;
     lock::make_files(new.path())?;
+    // Ours until it is in place: `sweep_left` never takes a volume being made, however long
+    // its copy runs.
+    let making = lock::for_removal(new.path()).map_err(|e| e.into_error(name))?;
     // Held until the copy is in place.
     let _source = match from {
         Some(f) => {
@@ -280,6 +283,7 @@ pub fn create(name: &str, size_mb: Option<u64>, from: Option<&str>) -> Result<In
             ))
         }
     }
+    drop(making);
     inspect(name)
 }
 
@@ -335,9 +339,12 @@ pub fn remove(name: &str) -> Result<()> {
             .unwrap_or(0)
     ));
     std::fs::rename(&dir, &away).map_err(|e| io_err(&format!("removing {}", dir.display()), e))?;
-    // Gone from its name: a Sandbox waiting on the lock now finds that (`acquire`).
+    // Held to the end: a sweep never deletes it beside us, and a Sandbox that resolved the
+    // name before is told it is being removed.
+    let removed =
+        crate::image::store::remove_tree(&away).map_err(|e| Error::Invalid(e.to_string()));
     drop(gone);
-    crate::image::store::remove_tree(&away).map_err(|e| Error::Invalid(e.to_string()))
+    removed
 }
 
 /// The volume `name` for a mount: it must exist; its data directory a real directory.
@@ -412,9 +419,19 @@ fn sweep_left(root: &Path) {
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.elapsed().ok())
             .is_some_and(|age| age > LEFT_AFTER);
-        if old {
-            let _ = crate::image::store::remove_tree(&e.path());
+        if !old {
+            continue;
         }
+        // Only what nobody holds: a maker or remover still at work holds its `use.lock`; one
+        // that died before making it left none.
+        let path = e.path();
+        let free = match lock::for_removal(&path) {
+            Ok(held) => Some(held),
+            Err(lock::LockError::Missing) => None,
+            Err(_) => continue,
+        };
+        let _ = crate::image::store::remove_tree(&path);
+        drop(free);
     }
 }
 
