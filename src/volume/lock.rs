@@ -168,7 +168,8 @@ pub(super) fn for_copy(dir: &Path) -> Result<Held, LockError> {
     })
 }
 
-/// Whether some process holds the volume now (a probe: true also when it can't tell).
+/// Whether some process holds the volume now (a probe: a lock it can't take is held; a lock
+/// file it can't open, no volume to hold).
 pub(super) fn in_use(dir: &Path) -> bool {
     match open(dir, USE, false) {
         Ok(f) => flock(f, FlockArg::LockExclusiveNonblock).is_err(),

@@ -75,6 +75,18 @@ pub struct Use {
 }
 
 impl Use {
+    /// The bind the box gets: the data directory, by the inode `resolve` saw.
+    pub fn bind(&self) -> crate::engine::shared::spec::BindSpec {
+        crate::engine::shared::spec::BindSpec {
+            source: self.volume.data.clone(),
+            target: self.target.clone(),
+            writable: self.access.writable(),
+            dir: true,
+            dev: self.volume.dev,
+            ino: self.volume.ino,
+        }
+    }
+
     /// The cap a writer of this volume is held to, if it has one.
     pub fn cap(&self) -> Option<Cap> {
         if !self.access.writable() {
@@ -370,8 +382,10 @@ pub fn resolve(name: &str) -> Result<Resolved> {
 /// Takes `r` for a Sandbox's life, as `access` says: refused when another holds it in a way
 /// that excludes this, or when it is no longer the volume `resolve` found.
 pub fn acquire(r: &Resolved, access: Access) -> Result<Held> {
-    let dir = root()?.join(&r.name);
-    let held = lock::take(&dir, access).map_err(|e| match e {
+    // The directory `resolve` found, not the store looked up again: the locks must be the
+    // mounted volume's even if the environment changed since.
+    let dir = r.data.parent().unwrap_or(&r.data);
+    let held = lock::take(dir, access).map_err(|e| match e {
         lock::LockError::Missing => missing(&r.name),
         other => other.into_error(&r.name),
     })?;
@@ -389,9 +403,7 @@ pub fn usage(data: &Path, cap: u64) -> std::result::Result<u64, String> {
     use crate::fsx::walk;
     let mut bytes: u64 = 0;
     walk::walk_all(data, walk::Closed::Fail, |e| {
-        bytes = bytes.saturating_add(
-            (e.stat.st_blocks as u64 * 512).max(crate::workspace::track::MIN_ENTRY_BYTES),
-        );
+        bytes = bytes.saturating_add(crate::workspace::track::entry_bytes(e.stat));
         if bytes > cap {
             walk::Visit::Stop
         } else {

@@ -77,6 +77,12 @@ impl Snapshot {
     }
 }
 
+/// What one entry counts against a cap (the workspace's, a volume's): its allocated blocks, as
+/// `du` counts (a sparse file costs what it holds), at least `MIN_ENTRY_BYTES`.
+pub fn entry_bytes(st: &nix::sys::stat::FileStat) -> u64 {
+    (st.st_blocks as u64 * 512).max(MIN_ENTRY_BYTES)
+}
+
 /// Walks `root` without following symlinks (see `walk`). Without a `quota` it stops after
 /// `MAX_ENTRIES` (only `result.files` needs it); with one it counts every entry, and stops only
 /// once the count is past the quota (which is then known to be exceeded).
@@ -92,9 +98,7 @@ pub fn snapshot(root: &Path, quota: Option<u64>) -> Snapshot {
         if e.rel == Path::new(EXCLUDED) {
             return walk::Visit::Skip;
         }
-        snap.bytes = snap
-            .bytes
-            .saturating_add((e.stat.st_blocks as u64 * 512).max(MIN_ENTRY_BYTES));
+        snap.bytes = snap.bytes.saturating_add(entry_bytes(e.stat));
         if e.is_file() {
             if snap.files.len() < MAX_ENTRIES {
                 snap.files

@@ -395,11 +395,9 @@ fn run(a: RunArgs) -> Result<ExitCode, String> {
     check_timeout(timeout)?;
     let (binds, _volumes) = volumes::mounts(&a.volume, &ws)?;
     for b in &binds {
-        let t = std::path::Path::new(&b.target);
-        if let Some(s) = tmpfs
-            .iter()
-            .find(|s| t.starts_with(&s.target) || std::path::Path::new(&s.target).starts_with(t))
-        {
+        if let Some(s) = tmpfs.iter().find(|s| {
+            config::at_or_under(&b.target, &s.target) || config::at_or_under(&s.target, &b.target)
+        }) {
             return Err(format!("--volume at {}: over or inside the scratch tmpfs at {}; pick another path, or --tmpfs none", b.target, s.target));
         }
     }

@@ -1,6 +1,7 @@
 //! `kern volume create|ls|inspect|rm` (the named volumes of `kern_sandbox::volume`, as
 //! `Volume.*` has them) and `kern run --volume NAME:PATH[:ro|:shared]`.
 
+use kern_sandbox::config::at_or_under;
 use kern_sandbox::config::show_bytes;
 use kern_sandbox::engine::shared::spec::BindSpec;
 use kern_sandbox::volume::{self, Access, Held};
@@ -114,34 +115,25 @@ pub fn mounts(
         let what = format!("--volume {name:?}");
         let target = kern_sandbox::session::host_binds::check_target(&what, path, workspace_target)
             .map_err(|e| e.to_string())?;
-        let t = std::path::Path::new(&target);
         if binds
             .iter()
-            .any(|b| t.starts_with(&b.target) || std::path::Path::new(&b.target).starts_with(t))
+            .any(|b| at_or_under(&target, &b.target) || at_or_under(&b.target, &target))
         {
             return Err(format!(
                 "{what}: {target:?} is over, inside or at another --volume; give each its own path"
             ));
         }
-        let v = volume::resolve(name).map_err(|e| e.to_string())?;
-        held.push(volume::acquire(&v, access).map_err(|e| e.to_string())?);
         let using = volume::Use {
-            volume: v.clone(),
-            target: target.clone(),
+            volume: volume::resolve(name).map_err(|e| e.to_string())?,
+            target,
             access,
         };
+        held.push(volume::acquire(&using.volume, access).map_err(|e| e.to_string())?);
         // The Sandbox's check before a call: a volume past its size is not written more.
         if let Err(full) = volume::check_caps(&using.cap().into_iter().collect::<Vec<_>>()) {
             return Err(format!("{what}: {full}"));
         }
-        binds.push(BindSpec {
-            source: v.data.clone(),
-            target,
-            writable: access.writable(),
-            dir: true,
-            dev: v.dev,
-            ino: v.ino,
-        });
+        binds.push(using.bind());
     }
     binds.sort_by_key(|b| b.target.matches('/').count());
     Ok((binds, held))

@@ -58,8 +58,6 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
         }
         let ctx = host_binds::Context::from_host(&cfg.workspace_target);
         cfg.mounts = host_binds::parse(v, &ctx)?;
-        // Parents before children, so a nested target is mounted on top of its parent's.
-        cfg.mounts.sort_by_key(|m| m.target.matches('/').count());
         if cfg.mounts.len() > MAX_MOUNTS {
             return crate::invalid!(
                 "option `mounts` has {} entries; at most {MAX_MOUNTS} are allowed",
@@ -70,6 +68,8 @@ pub(super) fn binds_and_scratch(map: &Map<String, Value>, cfg: &mut Config) -> R
     if let Some(v) = get("volumes").filter(|v| !v.is_null()) {
         volumes(v, cfg)?;
     }
+    // Parents before children, so a nested target is mounted on top of its parent's.
+    cfg.mounts.sort_by_key(|m| m.target.matches('/').count());
     let explicit_tmpfs = get("tmpfs").is_some_and(|v| !v.is_null());
     if explicit_tmpfs {
         cfg.tmpfs = parse_tmpfs(get("tmpfs").unwrap_or(&Value::Null), &cfg.workspace_target)?;
@@ -147,22 +147,14 @@ fn volumes(v: &Value, cfg: &mut Config) -> Result<()> {
         {
             return Err(Error::MountRefused(format!("volumes: {name:?}: target {target:?} is over, inside or at another mount or volume ({:?}); give each its own box path", m.target)));
         }
-        let volume = crate::volume::resolve(name)?;
-        cfg.mounts.push(crate::engine::shared::spec::BindSpec {
-            source: volume.data.clone(),
-            target: target.clone(),
-            writable: access.writable(),
-            dir: true,
-            dev: volume.dev,
-            ino: volume.ino,
-        });
-        cfg.volumes.push(crate::volume::Use {
-            volume,
+        let using = crate::volume::Use {
+            volume: crate::volume::resolve(name)?,
             target,
             access,
-        });
+        };
+        cfg.mounts.push(using.bind());
+        cfg.volumes.push(using);
     }
-    cfg.mounts.sort_by_key(|m| m.target.matches('/').count());
     if cfg.mounts.len() > MAX_MOUNTS {
         return crate::invalid!(
             "options `mounts` and `volumes` have {} entries together; at most {MAX_MOUNTS} are allowed",
