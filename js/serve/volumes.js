@@ -65,10 +65,8 @@ class Volumes {
   }
 
   async list(owner) {
-    return (await Volume.list()).filter((v) => v.name.startsWith(`e2b-${owner}-`)).map((v) => {
-      const { volumeID, name } = this.#withToken(v, owner);
-      return { volumeID, name };
-    });
+    const mine = `e2b-${owner}-`;
+    return (await Volume.list()).filter((v) => v.name.startsWith(mine)).map((v) => ({ volumeID: v.name, name: v.name.slice(mine.length) }));
   }
 
   async get(id, owner) {
@@ -113,17 +111,19 @@ class Volumes {
     if (got.length !== expected.length || !crypto.timingSafeEqual(got, expected)) {
       throw new ApiError(401, 'a missing or wrong volume token (Authorization: Bearer <the token Volume.create or Volume.connect gave>)');
     }
+    // The box's open() finds the volume (no walk of it first, as inspect() would make): one
+    // that is gone or damaged is not found.
+    const box = new Sandbox({ image: this.cfg.image, volumes: { [id]: { path: AT, shared: true } }, tmpfs: {}, trackFiles: false, pycCache: false });
     try {
-      await Volume.inspect(id);
-    } catch {
-      throw new ApiError(404, `volume ${id} not found`);
+      await box.open();
+    } catch (e) {
+      if (e && e.code === 'ERR_INVALID_OPTION' && /no volume named|is damaged/.test(e.message)) throw new ApiError(404, `volume ${id} not found`);
+      throw e;
     }
     const q = url.searchParams;
-    const p = boxPath(q.get('path'));
     const route = `${req.method} ${what}`;
-    const box = new Sandbox({ image: this.cfg.image, volumes: { [id]: { path: AT, shared: true } }, tmpfs: {}, trackFiles: false, pycCache: false });
-    await box.open();
     try {
+      const p = boxPath(q.get('path'));
       switch (route) {
         case 'GET dir': {
           const depth = q.has('depth') ? Number(q.get('depth')) : 1;
