@@ -586,6 +586,16 @@ export interface SandboxOptions {
    * on ports 80 and 443 through kern's proxy, never the host's private or loopback addresses
    * (literal addresses in `egressAllow` too); `"host"`: the host's network as it is. */
   setupNetwork?: "public" | "host" | undefined;
+  /** ADDITION: the package cache. Package files a box downloads through kern's proxy (the
+   * `setup` box's, and `egressAllow`'s) from PyPI (`files.pythonhosted.org`) and the npm
+   * registry (tarballs of `registry.npmjs.org`) are kept on the host and sent again to later
+   * boxes of any Sandbox and image. Only what the host fetched itself is kept, a PyPI file only
+   * when its BLAKE2b-256 is the digest its URL names; never a byte a box sent. For this the
+   * proxy terminates those hosts' TLS with its per-Sandbox CA, which the boxes trust
+   * (`SSL_CERT_FILE` and the like). `true` (default): the user's cache, `$KERN_HOME/packages`
+   * (`~/.cache/kern-sandbox/packages`); a string: that directory (an absolute path); `false`:
+   * none, TLS to those hosts end to end. A note on the result says what it sent and kept. */
+  packageCache?: boolean | string | undefined;
 
   // -- security (options/security.rs): the workload's posture ---------------------------------
 

@@ -110,6 +110,7 @@ const NO_FLAG = {
   network: 'the CLI box has no network; networking lives in the session (its proxy and relay)',
   egressAllow: 'the egress proxy runs in the session\'s process',
   secrets: 'the egress proxy writes them in, in the session\'s process',
+  packageCache: 'the egress proxy keeps package files, in the session\'s process; the CLI box has no network',
   mounts: 'host mounts are checked by the session (MountRefused); the CLI binds only --workspace',
   profiles: 'profiles resolve to session options',
   maxOutputBytes: 'the CLI writes the box\'s output straight to the terminal: nothing is captured',

@@ -74,6 +74,8 @@ pub struct Config {
     pub network: Network,
     /// `secrets`: placeholders in the boxes' environment, values substituted by the proxy.
     pub secrets: Vec<crate::proxy::SecretSpec>,
+    /// ADDITION (issue 35): where the egress proxy keeps package files (`packageCache`).
+    pub package_cache: PackageCacheChoice,
     /// The AppArmor profile every box's workload enters (`apparmor`).
     pub apparmor: Option<String>,
     /// Capabilities boxes keep: all but those `capDrop` names (none by default).
@@ -109,6 +111,18 @@ pub enum SetupNetwork {
     Public,
     /// The host's network namespace, as the host has it (a private package index, a proxy).
     Host,
+}
+
+/// Where the egress proxy (the `setup` box's, and `egressAllow`'s) keeps the package files
+/// boxes download from PyPI and npm (`proxy::PackageCache`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PackageCacheChoice {
+    /// None: those hosts' TLS runs end to end, as any other's (`packageCache: false`).
+    Off,
+    /// The user's (`$KERN_HOME/packages`), the default.
+    Default,
+    /// A directory the caller names (`packageCache: "/abs/dir"`).
+    At(std::path::PathBuf),
 }
 
 /// How the session's boxes (not its `setup` box: see `SetupNetwork`) reach the network.
@@ -158,6 +172,7 @@ impl Config {
             pyc_cache: true,
             network: Network::None,
             secrets: Vec::new(),
+            package_cache: PackageCacheChoice::Default,
             apparmor: None,
             keep_caps: Vec::new(),
             seccomp: None,

@@ -47,6 +47,11 @@ impl Request {
             .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.as_slice())
     }
+
+    /// Whether it has a header `name`.
+    pub(super) fn has(&self, name: &str) -> bool {
+        self.values(name).next().is_some()
+    }
 }
 
 /// How a request's body ends.
@@ -271,7 +276,7 @@ fn chunk_size(line: &[u8]) -> io::Result<u64> {
 
 /// A chunked body read piece by piece; trailers are read and dropped.
 #[derive(Default)]
-struct Chunks {
+pub(super) struct Chunks {
     /// Data left in the current chunk.
     left: u64,
     /// Inside a chunk (its CRLF is still to come after its data).
@@ -281,7 +286,10 @@ struct Chunks {
 
 impl Chunks {
     /// The next piece of data, `None` at the end of the body.
-    async fn next<R: AsyncBufReadExt + Unpin>(&mut self, r: &mut R) -> io::Result<Option<Vec<u8>>> {
+    pub(super) async fn next<R: AsyncBufReadExt + Unpin>(
+        &mut self,
+        r: &mut R,
+    ) -> io::Result<Option<Vec<u8>>> {
         if self.done {
             return Ok(None);
         }

@@ -43,6 +43,7 @@
 //! its public surface and its [`Decision`]s.
 
 mod addr;
+mod cache;
 mod exchange;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -55,7 +56,9 @@ mod secrets;
 mod tests;
 mod tls;
 mod tunnel;
+mod upstream;
 
+pub use cache::{CacheError, PackageCache};
 pub use policy::Policy;
 pub use resolve::Resolver;
 pub use secrets::{SecretSpec, Secrets, SecretsError, DEFAULT_HEADERS};
@@ -124,13 +127,30 @@ impl fmt::Display for Decision {
     }
 }
 
+/// What the package cache did: files sent from it, and files fetched, checked and kept.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCounts {
+    pub served: u64,
+    pub kept: u64,
+    /// Bytes sent from the cache (not fetched again).
+    pub served_bytes: u64,
+    /// Bytes fetched into it.
+    pub kept_bytes: u64,
+}
+
 /// The filtering proxy for one box's policy. Share it (`Arc`) across that box's connections.
 pub struct Proxy {
     /// Read once per connection: `set_policy` changes what every later connection sees, and
     /// leaves the connections already through the policy alone.
     policy: RwLock<Arc<Policy>>,
-    /// `secrets`: substituted in requests to their hosts (tunnels to them are terminated).
+    /// `secrets`: substituted in requests to their hosts (tunnels to them are terminated, and
+    /// to the package cache's hosts when there is a cache).
     secrets: Option<Arc<Secrets>>,
+    /// The package cache, and what it did since the last `take_cache_counts`.
+    cache: Option<Arc<PackageCache>>,
+    cache_counts: Mutex<CacheCounts>,
+    /// Idle TLS connections to the package cache's hosts (`upstream.rs`).
+    pool: upstream::Pool,
     resolver: Resolver,
     decisions: Mutex<VecDeque<Decision>>,
     /// `HEAD_TIMEOUT` and `HELLO_TIMEOUT`; fields so tests need not wait 30 s.
@@ -150,9 +170,23 @@ impl Proxy {
         resolver: Resolver,
         secrets: Option<Arc<Secrets>>,
     ) -> Arc<Proxy> {
+        Self::intercepting(policy, resolver, secrets, None)
+    }
+
+    /// As `with_secrets`, serving package files through `cache` (whose hosts `secrets` must
+    /// terminate: `Secrets::with_package_cache`).
+    pub fn intercepting(
+        policy: Policy,
+        resolver: Resolver,
+        secrets: Option<Arc<Secrets>>,
+        cache: Option<Arc<PackageCache>>,
+    ) -> Arc<Proxy> {
         Arc::new(Proxy {
             policy: RwLock::new(Arc::new(policy)),
             secrets,
+            cache,
+            cache_counts: Mutex::default(),
+            pool: upstream::Pool::default(),
             resolver,
             decisions: Mutex::default(),
             head_timeout: HEAD_TIMEOUT,
@@ -205,6 +239,20 @@ impl Proxy {
             .unwrap_or_else(|p| p.into_inner())
             .drain(..)
             .collect()
+    }
+
+    /// What the package cache did for this proxy's boxes since the last call.
+    pub fn take_cache_counts(&self) -> CacheCounts {
+        std::mem::take(&mut *self.cache_counts.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// The package cache's directory, if this proxy has one.
+    pub fn cache_dir(&self) -> Option<&std::path::Path> {
+        self.cache.as_deref().map(PackageCache::dir)
+    }
+
+    fn count(&self, f: impl FnOnce(&mut CacheCounts)) {
+        f(&mut self.cache_counts.lock().unwrap_or_else(|p| p.into_inner()));
     }
 
     /// How many names were looked up (hosts file or system) since creation, per name — so a test

@@ -114,9 +114,12 @@ struct Secret {
     headers: Vec<String>,
 }
 
-/// The secrets of one Sandbox, its CA, and the TLS settings of both sides.
+/// The secrets of one Sandbox, the CA of the tunnels its proxy terminates (to the secrets' hosts,
+/// and to the package cache's: `cache.rs`), and the TLS settings of both sides.
 pub struct Secrets {
     list: Vec<Secret>,
+    /// The package cache's hosts (on 443), terminated for it, no secret placed there.
+    cached: Vec<Host>,
     env: Vec<(String, String)>,
     ca: CertifiedIssuer<'static, KeyPair>,
     /// Server settings per host, each with a certificate the CA signed for it.
@@ -147,6 +150,23 @@ impl Secrets {
     /// Checks the secrets, draws their placeholders and makes the CA. `roots`: the certificates
     /// (DER) the real hosts are verified against.
     pub fn new(specs: &[SecretSpec], roots: &[Vec<u8>]) -> Result<Secrets, SecretsError> {
+        Self::made(specs, Vec::new(), roots)
+    }
+
+    /// As `new`, the CA also vouching for the package cache's hosts, whose tunnels are then
+    /// terminated too (`specs` may be empty).
+    pub fn with_package_cache(
+        specs: &[SecretSpec],
+        roots: &[Vec<u8>],
+    ) -> Result<Secrets, SecretsError> {
+        Self::made(specs, super::cache::PackageCache::hosts(), roots)
+    }
+
+    fn made(
+        specs: &[SecretSpec],
+        cached: Vec<Host>,
+        roots: &[Vec<u8>],
+    ) -> Result<Secrets, SecretsError> {
         let mut list = Vec::new();
         let mut env = Vec::new();
         for s in specs {
@@ -170,6 +190,7 @@ impl Secrets {
         let hosts: Vec<&Host> = list
             .iter()
             .flat_map(|s| s.hosts.iter().map(|(h, _)| h))
+            .chain(&cached)
             .collect();
         let ca = make_ca(&hosts).map_err(|e| SecretsError::Ca(e.to_string()))?;
         let mut store = RootCertStore::empty();
@@ -184,6 +205,7 @@ impl Secrets {
         upstream.alpn_protocols = vec![ALPN_HTTP11.to_vec()];
         Ok(Secrets {
             list,
+            cached,
             env,
             ca,
             leaves: Mutex::default(),
@@ -220,8 +242,14 @@ impl Secrets {
         self.ca.pem()
     }
 
-    /// Whether a request to `host:port` gets some secret substituted (its tunnel is terminated).
+    /// Whether a tunnel to `host:port` is terminated: some secret goes there, or the package
+    /// cache keeps files of it.
     pub(super) fn applies(&self, host: &Host, port: u16) -> bool {
+        self.substitutes(host, port) || (port == 443 && self.cached.contains(host))
+    }
+
+    /// Whether a request to `host:port` gets some secret substituted.
+    pub(super) fn substitutes(&self, host: &Host, port: u16) -> bool {
         self.list.iter().any(|s| s.listed(host, port))
     }
 
@@ -457,15 +485,15 @@ pub(super) fn server_name(host: &Host) -> Result<ServerName<'static>, String> {
     }
 }
 
-/// A CA for this proxy alone: ECDSA P-256, made in memory. Name-constrained to the secrets'
-/// hosts (defence in depth: were its key ever out, it could vouch for no other site): names
+/// A CA for this proxy alone: ECDSA P-256, made in memory. Name-constrained to the hosts it
+/// terminates (the secrets', the package cache's) (defence in depth: were its key ever out, it could vouch for no other site): names
 /// under the listed names only (`.invalid`, which never resolves, when none is listed), and
 /// the listed addresses only (none when none is listed).
 fn make_ca(hosts: &[&Host]) -> Result<CertifiedIssuer<'static, KeyPair>, rcgen::Error> {
     let mut params = CertificateParams::default();
     params.distinguished_name.push(
         DnType::CommonName,
-        "kern-sandbox secrets proxy (per Sandbox)",
+        "kern-sandbox egress proxy (per Sandbox)",
     );
     let mut permitted = Vec::new();
     let mut names = false;

@@ -37,6 +37,9 @@ fn proxy(list: &[&str], hosts: Option<&str>) -> (Arc<Proxy>, tempfile::TempDir) 
     let p = Arc::new(Proxy {
         policy: RwLock::new(Arc::new(entries(list))),
         secrets: None,
+        cache: None,
+        cache_counts: Mutex::default(),
+        pool: Default::default(),
         resolver,
         decisions: Mutex::default(),
         head_timeout: SHORT,

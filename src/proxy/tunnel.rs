@@ -6,9 +6,10 @@
 //! tunnel's host, and it gets one request per connection, so no request on that connection can
 //! name another virtual host of the same server (Host-header fronting). Anything else (a
 //! database's own protocol, a server that greets first) is relayed as it is. Inside TLS the
-//! proxy sees nothing (except on a secret's host, whose TLS it terminates): fronting there, by
+//! proxy sees nothing (except on a secret's host and the package cache's, whose TLS it terminates): fronting there, by
 //! the `Host` inside the encrypted request, is a residual risk no SNI check can stop.
 
+use super::cache::{PackageCache, Served};
 use super::exchange::read_origin_head;
 use super::head::MAX_HEAD;
 use super::head::{respond, Status};
@@ -16,6 +17,7 @@ use super::policy::canonical_host;
 use super::policy::Host;
 use super::secrets::{self, Secrets};
 use super::tls::{self, Hello, MAX_HELLO};
+use super::upstream;
 use super::{Decision, Proxy, CONNECT_TIMEOUT};
 use std::io;
 use std::time::Duration;
@@ -78,10 +80,12 @@ impl Proxy {
         }
     }
 
-    /// A tunnel to a secret's host: its first bytes screened as any tunnel's (the SNI must name
-    /// the host); TLS is then terminated with a certificate from the secrets' CA and opened
-    /// again to the real host, verified; plain HTTP (not on 443) is read as it is. Either way
-    /// the first request head gets the secrets substituted and `Connection: close`.
+    /// A tunnel to a secret's host or the package cache's: its first bytes screened as any
+    /// tunnel's (the SNI must name the host); TLS is then terminated with a certificate from the
+    /// proxy's CA; plain HTTP (not on 443) is read as it is. The first request is read: a
+    /// package file the cache keeps is sent from it, or fetched by the proxy itself (`cache.rs`);
+    /// any other gets TLS again to the real host, verified, the secrets substituted and
+    /// `Connection: close`.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn terminate<C: AsyncRead + AsyncWrite + Unpin + Send>(
         &self,
@@ -123,14 +127,14 @@ impl Proxy {
                 return;
             }
         };
-        let mut client = match accepted {
+        let client = match accepted {
             Ok(Ok(c)) => c,
             Ok(Err(e)) => {
                 decision.reason = format!(
                     "{}; the client refused the secrets proxy's certificate ({e})",
                     decision.reason
                 );
-                decision.problem = Some(format!("the box's TLS client did not accept the certificate the proxy presents for {host}, a secret's host ({e}): have it trust the bundle in $SSL_CERT_FILE (also named by REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE, PIP_CERT), which holds the Sandbox's secrets CA"));
+                decision.problem = Some(format!("the box's TLS client did not accept the certificate the proxy presents for {host}, a host whose TLS it terminates (a secret's, or the package cache's: packageCache: false turns that off) ({e}): have it trust the bundle in $SSL_CERT_FILE (also named by REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS, CURL_CA_BUNDLE, PIP_CERT), which holds the Sandbox's proxy CA"));
                 self.record(decision);
                 return;
             }
@@ -140,38 +144,166 @@ impl Proxy {
                 return;
             }
         };
-        let name = match secrets::server_name(host) {
-            Ok(n) => n,
-            Err(why) => {
-                decision.reason = format!("{}; {why}", decision.reason);
+        let (mut cr, mut cw) = tokio::io::split(client);
+        let mut buf = Vec::new();
+        let head = timeout(
+            self.head_timeout,
+            read_origin_head(&mut cr, &mut buf, host, port, 443),
+        )
+        .await;
+        let (req, len) = match head {
+            Ok(Ok(Some(h))) => h,
+            Ok(Err(r)) => {
                 self.record(decision);
-                respond(&mut client, Status::BadGateway, &why).await;
+                if matches!(r.status, Status::BadRequest) {
+                    self.refuse_in_tunnel(host, port, &r.why);
+                }
+                respond(&mut tokio::io::join(cr, cw), r.status, &r.why).await;
+                return;
+            }
+            _ => {
+                self.record(decision);
                 return;
             }
         };
-        let upstream = match timeout(CONNECT_TIMEOUT, secrets.connector().connect(name, upstream))
-            .await
-        {
-            Ok(Ok(u)) => u,
-            Ok(Err(e)) => {
-                let why = format!("TLS to {host}:{port} failed: {e}");
-                decision.reason = format!("{}; {why}", decision.reason);
-                decision.problem = Some(format!("{why}. The proxy verifies a secret's host against the system's CA store and the certificates in {}: if {host} has a certificate from a private CA, set {} to a PEM file holding that CA in the environment of the process that opens the Sandbox, before open()", crate::image::net::CA_VAR, crate::image::net::CA_VAR));
+        let early = buf.split_off(len);
+        let cache = self.cache.as_deref();
+        let artifact = cache.and_then(|c| c.artifact(host, port, &req));
+        if let (Some(cache), Some(a)) = (cache, &artifact) {
+            // A hit needs no TLS to the real host at all.
+            if let Ok(Some(bytes)) = cache.send_hit(a, &mut cw, req.minor).await {
+                decision.reason = format!("{}; sent from the package cache", decision.reason);
                 self.record(decision);
-                respond(&mut client, Status::BadGateway, &why).await;
+                self.count(|c| {
+                    c.served += 1;
+                    c.served_bytes += bytes;
+                });
+                let _ = cw.shutdown().await;
                 return;
             }
-            Err(_) => {
-                let why = format!("TLS to {host}:{port} timed out");
+        }
+        // The cache's hosts get no secret unless one names them: their answers go as they come.
+        let mine = secrets.substitutes(host, port).then_some(secrets);
+        if cache.is_some() && (artifact.is_some() || (mine.is_none() && upstream::poolable(&req))) {
+            let ask = match &artifact {
+                Some(a) => PackageCache::request(host, a),
+                None => upstream::pooled_request(&req),
+            };
+            let is_head = req.method == "HEAD";
+            let mut tcp = Some(upstream);
+            let mut reuse = self.pool.take(host);
+            let mut decision = Some(decision);
+            let got = loop {
+                let (mut conn, reused) = match (reuse.take(), tcp.take()) {
+                    (Some(c), t) => {
+                        tcp = t;
+                        (c, true)
+                    }
+                    (None, Some(t)) => match self.tls_to(secrets, t, host, port).await {
+                        Ok(u) => (upstream::fresh(u), false),
+                        Err((why, problem)) => {
+                            if let Some(mut d) = decision.take() {
+                                d.reason = format!("{}; {why}", d.reason);
+                                d.problem = problem;
+                                self.record(d);
+                            }
+                            respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
+                            return;
+                        }
+                    },
+                    (None, None) => break Err("no connection to it is left".to_string()),
+                };
+                match upstream::ask(&mut conn, &ask, is_head).await {
+                    Ok(answer) => break Ok((conn, answer)),
+                    // An idle connection the server had closed meanwhile: once more, anew.
+                    Err(_) if reused => {}
+                    Err(e) => break Err(e.to_string()),
+                }
+            };
+            if let Some(d) = decision.take() {
+                self.record(d);
+            }
+            let (mut conn, answer) = match got {
+                Ok(g) => g,
+                Err(e) => {
+                    let why = format!("asking https://{host}{}: {e}", req.target);
+                    respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
+                    return;
+                }
+            };
+            let reusable = match (cache, &artifact) {
+                (Some(cache), Some(a)) => {
+                    match cache
+                        .take(host, a, &mut conn, &answer, &mut cw, req.minor)
+                        .await
+                    {
+                        Ok((Served::Kept(bytes), reusable)) => {
+                            self.count(|c| {
+                                c.kept += 1;
+                                c.kept_bytes += bytes;
+                            });
+                            reusable
+                        }
+                        Ok((Served::Passed, reusable)) => reusable,
+                        Err(why) => {
+                            self.refuse_in_tunnel(host, port, &why);
+                            respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
+                            return;
+                        }
+                    }
+                }
+                _ => upstream::relay_answer(&mut conn, &answer, &mut cw)
+                    .await
+                    .unwrap_or(false),
+            };
+            if reusable {
+                self.pool.put(host, conn);
+            }
+            let _ = cw.shutdown().await;
+            return;
+        }
+        let upstream = match self.tls_to(secrets, upstream, host, port).await {
+            Ok(u) => u,
+            Err((why, problem)) => {
                 decision.reason = format!("{}; {why}", decision.reason);
+                decision.problem = problem;
                 self.record(decision);
-                respond(&mut client, Status::BadGateway, &why).await;
+                respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
                 return;
             }
         };
         self.record(decision);
-        self.origin(Some(secrets), client, upstream, host, port, 443)
-            .await;
+        self.exchange(
+            mine,
+            tokio::io::join(cr, cw),
+            upstream,
+            req,
+            early,
+            host,
+            port,
+        )
+        .await;
+    }
+
+    /// TLS from the proxy to the real `host`, verified against the system's CAs (and
+    /// `KERN_REGISTRY_CA`'s); `Err`: why not, and what to do about it.
+    async fn tls_to(
+        &self,
+        secrets: &Secrets,
+        upstream: TcpStream,
+        host: &Host,
+        port: u16,
+    ) -> Result<tokio_rustls::client::TlsStream<TcpStream>, (String, Option<String>)> {
+        let name = secrets::server_name(host).map_err(|why| (why, None))?;
+        match timeout(CONNECT_TIMEOUT, secrets.connector().connect(name, upstream)).await {
+            Ok(Ok(u)) => Ok(u),
+            Ok(Err(e)) => {
+                let why = format!("TLS to {host}:{port} failed: {e}");
+                let problem = format!("{why}. The proxy verifies the hosts whose TLS it terminates (a secret's, the package cache's) against the system's CA store and the certificates in {}: if {host} has a certificate from a private CA, set {} to a PEM file holding that CA in the environment of the process that opens the Sandbox, before open()", crate::image::net::CA_VAR, crate::image::net::CA_VAR);
+                Err((why, Some(problem)))
+            }
+            Err(_) => Err((format!("TLS to {host}:{port} timed out"), None)),
+        }
     }
 
     /// Reads one origin-form request from `client` (naming `host:port`; `default_port` when its

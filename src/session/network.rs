@@ -1,19 +1,21 @@
 //! The ways out of a box: none (the default: a namespace with only `lo`), the host's network
-//! (`network: true`, and always the `setup` box), or the allowlist proxy (`egressAllow`).
+//! (`network: true`, and the `setup` box with `setupNetwork: "host"`), or the egress proxy
+//! (`egressAllow`, and the `setup` box by default).
 //!
 //! A box with any network trusts the host's CA bundle: networks that intercept TLS (corporate
 //! proxies, and this project's CI machine) present their own CA, and without it every TLS client
 //! in the box fails verification. With the proxy, TLS still runs end to end between the box and
 //! the server (CONNECT); only the names and addresses are the proxy's to decide, except for the
-//! hosts of `secrets`, where the proxy terminates TLS with a CA of the session's own, which the
-//! boxes trust besides the host's CAs (`secrets_proxy`, `trust_bundle`).
+//! hosts of `secrets` and the package cache's (`proxy::PackageCache`), whose TLS the proxy
+//! terminates with a CA of the session's own, which the boxes trust besides the host's CAs
+//! (`intercepting`, `trust_bundle`).
 
 use crate::engine::shared::handoff::BoxFds;
 use crate::engine::shared::spec::{BoxSpec, EgressSpec, EtcOverride};
 use crate::error::Error;
 use crate::error::Result;
 use crate::image::net::{NO_PROXY_VARS, PROXY_VARS};
-use crate::proxy::{Decision, Policy, Proxy, SecretSpec, Secrets};
+use crate::proxy::{Decision, PackageCache, Policy, Proxy, SecretSpec, Secrets};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::sync::Arc;
@@ -124,28 +126,35 @@ fn resolver() -> Result<crate::proxy::Resolver> {
         .map_err(|e| crate::error::Error::Invalid(format!("KERN_EGRESS_HOSTS: {e}")))
 }
 
-/// A session's `secrets` at work: the proxy that substitutes them, the placeholders for the
-/// boxes' environment, and the CA bundle the boxes trust (`host_ca`'s certificates and the
-/// secrets' CA certificate; the CA's key is only in this process's memory).
-pub struct SecretsProxy {
+/// A proxy that terminates some tunnels (`secrets`' hosts, the package cache's) at work: the
+/// proxy, the placeholders for the boxes' environment, and the CA bundle the boxes trust
+/// (`host_ca`'s certificates and the proxy's CA certificate; the CA's key is only in this
+/// process's memory).
+pub struct Intercepting {
     pub proxy: Arc<Proxy>,
     pub env: Vec<(String, String)>,
-    /// PEM: the host's CA bundle (when boxes trust it) and the secrets' CA certificate.
+    /// PEM: the host's CA bundle (when boxes trust it) and the proxy's CA certificate.
     pub bundle: String,
 }
 
-/// The proxy for `policy` with `secrets` (not empty): their CA made, their hosts verified
-/// against the store pulls use (`image::net::Trust`: the system's, and `KERN_REGISTRY_CA`).
-pub fn secrets_proxy(
+/// The proxy for `policy` with `secrets` (maybe none) and `cache`: its CA made, the hosts it
+/// terminates verified against the store pulls use (`image::net::Trust`: the system's, and
+/// `KERN_REGISTRY_CA`).
+pub fn intercepting(
     policy: Policy,
     secrets: &[SecretSpec],
+    cache: Option<Arc<PackageCache>>,
     host_ca: Option<&Path>,
-) -> Result<SecretsProxy> {
+) -> Result<Intercepting> {
     let trust = crate::image::net::Trust::from_env()
-        .map_err(|e| Error::Invalid(format!("secrets: the system CA store: {e}")))?;
-    let made = Secrets::new(secrets, &trust.der_certificates())
-        .map_err(|e| Error::Invalid(format!("option `secrets`: {e}")))?;
-    let fail = |e: std::io::Error| Error::Runtime(format!("the secrets' CA bundle: {e}"));
+        .map_err(|e| Error::Invalid(format!("the egress proxy: the system CA store: {e}")))?;
+    let roots = trust.der_certificates();
+    let made = match &cache {
+        Some(_) => Secrets::with_package_cache(secrets, &roots),
+        None => Secrets::new(secrets, &roots),
+    }
+    .map_err(|e| Error::Invalid(format!("option `secrets`: {e}")))?;
+    let fail = |e: std::io::Error| Error::Runtime(format!("the egress proxy's CA bundle: {e}"));
     let mut pem = match host_ca {
         Some(p) => std::fs::read_to_string(p).map_err(fail)?,
         None => String::new(),
@@ -155,12 +164,53 @@ pub fn secrets_proxy(
     }
     pem.push_str(&made.ca_pem());
     let env = made.env().to_vec();
-    let proxy = Proxy::with_secrets(policy, resolver()?, Some(Arc::new(made)));
-    Ok(SecretsProxy {
+    let proxy = Proxy::intercepting(policy, resolver()?, Some(Arc::new(made)), cache);
+    Ok(Intercepting {
         proxy,
         env,
         bundle: pem,
     })
+}
+
+/// The package cache of a session whose boxes reach the network through the egress proxy
+/// (`packageCache`); `None` when off. The default place that can't be made turns it off with
+/// a note in `notes`; a directory the caller named that can't be is an error. With no host CA
+/// bundle (`host_ca`: `KERN_HOST_CA=0`, or none found) it is off too, with a note: the boxes
+/// would have to trust a bundle of the proxy's CA alone, and every other host would fail.
+pub fn package_cache(
+    config: &crate::config::Config,
+    host_ca: Option<&Path>,
+    notes: &mut Vec<String>,
+) -> Result<Option<Arc<PackageCache>>> {
+    use crate::config::{Network, PackageCacheChoice, SetupNetwork};
+    let proxied = matches!(config.network, Network::Egress(_))
+        || (config.setup.is_some() && config.setup_network == SetupNetwork::Public);
+    if !proxied {
+        return Ok(None);
+    }
+    let dir = match &config.package_cache {
+        PackageCacheChoice::Off => return Ok(None),
+        PackageCacheChoice::At(dir) => dir.clone(),
+        PackageCacheChoice::Default => match PackageCache::default_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                notes.push(format!("note: package cache off: {e}; set packageCache to a directory to keep package files in, or to false"));
+                return Ok(None);
+            }
+        },
+    };
+    if host_ca.is_none() {
+        notes.push("note: package cache off: the boxes trust no host CA bundle (KERN_HOST_CA=0, or none found), and the cache needs them to trust its proxy's CA beside the public ones; unset KERN_HOST_CA, or set packageCache: false to say so".into());
+        return Ok(None);
+    }
+    match PackageCache::open(&dir) {
+        Ok(c) => Ok(Some(Arc::new(c))),
+        Err(e) if config.package_cache == PackageCacheChoice::Default => {
+            notes.push(format!("note: package cache off: {e}; set packageCache to a directory to keep package files in, or to false"));
+            Ok(None)
+        }
+        Err(e) => crate::invalid!("option `packageCache`: {e}"),
+    }
 }
 
 /// The egress line of one box: the end kern passes to the box's relay, and a task on our end
@@ -245,9 +295,40 @@ async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
     }
 }
 
-/// The proxy's decisions since the last call, as runtime notes: each denial on a line of its
-/// own (the same one once), the allowed destinations summed up on one line.
-pub fn notes(decisions: Vec<Decision>) -> Vec<String> {
+/// What `proxy` did since the last call, as runtime notes: its decisions (`decision_notes`),
+/// then what the package cache did.
+pub fn notes(proxy: &Proxy) -> Vec<String> {
+    let mut notes = decision_notes(proxy.take_decisions());
+    notes.extend(cache_note(proxy));
+    notes
+}
+
+/// What the package cache did for `proxy`'s boxes since the last call, on one line.
+pub fn cache_note(proxy: &Proxy) -> Option<String> {
+    let c = proxy.take_cache_counts();
+    if c.served == 0 && c.kept == 0 {
+        return None;
+    }
+    let mb = |b: u64| match b {
+        0..1_000_000 => format!("{} kB", b.div_ceil(1000)),
+        _ => format!("{:.1} MB", b as f64 / 1e6),
+    };
+    let dir = proxy
+        .cache_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default();
+    Some(format!(
+        "note: package cache ({dir}): {} file(s) sent from it ({}), {} fetched, checked and kept ({})",
+        c.served,
+        mb(c.served_bytes),
+        c.kept,
+        mb(c.kept_bytes)
+    ))
+}
+
+/// The proxy's decisions, as runtime notes: each denial on a line of its own (the same one
+/// once), the allowed destinations summed up on one line.
+fn decision_notes(decisions: Vec<Decision>) -> Vec<String> {
     let mut notes: Vec<String> = Vec::new();
     let mut allowed: Vec<(String, usize)> = Vec::new();
     for d in decisions {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 /// the options ask for at open() (`setup`, `requireLimits`, `persist`) done. Whatever fails
 /// once the session exists shuts it down again, so no box or workspace outlives the error.
 pub(super) async fn open(
-    config: Config,
+    mut config: Config,
     kern: &Path,
     sink: Option<ChunkSender>,
     required: &[String],
@@ -83,12 +83,20 @@ pub(super) async fn open(
     deps::make_deps_dir(&workspace.path)?;
     let deps = deps::has_deps(config.setup.is_some(), &workspace.path);
     let ca = crate::image::net::host_ca()?;
-    let mut secrets = None;
+    let mut cache_notes = Vec::new();
+    let package_cache = network::package_cache(&config, ca.as_deref(), &mut cache_notes)?;
+    config.notes.extend(cache_notes);
+    let mut intercepting = None;
     let proxy = match &config.network {
-        Network::Egress(policy) if !config.secrets.is_empty() => {
-            let s = network::secrets_proxy(policy.clone(), &config.secrets, ca.as_deref())?;
+        Network::Egress(policy) if !config.secrets.is_empty() || package_cache.is_some() => {
+            let s = network::intercepting(
+                policy.clone(),
+                &config.secrets,
+                package_cache.clone(),
+                ca.as_deref(),
+            )?;
             let proxy = s.proxy.clone();
-            secrets = Some(s);
+            intercepting = Some(s);
             Some(proxy)
         }
         Network::Egress(policy) => Some(network::proxy(policy.clone())?),
@@ -116,7 +124,8 @@ pub(super) async fn open(
         writers: Default::default(),
         ca,
         proxy,
-        secrets,
+        intercepting,
+        package_cache,
         resident: std::sync::OnceLock::new(),
         isolation: tokio::sync::OnceCell::new(),
         isolation_routes: tokio::sync::OnceCell::new(),

@@ -82,8 +82,11 @@ pub(super) struct Opened {
     pub(super) ca: Option<PathBuf>,
     /// The allowlist proxy of this session's boxes (`egressAllow`).
     pub(super) proxy: Option<Arc<crate::proxy::Proxy>>,
-    /// `secrets`: the placeholders boxes get, and the CA bundle they trust instead of `ca`.
-    pub(super) secrets: Option<network::SecretsProxy>,
+    /// The egress proxy when it terminates tunnels (`secrets`, the package cache): the
+    /// placeholders boxes get, and the CA bundle they trust instead of `ca`.
+    pub(super) intercepting: Option<network::Intercepting>,
+    /// ADDITION (issue 35): the package cache of the session's proxies (`packageCache`).
+    pub(super) package_cache: Option<Arc<crate::proxy::PackageCache>>,
     /// `persist`: the resident box every call runs in (set once open() met or started it).
     pub(super) resident: std::sync::OnceLock<resident::Attached>,
     /// ADDITION: the measured posture (`isolation()`), once measured.
@@ -263,7 +266,7 @@ impl Opened {
         }
         // Last: a secret's variable always holds its placeholder (`env` may not name it; a
         // call's `env` naming it is overridden).
-        for (k, v) in self.secrets.iter().flat_map(|s| &s.env) {
+        for (k, v) in self.intercepting.iter().flat_map(|s| &s.env) {
             env.retain(|(ek, _)| ek != k);
             env.push((k.clone(), v.clone()));
         }
@@ -314,7 +317,7 @@ impl Opened {
                 let live = self.proxy.as_ref().map(|p| p.policy());
                 let policy = live.as_deref().unwrap_or(policy);
                 network::egress(&mut spec, self.ca.as_deref(), policy);
-                if let Some(s) = &self.secrets {
+                if let Some(s) = &self.intercepting {
                     network::trust_bundle(&mut spec, &s.bundle);
                 }
             }
@@ -416,7 +419,7 @@ impl Opened {
             (Network::Host, _) => vec![
                 "warning: network: true: this box shared the host's network (isolation relaxed: it could reach anything the host can)".into(),
             ],
-            (_, Some(p)) => network::notes(p.take_decisions()),
+            (_, Some(p)) => network::notes(p),
             _ => Vec::new(),
         }
     }

@@ -122,6 +122,9 @@ pub struct Context {
     pub homes: Vec<PathBuf>,
     /// `$XDG_RUNTIME_DIR`: session sockets and secrets, refused with everything in it.
     pub runtime_dir: Option<PathBuf>,
+    /// kern's own store (`home::root`: images, the compiled stdlib, the package cache): refused
+    /// read-write with everything in it and its ancestors, as what other boxes run comes from it.
+    pub kern_home: Option<PathBuf>,
 }
 
 impl Context {
@@ -164,6 +167,7 @@ impl Context {
             workspace_target: workspace_target.to_string(),
             homes,
             runtime_dir,
+            kern_home: crate::home::root().ok(),
         }
     }
 }
@@ -419,6 +423,10 @@ fn deny_list(ctx: &Context) -> Vec<Denied> {
         for s in HOME_SECRETS {
             list.push(Denied::new(&home.join(s), "credentials".into(), true, true));
         }
+    }
+    if let Some(store) = &ctx.kern_home {
+        let what = "kern's own store ($KERN_HOME: images, the compiled stdlib, the package cache), from which other boxes run";
+        list.push(Denied::new(store, what.into(), true, true).writable_only());
     }
     if let Some(run) = &ctx.runtime_dir {
         let what = "the session runtime directory, $XDG_RUNTIME_DIR: session sockets and keys";

@@ -30,6 +30,7 @@ fn fixture() -> Fixture {
         workspace_target: "/workspace".into(),
         homes: vec![home.clone()],
         runtime_dir: Some(root.join("run-user")),
+        kern_home: Some(home.join(".cache/kern-sandbox")),
     };
     Fixture {
         _tmp: tmp,
@@ -121,6 +122,23 @@ fn a_hardlink_of_a_credential_file_is_refused_by_identity() {
         m.contains("device and inode") && m.contains(".netrc"),
         "{m}"
     );
+}
+
+#[test]
+fn kerns_own_store_is_refused_read_write_only() {
+    let f = fixture();
+    let store = f.home.join(".cache/kern-sandbox");
+    std::fs::create_dir_all(store.join("packages/pypi")).unwrap();
+    for src in [
+        store.clone(),
+        store.join("packages/pypi"),
+        f.home.join(".cache"),
+    ] {
+        let s = src.to_str().unwrap();
+        let m = refused(parse(&json!({ s: ["/data", "rw"] }), &f.ctx));
+        assert!(m.contains("kern's own store"), "{}: {m}", src.display());
+        assert!(one(&src, &f.ctx).is_ok(), "{} read-only", src.display());
+    }
 }
 
 #[test]

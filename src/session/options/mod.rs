@@ -41,6 +41,7 @@ const KNOWN: &[&str] = &[
     "network",
     "egressAllow",
     "secrets",
+    "packageCache",
     "mounts",
     "volumes",
     "tmpfs",

@@ -2,7 +2,7 @@
 //! (the `setup` box's).
 
 use super::value::{boolean, strings, type_err};
-use crate::config::{Config, Network, SetupNetwork};
+use crate::config::{Config, Network, PackageCacheChoice, SetupNetwork};
 use crate::error::{Error, Result};
 use serde_json::{Map, Value};
 
@@ -108,6 +108,48 @@ pub(super) fn setup_network(v: &Value) -> Result<SetupNetwork> {
             "\"public\" (the default) or \"host\"",
             v,
         )),
+    }
+}
+
+/// `packageCache`: a boolean, or the absolute path of a directory to keep the files in.
+pub(super) fn package_cache(v: &Value) -> Result<PackageCacheChoice> {
+    match v {
+        Value::Bool(true) => Ok(PackageCacheChoice::Default),
+        Value::Bool(false) => Ok(PackageCacheChoice::Off),
+        Value::String(s) if std::path::Path::new(s).is_absolute() => {
+            Ok(PackageCacheChoice::At(s.into()))
+        }
+        Value::String(s) => crate::invalid!(
+            "option `packageCache`: {s:?} is not an absolute path; name the cache's directory from the root (e.g. \"/var/cache/kern-packages\"), or pass true for the default ($KERN_HOME/packages)"
+        ),
+        other => Err(type_err(
+            "packageCache",
+            "a boolean (true, the default: the user's cache; false: none) or a directory's absolute path",
+            other,
+        )),
+    }
+}
+
+/// Refuses a read-write mount of the package cache the caller named, or of a directory holding
+/// it: a box could write the files later boxes install. (The default cache is in kern's store,
+/// which `host_binds` refuses read-write.)
+pub(super) fn cache_clear_of_mounts(cfg: &Config) -> Result<()> {
+    let PackageCacheChoice::At(dir) = &cfg.package_cache else {
+        return Ok(());
+    };
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.clone());
+    match cfg
+        .mounts
+        .iter()
+        .filter(|m| m.writable)
+        .find(|m| real.starts_with(&m.source) || m.source.starts_with(&real))
+    {
+        Some(m) => crate::invalid!(
+            "option `mounts`: {} is mounted read-write, and the package cache is {}: a box could write the files later boxes install. Mount it read-only, or set packageCache to another directory (or false)",
+            m.source.display(),
+            real.display()
+        ),
+        None => Ok(()),
     }
 }
 

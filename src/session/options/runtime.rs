@@ -116,7 +116,7 @@ pub(crate) fn parse_env(v: &Value) -> Result<Vec<(String, String)>> {
         .and_then(|env| check_env_size(&env).map(|()| env))
 }
 
-/// `depsReadonly`, `setupNetwork`, `pycCache`, `trackFiles`, `prewarm`, `zygote` and
+/// `depsReadonly`, `setupNetwork`, `packageCache`, `pycCache`, `trackFiles`, `prewarm`, `zygote` and
 /// `spareMemoryMb`.
 pub(super) fn switches(map: &Map<String, Value>, cfg: &mut Config) -> Result<()> {
     let get = |k: &str| map.get(k);
@@ -125,6 +125,10 @@ pub(super) fn switches(map: &Map<String, Value>, cfg: &mut Config) -> Result<()>
     }
     if let Some(v) = get("setupNetwork").filter(|v| !v.is_null()) {
         cfg.setup_network = super::network::setup_network(v)?;
+    }
+    if let Some(v) = get("packageCache").filter(|v| !v.is_null()) {
+        cfg.package_cache = super::network::package_cache(v)?;
+        super::network::cache_clear_of_mounts(cfg)?;
     }
     if let Some(v) = get("pycCache") {
         cfg.pyc_cache = boolean("pycCache", v)?;

@@ -93,7 +93,7 @@ fn setup_timeout_ms() -> Result<u64> {
 /// scratch directory with the image's environment only (`setup_env`), and the network
 /// `setupNetwork` says: by default every public host through the egress proxy, never the host's
 /// loopback or private ranges.
-fn spec(opened: &Opened, cmd: &str) -> Result<BoxSpec> {
+fn spec(opened: &Opened, cmd: &str, bundle: Option<&str>) -> Result<BoxSpec> {
     let argv = vec!["/bin/sh".into(), "-c".into(), cmd.into()];
     let setup = Workload::Argv {
         what: "setup",
@@ -108,7 +108,11 @@ fn spec(opened: &Opened, cmd: &str) -> Result<BoxSpec> {
     spec.cwd = Some(SETUP_CWD.into());
     match opened.config.setup_network {
         SetupNetwork::Public => {
-            super::network::egress(&mut spec, opened.ca.as_deref(), &listed(opened))
+            super::network::egress(&mut spec, opened.ca.as_deref(), &listed(opened));
+            // The package cache's CA, with the host's.
+            if let Some(pem) = bundle {
+                super::network::trust_bundle(&mut spec, pem);
+            }
         }
         SetupNetwork::Host => super::network::host(&mut spec, opened.ca.as_deref()),
     }
@@ -122,12 +126,25 @@ fn spec(opened: &Opened, cmd: &str) -> Result<BoxSpec> {
     Ok(spec)
 }
 
-/// The setup box's proxy: every public name, and the literals `egressAllow` lists.
-fn proxy(opened: &Opened) -> Result<Option<std::sync::Arc<Proxy>>> {
+/// The setup box's proxy: every public name, and the literals `egressAllow` lists; with the
+/// package cache, and the CA bundle the box then trusts.
+fn proxy(opened: &Opened) -> Result<Option<(std::sync::Arc<Proxy>, Option<String>)>> {
     if opened.config.setup_network != SetupNetwork::Public {
         return Ok(None);
     }
-    super::network::proxy(Policy::public_names(&listed(opened))).map(Some)
+    let policy = Policy::public_names(&listed(opened));
+    match &opened.package_cache {
+        Some(cache) => {
+            let made = super::network::intercepting(
+                policy,
+                &[],
+                Some(cache.clone()),
+                opened.ca.as_deref(),
+            )?;
+            Ok(Some((made.proxy, Some(made.bundle))))
+        }
+        None => Ok(Some((super::network::proxy(policy)?, None))),
+    }
 }
 
 /// What `egressAllow` lists (the setup box may reach those literals too).
@@ -148,7 +165,9 @@ pub(super) async fn run(
     cmd: &str,
     sink: Option<ChunkSender>,
 ) -> Result<()> {
-    let spec = spec(opened, cmd)?;
+    let proxy = proxy(opened)?;
+    let spec = spec(opened, cmd, proxy.as_ref().and_then(|(_, b)| b.as_deref()))?;
+    let proxy = proxy.map(|(p, _)| p);
     // Its walks of `.deps` and reads of named files are off the async threads.
     let record = match record::Record::of(opened, cmd) {
         Some(r) => tokio::task::spawn_blocking(move || {
@@ -171,7 +190,6 @@ pub(super) async fn run(
         }
         r.forget();
     }
-    let proxy = proxy(opened)?;
     let line = proxy.as_ref().map(super::network::Line::open).transpose()?;
     let cancel = opened.closing.subscribe();
     let outcome = Kern::spawn(kern_path, &spec.limits)?
@@ -187,6 +205,14 @@ pub(super) async fn run(
             Error::Runtime("the kern runtime exited before it read the setup box's spec".into())
         })?;
     let report = outcome.report;
+    if let Some(note) = proxy.as_deref().and_then(super::network::cache_note) {
+        say(
+            opened,
+            sink.as_ref(),
+            note.replacen("note: ", "note: setup: ", 1),
+        )
+        .await;
+    }
     if report.exit_code == 0 && report.fault.is_none() {
         let saved = match record {
             Some((r, _)) => tokio::task::spawn_blocking(move || r.save())
@@ -212,7 +238,7 @@ pub(super) async fn run(
     };
     let mut message = format!("setup failed: {why}. The command was {cmd:?}.");
     let refused: Vec<String> = proxy
-        .map(|p| super::network::notes(p.take_decisions()))
+        .map(|p| super::network::notes(&p))
         .unwrap_or_default()
         .into_iter()
         .filter(|n| !n.starts_with("note: egress allowed"))
