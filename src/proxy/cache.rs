@@ -19,7 +19,7 @@
 
 use super::exchange::Request;
 use super::policy::{canonical_host, Host};
-use super::upstream::{relay_answer, Answer, Body, Framing};
+use super::upstream::{relay_answer, Answer, Body, Framing, Relayed, To};
 use blake2::{Blake2b256, Digest as _};
 use sha2::Sha256;
 use std::io;
@@ -170,13 +170,13 @@ impl PackageCache {
         })
     }
 
-    /// Sends `a` from the cache to `cw` (`minor`: the client's HTTP/1.x): its size, or `None`
+    /// Sends `a` from the cache to `cw` (`to`: the client): its size, or `None`
     /// when the cache has no such file. A name there that is not a regular file is not followed.
     pub(super) async fn send_hit<W: AsyncWrite + Unpin>(
         &self,
         a: &Artifact,
         cw: &mut W,
-        minor: u8,
+        to: To,
     ) -> io::Result<Option<u64>> {
         let path = self.dir.join(&a.rel);
         let opened = std::fs::OpenOptions::new()
@@ -187,7 +187,7 @@ impl PackageCache {
             Ok(f) if f.metadata().is_ok_and(|m| m.is_file()) => f,
             _ => return Ok(None),
         };
-        send_file(tokio::fs::File::from_std(file), cw, minor)
+        send_file(tokio::fs::File::from_std(file), cw, to)
             .await
             .map(Some)
     }
@@ -204,8 +204,8 @@ impl PackageCache {
 
     /// Takes `answer`, the host's answer on `up` to `request(host, a)`: a 200 is read whole,
     /// checked, kept and sent to `cw`; any other answer is passed on as it came, not kept.
-    /// `Ok` also says whether `up` may be reused; `Err`: why nothing was kept or sent (the
-    /// caller answers 502).
+    /// `Ok` also says which connections may carry another request; `Err`: why nothing was kept
+    /// or sent (the caller answers 502).
     pub(super) async fn take<U, W>(
         &self,
         host: &Host,
@@ -213,8 +213,8 @@ impl PackageCache {
         up: &mut U,
         answer: &Answer,
         cw: &mut W,
-        minor: u8,
-    ) -> Result<(Served, bool), String>
+        to: To,
+    ) -> Result<(Served, Relayed), String>
     where
         U: AsyncBufRead + Unpin,
         W: AsyncWrite + Unpin,
@@ -222,8 +222,8 @@ impl PackageCache {
         let url = format!("https://{host}{}", a.target);
         let io = |e: io::Error| format!("fetching {url}: {e}");
         if answer.code != 200 {
-            let reusable = relay_answer(up, answer, cw).await.map_err(io)?;
-            return Ok((Served::Passed, reusable));
+            let relayed = relay_answer(up, answer, cw, to).await.map_err(io)?;
+            return Ok((Served::Passed, relayed));
         }
         if answer.compressed {
             return Err(format!(
@@ -284,8 +284,12 @@ impl PackageCache {
             .persist(&dest)
             .map_err(|e| format!("the package cache's {}: {e}", dest.display()))?;
         file.rewind().await.map_err(io)?;
-        send_file(file, cw, minor).await.map_err(io)?;
-        Ok((Served::Kept(got), answer.keeps_open))
+        send_file(file, cw, to).await.map_err(io)?;
+        let relayed = Relayed {
+            upstream: answer.keeps_open,
+            client: to.keep,
+        };
+        Ok((Served::Kept(got), relayed))
     }
 }
 
@@ -336,21 +340,24 @@ fn file_name(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || b"._+-!".contains(&c))
 }
 
-/// Sends a file as a whole 200 answer; gives its size.
+/// Sends a file as a whole 200 answer, leaving the client's connection open if it keeps it;
+/// gives its size.
 async fn send_file<W: AsyncWrite + Unpin>(
     file: tokio::fs::File,
     cw: &mut W,
-    minor: u8,
+    to: To,
 ) -> io::Result<u64> {
     let len = file.metadata().await?.len();
     // Large reads: each read of a tokio file is a trip to the blocking pool, and each write a
     // TLS record or more.
     let mut file = tokio::io::BufReader::with_capacity(SEND_BUF, file);
     let head = format!(
-        "HTTP/1.{} 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {len}\r\nConnection: close\r\n\r\n",
-        minor.min(1)
+        "HTTP/1.{} 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: {len}\r\n",
+        to.minor.min(1)
     );
     cw.write_all(head.as_bytes()).await?;
+    cw.write_all(To::connection(to.keep)).await?;
+    cw.write_all(b"\r\n").await?;
     let sent = tokio::io::copy_buf(&mut file, cw).await?;
     if sent != len {
         return Err(io::Error::from(io::ErrorKind::UnexpectedEof));
@@ -410,7 +417,17 @@ mod tests {
             .await
             .unwrap();
         let got = cache
-            .take(&host, &a, &mut up, &answer, &mut client, 1)
+            .take(
+                &host,
+                &a,
+                &mut up,
+                &answer,
+                &mut client,
+                To {
+                    minor: 1,
+                    keep: false,
+                },
+            )
             .await
             .map(|_| ());
         server.await.unwrap();

@@ -283,7 +283,7 @@ impl Proxy {
 }
 
 /// Tries the vetted addresses in order; the first that connects wins.
-async fn dial(addrs: &[IpAddr], port: u16) -> Result<TcpStream, String> {
+pub(super) async fn dial(addrs: &[IpAddr], port: u16) -> Result<TcpStream, String> {
     let mut errors = Vec::new();
     for &ip in addrs {
         match timeout(

@@ -6,8 +6,9 @@
 //! tunnel's host, and it gets one request per connection, so no request on that connection can
 //! name another virtual host of the same server (Host-header fronting). Anything else (a
 //! database's own protocol, a server that greets first) is relayed as it is. Inside TLS the
-//! proxy sees nothing (except on a secret's host and the package cache's, whose TLS it terminates): fronting there, by
-//! the `Host` inside the encrypted request, is a residual risk no SNI check can stop.
+//! proxy sees nothing (except on a secret's host and the package cache's, whose TLS it
+//! terminates): fronting there, by the `Host` inside the encrypted request, is a residual risk
+//! no SNI check can stop.
 
 use super::cache::{PackageCache, Served};
 use super::exchange::read_origin_head;
@@ -15,6 +16,7 @@ use super::head::MAX_HEAD;
 use super::head::{respond, Status};
 use super::policy::canonical_host;
 use super::policy::Host;
+use super::resolve::Refusal;
 use super::secrets::{self, Secrets};
 use super::tls::{self, Hello, MAX_HELLO};
 use super::upstream;
@@ -146,105 +148,152 @@ impl Proxy {
         };
         let (mut cr, mut cw) = tokio::io::split(client);
         let mut buf = Vec::new();
-        let head = timeout(
-            self.head_timeout,
-            read_origin_head(&mut cr, &mut buf, host, port, 443),
-        )
-        .await;
-        let (req, len) = match head {
-            Ok(Ok(Some(h))) => h,
-            Ok(Err(r)) => {
-                self.record(decision);
-                if matches!(r.status, Status::BadRequest) {
-                    self.refuse_in_tunnel(host, port, &r.why);
+        let mut tcp = Some(upstream);
+        let mut decision = Some(decision);
+        // A package host's connection carries request after request while the client keeps it
+        // (each head checked as the first: `read_origin_head`); any other request is the last.
+        loop {
+            let head = timeout(
+                self.head_timeout,
+                read_origin_head(&mut cr, &mut buf, host, port, 443),
+            )
+            .await;
+            let (req, len) = match head {
+                Ok(Ok(Some(h))) => h,
+                Ok(Err(r)) => {
+                    self.record_once(&mut decision);
+                    if matches!(r.status, Status::BadRequest) {
+                        self.refuse_in_tunnel(host, port, &r.why);
+                    }
+                    respond(&mut tokio::io::join(cr, cw), r.status, &r.why).await;
+                    return;
                 }
-                respond(&mut tokio::io::join(cr, cw), r.status, &r.why).await;
+                _ => {
+                    self.record_once(&mut decision);
+                    return;
+                }
+            };
+            let early = buf.split_off(len);
+            let to = upstream::To::of(&req);
+            let cache = self.cache.as_deref();
+            let artifact = cache.and_then(|c| c.artifact(host, port, &req));
+            if let (Some(cache), Some(a)) = (cache, &artifact) {
+                // A hit needs no TLS to the real host at all.
+                match cache.send_hit(a, &mut cw, to).await {
+                    Ok(None) => {}
+                    Ok(Some(bytes)) => {
+                        if let Some(d) = decision.as_mut() {
+                            d.reason = format!("{}; sent from the package cache", d.reason);
+                        }
+                        self.record_once(&mut decision);
+                        self.count(|c| {
+                            c.served += 1;
+                            c.served_bytes += bytes;
+                        });
+                        if to.keep {
+                            buf = early;
+                            continue;
+                        }
+                        let _ = cw.shutdown().await;
+                        return;
+                    }
+                    // The box went away while it was sent: nothing more to send it.
+                    Err(_) => {
+                        self.record_once(&mut decision);
+                        return;
+                    }
+                }
+            }
+            // The cache's hosts get no secret unless one names them: their answers go as they
+            // come.
+            let mine = secrets.substitutes(host, port).then_some(secrets);
+            let pooled = cache.is_some()
+                && (artifact.is_some() || (mine.is_none() && upstream::poolable(&req)));
+            let tcp_now = match tcp.take() {
+                Some(t) => Some(t),
+                // A later request: the proxy dials again, as the policy says now.
+                None if !pooled || self.pool.is_empty(host) => {
+                    match self.redial(host, port).await {
+                        Ok(t) => Some(t),
+                        Err(why) => {
+                            respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
+                            return;
+                        }
+                    }
+                }
+                None => None,
+            };
+            if !pooled {
+                let Some(t) = tcp_now else { return };
+                let upstream = match self.tls_to(secrets, t, host, port).await {
+                    Ok(u) => u,
+                    Err((why, problem)) => {
+                        if let Some(d) = decision.as_mut() {
+                            d.reason = format!("{}; {why}", d.reason);
+                            d.problem = problem;
+                        }
+                        self.record_once(&mut decision);
+                        respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
+                        return;
+                    }
+                };
+                self.record_once(&mut decision);
+                self.exchange(
+                    mine,
+                    tokio::io::join(cr, cw),
+                    upstream,
+                    req,
+                    early,
+                    host,
+                    port,
+                )
+                .await;
                 return;
             }
-            _ => {
-                self.record(decision);
-                return;
-            }
-        };
-        let early = buf.split_off(len);
-        let cache = self.cache.as_deref();
-        let artifact = cache.and_then(|c| c.artifact(host, port, &req));
-        if let (Some(cache), Some(a)) = (cache, &artifact) {
-            // A hit needs no TLS to the real host at all.
-            if let Ok(Some(bytes)) = cache.send_hit(a, &mut cw, req.minor).await {
-                decision.reason = format!("{}; sent from the package cache", decision.reason);
-                self.record(decision);
-                self.count(|c| {
-                    c.served += 1;
-                    c.served_bytes += bytes;
-                });
-                let _ = cw.shutdown().await;
-                return;
-            }
-        }
-        // The cache's hosts get no secret unless one names them: their answers go as they come.
-        let mine = secrets.substitutes(host, port).then_some(secrets);
-        if cache.is_some() && (artifact.is_some() || (mine.is_none() && upstream::poolable(&req))) {
             let ask = match &artifact {
                 Some(a) => PackageCache::request(host, a),
                 None => upstream::pooled_request(&req),
             };
-            let is_head = req.method == "HEAD";
-            let mut tcp = Some(upstream);
-            let mut reuse = self.pool.take(host);
-            let mut decision = Some(decision);
-            let got = loop {
-                let (mut conn, reused) = match (reuse.take(), tcp.take()) {
-                    (Some(c), t) => {
-                        tcp = t;
-                        (c, true)
+            let got = self
+                .ask_pooled(secrets, tcp_now, host, port, &ask, req.method == "HEAD")
+                .await;
+            let got = match got {
+                Ok(g) => {
+                    self.record_once(&mut decision);
+                    Ok(g)
+                }
+                Err(Asked::NoTls(why, problem)) => {
+                    if let Some(d) = decision.as_mut() {
+                        d.reason = format!("{}; {why}", d.reason);
+                        d.problem = problem;
                     }
-                    (None, Some(t)) => match self.tls_to(secrets, t, host, port).await {
-                        Ok(u) => (upstream::fresh(u), false),
-                        Err((why, problem)) => {
-                            if let Some(mut d) = decision.take() {
-                                d.reason = format!("{}; {why}", d.reason);
-                                d.problem = problem;
-                                self.record(d);
-                            }
-                            respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
-                            return;
-                        }
-                    },
-                    (None, None) => break Err("no connection to it is left".to_string()),
-                };
-                match upstream::ask(&mut conn, &ask, is_head).await {
-                    Ok(answer) => break Ok((conn, answer)),
-                    // An idle connection the server had closed meanwhile: once more, anew.
-                    Err(_) if reused => {}
-                    Err(e) => break Err(e.to_string()),
+                    self.record_once(&mut decision);
+                    Err(why)
+                }
+                Err(Asked::Failed(why)) => {
+                    self.record_once(&mut decision);
+                    Err(format!("asking https://{host}{}: {why}", req.target))
                 }
             };
-            if let Some(d) = decision.take() {
-                self.record(d);
-            }
             let (mut conn, answer) = match got {
                 Ok(g) => g,
-                Err(e) => {
-                    let why = format!("asking https://{host}{}: {e}", req.target);
+                Err(why) => {
                     respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
                     return;
                 }
             };
-            let reusable = match (cache, &artifact) {
+            let relayed = match (cache, &artifact) {
                 (Some(cache), Some(a)) => {
-                    match cache
-                        .take(host, a, &mut conn, &answer, &mut cw, req.minor)
-                        .await
-                    {
-                        Ok((Served::Kept(bytes), reusable)) => {
-                            self.count(|c| {
-                                c.kept += 1;
-                                c.kept_bytes += bytes;
-                            });
-                            reusable
+                    match cache.take(host, a, &mut conn, &answer, &mut cw, to).await {
+                        Ok((served, relayed)) => {
+                            if let Served::Kept(bytes) = served {
+                                self.count(|c| {
+                                    c.kept += 1;
+                                    c.kept_bytes += bytes;
+                                });
+                            }
+                            relayed
                         }
-                        Ok((Served::Passed, reusable)) => reusable,
                         Err(why) => {
                             self.refuse_in_tunnel(host, port, &why);
                             respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
@@ -252,37 +301,66 @@ impl Proxy {
                         }
                     }
                 }
-                _ => upstream::relay_answer(&mut conn, &answer, &mut cw)
-                    .await
-                    .unwrap_or(false),
+                _ => match upstream::relay_answer(&mut conn, &answer, &mut cw, to).await {
+                    Ok(r) => r,
+                    Err(_) => return,
+                },
             };
-            if reusable {
+            if relayed.upstream {
                 self.pool.put(host, conn);
             }
-            let _ = cw.shutdown().await;
-            return;
-        }
-        let upstream = match self.tls_to(secrets, upstream, host, port).await {
-            Ok(u) => u,
-            Err((why, problem)) => {
-                decision.reason = format!("{}; {why}", decision.reason);
-                decision.problem = problem;
-                self.record(decision);
-                respond(&mut tokio::io::join(cr, cw), Status::BadGateway, &why).await;
+            if !relayed.client {
+                let _ = cw.shutdown().await;
                 return;
             }
+            buf = early;
+        }
+    }
+
+    /// Records a connection's decision the first time it is asked to.
+    fn record_once(&self, decision: &mut Option<Decision>) {
+        if let Some(d) = decision.take() {
+            self.record(d);
+        }
+    }
+
+    /// A new connection to `host:port` for a later request of a terminated connection: vetted
+    /// against the policy as it is now, and dialled.
+    async fn redial(&self, host: &Host, port: u16) -> Result<TcpStream, String> {
+        let vetted = self.vet(host, port).await.map_err(|r| match r {
+            Refusal::Denied { reason, .. } => format!("refused by the egress policy now: {reason}"),
+            Refusal::Failed { reason } => reason,
+        })?;
+        super::resolve::dial(&vetted.dial, port).await
+    }
+
+    /// Sends `ask` to `host` on a kept-alive connection (`upstream.rs`), or on a new one over
+    /// `tcp` (dialled again if the idle one turns out closed), and reads the answer's head.
+    async fn ask_pooled(
+        &self,
+        secrets: &Secrets,
+        tcp: Option<TcpStream>,
+        host: &Host,
+        port: u16,
+        ask: &[u8],
+        is_head: bool,
+    ) -> Result<(upstream::Conn, upstream::Answer), Asked> {
+        if let Some(mut conn) = self.pool.take(host) {
+            if let Ok(answer) = upstream::ask(&mut conn, ask, is_head).await {
+                return Ok((conn, answer));
+            }
+            // An idle connection the server had closed meanwhile: once more, anew.
+        }
+        let tcp = match tcp {
+            Some(t) => t,
+            None => self.redial(host, port).await.map_err(Asked::Failed)?,
         };
-        self.record(decision);
-        self.exchange(
-            mine,
-            tokio::io::join(cr, cw),
-            upstream,
-            req,
-            early,
-            host,
-            port,
-        )
-        .await;
+        let tls = self.tls_to(secrets, tcp, host, port).await;
+        let mut conn = upstream::fresh(tls.map_err(|(why, problem)| Asked::NoTls(why, problem))?);
+        match upstream::ask(&mut conn, ask, is_head).await {
+            Ok(answer) => Ok((conn, answer)),
+            Err(e) => Err(Asked::Failed(e.to_string())),
+        }
     }
 
     /// TLS from the proxy to the real `host`, verified against the system's CAs (and
@@ -479,6 +557,12 @@ impl Proxy {
 /// server skips): a token, a space, and a line whose last word starts `HTTP/` (any case).
 /// Reads on while that is undecided; a line that never ends is refused, not relayed, so no
 /// request head can start past the point of judging.
+/// Why `ask_pooled` got no answer: no TLS to the host (why, and what to do), or a failed ask.
+enum Asked {
+    NoTls(String, Option<String>),
+    Failed(String),
+}
+
 async fn http_or_not<R: AsyncRead + Unpin>(cr: &mut R, buf: &mut Vec<u8>) -> Result<bool, String> {
     loop {
         let start = buf

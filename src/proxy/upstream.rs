@@ -1,14 +1,15 @@
 //! Kept-alive TLS connections from the proxy to the package cache's hosts, and the answers read
 //! on them.
 //!
-//! A tunnel the proxy terminates carries one request (`exchange.rs`), so without this each
-//! request to a package host would cost the proxy a TLS handshake to it: a packument per npm
-//! dependency, a file per pip download (0.3 to 0.6 s each through this project's network, a few
-//! ms more than a reused connection elsewhere). A terminated connection to such a host with no
-//! secret of its own therefore asks on a connection of this pool when one is idle, reads the
-//! answer by its framing, and gives the connection back when the answer was whole and the
-//! server keeps it open. Only bodiless GET and HEAD requests take this way (`pooled_request`);
-//! anything else goes out on a connection of its own, as before.
+//! Without this each request to a package host would cost the proxy a TLS handshake to it: a
+//! packument per npm dependency, a file per pip download (0.3 to 0.6 s each through this
+//! project's network). A terminated connection to such a host with no secret of its own
+//! therefore asks on a connection of this pool when one is idle, reads the answer by its
+//! framing, and gives the connection back when the answer was whole and the server keeps it
+//! open; and the box's connection carries its next request too, while the box keeps it
+//! (`To`; each request's head checked as the first's). Only bodiless GET and HEAD requests take
+//! this way (`pooled_request`); anything else goes out on a connection of its own and is the
+//! connection's last (`exchange.rs`).
 
 use super::exchange::{Chunks, Request};
 use super::head::HOP_BY_HOP;
@@ -52,6 +53,12 @@ impl Pool {
             }
         }
         None
+    }
+
+    /// Whether no connection to `host` is idle.
+    pub(super) fn is_empty(&self, host: &Host) -> bool {
+        let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.get(&host.text()).is_none_or(|l| l.is_empty())
     }
 
     /// Keeps `conn` for the next request to `host`.
@@ -274,13 +281,52 @@ impl Body {
     }
 }
 
-/// Passes `answer` (its head, and its body from `conn`) to the client as a whole answer with
-/// `Connection: close`; `Ok(true)` when the connection may be reused.
+/// The client an answer goes to: its HTTP/1.x minor version, and whether it keeps its
+/// connection for another request (HTTP/1.1 without `Connection: close`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct To {
+    pub minor: u8,
+    pub keep: bool,
+}
+
+impl To {
+    pub(super) fn of(req: &Request) -> To {
+        let close = req.headers.iter().any(|(n, v)| {
+            n.eq_ignore_ascii_case("connection")
+                && v.split(|&b| b == b',')
+                    .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
+        });
+        To {
+            minor: req.minor,
+            keep: req.minor >= 1 && !close,
+        }
+    }
+
+    /// The `Connection` header line of an answer that leaves the connection `open` or not.
+    pub(super) fn connection(open: bool) -> &'static [u8] {
+        if open {
+            b"Connection: keep-alive\r\n"
+        } else {
+            b"Connection: close\r\n"
+        }
+    }
+}
+
+/// What `relay_answer` leaves open: the connection to the server, the client's.
+pub(super) struct Relayed {
+    pub upstream: bool,
+    pub client: bool,
+}
+
+/// Passes `answer` (its head, and its body from `conn`) to the client as a whole answer (a
+/// chunked body re-chunked; to an HTTP/1.0 client sent to the close); says which connections
+/// may carry another request.
 pub(super) async fn relay_answer<C: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>(
     conn: &mut C,
     answer: &Answer,
     cw: &mut W,
-) -> io::Result<bool> {
+    to: To,
+) -> io::Result<Relayed> {
     let mut head = Vec::with_capacity(answer.raw.len());
     let mut lines = answer.raw.split_inclusive(|&b| b == b'\n');
     head.extend_from_slice(lines.next().unwrap_or_default());
@@ -292,11 +338,18 @@ pub(super) async fn relay_answer<C: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>
         }
         head.extend_from_slice(line);
     }
-    let chunked = answer.framing == Framing::Chunked;
+    let chunked = answer.framing == Framing::Chunked && to.minor >= 1;
     if chunked {
         head.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
     }
-    head.extend_from_slice(b"Connection: close\r\n\r\n");
+    let delimited = match answer.framing {
+        Framing::Empty | Framing::Length(_) => true,
+        Framing::Chunked => chunked,
+        Framing::ToClose => false,
+    };
+    let client = to.keep && delimited;
+    head.extend_from_slice(To::connection(client));
+    head.extend_from_slice(b"\r\n");
     cw.write_all(&head).await?;
     let mut body = Body::of(answer);
     while let Some(piece) = body.next(conn).await? {
@@ -313,10 +366,60 @@ pub(super) async fn relay_answer<C: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>
         cw.write_all(b"0\r\n\r\n").await?;
     }
     cw.flush().await?;
-    Ok(answer.keeps_open)
+    Ok(Relayed {
+        upstream: answer.keeps_open,
+        client,
+    })
 }
 
 /// A new connection, for the pool once used.
 pub(super) fn fresh(conn: tokio_rustls::client::TlsStream<TcpStream>) -> Conn {
     BufReader::with_capacity(PIECE, conn)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a client of `minor` gets of `answer`, and whether the connection could be reused.
+    async fn relayed(answer: &[u8], minor: u8) -> (String, bool) {
+        let mut up = BufReader::new(answer);
+        let head = read_answer_head(&mut up, false).await.unwrap();
+        let mut client = Vec::new();
+        let to = To { minor, keep: false };
+        let relayed = relay_answer(&mut up, &head, &mut client, to).await.unwrap();
+        (String::from_utf8(client).unwrap(), relayed.upstream)
+    }
+
+    #[tokio::test]
+    async fn a_chunked_answer_is_rechunked_for_http11_and_sent_to_the_close_for_http10() {
+        let answer =
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: 1\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n";
+        let (to11, reuse) = relayed(answer, 1).await;
+        assert_eq!(
+            to11,
+            "HTTP/1.1 200 OK\r\nX-A: 1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"
+        );
+        assert!(reuse);
+        let (to10, _) = relayed(answer, 0).await;
+        assert_eq!(
+            to10,
+            "HTTP/1.1 200 OK\r\nX-A: 1\r\nConnection: close\r\n\r\nabcde"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_connection_the_server_closes_or_reads_to_the_close_is_not_reused() {
+        let (_, reuse) = relayed(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+            1,
+        )
+        .await;
+        assert!(!reuse);
+        let (got, reuse) = relayed(b"HTTP/1.1 200 OK\r\n\r\nto the end", 1).await;
+        assert!(got.ends_with("\r\n\r\nto the end"));
+        assert!(!reuse);
+        let (_, reuse) = relayed(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok", 1).await;
+        assert!(!reuse);
+    }
 }
