@@ -19,7 +19,7 @@
 
 use super::exchange::Request;
 use super::policy::{canonical_host, Host};
-use super::upstream::{relay_answer, Answer, Body, Framing, Relayed, To};
+use super::upstream::{relay_answer, Answer, AnswerBody, Framing, Relayed, To};
 use blake2::{Blake2b256, Digest as _};
 use sha2::Sha256;
 use std::io;
@@ -244,7 +244,7 @@ impl PackageCache {
         let (file, tmp_path) = tmp.into_parts();
         let mut file = tokio::fs::File::from_std(file);
         let mut hash = Blake2b256::new();
-        let mut body = Body::of(answer);
+        let mut body = AnswerBody::of(answer);
         loop {
             match body.next(up).await {
                 Ok(Some(piece)) => {

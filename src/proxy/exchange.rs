@@ -325,6 +325,13 @@ impl Chunks {
 /// `Connection` names) dropped, the framing as checked, `Connection: close`; with secrets, no
 /// compressed answer asked for (it could not be scrubbed).
 pub(super) fn forward_head(req: &Request, body: &Body, scrubbing: bool) -> Vec<u8> {
+    let mut out = forward_lines(req, body, scrubbing);
+    out.extend_from_slice(b"Connection: close\r\n\r\n");
+    out
+}
+
+/// `forward_head` but its `Connection` line and the blank line that ends it.
+pub(super) fn forward_lines(req: &Request, body: &Body, scrubbing: bool) -> Vec<u8> {
     let mut named = Vec::new();
     for value in req.values("connection") {
         for token in String::from_utf8_lossy(value).split(',') {
@@ -355,7 +362,6 @@ pub(super) fn forward_head(req: &Request, body: &Body, scrubbing: bool) -> Vec<u
     if scrubbing {
         out.extend_from_slice(b"Accept-Encoding: identity\r\n");
     }
-    out.extend_from_slice(b"Connection: close\r\n\r\n");
     out
 }
 

@@ -11,7 +11,7 @@
 //! this way (`pooled_request`); anything else goes out on a connection of its own and is the
 //! connection's last (`exchange.rs`).
 
-use super::exchange::{Chunks, Request};
+use super::exchange::{self, forward_lines, Chunks, Request};
 use super::head::HOP_BY_HOP;
 use super::policy::Host;
 use std::collections::HashMap;
@@ -103,28 +103,10 @@ pub(super) fn poolable(req: &Request) -> bool {
             .any(|h| req.has(h))
 }
 
-/// `req` as it goes out on a pooled connection: hop-by-hop headers (and those `Connection`
-/// names) dropped, `Connection: keep-alive`.
+/// `req` (bodiless: `poolable`) as it goes out on a pooled connection: `exchange.rs`'s
+/// `forward_head` with `Connection: keep-alive`.
 pub(super) fn pooled_request(req: &Request) -> Vec<u8> {
-    let mut named = Vec::new();
-    for (name, value) in &req.headers {
-        if name.eq_ignore_ascii_case("connection") {
-            for token in String::from_utf8_lossy(value).split(',') {
-                named.push(token.trim().to_ascii_lowercase());
-            }
-        }
-    }
-    let mut out = format!("{} {} HTTP/1.1\r\n", req.method, req.target).into_bytes();
-    for (name, value) in &req.headers {
-        let lower = name.to_ascii_lowercase();
-        if HOP_BY_HOP.contains(&lower.as_str()) || (named.contains(&lower) && lower != "host") {
-            continue;
-        }
-        out.extend_from_slice(name.as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    }
+    let mut out = forward_lines(req, &exchange::Body::Length(0), false);
     out.extend_from_slice(b"Connection: keep-alive\r\n\r\n");
     out
 }
@@ -217,16 +199,16 @@ async fn read_answer_head<R: AsyncBufReadExt + Unpin>(r: &mut R, head: bool) -> 
 }
 
 /// The body of an answer, read piece by piece by its framing.
-pub(super) struct Body {
+pub(super) struct AnswerBody {
     framing: Framing,
     chunks: Chunks,
     got: u64,
     piece: Vec<u8>,
 }
 
-impl Body {
-    pub(super) fn of(answer: &Answer) -> Body {
-        Body {
+impl AnswerBody {
+    pub(super) fn of(answer: &Answer) -> AnswerBody {
+        AnswerBody {
             framing: answer.framing,
             chunks: Chunks::default(),
             got: 0,
@@ -351,7 +333,7 @@ pub(super) async fn relay_answer<C: AsyncBufRead + Unpin, W: AsyncWrite + Unpin>
     head.extend_from_slice(To::connection(client));
     head.extend_from_slice(b"\r\n");
     cw.write_all(&head).await?;
-    let mut body = Body::of(answer);
+    let mut body = AnswerBody::of(answer);
     while let Some(piece) = body.next(conn).await? {
         if chunked {
             cw.write_all(format!("{:x}\r\n", piece.len()).as_bytes())
