@@ -292,7 +292,10 @@ pub(super) async fn dial(addrs: &[IpAddr], port: u16) -> Result<TcpStream, Strin
         )
         .await
         {
-            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                return Ok(stream);
+            }
             Ok(Err(e)) => errors.push(format!("{ip}: {e}")),
             Err(_) => errors.push(format!("{ip}: timed out")),
         }

@@ -277,6 +277,10 @@ async fn serve_box(line: tokio::net::UnixStream, proxy: Arc<Proxy>) {
                         continue;
                     }
                     if let Ok(conn) = tokio::net::TcpStream::from_std(conn) {
+                        // The proxy answers in a few writes (a head, then a body); with Nagle's
+                        // algorithm the last of them waited for the box's delayed ACK, about
+                        // 40 ms per answer on a kept-alive connection.
+                        let _ = conn.set_nodelay(true);
                         let proxy = proxy.clone();
                         let direct = direct.clone();
                         tokio::spawn(async move {
